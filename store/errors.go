@@ -1,0 +1,73 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// Sentinel errors of the store contract. Backends wrap them with context; callers
+// test with errors.Is. Domain errors (workflow.ErrTerminal, ErrUnknownStep, …)
+// come through wrapped as well.
+var (
+	// ErrNotFound: no instance has that id.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: an instance with that id already exists.
+	ErrExists = errors.New("already exists")
+	// ErrConflict: a concurrent modification — the expected version is stale, or
+	// the database aborted a transaction (serialization failure, deadlock).
+	// Always safe to retry from a fresh read.
+	ErrConflict = errors.New("concurrent modification")
+	// ErrStatusMismatch: a transition's from-status is not the current status.
+	ErrStatusMismatch = errors.New("status mismatch")
+	// ErrInvalidArgument: a parameter is out of range (limit, isolation, …).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrInvalidCursor: a List cursor that this store did not produce.
+	ErrInvalidCursor = fmt.Errorf("%w: malformed cursor", ErrInvalidArgument)
+)
+
+// ConflictError reports a lost race and carries what a retry needs: the
+// version the caller expected and the one the instance actually has (Actual is
+// -1 when unknown, e.g. after a serialization failure).
+type ConflictError struct {
+	ID       string
+	Expected int64
+	Actual   int64
+	// Reason is set for database-level aborts ("serialization failure",
+	// "deadlock detected"); empty for a version mismatch.
+	Reason string
+}
+
+func (e *ConflictError) Error() string {
+	if e.Reason != "" {
+		if e.ID == "" {
+			return fmt.Sprintf("concurrent modification: %s", e.Reason)
+		}
+		return fmt.Sprintf("concurrent modification of workflow %s: %s", e.ID, e.Reason)
+	}
+	return fmt.Sprintf("concurrent modification of workflow %s: expected version %d, current version is %d", e.ID, e.Expected, e.Actual)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// StatusMismatchError reports a transition whose from-status did not match.
+type StatusMismatchError struct {
+	ID       string
+	Expected workflow.Status
+	Actual   workflow.Status
+}
+
+func (e *StatusMismatchError) Error() string {
+	return fmt.Sprintf("workflow %s is %s, not %s", e.ID, e.Actual, e.Expected)
+}
+
+// Is makes errors.Is(err, ErrStatusMismatch) true.
+func (e *StatusMismatchError) Is(target error) bool { return target == ErrStatusMismatch }
+
+// NotFound returns an error wrapping ErrNotFound that names the instance.
+func NotFound(id string) error { return fmt.Errorf("workflow %q: %w", id, ErrNotFound) }
+
+// Retryable reports whether err is a conflict that a fresh attempt may resolve.
+func Retryable(err error) bool { return errors.Is(err, ErrConflict) }

@@ -1,0 +1,203 @@
+// Package store defines flowd's state-store contract: versioned workflow
+// instances, their append-only history, and the atomic operations on them
+// (SPEC section 3). Backends live in store/postgres and store/sqlite and both pass
+// the conformance suite in store/storetest.
+//
+// The package owns the contract, its typed errors, the isolation-level enum, the
+// transaction helper and update-with-retry. It must not know any SQL dialect: no
+// driver type crosses this boundary, and backends map their errors to the ones
+// declared here.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// Querier holds the operations that run either on their own (each atomic) or
+// inside a transaction started by Store.WithTx.
+//
+// Every method that changes an instance increases its version by exactly 1 and
+// appends one history row in the same transaction. Methods document the errors
+// they return; test them with errors.Is / errors.As.
+type Querier interface {
+	// Create inserts a new instance at version 0 (history row 0 included).
+	// An empty ID gets a server-generated UUIDv7; an invalid client id or state
+	// returns an error wrapping workflow.ErrInvalidID / workflow.ErrInvalidState;
+	// an existing id returns ErrExists. Status defaults to PENDING.
+	Create(ctx context.Context, p CreateParams) (*workflow.Instance, error)
+
+	// Get returns the instance, or ErrNotFound.
+	Get(ctx context.Context, id string) (*workflow.Instance, error)
+
+	// List returns instances newest first (created_at, then id, descending),
+	// at most p.Limit of them, and a cursor for the next page ("" on the last).
+	// A malformed cursor returns ErrInvalidCursor.
+	List(ctx context.Context, p ListParams) (ListPage, error)
+
+	// ReplaceState writes newState if the instance is at expectedVersion, in one
+	// conditional statement (no read under lock). Errors: ErrNotFound; a
+	// *ConflictError (errors.Is ErrConflict) carrying the actual version;
+	// workflow.ErrTerminal; workflow.ErrInvalidState.
+	ReplaceState(ctx context.Context, id string, expectedVersion int64, newState workflow.State, cause string) (*workflow.Instance, error)
+
+	// ModifyState locks the row, calls fn with the current instance and writes
+	// what fn left in inst.State and inst.Status, all in one transaction: it
+	// never conflicts with other writers (the server-side read-modify-write of
+	// SPEC section 3). fn is not called for a terminal instance
+	// (workflow.ErrTerminal). A status change must be in the transition table
+	// (workflow.ErrInvalidTransition); changes to other fields are ignored.
+	// fn's error aborts the change and is returned wrapped.
+	// Errors: ErrNotFound, workflow.ErrTerminal, workflow.ErrInvalidState,
+	// workflow.ErrInvalidTransition.
+	ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error)
+
+	// TransitionStatus moves the instance from p.From to p.To atomically.
+	// Errors: workflow.ErrInvalidTransition (checked before any I/O);
+	// ErrNotFound; a *StatusMismatchError (errors.Is ErrStatusMismatch) when the
+	// current status is not p.From — nothing happened in that case. When
+	// p.ExpectedVersion is set, a version mismatch is a *ConflictError.
+	TransitionStatus(ctx context.Context, p TransitionParams) (*workflow.Instance, error)
+
+	// CompleteStep sets state.steps[StepID] to COMPLETED with Output, if the
+	// instance is at ExpectedVersion. It does not change the instance status.
+	// Errors: ErrNotFound; workflow.ErrTerminal; workflow.ErrUnknownStep (the
+	// step is not in state.steps); workflow.ErrStepCompleted; *ConflictError.
+	// The step id is only ever data: never spliced into SQL or a JSON path.
+	CompleteStep(ctx context.Context, p CompleteStepParams) (*workflow.Instance, error)
+
+	// BatchUpdateStatus moves at most p.Limit instances whose status is p.Status
+	// and whose updated_at is before p.UpdatedBefore to p.NewStatus, oldest
+	// updated_at first, each version +1, and returns their ids. Concurrent calls
+	// never return the same id. Errors: workflow.ErrInvalidTransition,
+	// ErrInvalidArgument (limit outside 1–10000).
+	BatchUpdateStatus(ctx context.Context, p BatchStatusParams) ([]string, error)
+
+	// History returns every version of the instance, oldest first: versions
+	// 0, 1, …, current with no gap. ErrNotFound for an unknown id.
+	History(ctx context.Context, id string) ([]HistoryEntry, error)
+}
+
+// Store is a state store backend.
+type Store interface {
+	Querier
+	Migrator
+
+	// WithTx runs fn in one transaction at iso. fn's error rolls back and is
+	// returned; so is a failed commit. Serialization failures and deadlocks are
+	// returned as *ConflictError (errors.Is ErrConflict, retryable). Rollback runs
+	// on a context that is not cancelled, so a cancelled request still cleans up.
+	// fn must use tx, never the Store, while it runs.
+	WithTx(ctx context.Context, iso Isolation, fn func(tx Querier) error) error
+
+	// Capabilities tells the conformance suite and the engine what the backend
+	// can do, so they never branch on a type name.
+	Capabilities() Capabilities
+
+	// Ping reports whether the database answers.
+	Ping(ctx context.Context) error
+
+	// Close releases the store's connections.
+	Close() error
+}
+
+// Capabilities describes backend differences that callers may rely on.
+type Capabilities struct {
+	// Name is "postgres" or "sqlite"; for messages only.
+	Name string
+	// ConcurrentWriters is false when writes are serialised by the backend
+	// (SQLite's single writer), true when row locks allow parallel writers.
+	ConcurrentWriters bool
+	// IsolationLevels lists the levels that are really distinct; a backend that
+	// has only serializable transactions accepts every level and lists one.
+	IsolationLevels []Isolation
+}
+
+// CreateParams are the inputs of Querier.Create.
+type CreateParams struct {
+	ID         string          // optional; validated with workflow.ValidateInstanceID
+	Definition string          // "" for a free-form instance
+	Status     workflow.Status // default PENDING
+	Input      json.RawMessage // immutable afterwards; nil means {}
+	State      workflow.State
+	Cause      string // history cause; default "create"
+}
+
+// ListParams filter and page Querier.List.
+type ListParams struct {
+	Status     workflow.Status // "" for any
+	Definition string          // "" for any
+	Limit      int             // 1–1000; 0 means 50
+	Cursor     string          // opaque, from a previous ListPage
+}
+
+// ListPage is one page of Querier.List.
+type ListPage struct {
+	Instances  []*workflow.Instance
+	NextCursor string // "" on the last page
+}
+
+// TransitionParams are the inputs of Querier.TransitionStatus.
+type TransitionParams struct {
+	ID   string
+	From workflow.Status
+	To   workflow.Status
+	// ExpectedVersion, when not nil, also requires the instance to be at that
+	// version.
+	ExpectedVersion *int64
+	Cause           string // default "status FROM→TO"
+}
+
+// CompleteStepParams are the inputs of Querier.CompleteStep.
+type CompleteStepParams struct {
+	ID              string
+	StepID          string
+	Output          json.RawMessage // nil means JSON null
+	ExpectedVersion int64
+	Cause           string // default "complete step STEP"
+}
+
+// BatchStatusParams are the inputs of Querier.BatchUpdateStatus.
+type BatchStatusParams struct {
+	Status        workflow.Status
+	UpdatedBefore time.Time
+	NewStatus     workflow.Status
+	Limit         int // 1–10000
+	Cause         string
+}
+
+// MaxBatchLimit bounds BatchStatusParams.Limit.
+const MaxBatchLimit = 10000
+
+// HistoryEntry is one version of an instance, as it was written.
+type HistoryEntry struct {
+	Version int64           `json:"version"`
+	Status  workflow.Status `json:"status"`
+	State   workflow.State  `json:"state"`
+	At      time.Time       `json:"at"`
+	Cause   string          `json:"cause"`
+}
+
+// Migrator is implemented by every Store: it creates or upgrades the schema.
+type Migrator interface {
+	// Migrate applies the embedded migrations that are not applied yet and
+	// returns what it did. It is idempotent and safe when several processes run
+	// it at once against one database.
+	Migrate(ctx context.Context) (MigrationReport, error)
+}
+
+// MigrationReport says what Migrate did.
+type MigrationReport struct {
+	Applied []AppliedMigration // in order; empty when the schema was current
+	Version int64              // schema version after the run
+}
+
+// AppliedMigration is one migration that Migrate applied.
+type AppliedMigration struct {
+	Version  int64
+	Name     string
+	Duration time.Duration
+}

@@ -1,0 +1,53 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxIDLength bounds both instance ids and step ids.
+const MaxIDLength = 128
+
+// ErrInvalidID is wrapped by every id validation error.
+var ErrInvalidID = errors.New("invalid id")
+
+// ValidateInstanceID checks a client-supplied instance id: 1–128 characters of
+// [A-Za-z0-9._:-].
+func ValidateInstanceID(id string) error {
+	return validateID("workflow id", id, true)
+}
+
+// ValidateStepID checks a step id: 1–128 characters of [A-Za-z0-9_.-].
+func ValidateStepID(id string) error {
+	return validateID("step id", id, false)
+}
+
+func validateID(what, id string, allowColon bool) error {
+	if id == "" {
+		return fmt.Errorf("%w: %s is empty", ErrInvalidID, what)
+	}
+	if len(id) > MaxIDLength {
+		return fmt.Errorf("%w: %s is %d characters long, at most %d are allowed", ErrInvalidID, what, len(id), MaxIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '_', c == '.', c == '-', allowColon && c == ':':
+		default:
+			allowed := "A-Za-z0-9_.-"
+			if allowColon {
+				allowed = "A-Za-z0-9._:-"
+			}
+			return fmt.Errorf("%w: %s %q has character %q at offset %d (allowed: %s)", ErrInvalidID, what, truncate(id), c, i, allowed)
+		}
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

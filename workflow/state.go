@@ -1,0 +1,309 @@
+package workflow
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Domain errors. Stores and the API wrap them; test with errors.Is.
+var (
+	// ErrInvalidState: a state document breaks the rules (bad step id, bad step status, …).
+	ErrInvalidState = errors.New("invalid state")
+	// ErrInvalidTransition: from → to is not in the transition table.
+	ErrInvalidTransition = errors.New("transition not allowed")
+	// ErrTerminal: the instance is COMPLETED or CANCELLED and cannot change any more.
+	ErrTerminal = errors.New("instance is terminal")
+	// ErrUnknownStep: the step id is not a key of state.steps.
+	ErrUnknownStep = errors.New("unknown step")
+	// ErrStepCompleted: the step is already COMPLETED; completing it again is refused.
+	ErrStepCompleted = errors.New("step already completed")
+)
+
+// Instance is one workflow instance: its status, state document and version.
+// Version starts at 0 and every change increases it by exactly 1.
+type Instance struct {
+	ID         string          `json:"id"`
+	Definition string          `json:"definition"`
+	Status     Status          `json:"status"`
+	State      State           `json:"state"`
+	Input      json.RawMessage `json:"input"`
+	Version    int64           `json:"version"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+// State is an instance's state document. Variables and Steps are the keys the
+// engine uses; every other top-level key is kept, byte for byte, in Extra.
+//
+// Values are json.RawMessage rather than `any` so that numbers survive a round
+// trip exactly: decoding into float64 would silently change large integers.
+type State struct {
+	Variables map[string]json.RawMessage
+	Steps     map[string]*StepState
+	Extra     map[string]json.RawMessage
+}
+
+// StepState is one entry of state.steps. Keys other than the known ones are kept
+// in Extra.
+type StepState struct {
+	Status   StepStatus
+	Output   json.RawMessage
+	Error    string
+	Attempts int
+	Extra    map[string]json.RawMessage
+}
+
+// Var decodes variable name into v and reports whether it was present.
+func (s *State) Var(name string, v any) (bool, error) {
+	raw, ok := s.Variables[name]
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("variable %q: %w", name, err)
+	}
+	return true, nil
+}
+
+// SetVar stores v, encoded as JSON, as variable name.
+func (s *State) SetVar(name string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("variable %q: %w", name, err)
+	}
+	if s.Variables == nil {
+		s.Variables = map[string]json.RawMessage{}
+	}
+	s.Variables[name] = raw
+	return nil
+}
+
+// Validate checks the rules every stored state obeys: step ids are valid and step
+// entries have a known status and non-negative attempts.
+func (s *State) Validate() error {
+	for _, id := range sortedKeys(s.Steps) {
+		if err := ValidateStepID(id); err != nil {
+			return fmt.Errorf("%w: state.steps: %w", ErrInvalidState, err)
+		}
+		st := s.Steps[id]
+		if st == nil {
+			return fmt.Errorf("%w: state.steps.%s must be an object", ErrInvalidState, id)
+		}
+		if !st.Status.Valid() {
+			return fmt.Errorf("%w: state.steps.%s.status %q is not a step status (want one of %v)", ErrInvalidState, id, st.Status, StepStatuses)
+		}
+		if st.Attempts < 0 {
+			return fmt.Errorf("%w: state.steps.%s.attempts must not be negative", ErrInvalidState, id)
+		}
+	}
+	return nil
+}
+
+// CompleteStep marks step id COMPLETED with output. It refuses an unknown step
+// (ErrUnknownStep) and one already completed (ErrStepCompleted) instead of
+// overwriting it.
+func (s *State) CompleteStep(id string, output json.RawMessage) error {
+	st, ok := s.Steps[id]
+	if !ok || st == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownStep, id)
+	}
+	if st.Status == StepCompleted {
+		return fmt.Errorf("%w: %q", ErrStepCompleted, id)
+	}
+	if len(output) == 0 {
+		output = json.RawMessage("null")
+	}
+	st.Status = StepCompleted
+	st.Output = output
+	st.Error = ""
+	return nil
+}
+
+// Clone returns a deep copy, so an update function can change it freely.
+func (s State) Clone() State {
+	c := State{
+		Variables: cloneRaw(s.Variables),
+		Extra:     cloneRaw(s.Extra),
+	}
+	if s.Steps != nil {
+		c.Steps = make(map[string]*StepState, len(s.Steps))
+		for k, v := range s.Steps {
+			if v == nil {
+				c.Steps[k] = nil
+				continue
+			}
+			cp := *v
+			cp.Output = append(json.RawMessage(nil), v.Output...)
+			if v.Output == nil {
+				cp.Output = nil
+			}
+			cp.Extra = cloneRaw(v.Extra)
+			c.Steps[k] = &cp
+		}
+	}
+	return c
+}
+
+// MarshalJSON writes the document with "variables" and "steps" always present.
+func (s State) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(s.Extra)+2)
+	for k, v := range s.Extra {
+		m[k] = v
+	}
+	vars := s.Variables
+	if vars == nil {
+		vars = map[string]json.RawMessage{}
+	}
+	steps := s.Steps
+	if steps == nil {
+		steps = map[string]*StepState{}
+	}
+	m["variables"] = vars
+	m["steps"] = steps
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON accepts a JSON object; "variables" and "steps" must be objects
+// (or null) when present.
+func (s *State) UnmarshalJSON(b []byte) error {
+	var top map[string]json.RawMessage
+	if err := decodeObject(b, &top); err != nil {
+		return fmt.Errorf("%w: state must be a JSON object", ErrInvalidState)
+	}
+	*s = State{}
+	for k, v := range top {
+		switch k {
+		case "variables":
+			if isNull(v) {
+				continue
+			}
+			if err := decodeObject(v, &s.Variables); err != nil {
+				return fmt.Errorf("%w: state.variables must be a JSON object", ErrInvalidState)
+			}
+		case "steps":
+			if isNull(v) {
+				continue
+			}
+			var raw map[string]json.RawMessage
+			if err := decodeObject(v, &raw); err != nil {
+				return fmt.Errorf("%w: state.steps must be a JSON object", ErrInvalidState)
+			}
+			s.Steps = make(map[string]*StepState, len(raw))
+			for id, rv := range raw {
+				var st StepState
+				if err := st.UnmarshalJSON(rv); err != nil {
+					return fmt.Errorf("state.steps[%q]: %w", truncate(id), err)
+				}
+				s.Steps[id] = &st
+			}
+		default:
+			if s.Extra == nil {
+				s.Extra = map[string]json.RawMessage{}
+			}
+			s.Extra[k] = v
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes status, attempts, and output/error when set, plus Extra.
+func (st StepState) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(st.Extra)+4)
+	for k, v := range st.Extra {
+		m[k] = v
+	}
+	m["status"] = st.Status
+	m["attempts"] = st.Attempts
+	if st.Output != nil {
+		m["output"] = st.Output
+	}
+	if st.Error != "" {
+		m["error"] = st.Error
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON accepts a step object. A missing status means PENDING.
+func (st *StepState) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := decodeObject(b, &m); err != nil {
+		return fmt.Errorf("%w: a step must be a JSON object", ErrInvalidState)
+	}
+	*st = StepState{Status: StepPending}
+	for k, v := range m {
+		var err error
+		switch k {
+		case "status":
+			var s string
+			if err = json.Unmarshal(v, &s); err == nil {
+				st.Status = StepStatus(s)
+			}
+		case "attempts":
+			err = json.Unmarshal(v, &st.Attempts)
+		case "error":
+			if !isNull(v) {
+				err = json.Unmarshal(v, &st.Error)
+			}
+		case "output":
+			st.Output = append(json.RawMessage(nil), v...)
+		default:
+			if st.Extra == nil {
+				st.Extra = map[string]json.RawMessage{}
+			}
+			st.Extra[k] = v
+		}
+		if err != nil {
+			return fmt.Errorf("%w: step field %q has the wrong type", ErrInvalidState, k)
+		}
+	}
+	return nil
+}
+
+// ParseState decodes and validates a state document; empty input means {}.
+func ParseState(b []byte) (State, error) {
+	var s State
+	if len(bytes.TrimSpace(b)) == 0 {
+		return s, nil
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return State{}, err
+	}
+	if err := s.Validate(); err != nil {
+		return State{}, err
+	}
+	return s, nil
+}
+
+func decodeObject(b []byte, v any) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	return json.Unmarshal(b, v)
+}
+
+func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
+
+func cloneRaw(m map[string]json.RawMessage) map[string]json.RawMessage {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]json.RawMessage, len(m))
+	for k, v := range m {
+		c[k] = append(json.RawMessage(nil), v...)
+	}
+	return c
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,112 @@
+// Package workflow holds flowd's domain types: workflow instances, their state
+// document, statuses and the transition table, step statuses and id rules.
+//
+// It is pure: no I/O, no SQL, no HTTP. Stores, the engine and the API build on it;
+// it imports nothing of ours.
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Status is the lifecycle status of a workflow instance.
+type Status string
+
+// The instance statuses of SPEC section 2.
+const (
+	StatusPending   Status = "PENDING"
+	StatusRunning   Status = "RUNNING"
+	StatusPaused    Status = "PAUSED"
+	StatusCompleted Status = "COMPLETED"
+	StatusFailed    Status = "FAILED"
+	StatusCancelled Status = "CANCELLED"
+	StatusTimedOut  Status = "TIMED_OUT"
+)
+
+// Statuses lists every instance status in lifecycle order.
+var Statuses = []Status{
+	StatusPending, StatusRunning, StatusPaused, StatusCompleted,
+	StatusFailed, StatusCancelled, StatusTimedOut,
+}
+
+// transitions is the whole transition table: anything not listed is rejected.
+var transitions = map[Status][]Status{
+	StatusPending:  {StatusRunning, StatusCancelled},
+	StatusRunning:  {StatusPaused, StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut},
+	StatusPaused:   {StatusRunning, StatusCancelled, StatusTimedOut},
+	StatusFailed:   {StatusRunning},
+	StatusTimedOut: {StatusRunning},
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether no transition and no state change is allowed from s.
+func (s Status) Terminal() bool { return s == StatusCompleted || s == StatusCancelled }
+
+// CanTransition reports whether from → to is in the transition table.
+func CanTransition(from, to Status) bool {
+	for _, t := range transitions[from] {
+		if t == to {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseStatus returns the status named s, or an error naming the valid ones.
+func ParseStatus(s string) (Status, error) {
+	st := Status(s)
+	if !st.Valid() {
+		return "", fmt.Errorf("unknown status %q (want one of %v)", s, Statuses)
+	}
+	return st, nil
+}
+
+// UnmarshalJSON rejects unknown status names, so a decoded Status is always valid.
+func (s *Status) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return fmt.Errorf("status must be a string: %w", err)
+	}
+	st, err := ParseStatus(str)
+	if err != nil {
+		return err
+	}
+	*s = st
+	return nil
+}
+
+// StepStatus is the status of one step inside an instance's state.
+type StepStatus string
+
+// The step statuses of SPEC section 2.
+const (
+	StepPending   StepStatus = "PENDING"
+	StepRunning   StepStatus = "RUNNING"
+	StepWaiting   StepStatus = "WAITING"
+	StepCompleted StepStatus = "COMPLETED"
+	StepFailed    StepStatus = "FAILED"
+	StepSkipped   StepStatus = "SKIPPED"
+)
+
+// StepStatuses lists every step status.
+var StepStatuses = []StepStatus{StepPending, StepRunning, StepWaiting, StepCompleted, StepFailed, StepSkipped}
+
+// Valid reports whether s is one of the known step statuses.
+func (s StepStatus) Valid() bool {
+	for _, v := range StepStatuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
