@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -63,8 +64,13 @@ func (p RetryPolicy) Backoff(n int) time.Duration {
 	if ceiling > float64(p.Cap) {
 		ceiling = float64(p.Cap)
 	}
-	if ceiling <= 0 {
+	if !(ceiling > 0) { // also catches NaN (a NaN Factor)
 		return 0
+	}
+	// float64(math.MaxInt64) rounds up to 2⁶³, which overflows int64: a Cap
+	// near the largest Duration must not make Int64N panic.
+	if ceiling >= math.MaxInt64 {
+		return time.Duration(rand.Int64())
 	}
 	return time.Duration(rand.Int64N(int64(ceiling) + 1))
 }

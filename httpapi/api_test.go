@@ -1,0 +1,590 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/postgres"
+	"github.com/flowd/flowd/store/sqlite"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// backends opens a fresh, migrated store of each kind.
+var backends = []struct {
+	name string
+	open func(t *testing.T) store.Store
+}{
+	{"sqlite", func(t *testing.T) store.Store {
+		st, err := sqlite.Open(context.Background(), "sqlite:"+t.TempDir()+"/flowd.db", sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}},
+	{"postgres", func(t *testing.T) store.Store {
+		st, err := postgres.Open(context.Background(), pgtest.NewDatabase(t), postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}},
+}
+
+// api is one test server and a tiny raw-HTTP client for it: the tests check
+// exact status codes and headers, so they do not go through httpapi.Client.
+type api struct {
+	t     *testing.T
+	url   string
+	token string
+}
+
+func newAPI(t *testing.T, open func(*testing.T) store.Store, tokens ...string) *api {
+	t.Helper()
+	st := open(t)
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens}))
+	t.Cleanup(srv.Close)
+	a := &api{t: t, url: srv.URL}
+	if len(tokens) > 0 {
+		a.token = tokens[0]
+	}
+	return a
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decoding %s: %v", r.body, err)
+	}
+}
+
+func (r resp) instance(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	r.json(t, &m)
+	return m
+}
+
+// do sends a request; headers come in name/value pairs.
+func (a *api) do(method, path, body string, headers ...string) resp {
+	a.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, a.url+path, rd)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// expect checks the status and, for errors, the JSON error body shape.
+func expect(t *testing.T, r resp, status int, what string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.body)
+	}
+	if status >= 400 {
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: error Content-Type %q", what, ct)
+		}
+		var e httpapi.ErrorBody
+		if err := json.Unmarshal(r.body, &e); err != nil || e.Error != http.StatusText(status) || e.Message == "" {
+			t.Errorf("%s: error body %s does not have the reason phrase %q and a message", what, r.body, http.StatusText(status))
+		}
+	}
+}
+
+func (a *api) create(id, state string) resp {
+	a.t.Helper()
+	body := fmt.Sprintf(`{"id":%q}`, id)
+	if state != "" {
+		body = fmt.Sprintf(`{"id":%q,"state":%s}`, id, state)
+	}
+	r := a.do("POST", "/v1/workflows", body)
+	expect(a.t, r, 201, "create "+id)
+	return r
+}
+
+func TestAPI(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			a := newAPI(t, b.open)
+			t.Run("Create", func(t *testing.T) { testCreate(t, a) })
+			t.Run("Get", func(t *testing.T) { testGet(t, a) })
+			t.Run("List", func(t *testing.T) { testList(t, a) })
+			t.Run("Patch", func(t *testing.T) { testPatch(t, a) })
+			t.Run("PatchOrder", func(t *testing.T) { testPatchOrder(t, a) })
+			t.Run("Status", func(t *testing.T) { testStatus(t, a) })
+			t.Run("Actions", func(t *testing.T) { testActions(t, a) })
+			t.Run("CompleteStep", func(t *testing.T) { testCompleteStep(t, a) })
+			t.Run("Batch", func(t *testing.T) { testBatch(t, a) })
+			t.Run("History", func(t *testing.T) { testHistory(t, a) })
+			t.Run("Limits", func(t *testing.T) { testLimits(t, a) })
+			t.Run("Health", func(t *testing.T) { testHealth(t, a) })
+			t.Run("ConcurrentPatch", func(t *testing.T) { testConcurrentPatch(t, a) })
+		})
+	}
+}
+
+func testCreate(t *testing.T, a *api) {
+	r := a.do("POST", "/v1/workflows", `{"input":{"sku":"A-1","n":9007199254740993},"state":{"variables":{"counter":0}}}`)
+	expect(t, r, 201, "create")
+	inst := r.instance(t)
+	id, _ := inst["id"].(string)
+	if id == "" || r.header.Get("Location") != "/v1/workflows/"+id {
+		t.Errorf("Location %q for id %q", r.header.Get("Location"), id)
+	}
+	if r.header.Get("ETag") != `"0"` || inst["version"] != 0.0 || inst["status"] != "PENDING" || inst["definition"] != "" {
+		t.Errorf("new instance: ETag %s, %v", r.header.Get("ETag"), inst)
+	}
+	if !bytes.Contains(r.body, []byte(`9007199254740993`)) {
+		t.Errorf("input number changed: %s", r.body)
+	}
+	for _, k := range []string{"created_at", "updated_at", "state", "input"} {
+		if _, ok := inst[k]; !ok {
+			t.Errorf("instance lacks %q: %s", k, r.body)
+		}
+	}
+	a.create("client-id.1:x", "")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"client-id.1:x"}`), 409, "existing id")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"bad id"}`), 400, "invalid id")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"`+strings.Repeat("x", 129)+`"}`), 400, "long id")
+	expect(t, a.do("POST", "/v1/workflows", `{"definition":"nope"}`), 404, "unknown definition")
+	expect(t, a.do("POST", "/v1/workflows", `{"idd":"x"}`), 400, "unknown field")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":`), 400, "malformed JSON")
+	expect(t, a.do("POST", "/v1/workflows", `{} {}`), 400, "trailing data")
+	expect(t, a.do("POST", "/v1/workflows", `[]`), 400, "array body")
+	expect(t, a.do("POST", "/v1/workflows", ``), 400, "empty body")
+	expect(t, a.do("POST", "/v1/workflows", `{"state":{"steps":{"a,b":{}}}}`), 400, "invalid step id in state")
+	expect(t, a.do("POST", "/v1/workflows", `{"state":[1]}`), 400, "state not an object")
+	expect(t, a.do("POST", "/v1/workflows", `{"state":{"steps":{"a":{"status":"DONE"}}}}`), 400, "bad step status")
+}
+
+func testGet(t *testing.T, a *api) {
+	a.create("get-1", "")
+	r := a.do("GET", "/v1/workflows/get-1", "")
+	expect(t, r, 200, "get")
+	if r.header.Get("ETag") != `"0"` {
+		t.Errorf("ETag %q", r.header.Get("ETag"))
+	}
+	r = a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `"0"`)
+	if r.status != 304 || len(r.body) != 0 || r.header.Get("ETag") != `"0"` {
+		t.Errorf("If-None-Match match: %d %q %q", r.status, r.body, r.header.Get("ETag"))
+	}
+	if r = a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `W/"0"`); r.status != 304 {
+		t.Errorf("weak If-None-Match should match: %d", r.status)
+	}
+	if r = a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `*`); r.status != 304 {
+		t.Errorf("If-None-Match * should match: %d", r.status)
+	}
+	expect(t, a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `"5"`), 200, "If-None-Match other version")
+	expect(t, a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `5`), 400, "malformed If-None-Match")
+	expect(t, a.do("GET", "/v1/workflows/nope", ""), 404, "unknown id")
+	expect(t, a.do("DELETE", "/v1/workflows/get-1", ""), 405, "method not allowed")
+	expect(t, a.do("GET", "/v1/nothing-here", ""), 404, "unknown route")
+}
+
+func testList(t *testing.T, a *api) {
+	for i := range 5 {
+		a.create(fmt.Sprintf("list-%d", i), "")
+	}
+	seen := map[string]bool{}
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 100 {
+			t.Fatal("paging does not end")
+		}
+		r := a.do("GET", "/v1/workflows?limit=2&cursor="+cursor, "")
+		expect(t, r, 200, "list")
+		var page httpapi.ListWorkflowsResponse
+		r.json(t, &page)
+		if len(page.Workflows) > 2 {
+			t.Fatalf("page of %d with limit 2", len(page.Workflows))
+		}
+		for _, w := range page.Workflows {
+			if seen[w.ID] {
+				t.Fatalf("%s listed twice", w.ID)
+			}
+			seen[w.ID] = true
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	for i := range 5 {
+		if !seen[fmt.Sprintf("list-%d", i)] {
+			t.Errorf("list-%d never listed", i)
+		}
+	}
+	r := a.do("GET", "/v1/workflows?status=PENDING&limit=1000", "")
+	expect(t, r, 200, "status filter")
+	var page httpapi.ListWorkflowsResponse
+	r.json(t, &page)
+	for _, w := range page.Workflows {
+		if w.Status != "PENDING" {
+			t.Errorf("status filter returned %s", w.Status)
+		}
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "status=DONE", "cursor=%21%21"} {
+		expect(t, a.do("GET", "/v1/workflows?"+q, ""), 400, "list "+q)
+	}
+}
+
+func testPatch(t *testing.T, a *api) {
+	a.create("patch-1", `{"variables":{"a":1,"b":2},"custom":true}`)
+	r := a.do("PATCH", "/v1/workflows/patch-1", `{"variables":{"b":null,"c":3}}`, "If-Match", `"0"`)
+	expect(t, r, 200, "patch")
+	if r.header.Get("ETag") != `"1"` {
+		t.Errorf("ETag after patch %q", r.header.Get("ETag"))
+	}
+	var inst struct {
+		Version int
+		State   map[string]any
+	}
+	r.json(t, &inst)
+	vars := inst.State["variables"].(map[string]any)
+	if vars["a"] != 1.0 || vars["c"] != 3.0 || vars["b"] != nil || inst.State["custom"] != true || inst.Version != 1 {
+		t.Errorf("merge patch result %s", r.body)
+	}
+	// Stale, weak, unknown and non-version tags never match.
+	for _, tag := range []string{`"0"`, `W/"1"`, `"0abc"`, `"2"`, `"01"`} {
+		expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", tag), 412, "If-Match "+tag)
+	}
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"7", "1"`), 200, "list containing the current version")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":2}`, "If-Match", `*`), 200, "If-Match *")
+	// Without Content-Type the body is taken as JSON; with merge-patch+json too.
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":3}`, "If-Match", `"3"`, "Content-Type", ""), 200, "no content type")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":4}`, "If-Match", `"4"`, "Content-Type", "application/merge-patch+json"), 200, "merge-patch content type")
+	for _, bad := range []string{`0`, `"0`, `W/0`, `"1" "2"`, `*, "1"`} {
+		expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", bad), 400, "malformed If-Match "+bad)
+	}
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`), 428, "no If-Match")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `[1]`, "If-Match", `"5"`), 400, "array patch")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":`, "If-Match", `"5"`), 400, "malformed patch")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"steps":{"a,b":{}}}`, "If-Match", `"5"`), 400, "invalid step id in patch")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"steps":{"a":{"status":"NOPE"}}}`, "If-Match", `"5"`), 400, "bad step status in patch")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"5"`, "Content-Type", "text/plain"), 415, "wrong content type")
+	r = a.do("GET", "/v1/workflows/patch-1", "")
+	if r.header.Get("ETag") != `"5"` {
+		t.Errorf("rejected patches changed the instance: ETag %s", r.header.Get("ETag"))
+	}
+	expect(t, a.do("POST", "/v1/workflows/patch-1/cancel", ""), 200, "cancel")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"6"`), 409, "terminal instance")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"1"`), 409, "terminal instance beats stale tag")
+}
+
+func testPatchOrder(t *testing.T, a *api) {
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `nope`, "Content-Type", "text/plain"), 428, "428 before everything")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `nope`, "If-Match", `"0"`, "Content-Type", "text/plain"), 400, "400 before 415")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`, "If-Match", `"0"`, "Content-Type", "text/plain"), 415, "415 before 404")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`, "If-Match", `"0"`), 404, "404 after 415")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`), 428, "428 before 404")
+}
+
+func testStatus(t *testing.T, a *api) {
+	a.create("st-1", "")
+	r := a.do("POST", "/v1/workflows/st-1/status", `{"from":"PENDING","to":"RUNNING"}`)
+	expect(t, r, 200, "transition")
+	if r.header.Get("ETag") != `"1"` || r.instance(t)["status"] != "RUNNING" {
+		t.Errorf("after transition: %s %s", r.header.Get("ETag"), r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows/st-1/status", `{"from":"PENDING","to":"RUNNING"}`), 409, "from does not match")
+	expect(t, a.do("POST", "/v1/workflows/st-1/status", `{"from":"PENDING","to":"PAUSED"}`), 422, "not in the table")
+	expect(t, a.do("POST", "/v1/workflows/nope/status", `{"from":"PENDING","to":"PAUSED"}`), 422, "422 before 404")
+	expect(t, a.do("POST", "/v1/workflows/nope/status", `{"from":"PENDING","to":"RUNNING"}`), 404, "unknown id")
+	expect(t, a.do("POST", "/v1/workflows/nope/status", `{"from":"PENDING","to":"DONE"}`), 400, "unknown status before 404")
+	expect(t, a.do("POST", "/v1/workflows/st-1/status", `{"from":"RUNNING","to":"PAUSED","why":1}`), 400, "unknown field")
+	expect(t, a.do("POST", "/v1/workflows/st-1/status", `{"from":"RUNNING"}`), 400, "missing to")
+}
+
+func testActions(t *testing.T, a *api) {
+	a.create("act-1", "")
+	expect(t, a.do("POST", "/v1/workflows/act-1/pause", ""), 409, "pause from PENDING")
+	expect(t, a.do("POST", "/v1/workflows/act-1/status", `{"from":"PENDING","to":"RUNNING"}`), 200, "start")
+	for _, step := range []struct{ action, body, status string }{
+		{"pause", "", "PAUSED"}, {"resume", "{}", "RUNNING"}, {"cancel", "", "CANCELLED"},
+	} {
+		r := a.do("POST", "/v1/workflows/act-1/"+step.action, step.body)
+		expect(t, r, 200, step.action)
+		if got := r.instance(t)["status"]; got != step.status {
+			t.Errorf("%s → %v, want %s", step.action, got, step.status)
+		}
+		if r.header.Get("ETag") == "" {
+			t.Errorf("%s: no ETag", step.action)
+		}
+	}
+	expect(t, a.do("POST", "/v1/workflows/act-1/resume", ""), 409, "resume a cancelled instance")
+	expect(t, a.do("POST", "/v1/workflows/act-1/retry", ""), 409, "retry a cancelled instance")
+	expect(t, a.do("POST", "/v1/workflows/act-1/pause", `{"x":1}`), 400, "unknown field in action body")
+	expect(t, a.do("POST", "/v1/workflows/nope/cancel", ""), 404, "unknown id")
+
+	a.create("act-2", "")
+	a.do("POST", "/v1/workflows/act-2/status", `{"from":"PENDING","to":"RUNNING"}`)
+	expect(t, a.do("POST", "/v1/workflows/act-2/status", `{"from":"RUNNING","to":"FAILED"}`), 200, "fail")
+	r := a.do("POST", "/v1/workflows/act-2/retry", "")
+	expect(t, r, 200, "retry")
+	if r.instance(t)["status"] != "RUNNING" {
+		t.Errorf("retry → %s", r.body)
+	}
+}
+
+func testCompleteStep(t *testing.T, a *api) {
+	a.create("cs-1", `{"steps":{"approve":{"status":"WAITING"},"done":{"status":"COMPLETED","output":1}}}`)
+	path := "/v1/workflows/cs-1/steps/approve/complete"
+	expect(t, a.do("POST", path, `{"output":{"ok":true}}`), 428, "no If-Match")
+	expect(t, a.do("POST", path, `{"output":1}`, "If-Match", `W/0`), 400, "malformed If-Match")
+	expect(t, a.do("POST", path, `{"outpt":1}`, "If-Match", `"0"`), 400, "unknown field")
+	expect(t, a.do("POST", path, `{"output":1}`, "If-Match", `"9"`), 412, "stale")
+	expect(t, a.do("POST", "/v1/workflows/cs-1/steps/nope/complete", `{"output":1}`, "If-Match", `"9"`), 404, "unknown step before 412")
+	expect(t, a.do("POST", "/v1/workflows/cs-1/steps/a,b/complete", `{"output":1}`, "If-Match", `"0"`), 404, "hostile step id")
+	expect(t, a.do("POST", "/v1/workflows/cs-1/steps/done/complete", `{"output":2}`, "If-Match", `"9"`), 409, "completed step before 412")
+	expect(t, a.do("POST", "/v1/workflows/nope/steps/approve/complete", `{"output":1}`, "If-Match", `"0"`), 404, "unknown workflow")
+	r := a.do("POST", path, `{"output":{"ok":true}}`, "If-Match", `"0"`)
+	expect(t, r, 200, "complete")
+	if r.header.Get("ETag") != `"1"` {
+		t.Errorf("ETag %s", r.header.Get("ETag"))
+	}
+	var inst struct {
+		Status string
+		State  struct {
+			Steps map[string]struct {
+				Status string
+				Output json.RawMessage
+			}
+		}
+	}
+	r.json(t, &inst)
+	if st := inst.State.Steps["approve"]; st.Status != "COMPLETED" || string(st.Output) != `{"ok":true}` || inst.Status != "PENDING" {
+		t.Errorf("after completion: %s", r.body)
+	}
+	expect(t, a.do("POST", path, `{"output":2}`, "If-Match", `"1"`), 409, "completed twice")
+	a.do("POST", "/v1/workflows/cs-1/cancel", "")
+	a.create("cs-2", `{"steps":{"x":{}}}`)
+	a.do("POST", "/v1/workflows/cs-2/cancel", "")
+	expect(t, a.do("POST", "/v1/workflows/cs-2/steps/x/complete", `{}`, "If-Match", `"0"`), 409, "terminal instance before 412")
+}
+
+func testBatch(t *testing.T, a *api) {
+	var ids []string
+	for i := range 3 {
+		id := fmt.Sprintf("batch-%d", i)
+		a.create(id, "")
+		a.do("POST", "/v1/workflows/"+id+"/status", `{"from":"PENDING","to":"RUNNING"}`)
+		ids = append(ids, id)
+	}
+	before := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	r := a.do("POST", "/v1/batch/status", fmt.Sprintf(`{"status":"RUNNING","updated_before":%q,"new_status":"PAUSED","limit":2}`, before))
+	expect(t, r, 200, "batch")
+	var out httpapi.BatchStatusResponse
+	r.json(t, &out)
+	if len(out.IDs) != 2 {
+		t.Errorf("batch moved %v, want 2", out.IDs)
+	}
+	for _, body := range []string{
+		`{"status":"RUNNING","updated_before":"yesterday","new_status":"PAUSED","limit":2}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED","limit":0}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED","limit":10001}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"DONE","limit":2}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED","limit":2,"x":1}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED"}`,
+	} {
+		expect(t, a.do("POST", "/v1/batch/status", body), 400, "batch "+body)
+	}
+	expect(t, a.do("POST", "/v1/batch/status", `{"status":"COMPLETED","updated_before":"`+before+`","new_status":"RUNNING","limit":2}`), 422, "batch transition outside the table")
+}
+
+func testHistory(t *testing.T, a *api) {
+	a.create("hist-1", "")
+	a.do("PATCH", "/v1/workflows/hist-1", `{"variables":{"n":1}}`, "If-Match", `"0"`)
+	a.do("POST", "/v1/workflows/hist-1/status", `{"from":"PENDING","to":"RUNNING"}`)
+	r := a.do("GET", "/v1/workflows/hist-1/history", "")
+	expect(t, r, 200, "history")
+	var h struct {
+		Versions []struct {
+			Version int
+			Status  string
+			State   map[string]any
+			At      time.Time
+			Cause   string
+		}
+	}
+	r.json(t, &h)
+	if len(h.Versions) != 3 {
+		t.Fatalf("history %s", r.body)
+	}
+	for i, v := range h.Versions {
+		if v.Version != i || v.At.IsZero() || v.Cause == "" {
+			t.Errorf("history[%d] = %+v", i, v)
+		}
+	}
+	if h.Versions[2].Status != "RUNNING" || h.Versions[1].State["variables"].(map[string]any)["n"] != 1.0 {
+		t.Errorf("history content %s", r.body)
+	}
+	expect(t, a.do("GET", "/v1/workflows/nope/history", ""), 404, "unknown id")
+}
+
+func testLimits(t *testing.T, a *api) {
+	big := `{"state":{"variables":{"x":"` + strings.Repeat("a", httpapi.MaxBodyBytes) + `"}}}`
+	expect(t, a.do("POST", "/v1/workflows", big), 413, "body over 1 MiB")
+	a.create("lim-1", "")
+	expect(t, a.do("PATCH", "/v1/workflows/lim-1", `{"x":"`+strings.Repeat("a", httpapi.MaxBodyBytes)+`"}`, "If-Match", `"0"`), 413, "patch over 1 MiB")
+	r := a.do("GET", "/v1/workflows/lim-1", "", "X-Request-Id", "abc-123")
+	if r.header.Get("X-Request-Id") != "abc-123" {
+		t.Errorf("X-Request-Id not echoed: %q", r.header.Get("X-Request-Id"))
+	}
+	if r = a.do("GET", "/v1/workflows/lim-1", ""); len(r.header.Get("X-Request-Id")) < 8 {
+		t.Errorf("no generated X-Request-Id")
+	}
+}
+
+func testHealth(t *testing.T, a *api) {
+	expect(t, a.do("GET", "/healthz", ""), 200, "healthz")
+	r := a.do("GET", "/metrics", "")
+	expect(t, r, 200, "metrics")
+}
+
+// testConcurrentPatch: 32 clients each GET, then PATCH with If-Match, retrying
+// on 412. Every successful PATCH incremented the counter exactly once, so the
+// counter, the version and the number of 200s must all agree.
+func testConcurrentPatch(t *testing.T, a *api) {
+	a.create("race-1", `{"variables":{"counter":0}}`)
+	const clients, perClient = 32, 5
+	var ok, stale atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done := 0; done < perClient; {
+				r := a.getRaw("/v1/workflows/race-1")
+				var inst struct {
+					Version int64
+					State   struct{ Variables struct{ Counter int64 } }
+				}
+				if err := json.Unmarshal(r.body, &inst); err != nil {
+					t.Error(err)
+					return
+				}
+				body := fmt.Sprintf(`{"variables":{"counter":%d}}`, inst.State.Variables.Counter+1)
+				p := a.patchRaw("/v1/workflows/race-1", body, r.header.Get("ETag"))
+				switch p.status {
+				case 200:
+					ok.Add(1)
+					done++
+				case 412:
+					stale.Add(1)
+				default:
+					t.Errorf("PATCH: %d %s", p.status, p.body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r := a.do("GET", "/v1/workflows/race-1", "")
+	var inst struct {
+		Version int64
+		State   struct{ Variables struct{ Counter int64 } }
+	}
+	r.json(t, &inst)
+	if inst.State.Variables.Counter != ok.Load() || inst.Version != ok.Load() || ok.Load() != clients*perClient {
+		t.Errorf("counter %d, version %d, successful PATCHes %d (412s: %d)", inst.State.Variables.Counter, inst.Version, ok.Load(), stale.Load())
+	}
+	if etag := r.header.Get("ETag"); etag != `"`+strconv.FormatInt(inst.Version, 10)+`"` {
+		t.Errorf("ETag %s for version %d", etag, inst.Version)
+	}
+	t.Logf("%d successful PATCHes, %d answered 412", ok.Load(), stale.Load())
+}
+
+// getRaw and patchRaw are safe from many goroutines: they report instead of
+// calling t.Fatal.
+func (a *api) getRaw(path string) resp {
+	req, _ := http.NewRequest("GET", a.url+path, nil)
+	return a.send(req)
+}
+
+func (a *api) patchRaw(path, body, etag string) resp {
+	req, _ := http.NewRequest("PATCH", a.url+path, strings.NewReader(body))
+	req.Header.Set("If-Match", etag)
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	return a.send(req)
+}
+
+func (a *api) send(req *http.Request) resp {
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Error(err)
+		return resp{}
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func TestAuth(t *testing.T) {
+	a := newAPI(t, backends[0].open, "s3cret", "other-token")
+	expect(t, a.do("GET", "/v1/workflows", ""), 200, "valid token")
+	a.token = "other-token"
+	expect(t, a.do("GET", "/v1/workflows", ""), 200, "second token")
+	for _, tok := range []string{"", "s3cre", "s3cret2", "S3CRET"} {
+		a.token = tok
+		r := a.do("GET", "/v1/workflows", "")
+		expect(t, r, 401, "token "+tok)
+		if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("401 without WWW-Authenticate: Bearer")
+		}
+	}
+	a.token = ""
+	expect(t, a.do("POST", "/v1/workflows", `{}`, "Authorization", "Basic czNjcmV0"), 401, "basic auth")
+	expect(t, a.do("GET", "/healthz", ""), 200, "healthz needs no token")
+}

@@ -1,0 +1,405 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Client is a Go client for the flowd API (SPEC section 4). It is safe for
+// concurrent use.
+//
+// Every method that returns an instance checks that the response's ETag is the
+// instance's version, so inst.Version is always what to send as If-Match next
+// (ETag(inst.Version)). Errors the server reports are *APIError; test them with
+// IsNotFound, IsPreconditionFailed, … or StatusCode.
+type Client struct {
+	base   *url.URL // without a trailing slash in Path
+	err    error    // a bad base URL, reported by every call
+	token  string
+	http   *http.Client
+	header http.Header
+}
+
+// ClientOption configures NewClient.
+type ClientOption func(*Client)
+
+// WithToken sends `Authorization: Bearer <token>` with every request.
+func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient makes the client send its requests through hc (its Transport,
+// Timeout and Jar). hc itself is not modified: the client uses a copy whose
+// redirect policy refuses to follow redirects of writes.
+func WithHTTPClient(hc *http.Client) ClientOption {
+	return func(c *Client) {
+		if hc != nil {
+			c.http = hc
+		}
+	}
+}
+
+// WithHeader adds a header to every request (e.g. X-Request-Id, User-Agent).
+func WithHeader(key, value string) ClientOption {
+	return func(c *Client) { c.header.Add(key, value) }
+}
+
+// NewClient returns a client of the server at baseURL, e.g.
+// "http://127.0.0.1:8080" (a path prefix such as "https://host/flowd" is kept).
+// A malformed baseURL is reported by the first call, not here.
+func NewClient(baseURL string, opts ...ClientOption) *Client {
+	c := &Client{http: &http.Client{}, header: http.Header{}}
+	for _, o := range opts {
+		o(c)
+	}
+	c.base, c.err = parseBaseURL(baseURL)
+
+	// A copy, so the caller's client keeps its own policy for its other uses.
+	hc := *c.http
+	prev := hc.CheckRedirect
+	hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		// A redirected write might be replayed elsewhere, or silently turned
+		// into a GET by a 301/302: return the 3xx to the caller instead.
+		if m := via[0].Method; m != http.MethodGet && m != http.MethodHead {
+			return http.ErrUseLastResponse
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	c.http = &hc
+	if c.header.Get("User-Agent") == "" {
+		c.header.Set("User-Agent", "flowd-client")
+	}
+	return c
+}
+
+func parseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("flowd client: server URL %q: %w", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("flowd client: server URL %q must be http:// or https:// with a host, e.g. http://127.0.0.1:8080", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("flowd client: server URL %q must not carry credentials, a query or a fragment (use a bearer token for authentication)", raw)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// APIError is an error response of the API: a non-2xx status with the body
+// {"error": reason, "message": detail}.
+type APIError struct {
+	StatusCode int
+	Reason     string // the body's "error" field: the HTTP reason phrase
+	Message    string // the body's "message" field: what went wrong
+	RequestID  string // the X-Request-Id response header, for the server log
+}
+
+// Error formats the error as "412 Precondition Failed: <message>".
+func (e *APIError) Error() string {
+	reason := e.Reason
+	if reason == "" {
+		reason = http.StatusText(e.StatusCode)
+	}
+	s := strconv.Itoa(e.StatusCode)
+	if reason != "" {
+		s += " " + reason
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// StatusCode returns the HTTP status of an *APIError anywhere in err's chain,
+// and 0 for any other error (transport failures, bad arguments, …).
+func StatusCode(err error) int {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.StatusCode
+	}
+	return 0
+}
+
+// IsNotFound reports a 404: unknown workflow, step or definition.
+func IsNotFound(err error) bool { return StatusCode(err) == http.StatusNotFound }
+
+// IsConflict reports a 409: the instance is terminal, the step is already
+// completed, the status is not the expected one, or the id exists.
+func IsConflict(err error) bool { return StatusCode(err) == http.StatusConflict }
+
+// IsPreconditionFailed reports a 412: If-Match did not match the current
+// version; re-read the instance and decide again.
+func IsPreconditionFailed(err error) bool { return StatusCode(err) == http.StatusPreconditionFailed }
+
+// IsPreconditionRequired reports a 428: the route requires If-Match.
+func IsPreconditionRequired(err error) bool {
+	return StatusCode(err) == http.StatusPreconditionRequired
+}
+
+// IsUnauthorized reports a 401: no bearer token, or one the server does not know.
+func IsUnauthorized(err error) bool { return StatusCode(err) == http.StatusUnauthorized }
+
+// ListOptions filter and page ListWorkflows; zero values mean "any" and the
+// server's default limit.
+type ListOptions struct {
+	Status     workflow.Status
+	Definition string
+	Limit      int
+	Cursor     string // NextCursor of the previous page
+}
+
+// Actions are the convenience transitions that Action accepts.
+var Actions = []string{"cancel", "pause", "resume", "retry"}
+
+// CreateWorkflow starts an instance. Errors: 404 unknown definition, 409 an
+// instance with req.ID exists, 400 invalid id or state.
+func (c *Client) CreateWorkflow(ctx context.Context, req CreateWorkflowRequest) (*workflow.Instance, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("flowd client: encoding create request: %w", err)
+	}
+	return c.instance(ctx, http.MethodPost, "/v1/workflows", nil, body, "application/json")
+}
+
+// GetWorkflow returns the instance. Errors: 404.
+func (c *Client) GetWorkflow(ctx context.Context, id string) (*workflow.Instance, error) {
+	return c.instance(ctx, http.MethodGet, workflowPath(id), nil, nil, "")
+}
+
+// ListWorkflows returns one page of instances, newest first.
+func (c *Client) ListWorkflows(ctx context.Context, opts ListOptions) (*ListWorkflowsResponse, error) {
+	q := url.Values{}
+	if opts.Status != "" {
+		q.Set("status", string(opts.Status))
+	}
+	if opts.Definition != "" {
+		q.Set("definition", opts.Definition)
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	path := "/v1/workflows"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out ListWorkflowsResponse
+	if _, err := c.do(ctx, http.MethodGet, path, nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	if out.Workflows == nil {
+		out.Workflows = []*workflow.Instance{}
+	}
+	return &out, nil
+}
+
+// PatchWorkflow applies a JSON Merge Patch (RFC 7396) to the instance's state.
+// ifMatch is the raw If-Match value: ETag(version) such as `"3"`, or `*` for
+// any version; "" sends none (the server answers 428). Errors: 412 stale
+// version, 428, 404, 409 terminal instance, 400 bad patch or If-Match.
+func (c *Client) PatchWorkflow(ctx context.Context, id, ifMatch string, patch json.RawMessage) (*workflow.Instance, error) {
+	return c.instance(ctx, http.MethodPatch, workflowPath(id), ifMatchHeader(ifMatch), patch, "application/merge-patch+json")
+}
+
+// Transition moves the instance from → to. Errors: 409 the current status is
+// not from, 422 from → to is not an allowed transition, 404.
+func (c *Client) Transition(ctx context.Context, id string, from, to workflow.Status) (*workflow.Instance, error) {
+	body, err := json.Marshal(TransitionRequest{From: from, To: to})
+	if err != nil {
+		return nil, fmt.Errorf("flowd client: encoding transition: %w", err)
+	}
+	return c.instance(ctx, http.MethodPost, workflowPath(id)+"/status", nil, body, "application/json")
+}
+
+// Action runs one of the convenience transitions cancel, pause, resume or
+// retry from whatever the current status is. Errors: 409 not allowed from the
+// current status, 404.
+func (c *Client) Action(ctx context.Context, id, name string) (*workflow.Instance, error) {
+	known := false
+	for _, a := range Actions {
+		known = known || a == name
+	}
+	if !known {
+		return nil, fmt.Errorf("flowd client: unknown action %q (want one of %s)", name, strings.Join(Actions, ", "))
+	}
+	return c.instance(ctx, http.MethodPost, workflowPath(id)+"/"+name, nil, []byte("{}"), "application/json")
+}
+
+// CompleteStep marks the step COMPLETED with output (nil means JSON null).
+// ifMatch is as for PatchWorkflow. Errors: 412, 428, 404 unknown workflow or
+// step, 409 step already completed or instance terminal.
+func (c *Client) CompleteStep(ctx context.Context, id, step, ifMatch string, output json.RawMessage) (*workflow.Instance, error) {
+	body, err := json.Marshal(CompleteStepRequest{Output: output})
+	if err != nil {
+		return nil, fmt.Errorf("flowd client: encoding step output: %w", err)
+	}
+	path := workflowPath(id) + "/steps/" + url.PathEscape(step) + "/complete"
+	return c.instance(ctx, http.MethodPost, path, ifMatchHeader(ifMatch), body, "application/json")
+}
+
+// BatchStatus moves at most req.Limit instances in req.Status last updated
+// before req.UpdatedBefore to req.NewStatus and returns their ids. Errors: 400
+// bad input, 422 transition not allowed.
+func (c *Client) BatchStatus(ctx context.Context, req BatchStatusRequest) ([]string, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("flowd client: encoding batch request: %w", err)
+	}
+	var out BatchStatusResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/batch/status", nil, body, "application/json", &out); err != nil {
+		return nil, err
+	}
+	if out.IDs == nil {
+		out.IDs = []string{}
+	}
+	return out.IDs, nil
+}
+
+// History returns every version of the instance, oldest first. Errors: 404.
+func (c *Client) History(ctx context.Context, id string) ([]store.HistoryEntry, error) {
+	var out HistoryResponse
+	if _, err := c.do(ctx, http.MethodGet, workflowPath(id)+"/history", nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return out.Versions, nil
+}
+
+// Healthz returns nil when the server and its database answer; otherwise an
+// *APIError (503) or a transport error.
+func (c *Client) Healthz(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, "", nil)
+	return err
+}
+
+func workflowPath(id string) string {
+	// PathEscape keeps ids of [A-Za-z0-9._:-] readable; anything else is
+	// escaped so it stays one path segment.
+	return "/v1/workflows/" + url.PathEscape(id)
+}
+
+func ifMatchHeader(v string) http.Header {
+	if v == "" {
+		return nil
+	}
+	return http.Header{"If-Match": {v}}
+}
+
+// instance sends a request whose success body is one instance with its ETag.
+func (c *Client) instance(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*workflow.Instance, error) {
+	var inst workflow.Instance
+	resp, err := c.do(ctx, method, path, hdr, body, contentType, &inst)
+	if err != nil {
+		return nil, err
+	}
+	if got, want := resp.Get("ETag"), ETag(inst.Version); got != want {
+		return nil, fmt.Errorf("flowd client: %s %s: the response's ETag is %q but the instance is at version %d (want ETag %s)", method, path, got, inst.Version, want)
+	}
+	return &inst, nil
+}
+
+// maxResponseBytes bounds what the client reads of one response.
+const maxResponseBytes = 64 << 20
+
+// do sends one request and decodes a 2xx JSON body into out (if not nil). It
+// returns the response headers; non-2xx responses become *APIError.
+func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string, out any) (http.Header, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	u := c.base.String() + path
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("flowd client: %w", err)
+	}
+	for k, vs := range c.header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil && contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err // *url.Error: names the method and URL already
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return nil, fmt.Errorf("flowd client: reading the response of %s %s: %w", method, u, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, apiErrorFrom(method, resp, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return nil, fmt.Errorf("flowd client: decoding the response of %s %s (%s): %w", method, u, resp.Status, err)
+		}
+	}
+	return resp.Header, nil
+}
+
+func apiErrorFrom(method string, resp *http.Response, data []byte) *APIError {
+	e := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
+	var body ErrorBody
+	if json.Unmarshal(data, &body) == nil && (body.Error != "" || body.Message != "") {
+		e.Reason, e.Message = body.Error, body.Message
+		return e
+	}
+	e.Reason = http.StatusText(resp.StatusCode)
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		e.Message = fmt.Sprintf("the server redirected %s to %q; redirects of writes are not followed (check the server URL)", method, resp.Header.Get("Location"))
+	default:
+		// Not a flowd error body (a proxy, a load balancer): keep a short,
+		// printable excerpt so the caller sees who answered.
+		e.Message = excerpt(data, 200)
+	}
+	return e
+}
+
+func excerpt(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if !utf8.ValidString(s) {
+		return fmt.Sprintf("(%d bytes of non-text body)", len(b))
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}

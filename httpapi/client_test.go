@@ -1,0 +1,517 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/store/sqlite"
+	"github.com/flowd/flowd/workflow"
+)
+
+// clientBundle is what one client test needs: a real API server over a fresh
+// in-memory SQLite store, and a client of it.
+type clientBundle struct {
+	c     *httpapi.Client
+	url   string
+	store *sqlite.Store
+	seen  *requestLog
+}
+
+// requestLog records the requests the client sent, to check headers.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (l *requestLog) last() *http.Request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reqs[len(l.reqs)-1]
+}
+
+type recordingTransport struct{ log *requestLog }
+
+func (rt recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt.log.mu.Lock()
+	rt.log.reqs = append(rt.log.reqs, r.Clone(r.Context()))
+	rt.log.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func setupClient(t *testing.T, tokens []string, opts ...httpapi.ClientOption) *clientBundle {
+	t.Helper()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens}))
+	t.Cleanup(srv.Close)
+	log := &requestLog{}
+	opts = append([]httpapi.ClientOption{httpapi.WithHTTPClient(&http.Client{Transport: recordingTransport{log}})}, opts...)
+	return &clientBundle{c: httpapi.NewClient(srv.URL, opts...), url: srv.URL, store: st, seen: log}
+}
+
+// create makes a free-form instance with the given state (may be "").
+func (b *clientBundle) create(t *testing.T, id, state string) *workflow.Instance {
+	t.Helper()
+	inst, err := b.c.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: id, State: json.RawMessage(state)})
+	if err != nil {
+		t.Fatalf("create %s: %v", id, err)
+	}
+	return inst
+}
+
+// wantStatus checks that err is an *APIError with the status, a reason phrase,
+// a message and a request id, and that exactly the matching Is* helper says so.
+func wantStatus(t *testing.T, err error, status int) {
+	t.Helper()
+	var ae *httpapi.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("error %v (%T) is not an *APIError; want %d", err, err, status)
+	}
+	if ae.StatusCode != status || httpapi.StatusCode(err) != status {
+		t.Fatalf("status %d, want %d (%v)", ae.StatusCode, status, err)
+	}
+	if ae.Reason != http.StatusText(status) || ae.Message == "" || ae.RequestID == "" {
+		t.Errorf("APIError %+v lacks reason, message or request id", ae)
+	}
+	if prefix := fmt.Sprintf("%d %s: ", status, http.StatusText(status)); !strings.HasPrefix(err.Error(), prefix) {
+		t.Errorf("Error() = %q, want prefix %q", err.Error(), prefix)
+	}
+	helpers := map[int]func(error) bool{
+		404: httpapi.IsNotFound, 409: httpapi.IsConflict, 412: httpapi.IsPreconditionFailed,
+		428: httpapi.IsPreconditionRequired, 401: httpapi.IsUnauthorized,
+	}
+	for code, is := range helpers {
+		if got := is(err); got != (code == status) {
+			t.Errorf("Is-helper for %d = %v on a %d error", code, got, status)
+		}
+	}
+}
+
+func TestClientCreateAndGet(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+
+	inst, err := b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{
+		ID: "order-1", Input: json.RawMessage(`{"sku":"A-1"}`), State: json.RawMessage(`{"variables":{"n":1}}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.ID != "order-1" || inst.Version != 0 || inst.Status != workflow.StatusPending || string(inst.Input) != `{"sku":"A-1"}` {
+		t.Fatalf("created %+v", inst)
+	}
+	if ct := b.seen.last().Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("create sent Content-Type %q", ct)
+	}
+
+	got, err := b.c.GetWorkflow(ctx, "order-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if ok, err := got.State.Var("n", &n); !ok || err != nil || n != 1 || got.Version != 0 {
+		t.Fatalf("got %+v (n=%d, %v)", got, n, err)
+	}
+	if ct := b.seen.last().Header.Get("Content-Type"); ct != "" {
+		t.Errorf("GET sent Content-Type %q", ct)
+	}
+
+	auto, err := b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{})
+	if err != nil || auto.ID == "" {
+		t.Fatalf("create with a server id: %+v, %v", auto, err)
+	}
+
+	_, err = b.c.GetWorkflow(ctx, "nope")
+	wantStatus(t, err, 404)
+	_, err = b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "order-1"})
+	wantStatus(t, err, 409)
+	_, err = b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "bad id"})
+	wantStatus(t, err, 400)
+	_, err = b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "no-such-definition"})
+	wantStatus(t, err, 404)
+}
+
+func TestClientList(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+	for _, id := range []string{"a", "b", "c"} {
+		b.create(t, id, "")
+	}
+	if _, err := b.c.Transition(ctx, "b", workflow.StatusPending, workflow.StatusRunning); err != nil {
+		t.Fatal(err)
+	}
+
+	var ids []string
+	opts := httpapi.ListOptions{Limit: 2}
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatal("paging does not end")
+		}
+		page, err := b.c.ListWorkflows(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range page.Workflows {
+			ids = append(ids, w.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		opts.Cursor = page.NextCursor
+	}
+	if strings.Join(ids, ",") != "c,b,a" {
+		t.Errorf("paged ids %v, want newest first c,b,a", ids)
+	}
+
+	running, err := b.c.ListWorkflows(ctx, httpapi.ListOptions{Status: workflow.StatusRunning})
+	if err != nil || len(running.Workflows) != 1 || running.Workflows[0].ID != "b" {
+		t.Errorf("status filter: %+v, %v", running, err)
+	}
+	none, err := b.c.ListWorkflows(ctx, httpapi.ListOptions{Definition: "order"})
+	if err != nil || none.Workflows == nil || len(none.Workflows) != 0 {
+		t.Errorf("definition filter: %+v, %v", none, err)
+	}
+	_, err = b.c.ListWorkflows(ctx, httpapi.ListOptions{Limit: 5000})
+	wantStatus(t, err, 400)
+	_, err = b.c.ListWorkflows(ctx, httpapi.ListOptions{Status: "running"})
+	wantStatus(t, err, 400)
+}
+
+func TestClientPatch(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+	b.create(t, "w", `{"variables":{"a":1,"b":2}}`)
+
+	inst, err := b.c.PatchWorkflow(ctx, "w", httpapi.ETag(0), json.RawMessage(`{"variables":{"a":10,"b":null}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Version != 1 || string(inst.State.Variables["a"]) != "10" || inst.State.Variables["b"] != nil {
+		t.Fatalf("patched %+v", inst)
+	}
+	req := b.seen.last()
+	if ct := req.Header.Get("Content-Type"); ct != "application/merge-patch+json" {
+		t.Errorf("PATCH Content-Type %q", ct)
+	}
+	if im := req.Header.Get("If-Match"); im != `"0"` {
+		t.Errorf("PATCH If-Match %q", im)
+	}
+
+	_, err = b.c.PatchWorkflow(ctx, "w", httpapi.ETag(0), json.RawMessage(`{"variables":{"a":11}}`))
+	wantStatus(t, err, 412)
+	_, err = b.c.PatchWorkflow(ctx, "w", "", json.RawMessage(`{}`))
+	wantStatus(t, err, 428)
+	_, err = b.c.PatchWorkflow(ctx, "w", "1", json.RawMessage(`{}`)) // not quoted: malformed
+	wantStatus(t, err, 400)
+	_, err = b.c.PatchWorkflow(ctx, "w", `"1"`, json.RawMessage(`[1]`))
+	wantStatus(t, err, 400)
+	_, err = b.c.PatchWorkflow(ctx, "missing", "*", json.RawMessage(`{}`))
+	wantStatus(t, err, 404)
+
+	inst, err = b.c.PatchWorkflow(ctx, "w", "*", json.RawMessage(`{"variables":{"c":true}}`))
+	if err != nil || inst.Version != 2 {
+		t.Fatalf("If-Match * : %+v, %v", inst, err)
+	}
+	if _, err := b.c.Action(ctx, "w", "cancel"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.c.PatchWorkflow(ctx, "w", "*", json.RawMessage(`{}`))
+	wantStatus(t, err, 409)
+}
+
+func TestClientTransitionAndActions(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+	b.create(t, "w", "")
+
+	inst, err := b.c.Transition(ctx, "w", workflow.StatusPending, workflow.StatusRunning)
+	if err != nil || inst.Status != workflow.StatusRunning || inst.Version != 1 {
+		t.Fatalf("transition: %+v, %v", inst, err)
+	}
+	_, err = b.c.Transition(ctx, "w", workflow.StatusPending, workflow.StatusRunning)
+	wantStatus(t, err, 409)
+	_, err = b.c.Transition(ctx, "w", workflow.StatusPending, workflow.StatusCompleted)
+	wantStatus(t, err, 422)
+	_, err = b.c.Transition(ctx, "missing", workflow.StatusPending, workflow.StatusRunning)
+	wantStatus(t, err, 404)
+
+	steps := []struct {
+		action string
+		want   workflow.Status
+	}{{"pause", workflow.StatusPaused}, {"resume", workflow.StatusRunning}, {"cancel", workflow.StatusCancelled}}
+	for i, s := range steps {
+		inst, err := b.c.Action(ctx, "w", s.action)
+		if err != nil || inst.Status != s.want || inst.Version != int64(2+i) {
+			t.Fatalf("%s: %+v, %v", s.action, inst, err)
+		}
+	}
+	_, err = b.c.Action(ctx, "w", "retry")
+	wantStatus(t, err, 409)
+	_, err = b.c.Action(ctx, "missing", "pause")
+	wantStatus(t, err, 404)
+
+	_, err = b.c.Action(ctx, "w", "explode")
+	if err == nil || httpapi.StatusCode(err) != 0 || !strings.Contains(err.Error(), "unknown action") {
+		t.Errorf("unknown action: %v", err)
+	}
+}
+
+func TestClientCompleteStep(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+	b.create(t, "w", `{"steps":{"approve":{"status":"WAITING"},"ship":{"status":"PENDING"}}}`)
+
+	inst, err := b.c.CompleteStep(ctx, "w", "approve", httpapi.ETag(0), json.RawMessage(`{"by":"ana"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := inst.State.Steps["approve"]
+	if inst.Version != 1 || st.Status != workflow.StepCompleted || string(st.Output) != `{"by":"ana"}` {
+		t.Fatalf("completed %+v / %+v", inst, st)
+	}
+	if inst.Status != workflow.StatusPending {
+		t.Errorf("completing a step changed the instance status to %s", inst.Status)
+	}
+
+	_, err = b.c.CompleteStep(ctx, "w", "ship", httpapi.ETag(0), nil)
+	wantStatus(t, err, 412)
+	_, err = b.c.CompleteStep(ctx, "w", "ship", "", nil)
+	wantStatus(t, err, 428)
+	_, err = b.c.CompleteStep(ctx, "w", "nope", "*", nil)
+	wantStatus(t, err, 404)
+	_, err = b.c.CompleteStep(ctx, "missing", "ship", "*", nil)
+	wantStatus(t, err, 404)
+	_, err = b.c.CompleteStep(ctx, "w", "approve", "*", nil)
+	wantStatus(t, err, 409)
+
+	inst, err = b.c.CompleteStep(ctx, "w", "ship", httpapi.ETag(1), nil)
+	if err != nil || string(inst.State.Steps["ship"].Output) != "null" {
+		t.Fatalf("complete without output: %+v, %v", inst, err)
+	}
+}
+
+func TestClientBatchStatus(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+	for _, id := range []string{"a", "b", "c"} {
+		b.create(t, id, "")
+	}
+	limit := 2
+	ids, err := b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+		Status: workflow.StatusPending, NewStatus: workflow.StatusCancelled,
+		UpdatedBefore: time.Now().Add(time.Hour).UTC().Format(time.RFC3339), Limit: &limit,
+	})
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("batch: %v, %v", ids, err)
+	}
+	ids, err = b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+		Status: workflow.StatusPending, NewStatus: workflow.StatusCancelled,
+		UpdatedBefore: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), Limit: &limit,
+	})
+	if err != nil || ids == nil || len(ids) != 0 {
+		t.Fatalf("empty batch: %#v, %v", ids, err)
+	}
+
+	_, err = b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+		Status: workflow.StatusPending, NewStatus: workflow.StatusCompleted, UpdatedBefore: "2030-01-01T00:00:00Z", Limit: &limit,
+	})
+	wantStatus(t, err, 422)
+	zero := 0
+	_, err = b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+		Status: workflow.StatusPending, NewStatus: workflow.StatusCancelled, UpdatedBefore: "2030-01-01T00:00:00Z", Limit: &zero,
+	})
+	wantStatus(t, err, 400)
+	_, err = b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+		Status: workflow.StatusPending, NewStatus: workflow.StatusCancelled, UpdatedBefore: "yesterday", Limit: &limit,
+	})
+	wantStatus(t, err, 400)
+}
+
+func TestClientHistory(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+	b.create(t, "w", "")
+	if _, err := b.c.PatchWorkflow(ctx, "w", `"0"`, json.RawMessage(`{"variables":{"x":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.c.Action(ctx, "w", "cancel"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := b.c.History(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 3 {
+		t.Fatalf("history has %d versions, want 3: %+v", len(h), h)
+	}
+	for i, e := range h {
+		if e.Version != int64(i) || e.At.IsZero() || e.Cause == "" {
+			t.Errorf("history[%d] = %+v", i, e)
+		}
+	}
+	if h[2].Status != workflow.StatusCancelled || string(h[1].State.Variables["x"]) != "1" {
+		t.Errorf("history content: %+v", h)
+	}
+	_, err = b.c.History(ctx, "missing")
+	wantStatus(t, err, 404)
+}
+
+func TestClientHealthz(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	if err := b.c.Healthz(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.store.Close()
+	err := b.c.Healthz(t.Context())
+	if httpapi.StatusCode(err) != http.StatusServiceUnavailable {
+		t.Fatalf("healthz on a closed database: %v", err)
+	}
+}
+
+func TestClientAuth(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, []string{"s3cret"})
+	ctx := t.Context()
+	_, err := b.c.ListWorkflows(ctx, httpapi.ListOptions{})
+	wantStatus(t, err, 401)
+
+	authed := httpapi.NewClient(b.url, httpapi.WithToken("s3cret"))
+	if _, err := authed.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := authed.GetWorkflow(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	wrong := httpapi.NewClient(b.url, httpapi.WithToken("s3cre"))
+	_, err = wrong.GetWorkflow(ctx, "w")
+	wantStatus(t, err, 401)
+	if err := b.c.Healthz(ctx); err != nil {
+		t.Errorf("healthz needs no token: %v", err)
+	}
+}
+
+// A server whose ETag disagrees with the body's version must not be trusted:
+// the caller would send the wrong If-Match next.
+func TestClientChecksETag(t *testing.T) {
+	t.Parallel()
+	for name, etag := range map[string]string{"wrong": `"2"`, "weak": `W/"3"`, "missing": ""} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if etag != "" {
+				w.Header().Set("ETag", etag)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"id":"w","status":"PENDING","state":{},"input":{},"version":3}`)
+		}))
+		defer srv.Close()
+		_, err := httpapi.NewClient(srv.URL).GetWorkflow(t.Context(), "w")
+		if err == nil || !strings.Contains(err.Error(), "ETag") {
+			t.Errorf("%s ETag: err = %v, want an ETag mismatch", name, err)
+		}
+	}
+}
+
+func TestClientDoesNotFollowRedirectsOfWrites(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	hits := map[string]int{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/old/v1/", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/new"+strings.TrimPrefix(r.URL.Path, "/old"), http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/new/v1/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.Method]++
+		mu.Unlock()
+		w.Header().Set("ETag", `"0"`)
+		fmt.Fprint(w, `{"id":"w","status":"PENDING","state":{},"input":{},"version":0}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	hc := &http.Client{}
+	c := httpapi.NewClient(srv.URL+"/old/", httpapi.WithHTTPClient(hc))
+	if hc.CheckRedirect != nil {
+		t.Error("NewClient modified the caller's *http.Client")
+	}
+	if _, err := c.GetWorkflow(t.Context(), "w"); err != nil {
+		t.Errorf("GET through a redirect: %v", err)
+	}
+	_, err := c.PatchWorkflow(t.Context(), "w", "*", json.RawMessage(`{}`))
+	if httpapi.StatusCode(err) != http.StatusTemporaryRedirect || !strings.Contains(err.Error(), "/new/v1/workflows/w") {
+		t.Errorf("PATCH through a redirect: %v", err)
+	}
+	_, err = c.Action(t.Context(), "w", "cancel")
+	if httpapi.StatusCode(err) != http.StatusTemporaryRedirect {
+		t.Errorf("POST through a redirect: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hits["GET"] != 1 || hits["PATCH"] != 0 || hits["POST"] != 0 {
+		t.Errorf("requests that reached the redirect target: %v", hits)
+	}
+}
+
+// An error that is not flowd's own (a proxy's HTML page) still becomes an
+// *APIError with the status and a short excerpt.
+func TestClientForeignErrorBody(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, "<html>\n  <body>upstream   down</body>\n</html>\n"+strings.Repeat("x", 500))
+	}))
+	defer srv.Close()
+	_, err := httpapi.NewClient(srv.URL).GetWorkflow(t.Context(), "w")
+	var ae *httpapi.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != 502 || ae.Reason != "Bad Gateway" {
+		t.Fatalf("err = %#v", err)
+	}
+	if !strings.HasPrefix(ae.Message, "<html> <body>upstream down</body> </html>") || len(ae.Message) > 210 {
+		t.Errorf("message %q", ae.Message)
+	}
+}
+
+func TestClientBadBaseURL(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"127.0.0.1:8080", "ftp://host", "http://", "http://u:p@host", "http://host/?x=1", "http://[::1"} {
+		_, err := httpapi.NewClient(u).GetWorkflow(context.Background(), "w")
+		if err == nil || httpapi.StatusCode(err) != 0 || !strings.Contains(err.Error(), "server URL") {
+			t.Errorf("NewClient(%q): err = %v", u, err)
+		}
+	}
+}
+
+func TestClientTransportError(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	err := httpapi.NewClient(url).Healthz(t.Context())
+	if err == nil || httpapi.StatusCode(err) != 0 || httpapi.IsNotFound(err) {
+		t.Fatalf("unreachable server: %v", err)
+	}
+}

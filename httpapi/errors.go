@@ -1,0 +1,65 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// ErrorBody is the body of every error response: {"error", "message"}.
+type ErrorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// apiError is an error that already knows its HTTP status.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func httpError(status int, msg string) error { return &apiError{status: status, msg: msg} }
+
+// statusFor is the one table from store and domain errors to HTTP statuses.
+// Handlers with route-specific meanings (412 for a lost If-Match race, 422 for a
+// transition outside the table on /status) decide those before calling it.
+func statusFor(err error) int {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status
+	case errors.Is(err, workflow.ErrUnknownStep), errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, store.ErrExists),
+		errors.Is(err, store.ErrStatusMismatch),
+		errors.Is(err, workflow.ErrTerminal),
+		errors.Is(err, workflow.ErrStepCompleted),
+		errors.Is(err, workflow.ErrInvalidTransition),
+		errors.Is(err, store.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, workflow.ErrInvalidState),
+		errors.Is(err, workflow.ErrInvalidID),
+		errors.Is(err, store.ErrInvalidArgument):
+		return http.StatusBadRequest
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// writeJSON writes v with status; encoding errors can only be logged by then.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErrorStatus(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorBody{Error: http.StatusText(status), Message: msg})
+}

@@ -1,0 +1,350 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flowd/flowd/store"
+)
+
+// MaxBodyBytes is the largest request body accepted (413 above it).
+const MaxBodyBytes = 1 << 20
+
+// Config holds what the API needs; zero values get sensible defaults.
+type Config struct {
+	Store  store.Store
+	Logger *slog.Logger
+	// Tokens, when not empty, are the bearer tokens every /v1 route requires.
+	Tokens []string
+	// Registry is served at /metrics; nil serves an empty registry.
+	Registry *prometheus.Registry
+	// RequestTimeout bounds every handler (default 30s).
+	RequestTimeout time.Duration
+}
+
+// Server is the http.Handler of the flowd API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	handler http.Handler
+	tokens  [][]byte
+}
+
+// NewServer builds the API handler over cfg.Store.
+func NewServer(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	for _, t := range cfg.Tokens {
+		s.tokens = append(s.tokens, []byte(t))
+	}
+	mux := http.NewServeMux()
+	s.routes(mux)
+	s.handler = s.withRequestID(s.withRecover(s.withLogging(s.withAuth(s.withLimits(jsonMuxErrors(mux))))))
+	return s
+}
+
+func (s *Server) routes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/workflows", s.createWorkflow)
+	mux.HandleFunc("GET /v1/workflows", s.listWorkflows)
+	mux.HandleFunc("GET /v1/workflows/{id}", s.getWorkflow)
+	mux.HandleFunc("PATCH /v1/workflows/{id}", s.patchWorkflow)
+	mux.HandleFunc("POST /v1/workflows/{id}/status", s.transitionWorkflow)
+	for name := range actions {
+		mux.HandleFunc("POST /v1/workflows/{id}/"+name, s.actionHandler(name))
+	}
+	mux.HandleFunc("POST /v1/workflows/{id}/steps/{step}/complete", s.completeStep)
+	mux.HandleFunc("GET /v1/workflows/{id}/history", s.history)
+	mux.HandleFunc("POST /v1/batch/status", s.batchStatus)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		s.log.WarnContext(r.Context(), "health check failed", "err", err)
+		writeErrorStatus(w, http.StatusServiceUnavailable, "database unavailable")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// fail writes err as an API error; unexpected ones are logged with the request
+// id and reported without internals.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := statusFor(err)
+	msg := err.Error()
+	switch {
+	case status == http.StatusInternalServerError:
+		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()))
+		msg = "internal error; see the server log for request " + requestID(r.Context())
+	case status == http.StatusServiceUnavailable:
+		msg = "the request timed out"
+	case status == http.StatusConflict || status == http.StatusPreconditionFailed:
+		// Lost races are expected under concurrency: debug, not error.
+		s.log.DebugContext(r.Context(), "conflict", "err", err, "request_id", requestID(r.Context()))
+	}
+	writeErrorStatus(w, status, msg)
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = 0
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// withRequestID accepts a sane incoming X-Request-Id or makes one, and echoes it.
+func (s *Server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !saneRequestID(id) {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// withRecover turns a panic into a logged 500 instead of a dropped connection.
+func (s *Server) withRecover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(v), "request_id", requestID(r.Context()), "stack", string(debug.Stack()))
+				writeErrorStatus(w, http.StatusInternalServerError, "internal error; see the server log for request "+requestID(r.Context()))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// withLogging writes one structured line per request. Headers are never logged,
+// so tokens cannot leak into logs.
+func (s *Server) withLogging(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		level := slog.LevelInfo
+		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+			level = slog.LevelDebug
+		}
+		s.log.Log(r.Context(), level, "http request",
+			"method", r.Method, "path", r.URL.Path, "status", rec.status,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000,
+			"request_id", requestID(r.Context()))
+	})
+}
+
+// withAuth requires a configured bearer token on every /v1 route.
+func (s *Server) withAuth(next http.Handler) http.Handler {
+	if len(s.tokens) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
+			if !s.validToken(r.Header.Get("Authorization")) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="flowd"`)
+				writeErrorStatus(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>)")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// validToken compares against every token in constant time, without stopping at
+// the first match, so timing reveals neither the token nor its position.
+func (s *Server) validToken(header string) bool {
+	scheme, tok, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := []byte(strings.TrimSpace(tok))
+	match := 0
+	for _, t := range s.tokens {
+		match |= subtle.ConstantTimeCompare(got, t)
+	}
+	return match == 1
+}
+
+// withLimits bounds the body size and the handler's time.
+func (s *Server) withLimits(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// jsonMuxErrors rewrites the mux's own plain-text 404/405 replies as JSON error
+// bodies, so every error of the API has one shape.
+func jsonMuxErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" {
+			rw := &muxErrorWriter{ResponseWriter: w, path: r.Method + " " + r.URL.Path}
+			mux.ServeHTTP(rw, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+type muxErrorWriter struct {
+	http.ResponseWriter
+	path      string
+	rewritten bool
+}
+
+func (m *muxErrorWriter) WriteHeader(code int) {
+	if code >= 400 && strings.HasPrefix(m.Header().Get("Content-Type"), "text/plain") {
+		m.rewritten = true
+		m.Header().Del("X-Content-Type-Options")
+		msg := "no route " + m.path
+		if code == http.StatusMethodNotAllowed {
+			msg = "method not allowed on this route; allowed: " + m.Header().Get("Allow")
+		}
+		writeErrorStatus(m.ResponseWriter, code, msg)
+		return
+	}
+	m.ResponseWriter.WriteHeader(code)
+}
+
+func (m *muxErrorWriter) Write(b []byte) (int, error) {
+	if m.rewritten {
+		return len(b), nil
+	}
+	return m.ResponseWriter.Write(b)
+}
+
+// readBody reads the whole (size-limited) body.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, httpError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
+	}
+	if err != nil {
+		return nil, httpError(http.StatusBadRequest, "reading request body: "+err.Error())
+	}
+	return b, nil
+}
+
+// decodeControl decodes a control body strictly: one JSON object, no unknown
+// fields, nothing after it. An empty body is allowed only when allowEmpty.
+func decodeControl(r *http.Request, v any, allowEmpty bool) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return httpError(http.StatusBadRequest, "request body is empty; a JSON object is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return httpError(http.StatusBadRequest, "invalid JSON body: "+describeJSONError(err))
+	}
+	if dec.More() {
+		return httpError(http.StatusBadRequest, "invalid JSON body: unexpected data after the JSON object")
+	}
+	var tail json.RawMessage
+	if err := dec.Decode(&tail); err != io.EOF {
+		return httpError(http.StatusBadRequest, "invalid JSON body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func describeJSONError(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("expected %s, not %s", te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected end of JSON"
+	}
+	return err.Error()
+}

@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"encoding/json"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// CreateWorkflowRequest is the body of POST /v1/workflows.
+type CreateWorkflowRequest struct {
+	ID         string          `json:"id,omitempty"`
+	Definition string          `json:"definition,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	State      json.RawMessage `json:"state,omitempty"`
+}
+
+// ListWorkflowsResponse is the body of GET /v1/workflows.
+type ListWorkflowsResponse struct {
+	Workflows  []*workflow.Instance `json:"workflows"`
+	NextCursor string               `json:"next_cursor,omitempty"`
+}
+
+// TransitionRequest is the body of POST /v1/workflows/{id}/status.
+type TransitionRequest struct {
+	From workflow.Status `json:"from"`
+	To   workflow.Status `json:"to"`
+}
+
+// CompleteStepRequest is the body of POST /v1/workflows/{id}/steps/{step}/complete.
+type CompleteStepRequest struct {
+	Output json.RawMessage `json:"output"`
+}
+
+// BatchStatusRequest is the body of POST /v1/batch/status.
+type BatchStatusRequest struct {
+	Status        workflow.Status `json:"status"`
+	UpdatedBefore string          `json:"updated_before"`
+	NewStatus     workflow.Status `json:"new_status"`
+	Limit         *int            `json:"limit"`
+}
+
+// BatchStatusResponse is the body of a successful batch.
+type BatchStatusResponse struct {
+	IDs []string `json:"ids"`
+}
+
+// HistoryResponse is the body of GET /v1/workflows/{id}/history.
+type HistoryResponse struct {
+	Versions []store.HistoryEntry `json:"versions"`
+}

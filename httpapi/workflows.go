@@ -1,0 +1,398 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// maxConditionalAttempts bounds how often a conditional write re-reads after
+// losing a race to a concurrent writer whose new version still satisfies the
+// request's If-Match (`*`, or a list naming the newer version too).
+const maxConditionalAttempts = 16
+
+func writeInstance(w http.ResponseWriter, status int, inst *workflow.Instance) {
+	w.Header().Set("ETag", ETag(inst.Version))
+	writeJSON(w, status, inst)
+}
+
+func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
+	var req CreateWorkflowRequest
+	if err := decodeControl(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	state, err := workflow.ParseState(req.State)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Definition != "" {
+		s.fail(w, r, httpError(http.StatusNotFound, fmt.Sprintf("unknown definition %q", req.Definition)))
+		return
+	}
+	inst, err := s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/workflows/"+inst.ID)
+	writeInstance(w, http.StatusCreated, inst)
+}
+
+func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
+	var inm *Precondition
+	if vals := r.Header.Values("If-None-Match"); len(vals) > 0 {
+		p, err := ParsePrecondition(strings.Join(vals, ", "))
+		if err != nil {
+			s.fail(w, r, httpError(http.StatusBadRequest, "If-None-Match: "+err.Error()))
+			return
+		}
+		inm = &p
+	}
+	inst, err := s.cfg.Store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if inm != nil && inm.MatchWeak(inst.Version) {
+		w.Header().Set("ETag", ETag(inst.Version))
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeInstance(w, http.StatusOK, inst)
+}
+
+func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := store.ListParams{Definition: q.Get("definition"), Cursor: q.Get("cursor")}
+	if v := q.Get("status"); v != "" {
+		st, err := workflow.ParseStatus(v)
+		if err != nil {
+			s.fail(w, r, httpError(http.StatusBadRequest, err.Error()))
+			return
+		}
+		p.Status = st
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxListLimit {
+			s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d, not %q", store.MaxListLimit, v)))
+			return
+		}
+		p.Limit = n
+	}
+	page, err := s.cfg.Store.List(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if page.Instances == nil {
+		page.Instances = []*workflow.Instance{}
+	}
+	writeJSON(w, http.StatusOK, ListWorkflowsResponse{Workflows: page.Instances, NextCursor: page.NextCursor})
+}
+
+// ifMatch reads the If-Match header of a conditional write: missing → 428,
+// malformed → 400.
+func ifMatch(r *http.Request) (Precondition, error) {
+	vals := r.Header.Values("If-Match")
+	if len(vals) == 0 {
+		return Precondition{}, httpError(http.StatusPreconditionRequired, `this route requires an If-Match header with the workflow's ETag (e.g. If-Match: "3"), or * for any version`)
+	}
+	p, err := ParsePrecondition(strings.Join(vals, ", "))
+	if err != nil {
+		return Precondition{}, httpError(http.StatusBadRequest, "If-Match: "+err.Error())
+	}
+	return p, nil
+}
+
+func preconditionFailed(inst *workflow.Instance) error {
+	return httpError(http.StatusPreconditionFailed, fmt.Sprintf("workflow %s is at version %d (ETag %s); If-Match does not match it", inst.ID, inst.Version, ETag(inst.Version)))
+}
+
+// conditionalWrite runs the read → check → write cycle of PATCH and step
+// completion. check reports what the route itself refuses (an unknown step: 404;
+// a completed one: 409), then a terminal instance is refused (409), and only then
+// does If-Match decide (412), as SPEC section 4 orders them; write performs the
+// versioned write at the version read. A write that loses a race starts over,
+// so a request whose If-Match still matches the newer version succeeds.
+func (s *Server) conditionalWrite(r *http.Request, id string, cond Precondition,
+	check func(*workflow.Instance) error,
+	write func(*workflow.Instance) (*workflow.Instance, error),
+) (*workflow.Instance, error) {
+	for range maxConditionalAttempts {
+		inst, err := s.cfg.Store.Get(r.Context(), id)
+		if err != nil {
+			return nil, err
+		}
+		if err := check(inst); err != nil {
+			return nil, err
+		}
+		if inst.Status.Terminal() {
+			return nil, fmt.Errorf("workflow %q is %s: %w", id, inst.Status, workflow.ErrTerminal)
+		}
+		if !cond.MatchStrong(inst.Version) {
+			return nil, preconditionFailed(inst)
+		}
+		out, err := write(inst)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		return out, err
+	}
+	return nil, httpError(http.StatusServiceUnavailable, "the workflow kept changing under this request; try again")
+}
+
+func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
+	cond, err := ifMatch(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	patch, err := readMergePatch(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "application/merge-patch+json") {
+			s.fail(w, r, httpError(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported: send application/merge-patch+json or application/json", ct)))
+			return
+		}
+	}
+	inst, err := s.conditionalWrite(r, r.PathValue("id"), cond,
+		func(*workflow.Instance) error { return nil },
+		func(inst *workflow.Instance) (*workflow.Instance, error) {
+			cur, err := json.Marshal(inst.State)
+			if err != nil {
+				return nil, err
+			}
+			merged, err := jsonpatch.MergePatch(cur, patch)
+			if err != nil {
+				return nil, httpError(http.StatusBadRequest, "applying merge patch: "+err.Error())
+			}
+			next, err := workflow.ParseState(merged)
+			if err != nil {
+				return nil, httpError(http.StatusBadRequest, "the patched state is invalid: "+err.Error())
+			}
+			return s.cfg.Store.ReplaceState(r.Context(), inst.ID, inst.Version, next, "patch")
+		})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeInstance(w, http.StatusOK, inst)
+}
+
+// readMergePatch reads a JSON Merge Patch for the state and checks what can be
+// checked without the current state, so a bad body is a 400 before any 404.
+func readMergePatch(r *http.Request) ([]byte, error) {
+	b, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var top map[string]json.RawMessage
+	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &top) != nil {
+		return nil, httpError(http.StatusBadRequest, "the body must be a JSON object (a JSON Merge Patch of the state, RFC 7396)")
+	}
+	if err := validateStatePatch(top); err != nil {
+		return nil, httpError(http.StatusBadRequest, err.Error())
+	}
+	return b, nil
+}
+
+// validateStatePatch rejects patches that could only produce an invalid state.
+func validateStatePatch(top map[string]json.RawMessage) error {
+	if v, ok := top["variables"]; ok && !isNullOrObject(v) {
+		return errors.New("state.variables must be a JSON object (or null to clear it)")
+	}
+	raw, ok := top["steps"]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	var steps map[string]json.RawMessage
+	if !isNullOrObject(raw) || json.Unmarshal(raw, &steps) != nil {
+		return errors.New("state.steps must be a JSON object (or null)")
+	}
+	for id, v := range steps {
+		if err := workflow.ValidateStepID(id); err != nil {
+			return fmt.Errorf("state.steps: %w", err)
+		}
+		if isNull(v) {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if !isNullOrObject(v) || json.Unmarshal(v, &fields) != nil {
+			return fmt.Errorf("state.steps.%s must be a JSON object (or null to remove it)", id)
+		}
+		if st, ok := fields["status"]; ok && !isNull(st) {
+			var name string
+			if json.Unmarshal(st, &name) != nil || !workflow.StepStatus(name).Valid() {
+				return fmt.Errorf("state.steps.%s.status must be one of %v", id, workflow.StepStatuses)
+			}
+		}
+		if a, ok := fields["attempts"]; ok && !isNull(a) {
+			var n int
+			if json.Unmarshal(a, &n) != nil || n < 0 {
+				return fmt.Errorf("state.steps.%s.attempts must be a non-negative integer", id)
+			}
+		}
+	}
+	return nil
+}
+
+func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
+
+func isNullOrObject(b json.RawMessage) bool {
+	t := bytes.TrimSpace(b)
+	return len(t) > 0 && (t[0] == '{' || string(t) == "null")
+}
+
+func (s *Server) completeStep(w http.ResponseWriter, r *http.Request) {
+	cond, err := ifMatch(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var req CompleteStepRequest
+	if err := decodeControl(r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	stepID := r.PathValue("step")
+	inst, err := s.conditionalWrite(r, r.PathValue("id"), cond,
+		func(inst *workflow.Instance) error {
+			st, ok := inst.State.Steps[stepID]
+			if !ok {
+				return fmt.Errorf("workflow %q has no step %q: %w", inst.ID, stepID, workflow.ErrUnknownStep)
+			}
+			if st.Status == workflow.StepCompleted {
+				return fmt.Errorf("workflow %q step %q: %w", inst.ID, stepID, workflow.ErrStepCompleted)
+			}
+			return nil
+		},
+		func(inst *workflow.Instance) (*workflow.Instance, error) {
+			return s.cfg.Store.CompleteStep(r.Context(), store.CompleteStepParams{
+				ID: inst.ID, StepID: stepID, Output: req.Output, ExpectedVersion: inst.Version,
+			})
+		})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeInstance(w, http.StatusOK, inst)
+}
+
+func (s *Server) transitionWorkflow(w http.ResponseWriter, r *http.Request) {
+	var req TransitionRequest
+	if err := decodeControl(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.From == "" || req.To == "" {
+		s.fail(w, r, httpError(http.StatusBadRequest, `both "from" and "to" are required`))
+		return
+	}
+	if !workflow.CanTransition(req.From, req.To) {
+		s.fail(w, r, httpError(http.StatusUnprocessableEntity, fmt.Sprintf("%s → %s is not an allowed transition", req.From, req.To)))
+		return
+	}
+	inst, err := s.cfg.Store.TransitionStatus(r.Context(), store.TransitionParams{ID: r.PathValue("id"), From: req.From, To: req.To})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeInstance(w, http.StatusOK, inst)
+}
+
+// actions are the convenience transitions: the target status and the statuses
+// it may be reached from.
+var actions = map[string]struct {
+	to   workflow.Status
+	from []workflow.Status
+}{
+	"cancel": {workflow.StatusCancelled, []workflow.Status{workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused}},
+	"pause":  {workflow.StatusPaused, []workflow.Status{workflow.StatusRunning}},
+	"resume": {workflow.StatusRunning, []workflow.Status{workflow.StatusPaused}},
+	"retry":  {workflow.StatusRunning, []workflow.Status{workflow.StatusFailed, workflow.StatusTimedOut}},
+}
+
+func (s *Server) actionHandler(name string) http.HandlerFunc {
+	act := actions[name]
+	return func(w http.ResponseWriter, r *http.Request) {
+		var empty struct{}
+		if err := decodeControl(r, &empty, true); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		inst, err := s.cfg.Store.ModifyState(r.Context(), r.PathValue("id"), func(inst *workflow.Instance) error {
+			for _, from := range act.from {
+				if inst.Status == from {
+					inst.Status = act.to
+					return nil
+				}
+			}
+			return httpError(http.StatusConflict, fmt.Sprintf("cannot %s workflow %s: it is %s (allowed from %v)", name, inst.ID, inst.Status, act.from))
+		}, name)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeInstance(w, http.StatusOK, inst)
+	}
+}
+
+func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request) {
+	var req BatchStatusRequest
+	if err := decodeControl(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Status == "" || req.NewStatus == "" || req.UpdatedBefore == "" || req.Limit == nil {
+		s.fail(w, r, httpError(http.StatusBadRequest, `"status", "updated_before", "new_status" and "limit" are required`))
+		return
+	}
+	before, err := time.Parse(time.RFC3339, req.UpdatedBefore)
+	if err != nil {
+		s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("updated_before %q is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)", req.UpdatedBefore)))
+		return
+	}
+	if *req.Limit < 1 || *req.Limit > store.MaxBatchLimit {
+		s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("limit must be from 1 to %d, not %d", store.MaxBatchLimit, *req.Limit)))
+		return
+	}
+	if !workflow.CanTransition(req.Status, req.NewStatus) {
+		s.fail(w, r, httpError(http.StatusUnprocessableEntity, fmt.Sprintf("%s → %s is not an allowed transition", req.Status, req.NewStatus)))
+		return
+	}
+	ids, err := s.cfg.Store.BatchUpdateStatus(r.Context(), store.BatchStatusParams{
+		Status: req.Status, UpdatedBefore: before, NewStatus: req.NewStatus, Limit: *req.Limit,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, BatchStatusResponse{IDs: ids})
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	versions, err := s.cfg.Store.History(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, HistoryResponse{Versions: versions})
+}

@@ -1,0 +1,140 @@
+// Package metrics owns flowd's Prometheus metrics (SPEC section 8) on a private
+// registry, and an instrumented store.Store that records every state update.
+// It observes; it never changes what it wraps.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Metrics holds every flowd collector.
+type Metrics struct {
+	Registry         *prometheus.Registry
+	StateUpdates     *prometheus.CounterVec   // op, result
+	UpdateRetries    prometheus.Counter       //
+	UpdateDuration   *prometheus.HistogramVec // op
+	TasksClaimed     prometheus.Counter
+	TasksCompleted   *prometheus.CounterVec // result
+	LeaseExpirations prometheus.Counter
+}
+
+// Results of flowd_state_updates_total.
+const (
+	ResultOK       = "ok"
+	ResultConflict = "conflict"
+	ResultNotFound = "not_found"
+	ResultError    = "error"
+)
+
+// New returns the metrics registered on a fresh registry with the Go and
+// process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		StateUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowd_state_updates_total",
+			Help: "Atomic instance writes by operation and result (ok, conflict, not_found, error).",
+		}, []string{"op", "result"}),
+		UpdateRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowd_update_retries_total",
+			Help: "Retries of versioned updates after a conflict.",
+		}),
+		UpdateDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flowd_update_duration_seconds",
+			Help:    "Duration of atomic instance writes by operation.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"op"}),
+		TasksClaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowd_tasks_claimed_total",
+			Help: "Tasks claimed by workers under a lease.",
+		}),
+		TasksCompleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flowd_tasks_completed_total",
+			Help: "Task attempts finished, by result.",
+		}, []string{"result"}),
+		LeaseExpirations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowd_lease_expirations_total",
+			Help: "Task leases that expired and were re-queued or failed.",
+		}),
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.StateUpdates, m.UpdateRetries, m.UpdateDuration,
+		m.TasksClaimed, m.TasksCompleted, m.LeaseExpirations,
+	)
+	return m
+}
+
+// RetryPolicy returns p with OnRetry counting into flowd_update_retries_total.
+func (m *Metrics) RetryPolicy(p store.RetryPolicy) store.RetryPolicy {
+	prev := p.OnRetry
+	p.OnRetry = func(attempt int, err error) {
+		m.UpdateRetries.Inc()
+		if prev != nil {
+			prev(attempt, err)
+		}
+	}
+	return p
+}
+
+// Counter counts instances by status; the store provides it.
+type Counter func(ctx context.Context) (map[workflow.Status]int64, error)
+
+// RegisterWorkflowGauge adds flowd_workflows{status}, read from count at every
+// scrape (bounded by a short timeout, so a slow database cannot hang /metrics).
+func (m *Metrics) RegisterWorkflowGauge(count Counter, log *slog.Logger) {
+	m.Registry.MustRegister(&workflowCollector{count: count, log: log,
+		desc: prometheus.NewDesc("flowd_workflows", "Workflow instances by status.", []string{"status"}, nil)})
+}
+
+type workflowCollector struct {
+	count Counter
+	log   *slog.Logger
+	desc  *prometheus.Desc
+}
+
+func (c *workflowCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *workflowCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	counts, err := c.count(ctx)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("counting workflows for metrics", "err", err)
+		}
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for _, st := range workflow.Statuses {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[st]), string(st))
+	}
+}
+
+// Result classifies an operation's error for flowd_state_updates_total.
+func Result(err error) string {
+	switch {
+	case err == nil:
+		return ResultOK
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrStatusMismatch):
+		return ResultConflict
+	case errors.Is(err, store.ErrNotFound):
+		return ResultNotFound
+	}
+	return ResultError
+}
+
+func (m *Metrics) observe(op string, start time.Time, err error) {
+	m.StateUpdates.WithLabelValues(op, Result(err)).Inc()
+	m.UpdateDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}

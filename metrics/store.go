@@ -1,0 +1,84 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// InstrumentStore returns s with every write recorded in
+// flowd_state_updates_total and flowd_update_duration_seconds, including writes
+// made inside WithTx.
+func (m *Metrics) InstrumentStore(s store.Store) store.Store {
+	return &instrumentedStore{instrumentedQuerier: instrumentedQuerier{Querier: s, m: m}, base: s}
+}
+
+// instrumentedStore takes the Querier methods from instrumentedQuerier and
+// passes the rest of store.Store through.
+type instrumentedStore struct {
+	instrumentedQuerier
+	base store.Store
+}
+
+func (s *instrumentedStore) WithTx(ctx context.Context, iso store.Isolation, fn func(store.Querier) error) error {
+	return s.base.WithTx(ctx, iso, func(tx store.Querier) error {
+		return fn(instrumentedQuerier{Querier: tx, m: s.m})
+	})
+}
+
+func (s *instrumentedStore) Migrate(ctx context.Context) (store.MigrationReport, error) {
+	return s.base.Migrate(ctx)
+}
+func (s *instrumentedStore) Capabilities() store.Capabilities { return s.base.Capabilities() }
+func (s *instrumentedStore) Ping(ctx context.Context) error   { return s.base.Ping(ctx) }
+func (s *instrumentedStore) Close() error                     { return s.base.Close() }
+
+// instrumentedQuerier records the writes of a Querier; reads pass through.
+type instrumentedQuerier struct {
+	store.Querier
+	m *Metrics
+}
+
+func (q instrumentedQuerier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+	start := time.Now()
+	inst, err := q.Querier.Create(ctx, p)
+	q.m.observe("create", start, err)
+	return inst, err
+}
+
+func (q instrumentedQuerier) ReplaceState(ctx context.Context, id string, v int64, st workflow.State, cause string) (*workflow.Instance, error) {
+	start := time.Now()
+	inst, err := q.Querier.ReplaceState(ctx, id, v, st, cause)
+	q.m.observe("update_state", start, err)
+	return inst, err
+}
+
+func (q instrumentedQuerier) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
+	start := time.Now()
+	inst, err := q.Querier.ModifyState(ctx, id, fn, cause)
+	q.m.observe("modify_state", start, err)
+	return inst, err
+}
+
+func (q instrumentedQuerier) TransitionStatus(ctx context.Context, p store.TransitionParams) (*workflow.Instance, error) {
+	start := time.Now()
+	inst, err := q.Querier.TransitionStatus(ctx, p)
+	q.m.observe("transition_status", start, err)
+	return inst, err
+}
+
+func (q instrumentedQuerier) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
+	start := time.Now()
+	inst, err := q.Querier.CompleteStep(ctx, p)
+	q.m.observe("complete_step", start, err)
+	return inst, err
+}
+
+func (q instrumentedQuerier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
+	start := time.Now()
+	ids, err := q.Querier.BatchUpdateStatus(ctx, p)
+	q.m.observe("batch_status", start, err)
+	return ids, err
+}

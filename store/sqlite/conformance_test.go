@@ -1,0 +1,40 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
+)
+
+func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+func BenchmarkStore(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
+
+// harness gives every subtest its own database file (not :memory:), so the
+// suite exercises the two pools, WAL and BEGIN IMMEDIATE as production does.
+func harness() storetest.Harness {
+	return storetest.Harness{
+		Name: "sqlite",
+		NewDB: func(tb testing.TB) string {
+			// t.TempDir is removed after the test's Cleanup functions ran,
+			// so after the store is closed.
+			return "sqlite:" + filepath.Join(tb.TempDir(), "flowd.db")
+		},
+		Open: func(tb testing.TB, addr string, now func() time.Time) store.Store {
+			tb.Helper()
+			s, err := Open(tb.Context(), addr, Options{Now: now})
+			if err != nil {
+				tb.Fatalf("Open(%q): %v", addr, err)
+			}
+			tb.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					tb.Errorf("Close: %v", err)
+				}
+			})
+			return s
+		},
+	}
+}

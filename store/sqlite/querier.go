@@ -1,0 +1,511 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// dbtx is what the queries need: a pool (*sql.DB) or a transaction (*sql.Tx).
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// querier implements store.Querier once for both ways it is used:
+//   - on the Store, read is the read pool and write starts a BEGIN IMMEDIATE
+//     transaction on the write pool for each method;
+//   - inside WithTx, read is the transaction and write runs in a savepoint of
+//     it, so nothing ever leaves the transaction's connection (a read on the
+//     pool while this goroutine holds the single write connection could wait
+//     for ever in memory mode, and would not see the transaction's writes).
+//
+// A method that changes an instance reads what it needs and writes inside the
+// one write function call, so the read and the write see the same snapshot:
+// SQLite has one writer at a time, and the write lock is held from BEGIN.
+type querier struct {
+	read  dbtx
+	write func(ctx context.Context, fn func(c dbtx) error) error
+	now   func() time.Time
+}
+
+// instanceColumns is the column list every instance query selects or returns,
+// in the order scanInstance reads them.
+const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at`
+
+// appendHistorySQL copies the instance row as it is now into its history: the
+// history row is exactly what was written, with at = the new updated_at.
+const appendHistorySQL = `INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+SELECT id, version, status, state, updated_at, ?2 FROM workflow_instances WHERE id = ?1`
+
+// Create inserts a new instance at version 0 with its history row 0.
+func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	state, err := marshalState(p.State)
+	if err != nil {
+		return nil, err
+	}
+	var input bytes.Buffer
+	if err := json.Compact(&input, p.Input); err != nil {
+		return nil, fmt.Errorf("%w: input: %w", store.ErrInvalidArgument, err)
+	}
+	now := q.timestamp()
+	var inst *workflow.Instance
+	err = q.write(ctx, func(c dbtx) error {
+		var err error
+		inst, err = scanInstance(c.QueryRowContext(ctx,
+			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at)
+			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)
+			RETURNING `+instanceColumns,
+			p.ID, p.Definition, string(p.Status), state, input.String(), now))
+		if err != nil {
+			err = interpretError(ctx, err)
+			if errors.Is(err, store.ErrExists) {
+				return fmt.Errorf("workflow %q: %w", p.ID, store.ErrExists)
+			}
+			return err
+		}
+		return appendHistory(ctx, c, p.ID, p.Cause)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// Get returns the instance, or ErrNotFound.
+func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
+	return getInstance(ctx, q.read, id)
+}
+
+// List returns one page of instances, newest first, with keyset pagination on
+// (created_at, id).
+func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage, error) {
+	if err := p.Normalize(); err != nil {
+		return store.ListPage{}, err
+	}
+	// The WHERE clause is assembled from fixed fragments; every value is a
+	// bound parameter.
+	var (
+		where []string
+		args  []any
+	)
+	if p.Cursor != "" {
+		cur, err := store.DecodeCursor(p.Cursor)
+		if err != nil {
+			return store.ListPage{}, err
+		}
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, micros(cur.CreatedAt), cur.ID)
+	}
+	if p.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, string(p.Status))
+	}
+	if p.Definition != "" {
+		where = append(where, "definition = ?")
+		args = append(args, p.Definition)
+	}
+	query := "SELECT " + instanceColumns + " FROM workflow_instances"
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	// One row more than asked tells whether there is a next page.
+	query += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	args = append(args, p.Limit+1)
+
+	rows, err := q.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return store.ListPage{}, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	page := store.ListPage{Instances: []*workflow.Instance{}}
+	for rows.Next() {
+		inst, err := scanInstance(rows)
+		if err != nil {
+			return store.ListPage{}, interpretError(ctx, err)
+		}
+		page.Instances = append(page.Instances, inst)
+	}
+	if err := rows.Err(); err != nil {
+		return store.ListPage{}, interpretError(ctx, err)
+	}
+	if len(page.Instances) > p.Limit {
+		page.Instances = page.Instances[:p.Limit]
+		last := page.Instances[p.Limit-1]
+		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return page, nil
+}
+
+// ReplaceState writes newState if the instance is at expectedVersion and not
+// terminal, in one conditional UPDATE; when it matches no row, a second read
+// in the same transaction says why.
+func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion int64, newState workflow.State, cause string) (*workflow.Instance, error) {
+	if err := newState.Validate(); err != nil {
+		return nil, err
+	}
+	state, err := marshalState(newState)
+	if err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	var inst *workflow.Instance
+	err = q.write(ctx, func(c dbtx) error {
+		var err error
+		inst, err = scanInstance(c.QueryRowContext(ctx,
+			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2
+			WHERE id = ?3 AND version = ?4 AND status NOT IN ('COMPLETED', 'CANCELLED')
+			RETURNING `+instanceColumns,
+			state, now, id, expectedVersion))
+		if errors.Is(err, sql.ErrNoRows) {
+			status, version, err := currentStatus(ctx, c, id)
+			switch {
+			case err != nil:
+				return err
+			case status.Terminal():
+				return terminal(id, status)
+			default:
+				return &store.ConflictError{ID: id, Expected: expectedVersion, Actual: version}
+			}
+		}
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		return appendHistory(ctx, c, id, cause)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// ModifyState reads the instance, lets fn change it and writes the result,
+// all inside one write transaction: BEGIN IMMEDIATE already excludes every
+// other writer, so no row lock is needed and the write cannot conflict.
+func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil update function", store.ErrInvalidArgument)
+	}
+	now := q.timestamp()
+	var out *workflow.Instance
+	err := q.write(ctx, func(c dbtx) error {
+		inst, err := getInstance(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		if inst.Status.Terminal() {
+			return terminal(id, inst.Status)
+		}
+		from := inst.Status
+		if err := fn(inst); err != nil {
+			return fmt.Errorf("update function: %w", err)
+		}
+		if inst.Status != from && !workflow.CanTransition(from, inst.Status) {
+			return fmt.Errorf("workflow %q: %s → %s: %w", id, from, inst.Status, workflow.ErrInvalidTransition)
+		}
+		if err := inst.State.Validate(); err != nil {
+			return err
+		}
+		state, err := marshalState(inst.State)
+		if err != nil {
+			return err
+		}
+		out, err = scanInstance(c.QueryRowContext(ctx,
+			`UPDATE workflow_instances SET state = ?1, status = ?2, version = version + 1, updated_at = ?3
+			WHERE id = ?4
+			RETURNING `+instanceColumns,
+			state, string(inst.Status), now, id))
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		return appendHistory(ctx, c, id, cause)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TransitionStatus moves the instance from p.From to p.To in one conditional
+// UPDATE; when it matches no row, a second read in the same transaction says
+// why.
+func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams) (*workflow.Instance, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	var inst *workflow.Instance
+	err := q.write(ctx, func(c dbtx) error {
+		var err error
+		// ?5 is NULL when no version is expected.
+		inst, err = scanInstance(c.QueryRowContext(ctx,
+			`UPDATE workflow_instances SET status = ?1, version = version + 1, updated_at = ?2
+			WHERE id = ?3 AND status = ?4 AND (?5 IS NULL OR version = ?5)
+			RETURNING `+instanceColumns,
+			string(p.To), now, p.ID, string(p.From), p.ExpectedVersion))
+		if errors.Is(err, sql.ErrNoRows) {
+			status, version, err := currentStatus(ctx, c, p.ID)
+			switch {
+			case err != nil:
+				return err
+			case status != p.From:
+				return &store.StatusMismatchError{ID: p.ID, Expected: p.From, Actual: status}
+			default:
+				expected := int64(-1)
+				if p.ExpectedVersion != nil {
+					expected = *p.ExpectedVersion
+				}
+				return &store.ConflictError{ID: p.ID, Expected: expected, Actual: version}
+			}
+		}
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		return appendHistory(ctx, c, p.ID, p.Cause)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// CompleteStep completes the step in Go (workflow.State.CompleteStep) on the
+// state read inside the write transaction, and writes the whole state back.
+// The step id is only ever a map key: it never reaches SQL text or a JSON
+// path, so any id is safe.
+func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	var out *workflow.Instance
+	err := q.write(ctx, func(c dbtx) error {
+		inst, err := getInstance(ctx, c, p.ID)
+		if err != nil {
+			return err
+		}
+		// The order of the checks is the HTTP order of SPEC section 4:
+		// 404, 409 (terminal, step completed), then 412 (version).
+		if inst.Status.Terminal() {
+			return terminal(p.ID, inst.Status)
+		}
+		if err := inst.State.CompleteStep(p.StepID, p.Output); err != nil {
+			return fmt.Errorf("workflow %q: %w", p.ID, err)
+		}
+		if inst.Version != p.ExpectedVersion {
+			return &store.ConflictError{ID: p.ID, Expected: p.ExpectedVersion, Actual: inst.Version}
+		}
+		state, err := marshalState(inst.State)
+		if err != nil {
+			return err
+		}
+		out, err = scanInstance(c.QueryRowContext(ctx,
+			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2
+			WHERE id = ?3
+			RETURNING `+instanceColumns,
+			state, now, p.ID))
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		return appendHistory(ctx, c, p.ID, p.Cause)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// BatchUpdateStatus picks the oldest matching instances and moves them in
+// three statements whatever their number. Two batches cannot pick the same
+// instance: the write lock is held from BEGIN IMMEDIATE, so the second batch
+// runs after the first committed and no longer matches its instances.
+func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	var ids []string
+	err := q.write(ctx, func(c dbtx) error {
+		ids = []string{}
+		rows, err := c.QueryContext(ctx,
+			`SELECT id FROM workflow_instances
+			WHERE status = ?1 AND updated_at < ?2
+			ORDER BY updated_at, id
+			LIMIT ?3`,
+			string(p.Status), micros(p.UpdatedBefore), p.Limit)
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return interpretError(ctx, err)
+			}
+			ids = append(ids, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return interpretError(ctx, err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		// The ids travel as one JSON array parameter, never as SQL text.
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		if _, err := c.ExecContext(ctx,
+			`UPDATE workflow_instances SET status = ?1, version = version + 1, updated_at = ?2
+			WHERE id IN (SELECT value FROM json_each(?3))`,
+			string(p.NewStatus), now, string(list)); err != nil {
+			return interpretError(ctx, err)
+		}
+		if _, err := c.ExecContext(ctx,
+			`INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+			SELECT id, version, status, state, updated_at, ?2 FROM workflow_instances
+			WHERE id IN (SELECT value FROM json_each(?1))`,
+			string(list), p.Cause); err != nil {
+			return interpretError(ctx, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// History returns every version of the instance, oldest first. An existing
+// instance always has its version 0 row, so no rows means no instance.
+func (q *querier) History(ctx context.Context, id string) ([]store.HistoryEntry, error) {
+	rows, err := q.read.QueryContext(ctx,
+		`SELECT version, status, state, at, cause FROM workflow_history
+		WHERE instance_id = ?1 ORDER BY version`, id)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	entries := []store.HistoryEntry{}
+	for rows.Next() {
+		var (
+			e      store.HistoryEntry
+			status string
+			state  string
+			at     int64
+		)
+		if err := rows.Scan(&e.Version, &status, &state, &at, &e.Cause); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		e.Status = workflow.Status(status)
+		if err := json.Unmarshal([]byte(state), &e.State); err != nil {
+			return nil, fmt.Errorf("sqlite: workflow %q history version %d: stored state: %w", id, e.Version, err)
+		}
+		e.At = fromMicros(at)
+		entries = append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	if len(entries) == 0 {
+		return nil, store.NotFound(id)
+	}
+	return entries, nil
+}
+
+// timestamp is the time of a write, as stored: unix microseconds of the
+// injected clock, the precision of store.Timestamp.
+func (q *querier) timestamp() int64 { return micros(q.now()) }
+
+func micros(t time.Time) int64 { return store.Timestamp(t).UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// getInstance reads one instance on c (the read pool or a transaction).
+func getInstance(ctx context.Context, c dbtx, id string) (*workflow.Instance, error) {
+	inst, err := scanInstance(c.QueryRowContext(ctx,
+		`SELECT `+instanceColumns+` FROM workflow_instances WHERE id = ?1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.NotFound(id)
+	}
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return inst, nil
+}
+
+// currentStatus reads the status and version of an instance, to explain why a
+// conditional write matched no row.
+func currentStatus(ctx context.Context, c dbtx, id string) (workflow.Status, int64, error) {
+	var (
+		status  string
+		version int64
+	)
+	err := c.QueryRowContext(ctx, `SELECT status, version FROM workflow_instances WHERE id = ?1`, id).Scan(&status, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, store.NotFound(id)
+	}
+	if err != nil {
+		return "", 0, interpretError(ctx, err)
+	}
+	return workflow.Status(status), version, nil
+}
+
+// appendHistory writes the history row of the change just made to id.
+func appendHistory(ctx context.Context, c dbtx, id, cause string) error {
+	if _, err := c.ExecContext(ctx, appendHistorySQL, id, cause); err != nil {
+		return interpretError(ctx, err)
+	}
+	return nil
+}
+
+func terminal(id string, status workflow.Status) error {
+	return fmt.Errorf("workflow %q is %s: %w", id, status, workflow.ErrTerminal)
+}
+
+// marshalState encodes a state for storage. It fails only for a value that is
+// not valid JSON (a json.RawMessage set by hand), which makes the state
+// invalid.
+func marshalState(s workflow.State) (string, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
+	}
+	return string(b), nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanInstance reads the instanceColumns of one row. Errors are returned as
+// they are (sql.ErrNoRows included) for the caller to interpret.
+func scanInstance(row scanner) (*workflow.Instance, error) {
+	var (
+		inst                 workflow.Instance
+		status, state, input string
+		createdAt, updatedAt int64
+	)
+	if err := row.Scan(&inst.ID, &inst.Definition, &status, &state, &input, &inst.Version, &createdAt, &updatedAt); err != nil {
+		return nil, err
+	}
+	inst.Status = workflow.Status(status)
+	if err := json.Unmarshal([]byte(state), &inst.State); err != nil {
+		return nil, fmt.Errorf("sqlite: workflow %q: stored state: %w", inst.ID, err)
+	}
+	inst.Input = json.RawMessage(input)
+	inst.CreatedAt = fromMicros(createdAt)
+	inst.UpdatedAt = fromMicros(updatedAt)
+	return &inst, nil
+}
