@@ -200,7 +200,11 @@ func testCreate(t *testing.T, a *api) {
 	expect(t, a.do("POST", "/v1/workflows", `{"id":`), 400, "malformed JSON")
 	expect(t, a.do("POST", "/v1/workflows", `{} {}`), 400, "trailing data")
 	expect(t, a.do("POST", "/v1/workflows", `[]`), 400, "array body")
-	expect(t, a.do("POST", "/v1/workflows", ``), 400, "empty body")
+	expect(t, a.do("POST", "/v1/workflows", ``), 201, "empty body: a free-form instance with defaults")
+	if r := a.do("POST", "/v1/workflows", `{"input":null}`); r.status != 201 || !bytes.Contains(r.body, []byte(`"input":{}`)) {
+		t.Errorf("input null should be stored as {}: %d %s", r.status, r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows", `{"id":".."}`), 400, "reserved id")
 	expect(t, a.do("POST", "/v1/workflows", `{"state":{"steps":{"a,b":{}}}}`), 400, "invalid step id in state")
 	expect(t, a.do("POST", "/v1/workflows", `{"state":[1]}`), 400, "state not an object")
 	expect(t, a.do("POST", "/v1/workflows", `{"state":{"steps":{"a":{"status":"DONE"}}}}`), 400, "bad step status")
@@ -346,7 +350,11 @@ func testStatus(t *testing.T, a *api) {
 
 func testActions(t *testing.T, a *api) {
 	a.create("act-1", "")
-	expect(t, a.do("POST", "/v1/workflows/act-1/pause", ""), 409, "pause from PENDING")
+	r := a.do("POST", "/v1/workflows/act-1/pause", "")
+	expect(t, r, 409, "pause from PENDING")
+	if !bytes.Contains(r.body, []byte(`"message":"cannot pause workflow act-1: it is PENDING`)) {
+		t.Errorf("409 message should say why plainly: %s", r.body)
+	}
 	expect(t, a.do("POST", "/v1/workflows/act-1/status", `{"from":"PENDING","to":"RUNNING"}`), 200, "start")
 	for _, step := range []struct{ action, body, status string }{
 		{"pause", "", "PAUSED"}, {"resume", "{}", "RUNNING"}, {"cancel", "", "CANCELLED"},
@@ -368,7 +376,7 @@ func testActions(t *testing.T, a *api) {
 	a.create("act-2", "")
 	a.do("POST", "/v1/workflows/act-2/status", `{"from":"PENDING","to":"RUNNING"}`)
 	expect(t, a.do("POST", "/v1/workflows/act-2/status", `{"from":"RUNNING","to":"FAILED"}`), 200, "fail")
-	r := a.do("POST", "/v1/workflows/act-2/retry", "")
+	r = a.do("POST", "/v1/workflows/act-2/retry", "")
 	expect(t, r, 200, "retry")
 	if r.instance(t)["status"] != "RUNNING" {
 		t.Errorf("retry → %s", r.body)

@@ -254,7 +254,7 @@ func (c *Client) CompleteStep(ctx context.Context, id, step, ifMatch string, out
 	if err != nil {
 		return nil, fmt.Errorf("flowd client: encoding step output: %w", err)
 	}
-	path := workflowPath(id) + "/steps/" + url.PathEscape(step) + "/complete"
+	path := workflowPath(id) + "/steps/" + pathSegment(step) + "/complete"
 	return c.instance(ctx, http.MethodPost, path, ifMatchHeader(ifMatch), body, "application/json")
 }
 
@@ -292,11 +292,11 @@ func (c *Client) Healthz(ctx context.Context) error {
 	return err
 }
 
-func workflowPath(id string) string {
-	// PathEscape keeps ids of [A-Za-z0-9._:-] readable; anything else is
-	// escaped so it stays one path segment.
-	return "/v1/workflows/" + url.PathEscape(id)
-}
+func workflowPath(id string) string { return "/v1/workflows/" + pathSegment(id) }
+
+// pathSegment escapes s as one path segment ("." and ".." are not valid ids,
+// so no segment can be taken for a directory step).
+func pathSegment(s string) string { return url.PathEscape(s) }
 
 func ifMatchHeader(v string) http.Header {
 	if v == "" {

@@ -515,3 +515,17 @@ func TestClientTransportError(t *testing.T) {
 		t.Fatalf("unreachable server: %v", err)
 	}
 }
+
+// "." and ".." are valid ids (and step ids); they must reach the instance, not
+// be resolved as path segments by the router.
+func TestClientDotIDs(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	// "." and ".." would be resolved away as URL path segments: they are not ids.
+	for _, id := range []string{".", ".."} {
+		_, err := b.c.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: id})
+		if httpapi.StatusCode(err) != 400 || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("create %q: %v, want 400 naming the id reserved", id, err)
+		}
+	}
+}

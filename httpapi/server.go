@@ -101,6 +101,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusFor(err)
 	msg := err.Error()
+	var ae *apiError
+	if errors.As(err, &ae) {
+		msg = ae.msg // without the wrapping of the layers it passed through
+	}
 	switch {
 	case status == http.StatusInternalServerError:
 		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()))

@@ -29,7 +29,7 @@ func writeInstance(w http.ResponseWriter, status int, inst *workflow.Instance) {
 
 func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	var req CreateWorkflowRequest
-	if err := decodeControl(r, &req, false); err != nil {
+	if err := decodeControl(r, &req, true); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -44,7 +44,7 @@ func (p *CreateParams) Normalize() error {
 		return fmt.Errorf("%w: an instance cannot be created %s", ErrInvalidArgument, p.Status)
 	}
 	in := bytes.TrimSpace(p.Input)
-	if len(in) == 0 {
+	if len(in) == 0 || string(in) == "null" {
 		in = []byte("{}")
 	}
 	if !json.Valid(in) {

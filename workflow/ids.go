@@ -26,6 +26,10 @@ func validateID(what, id string, allowColon bool) error {
 	if id == "" {
 		return fmt.Errorf("%w: %s is empty", ErrInvalidID, what)
 	}
+	if id == "." || id == ".." {
+		// They would be resolved away as URL path segments.
+		return fmt.Errorf("%w: %s %q is reserved", ErrInvalidID, what, id)
+	}
 	if len(id) > MaxIDLength {
 		return fmt.Errorf("%w: %s is %d characters long, at most %d are allowed", ErrInvalidID, what, len(id), MaxIDLength)
 	}

@@ -88,7 +88,7 @@ func TestIDValidation(t *testing.T) {
 	if err := ValidateStepID("order:42"); !errors.Is(err, ErrInvalidID) {
 		t.Errorf("a colon is not allowed in step ids: %v", err)
 	}
-	for _, bad := range []string{"", long + "a", "a,b", "b}", `"x"`, "{steps}", "a b", "é", "$.x", "a/b", "' OR '1'='1"} {
+	for _, bad := range []string{"", long + "a", "a,b", "b}", `"x"`, "{steps}", "a b", "é", "$.x", "a/b", "' OR '1'='1", ".", ".."} {
 		if err := ValidateStepID(bad); !errors.Is(err, ErrInvalidID) {
 			t.Errorf("ValidateStepID(%q) = %v, want ErrInvalidID", bad, err)
 		}

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/store/sqlite"
+	"github.com/flowd/flowd/workflow"
+)
+
+var update = flag.Bool("update", false, "rewrite cmd/flowd/testdata/*.golden from the current output")
+
+// testClock is the store's clock: it stands still until the test moves it, so
+// every timestamp in the output is known.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// cliBundle is a real API server on httptest over an in-memory SQLite store,
+// and the environment the commands run with.
+type cliBundle struct {
+	t      *testing.T
+	url    string
+	clock  *testClock
+	client *httpapi.Client
+	env    map[string]string
+}
+
+func setupCLI(t *testing.T, tokens ...string) *cliBundle {
+	t.Helper()
+	clock := &testClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	st, err := sqlite.Open(t.Context(), "sqlite::memory:", sqlite.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens}))
+	t.Cleanup(srv.Close)
+	var opts []httpapi.ClientOption
+	if len(tokens) > 0 {
+		opts = append(opts, httpapi.WithToken(tokens[0]))
+	}
+	return &cliBundle{
+		t: t, url: srv.URL, clock: clock,
+		client: httpapi.NewClient(srv.URL, opts...),
+		// The server comes from the environment, as it would in a shell
+		// session, which also keeps the random port out of the goldens.
+		env: map[string]string{"FLOWD_SERVER": srv.URL},
+	}
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs one command in-process, with stdin and extra environment
+// variables given as NAME=value strings.
+func (b *cliBundle) run(stdin string, extra []string, args ...string) cliResult {
+	b.t.Helper()
+	vars := map[string]string{}
+	for k, v := range b.env {
+		vars[k] = v
+	}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(b.t.Context(), args, &env{
+		stdin:  strings.NewReader(stdin),
+		stdout: &stdout,
+		stderr: &stderr,
+		getenv: func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
+	})
+	return cliResult{
+		stdout: strings.ReplaceAll(stdout.String(), b.url, "http://flowd.test"),
+		stderr: strings.ReplaceAll(stderr.String(), b.url, "http://flowd.test"),
+		code:   code,
+	}
+}
+
+// golden runs a command, checks its exit code, and compares a transcript of
+// it (command line, stdout, stderr, exit code) with testdata/NAME.golden.
+func (b *cliBundle) golden(name string, wantCode int, stdin string, args ...string) cliResult {
+	b.t.Helper()
+	res := b.run(stdin, nil, args...)
+	if res.code != wantCode {
+		b.t.Errorf("%s: flowd %s: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), res.code, wantCode, res.stdout, res.stderr)
+	}
+	var tr strings.Builder
+	tr.WriteString("$ ")
+	if stdin != "" {
+		tr.WriteString("echo " + shellQuote(strings.TrimSuffix(stdin, "\n")) + " | ")
+	}
+	tr.WriteString("flowd")
+	for _, a := range args {
+		tr.WriteString(" " + shellQuote(a))
+	}
+	tr.WriteString("\n" + res.stdout)
+	if res.stderr != "" {
+		tr.WriteString("[stderr]\n" + res.stderr)
+	}
+	tr.WriteString("[exit " + strconv.Itoa(res.code) + "]\n")
+	checkGolden(b.t, name, tr.String())
+	return res
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/flowd -run %s -update to create it)", err, t.Name())
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs from the golden file (-want +got; go test -update rewrites it):\n%s", path, diff)
+	}
+}
+
+// TestCLIGolden drives one server through the life of a few workflows with
+// every client command; each step's transcript is a golden file.
+func TestCLIGolden(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	ctx := t.Context()
+	minute := time.Minute
+
+	b.golden("start", 0, "", "start", "--id", "order-1", "--input", `{"sku":"A-1","qty":2}`, "--state",
+		`{"variables":{"counter":1,"customer":{"name":"Ana Lima","tier":"gold","since":"2019-04-01","notes":"prefers morning deliveries"}},`+
+			`"steps":{"reserve":{"status":"COMPLETED","output":{"reserved":true,"warehouse":"lis-2"},"attempts":1},"approve":{"status":"WAITING"},"ship":{"status":"PENDING"}}}`)
+	b.clock.Advance(minute)
+	b.golden("start-json", 0, "", "start", "--id", "order-2", "--input", `{"sku":"B-7"}`, "-o", "json")
+	b.clock.Advance(minute)
+	b.golden("start-free-form", 0, "", "start", "--id", "invoice-9", "--state", `{"variables":{"total":120.5},"region":"eu","steps":{"charge":{"status":"FAILED","attempts":3,"error":"card declined: the issuing bank reported insufficient funds for this amount"}}}`)
+	b.clock.Advance(minute)
+	if _, err := b.client.Transition(ctx, "invoice-9", workflow.StatusPending, workflow.StatusRunning); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(minute)
+	b.golden("start-exists", 1, "", "start", "--id", "order-1")
+	b.golden("start-unknown-definition", 4, "", "start", "no-such-definition")
+
+	b.golden("get", 0, "", "get", "order-1")
+	b.golden("get-json", 0, "", "get", "order-1", "-o", "json")
+	b.golden("get-free-form", 0, "", "get", "invoice-9")
+
+	b.clock.Advance(minute)
+	b.golden("patch", 0, "", "patch", "order-1", "--if-match", "0", `{"variables":{"counter":2,"note":"checked by ana"}}`)
+	b.golden("patch-stale", 3, "", "patch", "order-1", "--if-match", "0", `{"variables":{"counter":3}}`)
+	b.clock.Advance(minute)
+	b.golden("patch-stdin-json", 0, `{"variables":{"note":null}}`+"\n", "patch", "order-1", "--if-match", "1", "-", "-o", "json")
+
+	b.clock.Advance(minute)
+	b.golden("complete", 0, "", "complete", "order-1", "approve", "--if-match", "2", "--output", `{"approved_by":"ana"}`)
+	b.golden("complete-stale", 3, "", "complete", "order-1", "ship", "--if-match", "2")
+	b.clock.Advance(minute)
+	b.golden("complete-json", 0, "", "complete", "order-1", "ship", "--if-match", "*", "-o", "json")
+	b.golden("complete-again", 1, "", "complete", "order-1", "approve", "--if-match", "*")
+	b.golden("complete-unknown-step", 4, "", "complete", "order-1", "pack", "--if-match", "4")
+	b.golden("get-after-complete", 0, "", "get", "order-1")
+
+	b.clock.Advance(minute)
+	b.golden("pause", 0, "", "pause", "invoice-9")
+	b.clock.Advance(minute)
+	b.golden("resume-json", 0, "", "resume", "invoice-9", "-o", "json")
+	b.clock.Advance(minute)
+	b.golden("cancel", 0, "", "cancel", "order-2")
+	b.golden("retry-refused", 1, "", "retry", "order-2")
+	b.golden("patch-terminal", 1, "", "patch", "order-2", "--if-match", "*", `{"variables":{"x":1}}`)
+
+	b.golden("history", 0, "", "history", "order-1")
+	b.golden("history-status-changes", 0, "", "history", "invoice-9")
+	b.golden("history-json", 0, "", "history", "order-2", "-o", "json")
+
+	b.golden("list", 0, "", "list")
+	b.golden("list-json", 0, "", "list", "--limit", "1", "-o", "json")
+	b.golden("list-page", 0, "", "list", "--limit", "2")
+	first := b.run("", nil, "list", "--limit", "2", "-o", "json")
+	cursor := between(first.stdout, `"next_cursor": "`, `"`)
+	b.golden("list-next-page", 0, "", "list", "--limit", "2", "--cursor", cursor)
+	b.golden("list-status", 0, "", "list", "--status", "running")
+	b.golden("list-empty", 0, "", "list", "--status", "FAILED")
+
+	// Not found, usage errors: nothing is sent for these.
+	b.golden("get-not-found", 4, "", "get", "nope")
+	b.golden("history-not-found", 4, "", "history", "nope")
+	b.golden("bad-flag", 2, "", "get", "order-1", "--bogus")
+	b.golden("bad-args", 2, "", "get")
+	b.golden("bad-if-match", 2, "", "patch", "order-1", "--if-match", "v3", `{}`)
+	b.golden("missing-if-match", 2, "", "patch", "order-1", `{}`)
+	b.golden("bad-json", 2, "", "patch", "order-1", "--if-match", "4", `{"variables":`)
+	b.golden("patch-not-object", 2, "", "patch", "order-1", "--if-match", "4", `[1]`)
+	b.golden("complete-output-format-mixup", 2, "", "complete", "order-1", "approve", "--if-match", "4", "--output", "json")
+	b.golden("bad-output-format", 2, "", "list", "-o", "yaml")
+	b.golden("bad-status", 2, "", "list", "--status", "DONE")
+	b.golden("bad-id", 2, "", "start", "--id", "no spaces")
+	b.golden("help-patch", 0, "", "patch", "--help")
+}
+
+func between(s, start, end string) string {
+	_, rest, _ := strings.Cut(s, start)
+	v, _, _ := strings.Cut(rest, end)
+	return v
+}
+
+// Only --server, --token and the output format come from the environment:
+// an exported FLOWD_IF_MATCH or FLOWD_ID must not change what a command does.
+func TestCLIEnvironment(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	if res := b.run("", []string{"FLOWD_ID=from-env"}, "start"); res.code != 0 || strings.Contains(res.stdout, "from-env") {
+		t.Errorf("FLOWD_ID was used: %+v", res)
+	}
+	b.run("", nil, "start", "--id", "w", "--state", `{"steps":{"s":{"status":"WAITING"}}}`)
+	res := b.run("", []string{"FLOWD_IF_MATCH=*"}, "patch", "w", `{"variables":{"x":1}}`)
+	if res.code != exitUsage || !strings.Contains(res.stderr, "--if-match is required") {
+		t.Errorf("FLOWD_IF_MATCH was used: %+v", res)
+	}
+	res = b.run("", []string{"FLOWD_OUTPUT=json"}, "get", "w")
+	if res.code != 0 || !strings.HasPrefix(res.stdout, "{\n  \"id\": \"w\"") {
+		t.Errorf("FLOWD_OUTPUT=json: %+v", res)
+	}
+	// On complete, FLOWD_OUTPUT is the format, never the step's output.
+	res = b.run("", []string{"FLOWD_OUTPUT=json"}, "complete", "w", "s", "--if-match", "0")
+	if res.code != 0 || !strings.Contains(res.stdout, `"output": null`) {
+		t.Errorf("complete with FLOWD_OUTPUT=json: %+v", res)
+	}
+	res = b.run("", []string{"FLOWD_OUTPUT=yaml"}, "get", "w")
+	if res.code != exitUsage {
+		t.Errorf("FLOWD_OUTPUT=yaml: %+v", res)
+	}
+	// --server beats FLOWD_SERVER.
+	res = b.run("", nil, "get", "w", "--server", "http://127.0.0.1:1")
+	if res.code != exitError || !strings.Contains(res.stderr, "cannot reach the flowd server at http://127.0.0.1:1") {
+		t.Errorf("unreachable --server: %+v", res)
+	}
+	res = b.run("", []string{"FLOWD_SERVER=localhost:8080"}, "get", "w")
+	if res.code != exitUsage || !strings.Contains(res.stderr, "not a server URL") {
+		t.Errorf("bad FLOWD_SERVER: %+v", res)
+	}
+}
+
+func TestCLIToken(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t, "s3cret")
+	if _, err := b.client.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	b.golden("unauthorized", 1, "", "get", "w")
+	if res := b.run("", []string{"FLOWD_TOKEN=s3cret"}, "get", "w"); res.code != 0 {
+		t.Errorf("FLOWD_TOKEN: %+v", res)
+	}
+	if res := b.run("", nil, "get", "w", "--token", "s3cret"); res.code != 0 {
+		t.Errorf("--token: %+v", res)
+	}
+	if res := b.run("", []string{"FLOWD_TOKEN=wrong"}, "get", "w"); res.code != exitError || strings.Contains(res.stderr, "wrong") {
+		t.Errorf("a wrong token must fail without being echoed: %+v", res)
+	}
+}
+
+// Text output never passes terminal control sequences through from the state.
+func TestCLIEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	_, err := b.client.CreateWorkflow(context.Background(), httpapi.CreateWorkflowRequest{
+		ID:    "w",
+		State: []byte(`{"variables":{"x\u001b[2Jy":"\u001b[31mred"},"steps":{"s":{"status":"FAILED","error":"boom\n\u001b]0;title\u0007"}}}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"get", "w"}, {"history", "w"}, {"list"}} {
+		res := b.run("", nil, args...)
+		if res.code != 0 || strings.ContainsAny(res.stdout, "\x1b\x07") {
+			t.Errorf("flowd %v printed a control character:\n%q", args, res.stdout)
+		}
+	}
+}

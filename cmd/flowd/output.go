@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Widths at which human output shortens a JSON value; -o json never does.
+const (
+	valueWidth  = 70 // input, variables, other state keys
+	outputWidth = 50 // a step's output or error in the steps table
+	changeWidth = 100
+)
+
+// printJSON writes v as indented JSON, as the API sends it.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+}
+
+// printInstance writes the `flowd get` block: key: value lines, then the
+// variables, other state keys and steps as indented tables.
+func printInstance(w io.Writer, inst *workflow.Instance) error {
+	var shortened bool
+	short := func(raw json.RawMessage, width int) string {
+		s, cut := compactJSON(raw, width)
+		shortened = shortened || cut
+		return s
+	}
+	def := inst.Definition
+	if def == "" {
+		def = "(free-form)"
+	}
+	// The keys are fixed, so a fixed width aligns them; tables below are
+	// indented under their key.
+	field := func(key, value string) { fmt.Fprintf(w, "%-13s%s\n", key+":", value) }
+	field("id", clean(inst.ID))
+	field("definition", clean(def))
+	field("status", clean(string(inst.Status)))
+	field("version", strconv.FormatInt(inst.Version, 10))
+	field("created", timestamp(inst.CreatedAt))
+	field("updated", timestamp(inst.UpdatedAt))
+	field("input", short(inst.Input, valueWidth))
+	for _, sec := range []struct {
+		key    string
+		values map[string]json.RawMessage
+	}{{"variables", inst.State.Variables}, {"other state", inst.State.Extra}} {
+		if len(sec.values) == 0 {
+			if sec.key == "variables" {
+				field(sec.key, "(none)")
+			}
+			continue
+		}
+		fmt.Fprintln(w, sec.key+":")
+		tw := newTable(w)
+		for _, k := range sortedKeys(sec.values) {
+			fmt.Fprintf(tw, "  %s\t%s\n", clean(k), short(sec.values[k], valueWidth))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(inst.State.Steps) == 0 {
+		field("steps", "(none)")
+	}
+	if len(inst.State.Steps) > 0 {
+		fmt.Fprintln(w, "steps:")
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  STEP\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
+		for _, id := range sortedKeys(inst.State.Steps) {
+			st := inst.State.Steps[id]
+			result := "-"
+			switch {
+			case st == nil:
+			case st.Error != "":
+				msg := clean(st.Error)
+				result = "error: " + shorten(msg, outputWidth)
+				shortened = shortened || shorten(msg, outputWidth) != msg
+			case st.Output != nil:
+				result = short(st.Output, outputWidth)
+			}
+			status, attempts := "-", "-"
+			if st != nil {
+				status, attempts = clean(string(st.Status)), strconv.Itoa(st.Attempts)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", clean(id), status, attempts, result)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if shortened {
+		fmt.Fprintln(w, "(long values are shortened; -o json shows them in full)")
+	}
+	return nil
+}
+
+// printList writes the `flowd list` table.
+func printList(w io.Writer, insts []*workflow.Instance) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tDEFINITION\tSTATUS\tVERSION\tSTEPS\tCREATED\tUPDATED")
+	for _, inst := range insts {
+		def := inst.Definition
+		if def == "" {
+			def = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(inst.ID), clean(def), clean(string(inst.Status)),
+			inst.Version, stepProgress(inst.State.Steps), timestamp(inst.CreatedAt), timestamp(inst.UpdatedAt))
+	}
+	return tw.Flush()
+}
+
+// stepProgress is "done/total" (done: COMPLETED or SKIPPED), plus the failed
+// ones, or "-" for an instance without steps.
+func stepProgress(steps map[string]*workflow.StepState) string {
+	if len(steps) == 0 {
+		return "-"
+	}
+	done, failed := 0, 0
+	for _, st := range steps {
+		switch {
+		case st == nil:
+		case st.Status == workflow.StepCompleted || st.Status == workflow.StepSkipped:
+			done++
+		case st.Status == workflow.StepFailed:
+			failed++
+		}
+	}
+	s := fmt.Sprintf("%d/%d", done, len(steps))
+	if failed > 0 {
+		s += fmt.Sprintf(" (%d failed)", failed)
+	}
+	return s
+}
+
+// printHistory writes the `flowd history` table with a summary of what each
+// version changed.
+func printHistory(w io.Writer, versions []store.HistoryEntry) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "VERSION\tSTATUS\tAT\tCAUSE\tCHANGES")
+	for i, v := range versions {
+		change := "created"
+		if i > 0 {
+			change = shorten(describeChange(versions[i-1], v), changeWidth)
+		}
+		cause := v.Cause
+		if cause == "" {
+			cause = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Version, clean(string(v.Status)), timestamp(v.At), clean(cause), change)
+	}
+	return tw.Flush()
+}
+
+// describeChange summarises prev → cur: "status: A → B", then each variable,
+// step and other state key (state.KEY) added ("+name=value"), removed
+// ("-name") or changed ("name: old → new").
+func describeChange(prev, cur store.HistoryEntry) string {
+	var parts []string
+	if prev.Status != cur.Status {
+		parts = append(parts, fmt.Sprintf("status: %s → %s", clean(string(prev.Status)), clean(string(cur.Status))))
+	}
+	parts = append(parts, diffValues("", prev.State.Variables, cur.State.Variables)...)
+	for _, id := range unionKeys(prev.State.Steps, cur.State.Steps) {
+		p, okp := prev.State.Steps[id]
+		c, okc := cur.State.Steps[id]
+		name := "step " + clean(id)
+		switch {
+		case !okp:
+			parts = append(parts, "+"+name+"="+stepStatus(c))
+		case !okc:
+			parts = append(parts, "-"+name)
+		case stepStatus(p) != stepStatus(c):
+			parts = append(parts, fmt.Sprintf("%s: %s → %s", name, stepStatus(p), stepStatus(c)))
+		case !sameStep(p, c):
+			parts = append(parts, name+": changed")
+		}
+	}
+	parts = append(parts, diffValues("state.", prev.State.Extra, cur.State.Extra)...)
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func diffValues(prefix string, prev, cur map[string]json.RawMessage) []string {
+	const width = 24
+	var parts []string
+	for _, k := range unionKeys(prev, cur) {
+		p, okp := prev[k]
+		c, okc := cur[k]
+		name := prefix + clean(k)
+		switch {
+		case !okp:
+			v, _ := compactJSON(c, width)
+			parts = append(parts, "+"+name+"="+v)
+		case !okc:
+			parts = append(parts, "-"+name)
+		case !jsonEqual(p, c):
+			old, _ := compactJSON(p, width)
+			v, _ := compactJSON(c, width)
+			parts = append(parts, name+": "+old+" → "+v)
+		}
+	}
+	return parts
+}
+
+func stepStatus(st *workflow.StepState) string {
+	if st == nil {
+		return "-"
+	}
+	return clean(string(st.Status))
+}
+
+func sameStep(a, b *workflow.StepState) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return jsonEqual(ja, jb)
+}
+
+// jsonEqual compares two JSON values by meaning, not by spelling.
+func jsonEqual(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return bytes.Equal(a, b)
+	}
+	ja, _ := json.Marshal(va)
+	jb, _ := json.Marshal(vb)
+	return bytes.Equal(ja, jb)
+}
+
+// compactJSON renders raw on one line, shortened to width runes; it reports
+// whether it shortened. Missing values show as "-".
+func compactJSON(raw json.RawMessage, width int) (string, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "-", false
+	}
+	var buf bytes.Buffer
+	s := string(raw)
+	if json.Compact(&buf, raw) == nil {
+		s = buf.String()
+	}
+	s = clean(s)
+	out := shorten(s, width)
+	return out, out != s
+}
+
+// shorten cuts s to width runes, marking the cut with "…".
+func shorten(s string, width int) string {
+	if utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:width-1]) + "…"
+}
+
+// clean makes server-supplied text safe for a terminal: control characters
+// (escape sequences, newlines, tabs that would break the columns) are shown
+// escaped instead of being interpreted.
+func clean(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			b.WriteString(`\ufffd`)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// timestamp formats t in UTC, to the second; the zero time is "-".
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/=@+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func unionKeys[V any](a, b map[string]V) []string {
+	seen := make(map[string]V, len(a)+len(b))
+	for k, v := range a {
+		seen[k] = v
+	}
+	for k, v := range b {
+		seen[k] = v
+	}
+	return sortedKeys(seen)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Exit codes of SPEC section 6.
+const (
+	exitOK           = 0
+	exitError        = 1
+	exitUsage        = 2
+	exitPrecondition = 3
+	exitNotFound     = 4
+)
+
+// env is what a command may touch of the outside world, injected so tests can
+// run commands in-process with buffers and a fake environment.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) (string, bool)
+}
+
+// exitError carries a specific exit code out of a command.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+func usageError(format string, args ...any) error {
+	return &exitCodeError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func run(ctx context.Context, args []string, e *env) int {
+	root := newRootCmd(e)
+	root.SetArgs(args)
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(e.stderr, "flowd: %v\n", err)
+	var ce *exitCodeError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	if isUsageErr(err) {
+		return exitUsage
+	}
+	return exitError
+}
+
+// isUsageErr recognises cobra's and pflag's own argument errors, which carry no
+// type of their own.
+func isUsageErr(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "invalid argument", "flag needs an argument", "accepts ", "requires at least", "requires at most", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func newRootCmd(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "flowd",
+		Short: "flowd — a workflow orchestrator whose state is never lost under concurrency",
+		Long: `flowd runs workflows whose every state change is one atomic, versioned write.
+
+Start a server with the embedded SQLite database:
+  flowd serve
+Point it at PostgreSQL to run several nodes on one database:
+  flowd serve --db postgres://user:pass@host/db
+
+The flags of serve and migrate can also be set through the environment as
+FLOWD_<FLAG> (e.g. FLOWD_DB, FLOWD_TOKEN_FILE); client commands read FLOWD_SERVER,
+FLOWD_TOKEN and FLOWD_OUTPUT.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnv(cmd, e.getenv)
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitCodeError{code: exitUsage, err: err}
+	})
+	root.AddCommand(newMigrateCmd(e), newServeCmd(e))
+	root.AddCommand(newClientCmds(e)...)
+	return root
+}
+
+// applyEnv fills every flag not given on the command line from FLOWD_<NAME>,
+// so `--db` falls back to FLOWD_DB and `--token-file` to FLOWD_TOKEN_FILE.
+func applyEnv(cmd *cobra.Command, getenv func(string) (string, bool)) error {
+	var errs []error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		name := "FLOWD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := getenv(name); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, usageError("%s=%q: %v", name, v, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}

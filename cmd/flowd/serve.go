@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/internal/storeopen"
+	"github.com/flowd/flowd/metrics"
+)
+
+// serveConfig is everything `flowd serve` is told; Validate checks it before
+// anything is opened.
+type serveConfig struct {
+	DB            string
+	Addr          string
+	TokenFile     string
+	Insecure      bool
+	Workers       int
+	Lease         time.Duration
+	SweepInterval time.Duration
+	LogLevel      string
+	LogFormat     string
+}
+
+func (c *serveConfig) Validate() error {
+	var errs []error
+	if c.Workers < 0 {
+		errs = append(errs, fmt.Errorf("--workers must not be negative, got %d", c.Workers))
+	}
+	if c.Lease <= 0 {
+		errs = append(errs, fmt.Errorf("--lease must be positive, got %s", c.Lease))
+	}
+	if c.SweepInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--sweep-interval must be positive, got %s", c.SweepInterval))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat))
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--addr %q: %v (want host:port, e.g. 127.0.0.1:8080)", c.Addr, err))
+	} else if c.TokenFile == "" && !c.Insecure && !isLoopback(host) {
+		errs = append(errs, fmt.Errorf("refusing to listen on non-loopback address %s without authentication: pass --token-file (or FLOWD_TOKEN_FILE), or --insecure to accept the risk", c.Addr))
+	}
+	return errors.Join(errs...)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", s)
+	}
+	return l, nil
+}
+
+// readTokens reads one bearer token a line; blank lines and lines starting
+// with # are skipped.
+func readTokens(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading token file: %w", err)
+	}
+	var tokens []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		tokens = append(tokens, line)
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("token file %s holds no token (one token a line)", path)
+	}
+	return tokens, nil
+}
+
+func newServeCmd(e *env) *cobra.Command {
+	cfg := serveConfig{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the API, the engine and the dashboard",
+		Long: `serve runs the HTTP API (/v1), the dashboard (/), /healthz and /metrics in one
+process, on the embedded SQLite database by default. It migrates the database on
+start. Several serve processes may share one PostgreSQL database.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return &exitCodeError{code: exitUsage, err: err}
+			}
+			return serve(cmd.Context(), cfg, e)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DB, "db", storeopen.DefaultURL, "database URL: postgres://… or sqlite:PATH (env FLOWD_DB)")
+	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (env FLOWD_ADDR)")
+	f.StringVar(&cfg.TokenFile, "token-file", "", "file of bearer tokens, one a line; when set every /v1 route requires one (env FLOWD_TOKEN_FILE)")
+	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --token-file")
+	f.IntVar(&cfg.Workers, "workers", 8, "in-process step concurrency")
+	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease for in-process steps and the default for remote workers")
+	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
+	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+func serve(ctx context.Context, cfg serveConfig, e *env) error {
+	level, _ := parseLevel(cfg.LogLevel)
+	var handler slog.Handler = slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})
+	if cfg.LogFormat == "json" {
+		handler = slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level})
+	}
+	log := slog.New(handler)
+
+	var tokens []string
+	if cfg.TokenFile != "" {
+		var err error
+		if tokens, err = readTokens(cfg.TokenFile); err != nil {
+			return err
+		}
+	}
+
+	base, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{})
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	rep, err := base.Migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating %s: %w", storeopen.Redact(cfg.DB), err)
+	}
+	for _, m := range rep.Applied {
+		log.Info("applied migration", "name", m.Name, "version", m.Version, "duration", m.Duration)
+	}
+
+	m := metrics.New()
+	st := m.InstrumentStore(base)
+	api := httpapi.NewServer(httpapi.Config{Store: st, Logger: log, Tokens: tokens, Registry: m.Registry})
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      90 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
+	}
+	url := "http://" + ln.Addr().String()
+	log.Info("flowd serving", "db", storeopen.Redact(cfg.DB), "schema_version", rep.Version, "auth", len(tokens) > 0)
+	fmt.Fprintf(e.stdout, "flowd is serving the API at %s/v1 and the dashboard at %s/\n", url, url)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: waiting for in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

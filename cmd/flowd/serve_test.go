@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// syncBuffer is a bytes.Buffer safe for a server goroutine and a test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testEnv(vars map[string]string) (*env, *syncBuffer, *syncBuffer) {
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	return &env{
+		stdin:  strings.NewReader(""),
+		stdout: out,
+		stderr: errOut,
+		getenv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok },
+	}, out, errOut
+}
+
+var urlLine = regexp.MustCompile(`API at (http://[0-9.:]+)/v1`)
+
+// startServe runs the real `flowd serve` in-process on port 0 and returns its
+// base URL and a stop function that sends the shutdown signal (cancels the
+// context, as SIGTERM does) and returns the exit code.
+func startServe(t *testing.T, args ...string) (string, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e, out, errOut := testEnv(nil)
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), e) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := urlLine.FindStringSubmatch(out.String()); m != nil {
+			stopped := false
+			var code int
+			stop := func() int {
+				if !stopped {
+					cancel()
+					select {
+					case code = <-done:
+					case <-time.After(30 * time.Second):
+						t.Fatal("serve did not stop within 30s of the shutdown signal")
+					}
+					stopped = true
+				}
+				return code
+			}
+			t.Cleanup(func() { stop() })
+			return m[1], stop
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d before listening; stderr:\n%s", code, errOut.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve did not print its URL; stdout %q stderr:\n%s", out.String(), errOut.String())
+		}
+	}
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	dbs := map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "flowd.db") },
+		"postgres": func(t *testing.T) string { return pgtest.NewDatabase(t) },
+	}
+	for name, db := range dbs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			url, stop := startServe(t, "--db", db(t))
+			get := func(path string) (int, string) {
+				res, err := http.Get(url + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				b, _ := io.ReadAll(res.Body)
+				return res.StatusCode, string(b)
+			}
+			if code, body := get("/healthz"); code != 200 {
+				t.Errorf("healthz %d %s", code, body)
+			}
+			res, err := http.Post(url+"/v1/workflows", "application/json", strings.NewReader(`{"id":"e2e-1"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != 201 || res.Header.Get("ETag") != `"0"` {
+				t.Fatalf("create: %d ETag %s", res.StatusCode, res.Header.Get("ETag"))
+			}
+			code, body := get("/metrics")
+			if code != 200 || !strings.Contains(body, `flowd_state_updates_total{op="create",result="ok"} 1`) || !strings.Contains(body, "go_goroutines") {
+				t.Errorf("metrics %d lack the create counter or Go collectors:\n%.2000s", code, body)
+			}
+			if code := stop(); code != 0 {
+				t.Errorf("serve exited %d after the shutdown signal", code)
+			}
+			if _, err := http.Get(url + "/healthz"); err == nil {
+				t.Error("server still answers after shutdown")
+			}
+		})
+	}
+}
+
+func TestServeTokens(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokenFile, []byte("# ops\nt0ken-one\n\n  t0ken-two  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := startServe(t, "--db", "sqlite::memory:", "--token-file", tokenFile)
+	for tok, want := range map[string]int{"": 401, "nope": 401, "t0ken-one": 200, "t0ken-two": 200} {
+		req, _ := http.NewRequest("GET", url+"/v1/workflows", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("token %q: %d, want %d", tok, res.StatusCode, want)
+		}
+	}
+}
+
+func TestServeRefusesBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("\n# nothing\n"), 0o600)
+	cases := []struct {
+		args []string
+		env  map[string]string
+		code int
+		msg  string
+	}{
+		{[]string{"--addr", "0.0.0.0:0"}, nil, exitUsage, "refusing to listen on non-loopback address"},
+		{nil, map[string]string{"FLOWD_ADDR": "0.0.0.0:0"}, exitUsage, "refusing to listen on non-loopback address"},
+		{[]string{"--addr", "nonsense"}, nil, exitUsage, "--addr"},
+		{[]string{"--db", "mysql://x"}, nil, exitError, "unsupported database URL"},
+		{[]string{"--db", "sqlite::memory:", "--token-file", empty}, nil, exitError, "holds no token"},
+		{[]string{"--db", "sqlite::memory:", "--token-file", filepath.Join(dir, "missing")}, nil, exitError, "reading token file"},
+		{[]string{"--lease", "0s"}, nil, exitUsage, "--lease must be positive"},
+		{[]string{"--log-level", "loud"}, nil, exitUsage, "--log-level"},
+		{[]string{"--bogus"}, nil, exitUsage, "unknown flag"},
+		{nil, map[string]string{"FLOWD_WORKERS": "many"}, exitUsage, "FLOWD_WORKERS"},
+	}
+	for _, c := range cases {
+		e, _, errOut := testEnv(c.env)
+		code := run(context.Background(), append([]string{"serve"}, c.args...), e)
+		if code != c.code || !strings.Contains(errOut.String(), c.msg) {
+			t.Errorf("serve %v (env %v): exit %d, stderr %q; want exit %d mentioning %q", c.args, c.env, code, errOut.String(), c.code, c.msg)
+		}
+	}
+}
+
+func TestMigrateCommand(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "m.db")
+	e, out, errOut := testEnv(map[string]string{"FLOWD_DB": db})
+	if code := run(context.Background(), []string{"migrate"}, e); code != 0 {
+		t.Fatalf("migrate: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "applied 00001") || !strings.Contains(out.String(), "is now at version 1") {
+		t.Errorf("first migrate output:\n%s", out.String())
+	}
+	e, out, _ = testEnv(nil)
+	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
+		t.Fatal("second migrate failed")
+	}
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":1`) {
+		t.Errorf("second migrate JSON: %s", got)
+	}
+	e, _, errOut = testEnv(nil)
+	if code := run(context.Background(), []string{"migrate", "--db", "postgres://127.0.0.1:1/nope?connect_timeout=2"}, e); code != exitError || errOut.String() == "" {
+		t.Errorf("migrate against a dead server: exit %d, %q", code, errOut.String())
+	}
+}

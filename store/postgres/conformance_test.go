@@ -1,0 +1,34 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
+
+func BenchmarkStore(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
+
+// harness gives the conformance suite a fresh database per test on the
+// throwaway cluster, and stores opened on it without migrating.
+func harness() storetest.Harness {
+	return storetest.Harness{
+		Name:  "postgres",
+		NewDB: pgtest.NewDatabase,
+		Open: func(tb testing.TB, addr string, now func() time.Time) store.Store {
+			tb.Helper()
+			s, err := Open(tb.Context(), addr, Options{Now: now})
+			if err != nil {
+				tb.Fatalf("postgres.Open: %v", err)
+			}
+			tb.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	}
+}

@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flowd/flowd/store"
+)
+
+// SQLSTATE codes the store maps to contract errors. Matched by code, never by
+// message text.
+const (
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+	codeUniqueViolation      = "23505"
+	codeCheckViolation       = "23514"
+	// Text the database cannot store (NUL, invalid UTF-8). The store checks
+	// strings before sending them; this is the backstop.
+	codeCharacterNotInRepertoire = "22021"
+	codeUntranslatableCharacter  = "22P05"
+)
+
+// interpretError maps an error from pgx to the store contract, once, at the
+// package boundary. id names the instance concerned ("" when none). Errors
+// without a contract meaning become a *backendError that keeps the message but
+// not the pgx value, so no pgx type leaves the package; context errors still
+// satisfy errors.Is(err, context.Canceled / context.DeadlineExceeded).
+func interpretError(err error, id string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.NotFound(id)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case codeSerializationFailure:
+			return &store.ConflictError{ID: id, Actual: -1, Reason: "serialization failure"}
+		case codeDeadlockDetected:
+			return &store.ConflictError{ID: id, Actual: -1, Reason: "deadlock detected"}
+		case codeUniqueViolation:
+			return fmt.Errorf("workflow %q: %w", id, store.ErrExists)
+		case codeCheckViolation, codeCharacterNotInRepertoire, codeUntranslatableCharacter:
+			return fmt.Errorf("%w: %s", store.ErrInvalidArgument, pgErr.Message)
+		}
+		return &backendError{msg: fmt.Sprintf("postgres: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
+	}
+	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, ctxErr) {
+			return &backendError{msg: "postgres: " + err.Error(), cause: ctxErr}
+		}
+	}
+	return &backendError{msg: "postgres: " + err.Error()}
+}
+
+// backendError is a database failure with no meaning in the store contract
+// (connection lost, syntax error, …). cause is a context error, or nil.
+type backendError struct {
+	msg   string
+	cause error
+}
+
+func (e *backendError) Error() string { return e.msg }
+func (e *backendError) Unwrap() error { return e.cause }

@@ -1,0 +1,807 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// These tests cover what is specific to PostgreSQL (statement counts, schema,
+// locking, sessions). The behaviour every backend shares is tested by the
+// conformance suite (conformance_test.go).
+
+// recordingTracer records the SQL of every statement sent while it is on.
+type recordingTracer struct {
+	mu   sync.Mutex
+	on   bool
+	sqls []string
+}
+
+func (r *recordingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.on {
+		r.sqls = append(r.sqls, data.SQL)
+	}
+	return ctx
+}
+
+func (r *recordingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// record starts recording and returns a function that stops it and returns
+// the statements sent since.
+func (r *recordingTracer) record() func() []string {
+	r.mu.Lock()
+	r.on, r.sqls = true, nil
+	r.mu.Unlock()
+	return func() []string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.on = false
+		return r.sqls
+	}
+}
+
+// setup opens a migrated store on a fresh database.
+func setup(t testing.TB, opts Options) (*Store, string) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	s := open(t, url, opts)
+	if _, err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s, url
+}
+
+func open(t testing.TB, url string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), url, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func create(t testing.TB, q store.Querier, p store.CreateParams) *workflow.Instance {
+	t.Helper()
+	inst, err := q.Create(t.Context(), p)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return inst
+}
+
+func stepsState(steps map[string]workflow.StepStatus) workflow.State {
+	s := workflow.State{Steps: map[string]*workflow.StepState{}}
+	for id, st := range steps {
+		s.Steps[id] = &workflow.StepState{Status: st}
+	}
+	return s
+}
+
+// SPEC section 9, item 7: the happy-path writes are one statement each, and
+// the read-modify-write helper is a read plus one conditional write, never a
+// read under a row lock.
+func TestStatementsPerOperation(t *testing.T) {
+	t.Parallel()
+	tr := &recordingTracer{}
+	s, _ := setup(t, Options{Tracer: tr})
+	ctx := t.Context()
+	inst := create(t, s, store.CreateParams{Status: workflow.StatusRunning, State: stepsState(map[string]workflow.StepStatus{"approve.v2": workflow.StepWaiting})})
+
+	stop := tr.record()
+	inst, err := s.ReplaceState(ctx, inst.ID, inst.Version, stepsState(map[string]workflow.StepStatus{"approve.v2": workflow.StepWaiting, "b": workflow.StepPending}), "replace")
+	if err != nil {
+		t.Fatalf("ReplaceState: %v", err)
+	}
+	if got := stop(); len(got) != 1 {
+		t.Errorf("ReplaceState sent %d statements, want 1: %q", len(got), got)
+	}
+
+	stop = tr.record()
+	v := inst.Version
+	inst, err = s.TransitionStatus(ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v})
+	if err != nil {
+		t.Fatalf("TransitionStatus: %v", err)
+	}
+	if got := stop(); len(got) != 1 {
+		t.Errorf("TransitionStatus sent %d statements, want 1: %q", len(got), got)
+	}
+
+	stop = tr.record()
+	inst, err = s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: "approve.v2", Output: json.RawMessage(`{"ok":true}`), ExpectedVersion: inst.Version})
+	if err != nil {
+		t.Fatalf("CompleteStep: %v", err)
+	}
+	got := stop()
+	if len(got) != 1 {
+		t.Errorf("CompleteStep sent %d statements, want 1: %q", len(got), got)
+	}
+	// The step id is a parameter, never part of the SQL text (SPEC 9, item 2).
+	for _, sql := range got {
+		if strings.Contains(sql, "approve.v2") {
+			t.Errorf("CompleteStep's SQL contains the step id: %s", sql)
+		}
+	}
+	if st := inst.State.Steps["approve.v2"]; st == nil || st.Status != workflow.StepCompleted || string(st.Output) != `{"ok":true}` {
+		t.Errorf("step after CompleteStep = %+v", st)
+	}
+
+	stop = tr.record()
+	_, err = store.UpdateState(ctx, s, inst.ID, inst.Version, func(st *workflow.State) error { return st.SetVar("n", 1) }, "update")
+	if err != nil {
+		t.Fatalf("UpdateState: %v", err)
+	}
+	got = stop()
+	if len(got) != 2 {
+		t.Errorf("UpdateState sent %d statements, want 2 (a read and the conditional write): %q", len(got), got)
+	}
+	for _, sql := range got {
+		if strings.Contains(strings.ToUpper(sql), "FOR UPDATE") {
+			t.Errorf("UpdateState read under a row lock: %s", sql)
+		}
+	}
+}
+
+// SPEC section 9, item 8: exactly the indexes the queries need; none on
+// (id, version), which would duplicate the primary key.
+func TestIndexes(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	rows, err := s.pool.Query(t.Context(), `SELECT indexname, indexdef FROM pg_indexes
+		WHERE schemaname = current_schema() AND tablename IN ('workflow_instances', 'workflow_history')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]string{}
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		defs[name] = def
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"workflow_instances_pkey":                         "(id)",
+		"workflow_instances_created_at_id_idx":            "(created_at DESC, id DESC)",
+		"workflow_instances_status_updated_at_idx":        "(status, updated_at)",
+		"workflow_instances_definition_created_at_id_idx": "(definition, created_at DESC, id DESC)",
+		"workflow_history_pkey":                           "(instance_id, version)",
+	}
+	if len(defs) != len(want) {
+		t.Errorf("indexes = %v, want exactly %v", defs, want)
+	}
+	for name, cols := range want {
+		if !strings.HasSuffix(defs[name], cols) {
+			t.Errorf("index %s = %q, want one on %s", name, defs[name], cols)
+		}
+	}
+	for name, def := range defs {
+		if strings.Contains(def, "workflow_instances") && strings.Contains(strings.ReplaceAll(def, " ", ""), "(id,version") {
+			t.Errorf("index %s is on (id, version): %s", name, def)
+		}
+	}
+}
+
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// The database itself refuses a negative version and any rewrite of history,
+// whatever client writes.
+func TestSchemaConstraints(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	inst := create(t, s, store.CreateParams{})
+	if _, err := s.ReplaceState(ctx, inst.ID, 0, workflow.State{}, "bump"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := s.pool.Exec(ctx, `UPDATE workflow_instances SET version = -1`)
+	if pgCode(err) != codeCheckViolation {
+		t.Errorf("UPDATE … SET version = -1: err = %v, want SQLSTATE %s", err, codeCheckViolation)
+	}
+	if mapped := interpretError(err, inst.ID); !errors.Is(mapped, store.ErrInvalidArgument) {
+		t.Errorf("check violation maps to %v, want ErrInvalidArgument", mapped)
+	}
+
+	for _, sql := range []string{
+		`UPDATE workflow_history SET cause = 'rewritten'`,
+		`UPDATE workflow_history SET cause = 'rewritten' WHERE false`,
+		`DELETE FROM workflow_history`,
+		`DELETE FROM workflow_history WHERE false`,
+		`TRUNCATE workflow_history CASCADE`,
+	} {
+		if _, err := s.pool.Exec(ctx, sql); err == nil || pgCode(err) != "23001" {
+			t.Errorf("%s: err = %v, want the append-only trigger's error (SQLSTATE 23001)", sql, err)
+		}
+	}
+	h, err := s.History(ctx, inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].Cause != "create" || h[1].Cause != "bump" {
+		t.Errorf("history changed: %+v", h)
+	}
+}
+
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	s := open(t, url, Options{})
+	first, err := s.Migrate(t.Context())
+	if err != nil {
+		t.Fatalf("first Migrate: %v", err)
+	}
+	if len(first.Applied) == 0 || first.Applied[0].Version != 1 || first.Applied[0].Name != "00001_init.sql" {
+		t.Errorf("first Migrate applied %+v, want 00001_init.sql first", first.Applied)
+	}
+	if last := first.Applied[len(first.Applied)-1].Version; first.Version != last {
+		t.Errorf("first Migrate: version %d, last applied %d", first.Version, last)
+	}
+	second, err := s.Migrate(t.Context())
+	if err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	if len(second.Applied) != 0 || second.Version != first.Version {
+		t.Errorf("second Migrate = %+v, want nothing applied at version %d", second, first.Version)
+	}
+}
+
+// Two nodes starting at once on a fresh database: goose's advisory lock makes
+// them take turns, so both succeed and the migrations run once.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	stores := []*Store{open(t, url, Options{}), open(t, url, Options{})}
+	reports := make([]store.MigrationReport, len(stores))
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() { reports[i], errs[i] = s.Migrate(t.Context()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Migrate %d: %v", i, err)
+		}
+	}
+	if reports[0].Version != reports[1].Version || reports[0].Version == 0 {
+		t.Errorf("versions after concurrent Migrate: %d and %d", reports[0].Version, reports[1].Version)
+	}
+	if (len(reports[0].Applied) > 0) == (len(reports[1].Applied) > 0) {
+		t.Errorf("applied %d and %d migrations: exactly one node should apply them", len(reports[0].Applied), len(reports[1].Applied))
+	}
+	// The schema works.
+	create(t, stores[1], store.CreateParams{})
+}
+
+// A write skew under SERIALIZABLE: each transaction reads both instances and
+// writes one. PostgreSQL aborts one of them with 40001, which must surface as
+// a retryable conflict; WithTxRetry then succeeds.
+func TestSerializableWriteSkew(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	a := create(t, s, store.CreateParams{ID: "a"})
+	b := create(t, s, store.CreateParams{ID: "b"})
+
+	var read, wrote sync.WaitGroup
+	read.Add(2)
+	wrote.Add(2)
+	// With barrier, the first attempt waits for the other transaction at
+	// each step; retries (and the transaction without barrier) do not.
+	skew := func(mine, other string, barrier bool) func(tx store.Querier) error {
+		return func(tx store.Querier) error {
+			first := barrier
+			barrier = false
+			x, err := tx.Get(ctx, mine)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Get(ctx, other); err != nil {
+				return err
+			}
+			if first {
+				// Both have read before either writes.
+				read.Done()
+				read.Wait()
+			}
+			_, err = tx.ReplaceState(ctx, mine, x.Version, x.State, "skew")
+			if first {
+				// Both have written before either commits.
+				wrote.Done()
+				wrote.Wait()
+			}
+			return err
+		}
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = s.WithTx(ctx, store.Serializable, skew(a.ID, b.ID, true)) })
+	wg.Go(func() { errs[1] = s.WithTx(ctx, store.Serializable, skew(b.ID, a.ID, true)) })
+	wg.Wait()
+
+	var failed int
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		failed = i
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("transaction %d: %v, want a conflict", i, err)
+		}
+		var ce *store.ConflictError
+		if !errors.As(err, &ce) || ce.Reason != "serialization failure" || ce.Actual != -1 {
+			t.Errorf("transaction %d: %#v, want a serialization-failure ConflictError", i, err)
+		}
+	}
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("errors %v and %v: want exactly one serialization failure", errs[0], errs[1])
+	}
+	ids := []string{a.ID, b.ID}
+	retry := skew(ids[failed], ids[1-failed], false)
+	if err := store.WithTxRetry(ctx, s, store.Serializable, store.RetryPolicy{Base: time.Millisecond, Factor: 2, Cap: 10 * time.Millisecond, MaxAttempts: 5}, retry); err != nil {
+		t.Fatalf("WithTxRetry: %v", err)
+	}
+	for _, id := range ids {
+		got, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version != 1 {
+			t.Errorf("%s is at version %d, want 1", id, got.Version)
+		}
+	}
+}
+
+// WithTx starts transactions at the level asked for: the enum is mapped, not
+// ignored.
+func TestWithTxIsolation(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	for iso, want := range map[store.Isolation]string{
+		store.ReadCommitted:  "read committed",
+		store.RepeatableRead: "repeatable read",
+		store.Serializable:   "serializable",
+	} {
+		err := s.WithTx(t.Context(), iso, func(tx store.Querier) error {
+			var got string
+			if err := tx.(*querier).db.QueryRow(t.Context(), "SHOW transaction_isolation").Scan(&got); err != nil {
+				return err
+			}
+			if got != want {
+				t.Errorf("WithTx(%v): transaction_isolation = %q, want %q", iso, got, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("WithTx(%v): %v", iso, err)
+		}
+	}
+	if err := s.WithTx(t.Context(), store.Isolation(7), func(store.Querier) error { return nil }); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("WithTx(Isolation(7)) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// ModifyState inside WithTx joins the caller's transaction instead of
+// opening its own: rolling the outer one back undoes it.
+func TestModifyStateJoinsTransaction(t *testing.T) {
+	t.Parallel()
+	tr := &recordingTracer{}
+	s, _ := setup(t, Options{Tracer: tr})
+	ctx := t.Context()
+	inst := create(t, s, store.CreateParams{})
+	errAbort := errors.New("abort")
+	stop := tr.record()
+	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		if _, err := tx.ModifyState(ctx, inst.ID, func(in *workflow.Instance) error { return in.State.SetVar("x", 1) }, "modify"); err != nil {
+			return err
+		}
+		return errAbort
+	})
+	sqls := stop()
+	if err != errAbort {
+		t.Fatalf("WithTx = %v, want fn's error unchanged", err)
+	}
+	var begins int
+	for _, sql := range sqls {
+		if strings.HasPrefix(strings.ToLower(sql), "begin") {
+			begins++
+		}
+	}
+	if begins != 1 {
+		t.Errorf("%d BEGINs sent, want 1 (ModifyState must use the outer transaction): %q", begins, sqls)
+	}
+	got, err := s.Get(ctx, inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != 0 {
+		t.Errorf("version after rolled-back transaction = %d, want 0", got.Version)
+	}
+}
+
+// idleInTransaction counts the sessions on url's database that sit inside a
+// transaction doing nothing.
+func idleInTransaction(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	err := s.pool.QueryRow(context.WithoutCancel(t.Context()), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// pgx issue #2100: a context cancelled during a transaction must not leave
+// the session "idle in transaction" holding its locks.
+func TestCancelDuringWithTx(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	inst := create(t, s, store.CreateParams{})
+
+	for name, during := range map[string]func(ctx context.Context, cancel context.CancelFunc, tx store.Querier) error{
+		// Cancelled between statements: fn notices and returns.
+		"between statements": func(ctx context.Context, cancel context.CancelFunc, tx store.Querier) error {
+			cancel()
+			_, err := tx.Get(ctx, inst.ID)
+			return err
+		},
+		// Cancelled while a statement runs on the server.
+		"during a statement": func(ctx context.Context, cancel context.CancelFunc, tx store.Querier) error {
+			time.AfterFunc(100*time.Millisecond, cancel)
+			_, err := tx.(*querier).db.Exec(ctx, "SELECT pg_sleep(30)")
+			return interpretError(err, "")
+		},
+		// fn ignores the cancellation and returns nil: the commit fails.
+		"before commit": func(_ context.Context, cancel context.CancelFunc, _ store.Querier) error {
+			cancel()
+			return nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+				// Take the row lock that an idle session would keep.
+				if _, err := tx.ModifyState(ctx, inst.ID, func(*workflow.Instance) error { return nil }, "lock"); err != nil {
+					return err
+				}
+				return during(ctx, cancel, tx)
+			})
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("WithTx = %v, want context.Canceled", err)
+			}
+			// A closed connection's session ends asynchronously on the server.
+			deadline := time.Now().Add(10 * time.Second)
+			for idleInTransaction(t, s) > 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("a session is still idle in transaction")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			// And the row is not locked: a write goes through at once.
+			wctx, wcancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer wcancel()
+			if _, err := s.ModifyState(wctx, inst.ID, func(*workflow.Instance) error { return nil }, "after"); err != nil {
+				t.Fatalf("write after the cancelled transaction: %v", err)
+			}
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"not postgres", "mysql://u:secret@localhost/db", "must start with postgres://"},
+		{"keyword form", "host=localhost password=secret", "must start with postgres://"},
+		{"malformed", "postgres://u:secret@[::1/db", "malformed database URL"},
+		{"bad option", "postgresql://u:secret@localhost/db?sslmode=sometimes", "postgres: open:"},
+		{"unreachable", fmt.Sprintf("postgres://u:secret@127.0.0.1:%d/db?connect_timeout=5", closedPort), "connect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			s, err := Open(ctx, tc.url, Options{})
+			if err == nil {
+				s.Close()
+				t.Fatalf("Open(%q) succeeded", tc.url)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open(%q) = %q, want it to mention %q", tc.url, err, tc.want)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("Open's error reveals the password: %q", err)
+			}
+		})
+	}
+}
+
+// The URL scheme postgresql:// works as well as postgres://, and the session
+// gets the idle-in-transaction timeout.
+func TestOpenSessionSettings(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	url = "postgresql://" + strings.TrimPrefix(url, "postgres://")
+	s := open(t, url, Options{MaxConns: 3})
+	var timeout string
+	if err := s.pool.QueryRow(t.Context(), "SHOW idle_in_transaction_session_timeout").Scan(&timeout); err != nil {
+		t.Fatal(err)
+	}
+	if timeout != "1min" {
+		t.Errorf("idle_in_transaction_session_timeout = %q, want 1min", timeout)
+	}
+	if got := s.pool.Config().MaxConns; got != 3 {
+		t.Errorf("MaxConns = %d, want 3", got)
+	}
+}
+
+// A step id is data: ids that would break a spliced path literal are simply
+// unknown steps, and the state is untouched.
+func TestCompleteStepHostileIDs(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	inst := create(t, s, store.CreateParams{State: stepsState(map[string]workflow.StepStatus{"a": workflow.StepPending})})
+	for _, step := range []string{`a,status`, `a}`, `a"`, `{a}`, `steps`, `a'; DROP TABLE workflow_history; --`, `*`, ``} {
+		_, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: step, ExpectedVersion: 0})
+		if !errors.Is(err, workflow.ErrUnknownStep) {
+			t.Errorf("CompleteStep(%q) = %v, want ErrUnknownStep", step, err)
+		}
+	}
+	got, err := s.Get(ctx, inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != 0 || len(got.State.Steps) != 1 || got.State.Steps["a"].Status != workflow.StepPending {
+		t.Errorf("instance changed: %+v", got)
+	}
+}
+
+// CompleteStep's errors come in the contract's order, all from one
+// diagnosis after the single UPDATE matched nothing.
+func TestCompleteStepErrorOrder(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	st := stepsState(map[string]workflow.StepStatus{"done": workflow.StepCompleted, "open": workflow.StepRunning})
+	inst := create(t, s, store.CreateParams{Status: workflow.StatusRunning, State: st})
+	stale := int64(5)
+	for _, tc := range []struct {
+		id, step string
+		version  int64
+		want     error
+	}{
+		{"nope", "open", 0, store.ErrNotFound},
+		{inst.ID, "missing", stale, workflow.ErrUnknownStep},
+		{inst.ID, "done", stale, workflow.ErrStepCompleted},
+		{inst.ID, "open", stale, store.ErrConflict},
+	} {
+		_, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: tc.id, StepID: tc.step, ExpectedVersion: tc.version})
+		if !errors.Is(err, tc.want) {
+			t.Errorf("CompleteStep(%s, %s, v%d) = %v, want %v", tc.id, tc.step, tc.version, err, tc.want)
+		}
+	}
+	var ce *store.ConflictError
+	_, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: "open", ExpectedVersion: stale})
+	if !errors.As(err, &ce) || ce.Expected != stale || ce.Actual != 0 {
+		t.Errorf("conflict = %#v, want expected %d actual 0", err, stale)
+	}
+	if _, err := s.TransitionStatus(ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: "missing", ExpectedVersion: stale})
+	if !errors.Is(err, workflow.ErrTerminal) {
+		t.Errorf("CompleteStep on a cancelled instance = %v, want ErrTerminal", err)
+	}
+}
+
+// Two batches at once never return the same id, and together they move
+// every matching instance once, oldest first within each batch.
+func TestBatchUpdateStatusConcurrent(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		clock = clock.Add(time.Millisecond)
+		return clock
+	}
+	s, _ := setup(t, Options{Now: now})
+	ctx := t.Context()
+	const n = 200
+	for i := range n {
+		create(t, s, store.CreateParams{ID: fmt.Sprintf("w%03d", i), Status: workflow.StatusRunning})
+	}
+	before := now()
+	results := make([][]string, 4)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			ids, err := s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: before, NewStatus: workflow.StatusTimedOut, Limit: 30})
+			if err != nil {
+				t.Errorf("BatchUpdateStatus: %v", err)
+			}
+			results[i] = ids
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, ids := range results {
+		if !slices.IsSorted(ids) { // ids were created in updated_at order
+			t.Errorf("batch not oldest first: %v", ids)
+		}
+		for _, id := range ids {
+			if seen[id] {
+				t.Errorf("id %s returned twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != 4*30 {
+		t.Errorf("batches moved %d instances, want %d", len(seen), 4*30)
+	}
+	h, err := s.History(ctx, "w000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[1].Status != workflow.StatusTimedOut || h[1].Version != 1 {
+		t.Errorf("history of w000 = %+v", h)
+	}
+	ids, err := s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: before, NewStatus: workflow.StatusRunning, Limit: 10})
+	if err != nil || ids == nil || len(ids) != 0 {
+		t.Errorf("empty batch = %#v, %v; want an empty non-nil slice", ids, err)
+	}
+}
+
+// Create inside a transaction reports an existing id without aborting the
+// transaction, like SQLite (PostgreSQL aborts a transaction on any error);
+// so do the checks of unstorable text.
+func TestCreateExistsInTransaction(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	create(t, s, store.CreateParams{ID: "dup"})
+	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		if _, err := tx.Create(ctx, store.CreateParams{ID: "dup"}); !errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("Create(dup) = %v, want ErrExists", err)
+		}
+		// Text PostgreSQL cannot store is refused before it is sent, so it
+		// does not abort the transaction either.
+		if _, err := tx.Get(ctx, "a\x00b"); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("Get(NUL id) = %v, want ErrNotFound", err)
+		}
+		if _, err := tx.Create(ctx, store.CreateParams{Input: json.RawMessage(`["\u0000"]`)}); !errors.Is(err, store.ErrInvalidArgument) {
+			return fmt.Errorf("Create(\\u0000 input) = %v, want ErrInvalidArgument", err)
+		}
+		_, err := tx.Create(ctx, store.CreateParams{ID: "next"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "next"); err != nil {
+		t.Errorf("Get(next): %v", err)
+	}
+}
+
+// A smoke test of the read side and the ModifyState path.
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	inst := create(t, s, store.CreateParams{ID: "r1", Definition: "order", Input: json.RawMessage(` {"sku": "A-1", "n": [1, 2]} `)})
+	if string(inst.Input) != `{"sku":"A-1","n":[1,2]}` {
+		t.Errorf("Create input = %s", inst.Input)
+	}
+	got, err := s.Get(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CreatedAt != inst.CreatedAt || got.UpdatedAt != inst.UpdatedAt || got.CreatedAt.Location() != time.UTC {
+		t.Errorf("times: created %v/%v updated %v/%v", inst.CreatedAt, got.CreatedAt, inst.UpdatedAt, got.UpdatedAt)
+	}
+	mod, err := s.ModifyState(ctx, "r1", func(in *workflow.Instance) error {
+		in.Status = workflow.StatusRunning
+		in.Definition = "ignored"
+		return in.State.SetVar("x", map[string]int{"a": 1})
+	}, "modify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mod.Version != 1 || mod.Status != workflow.StatusRunning || mod.Definition != "order" || string(mod.State.Variables["x"]) != `{"a":1}` {
+		t.Errorf("ModifyState = %+v", mod)
+	}
+	if _, err := s.ModifyState(ctx, "r1", func(in *workflow.Instance) error { in.Status = workflow.StatusPending; return nil }, "bad"); !errors.Is(err, workflow.ErrInvalidTransition) {
+		t.Errorf("ModifyState RUNNING→PENDING = %v, want ErrInvalidTransition", err)
+	}
+	if _, err := s.ModifyState(ctx, "none", func(*workflow.Instance) error { return nil }, ""); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ModifyState(none) = %v, want ErrNotFound", err)
+	}
+	for i := range 5 {
+		create(t, s, store.CreateParams{ID: fmt.Sprintf("p%d", i)})
+	}
+	var all []string
+	cursor := ""
+	for {
+		page, err := s.List(ctx, store.ListParams{Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range page.Instances {
+			all = append(all, in.ID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(all) != 6 {
+		t.Errorf("List pages = %v, want 6 ids", all)
+	}
+	page, err := s.List(ctx, store.ListParams{Definition: "order", Status: workflow.StatusRunning})
+	if err != nil || len(page.Instances) != 1 || page.Instances[0].ID != "r1" || page.NextCursor != "" {
+		t.Errorf("List(order, RUNNING) = %+v, %v", page, err)
+	}
+	if _, err := s.List(ctx, store.ListParams{Cursor: "!!"}); !errors.Is(err, store.ErrInvalidCursor) {
+		t.Errorf("List(bad cursor) = %v", err)
+	}
+	h, err := s.History(ctx, "r1")
+	if err != nil || len(h) != 2 || h[1].Status != workflow.StatusRunning || h[1].At != mod.UpdatedAt {
+		t.Errorf("History = %+v, %v", h, err)
+	}
+	if _, err := s.History(ctx, "none"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("History(none) = %v", err)
+	}
+}
+
+func TestHasNULEscape(t *testing.T) {
+	for in, want := range map[string]bool{
+		`"a\u0000b"`:       true,
+		`{"\u0000":1}`:     true,
+		`"\\u0000"`:        false, // a backslash, then the text u0000
+		`"\\\u0000"`:       true,
+		`"u0000"`:          false,
+		`"\u00001"`:        true,
+		`"\u0001"`:         false,
+		`["a", "\"u0000"]`: false,
+	} {
+		if got := hasNULEscape([]byte(in)); got != want {
+			t.Errorf("hasNULEscape(%s) = %v, want %v", in, got, want)
+		}
+	}
+}

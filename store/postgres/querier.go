@@ -1,0 +1,685 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// dbtx is what both *pgxpool.Pool and pgx.Tx offer, so one querier serves
+// the Store (each statement atomic on its own) and WithTx (all statements in
+// the caller's transaction).
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// querier implements store.Querier on a pool or on a transaction.
+type querier struct {
+	db dbtx
+	// pool is set when db is the pool, nil when db is a transaction: then
+	// operations that need several statements (ModifyState) run in the
+	// caller's transaction instead of opening their own.
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+var _ store.Querier = (*querier)(nil)
+
+// atomically runs fn in a transaction: a new read-committed one on the pool,
+// or the caller's when q is already bound to one.
+func (q *querier) atomically(ctx context.Context, fn func(*querier) error) error {
+	if q.pool == nil {
+		return fn(q)
+	}
+	return q.runTx(ctx, pgx.ReadCommitted, fn)
+}
+
+func (q *querier) timestamp() time.Time { return store.Timestamp(q.now()) }
+
+// terminalStatuses is spelled out in SQL below as NOT IN ('COMPLETED',
+// 'CANCELLED'); it must agree with workflow.Status.Terminal.
+
+// instanceColumns is the column list scanInstance reads, in its order.
+const instanceColumns = "id, definition, status, state, input, version, created_at, updated_at"
+
+// The write statements. Each is one data-modifying CTE: the conditional
+// UPDATE (or INSERT) and the history row of the new version are one statement,
+// hence one round trip and atomic without an explicit transaction. JSON goes
+// in as text parameters with explicit ::jsonb casts; columns the caller
+// already has are not returned.
+const (
+	// ON CONFLICT DO NOTHING rather than a unique violation: an existing id
+	// is reported by the empty result, so Create inside WithTx does not abort
+	// the caller's transaction (PostgreSQL aborts a transaction on any error,
+	// SQLite does not).
+	createSQL = `WITH i AS (
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at)
+	VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id, status, state
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, 0, status, state, $6, $7 FROM i
+)
+SELECT true FROM i`
+
+	replaceStateSQL = `WITH u AS (
+	UPDATE workflow_instances SET state = $3::jsonb, version = version + 1, updated_at = $4
+	WHERE id = $1 AND version = $2 AND status NOT IN ('COMPLETED', 'CANCELLED')
+	RETURNING id, definition, status, state, input, version, created_at, updated_at
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, state, updated_at, $5 FROM u
+)
+SELECT definition, status, input, version, created_at FROM u`
+
+	// $5 is NULL when no version is expected.
+	transitionSQL = `WITH u AS (
+	UPDATE workflow_instances SET status = $3, version = version + 1, updated_at = $4
+	WHERE id = $1 AND status = $2 AND ($5::bigint IS NULL OR version = $5::bigint)
+	RETURNING ` + instanceColumns + `
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, state, updated_at, $6 FROM u
+)
+SELECT ` + instanceColumns + ` FROM u`
+
+	// The step id $2 is only ever a parameter: an element of text[] paths
+	// and the right operand of ?, never part of SQL text or of a JSON path
+	// literal (SPEC section 9, item 2). The WHERE clause holds every
+	// precondition of workflow.State.CompleteStep: the step exists as an
+	// object and is not COMPLETED. The result matches State.CompleteStep:
+	// status COMPLETED, output set, error removed; the step object is
+	// rebuilt and set once, so the document is rewritten once.
+	completeStepSQL = `WITH u AS (
+	UPDATE workflow_instances
+	SET state = jsonb_set(state, ARRAY['steps', $2::text],
+			((state->'steps'->$2::text) - 'error') || jsonb_build_object('status', 'COMPLETED', 'output', $3::jsonb)),
+		version = version + 1, updated_at = $5
+	WHERE id = $1 AND version = $4 AND status NOT IN ('COMPLETED', 'CANCELLED')
+		AND state->'steps' ? $2::text
+		AND jsonb_typeof(state->'steps'->$2::text) = 'object'
+		AND (state->'steps'->$2::text->>'status') IS DISTINCT FROM 'COMPLETED'
+	RETURNING ` + instanceColumns + `
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, state, updated_at, $6 FROM u
+)
+SELECT definition, status, state, input, version, created_at FROM u`
+
+	// The ids are chosen in a CTE with FOR UPDATE SKIP LOCKED (never
+	// UPDATE … LIMIT, SPEC section 9, item 1): concurrent batches skip each
+	// other's rows instead of waiting or returning the same id. MATERIALIZED
+	// makes the LIMIT apply exactly once; id = ANY (ARRAY(…)) makes the
+	// UPDATE find its rows through the primary key whatever the planner
+	// thinks of a join with the CTE (it chose a sequential scan of the
+	// table for one).
+	batchSQL = `WITH picked AS MATERIALIZED (
+	SELECT id, updated_at FROM workflow_instances
+	WHERE status = $1 AND updated_at < $2
+	ORDER BY updated_at, id
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), u AS (
+	UPDATE workflow_instances SET status = $4, version = version + 1, updated_at = $5
+	WHERE id = ANY (ARRAY(SELECT id FROM picked))
+	RETURNING id, version, status, state
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, state, $5, $6 FROM u
+)
+SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
+
+	// ModifyState: the row lock. FOR NO KEY UPDATE is the lock the UPDATE
+	// that follows takes anyway; unlike FOR UPDATE it does not block inserts
+	// of rows referencing the instance (its history, later its tasks).
+	lockSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE`
+
+	modifySQL = `WITH u AS (
+	UPDATE workflow_instances SET state = $2::jsonb, status = $3, version = version + 1, updated_at = $4
+	WHERE id = $1
+	RETURNING id, version, status, state, updated_at
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, state, updated_at, $5 FROM u
+)
+SELECT version FROM u`
+
+	getSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1`
+
+	// diagnoseSQL explains a conditional write that matched no row. The
+	// step ($2, possibly NULL) is read for CompleteStep only.
+	diagnoseSQL = `SELECT status, version, state->'steps'->$2::text FROM workflow_instances WHERE id = $1`
+
+	historySQL = `SELECT version, status, state, at, cause FROM workflow_history WHERE instance_id = $1 ORDER BY version`
+)
+
+// Create inserts the instance and its history row 0 in one statement.
+func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	if err := checkText("definition", p.Definition); err != nil {
+		return nil, err
+	}
+	if err := checkText("cause", p.Cause); err != nil {
+		return nil, err
+	}
+	if err := checkJSON("input", p.Input); err != nil {
+		return nil, err
+	}
+	stateJSON, err := marshalState(p.State)
+	if err != nil {
+		return nil, err
+	}
+	state, err := decodeState(stateJSON)
+	if err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	var created bool
+	err = q.db.QueryRow(ctx, createSQL, p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause).Scan(&created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("workflow %q: %w", p.ID, store.ErrExists)
+	}
+	if err != nil {
+		return nil, interpretError(err, p.ID)
+	}
+	return &workflow.Instance{
+		ID:         p.ID,
+		Definition: p.Definition,
+		Status:     p.Status,
+		State:      state,
+		Input:      compactJSON(p.Input),
+		Version:    0,
+		CreatedAt:  now,
+		UpdatedAt:  now,
+	}, nil
+}
+
+// Get returns the instance or store.ErrNotFound.
+func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
+	return q.getRow(ctx, getSQL, id)
+}
+
+func (q *querier) getRow(ctx context.Context, sql, id string) (*workflow.Instance, error) {
+	if !storableText(id) {
+		return nil, store.NotFound(id)
+	}
+	inst, err := scanInstance(q.db.QueryRow(ctx, sql, id))
+	if err != nil {
+		return nil, interpretError(err, id)
+	}
+	return inst, nil
+}
+
+// List pages through instances newest first with a keyset cursor.
+func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage, error) {
+	if err := p.Normalize(); err != nil {
+		return store.ListPage{}, err
+	}
+	// The query text is assembled from fixed fragments; only placeholder
+	// numbers vary, never input.
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.Status != "" {
+		where = append(where, "status = "+arg(string(p.Status)))
+	}
+	if !storableText(p.Definition) {
+		// Create refuses such a definition, so nothing matches.
+		return store.ListPage{Instances: []*workflow.Instance{}}, nil
+	}
+	if p.Definition != "" {
+		where = append(where, "definition = "+arg(p.Definition))
+	}
+	if p.Cursor != "" {
+		c, err := store.DecodeCursor(p.Cursor)
+		if err != nil {
+			return store.ListPage{}, err
+		}
+		where = append(where, "(created_at, id) < ("+arg(c.CreatedAt)+", "+arg(c.ID)+")")
+	}
+	var sb strings.Builder
+	sb.WriteString("SELECT " + instanceColumns + " FROM workflow_instances")
+	if len(where) > 0 {
+		sb.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	// One row more than asked tells whether a next page exists.
+	sb.WriteString(" ORDER BY created_at DESC, id DESC LIMIT " + arg(p.Limit+1))
+
+	rows, err := q.db.Query(ctx, sb.String(), args...)
+	if err != nil {
+		return store.ListPage{}, interpretError(err, "")
+	}
+	defer rows.Close()
+	page := store.ListPage{Instances: make([]*workflow.Instance, 0, min(p.Limit, 64))}
+	more := false
+	for rows.Next() {
+		if len(page.Instances) == p.Limit {
+			more = true
+			break
+		}
+		inst, err := scanInstance(rows)
+		if err != nil {
+			return store.ListPage{}, interpretError(err, "")
+		}
+		page.Instances = append(page.Instances, inst)
+	}
+	if err := rows.Err(); err != nil {
+		return store.ListPage{}, interpretError(err, "")
+	}
+	if more {
+		last := page.Instances[len(page.Instances)-1]
+		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return page, nil
+}
+
+// ReplaceState writes newState with one conditional UPDATE (no read under a
+// lock); only when it matches no row does a second statement find out why.
+func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion int64, newState workflow.State, cause string) (*workflow.Instance, error) {
+	if err := newState.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkText("cause", cause); err != nil {
+		return nil, err
+	}
+	if !storableText(id) {
+		return nil, store.NotFound(id)
+	}
+	stateJSON, err := marshalState(newState)
+	if err != nil {
+		return nil, err
+	}
+	// The result carries the state as a fresh read would decode it, not the
+	// caller's maps.
+	state, err := decodeState(stateJSON)
+	if err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	inst := &workflow.Instance{ID: id, State: state, UpdatedAt: now}
+	var status string
+	var input []byte
+	err = q.db.QueryRow(ctx, replaceStateSQL, id, expectedVersion, stateJSON, now, cause).
+		Scan(&inst.Definition, &status, &input, &inst.Version, &inst.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, q.diagnoseVersioned(ctx, id, expectedVersion, nil)
+	}
+	if err != nil {
+		return nil, interpretError(err, id)
+	}
+	inst.Status = workflow.Status(status)
+	inst.Input = compactJSON(input)
+	inst.CreatedAt = inst.CreatedAt.UTC()
+	return inst, nil
+}
+
+// diagnoseVersioned explains why a write guarded by "not terminal, at
+// expectedVersion" (and, when stepID is not nil, "step exists and is not
+// completed") matched no row, in the contract's order: not found, terminal,
+// unknown step, step completed, version.
+func (q *querier) diagnoseVersioned(ctx context.Context, id string, expectedVersion int64, stepID *string) error {
+	var (
+		status  string
+		version int64
+		step    []byte
+	)
+	var stepArg *string // NULL: no step asked about, or one that cannot be stored
+	if stepID != nil && storableText(*stepID) {
+		stepArg = stepID
+	}
+	err := q.db.QueryRow(ctx, diagnoseSQL, id, stepArg).Scan(&status, &version, &step)
+	if err != nil {
+		return interpretError(err, id)
+	}
+	if st := workflow.Status(status); st.Terminal() {
+		return fmt.Errorf("workflow %q is %s: %w", id, st, workflow.ErrTerminal)
+	}
+	if stepID != nil {
+		// Decoded by the domain type, so "completed" means exactly what
+		// State.CompleteStep says it means.
+		var s workflow.StepState
+		if step == nil || s.UnmarshalJSON(step) != nil {
+			return fmt.Errorf("workflow %q: %w: %q", id, workflow.ErrUnknownStep, *stepID)
+		}
+		if s.Status == workflow.StepCompleted {
+			return fmt.Errorf("workflow %q: %w: %q", id, workflow.ErrStepCompleted, *stepID)
+		}
+	}
+	return &store.ConflictError{ID: id, Expected: expectedVersion, Actual: version}
+}
+
+// ModifyState locks the row, calls fn and writes its result, in one
+// transaction (the caller's inside WithTx).
+func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
+	if err := checkText("cause", cause); err != nil {
+		return nil, err
+	}
+	var out *workflow.Instance
+	err := q.atomically(ctx, func(tq *querier) error {
+		cur, err := tq.getRow(ctx, lockSQL, id)
+		if err != nil {
+			return err
+		}
+		if cur.Status.Terminal() {
+			return fmt.Errorf("workflow %q is %s: %w", id, cur.Status, workflow.ErrTerminal)
+		}
+		// fn gets its own copy: only State and Status are taken from it.
+		work := *cur
+		work.State = cur.State.Clone()
+		work.Input = append(json.RawMessage(nil), cur.Input...)
+		if err := fn(&work); err != nil {
+			return fmt.Errorf("update function: %w", err)
+		}
+		if work.Status != cur.Status && !workflow.CanTransition(cur.Status, work.Status) {
+			return fmt.Errorf("workflow %q: %w: %s → %s", id, workflow.ErrInvalidTransition, cur.Status, work.Status)
+		}
+		if err := work.State.Validate(); err != nil {
+			return err
+		}
+		stateJSON, err := marshalState(work.State)
+		if err != nil {
+			return err
+		}
+		state, err := decodeState(stateJSON)
+		if err != nil {
+			return err
+		}
+		now := tq.timestamp()
+		var version int64
+		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause).Scan(&version); err != nil {
+			return interpretError(err, id)
+		}
+		res := *cur
+		res.State = state
+		res.Status = work.Status
+		res.Version = version
+		res.UpdatedAt = now
+		out = &res
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TransitionStatus moves the instance from p.From to p.To with one
+// conditional UPDATE; a second statement runs only to explain a miss.
+func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams) (*workflow.Instance, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	if err := checkText("cause", p.Cause); err != nil {
+		return nil, err
+	}
+	if !storableText(p.ID) {
+		return nil, store.NotFound(p.ID)
+	}
+	var expected any // NULL: any version
+	if p.ExpectedVersion != nil {
+		expected = *p.ExpectedVersion
+	}
+	now := q.timestamp()
+	inst, err := scanInstance(q.db.QueryRow(ctx, transitionSQL, p.ID, string(p.From), string(p.To), now, expected, p.Cause))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, q.diagnoseTransition(ctx, p)
+	}
+	if err != nil {
+		return nil, interpretError(err, p.ID)
+	}
+	return inst, nil
+}
+
+func (q *querier) diagnoseTransition(ctx context.Context, p store.TransitionParams) error {
+	var (
+		status  string
+		version int64
+		step    []byte
+	)
+	if err := q.db.QueryRow(ctx, diagnoseSQL, p.ID, nil).Scan(&status, &version, &step); err != nil {
+		return interpretError(err, p.ID)
+	}
+	if st := workflow.Status(status); st != p.From {
+		return &store.StatusMismatchError{ID: p.ID, Expected: p.From, Actual: st}
+	}
+	var expected int64
+	if p.ExpectedVersion != nil {
+		expected = *p.ExpectedVersion
+	}
+	return &store.ConflictError{ID: p.ID, Expected: expected, Actual: version}
+}
+
+// CompleteStep completes one step with a single UPDATE whose WHERE clause
+// holds every precondition; a second statement runs only to explain a miss.
+func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	if err := checkJSON("output", p.Output); err != nil {
+		return nil, err
+	}
+	if !storableText(p.ID) {
+		return nil, store.NotFound(p.ID)
+	}
+	if !storableText(p.StepID) {
+		// PostgreSQL text cannot hold such an id, so no jsonb key equals it:
+		// the UPDATE could only fail. The diagnosis reports an unknown step
+		// after the checks that come first.
+		return nil, q.diagnoseVersioned(ctx, p.ID, p.ExpectedVersion, &p.StepID)
+	}
+	// After the step check: the default cause contains the step id.
+	if err := checkText("cause", p.Cause); err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	inst := &workflow.Instance{ID: p.ID, UpdatedAt: now}
+	var status string
+	var state, input []byte
+	err := q.db.QueryRow(ctx, completeStepSQL, p.ID, p.StepID, []byte(p.Output), p.ExpectedVersion, now, p.Cause).
+		Scan(&inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, q.diagnoseVersioned(ctx, p.ID, p.ExpectedVersion, &p.StepID)
+	}
+	if err != nil {
+		return nil, interpretError(err, p.ID)
+	}
+	if inst.State, err = decodeState(state); err != nil {
+		return nil, err
+	}
+	inst.Status = workflow.Status(status)
+	inst.Input = compactJSON(input)
+	inst.CreatedAt = inst.CreatedAt.UTC()
+	return inst, nil
+}
+
+// BatchUpdateStatus moves at most p.Limit instances in one statement and
+// returns their ids, oldest updated_at first.
+func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	if err := checkText("cause", p.Cause); err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	rows, err := q.db.Query(ctx, batchSQL, string(p.Status), ceilMicro(p.UpdatedBefore), p.Limit, string(p.NewStatus), now, p.Cause)
+	if err != nil {
+		return nil, interpretError(err, "")
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, interpretError(err, "")
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	return ids, nil
+}
+
+// storableText reports whether s can be a PostgreSQL text value (and so a
+// jsonb object key): valid UTF-8 without NUL. Strings are checked before they
+// are sent, because a statement that fails aborts the caller's transaction.
+// Ids and step ids that cannot be stored cannot exist either (not found,
+// unknown step); free text that cannot be stored is an invalid argument.
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// checkJSON is checkText for a JSON document: jsonb refuses invalid UTF-8
+// and the escape \u0000 in strings.
+func checkJSON(what string, b []byte) error {
+	if !utf8.Valid(b) || hasNULEscape(b) {
+		return fmt.Errorf("%w: %s contains text that cannot be stored (invalid UTF-8 or \\u0000)", store.ErrInvalidArgument, what)
+	}
+	return nil
+}
+
+// hasNULEscape reports whether the JSON text b has \u0000 in a string. Every
+// backslash in valid JSON starts an escape, so skipping the escaped
+// character keeps "\\u0000" (a backslash, then "u0000") from matching.
+func hasNULEscape(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if bytes.HasPrefix(b[i+1:], []byte("u0000")) {
+			return true
+		}
+		i++
+	}
+	return false
+}
+
+// marshalState encodes a validated state for a jsonb parameter.
+func marshalState(s workflow.State) ([]byte, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
+	}
+	if err := checkJSON("state", b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func checkText(what, s string) error {
+	if !storableText(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8 text without NUL characters", store.ErrInvalidArgument, what)
+	}
+	return nil
+}
+
+// ceilMicro rounds t up to a microsecond. Stored times have microsecond
+// precision, so for a stored u, u < t exactly when u < ceilMicro(t); plain
+// truncation (what the driver does) would drop rows just before t.
+func ceilMicro(t time.Time) time.Time {
+	c := t.Truncate(time.Microsecond)
+	if c.Before(t) {
+		c = c.Add(time.Microsecond)
+	}
+	return c
+}
+
+// History returns every version of the instance, oldest first.
+func (q *querier) History(ctx context.Context, id string) ([]store.HistoryEntry, error) {
+	if !storableText(id) {
+		return nil, store.NotFound(id)
+	}
+	rows, err := q.db.Query(ctx, historySQL, id)
+	if err != nil {
+		return nil, interpretError(err, id)
+	}
+	defer rows.Close()
+	var out []store.HistoryEntry
+	for rows.Next() {
+		var (
+			e      store.HistoryEntry
+			status string
+			state  []byte
+		)
+		if err := rows.Scan(&e.Version, &status, &state, &e.At, &e.Cause); err != nil {
+			return nil, interpretError(err, id)
+		}
+		e.Status = workflow.Status(status)
+		e.At = e.At.UTC()
+		if e.State, err = decodeState(state); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(err, id)
+	}
+	// Every instance has history row 0, so no rows means no instance.
+	if len(out) == 0 {
+		return nil, store.NotFound(id)
+	}
+	return out, nil
+}
+
+// scanInstance reads the columns of instanceColumns.
+func scanInstance(row pgx.Row) (*workflow.Instance, error) {
+	var (
+		inst         workflow.Instance
+		status       string
+		state, input []byte
+	)
+	if err := row.Scan(&inst.ID, &inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt, &inst.UpdatedAt); err != nil {
+		return nil, err
+	}
+	st, err := decodeState(state)
+	if err != nil {
+		return nil, err
+	}
+	inst.Status = workflow.Status(status)
+	inst.State = st
+	inst.Input = compactJSON(input)
+	inst.CreatedAt = inst.CreatedAt.UTC()
+	inst.UpdatedAt = inst.UpdatedAt.UTC()
+	return &inst, nil
+}
+
+// decodeState decodes a state as stored. jsonb renders JSON with spaces
+// after ':' and ','; compacting first makes the raw values inside the State
+// (variables, outputs) the same bytes that encoding/json would produce.
+func decodeState(b []byte) (workflow.State, error) {
+	var s workflow.State
+	if err := json.Unmarshal(compactJSON(b), &s); err != nil {
+		return workflow.State{}, fmt.Errorf("postgres: stored state cannot be decoded: %w", err)
+	}
+	return s, nil
+}
+
+// compactJSON removes insignificant whitespace; b is returned as is if it is
+// not valid JSON (it always is: it comes from a jsonb column).
+func compactJSON(b []byte) json.RawMessage {
+	var buf bytes.Buffer
+	buf.Grow(len(b))
+	if err := json.Compact(&buf, b); err != nil {
+		return b
+	}
+	return buf.Bytes()
+}
