@@ -435,6 +435,19 @@ func testBatch(t *testing.T, a *api) {
 	if len(out.IDs) != 2 {
 		t.Errorf("batch moved %v, want 2", out.IDs)
 	}
+	// Other subtests' RUNNING instances are older, so check what moved, not which.
+	for _, id := range out.IDs {
+		if st := a.do("GET", "/v1/workflows/"+id, "").instance(t)["status"]; st != "PAUSED" {
+			t.Errorf("batch returned %s but it is %v", id, st)
+		}
+	}
+	r = a.do("POST", "/v1/batch/status", fmt.Sprintf(`{"status":"RUNNING","updated_before":%q,"new_status":"PAUSED","limit":10000}`, before))
+	expect(t, r, 200, "batch of the rest")
+	for _, id := range ids {
+		if st := a.do("GET", "/v1/workflows/"+id, "").instance(t)["status"]; st != "PAUSED" {
+			t.Errorf("%s is %v after batches over every RUNNING instance", id, st)
+		}
+	}
 	for _, body := range []string{
 		`{"status":"RUNNING","updated_before":"yesterday","new_status":"PAUSED","limit":2}`,
 		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED","limit":0}`,

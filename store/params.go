@@ -99,7 +99,7 @@ func (p *CompleteStepParams) Normalize() error {
 	}
 	p.Output = json.RawMessage(out)
 	if p.Cause == "" {
-		p.Cause = "complete step " + p.StepID
+		p.Cause = fmt.Sprintf("complete step %q", p.StepID)
 	}
 	return nil
 }
@@ -115,6 +115,8 @@ func (p *BatchStatusParams) Normalize() error {
 	if !workflow.CanTransition(p.Status, p.NewStatus) {
 		return fmt.Errorf("%w: %s → %s", workflow.ErrInvalidTransition, p.Status, p.NewStatus)
 	}
+	// Stored times have microsecond precision; compare at the same precision.
+	p.UpdatedBefore = Timestamp(p.UpdatedBefore)
 	if p.Cause == "" {
 		p.Cause = fmt.Sprintf("batch %s→%s", p.Status, p.NewStatus)
 	}

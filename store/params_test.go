@@ -257,8 +257,8 @@ func TestCompleteStepParamsNormalize(t *testing.T) {
 		if c.in != "" {
 			p.Output = json.RawMessage(c.in)
 		}
-		if err := p.Normalize(); err != nil || string(p.Output) != c.want || p.Cause != "complete step s" {
-			t.Errorf("Normalize(output %q) = output %q, cause %q, %v; want %q, \"complete step s\"", c.in, p.Output, p.Cause, err, c.want)
+		if err := p.Normalize(); err != nil || string(p.Output) != c.want || p.Cause != `complete step "s"` {
+			t.Errorf("Normalize(output %q) = output %q, cause %q, %v; want %q, `complete step \"s\"`", c.in, p.Output, p.Cause, err, c.want)
 		}
 	}
 	for _, out := range []string{`{`, `nope`, `1 2`} {

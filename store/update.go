@@ -42,14 +42,32 @@ func applyAndReplace(ctx context.Context, q Querier, inst *workflow.Instance, ex
 
 // RetryPolicy shapes the backoff of UpdateWithRetry: before retry n (from 0) it
 // sleeps a random duration in [0, min(Cap, Base·Factorⁿ)] ("full jitter"), so
-// writers that collided do not collide again in lock-step.
+// writers that collided do not collide again in lock-step. Zero fields take the
+// values of DefaultRetryPolicy, so a partly filled policy never spins.
 type RetryPolicy struct {
 	Base        time.Duration
 	Factor      float64
 	Cap         time.Duration
-	MaxAttempts int // attempts in all, including the first; < 1 means 1
+	MaxAttempts int // attempts in all, including the first
 	// OnRetry, if set, is called before each backoff sleep (for metrics).
 	OnRetry func(attempt int, err error)
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	d := DefaultRetryPolicy
+	if p.Base <= 0 {
+		p.Base = d.Base
+	}
+	if !(p.Factor >= 1) { // also NaN
+		p.Factor = d.Factor
+	}
+	if p.Cap <= 0 {
+		p.Cap = d.Cap
+	}
+	if p.MaxAttempts < 1 {
+		p.MaxAttempts = d.MaxAttempts
+	}
+	return p
 }
 
 // DefaultRetryPolicy follows the seed's 100 ms·2ⁿ shape, with jitter and a cap.
@@ -57,6 +75,7 @@ var DefaultRetryPolicy = RetryPolicy{Base: 100 * time.Millisecond, Factor: 2, Ca
 
 // Backoff returns the sleep before retry n (0-based): full jitter under the cap.
 func (p RetryPolicy) Backoff(n int) time.Duration {
+	p = p.withDefaults()
 	ceiling := float64(p.Base)
 	for i := 0; i < n && ceiling < float64(p.Cap); i++ {
 		ceiling *= p.Factor
@@ -80,7 +99,8 @@ func (p RetryPolicy) Backoff(n int) time.Duration {
 // returns ctx's error promptly when cancelled during a sleep. After the last
 // attempt the last conflict is returned.
 func Retry(ctx context.Context, p RetryPolicy, op func(ctx context.Context) error) error {
-	attempts := max(p.MaxAttempts, 1)
+	p = p.withDefaults()
+	attempts := p.MaxAttempts
 	for n := 0; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return err

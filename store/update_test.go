@@ -24,7 +24,6 @@ func TestRetryPolicyBackoffBounds(t *testing.T) {
 		{Base: 10 * time.Millisecond, Factor: 1.5, Cap: time.Second},
 		{Base: time.Second, Factor: 2, Cap: 100 * time.Millisecond}, // cap below base
 		{Base: 3 * time.Millisecond, Factor: 1, Cap: time.Hour},
-		{Base: time.Second, Factor: 0.5, Cap: time.Hour}, // shrinking
 	} {
 		for n := range 40 {
 			// min(Cap, Base·Factorⁿ), computed in float64: Base·Factorⁿ may not fit a Duration.
@@ -59,11 +58,13 @@ func TestRetryPolicyBackoffDegenerate(t *testing.T) {
 		p   store.RetryPolicy
 		max time.Duration
 	}{
-		{store.RetryPolicy{}, 0},
-		{store.RetryPolicy{Base: 0, Factor: 2, Cap: time.Second}, 0},
-		{store.RetryPolicy{Base: time.Second, Factor: 2}, 0}, // no cap means no sleep
-		{store.RetryPolicy{Base: -time.Second, Factor: 2, Cap: time.Second}, 0},
+		// Zero or nonsensical fields take DefaultRetryPolicy's values.
+		{store.RetryPolicy{}, store.DefaultRetryPolicy.Cap},
+		{store.RetryPolicy{Base: 0, Factor: 2, Cap: time.Second}, time.Second},
+		{store.RetryPolicy{Base: time.Second, Factor: 2}, store.DefaultRetryPolicy.Cap},
+		{store.RetryPolicy{Base: -time.Second, Factor: 2, Cap: time.Second}, time.Second},
 		{store.RetryPolicy{Base: time.Second, Factor: -2, Cap: time.Hour}, time.Hour},
+		{store.RetryPolicy{Base: time.Second, Factor: 0.5, Cap: time.Hour}, time.Hour},
 		// Caps near the largest Duration used to overflow into a panic.
 		{store.RetryPolicy{Base: 100 * time.Millisecond, Factor: 2, Cap: math.MaxInt64}, math.MaxInt64},
 		{store.RetryPolicy{Base: math.MaxInt64, Factor: 2, Cap: math.MaxInt64}, math.MaxInt64},
@@ -158,7 +159,7 @@ func TestRetryStopsOnOtherErrors(t *testing.T) {
 }
 
 func TestRetryMaxAttempts(t *testing.T) {
-	for _, c := range []struct{ max, calls int }{{4, 4}, {1, 1}, {0, 1}, {-3, 1}} {
+	for _, c := range []struct{ max, calls int }{{4, 4}, {1, 1}, {0, store.DefaultRetryPolicy.MaxAttempts}, {-3, store.DefaultRetryPolicy.MaxAttempts}} {
 		synctest.Test(t, func(t *testing.T) {
 			calls, retries := 0, 0
 			p := store.RetryPolicy{Base: time.Second, Factor: 2, Cap: time.Minute, MaxAttempts: c.max, OnRetry: func(int, error) { retries++ }}

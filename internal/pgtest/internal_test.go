@@ -1,11 +1,14 @@
 package pgtest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestVersionLess(t *testing.T) {
@@ -68,4 +71,44 @@ func TestRemoveStale(t *testing.T) {
 			t.Errorf("%s: gone = %v, want %v", dir, gone, wantGone)
 		}
 	}
+}
+
+// TestWatchdog checks that a test process that exits without Main (crash,
+// timeout) does not leave its cluster running.
+func TestWatchdog(t *testing.T) {
+	if instance(t).External() {
+		t.Skip("no local cluster with an external server")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChildExitsWithoutMain$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "PGTEST_CHILD_EXIT=1")
+	out, _ := cmd.CombinedOutput()
+	_, after, ok := strings.Cut(string(out), "BASEDIR=")
+	if !ok {
+		t.Fatalf("child did not start a cluster; output:\n%s", out)
+	}
+	dir, _, _ := strings.Cut(after, "\n")
+	pid, ok := readPID(filepath.Join(dir, "data", "postmaster.pid"))
+	if !ok {
+		t.Fatalf("no postmaster.pid in %s after the child exited", dir)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := os.Stat(dir)
+		if os.IsNotExist(err) && !processAlive(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30s after its test process exited, %s exists (%v) or postmaster %d is alive (%v)",
+				dir, err == nil, pid, processAlive(pid))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestChildExitsWithoutMain(t *testing.T) {
+	if os.Getenv("PGTEST_CHILD_EXIT") == "" {
+		t.Skip("run by TestWatchdog")
+	}
+	fmt.Printf("BASEDIR=%s\n", instance(t).baseDir)
+	os.Exit(3) // like a panic or a timeout: Main's cleanup never runs
 }

@@ -19,8 +19,12 @@
 //     a missing directory exercises the "no PostgreSQL" path.
 //   - CI=true: a missing PostgreSQL fails the test instead of skipping it.
 //
-// When running as root, the server runs as the "postgres" OS user, because
-// PostgreSQL refuses to run as root.
+// The cluster lives in /dev/shm/flowd-pgtest-* (or /tmp/flowd-pgtest-* when
+// /dev/shm is small or missing), runs with fsync=off and listens on a free
+// port of 127.0.0.1. When running as root, it runs as the "postgres" OS user,
+// because PostgreSQL refuses to run as root. A watchdog process stops it and
+// removes its directory should the test process end without reaching Main
+// (panic, timeout, Ctrl-C).
 package pgtest
 
 import (
@@ -346,6 +350,9 @@ func startCluster(binDir string) (*Instance, error) {
 			return fail(fmt.Errorf("pgtest: chown %s: %w", dir, err))
 		}
 	}
+	if err := in.startWatchdog(); err != nil {
+		return fail(err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -384,6 +391,35 @@ func clusterParent() string {
 		return shmBase
 	}
 	return tmpBase
+}
+
+// watchdogScript waits for the test process ($1) to end, then stops its
+// cluster and removes its directory. Main normally did both already, but a
+// test binary that panics, times out or is interrupted never reaches Main,
+// and its postmaster, being daemonised, would run on forever. kill -0 fails
+// with EPERM when the watchdog runs as postgres and the test as root, hence
+// also the /proc check.
+const watchdogScript = `
+while kill -0 "$1" 2>/dev/null || [ -d "/proc/$1" ]; do sleep 1; done
+if [ -f "$3/postmaster.pid" ]; then "$4/pg_ctl" stop -m immediate -D "$3" >/dev/null 2>&1; fi
+rm -rf "$2"
+`
+
+// startWatchdog starts watchdogScript, as the server's user so that it can
+// only ever affect postgres processes, in its own session so that Ctrl-C
+// on the test does not take it down too, and with no stdio so that go test
+// does not wait for it.
+func (in *Instance) startWatchdog() error {
+	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "pgtest-watchdog",
+		strconv.Itoa(os.Getpid()), in.baseDir, in.dataDir, in.binDir)
+	cmd.Dir = in.baseDir
+	cmd.Env = serverEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: in.cred}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgtest: start watchdog: %w", err)
+	}
+	go func() { _ = cmd.Wait() }() // reap it, should it end before us
+	return nil
 }
 
 func postgresCredential() (*syscall.Credential, error) {

@@ -51,9 +51,6 @@ func (q *querier) atomically(ctx context.Context, fn func(*querier) error) error
 
 func (q *querier) timestamp() time.Time { return store.Timestamp(q.now()) }
 
-// terminalStatuses is spelled out in SQL below as NOT IN ('COMPLETED',
-// 'CANCELLED'); it must agree with workflow.Status.Terminal.
-
 // instanceColumns is the column list scanInstance reads, in its order.
 const instanceColumns = "id, definition, status, state, input, version, created_at, updated_at"
 
@@ -61,7 +58,8 @@ const instanceColumns = "id, definition, status, state, input, version, created_
 // UPDATE (or INSERT) and the history row of the new version are one statement,
 // hence one round trip and atomic without an explicit transaction. JSON goes
 // in as text parameters with explicit ::jsonb casts; columns the caller
-// already has are not returned.
+// already has are not returned. "Not terminal" is spelled
+// status NOT IN ('COMPLETED', 'CANCELLED'), as workflow.Status.Terminal says.
 const (
 	// ON CONFLICT DO NOTHING rather than a unique violation: an existing id
 	// is reported by the empty result, so Create inside WithTx does not abort
@@ -246,10 +244,6 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	if p.Status != "" {
 		where = append(where, "status = "+arg(string(p.Status)))
 	}
-	if !storableText(p.Definition) {
-		// Create refuses such a definition, so nothing matches.
-		return store.ListPage{Instances: []*workflow.Instance{}}, nil
-	}
 	if p.Definition != "" {
 		where = append(where, "definition = "+arg(p.Definition))
 	}
@@ -259,6 +253,10 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 			return store.ListPage{}, err
 		}
 		where = append(where, "(created_at, id) < ("+arg(c.CreatedAt)+", "+arg(c.ID)+")")
+	}
+	if !storableText(p.Definition) {
+		// Create refuses such a definition, so nothing matches.
+		return store.ListPage{Instances: []*workflow.Instance{}}, nil
 	}
 	var sb strings.Builder
 	sb.WriteString("SELECT " + instanceColumns + " FROM workflow_instances")

@@ -64,7 +64,7 @@ func (f *benchFixture) store(b *testing.B) store.Store {
 	if f.s == nil {
 		tb := longLived{TB: b, owner: f.owner}
 		s := f.h.Open(tb, f.h.NewDB(tb), nil)
-		if _, err := s.Migrate(context.Background()); err != nil {
+		if _, err := s.Migrate(tb.Context()); err != nil {
 			b.Fatalf("Migrate: %v", err)
 		}
 		f.s = s
@@ -76,7 +76,7 @@ func (f *benchFixture) store(b *testing.B) store.Store {
 // backend has concurrent writers, and returns their ids.
 func createMany(b *testing.B, s store.Store, n int, p func(i int) store.CreateParams) []string {
 	b.Helper()
-	ctx := context.Background()
+	ctx := b.Context()
 	ids := make([]string, n)
 	workers := 1
 	if s.Capabilities().ConcurrentWriters {
@@ -131,7 +131,7 @@ type owned struct {
 
 func benchUpdateStateUncontended(b *testing.B, f *benchFixture) {
 	s := f.store(b)
-	ctx := context.Background()
+	ctx := b.Context()
 	// One instance per goroutine of RunParallel, kept across rounds with the
 	// version each is at.
 	pool, _ := f.data.([]*owned)
@@ -165,7 +165,7 @@ const contenders = 8
 
 func benchUpdateStateContended(b *testing.B, f *benchFixture) {
 	s := f.store(b)
-	ctx := context.Background()
+	ctx := b.Context()
 	if f.data == nil {
 		f.data = createMany(b, s, 1, func(int) store.CreateParams {
 			return store.CreateParams{Status: workflow.StatusRunning, State: counterState(0)}
@@ -194,7 +194,7 @@ func benchUpdateStateContended(b *testing.B, f *benchFixture) {
 
 func benchUpdateStateContendedRetry(b *testing.B, f *benchFixture) {
 	s := f.store(b)
-	ctx := context.Background()
+	ctx := b.Context()
 	if f.data == nil {
 		f.data = createMany(b, s, 1, func(int) store.CreateParams {
 			return store.CreateParams{Status: workflow.StatusRunning, State: counterState(0)}
@@ -229,7 +229,7 @@ func benchUpdateStateContendedRetry(b *testing.B, f *benchFixture) {
 // checkNoLostUpdates fails b unless counter and version both grew by ops.
 func checkNoLostUpdates(b *testing.B, s store.Store, id string, before *workflow.Instance, ops int64) {
 	b.Helper()
-	after, err := s.Get(context.Background(), id)
+	after, err := s.Get(b.Context(), id)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -242,7 +242,7 @@ const stepsPerInstance = 20
 
 func benchCompleteStep(b *testing.B, f *benchFixture) {
 	s := f.store(b)
-	ctx := context.Background()
+	ctx := b.Context()
 	state := workflow.State{Steps: map[string]*workflow.StepState{}}
 	for i := range stepsPerInstance {
 		state.Steps[fmt.Sprintf("step-%02d", i)] = &workflow.StepState{Status: workflow.StepRunning, Attempts: 1}
@@ -278,7 +278,7 @@ type batchState struct {
 
 func benchBatchUpdateStatus(b *testing.B, f *benchFixture) {
 	s := f.store(b)
-	ctx := context.Background()
+	ctx := b.Context()
 	st, _ := f.data.(*batchState)
 	if st == nil {
 		createMany(b, s, batchRows, func(int) store.CreateParams {

@@ -22,7 +22,7 @@ var createTests = []conformanceTest{
 	{"Create_invalidInput", testCreateInvalidInput},
 	{"Create_preservesDocuments", testCreatePreservesDocuments},
 	{"Create_history", testCreateHistory},
-	{"UnstorableText", testUnstorableText},
+	{"UnstorableText_keptOrRefused", testUnstorableText},
 	{"Get_notFound", testGetNotFound},
 }
 
@@ -81,7 +81,7 @@ func testCreateClientID(t *testing.T, h Harness) {
 func testCreateInvalidID(t *testing.T, h Harness) {
 	b := setup(t, h)
 	for _, id := range []string{
-		"a b", strings.Repeat("z", workflow.MaxIDLength+1), "é", "a/b", "a\x00b", "' OR '1'='1",
+		"a b", strings.Repeat("z", workflow.MaxIDLength+1), "é", "a/b", "a\x00b", "' OR '1'='1", ".", "..",
 	} {
 		inst, err := b.s.Create(b.ctx, store.CreateParams{ID: id})
 		wantErrorIs(t, "Create(id "+truncate(id)+")", err, workflow.ErrInvalidID)

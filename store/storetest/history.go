@@ -24,7 +24,7 @@ var migrateTests = []conformanceTest{
 
 var miscTests = []conformanceTest{
 	{"Context_cancelled", testContextCancelled},
-	{"Capabilities", testCapabilities},
+	{"Capabilities_consistent", testCapabilities},
 }
 
 func testHistoryOK(t *testing.T, h Harness) {
@@ -54,7 +54,7 @@ func testHistoryOK(t *testing.T, h Harness) {
 	if inst, err = b.completeStep(inst.ID, "a", inst.Version, `{"done":true}`); err != nil {
 		t.Fatalf("CompleteStep: %v", err)
 	}
-	record(inst, "complete step a")
+	record(inst, `complete step "a"`)
 
 	step()
 	if inst, err = b.s.ReplaceState(b.ctx, inst.ID, inst.Version, replacement(), "replace"); err != nil {

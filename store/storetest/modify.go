@@ -294,10 +294,25 @@ func testUpdateWithRetryCancel(t *testing.T, h Harness) {
 	inst := b.create(t, store.CreateParams{Status: workflow.StatusRunning, State: counterState(0)})
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
-	var retries atomic.Int64
+	// Cancel ~50ms into the first backoff (armed by the first retry, so a slow
+	// machine cannot cancel before any attempt conflicted).
+	var (
+		retries     atomic.Int64
+		arm         sync.Once
+		cancelledAt atomic.Pointer[time.Time]
+	)
 	policy := store.RetryPolicy{
 		Base: 10 * time.Second, Factor: 2, Cap: time.Minute, MaxAttempts: 1000,
-		OnRetry: func(int, error) { retries.Add(1) },
+		OnRetry: func(int, error) {
+			retries.Add(1)
+			arm.Do(func() {
+				time.AfterFunc(50*time.Millisecond, func() {
+					now := time.Now()
+					cancelledAt.Store(&now)
+					cancel()
+				})
+			})
+		},
 	}
 	// Every attempt conflicts: another writer changes the instance between the
 	// read and the write.
@@ -307,12 +322,6 @@ func testUpdateWithRetryCancel(t *testing.T, h Harness) {
 		}
 		return increment(s)
 	}
-	var cancelledAt atomic.Pointer[time.Time]
-	time.AfterFunc(50*time.Millisecond, func() {
-		now := time.Now()
-		cancelledAt.Store(&now)
-		cancel()
-	})
 	got, err := store.UpdateWithRetry(ctx, b.s, inst.ID, policy, interfere, "never")
 	returned := time.Now()
 	wantErrorIs(t, "UpdateWithRetry cancelled during backoff", err, context.Canceled)

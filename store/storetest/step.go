@@ -86,7 +86,7 @@ func testCompleteStepOK(t *testing.T, h Harness) {
 	assertInstance(t, "Get after CompleteStep", want, b.get(t, inst.ID))
 	assertHistory(t, "History", []store.HistoryEntry{
 		{Version: 0, Status: workflow.StatusRunning, State: stepState(), At: store.Timestamp(clockStart), Cause: "create"},
-		{Version: 1, Status: workflow.StatusRunning, State: wantState, At: store.Timestamp(now), Cause: "complete step a"},
+		{Version: 1, Status: workflow.StatusRunning, State: wantState, At: store.Timestamp(now), Cause: `complete step "a"`},
 	}, b.history(t, inst.ID))
 
 	// A second step, with a custom cause; the instance status never changes,
@@ -274,7 +274,7 @@ func testCompleteStepInvalidOutput(t *testing.T, h Harness) {
 var hostileStepIDs = []string{
 	"a,b", "b}", `"x"`, "{steps}", "{a,b}", "steps,a", `a"]`, "$.x", "$.steps.a", "$[0]", "/steps/a",
 	"' OR '1'='1", "a'); DELETE FROM workflow_instances; --", "a b", "a/b", "*", "é", "a\x00b", "\xff",
-	"a\nb", `a\b`, "", strings.Repeat("a", 200), strings.Repeat("a", workflow.MaxIDLength+1),
+	"a\nb", `a\b`, "", ".", "..", strings.Repeat("a", 200), strings.Repeat("a", workflow.MaxIDLength+1),
 }
 
 // literalStepIDs are valid step ids that a JSON path would misread.

@@ -151,52 +151,52 @@ func testWithTxOperations(t *testing.T, h Harness) {
 	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
 		inst, err := tx.Create(b.ctx, store.CreateParams{State: stepState()})
 		if err != nil {
-			return fmt.Errorf("Create: %w", err)
+			return fmt.Errorf("tx.Create: %w", err)
 		}
 		id = inst.ID
 		if _, err := store.UpdateState(b.ctx, tx, id, 0, increment, "update"); err != nil {
-			return fmt.Errorf("UpdateState: %w", err)
+			return fmt.Errorf("tx.UpdateState: %w", err)
 		}
 		if _, err := tx.ModifyState(b.ctx, id, func(cur *workflow.Instance) error { return increment(&cur.State) }, "modify"); err != nil {
-			return fmt.Errorf("ModifyState: %w", err)
+			return fmt.Errorf("tx.ModifyState: %w", err)
 		}
 		if _, err := tx.TransitionStatus(b.ctx, store.TransitionParams{ID: id, From: workflow.StatusPending, To: workflow.StatusRunning}); err != nil {
-			return fmt.Errorf("TransitionStatus: %w", err)
+			return fmt.Errorf("tx.TransitionStatus: %w", err)
 		}
 		if _, err := tx.CompleteStep(b.ctx, store.CompleteStepParams{ID: id, StepID: "a", Output: json.RawMessage(`1`), ExpectedVersion: 3}); err != nil {
-			return fmt.Errorf("CompleteStep: %w", err)
+			return fmt.Errorf("tx.CompleteStep: %w", err)
 		}
 		var retries atomic.Int64
 		if _, err := store.UpdateWithRetry(b.ctx, tx, id, fastPolicy(&retries), increment, "retry"); err != nil {
-			return fmt.Errorf("UpdateWithRetry: %w", err)
+			return fmt.Errorf("tx.UpdateWithRetry: %w", err)
 		}
 		ids, err := tx.BatchUpdateStatus(b.ctx, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: clockStart.Add(-time.Minute), NewStatus: workflow.StatusPaused, Limit: 10})
 		if err != nil {
-			return fmt.Errorf("BatchUpdateStatus: %w", err)
+			return fmt.Errorf("tx.BatchUpdateStatus: %w", err)
 		}
 		if len(ids) != 1 || ids[0] != old {
-			return fmt.Errorf("BatchUpdateStatus = %v, want [%s]", ids, old)
+			return fmt.Errorf("tx.BatchUpdateStatus = %v, want [%s]", ids, old)
 		}
 		got, err := tx.Get(b.ctx, id)
 		if err != nil {
-			return fmt.Errorf("Get: %w", err)
+			return fmt.Errorf("tx.Get: %w", err)
 		}
 		if got.Version != 5 || counter(got.State) != 3 || got.Status != workflow.StatusRunning {
-			return fmt.Errorf("Get inside the transaction: version %d, counter %d, status %s; want 5, 3, RUNNING", got.Version, counter(got.State), got.Status)
+			return fmt.Errorf("tx.Get inside the transaction: version %d, counter %d, status %s; want 5, 3, RUNNING", got.Version, counter(got.State), got.Status)
 		}
 		hist, err := tx.History(b.ctx, id)
 		if err != nil {
-			return fmt.Errorf("History: %w", err)
+			return fmt.Errorf("tx.History: %w", err)
 		}
 		if len(hist) != 6 {
-			return fmt.Errorf("History inside the transaction has %d rows, want 6", len(hist))
+			return fmt.Errorf("tx.History inside the transaction has %d rows, want 6", len(hist))
 		}
 		page, err := tx.List(b.ctx, store.ListParams{})
 		if err != nil {
-			return fmt.Errorf("List: %w", err)
+			return fmt.Errorf("tx.List: %w", err)
 		}
 		if len(page.Instances) != 2 {
-			return fmt.Errorf("List inside the transaction: %d instances, want 2", len(page.Instances))
+			return fmt.Errorf("tx.List inside the transaction: %d instances, want 2", len(page.Instances))
 		}
 		return nil
 	})
@@ -217,7 +217,7 @@ func testWithTxOperations(t *testing.T, h Harness) {
 		}
 		causes = append(causes, e.Cause)
 	}
-	want := []string{"create", "update", "modify", "status PENDING→RUNNING", "complete step a", "retry"}
+	want := []string{"create", "update", "modify", "status PENDING→RUNNING", `complete step "a"`, "retry"}
 	if fmt.Sprint(causes) != fmt.Sprint(want) {
 		t.Errorf("history causes = %q, want %q", causes, want)
 	}
