@@ -115,8 +115,13 @@ func (p *BatchStatusParams) Normalize() error {
 	if !workflow.CanTransition(p.Status, p.NewStatus) {
 		return fmt.Errorf("%w: %s → %s", workflow.ErrInvalidTransition, p.Status, p.NewStatus)
 	}
-	// Stored times have microsecond precision; compare at the same precision.
-	p.UpdatedBefore = Timestamp(p.UpdatedBefore)
+	// Stored times have microsecond precision: round the cut-off up, so that
+	// "updated_at < UpdatedBefore" keeps its exact meaning at that precision.
+	if ts := Timestamp(p.UpdatedBefore); ts.Before(p.UpdatedBefore) {
+		p.UpdatedBefore = ts.Add(time.Microsecond)
+	} else {
+		p.UpdatedBefore = ts
+	}
 	if p.Cause == "" {
 		p.Cause = fmt.Sprintf("batch %s→%s", p.Status, p.NewStatus)
 	}

@@ -124,6 +124,10 @@ type CreateParams struct {
 	Input      json.RawMessage // immutable afterwards; nil means {}
 	State      workflow.State
 	Cause      string // history cause; default "create"
+	// DefinitionRevision and Deadline are set by the engine for instances of a
+	// definition.
+	DefinitionRevision int
+	Deadline           *time.Time
 }
 
 // ListParams filter and page Querier.List.

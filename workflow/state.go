@@ -34,6 +34,11 @@ type Instance struct {
 	Version    int64           `json:"version"`
 	CreatedAt  time.Time       `json:"created_at"`
 	UpdatedAt  time.Time       `json:"updated_at"`
+	// DefinitionRevision is the definition revision the instance started with
+	// (0 for a free-form instance); Deadline is when the workflow timeout moves
+	// it to TIMED_OUT (nil: no timeout).
+	DefinitionRevision int        `json:"definition_revision,omitempty"`
+	Deadline           *time.Time `json:"deadline,omitempty"`
 }
 
 // State is an instance's state document. Variables and Steps are the keys the

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// TaskStatus is the status of one task row.
+type TaskStatus string
+
+// Task statuses. A task is QUEUED until claimed, LEASED while a worker holds
+// it, and ends DONE, FAILED (no attempt left, or failed for good) or CANCELLED
+// (its instance left RUNNING/PAUSED, or its step was completed another way).
+const (
+	TaskQueued    TaskStatus = "QUEUED"
+	TaskLeased    TaskStatus = "LEASED"
+	TaskDone      TaskStatus = "DONE"
+	TaskFailed    TaskStatus = "FAILED"
+	TaskCancelled TaskStatus = "CANCELLED"
+)
+
+// Active reports whether the task may still be delivered or completed.
+func (s TaskStatus) Active() bool { return s == TaskQueued || s == TaskLeased }
+
+// Task queues that the engine serves itself; every other queue is a handler
+// name served by in-process handlers or remote workers.
+const (
+	QueueSleep = "flowd:sleep"
+	QueueHTTP  = "flowd:http"
+)
+
+// Task is the unit of work the engine schedules for one step of one instance.
+// There is at most one task row per (instance, step): a retry re-queues the
+// same row with a new attempt, so no step can ever be scheduled twice.
+type Task struct {
+	ID         string
+	InstanceID string
+	StepID     string
+	// Queue routes the task: a handler name, QueueSleep or QueueHTTP.
+	Queue  string
+	Status TaskStatus
+	// Attempt is the number of the latest attempt delivered (0 before the first
+	// claim); MaxAttempts is the attempt number after which no retry is left.
+	Attempt     int
+	MaxAttempts int
+	// RunAt is when the task becomes claimable (backoff, sleep timers).
+	RunAt time.Time
+	// Lease is the fencing token of the current claim ("" when not leased); a
+	// completion must present it. LeaseUntil is when the claim expires;
+	// AttemptDeadline (zero = none) bounds the attempt whatever the heartbeats.
+	Lease           string
+	LeaseOwner      string
+	LeaseUntil      time.Time
+	AttemptDeadline time.Time
+	Input           json.RawMessage // rendered step input
+	LastError       string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// LockMode says how a query that locks rows treats rows locked by others.
+type LockMode int
+
+// Lock modes. Blocking locks are taken in one order everywhere — tasks first,
+// then their instance — and rows that would have to be locked against that
+// order are locked with SkipLocked, so two transactions can never wait on each
+// other in a cycle.
+const (
+	LockNone LockMode = iota
+	LockWait
+	LockSkipLocked
+)
+
+// DefinitionRecord is one stored revision of a workflow definition.
+type DefinitionRecord struct {
+	Name      string
+	Revision  int
+	Spec      json.RawMessage // canonical JSON of the definition
+	CreatedAt time.Time
+}
+
+// EngineQuerier holds the operations the engine composes inside WithTx. On
+// SQLite every transaction holds the single write lock, so lock modes are
+// satisfied trivially.
+type EngineQuerier interface {
+	// InsertTasks inserts new tasks (ID set by the caller or generated).
+	// A task for an (instance, step) that already has one returns ErrExists.
+	InsertTasks(ctx context.Context, tasks []*Task) error
+	// LockTask returns the task, locked FOR UPDATE (waiting) when inside a
+	// transaction. ErrNotFound for an unknown id.
+	LockTask(ctx context.Context, id string) (*Task, error)
+	// UpdateTask writes every mutable field of t (status, attempt, max attempts,
+	// run_at, lease fields, input, last error) and sets UpdatedAt.
+	UpdateTask(ctx context.Context, t *Task) error
+	// TasksOfInstance returns the instance's tasks, locked per mode.
+	TasksOfInstance(ctx context.Context, instanceID string, mode LockMode) ([]*Task, error)
+	// LockClaimable returns up to limit QUEUED tasks of the given queues with
+	// run_at <= now whose instance is RUNNING (or, for QueueSleep, RUNNING or
+	// PAUSED), oldest run_at first, locked with SKIP LOCKED. Call it inside
+	// WithTx and claim what it returns in the same transaction.
+	LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*Task, error)
+	// LockExpired returns up to limit LEASED tasks with lease_until < now,
+	// locked with SKIP LOCKED.
+	LockExpired(ctx context.Context, now time.Time, limit int) ([]*Task, error)
+	// CancelOrphanTasks marks CANCELLED up to limit QUEUED or LEASED tasks whose
+	// instance is neither RUNNING nor PAUSED (SKIP LOCKED) and returns how many.
+	CancelOrphanTasks(ctx context.Context, limit int) (int, error)
+	// TimeOutInstances moves up to limit RUNNING or PAUSED instances whose
+	// deadline is before now to TIMED_OUT (oldest deadline first, FOR UPDATE
+	// SKIP LOCKED like BatchUpdateStatus, version+1 and a history row each) and
+	// returns their ids.
+	TimeOutInstances(ctx context.Context, now time.Time, limit int) ([]string, error)
+	// Notify wakes the workers of every node once the transaction commits
+	// (PostgreSQL NOTIFY; a no-op where there is only one process).
+	Notify(ctx context.Context) error
+}
+
+// DefinitionStore stores workflow definitions with revisions.
+type DefinitionStore interface {
+	// PutDefinition stores spec as a new revision of name unless it equals the
+	// latest revision, and returns the revision and whether it was created.
+	PutDefinition(ctx context.Context, name string, spec json.RawMessage) (rev int, created bool, err error)
+	// GetDefinition returns revision rev of name (0: the latest); ErrNotFound.
+	GetDefinition(ctx context.Context, name string, rev int) (*DefinitionRecord, error)
+	// ListDefinitions returns the latest revision of every definition, by name.
+	ListDefinitions(ctx context.Context) ([]*DefinitionRecord, error)
+}
+
+// Counter is implemented by stores that can count instances by status cheaply.
+type Counter interface {
+	CountByStatus(ctx context.Context) (map[workflow.Status]int64, error)
+}
+
+// Listener is implemented by stores whose other processes can wake this one
+// (PostgreSQL LISTEN/NOTIFY): every Notify committed anywhere sends on the
+// returned channel (coalesced) until ctx ends.
+type Listener interface {
+	Listen(ctx context.Context) (<-chan struct{}, error)
+}
