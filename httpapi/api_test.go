@@ -60,7 +60,11 @@ func newAPI(t *testing.T, open func(*testing.T) store.Store, tokens ...string) *
 	if _, err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens}))
+	handler, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	a := &api{t: t, url: srv.URL}
 	if len(tokens) > 0 {

@@ -58,7 +58,11 @@ func setupClient(t *testing.T, tokens []string, opts ...httpapi.ClientOption) *c
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens}))
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	log := &requestLog{}
 	opts = append([]httpapi.ClientOption{httpapi.WithHTTPClient(&http.Client{Transport: recordingTransport{log}})}, opts...)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -14,6 +15,8 @@ import (
 type ErrorBody struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
+	// Problems lists every validation problem of a rejected definition.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // apiError is an error that already knows its HTTP status.
@@ -36,7 +39,11 @@ func statusFor(err error) int {
 		return ae.status
 	case errors.Is(err, workflow.ErrUnknownStep), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, store.ErrExists),
+	case errors.Is(err, engine.ErrLeaseLost),
+		errors.Is(err, engine.ErrNotRunning),
+		errors.Is(err, engine.ErrStepNotReady),
+		errors.Is(err, engine.ErrActionNotAllowed),
+		errors.Is(err, store.ErrExists),
 		errors.Is(err, store.ErrStatusMismatch),
 		errors.Is(err, workflow.ErrTerminal),
 		errors.Is(err, workflow.ErrStepCompleted),
@@ -45,6 +52,7 @@ func statusFor(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, workflow.ErrInvalidState),
 		errors.Is(err, workflow.ErrInvalidID),
+		errors.Is(err, workflow.ErrInvalidDefinition),
 		errors.Is(err, store.ErrInvalidArgument):
 		return http.StatusBadRequest
 	case errors.Is(err, context.DeadlineExceeded):

@@ -19,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // MaxBodyBytes is the largest request body accepted (413 above it).
@@ -27,7 +29,11 @@ const MaxBodyBytes = 1 << 20
 
 // Config holds what the API needs; zero values get sensible defaults.
 type Config struct {
-	Store  store.Store
+	Store store.Store
+	// Engine runs definition-based workflows; nil gets an engine without
+	// workers over Store (the API then still starts and advances instances,
+	// but runs no steps itself).
+	Engine *engine.Engine
 	Logger *slog.Logger
 	// Tokens, when not empty, are the bearer tokens every /v1 route requires.
 	Tokens []string
@@ -40,13 +46,17 @@ type Config struct {
 // Server is the http.Handler of the flowd API.
 type Server struct {
 	cfg     Config
+	eng     *engine.Engine
 	log     *slog.Logger
 	handler http.Handler
 	tokens  [][]byte
 }
 
 // NewServer builds the API handler over cfg.Store.
-func NewServer(cfg Config) *Server {
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("httpapi: Config.Store is required")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -56,14 +66,22 @@ func NewServer(cfg Config) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.Engine == nil {
+		none := 0
+		e, err := engine.New(engine.Config{Store: cfg.Store, Logger: cfg.Logger, Workers: &none})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Engine = e
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, eng: cfg.Engine}
 	for _, t := range cfg.Tokens {
 		s.tokens = append(s.tokens, []byte(t))
 	}
 	mux := http.NewServeMux()
 	s.routes(mux)
 	s.handler = s.withRequestID(s.withRecover(s.withLogging(s.withAuth(s.withLimits(jsonMuxErrors(mux))))))
-	return s
+	return s, nil
 }
 
 func (s *Server) routes(mux *http.ServeMux) {
@@ -72,12 +90,19 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/workflows/{id}", s.getWorkflow)
 	mux.HandleFunc("PATCH /v1/workflows/{id}", s.patchWorkflow)
 	mux.HandleFunc("POST /v1/workflows/{id}/status", s.transitionWorkflow)
-	for name := range actions {
+	for _, name := range engine.Actions {
 		mux.HandleFunc("POST /v1/workflows/{id}/"+name, s.actionHandler(name))
 	}
 	mux.HandleFunc("POST /v1/workflows/{id}/steps/{step}/complete", s.completeStep)
 	mux.HandleFunc("GET /v1/workflows/{id}/history", s.history)
 	mux.HandleFunc("POST /v1/batch/status", s.batchStatus)
+	mux.HandleFunc("PUT /v1/definitions/{name}", s.putDefinition)
+	mux.HandleFunc("GET /v1/definitions", s.listDefinitions)
+	mux.HandleFunc("GET /v1/definitions/{name}", s.getDefinition)
+	mux.HandleFunc("POST /v1/tasks/poll", s.pollTask)
+	mux.HandleFunc("POST /v1/tasks/{task_id}/complete", s.completeTask)
+	mux.HandleFunc("POST /v1/tasks/{task_id}/fail", s.failTask)
+	mux.HandleFunc("POST /v1/tasks/{task_id}/heartbeat", s.heartbeatTask)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 }
@@ -115,7 +140,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// Lost races are expected under concurrency: debug, not error.
 		s.log.DebugContext(r.Context(), "conflict", "err", err, "request_id", requestID(r.Context()))
 	}
-	writeErrorStatus(w, status, msg)
+	body := ErrorBody{Error: http.StatusText(status), Message: msg}
+	var de *workflow.DefinitionError
+	if errors.As(err, &de) {
+		body.Problems = de.Problems
+	}
+	writeJSON(w, status, body)
 }
 
 type ctxKey int
@@ -246,7 +276,11 @@ func (s *Server) withLimits(next http.Handler) http.Handler {
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		timeout := s.cfg.RequestTimeout
+		if r.URL.Path == "/v1/tasks/poll" {
+			timeout = max(timeout, maxPollWait+10*time.Second) // a long poll waits on purpose
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})

@@ -13,6 +13,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -38,11 +39,25 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	var inst *workflow.Instance
 	if req.Definition != "" {
-		s.fail(w, r, httpError(http.StatusNotFound, fmt.Sprintf("unknown definition %q", req.Definition)))
-		return
+		if len(req.State) > 0 {
+			s.fail(w, r, httpError(http.StatusBadRequest, `"state" cannot be given with "definition": the engine builds the state of a definition's instance`))
+			return
+		}
+		if req.ID != "" {
+			if err := workflow.ValidateInstanceID(req.ID); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+		inst, err = s.eng.StartWorkflow(r.Context(), engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input})
+		if errors.Is(err, store.ErrNotFound) {
+			err = httpError(http.StatusNotFound, fmt.Sprintf("unknown definition %q", req.Definition))
+		}
+	} else {
+		inst, err = s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state})
 	}
-	inst, err := s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -282,11 +297,15 @@ func (s *Server) completeStep(w http.ResponseWriter, r *http.Request) {
 			if st.Status == workflow.StepCompleted {
 				return fmt.Errorf("workflow %q step %q: %w", inst.ID, stepID, workflow.ErrStepCompleted)
 			}
+			if inst.Definition != "" && (st.Status == workflow.StepPending || st.Status == workflow.StepSkipped) {
+				return fmt.Errorf("%w: step %q of workflow %s is %s", engine.ErrStepNotReady, stepID, inst.ID, st.Status)
+			}
 			return nil
 		},
 		func(inst *workflow.Instance) (*workflow.Instance, error) {
-			return s.cfg.Store.CompleteStep(r.Context(), store.CompleteStepParams{
-				ID: inst.ID, StepID: stepID, Output: req.Output, ExpectedVersion: inst.Version,
+			v := inst.Version
+			return s.eng.CompleteStep(r.Context(), engine.CompleteStepParams{
+				ID: inst.ID, Step: stepID, Output: req.Output, ExpectedVersion: &v,
 			})
 		})
 	if err != nil {
@@ -318,35 +337,16 @@ func (s *Server) transitionWorkflow(w http.ResponseWriter, r *http.Request) {
 	writeInstance(w, http.StatusOK, inst)
 }
 
-// actions are the convenience transitions: the target status and the statuses
-// it may be reached from.
-var actions = map[string]struct {
-	to   workflow.Status
-	from []workflow.Status
-}{
-	"cancel": {workflow.StatusCancelled, []workflow.Status{workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused}},
-	"pause":  {workflow.StatusPaused, []workflow.Status{workflow.StatusRunning}},
-	"resume": {workflow.StatusRunning, []workflow.Status{workflow.StatusPaused}},
-	"retry":  {workflow.StatusRunning, []workflow.Status{workflow.StatusFailed, workflow.StatusTimedOut}},
-}
-
+// actionHandler serves cancel, pause, resume and retry through the engine,
+// which also releases, schedules or re-queues the instance's tasks.
 func (s *Server) actionHandler(name string) http.HandlerFunc {
-	act := actions[name]
 	return func(w http.ResponseWriter, r *http.Request) {
 		var empty struct{}
 		if err := decodeControl(r, &empty, true); err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		inst, err := s.cfg.Store.ModifyState(r.Context(), r.PathValue("id"), func(inst *workflow.Instance) error {
-			for _, from := range act.from {
-				if inst.Status == from {
-					inst.Status = act.to
-					return nil
-				}
-			}
-			return httpError(http.StatusConflict, fmt.Sprintf("cannot %s workflow %s: it is %s (allowed from %v)", name, inst.ID, inst.Status, act.from))
-		}, name)
+		inst, err := s.eng.Action(r.Context(), r.PathValue("id"), name)
 		if err != nil {
 			s.fail(w, r, err)
 			return

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/flowd/flowd/store"
@@ -12,7 +13,18 @@ import (
 // flowd_state_updates_total and flowd_update_duration_seconds, including writes
 // made inside WithTx.
 func (m *Metrics) InstrumentStore(s store.Store) store.Store {
-	return &instrumentedStore{instrumentedQuerier: instrumentedQuerier{Querier: s, m: m}, base: s}
+	is := &instrumentedStore{instrumentedQuerier: instrumentedQuerier{Querier: s, m: m}, base: s}
+	if l, ok := s.(store.Listener); ok {
+		return &listeningStore{instrumentedStore: is, Listener: l}
+	}
+	return is
+}
+
+// listeningStore keeps the backend's notifications visible to the engine's
+// type check: a store that cannot Listen must not appear to.
+type listeningStore struct {
+	*instrumentedStore
+	store.Listener
 }
 
 // instrumentedStore takes the Querier methods from instrumentedQuerier and
@@ -31,6 +43,22 @@ func (s *instrumentedStore) WithTx(ctx context.Context, iso store.Isolation, fn 
 func (s *instrumentedStore) Migrate(ctx context.Context) (store.MigrationReport, error) {
 	return s.base.Migrate(ctx)
 }
+func (s *instrumentedStore) PutDefinition(ctx context.Context, name string, spec json.RawMessage) (int, bool, error) {
+	return s.base.PutDefinition(ctx, name, spec)
+}
+
+func (s *instrumentedStore) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
+	return s.base.GetDefinition(ctx, name, rev)
+}
+
+func (s *instrumentedStore) ListDefinitions(ctx context.Context) ([]*store.DefinitionRecord, error) {
+	return s.base.ListDefinitions(ctx)
+}
+
+func (s *instrumentedStore) CountByStatus(ctx context.Context) (map[workflow.Status]int64, error) {
+	return s.base.CountByStatus(ctx)
+}
+
 func (s *instrumentedStore) Capabilities() store.Capabilities { return s.base.Capabilities() }
 func (s *instrumentedStore) Ping(ctx context.Context) error   { return s.base.Ping(ctx) }
 func (s *instrumentedStore) Close() error                     { return s.base.Close() }

@@ -79,12 +79,17 @@ type Querier interface {
 	// History returns every version of the instance, oldest first: versions
 	// 0, 1, …, current with no gap. ErrNotFound for an unknown id.
 	History(ctx context.Context, id string) ([]HistoryEntry, error)
+
+	// The task, deadline and notification operations the engine composes.
+	EngineQuerier
 }
 
 // Store is a state store backend.
 type Store interface {
 	Querier
 	Migrator
+	DefinitionStore
+	Counter
 
 	// WithTx runs fn in one transaction at iso. fn's error rolls back and is
 	// returned; so is a failed commit. Serialization failures and deadlocks are

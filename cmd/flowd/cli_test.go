@@ -62,7 +62,11 @@ func setupCLI(t *testing.T, tokens ...string) *cliBundle {
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens}))
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	var opts []httpapi.ClientOption
 	if len(tokens) > 0 {

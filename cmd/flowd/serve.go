@@ -13,9 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/worker"
 )
 
 // serveConfig is everything `flowd serve` is told; Validate checks it before
@@ -30,6 +32,7 @@ type serveConfig struct {
 	SweepInterval time.Duration
 	LogLevel      string
 	LogFormat     string
+	DemoHandlers  bool
 }
 
 func (c *serveConfig) Validate() error {
@@ -119,6 +122,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.IntVar(&cfg.Workers, "workers", 8, "in-process step concurrency")
 	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease for in-process steps and the default for remote workers")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
+	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	return cmd
@@ -155,7 +159,22 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 
 	m := metrics.New()
 	st := m.InstrumentStore(base)
-	api := httpapi.NewServer(httpapi.Config{Store: st, Logger: log, Tokens: tokens, Registry: m.Registry})
+	m.RegisterWorkflowGauge(st.CountByStatus, log)
+	eng, err := engine.New(engine.Config{
+		Store: st, Logger: log, Metrics: m, Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.DemoHandlers {
+		for name, h := range worker.DemoHandlers() {
+			eng.Register(name, h)
+		}
+	}
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng, Logger: log, Tokens: tokens, Registry: m.Registry})
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -173,17 +192,23 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 	log.Info("flowd serving", "db", storeopen.Redact(cfg.DB), "schema_version", rep.Version, "auth", len(tokens) > 0)
 	fmt.Fprintf(e.stdout, "flowd is serving the API at %s/v1 and the dashboard at %s/\n", url, url)
 
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
+		eng.Stop()
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: waiting for in-flight requests")
+	log.Info("shutting down: waiting for in-flight requests and steps")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	err = srv.Shutdown(shutdownCtx)
+	eng.Stop() // after the API: in-flight completions still reach the engine; then leases are released
+	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}
 	log.Info("stopped")

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,6 +59,12 @@ const (
 type Store struct {
 	querier
 	pool *pgxpool.Pool
+
+	// closing is closed by Close, which then waits for the listeners
+	// (Listen) to close their connections.
+	closing   chan struct{}
+	closeOnce sync.Once
+	listeners sync.WaitGroup
 }
 
 var _ store.Store = (*Store)(nil)
@@ -83,7 +90,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{querier: querier{db: pool, pool: pool, now: now}, pool: pool}, nil
+	return &Store{querier: querier{db: pool, pool: pool, now: now}, pool: pool, closing: make(chan struct{})}, nil
 }
 
 // parseConfig turns url and opts into a pool configuration. Errors never
@@ -143,8 +150,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	return interpretError(s.pool.Ping(ctx), "")
 }
 
-// Close closes the pool, waiting for connections in use to be released.
+// Close stops the listeners and closes the pool, waiting for connections in
+// use to be released.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.listeners.Wait()
 	s.pool.Close()
 	return nil
 }

@@ -159,12 +159,15 @@ func TestStatementsPerOperation(t *testing.T) {
 }
 
 // SPEC section 9, item 8: exactly the indexes the queries need; none on
-// (id, version), which would duplicate the primary key.
+// (id, version), which would duplicate the primary key. The engine's partial
+// indexes have exactly their predicates (TestEngineQueriesUseIndexes checks
+// that the queries use them).
 func TestIndexes(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t, Options{})
 	rows, err := s.pool.Query(t.Context(), `SELECT indexname, indexdef FROM pg_indexes
-		WHERE schemaname = current_schema() AND tablename IN ('workflow_instances', 'workflow_history')`)
+		WHERE schemaname = current_schema()
+			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +188,12 @@ func TestIndexes(t *testing.T) {
 		"workflow_instances_status_updated_at_idx":        "(status, updated_at)",
 		"workflow_instances_definition_created_at_id_idx": "(definition, created_at DESC, id DESC)",
 		"workflow_history_pkey":                           "(instance_id, version)",
+		"workflow_instances_deadline_idx":                 "(deadline) WHERE ((status = ANY (ARRAY['RUNNING'::text, 'PAUSED'::text])) AND (deadline IS NOT NULL))",
+		"workflow_definitions_pkey":                       "(name, revision)",
+		"workflow_tasks_pkey":                             "(id)",
+		"workflow_tasks_instance_id_step_id_key":          "(instance_id, step_id)",
+		"workflow_tasks_claim_idx":                        "(queue, run_at) WHERE (status = 'QUEUED'::text)",
+		"workflow_tasks_expiry_idx":                       "(lease_until) WHERE (status = 'LEASED'::text)",
 	}
 	if len(defs) != len(want) {
 		t.Errorf("indexes = %v, want exactly %v", defs, want)

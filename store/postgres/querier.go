@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +53,7 @@ func (q *querier) atomically(ctx context.Context, fn func(*querier) error) error
 func (q *querier) timestamp() time.Time { return store.Timestamp(q.now()) }
 
 // instanceColumns is the column list scanInstance reads, in its order.
-const instanceColumns = "id, definition, status, state, input, version, created_at, updated_at"
+const instanceColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline"
 
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
@@ -66,8 +67,8 @@ const (
 	// the caller's transaction (PostgreSQL aborts a transaction on any error,
 	// SQLite does not).
 	createSQL = `WITH i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at)
-	VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6)
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
+	VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id, status, state
 ), h AS (
@@ -79,12 +80,12 @@ SELECT true FROM i`
 	replaceStateSQL = `WITH u AS (
 	UPDATE workflow_instances SET state = $3::jsonb, version = version + 1, updated_at = $4
 	WHERE id = $1 AND version = $2 AND status NOT IN ('COMPLETED', 'CANCELLED')
-	RETURNING id, definition, status, state, input, version, created_at, updated_at
+	RETURNING ` + instanceColumns + `
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 	SELECT id, version, status, state, updated_at, $5 FROM u
 )
-SELECT definition, status, input, version, created_at FROM u`
+SELECT definition, status, input, version, created_at, definition_revision, deadline FROM u`
 
 	// $5 is NULL when no version is expected.
 	transitionSQL = `WITH u AS (
@@ -118,7 +119,7 @@ SELECT ` + instanceColumns + ` FROM u`
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 	SELECT id, version, status, state, updated_at, $6 FROM u
 )
-SELECT definition, status, state, input, version, created_at FROM u`
+SELECT definition, status, state, input, version, created_at, definition_revision, deadline FROM u`
 
 	// The ids are chosen in a CTE with FOR UPDATE SKIP LOCKED (never
 	// UPDATE … LIMIT, SPEC section 9, item 1): concurrent batches skip each
@@ -149,7 +150,7 @@ SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
 	lockSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE`
 
 	modifySQL = `WITH u AS (
-	UPDATE workflow_instances SET state = $2::jsonb, status = $3, version = version + 1, updated_at = $4
+	UPDATE workflow_instances SET state = $2::jsonb, status = $3, deadline = $6, version = version + 1, updated_at = $4
 	WHERE id = $1
 	RETURNING id, version, status, state, updated_at
 ), h AS (
@@ -175,6 +176,9 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	if err := checkText("definition", p.Definition); err != nil {
 		return nil, err
 	}
+	if p.DefinitionRevision < 0 || p.DefinitionRevision > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: definition revision %d is out of range", store.ErrInvalidArgument, p.DefinitionRevision)
+	}
 	if err := checkText("cause", p.Cause); err != nil {
 		return nil, err
 	}
@@ -191,7 +195,9 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	}
 	now := q.timestamp()
 	var created bool
-	err = q.db.QueryRow(ctx, createSQL, p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause).Scan(&created)
+	deadline := timestampPtr(p.Deadline)
+	err = q.db.QueryRow(ctx, createSQL, p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause,
+		p.DefinitionRevision, deadline).Scan(&created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("workflow %q: %w", p.ID, store.ErrExists)
 	}
@@ -207,6 +213,9 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		Version:    0,
 		CreatedAt:  now,
 		UpdatedAt:  now,
+
+		DefinitionRevision: p.DefinitionRevision,
+		Deadline:           deadline,
 	}, nil
 }
 
@@ -321,7 +330,7 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 	var status string
 	var input []byte
 	err = q.db.QueryRow(ctx, replaceStateSQL, id, expectedVersion, stateJSON, now, cause).
-		Scan(&inst.Definition, &status, &input, &inst.Version, &inst.CreatedAt)
+		Scan(&inst.Definition, &status, &input, &inst.Version, &inst.CreatedAt, &inst.DefinitionRevision, &inst.Deadline)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, q.diagnoseVersioned(ctx, id, expectedVersion, nil)
 	}
@@ -331,6 +340,7 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 	inst.Status = workflow.Status(status)
 	inst.Input = compactJSON(input)
 	inst.CreatedAt = inst.CreatedAt.UTC()
+	inst.Deadline = utcPtr(inst.Deadline)
 	return inst, nil
 }
 
@@ -384,9 +394,11 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if cur.Status.Terminal() {
 			return fmt.Errorf("workflow %q is %s: %w", id, cur.Status, workflow.ErrTerminal)
 		}
-		// fn gets its own copy: only State and Status are taken from it.
+		// fn gets its own copy: only State, Status and Deadline are taken
+		// from it.
 		work := *cur
 		work.State = cur.State.Clone()
+		work.Deadline = timestampPtr(cur.Deadline)
 		work.Input = append(json.RawMessage(nil), cur.Input...)
 		if err := fn(&work); err != nil {
 			return fmt.Errorf("update function: %w", err)
@@ -406,13 +418,15 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 			return err
 		}
 		now := tq.timestamp()
+		deadline := timestampPtr(work.Deadline)
 		var version int64
-		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause).Scan(&version); err != nil {
+		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline).Scan(&version); err != nil {
 			return interpretError(err, id)
 		}
 		res := *cur
 		res.State = state
 		res.Status = work.Status
+		res.Deadline = deadline
 		res.Version = version
 		res.UpdatedAt = now
 		out = &res
@@ -497,7 +511,7 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 	var status string
 	var state, input []byte
 	err := q.db.QueryRow(ctx, completeStepSQL, p.ID, p.StepID, []byte(p.Output), p.ExpectedVersion, now, p.Cause).
-		Scan(&inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt)
+		Scan(&inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt, &inst.DefinitionRevision, &inst.Deadline)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, q.diagnoseVersioned(ctx, p.ID, p.ExpectedVersion, &p.StepID)
 	}
@@ -510,6 +524,7 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 	inst.Status = workflow.Status(status)
 	inst.Input = compactJSON(input)
 	inst.CreatedAt = inst.CreatedAt.UTC()
+	inst.Deadline = utcPtr(inst.Deadline)
 	return inst, nil
 }
 
@@ -590,6 +605,25 @@ func checkText(what, s string) error {
 	return nil
 }
 
+// timestampPtr returns a normalised copy of *t (store.Timestamp), or nil:
+// the result never aliases the caller's value.
+func timestampPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	ts := store.Timestamp(*t)
+	return &ts
+}
+
+// utcPtr puts a time read from the database (local time zone) in UTC.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
 // ceilMicro rounds t up to a microsecond. Stored times have microsecond
 // precision, so for a stored u, u < t exactly when u < ceilMicro(t); plain
 // truncation (what the driver does) would drop rows just before t.
@@ -645,7 +679,8 @@ func scanInstance(row pgx.Row) (*workflow.Instance, error) {
 		status       string
 		state, input []byte
 	)
-	if err := row.Scan(&inst.ID, &inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt, &inst.UpdatedAt); err != nil {
+	if err := row.Scan(&inst.ID, &inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt, &inst.UpdatedAt,
+		&inst.DefinitionRevision, &inst.Deadline); err != nil {
 		return nil, err
 	}
 	st, err := decodeState(state)
@@ -657,6 +692,7 @@ func scanInstance(row pgx.Row) (*workflow.Instance, error) {
 	inst.Input = compactJSON(input)
 	inst.CreatedAt = inst.CreatedAt.UTC()
 	inst.UpdatedAt = inst.UpdatedAt.UTC()
+	inst.Deadline = utcPtr(inst.Deadline)
 	return &inst, nil
 }
 

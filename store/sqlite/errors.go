@@ -65,3 +65,10 @@ func driverError(err error) error {
 	}
 	return errors.New("sqlite: " + err.Error())
 }
+
+// foreignKeyViolation reports whether err is SQLite's foreign key violation,
+// which the caller maps to ErrNotFound of the row it referenced.
+func foreignKeyViolation(err error) bool {
+	var se *sqlitedriver.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}

@@ -19,6 +19,7 @@ type dbtx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 }
 
 // querier implements store.Querier once for both ways it is used:
@@ -40,7 +41,7 @@ type querier struct {
 
 // instanceColumns is the column list every instance query selects or returns,
 // in the order scanInstance reads them.
-const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at`
+const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline`
 
 // appendHistorySQL copies the instance row as it is now into its history: the
 // history row is exactly what was written, with at = the new updated_at.
@@ -65,10 +66,10 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	err = q.write(ctx, func(c dbtx) error {
 		var err error
 		inst, err = scanInstance(c.QueryRowContext(ctx,
-			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at)
-			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6)
+			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
+			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7, ?8)
 			RETURNING `+instanceColumns,
-			p.ID, p.Definition, string(p.Status), state, input.String(), now))
+			p.ID, p.Definition, string(p.Status), state, input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)))
 		if err != nil {
 			err = interpretError(ctx, err)
 			if errors.Is(err, store.ErrExists) {
@@ -191,9 +192,10 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 	return inst, nil
 }
 
-// ModifyState reads the instance, lets fn change it and writes the result,
-// all inside one write transaction: BEGIN IMMEDIATE already excludes every
-// other writer, so no row lock is needed and the write cannot conflict.
+// ModifyState reads the instance, lets fn change it and writes the result
+// (state, status and deadline), all inside one write transaction: BEGIN
+// IMMEDIATE already excludes every other writer, so no row lock is needed and
+// the write cannot conflict.
 func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
 	if fn == nil {
 		return nil, fmt.Errorf("%w: nil update function", store.ErrInvalidArgument)
@@ -223,10 +225,10 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 			return err
 		}
 		out, err = scanInstance(c.QueryRowContext(ctx,
-			`UPDATE workflow_instances SET state = ?1, status = ?2, version = version + 1, updated_at = ?3
+			`UPDATE workflow_instances SET state = ?1, status = ?2, deadline = ?5, version = version + 1, updated_at = ?3
 			WHERE id = ?4
 			RETURNING `+instanceColumns,
-			state, string(inst.Status), now, id))
+			state, string(inst.Status), now, id, nullMicros(inst.Deadline)))
 		if err != nil {
 			return interpretError(ctx, err)
 		}
@@ -433,6 +435,30 @@ func micros(t time.Time) int64 { return store.Timestamp(t).UnixMicro() }
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
+// nullMicros stores an optional time: nil is NULL.
+func nullMicros(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return micros(*t)
+}
+
+// zeroNullMicros stores a time whose zero value means "none" as NULL.
+func zeroNullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return micros(t)
+}
+
+// fromNullMicros reads a nullable time column; NULL is the zero time.
+func fromNullMicros(us sql.NullInt64) time.Time {
+	if !us.Valid {
+		return time.Time{}
+	}
+	return fromMicros(us.Int64)
+}
+
 // getInstance reads one instance on c (the read pool or a transaction).
 func getInstance(ctx context.Context, c dbtx, id string) (*workflow.Instance, error) {
 	inst, err := scanInstance(c.QueryRowContext(ctx,
@@ -496,9 +522,15 @@ func scanInstance(row scanner) (*workflow.Instance, error) {
 		inst                 workflow.Instance
 		status, state, input string
 		createdAt, updatedAt int64
+		deadline             sql.NullInt64
 	)
-	if err := row.Scan(&inst.ID, &inst.Definition, &status, &state, &input, &inst.Version, &createdAt, &updatedAt); err != nil {
+	if err := row.Scan(&inst.ID, &inst.Definition, &status, &state, &input, &inst.Version, &createdAt, &updatedAt,
+		&inst.DefinitionRevision, &deadline); err != nil {
 		return nil, err
+	}
+	if deadline.Valid {
+		d := fromMicros(deadline.Int64)
+		inst.Deadline = &d
 	}
 	inst.Status = workflow.Status(status)
 	if err := json.Unmarshal([]byte(state), &inst.State); err != nil {

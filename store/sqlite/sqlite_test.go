@@ -371,8 +371,11 @@ func TestTwoStoresOneFile(t *testing.T) {
 	}
 }
 
+// schemaVersion is the version of the newest embedded migration.
+const schemaVersion = 2
+
 // TestConcurrentMigrate migrates fresh files from two Stores at once, several
-// times: both succeed, the migration is applied exactly once, and a further
+// times: both succeed, each migration is applied exactly once, and a further
 // Migrate applies nothing.
 //
 // On a fresh file the two mostly collide creating goose's version table
@@ -414,18 +417,18 @@ func TestConcurrentMigrate(t *testing.T) {
 			if errs[i] != nil {
 				t.Fatalf("round %d: store %d: Migrate: %v", round, i, errs[i])
 			}
-			if reports[i].Version != 1 {
-				t.Errorf("round %d: store %d: version %d, want 1", round, i, reports[i].Version)
+			if reports[i].Version != schemaVersion {
+				t.Errorf("round %d: store %d: version %d, want %d", round, i, reports[i].Version, schemaVersion)
 			}
 			applied += len(reports[i].Applied)
 		}
-		if applied != 1 {
-			t.Errorf("round %d: migration applied %d times in all, want 1: %+v", round, applied, reports)
+		if applied != schemaVersion {
+			t.Errorf("round %d: %d migrations applied in all, want each of the %d once: %+v", round, applied, schemaVersion, reports)
 		}
 		for i, s := range stores {
 			rep := migrate(t, s)
-			if len(rep.Applied) != 0 || rep.Version != 1 {
-				t.Errorf("round %d: store %d: second Migrate = %+v, want nothing applied at version 1", round, i, rep)
+			if len(rep.Applied) != 0 || rep.Version != schemaVersion {
+				t.Errorf("round %d: store %d: second Migrate = %+v, want nothing applied at version %d", round, i, rep, schemaVersion)
 			}
 		}
 	}
@@ -435,12 +438,18 @@ func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, fileURL(t))
 	first := migrate(t, s)
-	if len(first.Applied) != 1 || first.Applied[0].Version != 1 || first.Applied[0].Name != "00001_init.sql" || first.Version != 1 {
-		t.Fatalf("first Migrate = %+v", first)
+	want := []store.AppliedMigration{{Version: 1, Name: "00001_init.sql"}, {Version: 2, Name: "00002_engine.sql"}}
+	if len(first.Applied) != len(want) || first.Version != schemaVersion {
+		t.Fatalf("first Migrate = %+v, want %+v at version %d", first, want, schemaVersion)
+	}
+	for i, w := range want {
+		if got := first.Applied[i]; got.Version != w.Version || got.Name != w.Name {
+			t.Errorf("first Migrate applied[%d] = %+v, want %+v", i, got, w)
+		}
 	}
 	second := migrate(t, s)
-	if len(second.Applied) != 0 || second.Version != 1 {
-		t.Fatalf("second Migrate = %+v, want nothing applied at version 1", second)
+	if len(second.Applied) != 0 || second.Version != schemaVersion {
+		t.Fatalf("second Migrate = %+v, want nothing applied at version %d", second, schemaVersion)
 	}
 }
 

@@ -88,6 +88,10 @@ type instanceView struct {
 	Version    int64
 	CreatedAt  time.Time // compared with time.Time.Equal by cmp
 	UpdatedAt  time.Time
+	// DefinitionRevision and Deadline are zero for an instance created
+	// without them, so every test compares them too.
+	DefinitionRevision int
+	Deadline           *time.Time // cmp compares the times, with Equal
 }
 
 func viewOf(inst *workflow.Instance) *instanceView {
@@ -98,6 +102,7 @@ func viewOf(inst *workflow.Instance) *instanceView {
 		ID: inst.ID, Definition: inst.Definition, Status: inst.Status,
 		State: stateDoc(inst.State), Input: normJSON(inst.Input), Version: inst.Version,
 		CreatedAt: inst.CreatedAt, UpdatedAt: inst.UpdatedAt,
+		DefinitionRevision: inst.DefinitionRevision, Deadline: inst.Deadline,
 	}
 }
 
@@ -128,6 +133,9 @@ func assertInstance(t testing.TB, what string, want, got *workflow.Instance) {
 	if got != nil {
 		checkTimeForm(t, what+": created_at", got.CreatedAt)
 		checkTimeForm(t, what+": updated_at", got.UpdatedAt)
+		if got.Deadline != nil {
+			checkTimeForm(t, what+": deadline", *got.Deadline)
+		}
 	}
 }
 

@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 			createTests, listTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, migrateTests, miscTests,
+			engineInstanceTests, taskTests, timeoutTests, definitionTests,
 		} {
 			for _, tc := range groups {
 				t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// DefinitionInfo is a stored definition revision.
+type DefinitionInfo struct {
+	Name       string               `json:"name"`
+	Revision   int                  `json:"revision"`
+	CreatedAt  time.Time            `json:"created_at"`
+	Definition *workflow.Definition `json:"definition"`
+}
+
+// compiled is a definition revision with its templates compiled once: a
+// revision never changes, so it is cached for the life of the process.
+type compiled struct {
+	def     *workflow.Definition
+	inputs  map[string]*workflow.Template
+	urls    map[string]*workflow.Template
+	bodies  map[string]*workflow.Template
+	headers map[string]map[string]*workflow.Template
+}
+
+func compile(def *workflow.Definition) (*compiled, error) {
+	c := &compiled{def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
+		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{}}
+	has := def.HasStep
+	var err error
+	for _, s := range def.Steps {
+		if len(s.Input) > 0 {
+			if c.inputs[s.ID], err = workflow.CompileTemplate(s.Input, has); err != nil {
+				return nil, fmt.Errorf("step %s input: %w", s.ID, err)
+			}
+		}
+		if r := s.Request; r != nil {
+			if c.urls[s.ID], err = workflow.CompileStringTemplate(r.URL, has); err != nil {
+				return nil, fmt.Errorf("step %s url: %w", s.ID, err)
+			}
+			if len(r.Body) > 0 {
+				if c.bodies[s.ID], err = workflow.CompileTemplate(r.Body, has); err != nil {
+					return nil, fmt.Errorf("step %s body: %w", s.ID, err)
+				}
+			}
+			c.headers[s.ID] = map[string]*workflow.Template{}
+			for k, v := range r.Headers {
+				if c.headers[s.ID][k], err = workflow.CompileStringTemplate(v, has); err != nil {
+					return nil, fmt.Errorf("step %s header %s: %w", s.ID, k, err)
+				}
+			}
+		}
+	}
+	return c, nil
+}
+
+// PutDefinition parses (YAML or JSON), validates and stores a definition. It
+// returns the stored revision and whether it is new: putting the same
+// definition again returns the latest revision unchanged.
+func (e *Engine) PutDefinition(ctx context.Context, data []byte) (*DefinitionInfo, bool, error) {
+	def, err := workflow.ParseDefinition(data)
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := compile(def); err != nil {
+		return nil, false, fmt.Errorf("%w: %w", workflow.ErrInvalidDefinition, err)
+	}
+	canon, err := def.Canonical()
+	if err != nil {
+		return nil, false, err
+	}
+	rev, created, err := e.defs.PutDefinition(ctx, def.Name, canon)
+	if err != nil {
+		return nil, false, err
+	}
+	rec, err := e.defs.GetDefinition(ctx, def.Name, rev)
+	if err != nil {
+		return nil, false, err
+	}
+	info, err := toInfo(rec)
+	return info, created, err
+}
+
+// GetDefinition returns revision rev of name (0: the latest).
+func (e *Engine) GetDefinition(ctx context.Context, name string, rev int) (*DefinitionInfo, error) {
+	rec, err := e.defs.GetDefinition(ctx, name, rev)
+	if err != nil {
+		return nil, err
+	}
+	return toInfo(rec)
+}
+
+// ListDefinitions returns the latest revision of every definition.
+func (e *Engine) ListDefinitions(ctx context.Context) ([]*DefinitionInfo, error) {
+	recs, err := e.defs.ListDefinitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*DefinitionInfo, 0, len(recs))
+	for _, r := range recs {
+		info, err := toInfo(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+func toInfo(r *store.DefinitionRecord) (*DefinitionInfo, error) {
+	var def workflow.Definition
+	if err := json.Unmarshal(r.Spec, &def); err != nil {
+		return nil, fmt.Errorf("stored definition %s revision %d: %w", r.Name, r.Revision, err)
+	}
+	def.Revision = r.Revision
+	return &DefinitionInfo{Name: r.Name, Revision: r.Revision, CreatedAt: r.CreatedAt, Definition: &def}, nil
+}
+
+// compiled returns the cached compiled revision, loading it once.
+func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled, error) {
+	key := defKey{name, rev}
+	e.cacheMu.Lock()
+	c, ok := e.cache[key]
+	e.cacheMu.Unlock()
+	if ok {
+		return c, nil
+	}
+	info, err := e.GetDefinition(ctx, name, rev)
+	if err != nil {
+		return nil, err
+	}
+	if c, err = compile(info.Definition); err != nil {
+		return nil, err
+	}
+	e.cacheMu.Lock()
+	e.cache[defKey{name, info.Revision}] = c
+	e.cacheMu.Unlock()
+	return c, nil
+}

@@ -1,0 +1,270 @@
+// Package engine runs workflow definitions: it starts instances, schedules
+// ready steps as leased tasks, runs them on in-process handlers or hands them to
+// remote workers, applies completions and failures with retries, and sweeps
+// timeouts and expired leases (SPEC section 5).
+//
+// Every state change is one store transaction that locks rows in a fixed
+// order — task rows first, then their instance — and locks anything else only
+// with SKIP LOCKED, so concurrent completions, sweeps and actions on any
+// number of nodes cannot deadlock. The engine knows no SQL: it composes the
+// operations of store.Querier inside store.Store.WithTx.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/store"
+)
+
+// Errors of the engine; the API maps them to status codes.
+var (
+	// ErrLeaseLost: the lease is stale, expired or revoked, or the task is no
+	// longer active. The caller's work is not recorded (fencing): 409.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrNotRunning: the instance is not RUNNING or PAUSED, so its tasks were
+	// released: 409.
+	ErrNotRunning = errors.New("workflow is not running")
+	// ErrStepNotReady: a step cannot be completed from outside in its status: 409.
+	ErrStepNotReady = errors.New("step cannot be completed now")
+	// ErrActionNotAllowed: an action does not apply to the current status: 409.
+	ErrActionNotAllowed = errors.New("action not allowed")
+)
+
+// Task is what a handler receives.
+type Task struct {
+	ID         string
+	WorkflowID string
+	Step       string
+	Handler    string
+	Attempt    int
+	Input      json.RawMessage
+	// IdempotencyKey is the same for every attempt of a step (workflow/step):
+	// handlers run at least once, so side effects should be keyed on it.
+	IdempotencyKey string
+	Lease          string
+	LeaseUntil     time.Time
+
+	row *store.Task // the claimed row, for the claim transaction
+}
+
+// Handler runs one attempt of a task step and returns its output. An error
+// fails the attempt; wrap it with Permanent to fail the step without retrying.
+type Handler func(ctx context.Context, t Task) (json.RawMessage, error)
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string { return p.err.Error() }
+func (p permanentError) Unwrap() error { return p.err }
+
+// Permanent marks err as not worth retrying.
+func Permanent(err error) error { return permanentError{err} }
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// Config configures an Engine. Zero values take the defaults in brackets.
+type Config struct {
+	Store   store.Store
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics // optional
+	// Workers is the in-process step concurrency [8]; 0 runs no in-process
+	// workers (sleep and http steps then need another node).
+	Workers *int
+	// Lease is the lease of in-process steps and the default for remote ones [30s].
+	Lease time.Duration
+	// SweepInterval is how often timeouts, expired leases and orphans are swept [1s].
+	SweepInterval time.Duration
+	// PollInterval is the fallback claim interval when nothing wakes the
+	// workers [500ms].
+	PollInterval time.Duration
+	// Now is the clock [time.Now].
+	Now func() time.Time
+	// NodeID names this process in lease owners [a random id].
+	NodeID string
+	// HTTPClient runs http steps [a client with a 30s timeout].
+	HTTPClient *http.Client
+}
+
+// Engine orchestrates definition-based workflow instances.
+type Engine struct {
+	st       store.Store
+	defs     store.DefinitionStore
+	log      *slog.Logger
+	m        *metrics.Metrics
+	workers  int
+	lease    time.Duration
+	sweep    time.Duration
+	poll     time.Duration
+	now      func() time.Time
+	node     string
+	http     *http.Client
+	handlers map[string]Handler
+
+	cacheMu sync.Mutex
+	cache   map[defKey]*compiled
+
+	wakeMu  sync.Mutex
+	waiters map[chan struct{}]struct{}
+
+	runMu   sync.Mutex
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	started bool
+}
+
+type defKey struct {
+	name string
+	rev  int
+}
+
+// New checks cfg and returns an engine; Start runs it.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("engine: Config.Store is required")
+	}
+	defs, ok := cfg.Store.(store.DefinitionStore)
+	if !ok {
+		return nil, fmt.Errorf("engine: store %s does not store definitions", cfg.Store.Capabilities().Name)
+	}
+	e := &Engine{
+		st: cfg.Store, defs: defs, log: cfg.Logger, m: cfg.Metrics,
+		workers: 8, lease: cfg.Lease, sweep: cfg.SweepInterval, poll: cfg.PollInterval,
+		now: cfg.Now, node: cfg.NodeID, http: cfg.HTTPClient,
+		handlers: map[string]Handler{},
+		cache:    map[defKey]*compiled{},
+		waiters:  map[chan struct{}]struct{}{},
+	}
+	if cfg.Workers != nil {
+		if *cfg.Workers < 0 {
+			return nil, fmt.Errorf("engine: Workers must not be negative, got %d", *cfg.Workers)
+		}
+		e.workers = *cfg.Workers
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.lease <= 0 {
+		e.lease = 30 * time.Second
+	}
+	if e.sweep <= 0 {
+		e.sweep = time.Second
+	}
+	if e.poll <= 0 {
+		e.poll = 500 * time.Millisecond
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.node == "" {
+		e.node = "node-" + store.NewID()[24:]
+	}
+	if e.http == nil {
+		e.http = &http.Client{Timeout: 30 * time.Second}
+	}
+	return e, nil
+}
+
+// Register adds an in-process handler for task steps whose handler is name.
+// Call it before Start.
+func (e *Engine) Register(name string, h Handler) {
+	e.handlers[name] = h
+}
+
+// Start runs the in-process workers, the sweeper and (on PostgreSQL) the
+// listener that wakes this node when another one schedules work. It returns
+// at once; Stop ends everything.
+func (e *Engine) Start(ctx context.Context) error {
+	e.runMu.Lock()
+	defer e.runMu.Unlock()
+	if e.started {
+		return errors.New("engine: already started")
+	}
+	e.started = true
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	e.done = make(chan struct{})
+	var wg sync.WaitGroup
+	if l, ok := e.st.(store.Listener); ok {
+		ch, err := l.Listen(ctx)
+		if err != nil {
+			cancel(err)
+			return fmt.Errorf("engine: listening for notifications: %w", err)
+		}
+		wg.Go(func() {
+			for range ch {
+				e.wake()
+			}
+		})
+	}
+	wg.Go(func() { e.sweeper(ctx) })
+	if e.workers > 0 {
+		wg.Go(func() { e.runWorkers(ctx) })
+	}
+	go func() {
+		wg.Wait()
+		close(e.done)
+	}()
+	e.log.Info("engine started", "node", e.node, "workers", e.workers, "handlers", len(e.handlers))
+	return nil
+}
+
+// Stop ends the workers and the sweeper and waits for them. Handlers still
+// running get their context cancelled; their leases are released so another
+// node can take the tasks at once. Stop is idempotent.
+func (e *Engine) Stop() {
+	e.runMu.Lock()
+	cancel, done := e.cancel, e.done
+	e.runMu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel(errors.New("engine stopped"))
+	<-done
+}
+
+// wake tells every waiting worker and long poll to look for work now.
+func (e *Engine) wake() {
+	e.wakeMu.Lock()
+	defer e.wakeMu.Unlock()
+	for ch := range e.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waiter registers a wake-up channel; release it when done.
+func (e *Engine) waiter() (ch chan struct{}, release func()) {
+	ch = make(chan struct{}, 1)
+	e.wakeMu.Lock()
+	e.waiters[ch] = struct{}{}
+	e.wakeMu.Unlock()
+	return ch, func() {
+		e.wakeMu.Lock()
+		delete(e.waiters, ch)
+		e.wakeMu.Unlock()
+	}
+}
+
+func (e *Engine) clock() time.Time { return store.Timestamp(e.now()) }
+
+func (e *Engine) jitter() float64 { return rand.Float64() }
+
+func (e *Engine) countCompleted(result string) {
+	if e.m != nil {
+		e.m.TasksCompleted.WithLabelValues(result).Inc()
+	}
+}

@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// StartParams start an instance of a definition.
+type StartParams struct {
+	ID         string // optional client id
+	Definition string
+	Revision   int // 0: the latest
+	Input      json.RawMessage
+}
+
+// StartWorkflow creates a RUNNING instance with every step in its state and
+// schedules the steps without dependencies in the same transaction.
+// An unknown definition returns an error wrapping store.ErrNotFound.
+func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.Instance, error) {
+	c, err := e.compiled(ctx, p.Definition, p.Revision)
+	if err != nil {
+		return nil, err
+	}
+	if p.ID == "" {
+		p.ID = store.NewID()
+	}
+	input := bytes.TrimSpace(p.Input)
+	if len(input) == 0 || string(input) == "null" {
+		input = []byte("{}")
+	}
+	now := e.clock()
+	inst := &workflow.Instance{ID: p.ID, Status: workflow.StatusRunning, State: c.def.InitialState(), Input: input}
+	var deadline *time.Time
+	if c.def.Timeout > 0 {
+		d := now.Add(time.Duration(c.def.Timeout))
+		deadline = &d
+	}
+	var pl plan
+	e.advance(c, inst, nil, now, &pl)
+	var out *workflow.Instance
+	err = e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		var err error
+		out, err = tx.Create(ctx, store.CreateParams{
+			ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
+			Input: input, State: inst.State, Deadline: deadline, Cause: "start",
+		})
+		if err != nil {
+			return err
+		}
+		return pl.write(ctx, tx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !pl.empty() {
+		e.wake()
+	}
+	return out, nil
+}
+
+// Actions are the lifecycle actions of the API.
+var Actions = []string{"cancel", "pause", "resume", "retry"}
+
+// actionTargets: the statuses each action may start from, and where it goes.
+var actionTargets = map[string]struct {
+	from []workflow.Status
+	to   workflow.Status
+}{
+	"cancel": {[]workflow.Status{workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused}, workflow.StatusCancelled},
+	"pause":  {[]workflow.Status{workflow.StatusRunning}, workflow.StatusPaused},
+	"resume": {[]workflow.Status{workflow.StatusPaused}, workflow.StatusRunning},
+	"retry":  {[]workflow.Status{workflow.StatusFailed, workflow.StatusTimedOut}, workflow.StatusRunning},
+}
+
+// Action performs cancel, pause, resume or retry on any instance. For a
+// definition-based instance, resume schedules what became ready while paused,
+// retry re-queues failed (and interrupted) steps with a fresh attempt budget
+// and a new workflow timeout, and cancel releases the instance's tasks.
+// ErrActionNotAllowed (wrapped) when the current status does not allow it.
+func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Instance, error) {
+	target, ok := actionTargets[action]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown action %q", store.ErrInvalidArgument, action)
+	}
+	var out *workflow.Instance
+	var pl plan
+	err := e.withDefs(ctx, func() error {
+		pl = plan{}
+		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			// Tasks first, then the instance: the fixed lock order.
+			existing := map[string]*store.Task{}
+			if action == "resume" || action == "retry" {
+				tasks, err := tx.TasksOfInstance(ctx, id, store.LockWait)
+				if err != nil {
+					return err
+				}
+				for _, t := range tasks {
+					existing[t.StepID] = t
+				}
+			}
+			var err error
+			out, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
+				if !slices.Contains(target.from, inst.Status) {
+					return &notAllowedError{fmt.Sprintf("cannot %s workflow %s: it is %s (allowed from %v)", action, inst.ID, inst.Status, target.from)}
+				}
+				inst.Status = target.to
+				if inst.Definition == "" {
+					return nil // free-form: the status change is all there is
+				}
+				c, err := e.cached(inst)
+				if err != nil {
+					return err
+				}
+				now := e.clock()
+				if action == "retry" {
+					e.prepareRetry(c, inst, now)
+				}
+				e.advance(c, inst, existing, now, &pl)
+				return nil
+			}, action)
+			if err != nil {
+				return err
+			}
+			if action == "cancel" {
+				if err := releaseTasks(ctx, tx, id); err != nil {
+					return err
+				}
+			}
+			return pl.write(ctx, tx)
+		})
+	})
+	var na *notAllowedError
+	if errors.As(err, &na) {
+		return nil, na // without the store's wrapping: the message is for people
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !pl.empty() {
+		e.wake()
+	}
+	return out, nil
+}
+
+// notAllowedError says why an action does not apply (errors.Is ErrActionNotAllowed).
+type notAllowedError struct{ msg string }
+
+func (e *notAllowedError) Error() string        { return e.msg }
+func (e *notAllowedError) Is(target error) bool { return target == ErrActionNotAllowed }
+
+// prepareRetry gives a retried instance a new timeout and puts its failed and
+// interrupted steps back to PENDING, so advance schedules them again (on their
+// existing task rows, with a fresh budget and a new lease).
+func (e *Engine) prepareRetry(c *compiled, inst *workflow.Instance, now time.Time) {
+	inst.Deadline = nil
+	if c.def.Timeout > 0 {
+		d := now.Add(time.Duration(c.def.Timeout))
+		inst.Deadline = &d
+	}
+	for _, st := range inst.State.Steps {
+		if st.Status == workflow.StepFailed || st.Status == workflow.StepRunning {
+			st.Status = workflow.StepPending
+		}
+	}
+}
+
+// releaseTasks cancels the active tasks of an instance that stopped running.
+// The instance is already locked, so task rows are taken with SKIP LOCKED
+// only; a task locked by a completion in flight is refused by it (the instance
+// is no longer running) and cancelled later by the orphan sweep.
+func releaseTasks(ctx context.Context, tx store.Querier, id string) error {
+	tasks, err := tx.TasksOfInstance(ctx, id, store.LockSkipLocked)
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if t.Status.Active() {
+			t.Status = store.TaskCancelled
+			clearLease(t)
+			if err := tx.UpdateTask(ctx, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CompleteStepParams complete a step from outside (the API).
+type CompleteStepParams struct {
+	ID     string
+	Step   string
+	Output json.RawMessage
+	// ExpectedVersion, when set, must equal the instance's version.
+	ExpectedVersion *int64
+}
+
+// CompleteStep completes a step from outside. On a definition-based instance a
+// WAITING step may be completed, and a RUNNING (or FAILED) task step as a
+// manual override — its outstanding lease is revoked; a PENDING step is
+// refused (ErrStepNotReady). The instance then moves on as it would after a
+// task completion. Free-form instances use the store's CompleteStep.
+// Errors: store.ErrNotFound, workflow.ErrUnknownStep, workflow.ErrTerminal,
+// workflow.ErrStepCompleted, ErrStepNotReady, *store.ConflictError.
+func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workflow.Instance, error) {
+	output := bytes.TrimSpace(p.Output)
+	if len(output) == 0 {
+		output = []byte("null")
+	}
+	if !json.Valid(output) {
+		return nil, fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
+	}
+	var out *workflow.Instance
+	var pl plan
+	err := e.withDefs(ctx, func() error {
+		pl = plan{}
+		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			tasks, err := tx.TasksOfInstance(ctx, p.ID, store.LockWait)
+			if err != nil {
+				return err
+			}
+			var task *store.Task
+			for _, t := range tasks {
+				if t.StepID == p.Step {
+					task = t
+				}
+			}
+			out, err = tx.ModifyState(ctx, p.ID, func(inst *workflow.Instance) error {
+				st, ok := inst.State.Steps[p.Step]
+				if !ok {
+					return fmt.Errorf("workflow %q has no step %q: %w", inst.ID, p.Step, workflow.ErrUnknownStep)
+				}
+				if st.Status == workflow.StepCompleted {
+					return fmt.Errorf("workflow %q step %q: %w", inst.ID, p.Step, workflow.ErrStepCompleted)
+				}
+				if p.ExpectedVersion != nil && inst.Version != *p.ExpectedVersion {
+					return &store.ConflictError{ID: inst.ID, Expected: *p.ExpectedVersion, Actual: inst.Version}
+				}
+				if inst.Definition == "" {
+					return inst.State.CompleteStep(p.Step, output)
+				}
+				if st.Status == workflow.StepPending || st.Status == workflow.StepSkipped {
+					return fmt.Errorf("%w: step %q of workflow %s is %s", ErrStepNotReady, p.Step, inst.ID, st.Status)
+				}
+				c, err := e.cached(inst)
+				if err != nil {
+					return err
+				}
+				attempts := 0
+				if task != nil {
+					attempts = task.Attempt
+				}
+				e.completeStep(c, inst, p.Step, json.RawMessage(output), attempts, e.clock(), &pl)
+				return nil
+			}, fmt.Sprintf("complete step %q", p.Step))
+			if err != nil {
+				return err
+			}
+			if task != nil && task.Status.Active() {
+				task.Status = store.TaskCancelled // revoked: its lease can no longer complete it
+				clearLease(task)
+				if err := tx.UpdateTask(ctx, task); err != nil {
+					return err
+				}
+			}
+			return pl.write(ctx, tx)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !pl.empty() {
+		e.wake()
+	}
+	return out, nil
+}

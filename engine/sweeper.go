@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// sweepBatch bounds every sweep transaction.
+const sweepBatch = 200
+
+// sweeper runs Sweep every SweepInterval until ctx ends. Every node runs one;
+// SKIP LOCKED keeps them from doing the same work twice.
+func (e *Engine) sweeper(ctx context.Context) {
+	t := time.NewTicker(e.sweep)
+	defer t.Stop()
+	for {
+		if err := e.Sweep(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("sweep failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep does one round of the sweeper's work: instances past their deadline
+// become TIMED_OUT, expired leases use up their attempt and are re-queued (or
+// fail the step), and tasks of instances that stopped running are cancelled.
+func (e *Engine) Sweep(ctx context.Context) error {
+	for {
+		ids, err := e.st.TimeOutInstances(ctx, e.clock(), sweepBatch)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			e.log.Info("workflow timed out", "workflow", id)
+		}
+		if len(ids) < sweepBatch {
+			break
+		}
+	}
+	for {
+		n, err := e.expireLeases(ctx)
+		if err != nil {
+			return err
+		}
+		if n < sweepBatch {
+			break
+		}
+	}
+	_, err := e.st.CancelOrphanTasks(ctx, 10*sweepBatch)
+	return err
+}
+
+// expireLeases handles one batch of expired leases: tasks locked first (SKIP
+// LOCKED), then their instances in id order. An expired lease or a timed-out
+// attempt uses up the attempt, as a failure does, and is re-queued at once.
+func (e *Engine) expireLeases(ctx context.Context) (int, error) {
+	var n int
+	requeued := false
+	err := e.withDefs(ctx, func() error {
+		n, requeued = 0, false
+		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			now := e.clock()
+			tasks, err := tx.LockExpired(ctx, now, sweepBatch)
+			if err != nil {
+				return err
+			}
+			n = len(tasks)
+			slices.SortFunc(tasks, func(a, b *store.Task) int {
+				if a.InstanceID < b.InstanceID {
+					return -1
+				} else if a.InstanceID > b.InstanceID {
+					return 1
+				}
+				return 0
+			})
+			for _, t := range tasks {
+				msg := "lease expired (attempt " + strconv.Itoa(t.Attempt) + ")"
+				if !t.AttemptDeadline.IsZero() && !now.Before(t.AttemptDeadline) {
+					msg = "attempt " + strconv.Itoa(t.Attempt) + " timed out"
+				}
+				if t.Queue == store.QueueSleep {
+					// A timer that lost its worker just runs again.
+					t.Status, t.RunAt = store.TaskQueued, now
+					t.MaxAttempts++
+					clearLease(t)
+				} else {
+					_, err := tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
+						if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
+							return errSkip
+						}
+						if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
+							return errSkip
+						}
+						c, err := e.cached(inst)
+						if err != nil {
+							return err
+						}
+						e.failAttempt(c, inst, t, msg, true, true, now)
+						return nil
+					}, "lease expired")
+					if errors.Is(err, errSkip) || errors.Is(err, workflow.ErrTerminal) {
+						t.Status = store.TaskCancelled
+						clearLease(t)
+					} else if err != nil {
+						return err
+					}
+				}
+				if t.Status == store.TaskQueued {
+					requeued = true
+				}
+				if err := tx.UpdateTask(ctx, t); err != nil {
+					return err
+				}
+				if e.m != nil {
+					e.m.LeaseExpirations.Inc()
+				}
+				e.log.Info("lease expired", "task", t.ID, "workflow", t.InstanceID, "step", t.StepID, "attempt", t.Attempt, "reason", msg, "next", t.Status)
+			}
+			if requeued {
+				return tx.Notify(ctx)
+			}
+			return nil
+		})
+	})
+	if requeued && err == nil {
+		e.wake()
+	}
+	return n, err
+}

@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// claim leases up to limit claimable tasks of the given queues to owner. In one
+// transaction it locks the tasks (SKIP LOCKED), then their instances in id
+// order, counts the delivered attempt in each step's state, and writes the
+// leases. A task whose instance stopped running in between stays queued.
+func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]Task, error) {
+	var claimed []Task
+	err := e.withDefs(ctx, func() error {
+		claimed = claimed[:0]
+		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			now := e.clock()
+			tasks, err := tx.LockClaimable(ctx, queues, now, limit)
+			if err != nil || len(tasks) == 0 {
+				return err
+			}
+			byInstance := map[string][]*store.Task{}
+			var ids []string
+			for _, t := range tasks {
+				if t.Queue == store.QueueSleep {
+					// A timer changes no state when it is picked up.
+					claimed = append(claimed, e.leaseTask(t, owner, now, lease, 0))
+					continue
+				}
+				if byInstance[t.InstanceID] == nil {
+					ids = append(ids, t.InstanceID)
+				}
+				byInstance[t.InstanceID] = append(byInstance[t.InstanceID], t)
+			}
+			slices.Sort(ids)
+			for _, id := range ids {
+				var take []*store.Task
+				var timeouts []time.Duration
+				_, err := tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
+					if inst.Status != workflow.StatusRunning {
+						return errSkip
+					}
+					c, err := e.cached(inst)
+					if err != nil {
+						return err
+					}
+					for _, t := range byInstance[id] {
+						st := inst.State.Steps[t.StepID]
+						if st == nil || st.Status != workflow.StepRunning {
+							continue
+						}
+						st.Attempts = t.Attempt + 1
+						take = append(take, t)
+						step, _ := c.def.Step(t.StepID)
+						timeouts = append(timeouts, time.Duration(step.Timeout))
+					}
+					if len(take) == 0 {
+						return errSkip
+					}
+					return nil
+				}, "deliver attempt")
+				if errors.Is(err, errSkip) || errors.Is(err, workflow.ErrTerminal) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				for i, t := range take {
+					claimed = append(claimed, e.leaseTask(t, owner, now, lease, timeouts[i]))
+				}
+			}
+			for i := range claimed {
+				if err := tx.UpdateTask(ctx, claimed[i].row); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.m != nil {
+		e.m.TasksClaimed.Add(float64(len(claimed)))
+	}
+	return claimed, nil
+}
+
+var errSkip = errors.New("nothing to claim")
+
+// leaseTask marks t leased to owner and returns the handler's view of it.
+func (e *Engine) leaseTask(t *store.Task, owner string, now time.Time, lease, timeout time.Duration) Task {
+	t.Attempt++
+	t.Status = store.TaskLeased
+	t.Lease = store.NewID()
+	t.LeaseOwner = owner
+	t.LeaseUntil = now.Add(lease)
+	t.AttemptDeadline = time.Time{}
+	if timeout > 0 {
+		// A step timeout bounds the attempt: heartbeats never extend past it.
+		t.AttemptDeadline = now.Add(timeout)
+		if t.AttemptDeadline.Before(t.LeaseUntil) {
+			t.LeaseUntil = t.AttemptDeadline
+		}
+	}
+	return Task{
+		ID: t.ID, WorkflowID: t.InstanceID, Step: t.StepID, Handler: t.Queue, Attempt: t.Attempt,
+		Input: t.Input, IdempotencyKey: t.InstanceID + "/" + t.StepID, Lease: t.Lease, LeaseUntil: t.LeaseUntil,
+		row: t,
+	}
+}
+
+// checkLease is the fence: only the current, unexpired lease may act.
+func checkLease(t *store.Task, lease string, now time.Time) error {
+	if t.Status != store.TaskLeased || t.Lease != lease || lease == "" {
+		return fmt.Errorf("%w: task %s is %s and this lease is not its current one", ErrLeaseLost, t.ID, t.Status)
+	}
+	if !now.Before(t.LeaseUntil) {
+		return fmt.Errorf("%w: the lease of task %s expired at %s", ErrLeaseLost, t.ID, t.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// leaseHolderOp runs fn for the holder of a task's lease: in one transaction
+// it locks the task, checks the lease, locks the instance through ModifyState
+// (task, then instance) and writes fn's plan. fn gets the locked instance,
+// its compiled definition and the task, and may change all three.
+func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease, cause string, fn func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error) error {
+	var pl plan
+	err := e.withDefs(ctx, func() error {
+		pl = plan{}
+		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			now := e.clock()
+			t, err := tx.LockTask(ctx, taskID)
+			if err != nil {
+				return err
+			}
+			if err := checkLease(t, lease, now); err != nil {
+				return err
+			}
+			_, err = tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
+				if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
+					return fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
+				}
+				if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
+					return fmt.Errorf("%w: step %s is no longer running", ErrLeaseLost, t.StepID)
+				}
+				c, err := e.cached(inst)
+				if err != nil {
+					return err
+				}
+				return fn(c, inst, t, now, &pl)
+			}, cause)
+			if errors.Is(err, workflow.ErrTerminal) {
+				return fmt.Errorf("%w: %w", ErrNotRunning, err)
+			}
+			if err != nil {
+				return err
+			}
+			if err := tx.UpdateTask(ctx, t); err != nil {
+				return err
+			}
+			return pl.write(ctx, tx)
+		})
+	})
+	if !pl.empty() && err == nil {
+		e.wake()
+	}
+	return err
+}
+
+// CompleteTask records the output of the attempt holding lease: step
+// completed, task done, ready steps scheduled, instance settled — one
+// transaction. A stale or expired lease, or an instance no longer running,
+// changes nothing (ErrLeaseLost / ErrNotRunning).
+func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
+	out := bytes.TrimSpace(output)
+	if len(out) == 0 {
+		out = []byte("null")
+	}
+	if !json.Valid(out) {
+		return fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
+	}
+	err := e.leaseHolderOp(ctx, taskID, lease, "", func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error {
+		e.completeStep(c, inst, t.StepID, json.RawMessage(out), t.Attempt, now, p)
+		t.Status = store.TaskDone
+		t.LastError = ""
+		clearLease(t)
+		return nil
+	})
+	e.countCompleted(result(err, "completed"))
+	return err
+}
+
+// FailTask records a failed attempt: retried after the step's backoff while
+// attempts are left and retryable is true, else the step fails and with it a
+// RUNNING instance.
+func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
+	if strings.TrimSpace(msg) == "" {
+		msg = "failed without an error message"
+	}
+	outcome := "failed"
+	err := e.leaseHolderOp(ctx, taskID, lease, "", func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, _ *plan) error {
+		e.failAttempt(c, inst, t, msg, retryable, false, now)
+		if t.Status == store.TaskQueued {
+			outcome = "retried"
+		}
+		return nil
+	})
+	e.countCompleted(result(err, outcome))
+	return err
+}
+
+func result(err error, ok string) string {
+	switch {
+	case err == nil:
+		return ok
+	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotRunning):
+		return "fenced"
+	}
+	return "error"
+}
+
+// Heartbeat extends the lease by d (the engine's lease when d <= 0), never
+// past the attempt's deadline, and returns the new expiry.
+func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Duration) (time.Time, error) {
+	if d <= 0 {
+		d = e.lease
+	}
+	var until time.Time
+	err := e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		now := e.clock()
+		t, err := tx.LockTask(ctx, taskID)
+		if err != nil {
+			return err
+		}
+		if err := checkLease(t, lease, now); err != nil {
+			return err
+		}
+		inst, err := tx.Get(ctx, t.InstanceID)
+		if err != nil {
+			return err
+		}
+		if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
+			return fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
+		}
+		t.LeaseUntil = now.Add(d)
+		if !t.AttemptDeadline.IsZero() && t.AttemptDeadline.Before(t.LeaseUntil) {
+			t.LeaseUntil = t.AttemptDeadline
+		}
+		until = t.LeaseUntil
+		return tx.UpdateTask(ctx, t)
+	})
+	return until, err
+}
+
+// release gives a task back without using up its attempt (graceful
+// shutdown): it is queued again at once and the next claim delivers attempt+1.
+func (e *Engine) release(ctx context.Context, taskID, lease string) error {
+	return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		t, err := tx.LockTask(ctx, taskID)
+		if err != nil {
+			return err
+		}
+		if err := checkLease(t, lease, e.clock()); err != nil {
+			return err
+		}
+		t.Status = store.TaskQueued
+		t.RunAt = e.clock()
+		t.MaxAttempts++
+		clearLease(t)
+		if err := tx.UpdateTask(ctx, t); err != nil {
+			return err
+		}
+		return tx.Notify(ctx)
+	})
+}
+
+// PollParams are a remote worker's long poll.
+type PollParams struct {
+	Worker   string
+	Handlers []string
+	Lease    time.Duration // 0: the engine's lease
+	Wait     time.Duration // how long to wait for a task; 0: return at once
+}
+
+// Poll claims one task for a remote worker, waiting up to p.Wait for one to
+// become available. It returns nil, nil when none did.
+func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
+	if len(p.Handlers) == 0 {
+		return nil, fmt.Errorf("%w: handlers must name at least one handler", store.ErrInvalidArgument)
+	}
+	for _, h := range p.Handlers {
+		if h == "" || strings.HasPrefix(h, "flowd:") {
+			return nil, fmt.Errorf("%w: %q is not a handler name a worker can serve", store.ErrInvalidArgument, h)
+		}
+	}
+	lease := p.Lease
+	if lease <= 0 {
+		lease = e.lease
+	}
+	owner := p.Worker
+	if owner == "" {
+		owner = "remote"
+	}
+	wake, release := e.waiter()
+	defer release()
+	deadline := time.NewTimer(p.Wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(e.poll)
+	defer tick.Stop()
+	for {
+		tasks, err := e.claim(ctx, p.Handlers, 1, owner, lease)
+		if err != nil {
+			return nil, err
+		}
+		if len(tasks) > 0 {
+			return &tasks[0], nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return nil, nil
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}

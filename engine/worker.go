@@ -1,0 +1,214 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/store"
+)
+
+// runWorkers claims tasks for the in-process handlers, the timers and the http
+// steps, and runs up to e.workers of them at once. It claims in batches of the
+// free slots, so a busy node makes one claim transaction for many tasks.
+func (e *Engine) runWorkers(ctx context.Context) {
+	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP)
+	wake, release := e.waiter()
+	defer release()
+	tick := time.NewTicker(e.poll)
+	defer tick.Stop()
+	slots := make(chan struct{}, e.workers)
+	var running sync.WaitGroup
+	defer running.Wait()
+	for {
+		free := e.workers - len(slots)
+		if free > 0 {
+			tasks, err := e.claim(ctx, queues, free, e.node, e.lease)
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("claiming tasks", "err", err)
+			}
+			for _, t := range tasks {
+				slots <- struct{}{}
+				running.Go(func() {
+					defer func() { <-slots; e.wake() }()
+					e.execute(ctx, t)
+				})
+			}
+			if len(tasks) == free {
+				continue // there may be more
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// execute runs one claimed task to its end: the handler (with heartbeats) and
+// then the completion or failure. When the engine stops mid-run, a task whose
+// handler gave up because of that is released, not failed.
+func (e *Engine) execute(engineCtx context.Context, t Task) {
+	// The attempt may not outlive its lease; heartbeats move this along.
+	ctx, cancel := context.WithCancelCause(engineCtx)
+	defer cancel(nil)
+	var hb sync.WaitGroup
+	hb.Go(func() { e.heartbeat(ctx, cancel, t) })
+	output, err := e.run(ctx, t)
+	cancel(nil)
+	hb.Wait()
+
+	// Record the outcome even while stopping: the work is done.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(engineCtx), 10*time.Second)
+	defer rcancel()
+	switch {
+	case err == nil:
+		err = e.CompleteTask(rctx, t.ID, t.Lease, output)
+	case engineCtx.Err() != nil:
+		err = e.release(rctx, t.ID, t.Lease)
+	default:
+		err = e.FailTask(rctx, t.ID, t.Lease, err.Error(), !IsPermanent(err))
+	}
+	if err != nil {
+		level := e.log.Warn
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotRunning) {
+			level = e.log.Debug // fenced off: someone else owns the step now
+		}
+		level("recording task outcome", "task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "err", err)
+	}
+}
+
+// heartbeat renews the lease at a third of its length until ctx ends; when the
+// lease is lost the handler's context is cancelled.
+func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, t Task) {
+	for {
+		wait := time.Until(t.LeaseUntil) / 3
+		if wait < 10*time.Millisecond {
+			wait = 10 * time.Millisecond
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		until, err := e.Heartbeat(ctx, t.ID, t.Lease, e.lease)
+		if err != nil {
+			if ctx.Err() == nil {
+				cancel(fmt.Errorf("lost the lease: %w", err))
+			}
+			return
+		}
+		if !until.After(t.LeaseUntil) {
+			// The attempt deadline caps the lease: let the handler run until then.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(until)):
+				cancel(errors.New("attempt timed out"))
+			}
+			return
+		}
+		t.LeaseUntil = until
+	}
+}
+
+// run executes the attempt: a timer completes, an http step makes its
+// request, a task step calls its handler.
+func (e *Engine) run(ctx context.Context, t Task) (json.RawMessage, error) {
+	switch t.Handler {
+	case store.QueueSleep:
+		return json.RawMessage("null"), nil
+	case store.QueueHTTP:
+		return e.runHTTP(ctx, t)
+	}
+	h, ok := e.handlers[t.Handler]
+	if !ok {
+		return nil, Permanent(fmt.Errorf("no handler %q on this node", t.Handler))
+	}
+	return safeCall(ctx, h, t)
+}
+
+// safeCall turns a handler's panic into a failed attempt.
+func safeCall(ctx context.Context, h Handler, t Task) (out json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("handler panicked: %v", v)
+		}
+	}()
+	out, err = h(ctx, t)
+	if err == nil && len(bytes.TrimSpace(out)) == 0 {
+		out = json.RawMessage("null")
+	}
+	if err == nil && !json.Valid(out) {
+		err = Permanent(errors.New("handler returned invalid JSON"))
+	}
+	return out, err
+}
+
+// maxResponseBody bounds what an http step keeps of a response.
+const maxResponseBody = 1 << 20
+
+// runHTTP performs an http step's request. 2xx completes the step with
+// {"status", "body"} (body as JSON when it is JSON, else as a string); 408,
+// 429, 5xx and transport errors are retried; other statuses fail the step.
+func (e *Engine) runHTTP(ctx context.Context, t Task) (json.RawMessage, error) {
+	var in httpInput
+	if err := json.Unmarshal(t.Input, &in); err != nil {
+		return nil, Permanent(fmt.Errorf("http step input: %w", err))
+	}
+	var body io.Reader
+	if len(in.Body) > 0 {
+		body = bytes.NewReader(in.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, in.Method, in.URL, body)
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("http step request: %w", err))
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range in.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
+	res, err := e.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("http step: %w", err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBody))
+	if err != nil {
+		return nil, fmt.Errorf("http step: reading the response: %w", err)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		err := fmt.Errorf("http step: %s %s answered %s: %s", in.Method, in.URL, res.Status, strings.TrimSpace(string(raw[:min(len(raw), 200)])))
+		if res.StatusCode == http.StatusRequestTimeout || res.StatusCode == http.StatusTooManyRequests || res.StatusCode >= 500 {
+			return nil, err
+		}
+		return nil, Permanent(err)
+	}
+	out := struct {
+		Status int             `json:"status"`
+		Body   json.RawMessage `json:"body"`
+	}{Status: res.StatusCode, Body: json.RawMessage("null")}
+	if t := bytes.TrimSpace(raw); len(t) > 0 {
+		if json.Valid(t) {
+			out.Body = t
+		} else if out.Body, err = json.Marshal(string(raw)); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(out)
+}

@@ -1,0 +1,242 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flowd/flowd/engine"
+)
+
+// maxPollWait bounds wait_seconds of a long poll.
+const maxPollWait = 60 * time.Second
+
+// DefinitionResponse is the body of a successful PUT /v1/definitions/{name}.
+type DefinitionResponse struct {
+	Name     string `json:"name"`
+	Revision int    `json:"revision"`
+}
+
+// ListDefinitionsResponse is the body of GET /v1/definitions.
+type ListDefinitionsResponse struct {
+	Definitions []*engine.DefinitionInfo `json:"definitions"`
+}
+
+func (s *Server) putDefinition(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	info, created, err := s.eng.PutDefinition(r.Context(), body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if name := r.PathValue("name"); info.Name != name {
+		s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("the definition is named %q but was PUT to /v1/definitions/%s", info.Name, name)))
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/definitions/"+info.Name)
+	}
+	writeJSON(w, status, DefinitionResponse{Name: info.Name, Revision: info.Revision})
+}
+
+func (s *Server) listDefinitions(w http.ResponseWriter, r *http.Request) {
+	defs, err := s.eng.ListDefinitions(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ListDefinitionsResponse{Definitions: defs})
+}
+
+func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
+	rev := 0
+	if v := r.URL.Query().Get("revision"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("revision must be a positive integer, not %q", v)))
+			return
+		}
+		rev = n
+	}
+	info, err := s.eng.GetDefinition(r.Context(), r.PathValue("name"), rev)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// PollRequest is the body of POST /v1/tasks/poll.
+type PollRequest struct {
+	Worker       string   `json:"worker"`
+	Handlers     []string `json:"handlers"`
+	LeaseSeconds *float64 `json:"lease_seconds,omitempty"`
+	WaitSeconds  *float64 `json:"wait_seconds,omitempty"`
+}
+
+// TaskResponse is a task handed to a remote worker.
+type TaskResponse struct {
+	TaskID         string          `json:"task_id"`
+	Lease          string          `json:"lease"`
+	LeaseUntil     time.Time       `json:"lease_until"`
+	WorkflowID     string          `json:"workflow_id"`
+	Step           string          `json:"step"`
+	Handler        string          `json:"handler"`
+	Attempt        int             `json:"attempt"`
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// CompleteTaskRequest is the body of POST /v1/tasks/{task_id}/complete.
+type CompleteTaskRequest struct {
+	Lease  string          `json:"lease"`
+	Output json.RawMessage `json:"output"`
+}
+
+// FailTaskRequest is the body of POST /v1/tasks/{task_id}/fail.
+type FailTaskRequest struct {
+	Lease     string `json:"lease"`
+	Error     string `json:"error"`
+	Retryable *bool  `json:"retryable"`
+}
+
+// HeartbeatRequest is the body of POST /v1/tasks/{task_id}/heartbeat.
+type HeartbeatRequest struct {
+	Lease        string   `json:"lease"`
+	LeaseSeconds *float64 `json:"lease_seconds,omitempty"`
+}
+
+// TaskResultResponse answers complete and fail.
+type TaskResultResponse struct {
+	TaskID string `json:"task_id"`
+	Status string `json:"status"`
+}
+
+// HeartbeatResponse answers heartbeat.
+type HeartbeatResponse struct {
+	TaskID     string    `json:"task_id"`
+	LeaseUntil time.Time `json:"lease_until"`
+}
+
+func seconds(name string, v *float64, max time.Duration) (time.Duration, error) {
+	if v == nil {
+		return 0, nil
+	}
+	d := time.Duration(*v * float64(time.Second))
+	if *v < 0 || d > max {
+		return 0, httpError(http.StatusBadRequest, fmt.Sprintf("%s must be from 0 to %d", name, int(max/time.Second)))
+	}
+	return d, nil
+}
+
+func (s *Server) pollTask(w http.ResponseWriter, r *http.Request) {
+	var req PollRequest
+	if err := decodeControl(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	lease, err := seconds("lease_seconds", req.LeaseSeconds, time.Hour)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	wait, err := seconds("wait_seconds", req.WaitSeconds, maxPollWait)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.LeaseSeconds != nil && lease < time.Second {
+		s.fail(w, r, httpError(http.StatusBadRequest, "lease_seconds must be at least 1"))
+		return
+	}
+	t, err := s.eng.Poll(r.Context(), engine.PollParams{Worker: req.Worker, Handlers: req.Handlers, Lease: lease, Wait: wait})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if t == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	writeJSON(w, http.StatusOK, TaskResponse{
+		TaskID: t.ID, Lease: t.Lease, LeaseUntil: t.LeaseUntil, WorkflowID: t.WorkflowID, Step: t.Step,
+		Handler: t.Handler, Attempt: t.Attempt, Input: t.Input, IdempotencyKey: t.IdempotencyKey,
+	})
+}
+
+func requireLease(lease string) error {
+	if strings.TrimSpace(lease) == "" {
+		return httpError(http.StatusBadRequest, `"lease" is required: the lease returned by /v1/tasks/poll`)
+	}
+	return nil
+}
+
+func (s *Server) completeTask(w http.ResponseWriter, r *http.Request) {
+	var req CompleteTaskRequest
+	if err := decodeControl(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := requireLease(req.Lease); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("task_id")
+	if err := s.eng.CompleteTask(r.Context(), id, req.Lease, req.Output); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TaskResultResponse{TaskID: id, Status: "completed"})
+}
+
+func (s *Server) failTask(w http.ResponseWriter, r *http.Request) {
+	var req FailTaskRequest
+	if err := decodeControl(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := requireLease(req.Lease); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	retryable := req.Retryable == nil || *req.Retryable
+	id := r.PathValue("task_id")
+	if err := s.eng.FailTask(r.Context(), id, req.Lease, req.Error, retryable); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TaskResultResponse{TaskID: id, Status: "failed"})
+}
+
+func (s *Server) heartbeatTask(w http.ResponseWriter, r *http.Request) {
+	var req HeartbeatRequest
+	if err := decodeControl(r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := requireLease(req.Lease); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d, err := seconds("lease_seconds", req.LeaseSeconds, time.Hour)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("task_id")
+	until, err := s.eng.Heartbeat(r.Context(), id, req.Lease, d)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, HeartbeatResponse{TaskID: id, LeaseUntil: until})
+}

@@ -1,0 +1,712 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// PostgreSQL-specific tests of the engine's operations (tasks.go,
+// definitions.go, listen.go): plans, statement counts, sessions. Their shared
+// behaviour is the conformance suite's.
+
+// taskFixture fills a migrated store the way a busy node's tables look: 2000
+// instances, a tenth of them RUNNING (the others COMPLETED, their deadlines
+// kept), and 5000 tasks over four queues, most of them DONE, 5 % QUEUED and
+// 2 % LEASED; then it analyses the tables, so the planner knows their shape.
+// Written with SQL directly: thousands of Create calls would only be slow.
+func taskFixture(t *testing.T, s *Store, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	for _, sql := range []string{
+		`INSERT INTO workflow_instances (id, status, state, input, created_at, updated_at, deadline)
+		SELECT format('w%s', lpad(i::text, 4, '0')), CASE WHEN i % 10 = 0 THEN 'RUNNING' ELSE 'COMPLETED' END,
+			'{}', '{}', $1, $1, $1::timestamptz + (i - 1000) * interval '1 minute'
+		FROM generate_series(0, 1999) AS i`,
+		`INSERT INTO workflow_history (instance_id, version, status, state, at)
+		SELECT id, 0, status, state, created_at FROM workflow_instances`,
+		`INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, max_attempts, run_at,
+			lease, lease_until, input, created_at, updated_at)
+		SELECT format('t%s', lpad(i::text, 4, '0')), format('w%s', lpad((i % 2000)::text, 4, '0')), format('s%s', i / 2000),
+			(ARRAY['reserve', 'charge', 'flowd:sleep', 'flowd:http'])[i % 4 + 1],
+			CASE WHEN i % 100 < 5 THEN 'QUEUED' WHEN i % 100 < 7 THEN 'LEASED' ELSE 'DONE' END, 3,
+			$1::timestamptz + (i - 2500) * interval '1 second',
+			CASE WHEN i % 100 BETWEEN 5 AND 6 THEN 'l' ELSE '' END,
+			CASE WHEN i % 100 BETWEEN 5 AND 6 THEN $1::timestamptz + (i - 2500) * interval '1 second' END,
+			'{}', $1, $1
+		FROM generate_series(0, 4999) AS i`,
+		`ANALYZE workflow_tasks, workflow_instances`,
+	} {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = append(args, now)
+		}
+		if _, err := s.pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("fixture: %v\n%s", err, sql)
+		}
+	}
+}
+
+// explain returns the plan of sql with args, as EXPLAIN with options
+// ("(ANALYZE, FORMAT JSON)", …; "" for none) prints it: the custom plan
+// PostgreSQL makes for these values, and the generic plan a prepared
+// statement may switch to after a few executions (pgx caches statements).
+func explain(t *testing.T, s *Store, options, sql string, args ...any) (custom, generic string) {
+	t.Helper()
+	ctx := t.Context()
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The session settings below must not reach other statements: the
+	// connection leaves the pool and is closed.
+	conn := pc.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	lines := func(sql string, args ...any) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return strings.Join(plan, "\n")
+	}
+	custom = lines("EXPLAIN "+options+" "+sql, args...)
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "PREPARE explained AS "+sql); err != nil {
+		t.Fatal(err)
+	}
+	// EXPLAIN EXECUTE takes the arguments as literals, quoted by the
+	// server.
+	var lits []string
+	for i, a := range args {
+		var lit string
+		if err := conn.QueryRow(ctx, "SELECT quote_literal($1::text)", textArg(a)).Scan(&lit); err != nil {
+			t.Fatalf("literal %d: %v", i, err)
+		}
+		lits = append(lits, lit)
+	}
+	generic = lines("EXPLAIN " + options + " EXECUTE explained(" + strings.Join(lits, ", ") + ")")
+	return custom, generic
+}
+
+// textArg renders an argument of explain as PostgreSQL input text.
+func textArg(a any) string {
+	switch v := a.(type) {
+	case []string:
+		return "{" + strings.Join(v, ",") + "}"
+	case time.Time:
+		return v.Format(time.RFC3339Nano)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// The engine's hot path and its sweeps find their rows through their partial
+// indexes, never by scanning the task table (which holds every finished task
+// too), with the planner's statistics of a few thousand rows, in both the
+// custom and the generic plan.
+func TestEngineQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s, _ := setup(t, Options{Now: func() time.Time { return now }})
+	taskFixture(t, s, now)
+
+	var rows int
+	if err := s.pool.QueryRow(t.Context(), "SELECT count(*) FROM workflow_tasks").Scan(&rows); err != nil || rows != 5000 {
+		t.Fatalf("fixture has %d tasks (%v), want 5000", rows, err)
+	}
+	for _, tc := range []struct {
+		name, sql, index string
+		args              []any
+	}{
+		{"LockClaimable", claimSQL, "workflow_tasks_claim_idx", []any{[]string{"reserve", store.QueueSleep}, now, 10}},
+		{"LockExpired", expiredSQL, "workflow_tasks_expiry_idx", []any{now, 100}},
+		{"TimeOutInstances", timeOutSQL, "workflow_instances_deadline_idx", []any{now, 100, now, timeoutCause}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			custom, generic := explain(t, s, "", tc.sql, tc.args...)
+			for kind, plan := range map[string]string{"custom": custom, "generic": generic} {
+				if !strings.Contains(plan, tc.index) {
+					t.Errorf("%s plan does not use %s:\n%s", kind, tc.index, plan)
+				}
+				if strings.Contains(plan, "Seq Scan on workflow_tasks") || strings.Contains(plan, "Seq Scan on workflow_instances") {
+					t.Errorf("%s plan scans a table:\n%s", kind, plan)
+				}
+				t.Logf("%s plan:\n%s", kind, plan)
+			}
+		})
+	}
+	// The orphan sweep reads live tasks through the two partial indexes.
+	custom, _ := explain(t, s, "", cancelOrphansSQL, 100, now)
+	if strings.Contains(custom, "Seq Scan on workflow_tasks") {
+		t.Errorf("CancelOrphanTasks scans the task table:\n%s", custom)
+	}
+	t.Logf("CancelOrphanTasks plan:\n%s", custom)
+
+	// And the claim query returns what it should on that data: the queued
+	// tasks of the two queues due by now, oldest first.
+	claimed, err := s.LockClaimable(t.Context(), []string{"reserve", store.QueueSleep}, now, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 10 {
+		t.Fatalf("LockClaimable returned %d tasks, want 10", len(claimed))
+	}
+	for i, tk := range claimed {
+		if tk.Status != store.TaskQueued || (tk.Queue != "reserve" && tk.Queue != store.QueueSleep) || tk.RunAt.After(now) {
+			t.Errorf("claimed %+v", tk)
+		}
+		if i > 0 && tk.RunAt.Before(claimed[i-1].RunAt) {
+			t.Errorf("claimed out of run_at order: %v after %v", tk.RunAt, claimed[i-1].RunAt)
+		}
+	}
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	NodeType    string     `json:"Node Type"`
+	Relation    string     `json:"Relation Name"`
+	ActualRows  float64    `json:"Actual Rows"`
+	ActualLoops float64    `json:"Actual Loops"`
+	Plans       []planNode `json:"Plans"`
+}
+
+// rowsFrom returns how many rows the nodes scanning relation produced.
+func (n planNode) rowsFrom(relation string) float64 {
+	var sum float64
+	if n.Relation == relation {
+		sum += n.ActualRows * n.ActualLoops
+	}
+	for _, c := range n.Plans {
+		sum += c.rowsFrom(relation)
+	}
+	return sum
+}
+
+// The claim's cost does not grow with the backlog: with 100,000 due tasks
+// it reads a few dozen tasks per queue (an ordered scan of the claim index
+// that stops after limit rows), in the custom and in the generic plan,
+// instead of reading and sorting every due task of the queues asked for
+// (25,000 per queue here).
+func TestClaimIgnoresBacklog(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	for _, sql := range []string{
+		`INSERT INTO workflow_instances (id, status, state, input, created_at, updated_at)
+		SELECT format('w%s', i), 'RUNNING', '{}', '{}', $1, $1 FROM generate_series(0, 9999) AS i`,
+		`INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, max_attempts, run_at, input, created_at, updated_at)
+		SELECT format('t%s', i), format('w%s', i % 10000), format('s%s', i / 10000),
+			(ARRAY['reserve', 'charge', 'flowd:sleep', 'flowd:http'])[i % 4 + 1], 'QUEUED', 3,
+			$1::timestamptz - i * interval '1 millisecond', '{}', $1, $1
+		FROM generate_series(0, 99999) AS i`,
+	} {
+		if _, err := s.pool.Exec(ctx, sql, now); err != nil {
+			t.Fatalf("fixture: %v", err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, "ANALYZE workflow_tasks, workflow_instances"); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 10
+	for _, queues := range [][]string{{"reserve"}, {"reserve", "charge", store.QueueSleep, store.QueueHTTP}} {
+		custom, generic := explain(t, s, "(ANALYZE, FORMAT JSON)", claimSQL, queues, now, limit)
+		for kind, out := range map[string]string{"custom": custom, "generic": generic} {
+			var plans []struct {
+				Plan planNode `json:"Plan"`
+			}
+			if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+				t.Fatalf("EXPLAIN output: %v\n%s", err, out)
+			}
+			read := plans[0].Plan.rowsFrom("workflow_tasks")
+			// Incremental sort reads at least 32 rows a batch.
+			if max := float64(100 * len(queues)); read > max {
+				t.Errorf("%d queues, %s plan: read %v task rows, want at most %v:\n%s", len(queues), kind, read, max, out)
+			}
+		}
+		start := time.Now()
+		got, err := s.LockClaimable(ctx, queues, now, limit)
+		if err != nil || len(got) != limit {
+			t.Fatalf("LockClaimable = %d tasks, %v; want %d", len(got), err, limit)
+		}
+		t.Logf("%d queues: claimed %d of 100,000 due tasks in %v", len(queues), len(got), time.Since(start))
+		// The oldest of the queues asked for: t99999, t99998, … of their queues.
+		for i, tk := range got {
+			if i > 0 && tk.RunAt.Before(got[i-1].RunAt) {
+				t.Errorf("claimed out of run_at order: %s after %s", tk.ID, got[i-1].ID)
+			}
+		}
+		if len(queues) == 4 && got[0].ID != "t99999" {
+			t.Errorf("first claimed task = %s, want the oldest, t99999", got[0].ID)
+		}
+	}
+}
+
+// statementsBetween counts the statements other than transaction control.
+func statementsBetween(sqls []string) []string {
+	var out []string
+	for _, sql := range sqls {
+		switch strings.ToLower(strings.Fields(sql)[0]) {
+		case "begin", "commit", "rollback":
+			continue
+		}
+		out = append(out, sql)
+	}
+	return out
+}
+
+// InsertTasks of many rows and TimeOutInstances of many instances are one
+// statement each (SPEC section 9, item 7: no per-row round trips).
+func TestEngineStatementCounts(t *testing.T) {
+	t.Parallel()
+	tr := &recordingTracer{}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s, _ := setup(t, Options{Tracer: tr, Now: func() time.Time { return now }})
+	ctx := t.Context()
+
+	const nInst, perInst = 50, 20
+	past := now.Add(-time.Minute)
+	for i := range nInst {
+		create(t, s, store.CreateParams{ID: fmt.Sprintf("w%02d", i), Status: workflow.StatusRunning, Deadline: &past})
+	}
+	newTasks := func(step string) []*store.Task {
+		var tasks []*store.Task
+		for i := range nInst {
+			for j := range perInst {
+				tasks = append(tasks, &store.Task{InstanceID: fmt.Sprintf("w%02d", i), StepID: fmt.Sprintf("%s%02d", step, j),
+					Queue: "q", MaxAttempts: 1, RunAt: now, Input: json.RawMessage(`{"j":1}`)})
+			}
+		}
+		return tasks
+	}
+
+	// Inside a transaction, as the engine calls it.
+	tasks := newTasks("a")
+	stop := tr.record()
+	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		return tx.(store.EngineQuerier).InsertTasks(ctx, tasks)
+	})
+	if err != nil {
+		t.Fatalf("InsertTasks in WithTx: %v", err)
+	}
+	if got := statementsBetween(stop()); len(got) != 1 {
+		t.Errorf("InsertTasks of %d tasks in a transaction sent %d statements, want 1: %.300q", len(tasks), len(got), got)
+	}
+	// On the pool: the same statement, in a transaction of its own.
+	tasks = newTasks("b")
+	stop = tr.record()
+	if err := s.InsertTasks(ctx, tasks); err != nil {
+		t.Fatalf("InsertTasks: %v", err)
+	}
+	if got := statementsBetween(stop()); len(got) != 1 {
+		t.Errorf("InsertTasks of %d tasks sent %d statements, want 1: %.300q", len(tasks), len(got), got)
+	}
+	for _, tk := range tasks {
+		if tk.ID == "" || tk.Status != store.TaskQueued || !tk.CreatedAt.Equal(now) {
+			t.Fatalf("InsertTasks did not complete the task: %+v", tk)
+		}
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_tasks").Scan(&n); err != nil || n != 2*nInst*perInst {
+		t.Errorf("%d tasks stored (%v), want %d", n, err, 2*nInst*perInst)
+	}
+
+	stop = tr.record()
+	ids, err := s.TimeOutInstances(ctx, now, 1000)
+	if err != nil {
+		t.Fatalf("TimeOutInstances: %v", err)
+	}
+	if got := stop(); len(got) != 1 {
+		t.Errorf("TimeOutInstances of %d instances sent %d statements, want 1: %q", nInst, len(got), got)
+	}
+	if len(ids) != nInst || !slices.IsSorted(ids) { // same deadline: by id
+		t.Errorf("TimeOutInstances = %v, want all %d instances in id order", ids, nInst)
+	}
+	h, err := s.History(ctx, "w00")
+	if err != nil || len(h) != 2 || h[1].Status != workflow.StatusTimedOut || h[1].Cause != "workflow timeout" || !h[1].At.Equal(now) {
+		t.Errorf("history of w00 = %+v, %v", h, err)
+	}
+}
+
+// InsertTasks inside a transaction reports a taken step or an unknown
+// instance without aborting the transaction (PostgreSQL aborts a
+// transaction on any error) and without inserting any of the batch.
+func TestInsertTasksErrorsKeepTransaction(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	create(t, s, store.CreateParams{ID: "w", Status: workflow.StatusRunning})
+	task := func(instance, step string) *store.Task {
+		return &store.Task{InstanceID: instance, StepID: step, Queue: "q", MaxAttempts: 1}
+	}
+	if err := s.InsertTasks(ctx, []*store.Task{task("w", "taken")}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		eq := tx.(store.EngineQuerier)
+		for _, tc := range []struct {
+			tasks []*store.Task
+			want  error
+		}{
+			{[]*store.Task{task("w", "new1"), task("w", "taken")}, store.ErrExists},
+			{[]*store.Task{task("w", "new1"), task("nope", "x")}, store.ErrNotFound},
+			{[]*store.Task{task("w", "new1"), task("w", "new1")}, store.ErrExists},
+			{[]*store.Task{task("w", "new1"), {InstanceID: "w", StepID: "new2", Queue: "q"}}, store.ErrInvalidArgument},
+			{[]*store.Task{task("w", "new1"), {InstanceID: "w", StepID: "new2", Queue: "q", MaxAttempts: 1, Input: json.RawMessage(`{`)}}, store.ErrInvalidArgument},
+			{[]*store.Task{task("w", "new1"), {InstanceID: "w", StepID: "new2", Queue: "q", MaxAttempts: 1, Status: "DONE?"}}, store.ErrInvalidArgument},
+			{[]*store.Task{task("w", "new1"), task("w", "a\x00b")}, store.ErrInvalidArgument},
+		} {
+			if err := eq.InsertTasks(ctx, tc.tasks); !errors.Is(err, tc.want) {
+				return fmt.Errorf("InsertTasks(%s, %s) = %v, want %v", tc.tasks[0].StepID, tc.tasks[1].StepID, err, tc.want)
+			}
+			if tc.tasks[0].ID != "" {
+				return fmt.Errorf("a failed InsertTasks changed the caller's task: %+v", tc.tasks[0])
+			}
+		}
+		tasks, err := eq.TasksOfInstance(ctx, "w", store.LockWait)
+		if err != nil {
+			return err
+		}
+		if len(tasks) != 1 || tasks[0].StepID != "taken" {
+			return fmt.Errorf("tasks after the failed inserts: %d, want only the first one", len(tasks))
+		}
+		return eq.InsertTasks(ctx, []*store.Task{task("w", "new1")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := s.TasksOfInstance(ctx, "w", store.LockNone)
+	if err != nil || len(tasks) != 2 {
+		t.Errorf("TasksOfInstance = %d tasks, %v; want 2", len(tasks), err)
+	}
+}
+
+// Concurrent puts of one definition: different specs all get revisions of
+// their own, 1…n without a gap; one spec put by many creates it once.
+func TestPutDefinitionConcurrent(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	const n = 16
+	type result struct {
+		rev     int
+		created bool
+		err     error
+	}
+	put := func(specs func(i int) string) []result {
+		results := make([]result, n)
+		var start, wg sync.WaitGroup
+		start.Add(1)
+		for i := range results {
+			wg.Go(func() {
+				start.Wait()
+				r := &results[i]
+				r.rev, r.created, r.err = s.PutDefinition(ctx, "order", json.RawMessage(specs(i)))
+			})
+		}
+		start.Done()
+		wg.Wait()
+		return results
+	}
+
+	revs := map[int]int{}
+	for i, r := range put(func(i int) string { return fmt.Sprintf(`{"name":"order","i":%d}`, i) }) {
+		if r.err != nil || !r.created {
+			t.Fatalf("put %d = %d, %v, %v; want a new revision", i, r.rev, r.created, r.err)
+		}
+		revs[r.rev] = i
+	}
+	for rev := 1; rev <= n; rev++ {
+		i, ok := revs[rev]
+		if !ok {
+			t.Fatalf("revisions %v: %d is missing", revs, rev)
+		}
+		d, err := s.GetDefinition(ctx, "order", rev)
+		if err != nil || string(d.Spec) != fmt.Sprintf(`{"name":"order","i":%d}`, i) {
+			t.Errorf("GetDefinition(order, %d) = %+v, %v; want put %d's spec", rev, d, err, i)
+		}
+	}
+
+	var created int
+	for i, r := range put(func(int) string { return `{"name":"order","same":true}` }) {
+		if r.err != nil || r.rev != n+1 {
+			t.Fatalf("same-spec put %d = %d, %v, %v; want revision %d", i, r.rev, r.created, r.err, n+1)
+		}
+		if r.created {
+			created++
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d of the same-spec puts created a revision, want 1", created)
+	}
+}
+
+// Specs are compared as jsonb (key order and spacing do not count) and
+// stored as json, so the bytes put come back unchanged.
+func TestDefinitionSpecBytes(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	spec := `{"name":"order","steps":[{"id":"b","n":1.50},{"id":"a"}],"b":1,"a":2}`
+	rev, created, err := s.PutDefinition(ctx, "order", json.RawMessage(spec))
+	if err != nil || rev != 1 || !created {
+		t.Fatalf("PutDefinition = %d, %v, %v", rev, created, err)
+	}
+	rev, created, err = s.PutDefinition(ctx, "order", json.RawMessage(` {"a":2, "b":1, "steps":[{"n":1.5,"id":"b"},{"id":"a"}], "name":"order"}`))
+	if err != nil || rev != 1 || created {
+		t.Errorf("PutDefinition of an equal spec = %d, %v, %v; want 1, false", rev, created, err)
+	}
+	for _, rev := range []int{0, 1} {
+		d, err := s.GetDefinition(ctx, "order", rev)
+		if err != nil || string(d.Spec) != spec || d.Revision != 1 || d.Name != "order" {
+			t.Errorf("GetDefinition(order, %d) = %+v, %v; want the bytes put", rev, d, err)
+		}
+	}
+	list, err := s.ListDefinitions(ctx)
+	if err != nil || len(list) != 1 || string(list[0].Spec) != spec {
+		t.Errorf("ListDefinitions = %+v, %v", list, err)
+	}
+}
+
+// listenerPIDs returns the server pids of the sessions listening for
+// Notify on s's database (their last statement is the LISTEN).
+func listenerPIDs(t *testing.T, s *Store) []int32 {
+	t.Helper()
+	rows, err := s.pool.Query(context.WithoutCancel(t.Context()), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND query = 'LISTEN `+notifyChannel+`' ORDER BY pid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int32
+	for rows.Next() {
+		var pid int32
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+// waitFor polls cond every 10 ms for at most d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// received reports whether ch delivers a wake-up within d.
+func received(ch <-chan struct{}, d time.Duration) bool {
+	select {
+	case _, ok := <-ch:
+		return ok
+	case <-time.After(d):
+		return false
+	}
+}
+
+// drain empties ch of a pending wake-up.
+func drain(ch <-chan struct{}) {
+	select {
+	case <-ch:
+	default:
+	}
+}
+
+// A Notify committed through another Store (another node) on the same
+// database wakes the listener within a second; one inside a transaction
+// only once it commits, and not at all if it rolls back.
+func TestListenOtherStore(t *testing.T) {
+	t.Parallel()
+	s, url := setup(t, Options{})
+	other := open(t, url, Options{})
+	ctx := t.Context()
+	ch, err := s.Listen(ctx)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	if received(ch, 200*time.Millisecond) {
+		t.Fatal("wake-up without a Notify")
+	}
+
+	if err := other.Notify(ctx); err != nil {
+		t.Fatalf("Notify: %v", err)
+	}
+	if !received(ch, time.Second) {
+		t.Fatal("no wake-up within 1s of a Notify on the pool")
+	}
+
+	errRollback := errors.New("rollback")
+	err = other.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		if err := tx.(store.EngineQuerier).Notify(ctx); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+	if received(ch, 300*time.Millisecond) {
+		t.Error("wake-up from a rolled-back Notify")
+	}
+
+	commit := make(chan struct{})
+	notified := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- other.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			err := tx.(store.EngineQuerier).Notify(ctx)
+			close(notified)
+			<-commit
+			return err
+		})
+	}()
+	<-notified
+	if received(ch, 300*time.Millisecond) {
+		t.Error("wake-up before the Notify's transaction committed")
+	}
+	start := time.Now()
+	close(commit)
+	if err := <-done; err != nil {
+		t.Fatalf("WithTx: %v", err)
+	}
+	if !received(ch, time.Second) {
+		t.Fatal("no wake-up within 1s of the commit")
+	}
+	t.Logf("wake-up %v after the commit", time.Since(start))
+
+	// Many notifications while nobody reads coalesce into one pending
+	// wake-up, and the listener keeps going.
+	for range 20 {
+		if err := other.Notify(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !received(ch, time.Second) {
+		t.Fatal("no wake-up after 20 Notify calls")
+	}
+	waitFor(t, time.Second, "the listener is stuck", func() bool {
+		drain(ch)
+		if err := other.Notify(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return received(ch, 100*time.Millisecond)
+	})
+}
+
+// pg_terminate_backend on the listener's session (like a server restart or
+// a failover): the listener reconnects, sends a wake-up for what it may have
+// missed, and receives later notifications again.
+func TestListenReconnects(t *testing.T) {
+	t.Parallel()
+	s, url := setup(t, Options{})
+	other := open(t, url, Options{})
+	ctx := t.Context()
+	ch, err := s.Listen(ctx)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	var old []int32
+	waitFor(t, 5*time.Second, "no session listening", func() bool { old = listenerPIDs(t, s); return len(old) == 1 })
+
+	for round := range 2 {
+		var killed bool
+		if err := other.pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", old[0]).Scan(&killed); err != nil || !killed {
+			t.Fatalf("pg_terminate_backend(%d) = %v, %v", old[0], killed, err)
+		}
+		var now []int32
+		waitFor(t, 10*time.Second, "the listener did not reconnect", func() bool {
+			now = listenerPIDs(t, s)
+			return len(now) == 1 && now[0] != old[0]
+		})
+		if !received(ch, time.Second) {
+			t.Errorf("round %d: no wake-up after reconnecting", round)
+		}
+		drain(ch)
+		if err := other.Notify(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !received(ch, time.Second) {
+			t.Fatalf("round %d: no wake-up within 1s of a Notify after reconnecting", round)
+		}
+		old = now
+	}
+}
+
+// The listener ends with its context, and with Close: its channel is closed
+// and its session gone.
+func TestListenStops(t *testing.T) {
+	t.Parallel()
+	s, url := setup(t, Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	ch, err := s.Listen(ctx)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	waitFor(t, 5*time.Second, "no session listening", func() bool { return len(listenerPIDs(t, s)) == 1 })
+	cancel()
+	select {
+	case _, ok := <-ch:
+		if ok {
+			// A wake-up may be pending; the close follows.
+			if _, ok := <-ch; ok {
+				t.Fatal("value after cancel")
+			}
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("channel not closed 5s after the context ended")
+	}
+	waitFor(t, 5*time.Second, "the listening session survived its context", func() bool { return len(listenerPIDs(t, s)) == 0 })
+
+	closing := open(t, url, Options{})
+	ch, err = closing.Listen(t.Context())
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	waitFor(t, 5*time.Second, "no session listening", func() bool { return len(listenerPIDs(t, s)) == 1 })
+	if err := closing.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-ch; ok {
+		t.Fatal("channel still open after Close")
+	}
+	waitFor(t, 5*time.Second, "the listening session survived Close", func() bool { return len(listenerPIDs(t, s)) == 0 })
+
+	// Listen reports a first connection that fails.
+	dead, cancelDead := context.WithCancel(t.Context())
+	cancelDead()
+	if _, err := s.Listen(dead); !errors.Is(err, context.Canceled) {
+		t.Errorf("Listen(cancelled context) = %v, want context.Canceled", err)
+	}
+}

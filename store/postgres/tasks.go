@@ -1,0 +1,554 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// The engine's operations (store.EngineQuerier). They run on the pool or,
+// composed by the engine, inside WithTx. Locks are taken in one order
+// everywhere: a task row first, then its instance; every query that would
+// lock against that order uses SKIP LOCKED, and the claim query never locks
+// the instance at all.
+
+var (
+	_ store.EngineQuerier = (*querier)(nil)
+	_ store.EngineQuerier = (*Store)(nil)
+)
+
+// taskColumns is the column list scanTask reads, in its order.
+const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at`
+
+const (
+	// insertTasksSQL inserts the whole slice in one statement: one array
+	// parameter per column, unnested into rows. It never fails on an
+	// existing task (ON CONFLICT DO NOTHING, so a transaction is not
+	// aborted) and inserts nothing when a task id or (instance, step) is
+	// taken or an instance is missing; the result says which. Only a task
+	// inserted concurrently and committed after this statement's snapshot
+	// gets past the pre-check: then ON CONFLICT skips that one row, the
+	// count falls short, and the caller must roll back (the pool path does).
+	insertTasksSQL = `WITH x AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
+		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[])
+		AS x (id, instance_id, step_id, queue, status, attempt, max_attempts,
+			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error)
+), missing AS (
+	SELECT x.instance_id FROM x
+	WHERE NOT EXISTS (SELECT 1 FROM workflow_instances i WHERE i.id = x.instance_id)
+	LIMIT 1
+), taken AS (
+	SELECT x.instance_id, x.step_id FROM x
+	WHERE EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.id = x.id)
+		OR EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.instance_id = x.instance_id AND t.step_id = x.step_id)
+	LIMIT 1
+), ins AS (
+	INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+		lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at)
+	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, $15, $15
+	FROM x
+	WHERE NOT EXISTS (SELECT 1 FROM missing) AND NOT EXISTS (SELECT 1 FROM taken)
+	ON CONFLICT DO NOTHING
+	RETURNING 1
+)
+SELECT (SELECT instance_id FROM missing), (SELECT instance_id FROM taken), (SELECT step_id FROM taken),
+	(SELECT count(*) FROM ins)`
+
+	getTaskSQL  = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
+	lockTaskSQL = getTaskSQL + ` FOR UPDATE`
+
+	updateTaskSQL = `UPDATE workflow_tasks SET status = $2, attempt = $3, max_attempts = $4, run_at = $5,
+	lease = $6, lease_owner = $7, lease_until = $8, attempt_deadline = $9, input = $10::jsonb,
+	last_error = $11, updated_at = $12
+WHERE id = $1`
+
+	// Step ids are ordered bytewise (COLLATE "C"), as SQLite and Go do,
+	// whatever the database's default collation.
+	tasksOfInstanceSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = $1 ORDER BY step_id COLLATE "C"`
+
+	// claimSQL: the engine's hot path. It must cost the same whatever the
+	// backlog: one ordered index scan per queue, stopped after limit rows,
+	// not a sort of every due task. A single scan with queue = ANY ($1)
+	// cannot return rows in run_at order across several queues (PostgreSQL
+	// would read and sort all the due tasks of every queue asked for: about
+	// a second per claim with 200,000 queued tasks), so the LATERAL
+	// subquery walks the partial claim index (status = 'QUEUED' matches its
+	// predicate, queue and run_at are its columns) once per queue, in
+	// run_at order, each instance found through its primary key; the outer
+	// query merges the queues and keeps the oldest limit tasks.
+	//
+	// FOR UPDATE OF t locks task rows only, never the instance (the lock
+	// order is task → instance, and a claim must not wait for an instance
+	// being modified); SKIP LOCKED makes concurrent claimers take different
+	// tasks, and PostgreSQL applies the inner LIMIT to the rows it locked,
+	// so a claimer is never starved by rows others hold. The price: with
+	// several queues up to limit tasks per queue are locked, and those that
+	// the outer LIMIT drops stay locked (unclaimed) until the caller's
+	// transaction ends. The queues must be distinct (LockClaimable sees to
+	// it): the transaction's own locks do not make it skip a row.
+	claimSQL = `SELECT c.* FROM unnest($1::text[]) AS q (queue)
+CROSS JOIN LATERAL (
+	SELECT ` + taskPrefixedColumns + `
+	FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
+	WHERE t.status = 'QUEUED' AND t.queue = q.queue AND t.run_at <= $2
+		AND (i.status = 'RUNNING' OR (t.queue = '` + store.QueueSleep + `' AND i.status = 'PAUSED'))
+	ORDER BY t.run_at, t.id COLLATE "C"
+	LIMIT $3
+	FOR UPDATE OF t SKIP LOCKED
+) c
+ORDER BY c.run_at, c.id COLLATE "C"
+LIMIT $3`
+
+	// expiredSQL is served by the partial expiry index.
+	expiredSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks
+WHERE status = 'LEASED' AND lease_until < $1
+ORDER BY lease_until, id COLLATE "C"
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+	// cancelOrphansSQL picks the tasks in a materialized CTE (the LIMIT
+	// applies once, SKIP LOCKED leaves tasks that a claim or a completion
+	// holds to the next sweep) and updates them through the primary key.
+	// The status test is an OR, not IN, so that the planner can combine
+	// the two partial indexes (claim and expiry) in a BitmapOr instead of
+	// scanning every finished task.
+	cancelOrphansSQL = `WITH picked AS MATERIALIZED (
+	SELECT t.id FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
+	WHERE (t.status = 'QUEUED' OR t.status = 'LEASED') AND i.status NOT IN ('RUNNING', 'PAUSED')
+	LIMIT $1
+	FOR UPDATE OF t SKIP LOCKED
+)
+UPDATE workflow_tasks SET status = 'CANCELLED', lease = '', updated_at = $2
+WHERE id = ANY (ARRAY(SELECT id FROM picked))`
+
+	// timeOutSQL is batchSQL with the deadline filter (served by the
+	// partial deadline index: deadline < $1 implies deadline IS NOT NULL).
+	timeOutSQL = `WITH picked AS MATERIALIZED (
+	SELECT id, deadline FROM workflow_instances
+	WHERE status IN ('RUNNING', 'PAUSED') AND deadline < $1
+	ORDER BY deadline, id COLLATE "C"
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), u AS (
+	UPDATE workflow_instances SET status = 'TIMED_OUT', version = version + 1, updated_at = $3
+	WHERE id = ANY (ARRAY(SELECT id FROM picked))
+	RETURNING id, version, status, state
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, state, $3, $4 FROM u
+)
+SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.deadline, picked.id COLLATE "C"`
+
+	// notifySQL wakes the listeners of every node; inside a transaction
+	// PostgreSQL delivers it at commit (and not at all on rollback).
+	notifySQL = `SELECT pg_notify('` + notifyChannel + `', '')`
+
+	// timeoutCause is the history cause of TimeOutInstances.
+	timeoutCause = "workflow timeout"
+)
+
+// taskPrefixedColumns is taskColumns qualified with the alias t.
+const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, t.attempt, t.max_attempts, t.run_at,
+	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at`
+
+// InsertTasks inserts tasks with one statement; see store.EngineQuerier.
+// It fills in each task's ID (when empty), Status (QUEUED when empty),
+// CreatedAt and UpdatedAt, normalises its times and sets a nil Input to JSON
+// null. Errors: ErrExists for an id or (instance, step) that already has a
+// task (also for duplicates within tasks), ErrNotFound for an unknown
+// instance, ErrInvalidArgument for a task the schema would refuse. Nothing is
+// inserted on error; inside a transaction, see insertTasksSQL for the one
+// exception, after which the caller must roll back.
+func (q *querier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	now := q.timestamp()
+	n := len(tasks)
+	// Everything is checked, on copies, before anything is sent; the
+	// caller's tasks are completed only once they are stored.
+	rows := make([]store.Task, n)
+	seenID := make(map[string]bool, n)
+	seenStep := make(map[[2]string]bool, n)
+	for i, t := range tasks {
+		if t == nil {
+			return fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
+		}
+		r := *t
+		if r.ID == "" {
+			r.ID = store.NewID()
+		}
+		if r.Status == "" {
+			r.Status = store.TaskQueued
+		}
+		if r.Input == nil {
+			r.Input = json.RawMessage("null")
+		}
+		if err := checkTask(&r); err != nil {
+			return err
+		}
+		if seenID[r.ID] {
+			return fmt.Errorf("task %q: %w", r.ID, store.ErrExists)
+		}
+		step := [2]string{r.InstanceID, r.StepID}
+		if seenStep[step] {
+			return fmt.Errorf("task for workflow %q step %q: %w", r.InstanceID, r.StepID, store.ErrExists)
+		}
+		seenID[r.ID], seenStep[step] = true, true
+		normaliseTaskTimes(&r)
+		r.CreatedAt, r.UpdatedAt = now, now
+		rows[i] = r
+	}
+	var (
+		ids, instances, steps, queues, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		attempts, maxAttempts                   = make([]int32, n), make([]int32, n)
+		runAt                                   = make([]time.Time, n)
+		leases, owners, inputs, lastErrors      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		leaseUntil, attemptDeadline             = make([]*time.Time, n), make([]*time.Time, n)
+	)
+	for i, r := range rows {
+		ids[i], instances[i], steps[i], queues[i], statuses[i] = r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status)
+		attempts[i], maxAttempts[i] = int32(r.Attempt), int32(r.MaxAttempts)
+		runAt[i] = r.RunAt
+		leases[i], owners[i], inputs[i], lastErrors[i] = r.Lease, r.LeaseOwner, string(r.Input), r.LastError
+		leaseUntil[i], attemptDeadline[i] = nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline)
+	}
+	err := q.atomically(ctx, func(tq *querier) error {
+		var (
+			missing, takenInstance, takenStep *string
+			inserted                          int
+		)
+		err := tq.db.QueryRow(ctx, insertTasksSQL, ids, instances, steps, queues, statuses, attempts, maxAttempts,
+			runAt, leases, owners, leaseUntil, attemptDeadline, inputs, lastErrors, now).
+			Scan(&missing, &takenInstance, &takenStep, &inserted)
+		switch {
+		case err != nil:
+			return interpretError(err, "")
+		case missing != nil:
+			return fmt.Errorf("task for an unknown instance: %w", store.NotFound(*missing))
+		case takenInstance != nil:
+			return fmt.Errorf("task for workflow %q step %q: %w", *takenInstance, *takenStep, store.ErrExists)
+		case inserted != n:
+			// Inserted concurrently: the pool path rolls back here.
+			return fmt.Errorf("%d of %d tasks: %w", n-inserted, n, store.ErrExists)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, t := range tasks {
+		*t = rows[i]
+	}
+	return nil
+}
+
+// checkTask checks what the schema would refuse, so that a bad task returns
+// ErrInvalidArgument instead of aborting the caller's transaction.
+func checkTask(t *store.Task) error {
+	switch t.Status {
+	case store.TaskQueued, store.TaskLeased, store.TaskDone, store.TaskFailed, store.TaskCancelled:
+	default:
+		return fmt.Errorf("%w: task %q: unknown status %q", store.ErrInvalidArgument, t.ID, t.Status)
+	}
+	if t.Attempt < 0 || t.Attempt > math.MaxInt32 {
+		return fmt.Errorf("%w: task %q: attempt %d is out of range", store.ErrInvalidArgument, t.ID, t.Attempt)
+	}
+	if t.MaxAttempts < 1 || t.MaxAttempts > math.MaxInt32 {
+		return fmt.Errorf("%w: task %q: max attempts %d is out of range", store.ErrInvalidArgument, t.ID, t.MaxAttempts)
+	}
+	for _, f := range []struct{ what, s string }{
+		{"id", t.ID}, {"instance id", t.InstanceID}, {"step id", t.StepID}, {"queue", t.Queue},
+		{"lease", t.Lease}, {"lease owner", t.LeaseOwner}, {"last error", t.LastError},
+	} {
+		if err := checkText("task "+f.what, f.s); err != nil {
+			return err
+		}
+	}
+	if t.Input != nil && !json.Valid(t.Input) {
+		return fmt.Errorf("%w: task %q: input is not valid JSON", store.ErrInvalidArgument, t.ID)
+	}
+	return checkJSON("task input", t.Input)
+}
+
+// normaliseTaskTimes gives t's times the form they are stored in, so that t
+// equals what a later read returns.
+func normaliseTaskTimes(t *store.Task) {
+	t.RunAt = store.Timestamp(t.RunAt)
+	t.LeaseUntil = zeroOrTimestamp(t.LeaseUntil)
+	t.AttemptDeadline = zeroOrTimestamp(t.AttemptDeadline)
+}
+
+func zeroOrTimestamp(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return store.Timestamp(t)
+}
+
+// nullTime is the parameter for an optional time: NULL for the zero time.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// interpretTaskError is interpretError for statements on tasks: "not
+// found" names the task.
+func interpretTaskError(err error, id string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return taskNotFound(id)
+	}
+	return interpretError(err, "")
+}
+
+func taskNotFound(id string) error { return fmt.Errorf("task %q: %w", id, store.ErrNotFound) }
+
+// LockTask returns the task, locked FOR UPDATE inside a transaction (a plain
+// read on the pool, where a lock would end with the statement).
+// ErrNotFound for an unknown id.
+func (q *querier) LockTask(ctx context.Context, id string) (*store.Task, error) {
+	if !storableText(id) {
+		return nil, taskNotFound(id)
+	}
+	sql := lockTaskSQL
+	if q.pool != nil {
+		sql = getTaskSQL
+	}
+	t, err := scanTask(q.db.QueryRow(ctx, sql, id))
+	if err != nil {
+		return nil, interpretTaskError(err, id)
+	}
+	return t, nil
+}
+
+// UpdateTask writes every mutable field of t and sets t.UpdatedAt (and
+// normalises t's times). ErrNotFound for an unknown id; ErrInvalidArgument
+// for values the schema would refuse.
+func (q *querier) UpdateTask(ctx context.Context, t *store.Task) error {
+	if t == nil {
+		return fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
+	}
+	if !storableText(t.ID) {
+		return taskNotFound(t.ID)
+	}
+	input := t.Input
+	if input == nil {
+		input = json.RawMessage("null")
+	}
+	check := *t
+	check.Input = input
+	if err := checkTask(&check); err != nil {
+		return err
+	}
+	now := q.timestamp()
+	normaliseTaskTimes(&check)
+	tag, err := q.db.Exec(ctx, updateTaskSQL, t.ID, string(t.Status), int32(t.Attempt), int32(t.MaxAttempts), check.RunAt,
+		t.Lease, t.LeaseOwner, nullTime(check.LeaseUntil), nullTime(check.AttemptDeadline), string(input), t.LastError, now)
+	if err != nil {
+		return interpretTaskError(err, t.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return taskNotFound(t.ID)
+	}
+	t.Input = input
+	t.RunAt, t.LeaseUntil, t.AttemptDeadline = check.RunAt, check.LeaseUntil, check.AttemptDeadline
+	t.UpdatedAt = now
+	return nil
+}
+
+// TasksOfInstance returns the instance's tasks ordered by step id, locked per
+// mode inside a transaction ([] for an instance without tasks, or unknown).
+func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
+	sql := tasksOfInstanceSQL
+	switch mode {
+	case store.LockNone:
+	case store.LockWait:
+		sql += " FOR UPDATE"
+	case store.LockSkipLocked:
+		sql += " FOR UPDATE SKIP LOCKED"
+	default:
+		return nil, fmt.Errorf("%w: unknown lock mode %d", store.ErrInvalidArgument, mode)
+	}
+	if !storableText(instanceID) {
+		return []*store.Task{}, nil
+	}
+	if q.pool != nil {
+		sql = tasksOfInstanceSQL
+	}
+	return q.queryTasks(ctx, sql, instanceID)
+}
+
+// LockClaimable returns up to limit claimable tasks of queues, locked with
+// SKIP LOCKED; see claimSQL. ErrInvalidArgument for a limit outside
+// 1–store.MaxBatchLimit.
+func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	distinct := make([]string, 0, len(queues))
+	for _, queue := range queues {
+		if err := checkText("queue", queue); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(distinct, queue) {
+			distinct = append(distinct, queue)
+		}
+	}
+	if len(distinct) == 0 {
+		return []*store.Task{}, nil
+	}
+	return q.queryTasks(ctx, claimSQL, distinct, store.Timestamp(now), limit)
+}
+
+// LockExpired returns up to limit LEASED tasks whose lease ended before now,
+// locked with SKIP LOCKED. ErrInvalidArgument for a limit outside
+// 1–store.MaxBatchLimit.
+func (q *querier) LockExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	return q.queryTasks(ctx, expiredSQL, store.Timestamp(now), limit)
+}
+
+// CancelOrphanTasks cancels up to limit live tasks of instances that are
+// neither RUNNING nor PAUSED, in one statement, and returns how many.
+// ErrInvalidArgument for a limit outside 1–store.MaxBatchLimit.
+func (q *querier) CancelOrphanTasks(ctx context.Context, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	tag, err := q.db.Exec(ctx, cancelOrphansSQL, limit, q.timestamp())
+	if err != nil {
+		return 0, interpretError(err, "")
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// TimeOutInstances moves up to limit instances past their deadline to
+// TIMED_OUT in one statement and returns their ids, oldest deadline first
+// ([] when none). ErrInvalidArgument for a limit outside
+// 1–store.MaxBatchLimit.
+func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	rows, err := q.db.Query(ctx, timeOutSQL, store.Timestamp(now), limit, q.timestamp(), timeoutCause)
+	if err != nil {
+		return nil, interpretError(err, "")
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, interpretError(err, "")
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	return ids, nil
+}
+
+// Notify wakes every node's listener (see Store.Listen) when the transaction
+// commits, or at once on the pool.
+func (q *querier) Notify(ctx context.Context) error {
+	if _, err := q.db.Exec(ctx, notifySQL); err != nil {
+		return interpretError(err, "")
+	}
+	return nil
+}
+
+// checkLimit bounds the limit of the sweeps and of the claim query, like
+// BatchUpdateStatus.
+func checkLimit(limit int) error {
+	if limit < 1 || limit > store.MaxBatchLimit {
+		return fmt.Errorf("%w: limit %d is outside 1–%d", store.ErrInvalidArgument, limit, store.MaxBatchLimit)
+	}
+	return nil
+}
+
+func (q *querier) queryTasks(ctx context.Context, sql string, args ...any) ([]*store.Task, error) {
+	rows, err := q.db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, interpretError(err, "")
+	}
+	defer rows.Close()
+	tasks := []*store.Task{}
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, interpretError(err, "")
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(err, "")
+	}
+	return tasks, nil
+}
+
+// scanTask reads the columns of taskColumns.
+func scanTask(row pgx.Row) (*store.Task, error) {
+	var (
+		t                           store.Task
+		status                      string
+		attempt, maxAttempts        int32
+		leaseUntil, attemptDeadline *time.Time
+		input                       []byte
+	)
+	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &attempt, &maxAttempts, &t.RunAt,
+		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptDeadline, &input, &t.LastError, &t.CreatedAt, &t.UpdatedAt); err != nil {
+		return nil, err
+	}
+	t.Status = store.TaskStatus(status)
+	t.Attempt, t.MaxAttempts = int(attempt), int(maxAttempts)
+	t.RunAt = t.RunAt.UTC()
+	if leaseUntil != nil {
+		t.LeaseUntil = leaseUntil.UTC()
+	}
+	if attemptDeadline != nil {
+		t.AttemptDeadline = attemptDeadline.UTC()
+	}
+	t.Input = compactJSON(input)
+	t.CreatedAt = t.CreatedAt.UTC()
+	t.UpdatedAt = t.UpdatedAt.UTC()
+	return &t, nil
+}
+
+// CountByStatus counts instances per status (statuses without instances are
+// absent from the map).
+func (s *Store) CountByStatus(ctx context.Context) (map[workflow.Status]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
+	if err != nil {
+		return nil, interpretError(err, "")
+	}
+	defer rows.Close()
+	counts := map[workflow.Status]int64{}
+	for rows.Next() {
+		var (
+			status string
+			n      int64
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, interpretError(err, "")
+		}
+		counts[workflow.Status(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(err, "")
+	}
+	return counts, nil
+}
+
+var _ store.Counter = (*Store)(nil)

@@ -1,0 +1,177 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Definitions (store.DefinitionStore) and instance counts (store.Counter).
+// They are methods of querier, so they work on the Store and, for an engine
+// that asserts them on the tx Querier, inside WithTx.
+
+var (
+	_ store.DefinitionStore = (*Store)(nil)
+	_ store.Counter         = (*Store)(nil)
+	_ store.DefinitionStore = (*querier)(nil)
+	_ store.Counter         = (*querier)(nil)
+)
+
+// definitionColumns is the column list scanDefinition reads, in its order.
+const definitionColumns = `name, revision, spec, created_at`
+
+// PutDefinition stores spec as revision latest+1 of name (1 for a new name)
+// and returns (rev, true), unless spec equals the latest revision's, in which
+// case it returns (latest, false) and stores nothing. Specs are compared as
+// compacted JSON bytes: the engine passes canonical JSON, so equal definitions
+// have equal bytes.
+//
+// The read of the latest revision and the insert run in one write
+// transaction, which holds SQLite's write lock from BEGIN IMMEDIATE: two
+// concurrent puts (in one process or several) run one after the other, so the
+// second sees the first's revision and the unique violation that PostgreSQL
+// must retry cannot happen here. Errors: ErrInvalidArgument for an empty name
+// or a spec that is not JSON.
+func (q *querier) PutDefinition(ctx context.Context, name string, spec json.RawMessage) (int, bool, error) {
+	if name == "" {
+		return 0, false, fmt.Errorf("%w: empty definition name", store.ErrInvalidArgument)
+	}
+	var canonical bytes.Buffer
+	if err := json.Compact(&canonical, bytes.TrimSpace(spec)); err != nil {
+		return 0, false, fmt.Errorf("%w: definition %q: spec is not valid JSON: %w", store.ErrInvalidArgument, name, err)
+	}
+	now := q.timestamp()
+	var (
+		rev     int
+		created bool
+	)
+	err := q.write(ctx, func(c dbtx) error {
+		var (
+			latest     int
+			latestSpec string
+		)
+		err := c.QueryRowContext(ctx,
+			`SELECT revision, spec FROM workflow_definitions WHERE name = ?1 ORDER BY revision DESC LIMIT 1`,
+			name).Scan(&latest, &latestSpec)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return interpretError(ctx, err)
+		case latestSpec == canonical.String():
+			rev, created = latest, false
+			return nil
+		}
+		if _, err := c.ExecContext(ctx,
+			`INSERT INTO workflow_definitions (name, revision, spec, created_at) VALUES (?1, ?2, ?3, ?4)`,
+			name, latest+1, canonical.String(), now); err != nil {
+			return fmt.Errorf("definition %q revision %d: %w", name, latest+1, interpretError(ctx, err))
+		}
+		rev, created = latest+1, true
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return rev, created, nil
+}
+
+// GetDefinition returns revision rev of name, or its latest revision when rev
+// is 0. Errors: ErrNotFound ("definition %q" / "definition %q revision %d");
+// ErrInvalidArgument for a negative rev.
+func (q *querier) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
+	var row *sql.Row
+	switch {
+	case rev < 0:
+		return nil, fmt.Errorf("%w: definition %q revision %d", store.ErrInvalidArgument, name, rev)
+	case rev == 0:
+		row = q.read.QueryRowContext(ctx,
+			`SELECT `+definitionColumns+` FROM workflow_definitions WHERE name = ?1 ORDER BY revision DESC LIMIT 1`, name)
+	default:
+		row = q.read.QueryRowContext(ctx,
+			`SELECT `+definitionColumns+` FROM workflow_definitions WHERE name = ?1 AND revision = ?2`, name, rev)
+	}
+	d, err := scanDefinition(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		if rev == 0 {
+			return nil, fmt.Errorf("definition %q: %w", name, store.ErrNotFound)
+		}
+		return nil, fmt.Errorf("definition %q revision %d: %w", name, rev, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return d, nil
+}
+
+// ListDefinitions returns the latest revision of every definition, ordered by
+// name; [] when there is none. The primary key (name, revision) serves both
+// the scan and the max per name.
+func (q *querier) ListDefinitions(ctx context.Context) ([]*store.DefinitionRecord, error) {
+	rows, err := q.read.QueryContext(ctx,
+		`SELECT `+definitionColumns+` FROM workflow_definitions AS d
+		WHERE revision = (SELECT max(revision) FROM workflow_definitions WHERE name = d.name)
+		ORDER BY name`)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	defs := []*store.DefinitionRecord{}
+	for rows.Next() {
+		d, err := scanDefinition(rows)
+		if err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		defs = append(defs, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return defs, nil
+}
+
+// CountByStatus returns how many instances have each status; statuses with
+// no instance are absent. The (status, updated_at) index covers it.
+func (q *querier) CountByStatus(ctx context.Context) (map[workflow.Status]int64, error) {
+	rows, err := q.read.QueryContext(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	counts := map[workflow.Status]int64{}
+	for rows.Next() {
+		var (
+			status string
+			n      int64
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		counts[workflow.Status(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return counts, nil
+}
+
+// scanDefinition reads the definitionColumns of one row. Errors are returned
+// as they are (sql.ErrNoRows included).
+func scanDefinition(row scanner) (*store.DefinitionRecord, error) {
+	var (
+		d         store.DefinitionRecord
+		spec      string
+		createdAt int64
+	)
+	if err := row.Scan(&d.Name, &d.Revision, &spec, &createdAt); err != nil {
+		return nil, err
+	}
+	d.Spec = json.RawMessage(spec)
+	d.CreatedAt = fromMicros(createdAt)
+	return &d, nil
+}

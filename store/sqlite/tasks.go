@@ -1,0 +1,494 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flowd/flowd/store"
+)
+
+// The engine's operations (store.EngineQuerier) on SQLite.
+//
+// # Locks
+//
+// SQLite has neither FOR UPDATE nor SKIP LOCKED, and needs neither: every
+// write transaction (WithTx, and each write or Lock* method called on the
+// Store) is BEGIN IMMEDIATE on the single write connection, so it holds the
+// database's write lock from its first statement to its end. Whatever a
+// transaction reads cannot change under it, which is what LockWait promises,
+// and no other transaction can hold a row it would have to skip, which is what
+// LockSkipLocked promises: all three lock modes run the same plain SELECT. Two
+// claimers therefore never get the same task, and the lock order (tasks, then
+// instance) cannot deadlock because there is only one lock.
+//
+// Called on the Store rather than inside WithTx, the Lock* methods, the
+// sweeps and every write run in their own write transaction (the lock ends
+// when the method returns); reads with LockNone use the read pool.
+
+var (
+	_ store.EngineQuerier = (*querier)(nil)
+	_ store.EngineQuerier = (*Store)(nil)
+)
+
+// taskColumns is the column list every task query selects, in the order
+// scanTask reads them.
+const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at`
+
+// qualify prefixes every column of a column list with alias.
+func qualify(alias, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+const insertTaskSQL = `INSERT INTO workflow_tasks (` + taskColumns + `)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)`
+
+// InsertTasks inserts the tasks in one transaction (one savepoint inside
+// WithTx): all or none. An empty ID gets store.NewID(), an empty Status is
+// QUEUED, nil Input is JSON null; CreatedAt and UpdatedAt are the store clock.
+// On success every *Task holds exactly what was stored (times normalised,
+// input compacted). Errors: ErrExists when a task id, or a task for the same
+// (instance, step), exists already (also within tasks); ErrNotFound when the
+// instance does not exist; ErrInvalidArgument for a nil task, input that is
+// not JSON, or a value the schema rejects (status, attempts).
+func (q *querier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	now := q.now()
+	rows := make([]store.Task, len(tasks))
+	for i, t := range tasks {
+		if t == nil {
+			return fmt.Errorf("%w: task %d is nil", store.ErrInvalidArgument, i)
+		}
+		r := *t
+		if r.ID == "" {
+			r.ID = store.NewID()
+		}
+		if r.Status == "" {
+			r.Status = store.TaskQueued
+		}
+		input, err := taskInput(r.Input)
+		if err != nil {
+			return fmt.Errorf("task %q: %w", r.ID, err)
+		}
+		r.Input = input
+		normaliseTaskTimes(&r)
+		r.CreatedAt, r.UpdatedAt = store.Timestamp(now), store.Timestamp(now)
+		rows[i] = r
+	}
+	err := q.write(ctx, func(c dbtx) error {
+		// One prepared statement, executed per task: SQLite runs in process,
+		// so this costs no round trips, and a failure names its task.
+		stmt, err := c.PrepareContext(ctx, insertTaskSQL)
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		defer stmt.Close()
+		for _, r := range rows {
+			_, err := stmt.ExecContext(ctx,
+				r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
+				r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
+				string(r.Input), r.LastError, micros(r.CreatedAt))
+			if err == nil {
+				continue
+			}
+			if foreignKeyViolation(err) {
+				return fmt.Errorf("task %q: %w", r.ID, store.NotFound(r.InstanceID))
+			}
+			err = interpretError(ctx, err)
+			if errors.Is(err, store.ErrExists) {
+				return fmt.Errorf("task %q (workflow %q, step %q): %w", r.ID, r.InstanceID, r.StepID, store.ErrExists)
+			}
+			return fmt.Errorf("task %q: %w", r.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, t := range tasks {
+		*t = rows[i]
+	}
+	return nil
+}
+
+// LockTask returns the task. Inside WithTx the transaction already holds the
+// write lock; on the Store it reads in a write transaction of its own.
+// Errors: ErrNotFound ("task %q").
+func (q *querier) LockTask(ctx context.Context, id string) (*store.Task, error) {
+	var t *store.Task
+	err := q.write(ctx, func(c dbtx) error {
+		var err error
+		t, err = scanTask(c.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM workflow_tasks WHERE id = ?1`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return taskNotFound(id)
+		}
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// UpdateTask writes every mutable field of t and sets t.UpdatedAt to the store
+// clock; instance, step, queue and created_at never change. Zero LeaseUntil
+// and AttemptDeadline are stored as NULL, nil Input as JSON null. On success t
+// holds what was stored. Errors: ErrNotFound ("task %q"); ErrInvalidArgument
+// for input that is not JSON or a value the schema rejects.
+func (q *querier) UpdateTask(ctx context.Context, t *store.Task) error {
+	if t == nil {
+		return fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
+	}
+	r := *t
+	input, err := taskInput(r.Input)
+	if err != nil {
+		return fmt.Errorf("task %q: %w", r.ID, err)
+	}
+	r.Input = input
+	normaliseTaskTimes(&r)
+	r.UpdatedAt = store.Timestamp(q.now())
+	err = q.write(ctx, func(c dbtx) error {
+		res, err := c.ExecContext(ctx,
+			`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
+			lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
+			input = ?10, last_error = ?11, updated_at = ?12
+			WHERE id = ?1`,
+			r.ID, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
+			r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
+			string(r.Input), r.LastError, micros(r.UpdatedAt))
+		if err != nil {
+			return fmt.Errorf("task %q: %w", r.ID, interpretError(ctx, err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		if n == 0 {
+			return taskNotFound(r.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// What the caller did not give (created_at, the immutable columns) stays
+	// as the caller had it; everything written is as stored.
+	t.Status, t.Attempt, t.MaxAttempts, t.RunAt = r.Status, r.Attempt, r.MaxAttempts, r.RunAt
+	t.Lease, t.LeaseOwner, t.LeaseUntil, t.AttemptDeadline = r.Lease, r.LeaseOwner, r.LeaseUntil, r.AttemptDeadline
+	t.Input, t.LastError, t.UpdatedAt = r.Input, r.LastError, r.UpdatedAt
+	return nil
+}
+
+// TasksOfInstance returns the instance's tasks ordered by step id ([] when it
+// has none, also for an unknown instance). Every mode runs the same query (see
+// Locks); LockNone called on the Store reads from the read pool, the locking
+// modes in a write transaction. Errors: ErrInvalidArgument for an unknown mode.
+func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
+	const query = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = ?1 ORDER BY step_id`
+	switch mode {
+	case store.LockNone:
+		return queryTasks(ctx, q.read, query, instanceID)
+	case store.LockWait, store.LockSkipLocked:
+		var tasks []*store.Task
+		err := q.write(ctx, func(c dbtx) error {
+			var err error
+			tasks, err = queryTasks(ctx, c, query, instanceID)
+			return err
+		})
+		return tasks, err
+	}
+	return nil, fmt.Errorf("%w: lock mode %d", store.ErrInvalidArgument, int(mode))
+}
+
+// claimSQL selects the claimable tasks. It is the engine's hot path, so it
+// reads at most limit index entries per queue, whatever the backlog:
+//   - for each distinct queue of the JSON array ?1, the correlated subquery
+//     walks the partial index workflow_tasks_claim_idx (queue, run_at) in
+//     run_at order (the literal status = 'QUEUED' is what lets SQLite use a
+//     partial index; INDEXED BY makes the statement fail rather than scan if
+//     an edit ever breaks that) and looks up each task's instance by primary
+//     key (CROSS JOIN keeps the task as the outer loop), stopping at limit
+//     claimable tasks;
+//   - the outer query sorts those few (at most queues × limit) rows.
+//
+// A plain join of the tasks of all queues, sorted once, has to read and sort
+// every ready task first: measured with 37,000 queued tasks it took 120–950 ms
+// per claim against 0.5–1.3 ms for this form, with the same result.
+// ?4 is store.QueueSleep, whose tasks are claimable while the instance is
+// PAUSED (a timer keeps running).
+var claimSQL = `SELECT ` + qualify("t", taskColumns) + `
+FROM (SELECT DISTINCT value AS queue FROM json_each(?1)) AS qs
+CROSS JOIN workflow_tasks AS t ON t.rowid IN (
+    SELECT c.rowid FROM workflow_tasks AS c INDEXED BY workflow_tasks_claim_idx
+    CROSS JOIN workflow_instances AS i ON i.id = c.instance_id
+    WHERE c.status = 'QUEUED' AND c.queue = qs.queue AND c.run_at <= ?2
+      AND (i.status = 'RUNNING' OR (c.queue = ?4 AND i.status = 'PAUSED'))
+    ORDER BY c.run_at, c.id
+    LIMIT ?3
+)
+ORDER BY t.run_at, t.id
+LIMIT ?3`
+
+// LockClaimable returns up to limit QUEUED tasks of queues with run_at <= now
+// whose instance is RUNNING (for store.QueueSleep: RUNNING or PAUSED), oldest
+// run_at first (then id); [] when none. Call it inside WithTx and claim the
+// tasks in the same transaction: no other transaction can claim them before it
+// ends (see Locks). Errors: ErrInvalidArgument (limit outside 1–10000).
+func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if len(queues) == 0 {
+		return []*store.Task{}, nil
+	}
+	// The queues travel as one JSON array parameter, never as SQL text.
+	list, err := json.Marshal(queues)
+	if err != nil {
+		return nil, err
+	}
+	var tasks []*store.Task
+	err = q.write(ctx, func(c dbtx) error {
+		var err error
+		tasks, err = queryTasks(ctx, c, claimSQL, string(list), micros(now), limit, store.QueueSleep)
+		return err
+	})
+	return tasks, err
+}
+
+// expiredSQL uses the partial index workflow_tasks_expiry_idx (lease_until).
+const expiredSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks
+WHERE status = 'LEASED' AND lease_until < ?1
+ORDER BY lease_until, id
+LIMIT ?2`
+
+// LockExpired returns up to limit LEASED tasks whose lease_until is before
+// now, the longest expired first; [] when none. Errors: ErrInvalidArgument
+// (limit outside 1–10000).
+func (q *querier) LockExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	var tasks []*store.Task
+	err := q.write(ctx, func(c dbtx) error {
+		var err error
+		tasks, err = queryTasks(ctx, c, expiredSQL, micros(now), limit)
+		return err
+	})
+	return tasks, err
+}
+
+// cancelOrphansSQL finds the active tasks through the two partial indexes
+// (claim for QUEUED, expiry for LEASED), so the sweep never reads finished
+// tasks, however many have accumulated, and looks up each one's instance by
+// primary key. A QUEUED task of a PAUSED instance stays: it runs on resume.
+const cancelOrphansSQL = `UPDATE workflow_tasks SET status = 'CANCELLED', lease = '', updated_at = ?2
+WHERE id IN (
+    SELECT a.id FROM (
+        SELECT id, instance_id FROM workflow_tasks WHERE status = 'QUEUED'
+        UNION ALL
+        SELECT id, instance_id FROM workflow_tasks WHERE status = 'LEASED'
+    ) AS a
+    JOIN workflow_instances AS i ON i.id = a.instance_id
+    WHERE i.status NOT IN ('RUNNING', 'PAUSED')
+    LIMIT ?1
+)`
+
+// CancelOrphanTasks marks CANCELLED (lease cleared) up to limit QUEUED or
+// LEASED tasks whose instance is neither RUNNING nor PAUSED, and returns how
+// many it changed. Errors: ErrInvalidArgument (limit outside 1–10000).
+func (q *querier) CancelOrphanTasks(ctx context.Context, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	now := q.timestamp()
+	var n int64
+	err := q.write(ctx, func(c dbtx) error {
+		res, err := c.ExecContext(ctx, cancelOrphansSQL, limit, now)
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		n, err = res.RowsAffected()
+		return interpretError(ctx, err)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// timedOutSQL selects the instances past their deadline. The status and
+// deadline terms are spelt exactly as the WHERE clause of the partial index
+// workflow_instances_deadline_idx, so SQLite uses it; deadline < ?1 also
+// implies its "deadline IS NOT NULL".
+const timedOutSQL = `SELECT id FROM workflow_instances INDEXED BY workflow_instances_deadline_idx
+WHERE status IN ('RUNNING', 'PAUSED') AND deadline IS NOT NULL AND deadline < ?1
+ORDER BY deadline, id
+LIMIT ?2`
+
+// timeoutCause is the history cause of TimeOutInstances.
+const timeoutCause = "workflow timeout"
+
+// TimeOutInstances moves up to limit RUNNING or PAUSED instances whose
+// deadline is before now to TIMED_OUT, the earliest deadline first (then id),
+// each with version+1, updated_at = the store clock and a history row (cause
+// "workflow timeout"), and returns their ids in that order ([] when none).
+// Like BatchUpdateStatus it takes three statements whatever the number, and two
+// sweeps cannot pick the same instance (the second runs after the first
+// committed). Errors: ErrInvalidArgument (limit outside 1–10000).
+func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	updatedAt := q.timestamp()
+	var ids []string
+	err := q.write(ctx, func(c dbtx) error {
+		var err error
+		ids, err = queryIDs(ctx, c, timedOutSQL, micros(now), limit)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		if _, err := c.ExecContext(ctx,
+			`UPDATE workflow_instances SET status = 'TIMED_OUT', version = version + 1, updated_at = ?2
+			WHERE id IN (SELECT value FROM json_each(?1))`,
+			string(list), updatedAt); err != nil {
+			return interpretError(ctx, err)
+		}
+		if _, err := c.ExecContext(ctx,
+			`INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+			SELECT id, version, status, state, updated_at, ?2 FROM workflow_instances
+			WHERE id IN (SELECT value FROM json_each(?1))`,
+			string(list), timeoutCause); err != nil {
+			return interpretError(ctx, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// Notify does nothing: a SQLite database has one flowd process writing it,
+// whose workers the engine wakes in process.
+func (q *querier) Notify(ctx context.Context) error { return nil }
+
+// checkLimit bounds the limit of the engine's batch queries like
+// BatchStatusParams.Limit.
+func checkLimit(limit int) error {
+	if limit < 1 || limit > store.MaxBatchLimit {
+		return fmt.Errorf("%w: limit %d is outside 1–%d", store.ErrInvalidArgument, limit, store.MaxBatchLimit)
+	}
+	return nil
+}
+
+func taskNotFound(id string) error { return fmt.Errorf("task %q: %w", id, store.ErrNotFound) }
+
+// taskInput validates and compacts a task's input; nil (or blank) is JSON
+// null.
+func taskInput(in json.RawMessage) (json.RawMessage, error) {
+	in = bytes.TrimSpace(in)
+	if len(in) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, in); err != nil {
+		return nil, fmt.Errorf("%w: input is not valid JSON: %w", store.ErrInvalidArgument, err)
+	}
+	return json.RawMessage(out.Bytes()), nil
+}
+
+// normaliseTaskTimes gives t's times the stored precision (UTC, µs); a zero
+// LeaseUntil or AttemptDeadline stays zero (NULL).
+func normaliseTaskTimes(t *store.Task) {
+	t.RunAt = store.Timestamp(t.RunAt)
+	if !t.LeaseUntil.IsZero() {
+		t.LeaseUntil = store.Timestamp(t.LeaseUntil)
+	}
+	if !t.AttemptDeadline.IsZero() {
+		t.AttemptDeadline = store.Timestamp(t.AttemptDeadline)
+	}
+}
+
+// queryTasks runs a query that selects task columns; [] when no row.
+func queryTasks(ctx context.Context, c dbtx, query string, args ...any) ([]*store.Task, error) {
+	rows, err := c.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	tasks := []*store.Task{}
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return tasks, nil
+}
+
+// queryIDs runs a query that selects one text column; [] when no row.
+func queryIDs(ctx context.Context, c dbtx, query string, args ...any) ([]string, error) {
+	rows, err := c.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return ids, nil
+}
+
+// scanTask reads the taskColumns of one row. Errors are returned as they are
+// (sql.ErrNoRows included) for the caller to interpret.
+func scanTask(row scanner) (*store.Task, error) {
+	var (
+		t                          store.Task
+		status, input              string
+		runAt, createdAt, updated  int64
+		leaseUntil, attemptExpires sql.NullInt64
+	)
+	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &t.Attempt, &t.MaxAttempts, &runAt,
+		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptExpires, &input, &t.LastError, &createdAt, &updated); err != nil {
+		return nil, err
+	}
+	t.Status = store.TaskStatus(status)
+	t.RunAt = fromMicros(runAt)
+	t.LeaseUntil = fromNullMicros(leaseUntil)
+	t.AttemptDeadline = fromNullMicros(attemptExpires)
+	t.Input = json.RawMessage(input)
+	t.CreatedAt = fromMicros(createdAt)
+	t.UpdatedAt = fromMicros(updated)
+	return &t, nil
+}

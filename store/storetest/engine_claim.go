@@ -1,0 +1,483 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// readTasks returns every task of the instances, by id, as stored now.
+func (b *bundle) readTasks(t testing.TB, eq store.EngineQuerier, instances ...string) map[string]*store.Task {
+	t.Helper()
+	all := map[string]*store.Task{}
+	for _, id := range instances {
+		for _, tk := range b.tasksOf(t, eq, id) {
+			all[tk.ID] = tk
+		}
+	}
+	return all
+}
+
+// tasksUnchanged fails t unless every task in before is still as it was.
+func (b *bundle) tasksUnchanged(t testing.TB, eq store.EngineQuerier, what string, before map[string]*store.Task) {
+	t.Helper()
+	for id, tk := range before {
+		assertTask(t, what+": task "+id, tk, b.lockTask(t, eq, id))
+	}
+}
+
+// pick returns the tasks with these ids, in this order.
+func pick(all map[string]*store.Task, ids ...string) []*store.Task {
+	out := make([]*store.Task, len(ids))
+	for i, id := range ids {
+		out[i] = all[id]
+	}
+	return out
+}
+
+// newClaimFixture creates instances in every relevant status and tasks that
+// LockClaimable must or must not return at clockStart, and returns them all.
+func (b *bundle) newClaimFixture(t testing.TB, eq store.EngineQuerier) map[string]*store.Task {
+	t.Helper()
+	t0, sec := clockStart, time.Second
+	b.running(t, "run")
+	b.create(t, store.CreateParams{ID: "paused", Status: workflow.StatusPaused})
+	b.create(t, store.CreateParams{ID: "pending"})
+	b.running(t, "done")
+	b.running(t, "failed")
+	b.running(t, "timedout")
+	b.insertTasks(t, eq,
+		withID("c1", newTask("run", "s1", "q1", t0.Add(-3*sec))),
+		withID("c2", newTask("run", "s2", store.QueueHTTP, t0.Add(-2*sec))),
+		// A tie on run_at, inserted out of id order.
+		withID("c3b", newTask("run", "s3", "q1", t0.Add(-sec))),
+		withID("c3a", newTask("run", "s4", "q1", t0.Add(-sec))),
+		// run_at == now is due; one microsecond later is not.
+		withID("c4", newTask("run", "s5", "q1", t0)),
+		withID("late", newTask("run", "s6", "q1", store.Timestamp(t0).Add(time.Microsecond))),
+		withID("q3", newTask("run", "s7", "q3", t0.Add(-5*sec))),
+		withID("leased", newTask("run", "s8", "q1", t0.Add(-5*sec))),
+		withID("finished", newTask("run", "s9", "q1", t0.Add(-5*sec))),
+		withID("failedtask", newTask("run", "s10", "q1", t0.Add(-5*sec))),
+		withID("sleep-run", newTask("run", "s11", store.QueueSleep, t0.Add(-4*sec))),
+		// PAUSED: only timers run.
+		withID("p-q1", newTask("paused", "s1", "q1", t0.Add(-5*sec))),
+		withID("p-sleep", newTask("paused", "s2", store.QueueSleep, t0.Add(-3500*time.Millisecond))),
+		withID("p-http", newTask("paused", "s3", store.QueueHTTP, t0.Add(-5*sec))),
+	)
+	for _, inst := range []string{"pending", "done", "failed", "timedout"} {
+		b.insertTasks(t, eq,
+			withID(inst+"-q1", newTask(inst, "s1", "q1", t0.Add(-5*sec))),
+			withID(inst+"-sleep", newTask(inst, "s2", store.QueueSleep, t0.Add(-5*sec))),
+		)
+	}
+	b.lease(t, eq, "leased", t0.Add(time.Minute))
+	b.setTaskStatus(t, eq, "finished", store.TaskDone)
+	b.setTaskStatus(t, eq, "failedtask", store.TaskFailed)
+	b.transition(t, "done", workflow.StatusRunning, workflow.StatusCompleted)
+	b.transition(t, "failed", workflow.StatusRunning, workflow.StatusFailed)
+	b.transition(t, "timedout", workflow.StatusRunning, workflow.StatusTimedOut)
+	return b.readTasks(t, eq, "run", "paused", "pending", "done", "failed", "timedout")
+}
+
+func testTasksClaimFilters(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	all := b.newClaimFixture(t, eq)
+	// The filter uses the now it is given, never the store's clock.
+	b.clock.Set(clockStart.Add(time.Hour))
+	now := clockStart
+	every := []string{"q1", "q3", store.QueueHTTP, store.QueueSleep}
+	for _, c := range []struct {
+		queues []string
+		limit  int
+		want   []string
+	}{
+		{every, 100, []string{"q3", "sleep-run", "p-sleep", "c1", "c2", "c3a", "c3b", "c4"}},
+		{every, 3, []string{"q3", "sleep-run", "p-sleep"}},
+		{every, 1, []string{"q3"}},
+		{[]string{"q1"}, 100, []string{"c1", "c3a", "c3b", "c4"}},
+		{[]string{"q1", store.QueueHTTP}, 100, []string{"c1", "c2", "c3a", "c3b", "c4"}},
+		{[]string{store.QueueSleep}, 100, []string{"sleep-run", "p-sleep"}},
+		{[]string{store.QueueHTTP}, 100, []string{"c2"}},
+		{[]string{"nope"}, 100, []string{}},
+		{[]string{"Q1"}, 100, []string{}},
+	} {
+		what := fmt.Sprintf("LockClaimable(%q, now, %d)", c.queues, c.limit)
+		err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+			got, err := teq.LockClaimable(b.ctx, c.queues, now, c.limit)
+			if err != nil {
+				return err
+			}
+			assertTasks(t, "tx."+what, pick(all, c.want...), got)
+			return nil
+		})
+		if err != nil {
+			t.Errorf("tx.%s: %v", what, err)
+		}
+	}
+	// The store itself claims too; an earlier now sees less.
+	got, err := eq.LockClaimable(b.ctx, []string{"q1"}, now.Add(-time.Second), 100)
+	if err != nil {
+		t.Fatalf("LockClaimable on the store: %v", err)
+	}
+	assertTasks(t, "LockClaimable on the store, one second earlier", pick(all, "c1", "c3a", "c3b"), got)
+	// A later now sees the late task.
+	got, err = eq.LockClaimable(b.ctx, []string{"q1"}, store.Timestamp(now).Add(time.Microsecond), 100)
+	if err != nil {
+		t.Fatalf("LockClaimable on the store: %v", err)
+	}
+	assertTasks(t, "LockClaimable one microsecond later", pick(all, "c1", "c3a", "c3b", "c4", "late"), got)
+	// Claiming alone changes nothing.
+	b.tasksUnchanged(t, eq, "after LockClaimable", all)
+}
+
+// claimAndLease claims up to limit tasks of queue in one transaction, calls
+// pause (when not nil) while holding them, leases them to owner and commits.
+func (b *bundle) claimAndLease(queue string, now time.Time, limit int, owner string, pause func() error) ([]string, error) {
+	var ids []string
+	err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		got, err := teq.LockClaimable(b.ctx, []string{queue}, now, limit)
+		if err != nil {
+			return fmt.Errorf("LockClaimable: %w", err)
+		}
+		if pause != nil {
+			if err := pause(); err != nil {
+				return err
+			}
+		}
+		for _, tk := range got {
+			tk.Status = store.TaskLeased
+			tk.Attempt++
+			tk.Lease = "lease-" + owner
+			tk.LeaseOwner = owner
+			tk.LeaseUntil = now.Add(time.Minute)
+			if err := teq.UpdateTask(b.ctx, tk); err != nil {
+				return fmt.Errorf("UpdateTask(%q): %w", tk.ID, err)
+			}
+		}
+		ids = taskIDs(got)
+		return nil
+	})
+	return ids, err
+}
+
+// testTasksClaimConcurrent: two transactions claiming from the same queue at
+// once, each holding its locks until both have claimed, never get the same
+// task and together get all of them.
+func testTasksClaimConcurrent(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	const n, limit = 50, 30
+	inst := b.running(t, "inst")
+	var tasks []*store.Task
+	for i := range n {
+		tasks = append(tasks, withID(fmt.Sprintf("t%02d", i), newTask(inst.ID, fmt.Sprintf("s%02d", i), "q1", clockStart.Add(time.Duration(i-n)*time.Millisecond))))
+	}
+	b.insertTasks(t, eq, tasks...)
+	owners := [2]string{"node-a", "node-b"}
+	var (
+		claims [2][]string
+		errs   [2]error
+	)
+	if b.s.Capabilities().ConcurrentWriters {
+		br := newBarrier(2)
+		runConcurrently(2, func(i int) {
+			claims[i], errs[i] = b.claimAndLease("q1", clockStart, limit, owners[i], br.wait)
+		})
+	} else {
+		t.Log("the backend serialises transactions: the two claims run one after the other")
+		for i := range 2 {
+			claims[i], errs[i] = b.claimAndLease("q1", clockStart, limit, owners[i], nil)
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("claimer %s: %v", owners[i], err)
+		}
+	}
+	byID := map[string]string{}
+	for i, ids := range claims {
+		if len(ids) > limit {
+			t.Errorf("claimer %s got %d tasks, limit is %d", owners[i], len(ids), limit)
+		}
+		if !slices.IsSorted(ids) {
+			t.Errorf("claimer %s got %v: not in run_at order", owners[i], ids)
+		}
+		for _, id := range ids {
+			if other, dup := byID[id]; dup {
+				t.Errorf("task %s was claimed by %s and by %s", id, other, owners[i])
+			}
+			byID[id] = owners[i]
+		}
+	}
+	t.Logf("claimed %d and %d tasks", len(claims[0]), len(claims[1]))
+	if len(byID) != n {
+		t.Errorf("the claimers got %d distinct tasks together, want all %d", len(byID), n)
+	}
+	for _, tk := range b.tasksOf(t, eq, inst.ID) {
+		if tk.Status != store.TaskLeased || tk.LeaseOwner != byID[tk.ID] || tk.Attempt != 1 {
+			t.Errorf("task %s: status %s, owner %q, attempt %d; want LEASED, %q, 1", tk.ID, tk.Status, tk.LeaseOwner, tk.Attempt, byID[tk.ID])
+		}
+	}
+	// Nothing is left to claim.
+	if ids, err := b.claimAndLease("q1", clockStart, limit, "late", nil); err != nil || len(ids) != 0 {
+		t.Errorf("a third claim = %v, %v; want nothing", ids, err)
+	}
+}
+
+// testTasksClaimDoesNotLockInstance: a claim locks the tasks only, so it
+// neither blocks a writer of the instance nor skips the tasks of an instance
+// that another transaction has locked.
+func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	if !b.s.Capabilities().ConcurrentWriters {
+		t.Skip("the backend serialises transactions: there are no row locks")
+	}
+	inst := b.running(t, "inst")
+	b.insertTasks(t, eq,
+		withID("t-a", newTask(inst.ID, "a", "q1", clockStart.Add(-time.Second))),
+		withID("t-b", newTask(inst.ID, "b", "q1", clockStart)),
+	)
+
+	// A transaction holds claimed tasks; the instance can still be written.
+	held, release := make(chan struct{}), make(chan struct{})
+	var claimed []*store.Task
+	done := b.holdTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		var err error
+		claimed, err = teq.LockClaimable(b.ctx, []string{"q1"}, clockStart, 1)
+		return err
+	}, held, release, nil)
+	<-held
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	_, err := b.s.ModifyState(ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("x", 1) }, "while claimed")
+	cancel()
+	if err != nil {
+		t.Errorf("ModifyState of the instance while a claim holds its task: %v (the claim must lock the task rows only)", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("claiming transaction: %v", err)
+	}
+	if ids := taskIDs(claimed); !slices.Equal(ids, []string{"t-a"}) {
+		t.Errorf("claimed %v, want [t-a]", ids)
+	}
+
+	// A transaction holds the instance; its tasks can still be claimed.
+	held, release = make(chan struct{}), make(chan struct{})
+	done = b.holdTx(func(tx store.Querier, _ store.EngineQuerier) error {
+		_, err := tx.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("y", 1) }, "holding")
+		return err
+	}, held, release, nil)
+	<-held
+	ctx, cancel = context.WithTimeout(b.ctx, 5*time.Second)
+	err = b.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		teq, err := engineTx(tx)
+		if err != nil {
+			return err
+		}
+		got, err := teq.LockClaimable(ctx, []string{"q1"}, clockStart, 10)
+		if err != nil {
+			return err
+		}
+		if ids := taskIDs(got); !slices.Equal(ids, []string{"t-a", "t-b"}) {
+			t.Errorf("LockClaimable while another transaction locks the instance = %v, want [t-a t-b]", ids)
+		}
+		return nil
+	})
+	cancel()
+	if err != nil {
+		t.Errorf("LockClaimable while another transaction locks the instance: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("transaction holding the instance: %v", err)
+	}
+}
+
+func testTasksExpired(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	t0, sec := clockStart, time.Second
+	b.running(t, "run")
+	b.create(t, store.CreateParams{ID: "paused", Status: workflow.StatusPaused})
+	var tasks []*store.Task
+	for _, c := range []struct{ id, inst string }{
+		{"e1", "run"}, {"e2", "paused"}, {"e3", "run"}, {"edge", "run"}, {"future", "run"},
+		{"queued", "run"}, {"done", "run"}, {"nolease", "run"},
+	} {
+		tasks = append(tasks, withID(c.id, newTask(c.inst, "s-"+c.id, "q1", t0.Add(-time.Hour))))
+	}
+	b.insertTasks(t, eq, tasks...)
+	b.lease(t, eq, "e1", t0.Add(-3*sec))
+	b.lease(t, eq, "e2", t0.Add(-sec))
+	b.lease(t, eq, "e3", t0.Add(-2*sec))
+	b.lease(t, eq, "edge", t0) // lease_until == now has not expired
+	b.lease(t, eq, "future", t0.Add(sec))
+	// lease_until in the past but not LEASED.
+	tk := b.lockTask(t, eq, "queued")
+	tk.LeaseUntil = t0.Add(-time.Minute)
+	b.updateTask(t, eq, tk)
+	b.lease(t, eq, "done", t0.Add(-time.Minute))
+	b.setTaskStatus(t, eq, "done", store.TaskDone)
+	// LEASED without lease_until.
+	b.lease(t, eq, "nolease", time.Time{})
+	all := b.readTasks(t, eq, "run", "paused")
+	b.clock.Set(t0.Add(time.Hour))
+
+	for _, c := range []struct {
+		limit int
+		want  []string
+	}{
+		{100, []string{"e1", "e3", "e2"}},
+		{2, []string{"e1", "e3"}},
+		{1, []string{"e1"}},
+	} {
+		err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+			got, err := teq.LockExpired(b.ctx, t0, c.limit)
+			if err != nil {
+				return err
+			}
+			assertTasks(t, fmt.Sprintf("tx.LockExpired(now, %d)", c.limit), pick(all, c.want...), got)
+			return nil
+		})
+		if err != nil {
+			t.Errorf("tx.LockExpired(now, %d): %v", c.limit, err)
+		}
+	}
+	got, err := eq.LockExpired(b.ctx, t0.Add(-2500*time.Millisecond), 100)
+	if err != nil {
+		t.Fatalf("LockExpired on the store: %v", err)
+	}
+	assertTasks(t, "LockExpired 2.5s earlier", pick(all, "e1"), got)
+	got, err = eq.LockExpired(b.ctx, store.Timestamp(t0).Add(time.Microsecond), 100)
+	if err != nil {
+		t.Fatalf("LockExpired on the store: %v", err)
+	}
+	assertTasks(t, "LockExpired one microsecond later", pick(all, "e1", "e3", "e2", "edge"), got)
+	b.tasksUnchanged(t, eq, "after LockExpired", all)
+
+	if b.s.Capabilities().ConcurrentWriters {
+		// Locked with SKIP LOCKED: a task locked elsewhere is left out, at once.
+		held, release := make(chan struct{}), make(chan struct{})
+		done := b.holdLock("e1", held, release, nil)
+		<-held
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		err := b.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			teq, err := engineTx(tx)
+			if err != nil {
+				return err
+			}
+			got, err := teq.LockExpired(ctx, t0, 100)
+			if err != nil {
+				return err
+			}
+			assertTasks(t, "LockExpired while e1 is locked", pick(all, "e3", "e2"), got)
+			return nil
+		})
+		cancel()
+		close(release)
+		if err != nil {
+			t.Errorf("LockExpired while e1 is locked: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("transaction locking e1: %v", err)
+		}
+	}
+}
+
+func testTasksCancelOrphans(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	live := []string{"run", "paused"}
+	dead := []string{"pending", "completed", "cancelled", "failed", "timedout"}
+	b.running(t, "run")
+	b.create(t, store.CreateParams{ID: "paused", Status: workflow.StatusPaused})
+	b.create(t, store.CreateParams{ID: "pending"})
+	for _, id := range dead[1:] {
+		b.running(t, id)
+	}
+	for _, inst := range append(slices.Clone(live), dead...) {
+		b.insertTasks(t, eq,
+			withID(inst+"-q", newTask(inst, "q", "q1", clockStart)),
+			withID(inst+"-l", newTask(inst, "l", "q1", clockStart)),
+			withID(inst+"-d", newTask(inst, "d", "q1", clockStart)),
+			withID(inst+"-f", newTask(inst, "f", store.QueueSleep, clockStart)),
+			withID(inst+"-c", newTask(inst, "c", store.QueueHTTP, clockStart)),
+		)
+		b.lease(t, eq, inst+"-l", clockStart.Add(time.Minute))
+		b.setTaskStatus(t, eq, inst+"-d", store.TaskDone)
+		b.setTaskStatus(t, eq, inst+"-f", store.TaskFailed)
+		b.setTaskStatus(t, eq, inst+"-c", store.TaskCancelled)
+	}
+	b.transition(t, "completed", workflow.StatusRunning, workflow.StatusCompleted)
+	b.transition(t, "cancelled", workflow.StatusRunning, workflow.StatusCancelled)
+	b.transition(t, "failed", workflow.StatusRunning, workflow.StatusFailed)
+	b.transition(t, "timedout", workflow.StatusRunning, workflow.StatusTimedOut)
+	before := b.readTasks(t, eq, append(slices.Clone(live), dead...)...)
+	snaps := map[string]snapshot{}
+	for _, id := range append(slices.Clone(live), dead...) {
+		snaps[id] = b.snapshot(t, id)
+	}
+	orphans := map[string]bool{}
+	for _, inst := range dead {
+		orphans[inst+"-q"], orphans[inst+"-l"] = true, true
+	}
+
+	t1 := b.clock.Set(clockStart.Add(time.Hour + 1))
+	n, err := eq.CancelOrphanTasks(b.ctx, 4)
+	if err != nil || n != 4 {
+		t.Fatalf("CancelOrphanTasks(4) = %d, %v; want 4", n, err)
+	}
+	cancelledNow := 0
+	for id := range orphans {
+		if b.lockTask(t, eq, id).Status == store.TaskCancelled {
+			cancelledNow++
+		}
+	}
+	if cancelledNow != 4 {
+		t.Errorf("after CancelOrphanTasks(4): %d orphan tasks are CANCELLED, want 4", cancelledNow)
+	}
+	t2 := b.clock.Set(clockStart.Add(2*time.Hour + 1))
+	err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		n, err = teq.CancelOrphanTasks(b.ctx, 100)
+		return err
+	})
+	if err != nil || n != len(orphans)-4 {
+		t.Fatalf("tx.CancelOrphanTasks(100) = %d, %v; want %d", n, err, len(orphans)-4)
+	}
+	if n, err := eq.CancelOrphanTasks(b.ctx, 100); err != nil || n != 0 {
+		t.Errorf("CancelOrphanTasks with no orphan left = %d, %v; want 0, nil", n, err)
+	}
+
+	at := map[int64]int{} // by updated_at in microseconds
+	for id, old := range before {
+		got := b.lockTask(t, eq, id)
+		if !orphans[id] {
+			assertTask(t, "task "+id+" (not an orphan)", old, got)
+			continue
+		}
+		want := *old
+		want.Status = store.TaskCancelled
+		want.Lease = ""
+		// What a cancellation does to the other lease fields is not specified.
+		want.LeaseOwner, want.LeaseUntil = got.LeaseOwner, got.LeaseUntil
+		want.UpdatedAt = got.UpdatedAt
+		assertTask(t, "orphan task "+id, &want, got)
+		at[got.UpdatedAt.UnixMicro()]++
+	}
+	if want := map[int64]int{t1.UnixMicro(): 4, t2.UnixMicro(): len(orphans) - 4}; !maps.Equal(at, want) {
+		t.Errorf("orphans cancelled at %v, want %v (µs: the store's clock at each call)", at, want)
+	}
+	// Instances are not touched.
+	for id, snap := range snaps {
+		b.unchanged(t, "instance "+id+" after CancelOrphanTasks", snap)
+	}
+}
