@@ -231,8 +231,17 @@ func (e *Engine) Stop() {
 		return
 	}
 	cancel(errors.New("engine stopped"))
-	<-done
+	select {
+	case <-done:
+	case <-time.After(stopGrace):
+		// A handler that ignores its context cannot be waited for forever; its
+		// lease expires and another node runs the attempt again.
+		e.log.Warn("engine stopped with handlers still running", "waited", stopGrace)
+	}
 }
+
+// stopGrace bounds how long Stop waits for running handlers.
+const stopGrace = 15 * time.Second
 
 // wake tells every waiting worker and long poll to look for work now.
 func (e *Engine) wake() {

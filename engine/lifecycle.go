@@ -36,6 +36,9 @@ func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.In
 	if len(input) == 0 || string(input) == "null" {
 		input = []byte("{}")
 	}
+	if !json.Valid(input) {
+		return nil, fmt.Errorf("%w: input is not valid JSON", store.ErrInvalidArgument)
+	}
 	now := e.clock()
 	inst := &workflow.Instance{ID: p.ID, Status: workflow.StatusRunning, State: c.def.InitialState(), Input: input}
 	var deadline *time.Time

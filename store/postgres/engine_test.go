@@ -139,7 +139,7 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, sql, index string
-		args              []any
+		args             []any
 	}{
 		{"LockClaimable", claimSQL, "workflow_tasks_claim_idx", []any{[]string{"reserve", store.QueueSleep}, now, 10}},
 		{"LockExpired", expiredSQL, "workflow_tasks_expiry_idx", []any{now, 100}},
@@ -491,6 +491,30 @@ func TestDefinitionSpecBytes(t *testing.T) {
 	}
 }
 
+// JSON that encoding/json accepts but jsonb refuses is an invalid argument,
+// like any other bad input, not a database failure.
+func TestJSONRefusedByJSONB(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	create(t, s, store.CreateParams{ID: "w"})
+	for _, doc := range []string{`{"s":"\ud800"}`, `[1e1000000]`} {
+		if !json.Valid([]byte(doc)) {
+			t.Fatalf("%s is not valid JSON", doc)
+		}
+		err := s.InsertTasks(ctx, []*store.Task{{InstanceID: "w", StepID: "a", Queue: "q", MaxAttempts: 1, Input: json.RawMessage(doc)}})
+		if !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("InsertTasks(input %s) = %v, want ErrInvalidArgument", doc, err)
+		}
+		if _, _, err := s.PutDefinition(ctx, "d", json.RawMessage(doc)); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("PutDefinition(%s) = %v, want ErrInvalidArgument", doc, err)
+		}
+		if _, err := s.Create(ctx, store.CreateParams{Input: json.RawMessage(doc)}); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("Create(input %s) = %v, want ErrInvalidArgument", doc, err)
+		}
+	}
+}
+
 // listenerPIDs returns the server pids of the sessions listening for
 // Notify on s's database (their last statement is the LISTEN).
 func listenerPIDs(t *testing.T, s *Store) []int32 {
@@ -702,6 +726,10 @@ func TestListenStops(t *testing.T) {
 		t.Fatal("channel still open after Close")
 	}
 	waitFor(t, 5*time.Second, "the listening session survived Close", func() bool { return len(listenerPIDs(t, s)) == 0 })
+
+	if _, err := closing.Listen(t.Context()); err == nil {
+		t.Error("Listen on a closed store succeeded")
+	}
 
 	// Listen reports a first connection that fails.
 	dead, cancelDead := context.WithCancel(t.Context())

@@ -22,6 +22,10 @@ const (
 	// strings before sending them; this is the backstop.
 	codeCharacterNotInRepertoire = "22021"
 	codeUntranslatableCharacter  = "22P05"
+	// JSON that encoding/json accepts but jsonb refuses: a lone UTF-16
+	// surrogate escape ("\ud800"), a number beyond numeric's range (1e1000000).
+	codeInvalidTextRepresentation = "22P02"
+	codeNumericValueOutOfRange    = "22003"
 )
 
 // interpretError maps an error from pgx to the store contract, once, at the
@@ -45,7 +49,8 @@ func interpretError(err error, id string) error {
 			return &store.ConflictError{ID: id, Actual: -1, Reason: "deadlock detected"}
 		case codeUniqueViolation:
 			return fmt.Errorf("workflow %q: %w", id, store.ErrExists)
-		case codeCheckViolation, codeCharacterNotInRepertoire, codeUntranslatableCharacter:
+		case codeCheckViolation, codeCharacterNotInRepertoire, codeUntranslatableCharacter,
+			codeInvalidTextRepresentation, codeNumericValueOutOfRange:
 			return fmt.Errorf("%w: %s", store.ErrInvalidArgument, pgErr.Message)
 		}
 		return &backendError{msg: fmt.Sprintf("postgres: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}

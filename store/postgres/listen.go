@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -35,17 +36,26 @@ const (
 // restart, pg_terminate_backend, network) it reconnects with backoff and
 // sends once on the channel, because notifications sent while it was away
 // are lost: the receiver should look for work then. Listen's own error is
-// that of the first connection.
+// that of the first connection (or errClosed after Close).
 func (s *Store) Listen(ctx context.Context) (<-chan struct{}, error) {
 	conn, err := s.connectListener(ctx)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		closeConn(ctx, conn)
+		return nil, errClosed
 	}
 	ch := make(chan struct{}, 1)
 	s.listeners.Add(1)
 	go s.listen(ctx, conn, ch)
 	return ch, nil
 }
+
+// errClosed is Listen's error on a closed store.
+var errClosed = errors.New("postgres: listen: the store is closed")
 
 // connectListener opens a connection with the pool's settings and runs
 // LISTEN on it.

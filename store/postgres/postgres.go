@@ -61,9 +61,11 @@ type Store struct {
 	pool *pgxpool.Pool
 
 	// closing is closed by Close, which then waits for the listeners
-	// (Listen) to close their connections.
+	// (Listen) to close their connections. mu orders Listen's start of a
+	// listener and Close.
+	mu        sync.Mutex
+	closed    bool
 	closing   chan struct{}
-	closeOnce sync.Once
 	listeners sync.WaitGroup
 }
 
@@ -153,7 +155,12 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close stops the listeners and closes the pool, waiting for connections in
 // use to be released.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { close(s.closing) })
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
+	}
+	s.mu.Unlock()
 	s.listeners.Wait()
 	s.pool.Close()
 	return nil

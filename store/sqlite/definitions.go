@@ -82,13 +82,13 @@ func (q *querier) PutDefinition(ctx context.Context, name string, spec json.RawM
 }
 
 // GetDefinition returns revision rev of name, or its latest revision when rev
-// is 0. Errors: ErrNotFound ("definition %q" / "definition %q revision %d");
-// ErrInvalidArgument for a negative rev.
+// is 0. Errors: ErrNotFound ("definition %q" / "definition %q revision %d"),
+// also for a negative rev, as on PostgreSQL.
 func (q *querier) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
 	var row *sql.Row
 	switch {
 	case rev < 0:
-		return nil, fmt.Errorf("%w: definition %q revision %d", store.ErrInvalidArgument, name, rev)
+		return nil, fmt.Errorf("definition %q revision %d: %w", name, rev, store.ErrNotFound)
 	case rev == 0:
 		row = q.read.QueryRowContext(ctx,
 			`SELECT `+definitionColumns+` FROM workflow_definitions WHERE name = ?1 ORDER BY revision DESC LIMIT 1`, name)

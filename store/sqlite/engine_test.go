@@ -1,0 +1,652 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// The SQLite specifics of the engine's operations. The behaviour they share
+// with PostgreSQL is checked by the conformance suite (store/storetest).
+
+// t0 is the time the engine tests start from: not UTC and not a whole
+// microsecond, so every stored time goes through store.Timestamp.
+var t0 = time.Date(2026, 5, 17, 10, 20, 30, 123456789, time.FixedZone("UTC+5", 5*3600))
+
+// openMigrated opens a fresh migrated database file whose clock is t0.
+func openMigrated(tb testing.TB) *Store {
+	tb.Helper()
+	s := openStoreAt(tb, fileURL(tb), func() time.Time { return t0 })
+	migrate(tb, s)
+	return s
+}
+
+// openStoreAt opens url with the clock now and closes it when the test ends.
+func openStoreAt(tb testing.TB, url string, now func() time.Time) *Store {
+	tb.Helper()
+	s, err := Open(tb.Context(), url, Options{Now: now})
+	if err != nil {
+		tb.Fatalf("Open(%q): %v", url, err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// queryPlan returns the detail column of EXPLAIN QUERY PLAN for query.
+func queryPlan(tb testing.TB, s *Store, query string, args ...any) []string {
+	tb.Helper()
+	rows, err := s.readDB.QueryContext(tb.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		tb.Fatalf("EXPLAIN QUERY PLAN: %v\n%s", err, query)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var (
+			id, parent, notUsed int
+			detail              string
+		)
+		if err := rows.Scan(&id, &parent, &notUsed, &detail); err != nil {
+			tb.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return plan
+}
+
+// TestQueryPlans checks that the engine's sweeps and its hot path read
+// through the partial indexes made for them, and that no query scans a whole
+// table. The plans are those of an empty database without ANALYZE
+// statistics, which is when SQLite's planner guesses most.
+func TestQueryPlans(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t)
+	for _, c := range []struct {
+		name  string
+		query string
+		args  []any
+		want  []string // each must appear in some line of the plan
+	}{
+		{"claim, one queue", claimSQL, []any{`["q1"]`, 1, 10, store.QueueSleep},
+			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND run_at<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
+		{"claim, several queues", claimSQL, []any{`["q1","q2","flowd:sleep"]`, 1, 10, store.QueueSleep},
+			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND run_at<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
+		{"lease expiry", expiredSQL, []any{1, 10},
+			[]string{"SEARCH workflow_tasks USING INDEX workflow_tasks_expiry_idx (lease_until<?)"}},
+		{"timeout sweep", timedOutSQL, []any{1, 10},
+			[]string{"USING INDEX workflow_instances_deadline_idx (deadline>? AND deadline<?)"}},
+		{"orphan sweep", cancelOrphansSQL, []any{10, 1},
+			[]string{"USING INDEX workflow_tasks_claim_idx", "USING INDEX workflow_tasks_expiry_idx", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
+	} {
+		plan := queryPlan(t, s, c.query, c.args...)
+		for _, want := range c.want {
+			if !slices.ContainsFunc(plan, func(line string) bool { return strings.Contains(line, want) }) {
+				t.Errorf("%s: plan does not contain %q:\n%s", c.name, want, strings.Join(plan, "\n"))
+			}
+		}
+		for _, line := range plan {
+			// SCAN of a table without an index, or of the instances at all.
+			if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "USING") && !strings.Contains(line, "json_each") && line != "SCAN qs" {
+				t.Errorf("%s: full table scan %q:\n%s", c.name, line, strings.Join(plan, "\n"))
+			}
+			if strings.Contains(line, "workflow_instances_status_updated_at_idx") {
+				t.Errorf("%s: reads instances by status instead of by id or deadline: %q", c.name, line)
+			}
+		}
+	}
+
+	// The tasks of an instance come in step order from the UNIQUE index,
+	// without sorting.
+	plan := queryPlan(t, s, `SELECT `+taskColumns+` FROM workflow_tasks WHERE instance_id = ?1 ORDER BY step_id`, "x")
+	if len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX sqlite_autoindex_workflow_tasks_2 (instance_id=?)") {
+		t.Errorf("TasksOfInstance plan:\n%s", strings.Join(plan, "\n"))
+	}
+}
+
+// TestSchemaIndexes lists every index of the schema: exactly the ones the
+// queries need (SPEC section 9, item 8), and never one on (id, version).
+func TestSchemaIndexes(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t)
+	rows, err := s.readDB.QueryContext(t.Context(),
+		`SELECT tbl_name, name, coalesce(sql, '') FROM sqlite_schema WHERE type = 'index' ORDER BY tbl_name, name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var table, name, sql string
+		if err := rows.Scan(&table, &name, &sql); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, table+"."+name)
+		if strings.Contains(strings.ReplaceAll(sql, " ", ""), "(id,version") {
+			t.Errorf("index %s is on (id, version): %s", name, sql)
+		}
+	}
+	want := []string{
+		// Primary keys and the UNIQUE constraint (SQLite's automatic indexes).
+		"workflow_definitions.sqlite_autoindex_workflow_definitions_1",
+		"workflow_history.sqlite_autoindex_workflow_history_1",
+		"workflow_instances.sqlite_autoindex_workflow_instances_1",
+		"workflow_instances.workflow_instances_created_at_id_idx",
+		"workflow_instances.workflow_instances_deadline_idx",
+		"workflow_instances.workflow_instances_definition_created_at_id_idx",
+		"workflow_instances.workflow_instances_status_updated_at_idx",
+		"workflow_tasks.sqlite_autoindex_workflow_tasks_1",
+		"workflow_tasks.sqlite_autoindex_workflow_tasks_2",
+		"workflow_tasks.workflow_tasks_claim_idx",
+		"workflow_tasks.workflow_tasks_expiry_idx",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("indexes:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestMigrationKeepsData applies 00002 to a database that has been at version
+// 1 with data in it: the instances and their history stay as they were and
+// read back as free-form instances (revision 0, no deadline), and the engine
+// can use them at once.
+func TestMigrationKeepsData(t *testing.T) {
+	t.Parallel()
+	s := openStoreAt(t, fileURL(t), func() time.Time { return t0.Add(time.Hour) })
+	ctx := t.Context()
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.writeDB, fsys, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 1); err != nil {
+		t.Fatalf("migrating to version 1: %v", err)
+	}
+	// Version 1 data, written as the version 1 code wrote it.
+	created := micros(t0)
+	for _, stmt := range []string{
+		`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at)
+		VALUES ('old', 'order', 'RUNNING', '{"variables":{"n":9007199254740993}}', '{"sku":"x"}', 1, ?1, ?1 + 1)`,
+		`INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+		VALUES ('old', 0, 'PENDING', '{}', ?1, 'create'), ('old', 1, 'RUNNING', '{"variables":{"n":9007199254740993}}', ?1 + 1, 'start')`,
+	} {
+		if _, err := s.writeDB.ExecContext(ctx, stmt, created); err != nil {
+			t.Fatalf("version 1 data: %v", err)
+		}
+	}
+
+	rep := migrate(t, s)
+	if len(rep.Applied) != 1 || rep.Applied[0].Name != "00002_engine.sql" || rep.Version != schemaVersion {
+		t.Fatalf("Migrate on a version 1 database = %+v, want only 00002_engine.sql applied", rep)
+	}
+	got, err := s.Get(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n json.RawMessage
+	if _, err := got.State.Var("n", &n); err != nil || string(n) != "9007199254740993" {
+		t.Errorf("state variable n = %s, %v", n, err)
+	}
+	if got.Definition != "order" || got.Status != workflow.StatusRunning || got.Version != 1 ||
+		string(got.Input) != `{"sku":"x"}` || !got.CreatedAt.Equal(fromMicros(created)) || !got.UpdatedAt.Equal(fromMicros(created+1)) {
+		t.Errorf("instance after the migration = %+v", got)
+	}
+	if got.DefinitionRevision != 0 || got.Deadline != nil {
+		t.Errorf("old instance: revision %d, deadline %v; want 0 and none", got.DefinitionRevision, got.Deadline)
+	}
+	hist, err := s.History(ctx, "old")
+	if err != nil || len(hist) != 2 || hist[0].Cause != "create" || hist[1].Cause != "start" || !hist[1].At.Equal(fromMicros(created+1)) {
+		t.Errorf("history after the migration = %+v, %v", hist, err)
+	}
+
+	// The engine works on the old instance straight away.
+	if err := s.InsertTasks(ctx, []*store.Task{{ID: "t1", InstanceID: "old", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: t0}}); err != nil {
+		t.Fatalf("InsertTasks for the old instance: %v", err)
+	}
+	deadline := t0
+	if _, err := s.ModifyState(ctx, "old", func(inst *workflow.Instance) error { inst.Deadline = &deadline; return nil }, "deadline"); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.TimeOutInstances(ctx, t0.Add(time.Second), 10)
+	if err != nil || !slices.Equal(ids, []string{"old"}) {
+		t.Errorf("TimeOutInstances = %v, %v; want [old]", ids, err)
+	}
+	if n, err := s.CancelOrphanTasks(ctx, 10); err != nil || n != 1 {
+		t.Errorf("CancelOrphanTasks = %d, %v; want 1", n, err)
+	}
+}
+
+// TestEngineSchemaGuards checks what the new tables enforce by themselves.
+func TestEngineSchemaGuards(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t)
+	ctx := t.Context()
+	if _, err := s.Create(ctx, store.CreateParams{ID: "inst"}); err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at, input, created_at, updated_at)
+	VALUES (?1, ?2, ?3, 'q', ?4, ?5, ?6, 0, ?7, 0, 0)`
+	for _, c := range []struct {
+		name string
+		args []any
+		code int
+	}{
+		{"unknown status", []any{"t1", "inst", "a", "RUNNING", 0, 1, "null"}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"negative attempt", []any{"t1", "inst", "a", "QUEUED", -1, 1, "null"}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"no attempt allowed", []any{"t1", "inst", "a", "QUEUED", 0, 0, "null"}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"input not JSON", []any{"t1", "inst", "a", "QUEUED", 0, 1, "{"}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"unknown instance", []any{"t1", "ghost", "a", "QUEUED", 0, 1, "null"}, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY},
+	} {
+		_, err := s.writeDB.ExecContext(ctx, insert, c.args...)
+		if sqliteCode(err) != c.code {
+			t.Errorf("task with %s: got %v (code %d), want code %d", c.name, err, sqliteCode(err), c.code)
+		}
+	}
+	if _, err := s.writeDB.ExecContext(ctx, insert, "t1", "inst", "a", "QUEUED", 0, 1, "null"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.writeDB.ExecContext(ctx, insert, "t2", "inst", "a", "QUEUED", 0, 1, "null")
+	if sqliteCode(err) != sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+		t.Errorf("second task for one step: got %v, want a UNIQUE violation", err)
+	}
+	// STRICT: a timestamp must be an integer.
+	_, err = s.writeDB.ExecContext(ctx, `UPDATE workflow_tasks SET run_at = 'soon' WHERE id = 't1'`)
+	if err == nil {
+		t.Errorf("a text run_at was stored")
+	}
+	for _, c := range []struct {
+		name, stmt string
+	}{
+		{"revision 0", `INSERT INTO workflow_definitions (name, revision, spec, created_at) VALUES ('d', 0, '{}', 0)`},
+		{"spec not JSON", `INSERT INTO workflow_definitions (name, revision, spec, created_at) VALUES ('d', 1, '{', 0)`},
+	} {
+		if _, err := s.writeDB.ExecContext(ctx, c.stmt); sqliteCode(err) != sqlite3.SQLITE_CONSTRAINT_CHECK {
+			t.Errorf("definition with %s: got %v, want a CHECK violation", c.name, err)
+		}
+	}
+}
+
+// TestEngineErrors checks the errors the SQLite store maps for the engine's
+// operations, beyond the conformance suite: a task for a missing instance,
+// values the schema rejects, limits, lock modes.
+func TestEngineErrors(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t)
+	ctx := t.Context()
+	if _, err := s.Create(ctx, store.CreateParams{ID: "inst", Status: workflow.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	task := func(id, step string) *store.Task {
+		return &store.Task{ID: id, InstanceID: "inst", StepID: step, Queue: "q", MaxAttempts: 1, RunAt: t0}
+	}
+
+	err := s.InsertTasks(ctx, []*store.Task{task("t1", "a"), {ID: "t2", InstanceID: "ghost", StepID: "a", Queue: "q", MaxAttempts: 1}})
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"ghost"`) {
+		t.Errorf("InsertTasks for a missing instance = %v, want ErrNotFound naming it", err)
+	}
+	bad := task("t1", "a")
+	bad.MaxAttempts = 0
+	if err := s.InsertTasks(ctx, []*store.Task{bad}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("InsertTasks with max_attempts 0 = %v, want ErrInvalidArgument", err)
+	}
+	bad = task("t1", "a")
+	bad.Input = json.RawMessage(`{"a":`)
+	if err := s.InsertTasks(ctx, []*store.Task{bad}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("InsertTasks with bad input = %v, want ErrInvalidArgument", err)
+	}
+	if err := s.InsertTasks(ctx, []*store.Task{task("t1", "a"), nil}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("InsertTasks with a nil task = %v, want ErrInvalidArgument", err)
+	}
+	// Two tasks for one step in one call: the first is not kept either.
+	err = s.InsertTasks(ctx, []*store.Task{task("t1", "a"), task("t2", "a")})
+	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"t2"`) {
+		t.Errorf("InsertTasks of two tasks for one step = %v, want ErrExists naming t2", err)
+	}
+	if tasks, err := s.TasksOfInstance(ctx, "inst", store.LockNone); err != nil || len(tasks) != 0 {
+		t.Errorf("tasks after the failed inserts = %v, %v; want none", tasks, err)
+	}
+	if err := s.InsertTasks(ctx, nil); err != nil {
+		t.Errorf("InsertTasks(nil) = %v", err)
+	}
+
+	tk := task("t1", "a")
+	if err := s.InsertTasks(ctx, []*store.Task{tk}); err != nil {
+		t.Fatal(err)
+	}
+	upd := *tk
+	upd.Status = "RUNNING"
+	if err := s.UpdateTask(ctx, &upd); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("UpdateTask to an unknown status = %v, want ErrInvalidArgument", err)
+	}
+	if err := s.UpdateTask(ctx, nil); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("UpdateTask(nil) = %v, want ErrInvalidArgument", err)
+	}
+	if got, err := s.LockTask(ctx, "t1"); err != nil || got.Status != store.TaskQueued || !got.UpdatedAt.Equal(tk.UpdatedAt) {
+		t.Errorf("task after refused updates = %+v, %v", got, err)
+	}
+
+	for _, limit := range []int{0, -1, store.MaxBatchLimit + 1} {
+		if _, err := s.LockClaimable(ctx, []string{"q"}, t0, limit); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("LockClaimable(limit %d) = %v, want ErrInvalidArgument", limit, err)
+		}
+		if _, err := s.LockExpired(ctx, t0, limit); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("LockExpired(limit %d) = %v, want ErrInvalidArgument", limit, err)
+		}
+		if _, err := s.CancelOrphanTasks(ctx, limit); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("CancelOrphanTasks(limit %d) = %v, want ErrInvalidArgument", limit, err)
+		}
+		if _, err := s.TimeOutInstances(ctx, t0, limit); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("TimeOutInstances(limit %d) = %v, want ErrInvalidArgument", limit, err)
+		}
+	}
+	if _, err := s.TasksOfInstance(ctx, "inst", store.LockMode(7)); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("TasksOfInstance(LockMode(7)) = %v, want ErrInvalidArgument", err)
+	}
+	if _, _, err := s.PutDefinition(ctx, "order", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetDefinition(ctx, "order", -1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetDefinition(revision -1) = %v, want ErrNotFound", err)
+	}
+
+	// Queues are data: a repeated queue returns its tasks once, an empty
+	// list nothing, and a queue name that looks like SQL or JSON is a name.
+	for _, queues := range [][]string{{"q", "q"}, {"q", `"]`, `') OR 1=1 --`, "q"}} {
+		got, err := s.LockClaimable(ctx, queues, t0, 10)
+		if err != nil || len(got) != 1 || got[0].ID != "t1" {
+			t.Errorf("LockClaimable(%q) = %v, %v; want [t1]", queues, got, err)
+		}
+	}
+	if got, err := s.LockClaimable(ctx, nil, t0, 10); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("LockClaimable(no queues) = %#v, %v; want an empty, non-nil slice", got, err)
+	}
+}
+
+// TestEngineInTxSavepoint checks that a failing engine operation inside WithTx
+// undoes only itself: the transaction carries on and commits the rest.
+func TestEngineInTxSavepoint(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t)
+	ctx := t.Context()
+	if _, err := s.Create(ctx, store.CreateParams{ID: "inst", Status: workflow.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	task := func(id, step string) *store.Task {
+		return &store.Task{ID: id, InstanceID: "inst", StepID: step, Queue: "q", MaxAttempts: 1, RunAt: t0}
+	}
+	if err := s.InsertTasks(ctx, []*store.Task{task("t1", "a")}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		// New tasks before a duplicate in one call: none of them stays.
+		if err := tx.InsertTasks(ctx, []*store.Task{task("t2", "b"), task("t3", "a")}); !errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("InsertTasks with a duplicate step: %v, want ErrExists", err)
+		}
+		if err := tx.UpdateTask(ctx, task("ghost", "z")); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("UpdateTask of an unknown task: %v, want ErrNotFound", err)
+		}
+		claimed, err := tx.LockClaimable(ctx, []string{"q"}, t0, 10)
+		if err != nil || len(claimed) != 1 {
+			return fmt.Errorf("LockClaimable = %v, %v; want [t1]", claimed, err)
+		}
+		claimed[0].Status = store.TaskLeased
+		claimed[0].Lease = "L"
+		claimed[0].LeaseUntil = t0.Add(time.Minute)
+		if err := tx.UpdateTask(ctx, claimed[0]); err != nil {
+			return err
+		}
+		return tx.InsertTasks(ctx, []*store.Task{task("t4", "c")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := s.TasksOfInstance(ctx, "inst", store.LockNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tk := range tasks {
+		got = append(got, tk.ID+":"+string(tk.Status))
+	}
+	if want := []string{"t1:LEASED", "t4:QUEUED"}; !slices.Equal(got, want) {
+		t.Errorf("tasks after the transaction = %v, want %v", got, want)
+	}
+}
+
+// TestClaimTwoStores claims from two Stores on one file (two processes) with
+// several goroutines each, every claim a transaction that leases what it got:
+// BEGIN IMMEDIATE serialises the claims, so no task is ever claimed twice and
+// none is lost, without SKIP LOCKED.
+func TestClaimTwoStores(t *testing.T) {
+	t.Parallel()
+	url := fileURL(t)
+	clock := func() time.Time { return t0 }
+	a, b := openStoreAt(t, url, clock), openStoreAt(t, url, clock)
+	migrate(t, a)
+	ctx := t.Context()
+	const instances, stepsEach = 20, 10
+	for i := range instances {
+		id := fmt.Sprintf("inst-%02d", i)
+		if _, err := a.Create(ctx, store.CreateParams{ID: id, Status: workflow.StatusRunning}); err != nil {
+			t.Fatal(err)
+		}
+		var tasks []*store.Task
+		for j := range stepsEach {
+			tasks = append(tasks, &store.Task{InstanceID: id, StepID: fmt.Sprintf("s%d", j), Queue: []string{"q1", "q2"}[j%2], MaxAttempts: 3, RunAt: t0.Add(-time.Duration(j) * time.Second)})
+		}
+		if err := a.InsertTasks(ctx, tasks); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var (
+		mu      sync.Mutex
+		claimed = map[string]string{}
+		wg      sync.WaitGroup
+	)
+	errs := make(chan error, 16)
+	for w := range 16 {
+		s := []*Store{a, b}[w%2]
+		owner := fmt.Sprintf("worker-%d", w)
+		wg.Go(func() {
+			for {
+				var got []*store.Task
+				err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+					var err error
+					got, err = tx.LockClaimable(ctx, []string{"q1", "q2"}, t0, 3)
+					if err != nil {
+						return err
+					}
+					for _, tk := range got {
+						tk.Status, tk.Attempt, tk.Lease, tk.LeaseOwner, tk.LeaseUntil = store.TaskLeased, tk.Attempt+1, store.NewID(), owner, t0.Add(time.Minute)
+						if err := tx.UpdateTask(ctx, tk); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, tk := range got {
+					if prev, ok := claimed[tk.ID]; ok {
+						errs <- fmt.Errorf("task %s claimed by %s and %s", tk.ID, prev, owner)
+					}
+					claimed[tk.ID] = owner
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(claimed) != instances*stepsEach {
+		t.Errorf("%d tasks claimed, want %d", len(claimed), instances*stepsEach)
+	}
+	expired, err := b.LockExpired(ctx, t0.Add(time.Hour), store.MaxBatchLimit)
+	if err != nil || len(expired) != instances*stepsEach {
+		t.Errorf("LockExpired an hour later = %d tasks, %v; want all %d", len(expired), err, instances*stepsEach)
+	}
+}
+
+// TestPutDefinitionTwoStores puts different specs of one definition from two
+// Stores on one file at once: BEGIN IMMEDIATE makes each put see the previous
+// one, so every spec gets its own revision and none is lost.
+func TestPutDefinitionTwoStores(t *testing.T) {
+	t.Parallel()
+	url := fileURL(t)
+	a, b := openStore(t, url), openStore(t, url)
+	migrate(t, a)
+	ctx := t.Context()
+	const perStore = 20
+	revs := make(chan int, 2*perStore)
+	errs := make(chan error, 2*perStore)
+	var wg sync.WaitGroup
+	for i, s := range []*Store{a, b} {
+		for j := range perStore {
+			wg.Go(func() {
+				rev, created, err := s.PutDefinition(ctx, "order", json.RawMessage(fmt.Sprintf(`{"store":%d,"n":%d}`, i, j)))
+				if err != nil || !created {
+					errs <- fmt.Errorf("PutDefinition = %d, %v, %v", rev, created, err)
+					return
+				}
+				revs <- rev
+			})
+		}
+	}
+	wg.Wait()
+	close(revs)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var got []int
+	for r := range revs {
+		got = append(got, r)
+	}
+	slices.Sort(got)
+	for i, r := range got {
+		if r != i+1 {
+			t.Fatalf("revisions %v, want 1…%d each once", got, 2*perStore)
+		}
+	}
+	// Whitespace does not make a new revision: specs compare compacted.
+	rev, created, err := a.PutDefinition(ctx, "order", json.RawMessage(" {\n \"x\" : [1, 2] }"))
+	if err != nil || !created {
+		t.Fatalf("PutDefinition = %d, %v, %v", rev, created, err)
+	}
+	if again, created, err := b.PutDefinition(ctx, "order", json.RawMessage(`{"x":[1,2]}`)); err != nil || created || again != rev {
+		t.Errorf("PutDefinition of the same spec, compacted = %d, %v, %v; want %d, false", again, created, err, rev)
+	}
+	if d, err := b.GetDefinition(ctx, "order", 0); err != nil || string(d.Spec) != `{"x":[1,2]}` {
+		t.Errorf("latest spec = %v, %v; want the compacted form", d, err)
+	}
+}
+
+// TestEngineMemory runs the engine's operations on sqlite::memory:, where
+// reads and writes share one connection: a claim inside WithTx and reads on
+// the Store must not wait for each other.
+func TestEngineMemory(t *testing.T) {
+	t.Parallel()
+	s := openStoreAt(t, "sqlite::memory:", func() time.Time { return t0 })
+	migrate(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	deadline := t0
+	if _, err := s.Create(ctx, store.CreateParams{ID: "inst", Status: workflow.StatusRunning, DefinitionRevision: 2, Deadline: &deadline}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertTasks(ctx, []*store.Task{{ID: "t1", InstanceID: "inst", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		got, err := tx.LockClaimable(ctx, []string{"q"}, t0, 1)
+		if err != nil || len(got) != 1 {
+			return fmt.Errorf("LockClaimable = %v, %v", got, err)
+		}
+		if _, err := tx.TasksOfInstance(ctx, "inst", store.LockWait); err != nil {
+			return err
+		}
+		_, err = tx.TimeOutInstances(ctx, t0.Add(time.Second), 10)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := s.CountByStatus(ctx)
+	if err != nil || counts[workflow.StatusTimedOut] != 1 || len(counts) != 1 {
+		t.Errorf("CountByStatus = %v, %v; want TIMED_OUT: 1", counts, err)
+	}
+	if n, err := s.CancelOrphanTasks(ctx, 10); err != nil || n != 1 {
+		t.Errorf("CancelOrphanTasks = %d, %v; want 1", n, err)
+	}
+}
+
+// BenchmarkLockClaimable claims from a backlog of ready tasks, most of them in
+// other queues or of paused instances: the cost must not grow with the
+// backlog (see claimSQL).
+func BenchmarkLockClaimable(b *testing.B) {
+	s := openStoreAt(b, fileURL(b), func() time.Time { return t0 })
+	migrate(b, s)
+	ctx := b.Context()
+	const backlog = 20000
+	// Bulk fixture in SQL: going through InsertTasks would take longer than
+	// the benchmark.
+	for _, stmt := range []string{
+		`WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?1)
+		INSERT INTO workflow_instances (id, status, state, input, created_at, updated_at)
+		SELECT 'i' || x, CASE WHEN x % 10 = 0 THEN 'PAUSED' ELSE 'RUNNING' END, '{}', '{}', x, x FROM n`,
+		`WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?1)
+		INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, max_attempts, run_at, input, created_at, updated_at)
+		SELECT 't' || x, 'i' || x, 's', 'q' || (x % 4), CASE WHEN x % 5 = 0 THEN 'DONE' ELSE 'QUEUED' END, 3, x, 'null', x, x FROM n`,
+	} {
+		if _, err := s.writeDB.ExecContext(ctx, stmt, backlog); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, queues := range [][]string{{"q1"}, {"q0", "q1", "q2", "q3", store.QueueSleep}} {
+		b.Run(fmt.Sprintf("queues=%d", len(queues)), func(b *testing.B) {
+			for b.Loop() {
+				err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+					got, err := tx.LockClaimable(ctx, queues, fromMicros(backlog), 10)
+					if err == nil && len(got) != 10 {
+						err = fmt.Errorf("claimed %d tasks, want 10", len(got))
+					}
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
