@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, migrateTests, miscTests,
 			engineInstanceTests, taskTests, timeoutTests, definitionTests,
+			linearizabilityTests,
 		} {
 			for _, tc := range groups {
 				t.Run(tc.name, func(t *testing.T) {
