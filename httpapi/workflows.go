@@ -191,17 +191,9 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 	inst, err := s.conditionalWrite(r, r.PathValue("id"), cond,
 		func(*workflow.Instance) error { return nil },
 		func(inst *workflow.Instance) (*workflow.Instance, error) {
-			cur, err := json.Marshal(inst.State)
+			next, err := applyStatePatch(inst.State, patch)
 			if err != nil {
 				return nil, err
-			}
-			merged, err := jsonpatch.MergePatch(cur, patch)
-			if err != nil {
-				return nil, httpError(http.StatusBadRequest, "applying merge patch: "+err.Error())
-			}
-			next, err := workflow.ParseState(merged)
-			if err != nil {
-				return nil, httpError(http.StatusBadRequest, "the patched state is invalid: "+err.Error())
 			}
 			return s.cfg.Store.ReplaceState(r.Context(), inst.ID, inst.Version, next, "patch")
 		})
@@ -210,6 +202,24 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeInstance(w, http.StatusOK, inst)
+}
+
+// applyStatePatch applies a JSON Merge Patch (RFC 7396) to a state and
+// validates the result; a patch that makes the state invalid is a 400.
+func applyStatePatch(cur workflow.State, patch []byte) (workflow.State, error) {
+	doc, err := json.Marshal(cur)
+	if err != nil {
+		return workflow.State{}, err
+	}
+	merged, err := jsonpatch.MergePatch(doc, patch)
+	if err != nil {
+		return workflow.State{}, httpError(http.StatusBadRequest, "applying merge patch: "+err.Error())
+	}
+	next, err := workflow.ParseState(merged)
+	if err != nil {
+		return workflow.State{}, httpError(http.StatusBadRequest, "the patched state is invalid: "+err.Error())
+	}
+	return next, nil
 }
 
 // readMergePatch reads a JSON Merge Patch for the state and checks what can be

@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// FuzzStatePatch: whatever the body, the PATCH path never panics; a patch it
+// accepts yields a valid state, and applying it again changes nothing
+// (merge patches are idempotent, RFC 7396).
+func FuzzStatePatch(f *testing.F) {
+	for _, seed := range []string{
+		`{"variables":{"a":1}}`, `{"variables":null}`, `{"steps":{"a":{"status":"COMPLETED","output":{"x":[1,2]}}}}`,
+		`{"steps":{"a":null}}`, `{"custom":{"deep":{"k":null}}}`, `{"steps":{"a,b":{}}}`, `{"steps":5}`, `[]`, `{`, `null`,
+		`{"variables":{"big":9007199254740993}}`, `{"steps":{"a":{"attempts":-1}}}`,
+	} {
+		f.Add(seed)
+	}
+	base, err := workflow.ParseState([]byte(`{"variables":{"n":1,"keep":"x"},"steps":{"a":{"status":"RUNNING","attempts":1},"b":{"status":"PENDING"}},"extra":{"k":[1]}}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		req := httptest.NewRequest(http.MethodPatch, "/v1/workflows/x", strings.NewReader(body))
+		patch, err := readMergePatch(req)
+		if err != nil {
+			if statusFor(err) != http.StatusBadRequest {
+				t.Fatalf("rejected patch %q with status %d: %v", body, statusFor(err), err)
+			}
+			return
+		}
+		next, err := applyStatePatch(base.Clone(), patch)
+		if err != nil {
+			if statusFor(err) != http.StatusBadRequest {
+				t.Fatalf("applying %q: status %d: %v", body, statusFor(err), err)
+			}
+			return
+		}
+		if err := next.Validate(); err != nil {
+			t.Fatalf("patch %q produced an invalid state: %v", body, err)
+		}
+		again, err := applyStatePatch(next.Clone(), patch)
+		if err != nil {
+			t.Fatalf("re-applying %q failed: %v", body, err)
+		}
+		a, _ := json.Marshal(next)
+		b, _ := json.Marshal(again)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("patch %q is not idempotent:\n%s\n%s", body, a, b)
+		}
+	})
+}
+
+// FuzzControlBodies: the strict decoder of control bodies never panics and
+// answers only 400 or 413 for what it refuses.
+func FuzzControlBodies(f *testing.F) {
+	for _, seed := range []string{
+		`{"from":"RUNNING","to":"PAUSED"}`, `{"from":"RUNNING","to":"NOPE"}`, `{"output":{"a":1}}`,
+		`{"status":"RUNNING","updated_before":"2026-01-01T00:00:00Z","new_status":"PAUSED","limit":10}`,
+		`{"worker":"w","handlers":["echo"],"wait_seconds":1.5}`, `{"lease":"x","error":"e","retryable":false}`,
+		`{"id":"a","state":{"steps":{}}}`, `{} {}`, `{"x":1}`, ``, `[`, `"str"`, `{"limit":1e400}`,
+	} {
+		f.Add(seed)
+	}
+	targets := []func() any{
+		func() any { return &CreateWorkflowRequest{} }, func() any { return &TransitionRequest{} },
+		func() any { return &CompleteStepRequest{} }, func() any { return &BatchStatusRequest{} },
+		func() any { return &PollRequest{} }, func() any { return &CompleteTaskRequest{} },
+		func() any { return &FailTaskRequest{} }, func() any { return &HeartbeatRequest{} },
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, newTarget := range targets {
+			for _, allowEmpty := range []bool{false, true} {
+				req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+				err := decodeControl(req, newTarget(), allowEmpty)
+				var ae *apiError
+				if err != nil && (!errors.As(err, &ae) || (ae.status != http.StatusBadRequest && ae.status != http.StatusRequestEntityTooLarge)) {
+					t.Fatalf("decodeControl(%q) = %v", body, err)
+				}
+			}
+		}
+	})
+}
