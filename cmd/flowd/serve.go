@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,9 +15,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/examples"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/worker"
 )
 
@@ -33,6 +36,7 @@ type serveConfig struct {
 	LogLevel      string
 	LogFormat     string
 	DemoHandlers  bool
+	Demo          bool
 }
 
 func (c *serveConfig) Validate() error {
@@ -123,6 +127,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease for in-process steps and the default for remote workers")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
+	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	return cmd
@@ -166,7 +171,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 	if err != nil {
 		return err
 	}
-	if cfg.DemoHandlers {
+	if cfg.DemoHandlers || cfg.Demo {
 		for name, h := range worker.DemoHandlers() {
 			eng.Register(name, h)
 		}
@@ -195,6 +200,14 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
+	if cfg.Demo {
+		if err := seedDemo(ctx, eng, log); err != nil {
+			eng.Stop()
+			return err
+		}
+	} else if empty, err := isEmpty(ctx, st); err == nil && empty {
+		fmt.Fprintf(e.stdout, "the database is empty: restart with --demo to load the example workflows (or run `flowd demo` against a server with --demo-handlers)\n")
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -213,4 +226,53 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// engineTarget seeds the demo through the engine in this process.
+type engineTarget struct{ eng *engine.Engine }
+
+func (t engineTarget) PutDefinition(ctx context.Context, body []byte) error {
+	_, _, err := t.eng.PutDefinition(ctx, body)
+	return err
+}
+
+func (t engineTarget) Start(ctx context.Context, def string, input json.RawMessage) (string, error) {
+	inst, err := t.eng.StartWorkflow(ctx, engine.StartParams{Definition: def, Input: input})
+	if err != nil {
+		return "", err
+	}
+	return inst.ID, nil
+}
+
+// seedDemo loads the examples once: a database that already has definitions
+// is left alone, so restarting with --demo never duplicates the demo.
+func seedDemo(ctx context.Context, eng *engine.Engine, log *slog.Logger) error {
+	defs, err := eng.ListDefinitions(ctx)
+	if err != nil {
+		return err
+	}
+	if len(defs) > 0 {
+		log.Info("demo: the database already has definitions; not loading the examples again")
+		return nil
+	}
+	ids, err := examples.Seed(ctx, engineTarget{eng})
+	if err != nil {
+		return fmt.Errorf("loading the demo: %w", err)
+	}
+	log.Info("demo: loaded the example definitions and started workflows", "workflows", len(ids))
+	return nil
+}
+
+// isEmpty reports whether the database has no workflow instance at all.
+func isEmpty(ctx context.Context, st store.Store) (bool, error) {
+	counts, err := st.CountByStatus(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range counts {
+		if n > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -204,5 +205,46 @@ func TestMigrateCommand(t *testing.T) {
 	e, _, errOut = testEnv(nil)
 	if code := run(context.Background(), []string{"migrate", "--db", "postgres://127.0.0.1:1/nope?connect_timeout=2"}, e); code != exitError || errOut.String() == "" {
 		t.Errorf("migrate against a dead server: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestServeDemo: --demo loads the examples into an empty database and the
+// in-process demo handlers move them; a restart does not load them twice.
+func TestServeDemo(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
+	url, stop := startServe(t, "--db", db, "--demo")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get(url + "/v1/workflows?definition=fanout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fan struct{ Workflows []struct{ Status string } }
+		err = json.NewDecoder(res.Body).Decode(&fan)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fan.Workflows) == 1 && fan.Workflows[0].Status == "COMPLETED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo fan-out never completed: %+v", fan)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	url, _ = startServe(t, "--db", db, "--demo")
+	res, err := http.Get(url + "/v1/workflows?limit=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var page struct{ Workflows []any }
+	json.NewDecoder(res.Body).Decode(&page)
+	if len(page.Workflows) != 4 {
+		t.Errorf("after a restart with --demo: %d workflows, want the 4 of one demo", len(page.Workflows))
 	}
 }
