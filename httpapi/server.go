@@ -21,6 +21,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/web"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -105,6 +106,11 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/tasks/{task_id}/heartbeat", s.heartbeatTask)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	// The dashboard: "/{$}" matches only "/", so unknown paths keep the API's
+	// JSON 404; the page reaches the API through /v1 like any client.
+	dashboard := web.Handler()
+	mux.Handle("GET /{$}", dashboard)
+	mux.Handle("GET "+web.AssetPrefix, dashboard)
 }
 
 // ServeHTTP implements http.Handler.

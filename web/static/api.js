@@ -1,0 +1,101 @@
+// The dashboard's only way to the server: fetch on the public /v1 API.
+//
+// Paths are relative ("v1/…"), so the page also works when flowd sits behind a
+// proxy on a sub-path. A 401 opens the token prompt; the token lives in
+// sessionStorage only (this tab, until it is closed) and is sent as a bearer token.
+
+const TOKEN_KEY = 'flowd.token';
+
+/** An error answer of the API: status code, reason phrase and the API's message. */
+export class APIError extends Error {
+  constructor(status, error, message, body) {
+    super(message || error || `HTTP ${status}`);
+    this.status = status;
+    this.error = error || '';
+    this.body = body;
+  }
+  /** One line for a banner: "409 Conflict: cannot pause …". */
+  describe() {
+    if (this.status === 0) return this.message;
+    return `${this.status} ${this.error}${this.message ? ': ' + this.message : ''}`;
+  }
+}
+
+let onAuthNeeded = () => {};
+
+/** Registers what to do when the API asks for a token (reason: "missing" or "rejected"). */
+export function setAuthHandler(fn) { onAuthNeeded = fn; }
+
+export function getToken() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
+export function setToken(t) { sessionStorage.setItem(TOKEN_KEY, t); }
+export function clearToken() { sessionStorage.removeItem(TOKEN_KEY); }
+
+/**
+ * request sends one API call. opts: body (object → JSON, string → as is),
+ * headers, okStatuses (extra statuses that are not errors, e.g. [304]).
+ * Resolves to {status, etag, data}; rejects with an APIError.
+ */
+export async function request(method, path, opts = {}) {
+  const headers = new Headers(opts.headers || {});
+  const token = getToken();
+  if (token) headers.set('Authorization', 'Bearer ' + token);
+  let body;
+  if (opts.body !== undefined) {
+    body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+    if (!headers.has('Content-Type')) headers.set('Content-Type', 'application/json');
+  }
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body, cache: 'no-store' });
+  } catch (e) {
+    throw new APIError(0, 'Network error', `cannot reach the flowd server (${e.message})`);
+  }
+  const text = await res.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch { data = null; }
+  }
+  const etag = res.headers.get('ETag');
+  if (res.ok || (opts.okStatuses || []).includes(res.status)) {
+    return { status: res.status, etag, data };
+  }
+  const err = new APIError(res.status, data?.error || res.statusText, data?.message || text.trim(), data);
+  if (res.status === 401) {
+    const reason = token ? 'rejected' : 'missing';
+    if (token) clearToken();
+    onAuthNeeded(reason);
+  }
+  throw err;
+}
+
+/** ifMatch is the If-Match value naming exactly one version. */
+export function ifMatch(version) { return `"${version}"`; }
+
+const enc = encodeURIComponent;
+
+export const api = {
+  listWorkflows: ({ status, definition, cursor, limit } = {}) => {
+    const q = new URLSearchParams();
+    if (status) q.set('status', status);
+    if (definition) q.set('definition', definition);
+    if (cursor) q.set('cursor', cursor);
+    if (limit) q.set('limit', String(limit));
+    const qs = q.toString();
+    return request('GET', 'v1/workflows' + (qs ? '?' + qs : ''));
+  },
+  getWorkflow: (id, knownVersion) => request('GET', `v1/workflows/${enc(id)}`, knownVersion == null ? {} : {
+    headers: { 'If-None-Match': ifMatch(knownVersion) }, okStatuses: [304],
+  }),
+  history: (id) => request('GET', `v1/workflows/${enc(id)}/history`),
+  transition: (id, from, to) => request('POST', `v1/workflows/${enc(id)}/status`, { body: { from, to } }),
+  action: (id, name) => request('POST', `v1/workflows/${enc(id)}/${name}`, { body: {} }),
+  patchState: (id, version, patch) => request('PATCH', `v1/workflows/${enc(id)}`, {
+    body: patch,
+    headers: { 'If-Match': ifMatch(version), 'Content-Type': 'application/merge-patch+json' },
+  }),
+  completeStep: (id, step, version, output) => request('POST', `v1/workflows/${enc(id)}/steps/${enc(step)}/complete`, {
+    body: { output }, headers: { 'If-Match': ifMatch(version) },
+  }),
+  listDefinitions: () => request('GET', 'v1/definitions'),
+  getDefinition: (name, revision) => request('GET', `v1/definitions/${enc(name)}` + (revision ? `?revision=${enc(revision)}` : '')),
+};

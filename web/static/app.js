@@ -1,0 +1,107 @@
+// The dashboard shell: hash router, live-refresh switch and token prompt.
+//
+// Routes: #/workflows[?status=&definition=], #/workflows/ID, #/definitions,
+// #/definitions/NAME[?revision=N]. Each view is mount(root, params) → cleanup.
+
+import { setAuthHandler, setToken, clearToken, getToken } from './api.js';
+import { clearBanners, h, replace } from './ui.js';
+import { live, setLive } from './live.js';
+import * as workflows from './workflows.js';
+import * as workflowPage from './workflow.js';
+import * as definitions from './definitions.js';
+
+function renderLive() {
+  const b = document.getElementById('live-toggle');
+  b.setAttribute('aria-pressed', String(live.on));
+  b.classList.toggle('off', !live.on);
+  b.title = live.on ? 'Refreshing every 2 seconds — click to pause' : 'Live refresh paused — click to resume';
+  document.getElementById('live-label').textContent = live.on ? 'Live' : 'Paused';
+}
+
+const routes = [
+  { re: /^\/?$/, view: workflows, nav: 'workflows' },
+  { re: /^\/workflows\/?$/, view: workflows, nav: 'workflows' },
+  { re: /^\/workflows\/([^/]+)$/, view: workflowPage, nav: 'workflows', keys: ['id'] },
+  { re: /^\/definitions\/?$/, view: definitions, nav: 'definitions', page: 'list' },
+  { re: /^\/definitions\/([^/]+)$/, view: definitions, nav: 'definitions', keys: ['name'], page: 'one' },
+];
+
+let cleanup = null;
+let currentHash = null;
+
+function route() {
+  const raw = location.hash.replace(/^#/, '') || '/workflows';
+  const [path, qs] = raw.split('?');
+  const query = new URLSearchParams(qs || '');
+  const root = document.getElementById('view');
+  if (cleanup) { cleanup(); cleanup = null; }
+  if (raw !== currentHash) clearBanners();
+  currentHash = raw;
+  for (const r of routes) {
+    const m = r.re.exec(path);
+    if (!m) continue;
+    const params = { query, page: r.page };
+    (r.keys || []).forEach((k, i) => { params[k] = decodeURIComponent(m[i + 1]); });
+    document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', a.dataset.nav === r.nav));
+    replace(root);
+    cleanup = r.view.mount(root, params) || null;
+    return;
+  }
+  replace(root, h('div', { class: 'empty' }, h('h2', {}, 'Not found'),
+    h('p', {}, 'No page at ', h('code', {}, '#' + raw), '. ', h('a', { href: '#/workflows' }, 'Go to the workflows.'))));
+}
+
+/** reload mounts the current view again (after a token was entered). */
+export function reload() { currentHash = null; route(); }
+
+function showTokenPrompt(reason) {
+  live.authPending = true;
+  updateForget();
+  const modal = document.getElementById('auth');
+  document.getElementById('token-reason').textContent = reason === 'rejected'
+    ? 'The server rejected the token. Enter a valid bearer token.'
+    : 'This flowd server requires a bearer token for its API.';
+  if (modal.hidden) {
+    modal.hidden = false;
+    const input = document.getElementById('token-input');
+    input.value = '';
+    input.focus();
+  }
+}
+
+function setupAuth() {
+  setAuthHandler(showTokenPrompt);
+  document.getElementById('token-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const t = document.getElementById('token-input').value.trim();
+    if (!t) return;
+    setToken(t);
+    document.getElementById('auth').hidden = true;
+    live.authPending = false;
+    updateForget();
+    reload();
+  });
+  document.getElementById('forget-token').addEventListener('click', () => {
+    clearToken();
+    updateForget();
+    reload();
+  });
+  updateForget();
+}
+
+function updateForget() {
+  document.getElementById('forget-token').hidden = !getToken();
+}
+
+function start() {
+  renderLive();
+  document.getElementById('live-toggle').addEventListener('click', () => {
+    setLive(!live.on);
+    renderLive();
+  });
+  setupAuth();
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+start();

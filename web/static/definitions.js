@@ -1,0 +1,134 @@
+// Definitions: the list of the latest revisions (live-refreshed), and one
+// definition with its DAG drawn as SVG, its steps and its JSON.
+
+import { api } from './api.js';
+import { every } from './live.js';
+import { renderDAG, topoOrder } from './dag.js';
+import { h, replace, jsonView, when, errorBanner } from './ui.js';
+
+export function mount(root, params) {
+  if (params.page === 'one') {
+    // Render into a box of our own: if the user moves on before the fetch
+    // answers, the late render lands in a detached node, not the next view.
+    const box = h('div');
+    replace(root, box);
+    mountOne(box, params.name, params.query.get('revision'));
+    return null;
+  }
+  return mountList(root);
+}
+
+function mountList(root) {
+  const tbody = h('tbody');
+  replace(root,
+    h('div', { class: 'page-head' }, h('h1', {}, 'Definitions')),
+    h('div', { class: 'card table-card' },
+      h('table', { class: 'table', id: 'def-table' },
+        h('thead', {}, h('tr', {},
+          h('th', {}, 'Name'), h('th', { class: 'num' }, 'Revision'), h('th', { class: 'num' }, 'Steps'),
+          h('th', {}, 'Timeout'), h('th', {}, 'Updated'))),
+        tbody)));
+  let failed = false;
+  const load = async () => {
+    let defs;
+    try {
+      defs = (await api.listDefinitions()).data.definitions || [];
+      failed = false;
+    } catch (err) {
+      if (!failed) errorBanner('Loading definitions failed', err);
+      failed = true;
+      return;
+    }
+    defs.sort((a, b) => a.name.localeCompare(b.name));
+    if (defs.length === 0) {
+      replace(tbody, h('tr', { class: 'empty-row' }, h('td', { colspan: 5 },
+        'No definitions yet. Add one with “flowd def apply FILE” or PUT /v1/definitions/NAME.')));
+      return;
+    }
+    replace(tbody, defs.map(definitionRow));
+  };
+  load();
+  return every(load);
+}
+
+function definitionRow(d) {
+  const href = '#/definitions/' + encodeURIComponent(d.name);
+  return h('tr', { class: 'clickable', 'data-name': d.name, onclick: (e) => { if (!e.target.closest('a')) location.hash = href; } },
+    h('td', {}, h('a', { href, class: 'mono' }, d.name)),
+    h('td', { class: 'num mono' }, String(d.revision)),
+    h('td', { class: 'num mono' }, String(d.definition?.steps?.length ?? 0)),
+    h('td', {}, d.definition?.timeout ? h('span', { class: 'mono' }, d.definition.timeout) : h('span', { class: 'muted' }, 'none')),
+    h('td', {}, when(d.created_at)));
+}
+
+async function mountOne(root, name, revision) {
+  replace(root,
+    h('nav', { class: 'crumbs' }, h('a', { href: '#/definitions' }, 'Definitions'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, name)),
+    h('p', { class: 'muted' }, 'Loading…'));
+  let info;
+  let latest;
+  try {
+    info = (await api.getDefinition(name, revision || undefined)).data;
+    latest = revision ? (await api.getDefinition(name)).data.revision : info.revision;
+  } catch (err) {
+    if (err.status === 404) {
+      replace(root, h('div', { class: 'empty' }, h('h2', {}, 'Definition not found'),
+        h('p', {}, 'There is no definition ', h('code', {}, name), revision ? ` at revision ${revision}` : '', '. ',
+          h('a', { href: '#/definitions' }, 'Back to the definitions.'))));
+      return;
+    }
+    errorBanner('Loading the definition failed', err);
+    return;
+  }
+  const def = info.definition || { steps: [] };
+  const steps = def.steps || [];
+  const base = '#/definitions/' + encodeURIComponent(name);
+  const revLinks = [];
+  for (let r = Math.max(1, latest - 9); r <= latest; r++) {
+    revLinks.push(r === info.revision
+      ? h('span', { class: 'rev current' }, String(r))
+      : h('a', { class: 'rev', href: r === latest ? base : `${base}?revision=${r}` }, String(r)));
+  }
+  replace(root,
+    h('nav', { class: 'crumbs' }, h('a', { href: '#/definitions' }, 'Definitions'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, name)),
+    h('section', { class: 'card' },
+      h('div', { class: 'wf-title' },
+        h('h1', { class: 'mono', id: 'def-name' }, name),
+        h('span', { class: 'tag' }, `revision ${info.revision}`),
+        h('span', { class: 'spacer' }),
+        h('a', { class: 'button', href: '#/workflows?definition=' + encodeURIComponent(name) }, 'Workflows of this definition →')),
+      h('dl', { class: 'facts' },
+        h('div', { class: 'fact' }, h('dt', {}, 'Steps'), h('dd', {}, String(steps.length))),
+        h('div', { class: 'fact' }, h('dt', {}, 'Timeout'), h('dd', {}, def.timeout || h('span', { class: 'muted' }, 'none'))),
+        h('div', { class: 'fact' }, h('dt', {}, 'Stored'), h('dd', {}, when(info.created_at))),
+        h('div', { class: 'fact' }, h('dt', {}, 'Revisions'), h('dd', { class: 'revs' }, revLinks)))),
+    h('section', { class: 'card' },
+      h('h2', {}, 'Graph'),
+      steps.length ? h('div', { class: 'dag-wrap', id: 'def-dag' }, renderDAG(steps, { label: `Steps of ${name}` }))
+        : h('p', { class: 'muted' }, 'No steps.')),
+    h('section', { class: 'card' },
+      h('h2', {}, 'Steps'),
+      h('table', { class: 'table', id: 'def-steps' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {}, 'Type'), h('th', {}, 'Runs'), h('th', {}, 'After'), h('th', {}, 'Retry'), h('th', {}, 'Timeout'))),
+        h('tbody', {}, topoOrder(steps).map(stepRow)))),
+    h('section', { class: 'card' },
+      h('details', { class: 'json-box' }, h('summary', {}, 'Definition JSON'), jsonView(def, { id: 'def-json' }))));
+}
+
+function stepRow(s) {
+  let runs = '';
+  if (s.type === 'task') runs = s.handler || '';
+  else if (s.type === 'sleep') runs = s.duration || '';
+  else if (s.type === 'http') runs = s.request ? `${s.request.method} ${s.request.url}` : '';
+  else if (s.type === 'wait') runs = 'completed through the API';
+  const retry = s.retry
+    ? [s.retry.max_attempts ? `${s.retry.max_attempts}×` : '', s.retry.initial_backoff ? `from ${s.retry.initial_backoff}` : '', s.retry.max_backoff ? `up to ${s.retry.max_backoff}` : ''].filter(Boolean).join(' ')
+    : '';
+  return h('tr', {},
+    h('td', { class: 'mono' }, s.id),
+    h('td', {}, h('span', { class: 'tag' }, s.type)),
+    h('td', { class: s.type === 'wait' ? 'muted' : 'mono' }, runs),
+    h('td', { class: 'mono' }, (s.depends_on || []).join(', ') || h('span', { class: 'muted' }, '—')),
+    h('td', {}, retry || h('span', { class: 'muted' }, (s.type === 'task' || s.type === 'http') ? 'default' : '—')),
+    h('td', { class: 'mono' }, s.timeout || h('span', { class: 'muted' }, '—')));
+}

@@ -1,0 +1,536 @@
+// One workflow: header with status, version and actions; the steps (a graph
+// and an ordered list); the state with its editor and the conflict view; the
+// version history with a diff between consecutive versions.
+//
+// Live refresh asks GET /v1/workflows/{id} with If-None-Match, so an unchanged
+// workflow costs a 304. The editor is never refreshed under the user: it keeps
+// the version it was loaded at, and Save sends that version in If-Match.
+
+import { api } from './api.js';
+import { every } from './live.js';
+import { renderDAG, topoOrder } from './dag.js';
+import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
+import {
+  h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
+  ACTIONS, TERMINAL,
+} from './ui.js';
+
+const HISTORY_SHOWN = 25;
+
+export function mount(root, { id }) {
+  const st = {
+    inst: null,
+    def: null, // the definition revision the instance runs (definition-based only)
+    history: null,
+    historyAll: false,
+    open: new Set(), // open <details> of step outputs, kept across refreshes
+    completing: null, // {step, text} while the complete-step form is open
+    editor: null, // {base, baseVersion, text}
+    conflict: null, // {base, baseVersion, mine, server, serverVersion}
+    confirmCancel: false,
+    busy: false,
+    gone: false,
+  };
+
+  const head = h('section', { class: 'card wf-head', id: 'wf-head' });
+  const stepsBox = h('section', { class: 'card', id: 'wf-steps' });
+  const stateBox = h('section', { class: 'card', id: 'wf-state' });
+  const historyBox = h('section', { class: 'card', id: 'wf-history' });
+  replace(root,
+    h('nav', { class: 'crumbs' }, h('a', { href: '#/workflows' }, 'Workflows'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, id)),
+    head,
+    stepsBox,
+    h('div', { class: 'wf-grid' }, stateBox, historyBox));
+  replace(head, h('p', { class: 'muted' }, 'Loading…'));
+
+  // ---- loading ----------------------------------------------------------
+
+  async function loadAll() {
+    try {
+      const { data } = await api.getWorkflow(id);
+      await setInstance(data);
+    } catch (err) {
+      if (err.status === 404) {
+        st.gone = true;
+        replace(head, h('h1', {}, 'Workflow not found'), h('p', {}, 'There is no workflow with the id ', h('code', {}, id), '. ', h('a', { href: '#/workflows' }, 'Back to the list.')));
+        stepsBox.hidden = stateBox.hidden = historyBox.hidden = true;
+        return;
+      }
+      errorBanner('Loading the workflow failed', err);
+      replace(head, h('p', { class: 'muted' }, 'Could not load the workflow.'));
+    }
+  }
+
+  async function setInstance(inst) {
+    const changed = !st.inst || st.inst.version !== inst.version || st.inst.status !== inst.status;
+    st.inst = inst;
+    if (inst.definition && (!st.def || st.def.revision !== inst.definition_revision)) {
+      try {
+        const { data } = await api.getDefinition(inst.definition, inst.definition_revision || undefined);
+        st.def = data;
+      } catch (err) {
+        if (err.status !== 404) errorBanner('Loading the definition failed', err);
+      }
+    }
+    renderHead();
+    if (!st.completing) renderSteps();
+    renderState();
+    if (changed) loadHistory();
+  }
+
+  async function refresh() {
+    if (st.gone || !st.inst) return;
+    const { status, data } = await api.getWorkflow(id, st.inst.version);
+    if (status === 304) return;
+    await setInstance(data);
+  }
+
+  async function loadHistory() {
+    try {
+      const { data } = await api.history(id);
+      st.history = data.versions || [];
+    } catch (err) {
+      errorBanner('Loading the history failed', err);
+    }
+    renderHistory();
+  }
+
+  // ---- header and actions -------------------------------------------------
+
+  function renderHead() {
+    const w = st.inst;
+    const { done, total } = stepCounts(w.state);
+    const actions = Object.entries(ACTIONS)
+      .filter(([, from]) => from.includes(w.status))
+      .map(([name]) => name);
+    const buttons = actions.map((name) => {
+      if (name === 'cancel') {
+        if (st.confirmCancel) {
+          return h('span', { class: 'confirm' }, 'Cancel this workflow for good? ',
+            h('button', { type: 'button', class: 'danger', id: 'btn-cancel-confirm', disabled: st.busy, onclick: () => act('cancel') }, 'Yes, cancel it'),
+            h('button', { type: 'button', onclick: () => { st.confirmCancel = false; renderHead(); } }, 'No'));
+        }
+        return h('button', { type: 'button', class: 'danger-outline', id: 'btn-cancel', disabled: st.busy, onclick: () => { st.confirmCancel = true; renderHead(); } }, 'Cancel…');
+      }
+      const label = { pause: 'Pause', resume: 'Resume', retry: 'Retry' }[name];
+      return h('button', { type: 'button', class: name === 'pause' ? '' : 'primary', id: `btn-${name}`, disabled: st.busy, onclick: () => act(name) }, label);
+    });
+    if (w.status === 'PENDING' && !w.definition) {
+      // A free-form instance starts only when a client says so.
+      buttons.unshift(h('button', { type: 'button', class: 'primary', id: 'btn-start', disabled: st.busy, onclick: () => act('start') }, 'Start'));
+    }
+    replace(head,
+      h('div', { class: 'wf-title' },
+        h('h1', { class: 'mono', id: 'wf-id' }, w.id),
+        badge(w.status, { id: 'wf-status', 'data-status': w.status }),
+        h('div', { class: 'actions', id: 'wf-actions' }, buttons)),
+      h('dl', { class: 'facts' },
+        fact('Definition', w.definition
+          ? h('span', {}, h('a', { href: '#/definitions/' + encodeURIComponent(w.definition) + (w.definition_revision ? '?revision=' + w.definition_revision : '') }, w.definition),
+            w.definition_revision ? h('span', { class: 'muted' }, ` rev ${w.definition_revision}`) : null)
+          : h('span', { class: 'muted' }, 'free-form')),
+        fact('Version', h('span', { class: 'mono', id: 'wf-version', 'data-version': String(w.version) }, String(w.version)),
+          h('span', { class: 'muted mono', title: 'ETag' }, ` ETag "${w.version}"`)),
+        fact('Steps', total ? `${done} of ${total} done` : h('span', { class: 'muted' }, 'none')),
+        fact('Created', when(w.created_at)),
+        fact('Updated', when(w.updated_at)),
+        w.deadline ? fact('Deadline', when(w.deadline)) : null),
+      h('details', { class: 'input-box', open: st.open.has('#input') || undefined, ontoggle: (e) => toggleOpen('#input', e.target.open) },
+        h('summary', {}, 'Input'), jsonView(w.input ?? {}, { id: 'wf-input' })));
+  }
+
+  function fact(label, ...value) {
+    return h('div', { class: 'fact' }, h('dt', {}, label), h('dd', {}, ...value));
+  }
+
+  function toggleOpen(key, open) {
+    if (open) st.open.add(key); else st.open.delete(key);
+  }
+
+  async function act(name) {
+    st.busy = true;
+    st.confirmCancel = false;
+    renderHead();
+    try {
+      const { data } = name === 'start' ? await api.transition(id, 'PENDING', 'RUNNING') : await api.action(id, name);
+      const past = { start: 'Started', pause: 'Paused', resume: 'Resumed', cancel: 'Cancelled', retry: 'Retrying' }[name];
+      banner('success', `${past} — now ${data.status} at version ${data.version}.`);
+      st.busy = false;
+      await setInstance(data);
+    } catch (err) {
+      st.busy = false;
+      errorBanner(`Could not ${name} the workflow`, err);
+      await refresh().catch(() => {});
+      renderHead();
+    }
+  }
+
+  // ---- steps ----------------------------------------------------------------
+
+  function orderedSteps() {
+    const stepsState = st.inst.state?.steps || {};
+    const defSteps = st.def?.definition?.steps || [];
+    const out = topoOrder(defSteps).map((d) => ({ id: d.id, def: d, s: stepsState[d.id] }));
+    const known = new Set(defSteps.map((d) => d.id));
+    for (const sid of Object.keys(stepsState).sort()) {
+      if (!known.has(sid)) out.push({ id: sid, def: null, s: stepsState[sid] });
+    }
+    return out;
+  }
+
+  function canComplete(s) {
+    if (!s || TERMINAL.includes(st.inst.status)) return false;
+    if (s.status === 'WAITING') return true;
+    return !st.inst.definition && s.status !== 'COMPLETED'; // free-form: any open step
+  }
+
+  function renderSteps() {
+    const steps = orderedSteps();
+    if (steps.length === 0) {
+      replace(stepsBox, h('h2', {}, 'Steps'), h('p', { class: 'muted' }, 'This workflow has no steps.'));
+      return;
+    }
+    const statuses = Object.fromEntries(steps.map((x) => [x.id, x.s?.status || 'PENDING']));
+    const graph = st.def?.definition?.steps?.length
+      ? h('div', { class: 'dag-wrap' }, renderDAG(st.def.definition.steps, {
+        statuses, label: 'Steps of this workflow', onSelect: (sid) => document.getElementById('step-' + sid)?.scrollIntoView({ behavior: 'smooth', block: 'center' }),
+      }))
+      : null;
+    replace(stepsBox,
+      h('h2', {}, 'Steps'),
+      graph,
+      h('ol', { class: 'steps', id: 'step-list' }, steps.map(stepItem)));
+  }
+
+  function stepItem({ id: sid, def, s }) {
+    const status = s?.status || 'PENDING';
+    const hasOut = s && Object.hasOwn(s, 'output');
+    const openKey = 'out:' + sid;
+    const form = st.completing?.step === sid ? completeForm(sid) : null;
+    return h('li', { class: `step st-border-${status}`, id: 'step-' + sid, 'data-step': sid, 'data-status': status },
+      h('div', { class: 'step-row' },
+        badge(status),
+        h('span', { class: 'step-id mono' }, sid),
+        def ? h('span', { class: 'tag' }, def.type === 'task' && def.handler ? `task · ${def.handler}` : def.type) : null,
+        def?.depends_on?.length ? h('span', { class: 'muted small' }, 'after ' + def.depends_on.join(', ')) : null,
+        h('span', { class: 'spacer' }),
+        s?.attempts ? h('span', { class: 'muted small', title: 'attempts delivered so far' }, s.attempts === 1 ? '1 attempt' : `${s.attempts} attempts`) : null,
+        canComplete(s) && !form ? h('button', {
+          type: 'button', class: 'small-btn', 'data-complete-step': sid,
+          onclick: () => { st.completing = { step: sid, text: '{}' }; renderSteps(); document.getElementById('complete-output')?.focus(); },
+        }, 'Complete…') : null),
+      s?.error ? h('div', { class: 'step-error' }, s.error) : null,
+      hasOut ? h('details', { class: 'step-output', open: st.open.has(openKey) || undefined, ontoggle: (e) => toggleOpen(openKey, e.target.open) },
+        h('summary', {}, 'Output ', h('span', { class: 'muted mono' }, compact(s.output, 60))),
+        jsonView(s.output)) : null,
+      form);
+  }
+
+  function completeForm(sid) {
+    const c = st.completing;
+    const err = h('div', { class: 'field-error', id: 'complete-error' });
+    const ta = h('textarea', {
+      id: 'complete-output', rows: 4, spellcheck: 'false', value: c.text, 'aria-label': `Output of step ${sid}`,
+      oninput: (e) => { c.text = e.target.value; err.textContent = parseError(c.text); },
+    });
+    const submit = async (e) => {
+      e.preventDefault();
+      let output;
+      try { output = JSON.parse(c.text); } catch (ex) { err.textContent = 'Not valid JSON: ' + ex.message; return; }
+      const version = st.inst.version;
+      try {
+        const { data } = await api.completeStep(id, sid, version, output);
+        st.completing = null;
+        banner('success', `Step ${sid} completed — workflow at version ${data.version}.`);
+        await setInstance(data);
+      } catch (ex) {
+        if (ex.status === 412) {
+          errorBanner(`The workflow changed since version ${version}; check the step and try again`, ex);
+          await refresh().catch(() => {});
+          renderSteps();
+        } else {
+          errorBanner(`Could not complete step ${sid}`, ex);
+        }
+      }
+    };
+    return h('form', { class: 'complete-form', onsubmit: submit },
+      h('label', { for: 'complete-output' }, 'Output (JSON) — sent with If-Match: "', String(st.inst.version), '"'),
+      ta, err,
+      h('div', { class: 'actions' },
+        h('button', { type: 'submit', class: 'primary', id: 'btn-complete-submit' }, 'Complete step'),
+        h('button', { type: 'button', onclick: () => { st.completing = null; renderSteps(); } }, 'Cancel')));
+  }
+
+  // ---- state, editor, conflict -------------------------------------------
+
+  function renderState() {
+    // Editing and comparing need the room: the state card then spans the grid.
+    stateBox.classList.toggle('wide', Boolean(st.conflict || st.editor));
+    if (st.conflict) return renderConflict();
+    if (st.editor) return renderEditorNote();
+    const w = st.inst;
+    const terminal = TERMINAL.includes(w.status);
+    replace(stateBox,
+      h('div', { class: 'card-head' },
+        h('h2', {}, 'State'),
+        h('span', { class: 'muted small' }, `version ${w.version}`),
+        h('span', { class: 'spacer' }),
+        h('button', {
+          type: 'button', id: 'btn-edit-state', disabled: terminal,
+          title: terminal ? `A ${w.status} workflow cannot change` : 'Edit the state as JSON',
+          onclick: openEditor,
+        }, 'Edit state')),
+      jsonView(displayOrder(w.state), { id: 'state-view' }));
+  }
+
+  function openEditor() {
+    st.editor = { base: structuredClone(st.inst.state), baseVersion: st.inst.version, text: jsonText(displayOrder(st.inst.state)) };
+    renderEditor();
+    document.getElementById('state-editor')?.focus();
+  }
+
+  function closeEditor() {
+    st.editor = null;
+    st.conflict = null;
+    renderState();
+  }
+
+  function renderEditor() {
+    const ed = st.editor;
+    stateBox.classList.add('wide');
+    const err = h('div', { class: 'field-error', id: 'editor-error' });
+    const warn = h('div', { class: 'field-warn', id: 'editor-warn' });
+    const lines = ed.text.split('\n').length;
+    const ta = h('textarea', {
+      id: 'state-editor', class: 'editor', spellcheck: 'false', rows: Math.min(30, Math.max(12, lines + 1)), value: ed.text,
+      'aria-label': 'State JSON',
+      oninput: (e) => { ed.text = e.target.value; check(); },
+    });
+    const save = h('button', { type: 'button', class: 'primary', id: 'btn-save', onclick: saveEditor }, 'Save');
+    const check = () => {
+      const perr = parseError(ed.text, true);
+      err.textContent = perr;
+      save.disabled = Boolean(perr);
+      warn.textContent = '';
+      if (!perr) {
+        const nulls = nullPaths(JSON.parse(ed.text));
+        if (nulls.length) warn.textContent = `A JSON merge patch cannot store null: ${nulls.map(formatPath).join(', ')} will be removed instead.`;
+      }
+    };
+    replace(stateBox,
+      h('div', { class: 'card-head' },
+        h('h2', {}, 'Edit state'),
+        h('span', { class: 'muted small' }, `based on version ${ed.baseVersion}`)),
+      h('p', { class: 'hint' }, 'Save sends the edited state as a JSON Merge Patch with ', h('code', {}, `If-Match: "${ed.baseVersion}"`),
+        '. If the workflow changed in the meantime you will see both versions.'),
+      h('div', { id: 'editor-note' }),
+      ta, err, warn,
+      h('div', { class: 'actions' },
+        save,
+        h('button', { type: 'button', id: 'btn-format', onclick: () => { try { ed.text = jsonText(JSON.parse(ed.text)); ta.value = ed.text; check(); } catch { /* shown below */ } } }, 'Format'),
+        h('button', { type: 'button', id: 'btn-discard-edit', onclick: closeEditor }, 'Discard')));
+    check();
+    renderEditorNote();
+  }
+
+  // renderEditorNote updates only the note above the editor, so a refresh
+  // never touches what the user is typing.
+  function renderEditorNote() {
+    const note = document.getElementById('editor-note');
+    if (!note || !st.editor) return;
+    const now = st.inst.version;
+    replace(note, now > st.editor.baseVersion
+      ? h('div', { class: 'inline-warn', id: 'editor-stale' }, `The workflow has changed since you started editing: it is at version ${now} now. Saving will show you both versions.`)
+      : null);
+  }
+
+  async function saveEditor() {
+    const ed = st.editor;
+    let mine;
+    try { mine = JSON.parse(ed.text); } catch { return; }
+    if (!isObject(mine)) return;
+    if (diff(ed.base, mine).length === 0) {
+      banner('info', 'Nothing changed; nothing to save.');
+      closeEditor();
+      return;
+    }
+    const patch = fullPatch(ed.base, mine);
+    try {
+      const { data } = await api.patchState(id, ed.baseVersion, patch);
+      st.editor = null;
+      banner('success', `State saved — version ${ed.baseVersion} → ${data.version}.`);
+      await setInstance(data);
+    } catch (err) {
+      if (err.status === 412) {
+        await showConflict(ed.base, ed.baseVersion, mine);
+        return;
+      }
+      errorBanner('Saving the state failed', err);
+    }
+  }
+
+  async function showConflict(base, baseVersion, mine) {
+    const { data } = await api.getWorkflow(id);
+    st.conflict = { base, baseVersion, mine, server: data.state, serverVersion: data.version };
+    st.editor = null;
+    await setInstance(data); // renders the conflict view through renderState
+  }
+
+  function renderConflict() {
+    const c = st.conflict;
+    if (st.inst.version > c.serverVersion) {
+      // Live refresh saw a newer version: compare against that one.
+      c.server = st.inst.state;
+      c.serverVersion = st.inst.version;
+    }
+    const theirs = diff(c.base, c.server);
+    const ours = diff(c.base, c.mine);
+    const both = overlaps(theirs, ours);
+    const patch = mergePatch(c.base, c.mine);
+    const result = displayOrder(applyMergePatch(c.server, patch));
+    const paths = (changes) => new Set(changes.map((x) => formatPath(x.path)));
+    replace(stateBox,
+      h('div', { class: 'conflict', id: 'conflict' },
+        h('div', { class: 'conflict-head' },
+          h('h2', {}, 'Conflict: the workflow changed while you were editing'),
+          h('p', {}, `You edited version ${c.baseVersion}; the server is at version ${c.serverVersion} now. `,
+            'Your changes are not saved yet.')),
+        h('div', { class: 'two-col' },
+          h('div', {},
+            h('h3', {}, `Changed on the server since version ${c.baseVersion}`),
+            changeList(theirs, 'server-changes')),
+          h('div', {},
+            h('h3', {}, 'Your changes'),
+            changeList(ours, 'my-changes'))),
+        both.length ? h('div', { class: 'inline-warn', id: 'conflict-overlap' },
+          'Both sides changed ', both.map((p, i) => [i ? ', ' : '', h('code', {}, formatPath(p))]),
+          '. Re-applying keeps your value there.') : null,
+        h('div', { class: 'two-col' },
+          h('div', {}, h('h3', {}, `Your edit (based on version ${c.baseVersion})`),
+            jsonView(displayOrder(c.mine), { id: 'conflict-mine', class: 'json side mine' }, paths(ours))),
+          h('div', {}, h('h3', {}, `Server, version ${c.serverVersion}`),
+            jsonView(displayOrder(c.server), { id: 'conflict-server', class: 'json side theirs' }, paths(theirs)))),
+        h('details', { class: 'preview' },
+          h('summary', {}, `Preview: your changes applied to version ${c.serverVersion}`),
+          jsonView(result, { id: 'conflict-preview' }, new Set([...paths(ours), ...paths(theirs)]))),
+        h('div', { class: 'actions' },
+          h('button', { type: 'button', class: 'primary', id: 'btn-reapply', onclick: reapply }, `Re-apply my changes on version ${c.serverVersion}`),
+          h('button', {
+            type: 'button', id: 'btn-edit-again',
+            onclick: () => {
+              st.editor = { base: structuredClone(c.server), baseVersion: c.serverVersion, text: jsonText(result) };
+              stateBox.classList.add('wide');
+              st.conflict = null;
+              renderEditor();
+            },
+          }, 'Edit the merged result'),
+          h('button', { type: 'button', class: 'danger-outline', id: 'btn-discard-mine', onclick: () => { banner('info', 'Your edit was discarded.'); closeEditor(); } }, 'Discard mine'))));
+    // Scroll each side to its first change.
+    for (const pre of stateBox.querySelectorAll('pre.side')) {
+      const mark = pre.querySelector('mark');
+      if (mark && mark.offsetTop > pre.clientHeight - 48) pre.scrollTop = mark.offsetTop - 48;
+    }
+  }
+
+  async function reapply() {
+    const c = st.conflict;
+    // My changes relative to the version I started from, applied on top of
+    // the server's newer version: what the server changed elsewhere stays.
+    const patch = mergePatch(c.base, c.mine);
+    if (Object.keys(patch).length === 0) {
+      banner('info', 'Your edit changes nothing relative to the version you started from.');
+      closeEditor();
+      return;
+    }
+    try {
+      const { data } = await api.patchState(id, c.serverVersion, patch);
+      st.conflict = null;
+      banner('success', `Your changes were re-applied on version ${c.serverVersion} — now version ${data.version}.`);
+      await setInstance(data);
+    } catch (err) {
+      if (err.status === 412) {
+        banner('warn', 'The workflow changed again; here is the newest version.');
+        await showConflict(c.base, c.baseVersion, c.mine);
+        return;
+      }
+      errorBanner('Re-applying failed', err);
+    }
+  }
+
+  // ---- history --------------------------------------------------------------
+
+  function renderHistory() {
+    const versions = st.history || [];
+    const items = [];
+    for (let i = versions.length - 1; i >= 0; i--) {
+      items.push(historyItem(versions[i], versions[i - 1]));
+      if (!st.historyAll && items.length >= HISTORY_SHOWN) break;
+    }
+    replace(historyBox,
+      h('div', { class: 'card-head' }, h('h2', {}, 'History'),
+        h('span', { class: 'muted small' }, versions.length === 1 ? '1 version' : `${versions.length} versions, newest first`)),
+      h('ol', { class: 'history', id: 'history' }, items),
+      !st.historyAll && versions.length > HISTORY_SHOWN
+        ? h('button', { type: 'button', class: 'link-button', onclick: () => { st.historyAll = true; renderHistory(); } }, `Show all ${versions.length} versions`)
+        : null);
+  }
+
+  function historyItem(v, prev) {
+    const changes = [];
+    if (prev && prev.status !== v.status) {
+      changes.push(h('li', { class: 'chg chg-status' }, h('span', { class: 'op' }, '→'), 'status ', badge(prev.status), ' → ', badge(v.status)));
+    }
+    if (prev) {
+      const d = diff(prev.state, v.state);
+      changes.push(...d.map(changeItem));
+      if (d.length === 0 && prev.status === v.status) changes.push(h('li', { class: 'chg muted' }, 'no change to the state'));
+    }
+    const key = 'v' + v.version;
+    return h('li', { class: 'hist', 'data-version': String(v.version) },
+      h('div', { class: 'hist-head' },
+        h('span', { class: 'hist-v mono' }, `v${v.version}`),
+        badge(v.status),
+        h('span', { class: 'cause' }, v.cause || ''),
+        h('span', { class: 'spacer' }),
+        when(v.at)),
+      prev ? (changes.length > 8
+        ? h('details', { class: 'many', open: st.open.has(key) || undefined, ontoggle: (e) => toggleOpen(key, e.target.open) },
+          h('summary', {}, `${changes.length} changes`), h('ul', { class: 'changes' }, changes))
+        : h('ul', { class: 'changes' }, changes))
+        : h('details', { open: st.open.has(key) || undefined, ontoggle: (e) => toggleOpen(key, e.target.open) },
+          h('summary', {}, 'Created with this state'), jsonView(v.state)));
+  }
+
+  // ---- shared -----------------------------------------------------------
+
+  loadAll();
+  const stop = every(refresh);
+  return stop;
+}
+
+/** changeList renders diff entries as a list, or a note when there are none. */
+function changeList(changes, elId) {
+  if (changes.length === 0) return h('p', { class: 'muted', id: elId }, 'No changes.');
+  return h('ul', { class: 'changes', id: elId }, changes.map(changeItem));
+}
+
+function changeItem(c) {
+  const path = h('code', { class: 'path' }, formatPath(c.path));
+  if (c.op === 'added') {
+    return h('li', { class: 'chg chg-add' }, h('span', { class: 'op' }, '+'), path, ' = ', h('span', { class: 'val', title: JSON.stringify(c.to) }, compact(c.to)));
+  }
+  if (c.op === 'removed') {
+    return h('li', { class: 'chg chg-del' }, h('span', { class: 'op' }, '−'), path, h('span', { class: 'muted' }, ' removed (was '), h('span', { class: 'val', title: JSON.stringify(c.from) }, compact(c.from, 50)), h('span', { class: 'muted' }, ')'));
+  }
+  return h('li', { class: 'chg chg-mod' }, h('span', { class: 'op' }, '~'), path, ': ',
+    h('span', { class: 'val old', title: JSON.stringify(c.from) }, compact(c.from, 50)), ' → ',
+    h('span', { class: 'val', title: JSON.stringify(c.to) }, compact(c.to, 50)));
+}
+
+/** parseError is '' when text is valid JSON (an object, when object is set), else why not. */
+function parseError(text, object = false) {
+  let v;
+  try { v = JSON.parse(text); } catch (e) { return 'Not valid JSON: ' + e.message; }
+  if (object && !isObject(v)) return 'The state must be a JSON object.';
+  return '';
+}
