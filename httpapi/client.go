@@ -11,8 +11,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -111,6 +113,9 @@ type APIError struct {
 	Reason     string // the body's "error" field: the HTTP reason phrase
 	Message    string // the body's "message" field: what went wrong
 	RequestID  string // the X-Request-Id response header, for the server log
+	// Problems lists every problem of a definition rejected by PUT
+	// /v1/definitions/{name} (400); Message joins them.
+	Problems []string
 }
 
 // Error formats the error as "412 Precondition Failed: <message>".
@@ -143,8 +148,14 @@ func StatusCode(err error) int {
 func IsNotFound(err error) bool { return StatusCode(err) == http.StatusNotFound }
 
 // IsConflict reports a 409: the instance is terminal, the step is already
-// completed, the status is not the expected one, or the id exists.
+// completed, the status is not the expected one, or the id exists; on the
+// tasks routes, the lease is stale or expired or the instance stopped running
+// (the worker has been fenced off and must drop the task).
 func IsConflict(err error) bool { return StatusCode(err) == http.StatusConflict }
+
+// IsBadRequest reports a 400: a malformed request, or an invalid definition
+// (APIError.Problems lists its problems).
+func IsBadRequest(err error) bool { return StatusCode(err) == http.StatusBadRequest }
 
 // IsPreconditionFailed reports a 412: If-Match did not match the current
 // version; re-read the instance and decide again.
@@ -292,6 +303,141 @@ func (c *Client) Healthz(ctx context.Context) error {
 	return err
 }
 
+// PutDefinition stores body, a definition in YAML or JSON (SPEC section 5),
+// under name, which must be the definition's own name. created is false when
+// the definition equals the latest revision, which is then returned
+// unchanged. Errors: 400 invalid definition (APIError.Problems lists every
+// problem) or a name that is not the definition's.
+func (c *Client) PutDefinition(ctx context.Context, name string, body []byte) (resp *DefinitionResponse, created bool, err error) {
+	if name == "" {
+		return nil, false, errors.New("flowd client: PutDefinition: the definition name is empty")
+	}
+	contentType := "application/yaml"
+	if json.Valid(body) {
+		contentType = "application/json"
+	}
+	var out DefinitionResponse
+	status, _, err := c.send(ctx, c.http, http.MethodPut, definitionPath(name), nil, body, contentType, &out)
+	if err != nil {
+		return nil, false, err
+	}
+	return &out, status == http.StatusCreated, nil
+}
+
+// GetDefinition returns revision rev of the named definition; rev 0 means the
+// latest. Errors: 404 unknown definition or revision.
+func (c *Client) GetDefinition(ctx context.Context, name string, rev int) (*engine.DefinitionInfo, error) {
+	if name == "" {
+		return nil, errors.New("flowd client: GetDefinition: the definition name is empty")
+	}
+	if rev < 0 {
+		return nil, fmt.Errorf("flowd client: GetDefinition: revision must be 0 (the latest) or positive, not %d", rev)
+	}
+	path := definitionPath(name)
+	if rev > 0 {
+		path += "?revision=" + strconv.Itoa(rev)
+	}
+	var out engine.DefinitionInfo
+	if _, err := c.do(ctx, http.MethodGet, path, nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListDefinitions returns the latest revision of every definition.
+func (c *Client) ListDefinitions(ctx context.Context) ([]*engine.DefinitionInfo, error) {
+	var out ListDefinitionsResponse
+	if _, err := c.do(ctx, http.MethodGet, "/v1/definitions", nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	if out.Definitions == nil {
+		out.Definitions = []*engine.DefinitionInfo{}
+	}
+	return out.Definitions, nil
+}
+
+// pollSlack is how much longer than its wait_seconds a long poll may take
+// before the client gives up on it: the claim itself and the network.
+const pollSlack = 15 * time.Second
+
+// PollTask long-polls for one task of req.Handlers, waiting up to
+// req.WaitSeconds (nil: the server answers at once). It returns nil, nil when
+// no task came within the wait (204). If the client's HTTP timeout is shorter
+// than the wait, this request gets a longer one, so a long poll is never cut
+// short by the client. Errors: 400 bad handler names or seconds.
+func (c *Client) PollTask(ctx context.Context, req PollRequest) (*TaskResponse, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("flowd client: encoding poll request: %w", err)
+	}
+	hc := c.http
+	if req.WaitSeconds != nil && *req.WaitSeconds > 0 {
+		need := time.Duration(*req.WaitSeconds*float64(time.Second)) + pollSlack
+		if hc.Timeout > 0 && hc.Timeout < need {
+			longer := *hc
+			longer.Timeout = need
+			hc = &longer
+		}
+	}
+	var out TaskResponse
+	status, _, err := c.send(ctx, hc, http.MethodPost, "/v1/tasks/poll", nil, body, "application/json", &out)
+	if err != nil {
+		return nil, err
+	}
+	if status == http.StatusNoContent {
+		return nil, nil
+	}
+	return &out, nil
+}
+
+// CompleteTask records output (nil means JSON null) as the result of the
+// attempt holding lease. Errors: 409 (IsConflict) the lease is stale or
+// expired or the instance is no longer running — nothing was recorded; 404
+// unknown task; 400 output not valid JSON.
+func (c *Client) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
+	if len(output) > 0 && !json.Valid(output) {
+		return errors.New("flowd client: CompleteTask: output is not valid JSON")
+	}
+	return c.taskCall(ctx, taskID, "complete", CompleteTaskRequest{Lease: lease, Output: output}, nil)
+}
+
+// FailTask records a failed attempt with the error message msg: retried
+// after the step's backoff while attempts are left and retryable is true,
+// else the step fails. Errors as for CompleteTask.
+func (c *Client) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
+	return c.taskCall(ctx, taskID, "fail", FailTaskRequest{Lease: lease, Error: msg, Retryable: &retryable}, nil)
+}
+
+// Heartbeat extends the lease by leaseSeconds (<= 0: the server's default
+// lease), never past the attempt's deadline, and returns the new expiry.
+// Errors as for CompleteTask: on 409 the worker no longer holds the task.
+func (c *Client) Heartbeat(ctx context.Context, taskID, lease string, leaseSeconds float64) (time.Time, error) {
+	req := HeartbeatRequest{Lease: lease}
+	if leaseSeconds > 0 {
+		req.LeaseSeconds = &leaseSeconds
+	}
+	var out HeartbeatResponse
+	if err := c.taskCall(ctx, taskID, "heartbeat", req, &out); err != nil {
+		return time.Time{}, err
+	}
+	return out.LeaseUntil, nil
+}
+
+// taskCall posts req to /v1/tasks/{taskID}/{action}.
+func (c *Client) taskCall(ctx context.Context, taskID, action string, req, out any) error {
+	if taskID == "" {
+		return fmt.Errorf("flowd client: %s task: the task id is empty", action)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("flowd client: encoding %s request: %w", action, err)
+	}
+	_, err = c.do(ctx, http.MethodPost, "/v1/tasks/"+pathSegment(taskID)+"/"+action, nil, body, "application/json", out)
+	return err
+}
+
+func definitionPath(name string) string { return "/v1/definitions/" + pathSegment(name) }
+
 func workflowPath(id string) string { return "/v1/workflows/" + pathSegment(id) }
 
 // pathSegment escapes s as one path segment ("." and ".." are not valid ids,
@@ -324,8 +470,14 @@ const maxResponseBytes = 64 << 20
 // do sends one request and decodes a 2xx JSON body into out (if not nil). It
 // returns the response headers; non-2xx responses become *APIError.
 func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string, out any) (http.Header, error) {
+	_, h, err := c.send(ctx, c.http, method, path, hdr, body, contentType, out)
+	return h, err
+}
+
+// send is do through hc, also returning the status; a 204 leaves out alone.
+func (c *Client) send(ctx context.Context, hc *http.Client, method, path string, hdr http.Header, body []byte, contentType string, out any) (int, http.Header, error) {
 	if c.err != nil {
-		return nil, c.err
+		return 0, nil, c.err
 	}
 	u := c.base.String() + path
 	var rd io.Reader
@@ -334,7 +486,7 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, b
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, fmt.Errorf("flowd client: %w", err)
+		return 0, nil, fmt.Errorf("flowd client: %w", err)
 	}
 	for k, vs := range c.header {
 		req.Header[k] = append([]string(nil), vs...)
@@ -349,31 +501,31 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, b
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, err // *url.Error: names the method and URL already
+		return 0, nil, err // *url.Error: names the method and URL already
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
-		return nil, fmt.Errorf("flowd client: reading the response of %s %s: %w", method, u, err)
+		return 0, nil, fmt.Errorf("flowd client: reading the response of %s %s: %w", method, u, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, apiErrorFrom(method, resp, data)
+		return 0, nil, apiErrorFrom(method, resp, data)
 	}
-	if out != nil {
+	if out != nil && resp.StatusCode != http.StatusNoContent {
 		if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("flowd client: decoding the response of %s %s (%s): %w", method, u, resp.Status, err)
+			return 0, nil, fmt.Errorf("flowd client: decoding the response of %s %s (%s): %w", method, u, resp.Status, err)
 		}
 	}
-	return resp.Header, nil
+	return resp.StatusCode, resp.Header, nil
 }
 
 func apiErrorFrom(method string, resp *http.Response, data []byte) *APIError {
 	e := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
 	var body ErrorBody
 	if json.Unmarshal(data, &body) == nil && (body.Error != "" || body.Message != "") {
-		e.Reason, e.Message = body.Error, body.Message
+		e.Reason, e.Message, e.Problems = body.Error, body.Message, body.Problems
 		return e
 	}
 	e.Reason = http.StatusText(resp.StatusCode)

@@ -98,7 +98,7 @@ func wantStatus(t *testing.T, err error, status int) {
 	}
 	helpers := map[int]func(error) bool{
 		404: httpapi.IsNotFound, 409: httpapi.IsConflict, 412: httpapi.IsPreconditionFailed,
-		428: httpapi.IsPreconditionRequired, 401: httpapi.IsUnauthorized,
+		428: httpapi.IsPreconditionRequired, 401: httpapi.IsUnauthorized, 400: httpapi.IsBadRequest,
 	}
 	for code, is := range helpers {
 		if got := is(err); got != (code == status) {
@@ -531,5 +531,194 @@ func TestClientDotIDs(t *testing.T) {
 		if httpapi.StatusCode(err) != 400 || !strings.Contains(err.Error(), "reserved") {
 			t.Errorf("create %q: %v, want 400 naming the id reserved", id, err)
 		}
+	}
+}
+
+const clientOrderYAML = `name: order
+steps:
+  - id: reserve
+    type: task
+    handler: echo
+    input: {sku: "{{ .input.sku }}"}
+  - id: ship
+    type: task
+    handler: echo
+    depends_on: [reserve]
+    retry: {max_attempts: 2}
+`
+
+func TestClientDefinitions(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+
+	if defs, err := b.c.ListDefinitions(ctx); err != nil || defs == nil || len(defs) != 0 {
+		t.Fatalf("no definitions yet: %v, %v", defs, err)
+	}
+	resp, created, err := b.c.PutDefinition(ctx, "order", []byte(clientOrderYAML))
+	if err != nil || !created || resp.Name != "order" || resp.Revision != 1 {
+		t.Fatalf("first put: %+v, created %v, %v", resp, created, err)
+	}
+	if ct := b.seen.last().Header.Get("Content-Type"); ct != "application/yaml" {
+		t.Errorf("YAML sent as %q", ct)
+	}
+	resp, created, err = b.c.PutDefinition(ctx, "order", []byte(clientOrderYAML))
+	if err != nil || created || resp.Revision != 1 {
+		t.Fatalf("same definition again: %+v, created %v, %v", resp, created, err)
+	}
+	asJSON := `{"name":"order","steps":[{"id":"reserve","type":"task","handler":"echo"}]}`
+	resp, created, err = b.c.PutDefinition(ctx, "order", []byte(asJSON))
+	if err != nil || !created || resp.Revision != 2 {
+		t.Fatalf("changed definition: %+v, created %v, %v", resp, created, err)
+	}
+	if ct := b.seen.last().Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("JSON sent as %q", ct)
+	}
+
+	latest, err := b.c.GetDefinition(ctx, "order", 0)
+	if err != nil || latest.Revision != 2 || len(latest.Definition.Steps) != 1 {
+		t.Fatalf("latest: %+v, %v", latest, err)
+	}
+	first, err := b.c.GetDefinition(ctx, "order", 1)
+	if err != nil || first.Revision != 1 || len(first.Definition.Steps) != 2 || first.Definition.Steps[1].DependsOn[0] != "reserve" {
+		t.Fatalf("revision 1: %+v, %v", first, err)
+	}
+	if got := b.seen.last().URL.RawQuery; got != "revision=1" {
+		t.Errorf("query %q", got)
+	}
+	defs, err := b.c.ListDefinitions(ctx)
+	if err != nil || len(defs) != 1 || defs[0].Name != "order" || defs[0].Revision != 2 {
+		t.Fatalf("list: %+v, %v", defs, err)
+	}
+
+	_, err = b.c.GetDefinition(ctx, "nope", 0)
+	wantStatus(t, err, 404)
+	_, err = b.c.GetDefinition(ctx, "order", 9)
+	wantStatus(t, err, 404)
+	if _, err := b.c.GetDefinition(ctx, "order", -1); err == nil || httpapi.StatusCode(err) != 0 {
+		t.Errorf("negative revision: %v", err)
+	}
+
+	// Every problem is listed, not just the first.
+	bad := "name: bad\nsteps:\n  - {id: a, type: task}\n  - {id: b, type: wait, depends_on: [zz]}\n"
+	_, _, err = b.c.PutDefinition(ctx, "bad", []byte(bad))
+	wantStatus(t, err, 400)
+	var ae *httpapi.APIError
+	if !errors.As(err, &ae) || len(ae.Problems) != 2 {
+		t.Fatalf("problems of an invalid definition: %#v", err)
+	}
+	for i, want := range []string{"handler", "zz"} {
+		if !strings.Contains(ae.Problems[i], want) {
+			t.Errorf("problem %d = %q, want it to mention %q", i, ae.Problems[i], want)
+		}
+	}
+	_, _, err = b.c.PutDefinition(ctx, "other-name", []byte(clientOrderYAML))
+	wantStatus(t, err, 400)
+	if _, _, err := b.c.PutDefinition(ctx, "", []byte(clientOrderYAML)); err == nil || httpapi.StatusCode(err) != 0 {
+		t.Errorf("empty name: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestClientTasks(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil)
+	ctx := t.Context()
+	if _, _, err := b.c.PutDefinition(ctx, "order", []byte(clientOrderYAML)); err != nil {
+		t.Fatal(err)
+	}
+	echo := httpapi.PollRequest{Worker: "w1", Handlers: []string{"echo"}, WaitSeconds: ptr(2.0), LeaseSeconds: ptr(5.0)}
+
+	// Nothing queued: 204 after the wait.
+	none, err := b.c.PollTask(ctx, httpapi.PollRequest{Handlers: []string{"echo"}})
+	if none != nil || err != nil {
+		t.Fatalf("empty queue: %+v, %v", none, err)
+	}
+
+	inst, err := b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "o1", Definition: "order", Input: json.RawMessage(`{"sku":"A-1"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := b.c.PollTask(ctx, echo)
+	if err != nil || task == nil {
+		t.Fatalf("poll: %+v, %v", task, err)
+	}
+	if task.WorkflowID != inst.ID || task.Step != "reserve" || task.Handler != "echo" || task.Attempt != 1 ||
+		string(task.Input) != `{"sku":"A-1"}` || task.IdempotencyKey != "o1/reserve" || task.Lease == "" {
+		t.Fatalf("task %+v", task)
+	}
+	if d := time.Until(task.LeaseUntil); d < 3*time.Second || d > 6*time.Second {
+		t.Errorf("lease_seconds 5 gave a lease until %s (in %s)", task.LeaseUntil, d)
+	}
+
+	until, err := b.c.Heartbeat(ctx, task.TaskID, task.Lease, 20)
+	if err != nil || time.Until(until) < 15*time.Second {
+		t.Fatalf("heartbeat: %s, %v", until, err)
+	}
+	_, err = b.c.Heartbeat(ctx, task.TaskID, "not-the-lease", 0)
+	wantStatus(t, err, 409)
+	err = b.c.CompleteTask(ctx, task.TaskID, "not-the-lease", json.RawMessage(`{}`))
+	wantStatus(t, err, 409)
+	if err := b.c.CompleteTask(ctx, task.TaskID, task.Lease, json.RawMessage(`{"reserved":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Fenced: the lease ended with the completion.
+	err = b.c.CompleteTask(ctx, task.TaskID, task.Lease, nil)
+	wantStatus(t, err, 409)
+	err = b.c.FailTask(ctx, task.TaskID, task.Lease, "late", true)
+	wantStatus(t, err, 409)
+
+	ship, err := b.c.PollTask(ctx, echo)
+	if err != nil || ship == nil || ship.Step != "ship" {
+		t.Fatalf("poll ship: %+v, %v", ship, err)
+	}
+	if err := b.c.FailTask(ctx, ship.TaskID, ship.Lease, "carrier refused the parcel", false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.c.GetWorkflow(ctx, "o1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusFailed || got.State.Steps["ship"].Error != "carrier refused the parcel" ||
+		got.State.Steps["ship"].Attempts != 1 || string(got.State.Steps["reserve"].Output) != `{"reserved":true}` {
+		t.Errorf("a non-retryable failure fails the workflow: %s %+v", got.Status, got.State.Steps)
+	}
+
+	err = b.c.CompleteTask(ctx, "no-such-task", "lease", nil)
+	wantStatus(t, err, 404)
+	_, err = b.c.PollTask(ctx, httpapi.PollRequest{Handlers: []string{"flowd:sleep"}})
+	wantStatus(t, err, 400)
+	_, err = b.c.PollTask(ctx, httpapi.PollRequest{Handlers: []string{"echo"}, WaitSeconds: ptr(600.0)})
+	wantStatus(t, err, 400)
+	if err := b.c.CompleteTask(ctx, "t", "l", json.RawMessage(`{`)); err == nil || httpapi.StatusCode(err) != 0 {
+		t.Errorf("invalid output is refused before sending: %v", err)
+	}
+	if err := b.c.FailTask(ctx, "", "l", "x", true); err == nil || httpapi.StatusCode(err) != 0 {
+		t.Errorf("empty task id: %v", err)
+	}
+}
+
+// A long poll outlasts the HTTP client's own timeout: the client gives that
+// one request the time its wait needs.
+func TestClientPollOutlastsHTTPTimeout(t *testing.T) {
+	t.Parallel()
+	b := setupClient(t, nil, httpapi.WithHTTPClient(&http.Client{Timeout: 300 * time.Millisecond}))
+	start := time.Now()
+	task, err := b.c.PollTask(t.Context(), httpapi.PollRequest{Handlers: []string{"echo"}, WaitSeconds: ptr(1.0)})
+	if task != nil || err != nil {
+		t.Fatalf("poll: %+v, %v", task, err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("the poll returned after %s, before its 1s wait", d)
+	}
+	// Other calls keep the short timeout.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Second)
+	}))
+	defer slow.Close()
+	err = httpapi.NewClient(slow.URL, httpapi.WithHTTPClient(&http.Client{Timeout: 300 * time.Millisecond})).Healthz(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "Timeout") {
+		t.Errorf("a slow health check is cut at the client timeout: %v", err)
 	}
 }

@@ -318,3 +318,153 @@ func TestCLIEscapesControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIDefinitions covers def apply, list and get, and how a rejected
+// definition is reported.
+func TestCLIDefinitions(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+
+	b.golden("def-list-empty", 0, "", "def", "list")
+	b.golden("def-apply", 0, "", "def", "apply", "testdata/def-order.yaml")
+	b.golden("def-apply-unchanged", 0, "", "def", "apply", "testdata/def-order.yaml")
+	b.clock.Advance(time.Minute)
+	b.golden("def-apply-json", 0, `{"name":"order","steps":[{"id":"reserve","type":"task","handler":"reserve-stock"}]}`+"\n",
+		"def", "apply", "-", "-o", "json")
+	b.golden("def-apply-other", 0, "name: refund\nsteps: [{id: pay-back, type: task, handler: echo, input: \"{{ .input }}\"}]\n",
+		"def", "apply", "-")
+	b.golden("def-list", 0, "", "def", "list")
+	b.golden("def-list-json", 0, "", "def", "list", "-o", "json")
+	b.golden("def-get", 0, "", "def", "get", "order", "--revision", "1")
+	b.golden("def-get-latest", 0, "", "def", "get", "order")
+	b.golden("def-get-json", 0, "", "def", "get", "refund", "-o", "json")
+
+	// Rejected definitions: every problem, one a line; nothing stored.
+	b.golden("def-apply-invalid", 1, `{name: bad, steps: [{id: a, type: task}, {id: b, type: wait, depends_on: [zz]}, {id: c, type: sleep, duration: 5 parsecs}]}`+"\n",
+		"def", "apply", "-")
+	b.golden("def-apply-invalid-template", 1, `{name: tpl, steps: [{id: a, type: task, handler: echo, input: "{{ .steps.zz.output }}"}]}`+"\n",
+		"def", "apply", "-")
+	b.golden("def-apply-no-name", 1, `{steps: [{id: a, type: task}]}`+"\n", "def", "apply", "-")
+	b.golden("def-apply-missing-file", 1, "", "def", "apply", "testdata/no-such-file.yaml")
+	b.golden("def-get-not-found", 4, "", "def", "get", "bad")
+	b.golden("def-get-revision-not-found", 4, "", "def", "get", "order", "--revision", "7")
+	b.golden("def-get-bad-revision", 2, "", "def", "get", "order", "--revision", "0")
+	b.golden("def-apply-bad-args", 2, "", "def", "apply")
+
+	// What get prints, apply takes back unchanged.
+	for _, name := range []string{"order", "refund"} {
+		got := b.run("", nil, "def", "get", name)
+		again := b.run(got.stdout, nil, "def", "apply", "-")
+		if again.code != 0 || !strings.HasSuffix(again.stdout, "(unchanged)\n") {
+			t.Errorf("def get %s | def apply -: %+v\ninput:\n%s", name, again, got.stdout)
+		}
+	}
+	first := b.run("", nil, "def", "get", "order", "--revision", "1")
+	again := b.run(first.stdout, nil, "def", "apply", "-")
+	if again.code != 0 || again.stdout != "definition order revision 3 (created)\n" {
+		t.Errorf("re-applying revision 1 makes revision 3: %+v", again)
+	}
+}
+
+func TestCLIWorkerUsage(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	b.golden("worker-unknown-handler", 2, "", "worker", "--handlers", "echo,charge-card")
+	b.golden("worker-no-handlers", 2, "", "worker")
+	b.golden("worker-bad-lease", 2, "", "worker", "--handlers", "echo", "--lease", "10ms")
+}
+
+// runUntil runs one command in-process until stop is closed, then cancels
+// its context as SIGINT would.
+func (b *cliBundle) runUntil(stop <-chan struct{}, args ...string) cliResult {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(b.t.Context())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
+	}()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, &env{
+		stdin:  strings.NewReader(""),
+		stdout: &stdout,
+		stderr: &stderr,
+		getenv: func(name string) (string, bool) { v, ok := b.env[name]; return v, ok },
+	})
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+// flowd worker runs the steps of a workflow, logs a line a task, and exits 0
+// when interrupted.
+func TestCLIWorker(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	ctx := t.Context()
+	def := "name: pipe\nsteps:\n" +
+		"  - {id: a, type: task, handler: echo, input: {x: \"{{ .input.x }}\"}}\n" +
+		"  - {id: b, type: task, handler: sleep, depends_on: [a], input: {ms: 50}}\n"
+	if _, _, err := b.client.PutDefinition(ctx, "pipe", []byte(def)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "w1", Definition: "pipe", Input: []byte(`{"x":7}`)}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan cliResult, 1)
+	go func() {
+		done <- b.runUntil(stop, "worker", "--handlers", "echo, sleep", "--name", "cli-test", "--concurrency", "2", "--lease", "5s")
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		inst, err := b.client.GetWorkflow(ctx, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.Status == workflow.StatusCompleted {
+			if out := string(inst.State.Steps["b"].Output); out != `{"slept_ms":50}` {
+				t.Errorf("step b output %s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not complete the workflow: %s", inst.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	var res cliResult
+	select {
+	case res = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("flowd worker did not exit after its context was cancelled")
+	}
+	if res.code != 0 || res.stdout != "" {
+		t.Errorf("flowd worker exited %d, stdout %q, stderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+	var tasks []string
+	for _, l := range lines {
+		if strings.Contains(l, `msg="task completed"`) {
+			tasks = append(tasks, l)
+		}
+	}
+	if len(tasks) != 2 || !strings.Contains(tasks[0], "workflow=w1 step=a handler=echo attempt=1") ||
+		!strings.Contains(tasks[1], "workflow=w1 step=b handler=sleep attempt=1") {
+		t.Errorf("want one line per task, got:\n%s", res.stderr)
+	}
+	if !strings.Contains(lines[0], `msg="worker started" name=cli-test handlers=echo,sleep concurrency=2 lease=5s`) ||
+		!strings.Contains(lines[len(lines)-1], `msg="worker stopped"`) {
+		t.Errorf("start and stop lines:\n%s", res.stderr)
+	}
+}
+
+// A worker the server refuses (no token) exits 1 at once and says what to do.
+func TestCLIWorkerUnauthorized(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t, "s3cret")
+	res := b.runUntil(make(chan struct{}), "worker", "--handlers", "echo")
+	if res.code != exitError || !strings.Contains(res.stderr, "flowd: worker: the server refused to hand out tasks: 401 Unauthorized") ||
+		!strings.Contains(res.stderr, "pass --token or set FLOWD_TOKEN") {
+		t.Errorf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+}

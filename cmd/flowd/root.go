@@ -97,8 +97,9 @@ FLOWD_TOKEN and FLOWD_OUTPUT.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitCodeError{code: exitUsage, err: err}
 	})
-	root.AddCommand(newMigrateCmd(e), newServeCmd(e))
+	root.AddCommand(newMigrateCmd(e), newServeCmd(e), newDefCmd(e), newWorkerCmd(e))
 	root.AddCommand(newClientCmds(e)...)
+	root.AddCommand(newBenchCmd(e))
 	return root
 }
 

@@ -1,0 +1,316 @@
+// Package bench measures flowd's atomic operations and its engine under
+// concurrency (SPEC section 7) and checks, from the data left in the database,
+// that no update was lost.
+//
+// It owns the scenarios, the data they prepare and the checks they make. It
+// must not know any SQL: it works through store.Store and engine.Engine only,
+// so every backend runs the same scenarios. `flowd bench` is a thin command
+// around Run.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flowd/flowd/store"
+)
+
+// Scenario names what a run measures.
+type Scenario string
+
+// The scenarios of SPEC section 7.
+const (
+	// ScenarioUpdate: Get then store.UpdateState with the version read, on
+	// random instances; a version mismatch is a conflict and is not retried.
+	ScenarioUpdate Scenario = "update"
+	// ScenarioContended: every client increments one counter.
+	ScenarioContended Scenario = "contended"
+	// ScenarioCompleteStep: CompleteStep on instances with many steps, each
+	// client owning its instances.
+	ScenarioCompleteStep Scenario = "complete-step"
+	// ScenarioBatch: BatchUpdateStatus RUNNING→PAUSED and back over a large table.
+	ScenarioBatch Scenario = "batch"
+	// ScenarioWorkflow: 3-step workflows end to end through an in-process engine.
+	ScenarioWorkflow Scenario = "workflow"
+)
+
+// Scenarios lists every scenario, in the order of the SPEC.
+var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow}
+
+// Modes of the contended scenario.
+const (
+	// ModeModify uses Querier.ModifyState, which locks the row and reads it in
+	// the same transaction: writers queue on the lock and never conflict.
+	ModeModify = "modify"
+	// ModeRetry uses store.UpdateWithRetry: read, write with the version read,
+	// back off and start over on a conflict (the seed's pattern).
+	ModeRetry = "retry"
+)
+
+// ErrInvalidConfig is wrapped by every error of Config.Validate.
+var ErrInvalidConfig = errors.New("invalid bench configuration")
+
+// Config describes one run. Start from DefaultConfig: a field a scenario uses
+// must be set (Validate says which), except those marked "0:" below.
+// Validation messages name the flags of `flowd bench`.
+type Config struct {
+	Store    store.Store
+	Scenario Scenario
+	Clients  int           // concurrent clients, at least 1
+	Duration time.Duration // how long clients start new operations
+	// Progress receives a progress line about every ProgressInterval (0: 1s),
+	// the first few errors and the engine's warnings; nil discards them.
+	Progress         io.Writer
+	ProgressInterval time.Duration
+
+	// Mode of the contended scenario: ModeModify (also for "") or ModeRetry.
+	// Other scenarios have no mode.
+	Mode string
+	// Retry is the backoff of ModeRetry; zero fields take those of
+	// store.DefaultRetryPolicy. Its OnRetry is replaced: the run counts
+	// retries itself.
+	Retry store.RetryPolicy
+	// Instances is how many instances the update scenario spreads its writes
+	// over (0: max(1000, 10×Clients)).
+	Instances int
+	// StateSize is the approximate size in bytes of the JSON state of the
+	// update and contended instances (a counter and padding).
+	StateSize int
+	// Steps is the number of steps of each complete-step instance.
+	Steps int
+	// Rows is the size of the batch table; BatchSize the limit of each batch.
+	Rows      int
+	BatchSize int
+	// Workers is the in-process step concurrency of the workflow engine.
+	Workers int
+	// Rate bounds workflow starts per second over all clients (0: as fast as
+	// MaxInFlight allows).
+	Rate float64
+	// MaxInFlight bounds the workflows started and not yet through their last
+	// step (0: 2×Workers; -1: no bound), so that a start rate the engine
+	// cannot follow does not pile up a backlog that outlives Drain. A chain
+	// has one task ready at a time, so 2×Workers keeps every worker busy;
+	// more only adds queueing to the latency.
+	MaxInFlight int
+	// Drain is how long the workflow scenario waits after Duration for the
+	// workflows in flight to complete.
+	Drain time.Duration
+}
+
+// DefaultConfig returns the defaults of `flowd bench`; set Store and Scenario.
+func DefaultConfig() Config {
+	return Config{
+		Clients: 8, Duration: 10 * time.Second, ProgressInterval: time.Second,
+		Retry:     store.DefaultRetryPolicy,
+		StateSize: 1024, Steps: 200, Rows: 20000, BatchSize: 100,
+		Workers: 8, Drain: 10 * time.Second,
+	}
+}
+
+// derived fills in the fields whose zero value stands for a value derived
+// from others.
+func (c Config) derived() Config {
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = time.Second
+	}
+	if c.Mode == "" && c.Scenario == ScenarioContended {
+		c.Mode = ModeModify
+	}
+	if c.Instances == 0 {
+		c.Instances = max(1000, 10*c.Clients)
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 2 * c.Workers
+	}
+	return c
+}
+
+// Validate checks c, except Store, and only the fields its scenario uses.
+// Every error wraps ErrInvalidConfig.
+func (c Config) Validate() error {
+	c = c.derived()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if !slices.Contains(Scenarios, c.Scenario) {
+		names := make([]string, len(Scenarios))
+		for i, s := range Scenarios {
+			names[i] = string(s)
+		}
+		bad("unknown --scenario %q (want one of %s)", c.Scenario, strings.Join(names, ", "))
+	}
+	if c.Clients < 1 {
+		bad("--clients must be at least 1, got %d", c.Clients)
+	}
+	if c.Duration <= 0 {
+		bad("--duration must be positive, got %s", c.Duration)
+	}
+	switch c.Scenario {
+	case ScenarioUpdate, ScenarioContended:
+		if c.Instances < 1 {
+			bad("--instances must be at least 1, got %d", c.Instances)
+		}
+		if c.StateSize < 0 {
+			bad("--state-size must not be negative, got %d", c.StateSize)
+		}
+	case ScenarioCompleteStep:
+		if c.Steps < 1 || c.Steps > 10000 {
+			bad("--steps must be in 1–10000, got %d", c.Steps)
+		}
+	case ScenarioBatch:
+		if c.Rows < 1 {
+			bad("--rows must be at least 1, got %d", c.Rows)
+		}
+		if c.BatchSize < 1 || c.BatchSize > store.MaxBatchLimit {
+			bad("--batch-size must be in 1–%d, got %d", store.MaxBatchLimit, c.BatchSize)
+		}
+	case ScenarioWorkflow:
+		if c.Workers < 1 {
+			bad("--workers must be at least 1, got %d", c.Workers)
+		}
+		if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+			bad("--rate must be a non-negative number, got %v", c.Rate)
+		}
+		if c.MaxInFlight < -1 {
+			bad("--max-inflight must be positive, or -1 for no bound, got %d", c.MaxInFlight)
+		}
+		if c.Drain < 0 {
+			bad("--drain must not be negative, got %s", c.Drain)
+		}
+	}
+	switch {
+	case c.Scenario == ScenarioContended && c.Mode != ModeModify && c.Mode != ModeRetry:
+		bad("unsupported --mode %q for --scenario contended (want %s or %s)", c.Mode, ModeModify, ModeRetry)
+	case c.Scenario != ScenarioContended && c.Mode != "" && slices.Contains(Scenarios, c.Scenario):
+		bad("unsupported --mode %q: only --scenario contended has modes (%s, %s)", c.Mode, ModeModify, ModeRetry)
+	}
+	return errors.Join(errs...)
+}
+
+// Result is what a run measured and checked. The fields up to LostUpdates are
+// those of SPEC section 7, in its order; the others follow.
+type Result struct {
+	Scenario  Scenario `json:"scenario"`
+	Clients   int      `json:"clients"`
+	DurationS float64  `json:"duration_s"` // measured: first op started → last op ended
+	Ops       int64    `json:"ops"`        // successful operations
+	OpsPerSec float64  `json:"ops_per_sec"`
+	P50MS     float64  `json:"p50_ms"` // latency of the successful operations
+	P99MS     float64  `json:"p99_ms"`
+	Conflicts int64    `json:"conflicts"` // operations refused by a version check
+	Retries   int64    `json:"retries"`   // backoff-and-retry rounds (--mode retry)
+	Errors    int64    `json:"errors"`    // failures other than conflicts
+	// LostUpdates is checked from the data after the run: acknowledged writes
+	// the data does not hold, writes the data holds that nobody made, and
+	// broken version/history invariants. It must be 0.
+	LostUpdates int64 `json:"lost_updates"`
+
+	Backend  string  `json:"backend"`
+	IDPrefix string  `json:"id_prefix"` // starts every instance id the run created
+	P90MS    float64 `json:"p90_ms"`
+	MaxMS    float64 `json:"max_ms"`
+	Mode     string  `json:"mode,omitempty"`
+	// Instances is how many instances the run wrote to (update, contended,
+	// complete-step) or the batch table's size.
+	Instances int `json:"instances,omitempty"`
+	// Batch scenario.
+	BatchSize    int     `json:"batch_size,omitempty"`
+	RowsMoved    int64   `json:"rows_moved,omitempty"`
+	RowsPerSec   float64 `json:"rows_per_sec,omitempty"`
+	EmptyBatches int64   `json:"empty_batches,omitempty"` // calls that found nothing to move; not ops
+	// Workflow scenario: Ops counts the workflows that completed within the
+	// duration; Completed also those that completed while draining.
+	Workers     int     `json:"workers,omitempty"`
+	Started     int64   `json:"started,omitempty"`
+	Completed   int64   `json:"completed,omitempty"`
+	StepsPerSec float64 `json:"steps_per_sec,omitempty"`
+	DrainS      float64 `json:"drain_s,omitempty"`
+	// Interrupted: the caller's context ended the run early.
+	Interrupted bool    `json:"interrupted,omitempty"`
+	PrepareS    float64 `json:"prepare_s"`
+	VerifyS     float64 `json:"verify_s"`
+}
+
+// Failed reports whether the run lost updates or met errors.
+func (r Result) Failed() bool { return r.LostUpdates != 0 || r.Errors > 0 }
+
+// scenario is one kind of run.
+type scenario interface {
+	// prepare creates the run's data; it is not measured.
+	prepare(ctx context.Context) error
+	// client runs operations through c until c.running() is false.
+	client(ctx context.Context, c *client)
+	// verify checks the data after the run and fills in res.
+	verify(ctx context.Context, res *Result) error
+	// close releases what prepare started, whatever happened.
+	close()
+}
+
+// Run migrates cfg.Store, prepares the scenario's data, runs cfg.Clients
+// clients for cfg.Duration, then checks the data. An error means the run
+// could not be made or checked (bad config wraps ErrInvalidConfig); lost
+// updates and operation errors are reported in the Result (see Failed).
+// When ctx ends, the run stops early and is still checked.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	if cfg.Store == nil {
+		return Result{}, fmt.Errorf("%w: Store is required", ErrInvalidConfig)
+	}
+	cfg = cfg.derived()
+	r := newRunner(ctx, cfg)
+
+	t0 := time.Now()
+	if _, err := cfg.Store.Migrate(ctx); err != nil {
+		return Result{}, fmt.Errorf("migrating the database: %w", err)
+	}
+	var sc scenario
+	switch cfg.Scenario {
+	case ScenarioUpdate:
+		sc = &updateScenario{r: r}
+	case ScenarioContended:
+		sc = &contendedScenario{r: r}
+	case ScenarioCompleteStep:
+		sc = &completeStepScenario{r: r}
+	case ScenarioBatch:
+		sc = &batchScenario{r: r}
+	case ScenarioWorkflow:
+		sc = &workflowScenario{r: r}
+	}
+	defer sc.close()
+	if err := sc.prepare(ctx); err != nil {
+		return Result{}, fmt.Errorf("preparing the %s scenario: %w", cfg.Scenario, err)
+	}
+	prepared := time.Since(t0)
+	r.logf("%s on %s: run %s prepared in %s; %d clients for %s", cfg.Scenario, cfg.Store.Capabilities().Name,
+		r.runID, prepared.Round(time.Millisecond), cfg.Clients, cfg.Duration)
+
+	elapsed := r.runClients(ctx, sc.client)
+	res := r.result(elapsed)
+	res.PrepareS = seconds(prepared)
+
+	// The check runs even when ctx ended the run: it is what tells whether
+	// the interrupted operations were lost.
+	vctx := context.WithoutCancel(ctx)
+	t1 := time.Now()
+	if err := sc.verify(vctx, &res); err != nil {
+		return res, fmt.Errorf("checking the %s scenario's data: %w", cfg.Scenario, err)
+	}
+	res.VerifyS = seconds(time.Since(t1))
+	res.Interrupted = ctx.Err() != nil
+	r.logf("%s: %d ops in %.3fs, %d conflicts, %d errors, %d lost updates (checked in %.3fs)",
+		cfg.Scenario, res.Ops, res.DurationS, res.Conflicts, res.Errors, res.LostUpdates, res.VerifyS)
+	return res, nil
+}
+
+func seconds(d time.Duration) float64 { return round3(d.Seconds()) }
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

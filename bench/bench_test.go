@@ -1,0 +1,388 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/bench"
+	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/internal/storeopen"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// backends return the URL of a fresh database.
+var backends = []struct {
+	name  string
+	newDB func(t *testing.T) string
+}{
+	{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "bench.db") }},
+	{"postgres", func(t *testing.T) string { return pgtest.NewDatabase(t) }},
+}
+
+func open(t *testing.T, url string) store.Store {
+	t.Helper()
+	s, err := storeopen.Open(t.Context(), url, storeopen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// syncBuffer collects the progress output, written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// short is a config for a ~1 s run of 4 clients with small tables.
+func short(s store.Store, sc bench.Scenario, progress *syncBuffer) bench.Config {
+	cfg := bench.DefaultConfig()
+	cfg.Store, cfg.Scenario, cfg.Progress = s, sc, progress
+	cfg.Clients, cfg.Duration, cfg.ProgressInterval = 4, time.Second, 250*time.Millisecond
+	cfg.Rows, cfg.Steps, cfg.Instances = 2000, 50, 200
+	cfg.Retry = store.RetryPolicy{Base: time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: 100}
+	return cfg
+}
+
+// run runs cfg and checks what every correct run satisfies.
+func run(t *testing.T, cfg bench.Config) bench.Result {
+	t.Helper()
+	progress := cfg.Progress.(*syncBuffer)
+	res, err := bench.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress)
+	}
+	if res.LostUpdates != 0 || res.Errors != 0 || res.Ops <= 0 || res.Failed() {
+		t.Errorf("%s: lost_updates %d, errors %d, ops %d; want 0, 0, > 0\nprogress:\n%s", cfg.Scenario, res.LostUpdates, res.Errors, res.Ops, progress)
+	}
+	if !strings.Contains(progress.String(), " ops=") {
+		t.Errorf("no progress line in:\n%s", progress)
+	}
+	checkJSON(t, res)
+	return res
+}
+
+// specFields are the fields of SPEC section 7, in its order.
+var specFields = []string{"scenario", "clients", "duration_s", "ops", "ops_per_sec", "p50_ms", "p99_ms", "conflicts", "retries", "errors", "lost_updates"}
+
+// checkJSON checks that res is one JSON line starting with the SPEC fields,
+// in order, with the types the SPEC implies.
+func checkJSON(t *testing.T, res bench.Result) {
+	t.Helper()
+	line, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", line)
+	if bytes.ContainsRune(line, '\n') {
+		t.Fatalf("JSON spans lines: %s", line)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %s", line)
+	}
+	var keys []string
+	values := map[string]any{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.(string))
+		values[k.(string)] = v
+	}
+	if len(keys) < len(specFields) || strings.Join(keys[:len(specFields)], ",") != strings.Join(specFields, ",") {
+		t.Fatalf("fields %v, want the SPEC's %v first: %s", keys, specFields, line)
+	}
+	if values["scenario"] != string(res.Scenario) {
+		t.Errorf("scenario %v", values["scenario"])
+	}
+	for _, k := range specFields[1:] {
+		if _, ok := values[k].(json.Number); !ok {
+			t.Errorf("%s is %T, want a number: %s", k, values[k], line)
+		}
+	}
+}
+
+func TestScenarios(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		for _, sc := range bench.Scenarios {
+			t.Run(b.name+"/"+string(sc), func(t *testing.T) {
+				t.Parallel()
+				cfg := short(open(t, b.newDB(t)), sc, &syncBuffer{})
+				if sc == bench.ScenarioWorkflow {
+					// Its first completion needs three steps of one workflow
+					// through a FIFO queue: few in flight, a little longer,
+					// so that a loaded machine (or -race) still sees one.
+					cfg.MaxInFlight, cfg.Duration = 4, 2*time.Second
+				}
+				res := run(t, cfg)
+				if res.Backend != b.name {
+					t.Errorf("backend %q", res.Backend)
+				}
+				switch sc {
+				case bench.ScenarioContended:
+					if res.Conflicts != 0 || res.Retries != 0 || res.Mode != bench.ModeModify {
+						t.Errorf("contended with ModifyState: mode %q, %d conflicts, %d retries; want modify, 0, 0", res.Mode, res.Conflicts, res.Retries)
+					}
+				case bench.ScenarioBatch:
+					if res.RowsMoved < res.Ops || res.RowsPerSec <= 0 {
+						t.Errorf("batch: %d rows moved in %d ops, %v rows/s", res.RowsMoved, res.Ops, res.RowsPerSec)
+					}
+				case bench.ScenarioWorkflow:
+					if res.Started < res.Ops || res.Completed != res.Started || res.StepsPerSec <= 0 {
+						t.Errorf("workflow: started %d, completed %d, ops %d, steps/s %v", res.Started, res.Completed, res.Ops, res.StepsPerSec)
+					}
+				}
+			})
+		}
+		t.Run(b.name+"/contended-retry", func(t *testing.T) {
+			t.Parallel()
+			cfg := short(open(t, b.newDB(t)), bench.ScenarioContended, &syncBuffer{})
+			cfg.Mode = bench.ModeRetry
+			res := run(t, cfg)
+			if res.Mode != bench.ModeRetry {
+				t.Errorf("mode %q", res.Mode)
+			}
+			// 4 clients on one row under a read-then-write pattern: some
+			// writes must have lost the race and been retried.
+			if res.Retries == 0 {
+				t.Logf("no retries in %d ops: the clients never collided", res.Ops)
+			}
+		})
+	}
+}
+
+// TestRerunSameDatabase runs every scenario twice on one database, after a
+// crashed batch run left a RUNNING row behind: ids never collide and the
+// batch scenario cleans up after itself and after the crashed run.
+func TestRerunSameDatabase(t *testing.T) {
+	t.Parallel()
+	s := open(t, backends[0].newDB(t))
+	ctx := t.Context()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := s.Create(ctx, store.CreateParams{ID: "bench-batch-crashed-b0000001", Status: workflow.StatusRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		for _, sc := range bench.Scenarios {
+			cfg := short(s, sc, &syncBuffer{})
+			cfg.Duration = 300 * time.Millisecond
+			run(t, cfg)
+		}
+	}
+	got, err := s.Get(ctx, stale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusCancelled {
+		t.Errorf("stale bench row is %s, want CANCELLED", got.Status)
+	}
+	counts, err := s.CountByStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counts[workflow.StatusRunning] + counts[workflow.StatusPaused]; n != 0 {
+		t.Errorf("%d RUNNING/PAUSED instances left behind: %v", n, counts)
+	}
+}
+
+// TestBatchRefusesForeignRows: the batch scenario would move every RUNNING
+// instance of the database, so it refuses to run beside ones it did not make.
+func TestBatchRefusesForeignRows(t *testing.T) {
+	t.Parallel()
+	s := open(t, backends[0].newDB(t))
+	ctx := t.Context()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, store.CreateParams{ID: "order-1", Status: workflow.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bench.Run(ctx, short(s, bench.ScenarioBatch, &syncBuffer{}))
+	if err == nil || !strings.Contains(err.Error(), `"order-1"`) || !strings.Contains(err.Error(), "database of its own") {
+		t.Fatalf("Run: %v; want a refusal naming order-1", err)
+	}
+	inst, err := s.Get(ctx, "order-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Status != workflow.StatusRunning || inst.Version != 0 {
+		t.Errorf("order-1 was touched: %s at version %d", inst.Status, inst.Version)
+	}
+}
+
+// lyingStore acknowledges every fifth write without making it (or, for
+// batches, returns an id twice): the bench must notice from the data.
+type lyingStore struct {
+	store.Store
+	calls, lies atomic.Int64
+}
+
+func (l *lyingStore) lie() bool {
+	if l.calls.Add(1)%5 != 0 {
+		return false
+	}
+	l.lies.Add(1)
+	return true
+}
+
+func (l *lyingStore) ReplaceState(ctx context.Context, id string, expected int64, st workflow.State, cause string) (*workflow.Instance, error) {
+	if !l.lie() {
+		return l.Store.ReplaceState(ctx, id, expected, st, cause)
+	}
+	inst, err := l.Store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	inst.State, inst.Version = st, expected+1
+	return inst, nil
+}
+
+func (l *lyingStore) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
+	if !l.lie() {
+		return l.Store.ModifyState(ctx, id, fn, cause)
+	}
+	inst, err := l.Store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	inst.Version++
+	return inst, fn(inst)
+}
+
+func (l *lyingStore) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
+	if !l.lie() {
+		return l.Store.CompleteStep(ctx, p)
+	}
+	inst, err := l.Store.Get(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	inst.Version++
+	return inst, nil
+}
+
+func (l *lyingStore) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
+	ids, err := l.Store.BatchUpdateStatus(ctx, p)
+	if err == nil && len(ids) > 0 && l.lie() {
+		ids = append(ids, ids[0])
+	}
+	return ids, err
+}
+
+func TestLostUpdatesAreReported(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		sc   bench.Scenario
+		mode string
+	}{
+		{bench.ScenarioUpdate, ""},
+		{bench.ScenarioContended, bench.ModeModify},
+		{bench.ScenarioContended, bench.ModeRetry},
+		{bench.ScenarioCompleteStep, ""},
+		{bench.ScenarioBatch, ""},
+	} {
+		t.Run(string(c.sc)+"/"+c.mode, func(t *testing.T) {
+			t.Parallel()
+			liar := &lyingStore{Store: open(t, backends[0].newDB(t))}
+			progress := &syncBuffer{}
+			cfg := short(liar, c.sc, progress)
+			cfg.Mode = c.mode
+			res, err := bench.Run(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lies := liar.lies.Load()
+			if lies == 0 {
+				t.Fatalf("the store never lied in %d ops", res.Ops)
+			}
+			if res.LostUpdates != lies || !res.Failed() {
+				t.Errorf("lost_updates %d after %d lies; want them all reported\nprogress:\n%s", res.LostUpdates, lies, progress)
+			}
+			if !strings.Contains(progress.String(), "LOST: ") {
+				t.Errorf("no LOST line in the progress output:\n%s", progress)
+			}
+			checkJSON(t, res)
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := bench.Config{Scenario: bench.ScenarioUpdate, Clients: 1, Duration: time.Second}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("minimal config: %v", err)
+	}
+	for _, sc := range bench.Scenarios {
+		cfg := bench.DefaultConfig()
+		cfg.Scenario = sc
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("DefaultConfig for %s: %v", sc, err)
+		}
+	}
+	for _, c := range []struct {
+		change func(*bench.Config)
+		msg    string
+	}{
+		{func(c *bench.Config) { c.Scenario = "nope" }, `unknown --scenario "nope"`},
+		{func(c *bench.Config) { c.Scenario = "" }, `unknown --scenario ""`},
+		{func(c *bench.Config) { c.StateSize = -1 }, "--state-size must not be negative"},
+		{func(c *bench.Config) { c.Clients = 0 }, "--clients must be at least 1"},
+		{func(c *bench.Config) { c.Duration = 0 }, "--duration must be positive"},
+		{func(c *bench.Config) { c.Duration = -time.Second }, "--duration must be positive"},
+		{func(c *bench.Config) { c.Scenario, c.Mode = bench.ScenarioContended, "spin" }, `unsupported --mode "spin" for --scenario contended`},
+		{func(c *bench.Config) { c.Mode = bench.ModeRetry }, `unsupported --mode "retry": only --scenario contended`},
+		{func(c *bench.Config) { c.Scenario, c.BatchSize = bench.ScenarioBatch, store.MaxBatchLimit+1 }, "--batch-size must be in 1–10000"},
+		{func(c *bench.Config) { c.Scenario, c.Rows = bench.ScenarioBatch, 0 }, "--rows must be at least 1"},
+		{func(c *bench.Config) { c.Scenario, c.Steps = bench.ScenarioCompleteStep, 0 }, "--steps must be in 1–10000"},
+		{func(c *bench.Config) { c.Scenario, c.Rate = bench.ScenarioWorkflow, -1 }, "--rate must be a non-negative number"},
+		{func(c *bench.Config) { c.Scenario, c.Workers = bench.ScenarioWorkflow, 0 }, "--workers must be at least 1"},
+	} {
+		cfg := ok
+		c.change(&cfg)
+		err := cfg.Validate()
+		if !errors.Is(err, bench.ErrInvalidConfig) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("Validate: %v; want ErrInvalidConfig mentioning %q", err, c.msg)
+		}
+		if _, err := bench.Run(t.Context(), cfg); !errors.Is(err, bench.ErrInvalidConfig) {
+			t.Errorf("Run with a config Validate refuses: %v", err)
+		}
+	}
+	if _, err := bench.Run(t.Context(), ok); !errors.Is(err, bench.ErrInvalidConfig) {
+		t.Errorf("Run without a store: %v", err)
+	}
+}

@@ -1,0 +1,234 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/workflow"
+)
+
+// The workflow scenario's definition: a chain of three task steps whose
+// handler does nothing, so that what is measured is the engine and the store.
+const (
+	chainName   = "flowd-bench-chain"
+	chainLast   = "c"
+	noopHandler = "flowd-bench-noop"
+	chainSteps  = 3
+	chainDef    = `{"name": "` + chainName + `", "steps": [
+  {"id": "a", "type": "task", "handler": "` + noopHandler + `"},
+  {"id": "b", "type": "task", "handler": "` + noopHandler + `", "depends_on": ["a"]},
+  {"id": "c", "type": "task", "handler": "` + noopHandler + `", "depends_on": ["b"]}
+]}`
+)
+
+// workflowScenario: an in-process engine with cfg.Workers workers runs the
+// chain; clients start workflows as fast as cfg.MaxInFlight allows, or at
+// cfg.Rate. Ops, latencies and losses come from the data: an op is a workflow
+// whose COMPLETED version was written within the duration, its latency is
+// updated_at − created_at of that version.
+type workflowScenario struct {
+	r       *runner
+	eng     *engine.Engine
+	seq     atomic.Int64
+	started [][]string // per client
+	nStart  atomic.Int64
+
+	// slots bounds the workflows in flight (nil: no bound); a start takes a
+	// slot, the first run of the last step gives it back.
+	slots    chan struct{}
+	lastDone sync.Map // workflow id → struct{}
+
+	paceMu sync.Mutex
+	next   time.Time // when the next start is due under cfg.Rate
+}
+
+func (w *workflowScenario) prepare(ctx context.Context) error {
+	cfg := w.r.cfg
+	log := slog.New(slog.DiscardHandler)
+	if w.r.out != nil {
+		log = slog.New(slog.NewTextHandler(w.r.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	eng, err := engine.New(engine.Config{Store: w.r.s, Logger: log, Workers: &cfg.Workers})
+	if err != nil {
+		return err
+	}
+	eng.Register(noopHandler, w.handle)
+	if _, _, err := eng.PutDefinition(ctx, []byte(chainDef)); err != nil {
+		return fmt.Errorf("defining %s: %w", chainName, err)
+	}
+	if cfg.MaxInFlight > 0 {
+		w.slots = make(chan struct{}, cfg.MaxInFlight)
+	}
+	w.started = make([][]string, cfg.Clients)
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
+	w.eng = eng
+	w.r.progress = func() string {
+		return fmt.Sprintf("started=%d", w.nStart.Load())
+	}
+	return nil
+}
+
+// handle is the no-op handler. The first run of the last step of one of this
+// run's workflows frees its in-flight slot and counts for the progress line
+// (the final count comes from the data).
+func (w *workflowScenario) handle(_ context.Context, t engine.Task) (json.RawMessage, error) {
+	if t.Step == chainLast && strings.HasPrefix(t.WorkflowID, w.r.prefix) {
+		if _, again := w.lastDone.LoadOrStore(t.WorkflowID, struct{}{}); !again {
+			w.r.ops.Add(1)
+			w.release()
+		}
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+// release gives an in-flight slot back. It never blocks: a start that failed
+// and gave its slot back may still have committed, and its last step then
+// gives one back again.
+func (w *workflowScenario) release() {
+	select {
+	case <-w.slots: // a nil channel is never ready
+	default:
+	}
+}
+
+func (w *workflowScenario) client(ctx context.Context, c *client) {
+	for c.running() {
+		if w.slots != nil {
+			select {
+			case w.slots <- struct{}{}:
+			case <-w.r.stop:
+				return
+			}
+		}
+		if !w.pace() {
+			w.release()
+			return
+		}
+		id := fmt.Sprintf("%sw%07d", w.r.prefix, w.seq.Add(1)-1)
+		if _, err := w.eng.StartWorkflow(ctx, engine.StartParams{ID: id, Definition: chainName}); err != nil {
+			w.release()
+			w.r.classify("start", id, err)
+			continue
+		}
+		w.started[c.id] = append(w.started[c.id], id)
+		w.nStart.Add(1)
+	}
+}
+
+// pace waits until the next start is due under cfg.Rate; false when the run
+// ended meanwhile. A start that is late does not make the next ones early.
+func (w *workflowScenario) pace() bool {
+	if w.r.cfg.Rate <= 0 {
+		return true
+	}
+	interval := time.Duration(float64(time.Second) / w.r.cfg.Rate)
+	w.paceMu.Lock()
+	now := time.Now()
+	at := w.next
+	if at.Before(now) {
+		at = now
+	}
+	w.next = at.Add(interval)
+	w.paceMu.Unlock()
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.r.stop:
+		return false
+	}
+}
+
+// verify drains (waits up to cfg.Drain for the workflows in flight), stops the
+// engine, then reads every started workflow: it must be COMPLETED with all
+// its steps COMPLETED and a history of versions 0…current with no gap.
+// lost_updates = started − completed, plus broken histories.
+func (w *workflowScenario) verify(ctx context.Context, res *Result) error {
+	t0 := time.Now()
+	deadline := t0.Add(w.r.cfg.Drain)
+	for w.r.ops.Load() < w.nStart.Load() && time.Now().Before(deadline) && w.r.ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.eng.Stop() // waits for the completions in progress to be recorded
+	w.eng = nil
+	res.DrainS = seconds(time.Since(t0))
+
+	var ids []string
+	for _, s := range w.started {
+		ids = append(ids, s...)
+	}
+	lat := make([]time.Duration, len(ids))
+	completed := make([]bool, len(ids))
+	var inWindow, broken atomic.Int64
+	windowEnd := w.r.stopped
+	m := &mismatches{r: w.r}
+	err := w.r.forEach(ctx, len(ids), func(i int) error {
+		inst, err := w.r.s.Get(ctx, ids[i])
+		if err != nil {
+			return err
+		}
+		if inst.Status != workflow.StatusCompleted {
+			m.report("workflow %s is %s at version %d after the drain", inst.ID, inst.Status, inst.Version)
+			return nil
+		}
+		completed[i] = true
+		lat[i] = inst.UpdatedAt.Sub(inst.CreatedAt)
+		if !inst.UpdatedAt.After(windowEnd) {
+			inWindow.Add(1)
+		}
+		for id, st := range inst.State.Steps {
+			if st.Status != workflow.StepCompleted {
+				broken.Add(1)
+				m.report("workflow %s is COMPLETED with step %s %s", inst.ID, id, st.Status)
+				return nil
+			}
+		}
+		h, err := w.r.s.History(ctx, inst.ID)
+		if err != nil {
+			return err
+		}
+		gap := int64(len(h)) != inst.Version+1
+		for v, e := range h {
+			gap = gap || e.Version != int64(v)
+		}
+		if gap || h[len(h)-1].Status != workflow.StatusCompleted {
+			broken.Add(1)
+			m.report("workflow %s at version %d has a history of %d rows that is not 0…%d ending COMPLETED", inst.ID, inst.Version, len(h), inst.Version)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var done []time.Duration
+	for i, ok := range completed {
+		if ok {
+			done = append(done, lat[i])
+		}
+	}
+	window := w.r.stopped.Sub(w.r.started)
+	res.Ops = inWindow.Load()
+	res.setTiming(window, done)
+	res.StepsPerSec = round3(float64(res.Ops*chainSteps) / window.Seconds())
+	res.Workers = w.r.cfg.Workers
+	res.Started = int64(len(ids))
+	res.Completed = int64(len(done))
+	res.LostUpdates = res.Started - res.Completed + broken.Load()
+	return nil
+}
+
+func (w *workflowScenario) close() {
+	if w.eng != nil {
+		w.eng.Stop()
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flowd/flowd/internal/pgtest"
+)
+
+func TestBenchUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "never.db")
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow)`},
+		{[]string{"--clients", "0"}, "--clients must be at least 1, got 0"},
+		{[]string{"--clients", "-3"}, "--clients must be at least 1, got -3"},
+		{[]string{"--duration", "0s"}, "--duration must be positive, got 0s"},
+		{[]string{"--duration", "-1s"}, "--duration must be positive"},
+		{[]string{"--duration", "soon"}, `invalid argument "soon" for "--duration"`},
+		{[]string{"--scenario", "contended", "--mode", "spin"}, `unsupported --mode "spin" for --scenario contended (want modify or retry)`},
+		{[]string{"--scenario", "update", "--mode", "retry"}, `unsupported --mode "retry": only --scenario contended has modes`},
+		{[]string{"--batch-size", "0", "--scenario", "batch"}, "--batch-size must be in 1–10000"},
+		{[]string{"--rows", "0", "--scenario", "batch"}, "--rows must be at least 1, got 0"},
+		{[]string{"--workers", "0", "--scenario", "workflow"}, "--workers must be at least 1, got 0"},
+		{[]string{"--steps", "0", "--scenario", "complete-step"}, "--steps must be in 1–10000, got 0"},
+		{[]string{"--db", "mysql://localhost/x"}, "unsupported database URL"},
+		{[]string{"extra"}, `unknown command "extra"`},
+	} {
+		e, out, errOut := testEnv(nil)
+		args := append([]string{"bench", "--db", db}, c.args...)
+		if code := run(context.Background(), args, e); code != exitUsage || !strings.Contains(errOut.String(), c.msg) {
+			t.Errorf("flowd %s: exit %d, stderr %q; want exit %d mentioning %q", strings.Join(args, " "), code, errOut.String(), exitUsage, c.msg)
+		}
+		if out.String() != "" {
+			t.Errorf("flowd %s printed on stdout: %q", strings.Join(args, " "), out.String())
+		}
+	}
+	// Usage is checked before the database is touched.
+	if _, err := os.Stat(filepath.Join(dir, "never.db")); !os.IsNotExist(err) {
+		t.Errorf("a refused bench created its database: %v", err)
+	}
+}
+
+func TestBenchPrintsJSONLastLine(t *testing.T) {
+	t.Parallel()
+	dbs := map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "bench.db") },
+		"postgres": func(t *testing.T) string { return pgtest.NewDatabase(t) },
+	}
+	for name, newDB := range dbs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// The database comes from FLOWD_DB, as for the other commands.
+			e, out, errOut := testEnv(map[string]string{"FLOWD_DB": newDB(t)})
+			args := []string{"bench", "--scenario", "contended", "--clients", "3", "--duration", "1200ms"}
+			if code := run(context.Background(), args, e); code != exitOK {
+				t.Fatalf("flowd %s: exit %d\nstderr:\n%s", strings.Join(args, " "), code, errOut.String())
+			}
+			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+			last := lines[len(lines)-1]
+			var got map[string]any
+			if err := json.Unmarshal([]byte(last), &got); err != nil {
+				t.Fatalf("last stdout line is not JSON: %v\n%s", err, out.String())
+			}
+			for _, k := range []string{"scenario", "clients", "duration_s", "ops", "ops_per_sec", "p50_ms", "p99_ms", "conflicts", "retries", "errors", "lost_updates"} {
+				if _, ok := got[k]; !ok {
+					t.Errorf("no %q in %s", k, last)
+				}
+			}
+			if got["scenario"] != "contended" || got["clients"] != 3.0 || got["backend"] != name || got["lost_updates"] != 0.0 || got["errors"] != 0.0 {
+				t.Errorf("unexpected result: %s", last)
+			}
+			if ops, _ := got["ops"].(float64); ops <= 0 {
+				t.Errorf("no ops: %s", last)
+			}
+			if !strings.Contains(errOut.String(), "flowd bench: contended ") || !strings.Contains(errOut.String(), " ops/s=") {
+				t.Errorf("no progress line on stderr:\n%s", errOut.String())
+			}
+		})
+	}
+}

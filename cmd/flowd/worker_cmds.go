@@ -1,0 +1,438 @@
+package main
+
+// The commands around remote execution: `flowd def` manages the definitions
+// that workflows are started from, and `flowd worker` runs their task steps
+// over the tasks API.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v2"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/worker"
+	"github.com/flowd/flowd/workflow"
+)
+
+func newDefCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "def",
+		Short: "Manage workflow definitions (apply, list, get)",
+		Long: `def manages the workflow definitions of a server: the DAGs of steps that
+"flowd start DEFINITION" creates workflows from (YAML or JSON, SPEC section 5).`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newDefApplyCmd(e), newDefListCmd(e), newDefGetCmd(e))
+	return cmd
+}
+
+func newDefApplyCmd(e *env) *cobra.Command {
+	var o clientOptions
+	cmd := &cobra.Command{
+		Use:   "apply FILE",
+		Short: "Store a definition from a YAML or JSON file",
+		Long: `apply stores the definition in FILE ("-" reads stdin) under the name the file
+gives it. A definition that differs from the stored one becomes its next
+revision; the same definition again changes nothing ("unchanged"). Workflows
+already started keep the revision they were started with.
+
+An invalid definition is rejected with every problem listed, one a line
+(exit 1), and nothing is stored.
+` + clientHelp,
+		Example: `  flowd def apply order.yaml
+  flowd def get order | sed 's/max_attempts: 3/max_attempts: 5/' | flowd def apply -`,
+		Args: exactArgs("FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := readDefinitionFile(e, args[0])
+			if err != nil {
+				return err
+			}
+			source := args[0]
+			if source == "-" {
+				source = "stdin"
+			}
+			name, err := definitionName(data, source)
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			resp, created, err := c.PutDefinition(cmd.Context(), name, data)
+			if err != nil {
+				var ae *httpapi.APIError
+				if errors.As(err, &ae) && ae.StatusCode == 400 {
+					problems := ae.Problems
+					if len(problems) == 0 {
+						problems = []string{ae.Message}
+					}
+					return invalidDefinition(fmt.Sprintf("definition %q", name), problems)
+				}
+				return o.apiFailure(err)
+			}
+			if o.json() {
+				return printJSON(e.stdout, resp)
+			}
+			what := "unchanged"
+			if created {
+				what = "created"
+			}
+			_, err = fmt.Fprintf(e.stdout, "definition %s revision %d (%s)\n", clean(resp.Name), resp.Revision, what)
+			return err
+		},
+	}
+	o.bind(cmd, e)
+	return cmd
+}
+
+// readDefinitionFile reads FILE, or stdin for "-", up to the server's body limit.
+func readDefinitionFile(e *env, path string) ([]byte, error) {
+	var r io.Reader = e.stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err // *PathError names the file
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, httpapi.MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(data) > httpapi.MaxBodyBytes {
+		return nil, usageError("%s is larger than %d bytes, the most the server accepts", path, httpapi.MaxBodyBytes)
+	}
+	return data, nil
+}
+
+// definitionName finds the name the definition gives itself, which is where
+// it is PUT. The server validates the definition; only one without a usable
+// name is judged here, by the same parser, so every problem is still listed.
+func definitionName(data []byte, source string) (string, error) {
+	def, err := workflow.ParseDefinition(data)
+	if err == nil {
+		return def.Name, nil
+	}
+	var doc struct {
+		Name any `yaml:"name"`
+	}
+	if yaml.Unmarshal(data, &doc) == nil {
+		if name, ok := doc.Name.(string); ok && strings.TrimSpace(name) != "" {
+			return name, nil
+		}
+	}
+	var de *workflow.DefinitionError
+	if errors.As(err, &de) {
+		return "", invalidDefinition("the definition in "+source, de.Problems)
+	}
+	return "", fmt.Errorf("the definition in %s has no name: %w", source, err)
+}
+
+// invalidDefinition is the error of a rejected definition: every problem on
+// a line of its own.
+func invalidDefinition(what string, problems []string) error {
+	var b strings.Builder
+	n := len(problems)
+	fmt.Fprintf(&b, "%s is invalid (%d problem%s):", what, n, map[bool]string{true: "s"}[n != 1])
+	for _, p := range problems {
+		b.WriteString("\n  " + clean(p))
+	}
+	return errors.New(b.String())
+}
+
+func newDefListCmd(e *env) *cobra.Command {
+	var o clientOptions
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List definitions with their latest revision",
+		Long: `list prints every definition's latest revision as a table; -o json prints the
+API's response.
+` + clientHelp,
+		Example: `  flowd def list
+  flowd def list -o json | jq -r '.definitions[].name'`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			defs, err := c.ListDefinitions(cmd.Context())
+			if err != nil {
+				return o.apiFailure(err)
+			}
+			if o.json() {
+				return printJSON(e.stdout, httpapi.ListDefinitionsResponse{Definitions: defs})
+			}
+			if len(defs) == 0 {
+				fmt.Fprintln(e.stderr, "no definitions found")
+				return nil
+			}
+			tw := newTable(e.stdout)
+			fmt.Fprintln(tw, "NAME\tREVISION\tSTEPS\tTIMEOUT\tCREATED")
+			for _, d := range defs {
+				steps, timeout := "-", "-"
+				if d.Definition != nil {
+					steps = strconv.Itoa(len(d.Definition.Steps))
+					if d.Definition.Timeout > 0 {
+						timeout = d.Definition.Timeout.String()
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", clean(d.Name), d.Revision, steps, timeout, timestamp(d.CreatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	o.bind(cmd, e)
+	return cmd
+}
+
+func newDefGetCmd(e *env) *cobra.Command {
+	var o clientOptions
+	var revision int
+	cmd := &cobra.Command{
+		Use:   "get NAME [--revision N]",
+		Short: "Show a definition",
+		Long: `get prints a definition, by default its latest revision, as YAML that
+"flowd def apply" accepts back; -o json prints it as the API returns it.
+` + clientHelp,
+		Example: `  flowd def get order
+  flowd def get order --revision 1 -o json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("revision") && revision < 1 {
+				return usageError("--revision must be a positive number, not %d", revision)
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			info, err := c.GetDefinition(cmd.Context(), args[0], revision)
+			if err != nil {
+				return o.apiFailure(err)
+			}
+			if o.json() {
+				return printJSON(e.stdout, info)
+			}
+			return printDefinition(e.stdout, info)
+		},
+	}
+	cmd.Flags().IntVar(&revision, "revision", 0, "show this revision (default: the latest)")
+	o.bind(cmd, e)
+	return cmd
+}
+
+// printDefinition writes the definition as block YAML, with JSON (which YAML
+// reads as flow style) for inputs, bodies and headers, so the output can be
+// applied again as it is.
+func printDefinition(w io.Writer, info *engine.DefinitionInfo) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s revision %d, stored %s\n", clean(info.Name), info.Revision, timestamp(info.CreatedAt))
+	d := info.Definition
+	if d == nil {
+		d = &workflow.Definition{Name: info.Name}
+	}
+	fmt.Fprintf(&b, "name: %s\n", yamlString(d.Name))
+	if d.Timeout > 0 {
+		fmt.Fprintf(&b, "timeout: %s\n", d.Timeout)
+	}
+	b.WriteString("steps:\n")
+	for _, s := range d.Steps {
+		fmt.Fprintf(&b, "  - id: %s\n", yamlString(s.ID))
+		field := func(key, value string) { fmt.Fprintf(&b, "    %s: %s\n", key, value) }
+		field("type", yamlString(string(s.Type)))
+		if s.Handler != "" {
+			field("handler", yamlString(s.Handler))
+		}
+		if s.Duration > 0 {
+			field("duration", s.Duration.String())
+		}
+		if len(s.DependsOn) > 0 {
+			deps := make([]string, len(s.DependsOn))
+			for i, dep := range s.DependsOn {
+				deps[i] = yamlString(dep)
+			}
+			field("depends_on", "["+strings.Join(deps, ", ")+"]")
+		}
+		if len(s.Input) > 0 {
+			field("input", yamlJSON(s.Input))
+		}
+		if r := s.Request; r != nil {
+			b.WriteString("    request:\n")
+			fmt.Fprintf(&b, "      method: %s\n", yamlString(r.Method))
+			fmt.Fprintf(&b, "      url: %s\n", yamlString(r.URL))
+			if len(r.Headers) > 0 {
+				var hs []string
+				for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+					hs = append(hs, yamlString(k)+": "+yamlString(r.Headers[k]))
+				}
+				fmt.Fprintf(&b, "      headers: {%s}\n", strings.Join(hs, ", "))
+			}
+			if len(r.Body) > 0 {
+				fmt.Fprintf(&b, "      body: %s\n", yamlJSON(r.Body))
+			}
+		}
+		if p := s.Retry; p != nil {
+			var ps []string
+			if p.MaxAttempts > 0 {
+				ps = append(ps, "max_attempts: "+strconv.Itoa(p.MaxAttempts))
+			}
+			if p.InitialBackoff > 0 {
+				ps = append(ps, "initial_backoff: "+p.InitialBackoff.String())
+			}
+			if p.MaxBackoff > 0 {
+				ps = append(ps, "max_backoff: "+p.MaxBackoff.String())
+			}
+			if len(ps) > 0 {
+				field("retry", "{"+strings.Join(ps, ", ")+"}")
+			}
+		}
+		if s.Timeout > 0 {
+			field("timeout", s.Timeout.String())
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// plainYAML matches the strings that YAML reads back as the same string
+// without quotes; everything else is written as a JSON string.
+var plainYAML = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+
+// yamlString writes s as a YAML scalar that reads back as the string s.
+func yamlString(s string) string {
+	switch strings.ToLower(s) {
+	case "y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf":
+		return jsonText(s)
+	}
+	if plainYAML.MatchString(s) {
+		return s
+	}
+	return jsonText(s)
+}
+
+// yamlJSON writes a JSON value on one line: JSON is YAML in flow style.
+// Re-encoding undoes the server's HTML escaping (\u003c for <); numbers keep
+// their text.
+func yamlJSON(raw json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return jsonText(string(raw))
+	}
+	return jsonText(v)
+}
+
+// jsonText is v as compact JSON without HTML escaping, made safe for a
+// terminal (an escaped control character is still valid JSON and YAML).
+func jsonText(v any) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "?"
+	}
+	return clean(strings.TrimSuffix(buf.String(), "\n"))
+}
+
+func newWorkerCmd(e *env) *cobra.Command {
+	var o clientOptions
+	var names []string
+	var concurrency int
+	var name, logLevel string
+	var lease time.Duration
+	demo := worker.DemoHandlers()
+	available := strings.Join(slices.Sorted(maps.Keys(demo)), ", ")
+	cmd := &cobra.Command{
+		Use:   "worker --handlers NAMES",
+		Short: "Run task steps for a server, as a remote worker",
+		Long: `worker serves the built-in demo handlers named by --handlers to the server
+over its tasks API: it long-polls for task steps whose handler is one of them,
+runs them, and reports each result, one log line a task on stderr.
+  echo   returns its input
+  sleep  waits input.ms milliseconds and returns {"slept_ms": N}
+  fail   fails with input.message (not retried when input.permanent is true)
+
+Each task is leased for --lease (default: the server's --lease) and the lease is
+renewed while the handler runs; a worker that dies loses its tasks when their
+leases expire, and they run again. On SIGINT or SIGTERM the worker stops
+polling, lets the tasks in flight finish for up to 10s, and exits 0.
+
+Connection: --server (env FLOWD_SERVER, default ` + defaultServer + `) and
+--token (env FLOWD_TOKEN).`,
+		Example: `  flowd worker --handlers echo,sleep,fail
+  flowd worker --handlers sleep --concurrency 16 --lease 1m --server http://10.0.0.5:8080`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			hs := map[string]engine.Handler{}
+			for _, n := range names {
+				n = strings.TrimSpace(n)
+				if n == "" {
+					continue
+				}
+				h, ok := demo[n]
+				if !ok {
+					return usageError("--handlers: unknown handler %q (available: %s)", n, available)
+				}
+				hs[n] = h
+			}
+			if len(hs) == 0 {
+				return usageError("--handlers is required: the handlers to serve, comma-separated (available: %s)", available)
+			}
+			if concurrency < 1 {
+				return usageError("--concurrency must be at least 1, not %d", concurrency)
+			}
+			if lease != 0 && (lease < time.Second || lease > time.Hour) {
+				return usageError("--lease must be from 1s to 1h (or 0 for the server's default), not %s", lease)
+			}
+			level, err := parseLevel(logLevel)
+			if err != nil {
+				return &exitCodeError{code: exitUsage, err: err}
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+			err = worker.Run(cmd.Context(), worker.Config{
+				Client: c, Name: name, Handlers: hs, Concurrency: concurrency, Lease: lease, Logger: log,
+			})
+			if err != nil {
+				return o.apiFailure(err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&names, "handlers", nil, "handlers to serve, comma-separated: "+available)
+	f.IntVar(&concurrency, "concurrency", worker.DefaultConcurrency, "tasks run at once")
+	f.StringVar(&name, "name", "", "worker name, shown as the lease owner (default HOSTNAME-PID)")
+	f.DurationVar(&lease, "lease", 0, "lease asked for each task, 1s–1h (default: the server's)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.server, "server", defaultServer, "URL of the flowd server (env FLOWD_SERVER)")
+	f.StringVar(&o.token, "token", "", "bearer token, for a server started with --token-file (env FLOWD_TOKEN)")
+	o.format, o.formatFlag = "text", "output"
+	// Only the connection comes from the environment, as for the other
+	// client commands.
+	cmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return applyEnv(cmd, o.getenv(e.getenv))
+	}
+	return cmd
+}
