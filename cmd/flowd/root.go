@@ -99,7 +99,7 @@ FLOWD_TOKEN and FLOWD_OUTPUT.`,
 	})
 	root.AddCommand(newMigrateCmd(e), newServeCmd(e), newDefCmd(e), newWorkerCmd(e))
 	root.AddCommand(newClientCmds(e)...)
-	root.AddCommand(newBenchCmd(e))
+	root.AddCommand(newBenchCmd(e), newDemoCmd(e))
 	return root
 }
 

@@ -248,3 +248,19 @@ func TestServeDemo(t *testing.T) {
 		t.Errorf("after a restart with --demo: %d workflows, want the 4 of one demo", len(page.Workflows))
 	}
 }
+
+// TestDemoCommand: flowd demo against a server with the demo handlers.
+func TestDemoCommand(t *testing.T) {
+	url, _ := startServe(t, "--db", "sqlite::memory:", "--demo-handlers")
+	e, out, errOut := testEnv(map[string]string{"FLOWD_SERVER": url})
+	if code := run(context.Background(), []string{"demo"}, e); code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, errOut.String())
+	}
+	if got := strings.Count(out.String(), "started "); got != 4 || !strings.Contains(out.String(), "applied order.yaml") {
+		t.Errorf("demo output:\n%s", out.String())
+	}
+	e, _, errOut = testEnv(map[string]string{"FLOWD_SERVER": "http://127.0.0.1:1"})
+	if code := run(context.Background(), []string{"demo"}, e); code != exitError || !strings.Contains(errOut.String(), "cannot reach the flowd server") {
+		t.Errorf("demo without a server: exit %d: %s", code, errOut.String())
+	}
+}
