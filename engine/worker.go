@@ -89,8 +89,11 @@ func (e *Engine) execute(engineCtx context.Context, t Task) {
 	}
 }
 
-// heartbeat renews the lease at a third of its length until ctx ends; when the
-// lease is lost the handler's context is cancelled.
+// heartbeat renews the lease at a third of what is left of it until ctx ends;
+// when the lease is lost the handler's context is cancelled. A heartbeat that
+// fails without saying anything about the lease (the database was unreachable
+// for a moment) leaves the lease valid until it expires: it is tried again
+// sooner, and only the lease's end cancels the handler.
 func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, t Task) {
 	for {
 		wait := time.Until(t.LeaseUntil) / 3
@@ -104,12 +107,22 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 			return
 		case <-timer.C:
 		}
-		until, err := e.Heartbeat(ctx, t.ID, t.Lease, e.lease)
+		// A renewal that ends after the lease is no use: bound it by the lease.
+		hctx, hcancel := context.WithTimeout(ctx, t.LeaseUntil.Sub(e.now()))
+		until, err := e.Heartbeat(hctx, t.ID, t.Lease, e.lease)
+		hcancel()
 		if err != nil {
-			if ctx.Err() == nil {
-				cancel(fmt.Errorf("lost the lease: %w", err))
+			if ctx.Err() != nil {
+				return
 			}
-			return
+			fenced := errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotRunning) || errors.Is(err, store.ErrNotFound)
+			if fenced || !e.now().Before(t.LeaseUntil) {
+				cancel(fmt.Errorf("lost the lease: %w", err))
+				return
+			}
+			e.log.Warn("heartbeat failed; the lease is still valid, trying again",
+				"task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "err", err, "lease_until", t.LeaseUntil)
+			continue
 		}
 		if !until.After(t.LeaseUntil) {
 			// The attempt deadline caps the lease: let the handler run until then.
