@@ -109,7 +109,7 @@ func TestHealthzDatabaseDown(t *testing.T) {
 		stopped.Sub(stopBegan).Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond), health.elapsed.Round(time.Millisecond))
 	checkErrorBody(t, "/healthz while the database is down", health)
 
-	// Routes that need the database fail with a 5xx JSON error, never
+	// Routes that need the database fail with a 503 JSON error, never
 	// hanging past the request timeout.
 	for _, path := range []string{"/v1/workflows/" + id, "/v1/workflows", "/v1/workflows/" + id + "/history"} {
 		for i := range 3 {
@@ -118,8 +118,8 @@ func TestHealthzDatabaseDown(t *testing.T) {
 				t.Errorf("GET %s while the database is down: %v after %s", path, r.err, r.elapsed.Round(time.Millisecond))
 				continue
 			}
-			if r.status < 500 || r.status > 599 {
-				t.Errorf("GET %s while the database is down: %d %s, want 5xx", path, r.status, r.body)
+			if r.status != http.StatusServiceUnavailable {
+				t.Errorf("GET %s while the database is down: %d %s, want 503 (store.ErrUnavailable)", path, r.status, r.body)
 			}
 			if r.elapsed > apiRequestTimeout+time.Second {
 				t.Errorf("GET %s while the database is down took %s, past the request timeout %s", path, r.elapsed.Round(time.Millisecond), apiRequestTimeout)

@@ -55,7 +55,7 @@ func statusFor(err error) int {
 		errors.Is(err, workflow.ErrInvalidDefinition),
 		errors.Is(err, store.ErrInvalidArgument):
 		return http.StatusBadRequest
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

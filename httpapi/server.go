@@ -140,6 +140,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case status == http.StatusInternalServerError:
 		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()))
 		msg = "internal error; see the server log for request " + requestID(r.Context())
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.WarnContext(r.Context(), "database unavailable", "err", err, "request_id", requestID(r.Context()))
+		msg = "the database is unavailable; try again shortly"
 	case status == http.StatusServiceUnavailable:
 		msg = "the request timed out"
 	case status == http.StatusConflict || status == http.StatusPreconditionFailed:

@@ -23,6 +23,10 @@ var (
 	ErrStatusMismatch = errors.New("status mismatch")
 	// ErrInvalidArgument: a parameter is out of range (limit, isolation, …).
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnavailable: the database cannot be reached or is shutting down; the
+	// operation's outcome may be unknown (a write may or may not have
+	// committed), so retry only what is safe to retry.
+	ErrUnavailable = errors.New("database unavailable")
 	// ErrInvalidCursor: a List cursor that this store did not produce.
 	ErrInvalidCursor = fmt.Errorf("%w: malformed cursor", ErrInvalidArgument)
 )

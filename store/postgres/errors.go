@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -53,7 +56,20 @@ func interpretError(err error, id string) error {
 			codeInvalidTextRepresentation, codeNumericValueOutOfRange:
 			return fmt.Errorf("%w: %s", store.ErrInvalidArgument, pgErr.Message)
 		}
+		if strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") {
+			// Connection exceptions and operator intervention (shutdown,
+			// terminated backend, cannot connect now).
+			return fmt.Errorf("%w: postgres: %s (SQLSTATE %s)", store.ErrUnavailable, pgErr.Message, pgErr.Code)
+		}
 		return &backendError{msg: fmt.Sprintf("postgres: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if ctx := contextCause(err); ctx != nil {
+			return &backendError{msg: "postgres: " + err.Error(), cause: ctx}
+		}
+		return fmt.Errorf("%w: postgres: %s", store.ErrUnavailable, err.Error())
 	}
 	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, ctxErr) {
@@ -72,3 +88,14 @@ type backendError struct {
 
 func (e *backendError) Error() string { return e.msg }
 func (e *backendError) Unwrap() error { return e.cause }
+
+// contextCause returns the context error inside err, if any: a timeout of
+// the caller is not an unavailable database.
+func contextCause(err error) error {
+	for _, c := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, c) {
+			return c
+		}
+	}
+	return nil
+}
