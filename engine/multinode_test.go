@@ -647,7 +647,7 @@ func TestCrashLeasesExpire(t *testing.T) {
 		checkStepsSettleOnce(t, id, h)
 		expired := 0
 		for _, e := range h {
-			if e.Cause == "lease expired" {
+			if e.Cause == `step "work": lease expired (attempt 1)` {
 				expired++
 				if got := e.State.Steps["work"]; got.Error != "lease expired (attempt 1)" || got.Status != workflow.StepRunning {
 					t.Errorf("%s v%d: work after the expiry: %+v", id, e.Version, got)

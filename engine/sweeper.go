@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -107,7 +108,7 @@ func (e *Engine) expireLeases(ctx context.Context) (int, error) {
 						}
 						e.failAttempt(c, inst, t, msg, true, true, now)
 						return nil
-					}, "lease expired")
+					}, fmt.Sprintf("step %q: %s", t.StepID, msg))
 					if errors.Is(err, errSkip) || errors.Is(err, workflow.ErrTerminal) {
 						t.Status = store.TaskCancelled
 						clearLease(t)

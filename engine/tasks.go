@@ -134,7 +134,7 @@ func checkLease(t *store.Task, lease string, now time.Time) error {
 // it locks the task, checks the lease, locks the instance through ModifyState
 // (task, then instance) and writes fn's plan. fn gets the locked instance,
 // its compiled definition and the task, and may change all three.
-func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease, cause string, fn func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error) error {
+func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *store.Task) string, fn func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error) error {
 	var pl plan
 	err := e.withDefs(ctx, func() error {
 		pl = plan{}
@@ -159,7 +159,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease, cause string,
 					return err
 				}
 				return fn(c, inst, t, now, &pl)
-			}, cause)
+			}, cause(t))
 			if errors.Is(err, workflow.ErrTerminal) {
 				return fmt.Errorf("%w: %w", ErrNotRunning, err)
 			}
@@ -190,7 +190,8 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 	if !json.Valid(out) {
 		return fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
 	}
-	err := e.leaseHolderOp(ctx, taskID, lease, "", func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error {
+	cause := func(t *store.Task) string { return fmt.Sprintf("step %q completed (attempt %d)", t.StepID, t.Attempt) }
+	err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error {
 		e.completeStep(c, inst, t.StepID, json.RawMessage(out), t.Attempt, now, p)
 		t.Status = store.TaskDone
 		t.LastError = ""
@@ -209,7 +210,8 @@ func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retrya
 		msg = "failed without an error message"
 	}
 	outcome := "failed"
-	err := e.leaseHolderOp(ctx, taskID, lease, "", func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, _ *plan) error {
+	cause := func(t *store.Task) string { return fmt.Sprintf("step %q attempt %d failed", t.StepID, t.Attempt) }
+	err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, _ *plan) error {
 		e.failAttempt(c, inst, t, msg, retryable, false, now)
 		if t.Status == store.TaskQueued {
 			outcome = "retried"
