@@ -35,6 +35,11 @@ const (
 	ResultError    = "error"
 )
 
+// TaskResults are the results of flowd_tasks_completed_total: an attempt
+// completed its step, failed for good, failed and was queued again, was fenced
+// off (stale lease, workflow no longer running), or hit an error.
+var TaskResults = []string{"completed", "failed", "retried", "fenced", "error"}
+
 // New returns the metrics registered on a fresh registry with the Go and
 // process collectors.
 func New() *Metrics {
@@ -65,6 +70,10 @@ func New() *Metrics {
 			Name: "flowd_lease_expirations_total",
 			Help: "Task leases that expired and were re-queued or failed.",
 		}),
+	}
+	// Known results exist from the start, so a scrape shows them at 0.
+	for _, r := range TaskResults {
+		m.TasksCompleted.WithLabelValues(r)
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),

@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// A panicking handler answers a JSON 500 naming the request id, and the panic
+// is logged with that id; the server keeps serving.
+func TestPanicRecovered(t *testing.T) {
+	var logs bytes.Buffer
+	s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	h := s.withRequestID(s.withRecover(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("boom")
+	})))
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/v1/workflows/x", nil)
+	req.Header.Set("X-Request-Id", "req-42")
+	h.ServeHTTP(rec, req)
+	var body ErrorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != 500 || !strings.Contains(body.Message, "req-42") {
+		t.Errorf("panic answer: %d %s", rec.Code, rec.Body)
+	}
+	if l := logs.String(); !strings.Contains(l, "panic in handler") || !strings.Contains(l, "request_id=req-42") || !strings.Contains(l, "boom") {
+		t.Errorf("panic log: %s", l)
+	}
+}
+
+// Tokens never reach the logs, whatever the request carries.
+func TestTokensNotLogged(t *testing.T) {
+	var logs bytes.Buffer
+	s := &Server{log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), tokens: [][]byte{[]byte("sup3r-secret")}}
+	h := s.withRequestID(s.withLogging(s.withAuth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))))
+	for _, tok := range []string{"sup3r-secret", "wrong-secret"} {
+		req := httptest.NewRequest("GET", "/v1/workflows", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	if l := logs.String(); strings.Contains(l, "secret") || !strings.Contains(l, "status=401") || !strings.Contains(l, "status=204") {
+		t.Errorf("request logs: %s", l)
+	}
+}
