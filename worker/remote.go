@@ -64,10 +64,10 @@ type Config struct {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Client == nil {
-		errs = append(errs, errors.New("Client is required"))
+		errs = append(errs, errors.New("config: Client is required"))
 	}
 	if len(c.Handlers) == 0 {
-		errs = append(errs, errors.New("Handlers must name at least one handler"))
+		errs = append(errs, errors.New("config: Handlers must name at least one handler"))
 	}
 	for name, h := range c.Handlers {
 		switch {
@@ -78,13 +78,13 @@ func (c *Config) validate() error {
 		}
 	}
 	if c.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("Concurrency must not be negative, got %d", c.Concurrency))
+		errs = append(errs, fmt.Errorf("config: Concurrency must not be negative, got %d", c.Concurrency))
 	}
 	if c.Lease != 0 && (c.Lease < time.Second || c.Lease > time.Hour) {
-		errs = append(errs, fmt.Errorf("Lease must be 0 (the server's default) or from 1s to 1h, got %s", c.Lease))
+		errs = append(errs, fmt.Errorf("config: Lease must be 0 (the server's default) or from 1s to 1h, got %s", c.Lease))
 	}
 	if c.Wait < 0 || c.Wait > MaxWait {
-		errs = append(errs, fmt.Errorf("Wait must be from 0 to %s, got %s", MaxWait, c.Wait))
+		errs = append(errs, fmt.Errorf("config: Wait must be from 0 to %s, got %s", MaxWait, c.Wait))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("worker: %w", err)
