@@ -76,7 +76,11 @@ func run(t *testing.T, cfg bench.Config) bench.Result {
 	if err != nil {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress)
 	}
-	if res.LostUpdates != 0 || res.Errors != 0 || res.Ops <= 0 || res.Failed() {
+	// A workflow run this short can finish every workflow in its drain on a
+	// loaded machine: then no workflow completed inside the window, but work
+	// was still done and checked.
+	progressed := res.Ops > 0 || (cfg.Scenario == bench.ScenarioWorkflow && res.Completed > 0)
+	if res.LostUpdates != 0 || res.Errors != 0 || !progressed || res.Failed() {
 		t.Errorf("%s: lost_updates %d, errors %d, ops %d; want 0, 0, > 0\nprogress:\n%s", cfg.Scenario, res.LostUpdates, res.Errors, res.Ops, progress)
 	}
 	if !strings.Contains(progress.String(), " ops=") {
