@@ -67,7 +67,7 @@ func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner st
 						return errSkip
 					}
 					return nil
-				}, "deliver attempt")
+				}, deliverCause(byInstance[id]))
 				if errors.Is(err, errSkip) || errors.Is(err, workflow.ErrTerminal) {
 					continue
 				}
@@ -96,6 +96,15 @@ func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner st
 }
 
 var errSkip = errors.New("nothing to claim")
+
+// deliverCause names the attempts a claim delivers, for the history.
+func deliverCause(tasks []*store.Task) string {
+	parts := make([]string, len(tasks))
+	for i, t := range tasks {
+		parts[i] = fmt.Sprintf("%q attempt %d", t.StepID, t.Attempt+1)
+	}
+	return "deliver step " + strings.Join(parts, ", step ")
+}
 
 // leaseTask marks t leased to owner and returns the handler's view of it.
 func (e *Engine) leaseTask(t *store.Task, owner string, now time.Time, lease, timeout time.Duration) Task {
