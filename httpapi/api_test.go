@@ -613,3 +613,91 @@ func TestAuth(t *testing.T) {
 	expect(t, a.do("POST", "/v1/workflows", `{}`, "Authorization", "Basic czNjcmV0"), 401, "basic auth")
 	expect(t, a.do("GET", "/healthz", ""), 200, "healthz needs no token")
 }
+
+// TestDefinitionAndTaskRoutes checks the status codes of the definitions and
+// tasks routes (SPEC section 4) through raw HTTP, on both stores.
+func TestDefinitionAndTaskRoutes(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			a := newAPI(t, b.open)
+			def := `{"name": "one", "steps": [{"id": "a", "type": "task", "handler": "remote", "retry": {"max_attempts": 2, "initial_backoff": "10ms"}}, {"id": "w", "type": "wait", "depends_on": ["a"]}]}`
+			r := a.do("PUT", "/v1/definitions/one", def)
+			expect(t, r, 201, "new definition")
+			if !bytes.Contains(r.body, []byte(`"revision":1`)) {
+				t.Errorf("PUT body %s", r.body)
+			}
+			expect(t, a.do("PUT", "/v1/definitions/one", def), 200, "same definition again")
+			expect(t, a.do("PUT", "/v1/definitions/other", def), 400, "name differs from the path")
+			r = a.do("PUT", "/v1/definitions/bad", "name: bad\nsteps:\n  - {id: a, type: task}\n  - {id: a, type: nope, depends_on: [zz]}\n")
+			expect(t, r, 400, "invalid definition")
+			var e httpapi.ErrorBody
+			r.json(t, &e)
+			if len(e.Problems) < 3 {
+				t.Errorf("every problem should be listed: %s", r.body)
+			}
+			expect(t, a.do("GET", "/v1/definitions/one", ""), 200, "get definition")
+			expect(t, a.do("GET", "/v1/definitions/one?revision=9", ""), 404, "unknown revision")
+			expect(t, a.do("GET", "/v1/definitions/one?revision=x", ""), 400, "bad revision")
+			expect(t, a.do("GET", "/v1/definitions/nope", ""), 404, "unknown definition")
+			expect(t, a.do("GET", "/v1/definitions", ""), 200, "list definitions")
+			expect(t, a.do("POST", "/v1/workflows", `{"definition":"one","state":{}}`), 400, "state with a definition")
+
+			r = a.do("POST", "/v1/workflows", `{"id":"t-1","definition":"one","input":{"x":1}}`)
+			expect(t, r, 201, "start")
+			if r.instance(t)["status"] != "RUNNING" {
+				t.Errorf("started instance: %s", r.body)
+			}
+			expect(t, a.do("POST", "/v1/workflows/t-1/steps/w/complete", `{}`, "If-Match", `"0"`), 409, "a PENDING step")
+			expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":[]}`), 400, "no handlers")
+			expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["flowd:sleep"]}`), 400, "an engine queue")
+			expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["x"],"wait_seconds":61}`), 400, "wait too long")
+			expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["x"],"wait":1}`), 400, "unknown field")
+			if r := a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["nobody"]}`); r.status != 204 || len(r.body) != 0 {
+				t.Errorf("poll with nothing to do: %d %s", r.status, r.body)
+			}
+			r = a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["remote"],"lease_seconds":1}`)
+			expect(t, r, 200, "poll")
+			var task httpapi.TaskResponse
+			r.json(t, &task)
+			if task.TaskID == "" || task.Lease == "" || task.WorkflowID != "t-1" || task.Step != "a" || task.Attempt != 1 || string(task.Input) != "null" {
+				t.Errorf("task %s", r.body)
+			}
+			path := "/v1/tasks/" + task.TaskID
+			expect(t, a.do("POST", path+"/complete", `{"output":1}`), 400, "no lease")
+			expect(t, a.do("POST", path+"/complete", `{"lease":"nope"}`), 409, "wrong lease")
+			expect(t, a.do("POST", "/v1/tasks/no-such/complete", `{"lease":"x"}`), 404, "unknown task")
+			expect(t, a.do("POST", path+"/heartbeat", `{"lease":"`+task.Lease+`","lease_seconds":-1}`), 400, "negative lease")
+			r = a.do("POST", path+"/heartbeat", `{"lease":"`+task.Lease+`","lease_seconds":30}`)
+			expect(t, r, 200, "heartbeat")
+			if !bytes.Contains(r.body, []byte(`"lease_until"`)) {
+				t.Errorf("heartbeat body %s", r.body)
+			}
+			expect(t, a.do("POST", path+"/fail", `{"lease":"`+task.Lease+`","error":"boom","retryable":true}`), 200, "fail, retried")
+			expect(t, a.do("POST", path+"/complete", `{"lease":"`+task.Lease+`"}`), 409, "the failed attempt's lease")
+			var second httpapi.TaskResponse
+			for deadline := time.Now().Add(5 * time.Second); second.TaskID == ""; {
+				if time.Now().After(deadline) {
+					t.Fatal("the failed attempt was not re-queued")
+				}
+				if r := a.do("POST", "/v1/tasks/poll", `{"worker":"w2","handlers":["remote"],"wait_seconds":1}`); r.status == 200 {
+					r.json(t, &second)
+				}
+			}
+			if second.Attempt != 2 {
+				t.Errorf("second delivery: %+v", second)
+			}
+			expect(t, a.do("POST", "/v1/tasks/"+second.TaskID+"/complete", `{"lease":"`+second.Lease+`","output":{"ok":true}}`), 200, "complete")
+			r = a.do("GET", "/v1/workflows/t-1", "")
+			inst := r.instance(t)
+			steps := inst["state"].(map[string]any)["steps"].(map[string]any)
+			if steps["a"].(map[string]any)["status"] != "COMPLETED" || steps["w"].(map[string]any)["status"] != "WAITING" {
+				t.Errorf("after completion: %s", r.body)
+			}
+			expect(t, a.do("POST", "/v1/workflows/t-1/steps/w/complete", `{"output":"yes"}`, "If-Match", r.header.Get("ETag")), 200, "complete the wait step")
+			if st := a.do("GET", "/v1/workflows/t-1", "").instance(t)["status"]; st != "COMPLETED" {
+				t.Errorf("workflow is %v after its last step", st)
+			}
+		})
+	}
+}

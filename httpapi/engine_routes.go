@@ -173,8 +173,19 @@ func (s *Server) pollTask(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func requireLease(lease string) error {
-	if strings.TrimSpace(lease) == "" {
+// leased is a request body of a lease holder (complete, fail, heartbeat).
+type leased interface{ leaseToken() string }
+
+func (r *CompleteTaskRequest) leaseToken() string { return r.Lease }
+func (r *FailTaskRequest) leaseToken() string     { return r.Lease }
+func (r *HeartbeatRequest) leaseToken() string    { return r.Lease }
+
+// decodeLeased decodes a lease holder's body strictly and requires its lease.
+func decodeLeased(r *http.Request, v leased) error {
+	if err := decodeControl(r, v, false); err != nil {
+		return err
+	}
+	if strings.TrimSpace(v.leaseToken()) == "" {
 		return httpError(http.StatusBadRequest, `"lease" is required: the lease returned by /v1/tasks/poll`)
 	}
 	return nil
@@ -182,11 +193,7 @@ func requireLease(lease string) error {
 
 func (s *Server) completeTask(w http.ResponseWriter, r *http.Request) {
 	var req CompleteTaskRequest
-	if err := decodeControl(r, &req, false); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := requireLease(req.Lease); err != nil {
+	if err := decodeLeased(r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -200,11 +207,7 @@ func (s *Server) completeTask(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) failTask(w http.ResponseWriter, r *http.Request) {
 	var req FailTaskRequest
-	if err := decodeControl(r, &req, false); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := requireLease(req.Lease); err != nil {
+	if err := decodeLeased(r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -219,11 +222,7 @@ func (s *Server) failTask(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) heartbeatTask(w http.ResponseWriter, r *http.Request) {
 	var req HeartbeatRequest
-	if err := decodeControl(r, &req, false); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := requireLease(req.Lease); err != nil {
+	if err := decodeLeased(r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
