@@ -201,7 +201,17 @@ func TestChainCompletes(t *testing.T) {
 				t.Errorf("step %s attempts = %d", s, done.State.Steps[s].Attempts)
 			}
 		}
-		n.checkHistory(done)
+		// Only a is claimed on its own: b and c are leased to the worker in
+		// the transaction that completes their predecessor.
+		claims := 0
+		for _, h := range n.checkHistory(done) {
+			if strings.HasPrefix(h.Cause, "deliver ") {
+				claims++
+			}
+		}
+		if claims != 1 || done.Version != 4 {
+			t.Errorf("%d claim transactions and version %d for a 3-step chain, want 1 and 4 (start, claim, 3 completions)", claims, done.Version)
+		}
 	})
 }
 

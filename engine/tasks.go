@@ -192,23 +192,67 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 // transaction. A stale or expired lease, or an instance no longer running,
 // changes nothing (ErrLeaseLost / ErrNotRunning).
 func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
+	_, err := e.completeTask(ctx, taskID, lease, output, nil)
+	return err
+}
+
+// completeTask is CompleteTask for an in-process worker: when the completion
+// schedules a step of one of the queues the worker serves, that task is leased
+// to this node in the same transaction and returned, so the worker runs it
+// next without a claim transaction of its own (one transaction per step
+// instead of two on a chain). Its delivery is recorded exactly as a claim
+// records it: attempt counted in the step's state, a fresh fencing lease.
+func (e *Engine) completeTask(ctx context.Context, taskID, lease string, output json.RawMessage, queues []string) (*Task, error) {
 	out := bytes.TrimSpace(output)
 	if len(out) == 0 {
 		out = []byte("null")
 	}
 	if !json.Valid(out) {
-		return fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
 	}
+	var next *Task
 	cause := func(t *store.Task) string { return fmt.Sprintf("step %q completed (attempt %d)", t.StepID, t.Attempt) }
 	err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error {
+		next = nil
 		e.completeStep(c, inst, t.StepID, json.RawMessage(out), t.Attempt, now, p)
 		t.Status = store.TaskDone
 		t.LastError = ""
 		clearLease(t)
+		next = e.leaseNext(c, inst, queues, now, p)
 		return nil
 	})
 	e.countCompleted(result(err, "completed"))
-	return err
+	if err != nil {
+		return nil, err
+	}
+	if next != nil && e.m != nil {
+		e.m.TasksClaimed.Inc()
+	}
+	return next, nil
+}
+
+// leaseNext leases to this node the first task p schedules that is due now
+// and belongs to one of queues, inside the transaction that schedules it: the
+// row is inserted already leased, and the step's state counts the delivered
+// attempt. Timers are left to the claim loop.
+func (e *Engine) leaseNext(c *compiled, inst *workflow.Instance, queues []string, now time.Time, p *plan) *Task {
+	if len(queues) == 0 || inst.Status != workflow.StatusRunning {
+		return nil
+	}
+	for _, nt := range p.insert {
+		if nt.Queue == store.QueueSleep || nt.RunAt.After(now) || !slices.Contains(queues, nt.Queue) {
+			continue
+		}
+		st := inst.State.Steps[nt.StepID]
+		if st == nil || st.Status != workflow.StepRunning {
+			continue
+		}
+		step, _ := c.def.Step(nt.StepID)
+		task := e.leaseTask(nt, e.node, now, e.lease, time.Duration(step.Timeout))
+		st.Attempts = nt.Attempt
+		return &task
+	}
+	return nil
 }
 
 // FailTask records a failed attempt: retried after the step's backoff while

@@ -17,39 +17,40 @@ import (
 	"github.com/flowd/flowd/store"
 )
 
-// runWorkers claims tasks for the in-process handlers, the timers and the http
-// steps, and runs up to e.workers of them at once. It claims in batches of the
-// free slots, so a busy node makes one claim transaction for many tasks.
+// runWorkers runs e.workers worker loops for the in-process handlers, the
+// timers and the http steps. Each loop claims its own next task as soon as it
+// is free, so claims run in parallel instead of queueing behind one
+// dispatcher (SKIP LOCKED keeps the loops from taking the same task).
 func (e *Engine) runWorkers(ctx context.Context) {
 	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP)
+	var loops sync.WaitGroup
+	for range e.workers {
+		loops.Go(func() { e.workerLoop(ctx, queues) })
+	}
+	loops.Wait()
+}
+
+// workerLoop claims one task at a time and runs it; when there is nothing to
+// claim it waits for a wake-up (work scheduled here or, on PostgreSQL, on
+// another node) or the poll interval.
+func (e *Engine) workerLoop(ctx context.Context, queues []string) {
 	wake, release := e.waiter()
 	defer release()
 	tick := time.NewTicker(e.poll)
 	defer tick.Stop()
-	slots := make(chan struct{}, e.workers)
-	var running sync.WaitGroup
-	defer running.Wait()
-	for {
-		free := e.workers - len(slots)
-		if free > 0 {
-			tasks, err := e.claim(ctx, queues, free, e.node, e.lease)
-			if err != nil && ctx.Err() == nil {
-				e.log.Warn("claiming tasks", "err", err)
+	for ctx.Err() == nil {
+		tasks, err := e.claim(ctx, queues, 1, e.node, e.lease)
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("claiming tasks", "err", err)
+		}
+		if len(tasks) > 0 {
+			for next := &tasks[0]; next != nil; {
+				next = e.execute(ctx, *next, queues)
 			}
-			for _, t := range tasks {
-				slots <- struct{}{}
-				running.Go(func() {
-					defer func() { <-slots; e.wake() }()
-					e.execute(ctx, t)
-				})
-			}
-			if len(tasks) == free {
-				continue // there may be more
-			}
+			continue // there may be more
 		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-wake:
 		case <-tick.C:
 		}
@@ -59,7 +60,7 @@ func (e *Engine) runWorkers(ctx context.Context) {
 // execute runs one claimed task to its end: the handler (with heartbeats) and
 // then the completion or failure. When the engine stops mid-run, a task whose
 // handler gave up because of that is released, not failed.
-func (e *Engine) execute(engineCtx context.Context, t Task) {
+func (e *Engine) execute(engineCtx context.Context, t Task, queues []string) (next *Task) {
 	// The attempt may not outlive its lease; heartbeats move this along.
 	ctx, cancel := context.WithCancelCause(engineCtx)
 	defer cancel(nil)
@@ -73,6 +74,8 @@ func (e *Engine) execute(engineCtx context.Context, t Task) {
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(engineCtx), 10*time.Second)
 	defer rcancel()
 	switch {
+	case err == nil && engineCtx.Err() == nil:
+		next, err = e.completeTask(rctx, t.ID, t.Lease, output, queues)
 	case err == nil:
 		err = e.CompleteTask(rctx, t.ID, t.Lease, output)
 	case engineCtx.Err() != nil:
@@ -87,6 +90,7 @@ func (e *Engine) execute(engineCtx context.Context, t Task) {
 		}
 		level("recording task outcome", "task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "err", err)
 	}
+	return next
 }
 
 // heartbeat renews the lease at a third of what is left of it until ctx ends;

@@ -24,6 +24,7 @@ var engineInstanceTests = []conformanceTest{
 
 var taskTests = []conformanceTest{
 	{"Tasks_insertDefaults", testTasksInsertDefaults},
+	{"Tasks_insertLeased", testTasksInsertLeased},
 	{"Tasks_insertDuplicate", testTasksInsertDuplicate},
 	{"Tasks_insertDuplicateInTx", testTasksInsertDuplicateInTx},
 	{"Tasks_notFound", testTasksNotFound},

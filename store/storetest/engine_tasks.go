@@ -529,3 +529,31 @@ func testTasksLockTaskWaits(t *testing.T, h Harness) {
 		t.Fatal("the second LockTask still waits 10s after the first transaction committed")
 	}
 }
+
+// testTasksInsertLeased: a task inserted already leased (the engine leases a
+// step it schedules to the worker that scheduled it) keeps every field.
+func testTasksInsertLeased(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	inst := b.running(t, "inst")
+	now := b.clock.Advance(time.Second)
+	tk := &store.Task{
+		ID: store.NewID(), InstanceID: inst.ID, StepID: "next", Queue: "q1", Status: store.TaskLeased,
+		Attempt: 1, MaxAttempts: 3, RunAt: now, Lease: "lease-token", LeaseOwner: "node-a",
+		LeaseUntil: now.Add(30 * time.Second), AttemptDeadline: now.Add(10 * time.Second),
+		Input: json.RawMessage(`{"n": 1}`),
+	}
+	want := stored(tk, now)
+	want.LeaseUntil, want.AttemptDeadline = store.Timestamp(tk.LeaseUntil), store.Timestamp(tk.AttemptDeadline)
+	b.insertTasks(t, eq, tk)
+	assertTask(t, "task inserted leased", want, b.lockTask(t, eq, tk.ID))
+	// It is not claimable, and it expires like any lease.
+	claimable, err := eq.LockClaimable(b.ctx, []string{"q1"}, now.Add(time.Minute), 10)
+	if err != nil || len(claimable) != 0 {
+		t.Errorf("LockClaimable found %d tasks (%v): a leased task is not claimable", len(claimable), err)
+	}
+	expired, err := eq.LockExpired(b.ctx, now.Add(time.Minute), 10)
+	if err != nil || len(expired) != 1 || expired[0].ID != tk.ID {
+		t.Errorf("LockExpired after the lease: %v, %v", expired, err)
+	}
+}
