@@ -1,0 +1,661 @@
+// Package apitest is the end-to-end suite of the HTTP API (SPEC section 4):
+// raw HTTP requests against a running server, checking exact status codes,
+// headers and error bodies. It is a normal package so that the same suite runs
+// against httpapi on httptest (package httpapi's tests) and against the real
+// `flowd serve` (cmd/flowd's tests), on both stores.
+package apitest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/httpapi"
+)
+
+// NewServer starts a server on a fresh, migrated database (with bearer tokens
+// when given) and returns its base URL; the test's cleanup stops it.
+type NewServer func(t *testing.T, tokens ...string) string
+
+// Run runs the whole suite: one server for the workflow routes (subtests share
+// it, in order), one with tokens, one for the definitions and tasks routes.
+func Run(t *testing.T, newServer NewServer) {
+	t.Run("Workflows", func(t *testing.T) {
+		a := &api{t: t, url: newServer(t)}
+		t.Run("Create", func(t *testing.T) { testCreate(t, a) })
+		t.Run("Get", func(t *testing.T) { testGet(t, a) })
+		t.Run("List", func(t *testing.T) { testList(t, a) })
+		t.Run("Patch", func(t *testing.T) { testPatch(t, a) })
+		t.Run("PatchOrder", func(t *testing.T) { testPatchOrder(t, a) })
+		t.Run("Status", func(t *testing.T) { testStatus(t, a) })
+		t.Run("Actions", func(t *testing.T) { testActions(t, a) })
+		t.Run("CompleteStep", func(t *testing.T) { testCompleteStep(t, a) })
+		t.Run("Batch", func(t *testing.T) { testBatch(t, a) })
+		t.Run("History", func(t *testing.T) { testHistory(t, a) })
+		t.Run("Limits", func(t *testing.T) { testLimits(t, a) })
+		t.Run("Health", func(t *testing.T) { testHealth(t, a) })
+		t.Run("ConcurrentPatch", func(t *testing.T) { testConcurrentPatch(t, a) })
+	})
+	t.Run("Auth", func(t *testing.T) { testAuth(t, newServer) })
+	t.Run("DefinitionsAndTasks", func(t *testing.T) { testDefinitionAndTaskRoutes(t, newServer) })
+}
+
+// api is one server under test and a tiny raw-HTTP client for it: the tests
+// check exact status codes and headers, so they do not go through
+// httpapi.Client.
+type api struct {
+	t     *testing.T
+	url   string
+	token string
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decoding %s: %v", r.body, err)
+	}
+}
+
+func (r resp) instance(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	r.json(t, &m)
+	return m
+}
+
+// do sends a request; headers come in name/value pairs.
+func (a *api) do(method, path, body string, headers ...string) resp {
+	a.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, a.url+path, rd)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// expect checks the status and, for errors, the JSON error body shape.
+func expect(t *testing.T, r resp, status int, what string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.body)
+	}
+	if status >= 400 {
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: error Content-Type %q", what, ct)
+		}
+		var e httpapi.ErrorBody
+		if err := json.Unmarshal(r.body, &e); err != nil || e.Error != http.StatusText(status) || e.Message == "" {
+			t.Errorf("%s: error body %s does not have the reason phrase %q and a message", what, r.body, http.StatusText(status))
+		}
+	}
+}
+
+func (a *api) create(id, state string) resp {
+	a.t.Helper()
+	body := fmt.Sprintf(`{"id":%q}`, id)
+	if state != "" {
+		body = fmt.Sprintf(`{"id":%q,"state":%s}`, id, state)
+	}
+	r := a.do("POST", "/v1/workflows", body)
+	expect(a.t, r, 201, "create "+id)
+	return r
+}
+
+func testCreate(t *testing.T, a *api) {
+	r := a.do("POST", "/v1/workflows", `{"input":{"sku":"A-1","n":9007199254740993},"state":{"variables":{"counter":0}}}`)
+	expect(t, r, 201, "create")
+	inst := r.instance(t)
+	id, _ := inst["id"].(string)
+	if id == "" || r.header.Get("Location") != "/v1/workflows/"+id {
+		t.Errorf("Location %q for id %q", r.header.Get("Location"), id)
+	}
+	if r.header.Get("ETag") != `"0"` || inst["version"] != 0.0 || inst["status"] != "PENDING" || inst["definition"] != "" {
+		t.Errorf("new instance: ETag %s, %v", r.header.Get("ETag"), inst)
+	}
+	if !bytes.Contains(r.body, []byte(`9007199254740993`)) {
+		t.Errorf("input number changed: %s", r.body)
+	}
+	for _, k := range []string{"created_at", "updated_at", "state", "input"} {
+		if _, ok := inst[k]; !ok {
+			t.Errorf("instance lacks %q: %s", k, r.body)
+		}
+	}
+	a.create("client-id.1:x", "")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"client-id.1:x"}`), 409, "existing id")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"bad id"}`), 400, "invalid id")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"`+strings.Repeat("x", 129)+`"}`), 400, "long id")
+	expect(t, a.do("POST", "/v1/workflows", `{"definition":"nope"}`), 404, "unknown definition")
+	expect(t, a.do("POST", "/v1/workflows", `{"idd":"x"}`), 400, "unknown field")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":`), 400, "malformed JSON")
+	expect(t, a.do("POST", "/v1/workflows", `{} {}`), 400, "trailing data")
+	expect(t, a.do("POST", "/v1/workflows", `[]`), 400, "array body")
+	expect(t, a.do("POST", "/v1/workflows", ``), 201, "empty body: a free-form instance with defaults")
+	if r := a.do("POST", "/v1/workflows", `{"input":null}`); r.status != 201 || !bytes.Contains(r.body, []byte(`"input":{}`)) {
+		t.Errorf("input null should be stored as {}: %d %s", r.status, r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows", `{"id":".."}`), 400, "reserved id")
+	expect(t, a.do("POST", "/v1/workflows", `{"state":{"steps":{"a,b":{}}}}`), 400, "invalid step id in state")
+	expect(t, a.do("POST", "/v1/workflows", `{"state":[1]}`), 400, "state not an object")
+	expect(t, a.do("POST", "/v1/workflows", `{"state":{"steps":{"a":{"status":"DONE"}}}}`), 400, "bad step status")
+}
+
+func testGet(t *testing.T, a *api) {
+	a.create("get-1", "")
+	r := a.do("GET", "/v1/workflows/get-1", "")
+	expect(t, r, 200, "get")
+	if r.header.Get("ETag") != `"0"` {
+		t.Errorf("ETag %q", r.header.Get("ETag"))
+	}
+	r = a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `"0"`)
+	if r.status != 304 || len(r.body) != 0 || r.header.Get("ETag") != `"0"` {
+		t.Errorf("If-None-Match match: %d %q %q", r.status, r.body, r.header.Get("ETag"))
+	}
+	if r = a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `W/"0"`); r.status != 304 {
+		t.Errorf("weak If-None-Match should match: %d", r.status)
+	}
+	if r = a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `*`); r.status != 304 {
+		t.Errorf("If-None-Match * should match: %d", r.status)
+	}
+	expect(t, a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `"5"`), 200, "If-None-Match other version")
+	expect(t, a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `5`), 400, "malformed If-None-Match")
+	expect(t, a.do("GET", "/v1/workflows/nope", ""), 404, "unknown id")
+	expect(t, a.do("DELETE", "/v1/workflows/get-1", ""), 405, "method not allowed")
+	expect(t, a.do("GET", "/v1/nothing-here", ""), 404, "unknown route")
+}
+
+func testList(t *testing.T, a *api) {
+	for i := range 5 {
+		a.create(fmt.Sprintf("list-%d", i), "")
+	}
+	seen := map[string]bool{}
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 100 {
+			t.Fatal("paging does not end")
+		}
+		r := a.do("GET", "/v1/workflows?limit=2&cursor="+cursor, "")
+		expect(t, r, 200, "list")
+		var page httpapi.ListWorkflowsResponse
+		r.json(t, &page)
+		if len(page.Workflows) > 2 {
+			t.Fatalf("page of %d with limit 2", len(page.Workflows))
+		}
+		for _, w := range page.Workflows {
+			if seen[w.ID] {
+				t.Fatalf("%s listed twice", w.ID)
+			}
+			seen[w.ID] = true
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	for i := range 5 {
+		if !seen[fmt.Sprintf("list-%d", i)] {
+			t.Errorf("list-%d never listed", i)
+		}
+	}
+	r := a.do("GET", "/v1/workflows?status=PENDING&limit=1000", "")
+	expect(t, r, 200, "status filter")
+	var page httpapi.ListWorkflowsResponse
+	r.json(t, &page)
+	for _, w := range page.Workflows {
+		if w.Status != "PENDING" {
+			t.Errorf("status filter returned %s", w.Status)
+		}
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "status=DONE", "cursor=%21%21"} {
+		expect(t, a.do("GET", "/v1/workflows?"+q, ""), 400, "list "+q)
+	}
+}
+
+func testPatch(t *testing.T, a *api) {
+	a.create("patch-1", `{"variables":{"a":1,"b":2},"custom":true}`)
+	r := a.do("PATCH", "/v1/workflows/patch-1", `{"variables":{"b":null,"c":3}}`, "If-Match", `"0"`)
+	expect(t, r, 200, "patch")
+	if r.header.Get("ETag") != `"1"` {
+		t.Errorf("ETag after patch %q", r.header.Get("ETag"))
+	}
+	var inst struct {
+		Version int
+		State   map[string]any
+	}
+	r.json(t, &inst)
+	vars := inst.State["variables"].(map[string]any)
+	if vars["a"] != 1.0 || vars["c"] != 3.0 || vars["b"] != nil || inst.State["custom"] != true || inst.Version != 1 {
+		t.Errorf("merge patch result %s", r.body)
+	}
+	// Stale, weak, unknown and non-version tags never match.
+	for _, tag := range []string{`"0"`, `W/"1"`, `"0abc"`, `"2"`, `"01"`} {
+		expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", tag), 412, "If-Match "+tag)
+	}
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"7", "1"`), 200, "list containing the current version")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":2}`, "If-Match", `*`), 200, "If-Match *")
+	// Without Content-Type the body is taken as JSON; with merge-patch+json too.
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":3}`, "If-Match", `"3"`, "Content-Type", ""), 200, "no content type")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":4}`, "If-Match", `"4"`, "Content-Type", "application/merge-patch+json"), 200, "merge-patch content type")
+	for _, bad := range []string{`0`, `"0`, `W/0`, `"1" "2"`, `*, "1"`} {
+		expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", bad), 400, "malformed If-Match "+bad)
+	}
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`), 428, "no If-Match")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `[1]`, "If-Match", `"5"`), 400, "array patch")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":`, "If-Match", `"5"`), 400, "malformed patch")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"steps":{"a,b":{}}}`, "If-Match", `"5"`), 400, "invalid step id in patch")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"steps":{"a":{"status":"NOPE"}}}`, "If-Match", `"5"`), 400, "bad step status in patch")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"5"`, "Content-Type", "text/plain"), 415, "wrong content type")
+	r = a.do("GET", "/v1/workflows/patch-1", "")
+	if r.header.Get("ETag") != `"5"` {
+		t.Errorf("rejected patches changed the instance: ETag %s", r.header.Get("ETag"))
+	}
+	expect(t, a.do("POST", "/v1/workflows/patch-1/cancel", ""), 200, "cancel")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"6"`), 409, "terminal instance")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"1"`), 409, "terminal instance beats stale tag")
+}
+
+func testPatchOrder(t *testing.T, a *api) {
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `nope`, "Content-Type", "text/plain"), 428, "428 before everything")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `nope`, "If-Match", `"0"`, "Content-Type", "text/plain"), 400, "400 before 415")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`, "If-Match", `"0"`, "Content-Type", "text/plain"), 415, "415 before 404")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`, "If-Match", `"0"`), 404, "404 after 415")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`), 428, "428 before 404")
+}
+
+func testStatus(t *testing.T, a *api) {
+	a.create("st-1", "")
+	r := a.do("POST", "/v1/workflows/st-1/status", `{"from":"PENDING","to":"RUNNING"}`)
+	expect(t, r, 200, "transition")
+	if r.header.Get("ETag") != `"1"` || r.instance(t)["status"] != "RUNNING" {
+		t.Errorf("after transition: %s %s", r.header.Get("ETag"), r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows/st-1/status", `{"from":"PENDING","to":"RUNNING"}`), 409, "from does not match")
+	expect(t, a.do("POST", "/v1/workflows/st-1/status", `{"from":"PENDING","to":"PAUSED"}`), 422, "not in the table")
+	expect(t, a.do("POST", "/v1/workflows/nope/status", `{"from":"PENDING","to":"PAUSED"}`), 422, "422 before 404")
+	expect(t, a.do("POST", "/v1/workflows/nope/status", `{"from":"PENDING","to":"RUNNING"}`), 404, "unknown id")
+	expect(t, a.do("POST", "/v1/workflows/nope/status", `{"from":"PENDING","to":"DONE"}`), 400, "unknown status before 404")
+	expect(t, a.do("POST", "/v1/workflows/st-1/status", `{"from":"RUNNING","to":"PAUSED","why":1}`), 400, "unknown field")
+	expect(t, a.do("POST", "/v1/workflows/st-1/status", `{"from":"RUNNING"}`), 400, "missing to")
+}
+
+func testActions(t *testing.T, a *api) {
+	a.create("act-1", "")
+	r := a.do("POST", "/v1/workflows/act-1/pause", "")
+	expect(t, r, 409, "pause from PENDING")
+	if !bytes.Contains(r.body, []byte(`"message":"cannot pause workflow act-1: it is PENDING`)) {
+		t.Errorf("409 message should say why plainly: %s", r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows/act-1/status", `{"from":"PENDING","to":"RUNNING"}`), 200, "start")
+	for _, step := range []struct{ action, body, status string }{
+		{"pause", "", "PAUSED"}, {"resume", "{}", "RUNNING"}, {"cancel", "", "CANCELLED"},
+	} {
+		r := a.do("POST", "/v1/workflows/act-1/"+step.action, step.body)
+		expect(t, r, 200, step.action)
+		if got := r.instance(t)["status"]; got != step.status {
+			t.Errorf("%s → %v, want %s", step.action, got, step.status)
+		}
+		if r.header.Get("ETag") == "" {
+			t.Errorf("%s: no ETag", step.action)
+		}
+	}
+	expect(t, a.do("POST", "/v1/workflows/act-1/resume", ""), 409, "resume a cancelled instance")
+	expect(t, a.do("POST", "/v1/workflows/act-1/retry", ""), 409, "retry a cancelled instance")
+	expect(t, a.do("POST", "/v1/workflows/act-1/pause", `{"x":1}`), 400, "unknown field in action body")
+	expect(t, a.do("POST", "/v1/workflows/nope/cancel", ""), 404, "unknown id")
+
+	a.create("act-2", "")
+	a.do("POST", "/v1/workflows/act-2/status", `{"from":"PENDING","to":"RUNNING"}`)
+	expect(t, a.do("POST", "/v1/workflows/act-2/status", `{"from":"RUNNING","to":"FAILED"}`), 200, "fail")
+	r = a.do("POST", "/v1/workflows/act-2/retry", "")
+	expect(t, r, 200, "retry")
+	if r.instance(t)["status"] != "RUNNING" {
+		t.Errorf("retry → %s", r.body)
+	}
+}
+
+func testCompleteStep(t *testing.T, a *api) {
+	a.create("cs-1", `{"steps":{"approve":{"status":"WAITING"},"done":{"status":"COMPLETED","output":1}}}`)
+	path := "/v1/workflows/cs-1/steps/approve/complete"
+	expect(t, a.do("POST", path, `{"output":{"ok":true}}`), 428, "no If-Match")
+	expect(t, a.do("POST", path, `{"output":1}`, "If-Match", `W/0`), 400, "malformed If-Match")
+	expect(t, a.do("POST", path, `{"outpt":1}`, "If-Match", `"0"`), 400, "unknown field")
+	expect(t, a.do("POST", path, `{"output":1}`, "If-Match", `"9"`), 412, "stale")
+	expect(t, a.do("POST", "/v1/workflows/cs-1/steps/nope/complete", `{"output":1}`, "If-Match", `"9"`), 404, "unknown step before 412")
+	expect(t, a.do("POST", "/v1/workflows/cs-1/steps/a,b/complete", `{"output":1}`, "If-Match", `"0"`), 404, "hostile step id")
+	expect(t, a.do("POST", "/v1/workflows/cs-1/steps/done/complete", `{"output":2}`, "If-Match", `"9"`), 409, "completed step before 412")
+	expect(t, a.do("POST", "/v1/workflows/nope/steps/approve/complete", `{"output":1}`, "If-Match", `"0"`), 404, "unknown workflow")
+	r := a.do("POST", path, `{"output":{"ok":true}}`, "If-Match", `"0"`)
+	expect(t, r, 200, "complete")
+	if r.header.Get("ETag") != `"1"` {
+		t.Errorf("ETag %s", r.header.Get("ETag"))
+	}
+	var inst struct {
+		Status string
+		State  struct {
+			Steps map[string]struct {
+				Status string
+				Output json.RawMessage
+			}
+		}
+	}
+	r.json(t, &inst)
+	if st := inst.State.Steps["approve"]; st.Status != "COMPLETED" || string(st.Output) != `{"ok":true}` || inst.Status != "PENDING" {
+		t.Errorf("after completion: %s", r.body)
+	}
+	expect(t, a.do("POST", path, `{"output":2}`, "If-Match", `"1"`), 409, "completed twice")
+	a.do("POST", "/v1/workflows/cs-1/cancel", "")
+	a.create("cs-2", `{"steps":{"x":{}}}`)
+	a.do("POST", "/v1/workflows/cs-2/cancel", "")
+	expect(t, a.do("POST", "/v1/workflows/cs-2/steps/x/complete", `{}`, "If-Match", `"0"`), 409, "terminal instance before 412")
+}
+
+func testBatch(t *testing.T, a *api) {
+	var ids []string
+	for i := range 3 {
+		id := fmt.Sprintf("batch-%d", i)
+		a.create(id, "")
+		a.do("POST", "/v1/workflows/"+id+"/status", `{"from":"PENDING","to":"RUNNING"}`)
+		ids = append(ids, id)
+	}
+	before := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	r := a.do("POST", "/v1/batch/status", fmt.Sprintf(`{"status":"RUNNING","updated_before":%q,"new_status":"PAUSED","limit":2}`, before))
+	expect(t, r, 200, "batch")
+	var out httpapi.BatchStatusResponse
+	r.json(t, &out)
+	if len(out.IDs) != 2 {
+		t.Errorf("batch moved %v, want 2", out.IDs)
+	}
+	// Other subtests' RUNNING instances are older, so check what moved, not which.
+	for _, id := range out.IDs {
+		if st := a.do("GET", "/v1/workflows/"+id, "").instance(t)["status"]; st != "PAUSED" {
+			t.Errorf("batch returned %s but it is %v", id, st)
+		}
+	}
+	r = a.do("POST", "/v1/batch/status", fmt.Sprintf(`{"status":"RUNNING","updated_before":%q,"new_status":"PAUSED","limit":10000}`, before))
+	expect(t, r, 200, "batch of the rest")
+	for _, id := range ids {
+		if st := a.do("GET", "/v1/workflows/"+id, "").instance(t)["status"]; st != "PAUSED" {
+			t.Errorf("%s is %v after batches over every RUNNING instance", id, st)
+		}
+	}
+	for _, body := range []string{
+		`{"status":"RUNNING","updated_before":"yesterday","new_status":"PAUSED","limit":2}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED","limit":0}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED","limit":10001}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"DONE","limit":2}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED","limit":2,"x":1}`,
+		`{"status":"RUNNING","updated_before":"` + before + `","new_status":"PAUSED"}`,
+	} {
+		expect(t, a.do("POST", "/v1/batch/status", body), 400, "batch "+body)
+	}
+	expect(t, a.do("POST", "/v1/batch/status", `{"status":"COMPLETED","updated_before":"`+before+`","new_status":"RUNNING","limit":2}`), 422, "batch transition outside the table")
+}
+
+func testHistory(t *testing.T, a *api) {
+	a.create("hist-1", "")
+	a.do("PATCH", "/v1/workflows/hist-1", `{"variables":{"n":1}}`, "If-Match", `"0"`)
+	a.do("POST", "/v1/workflows/hist-1/status", `{"from":"PENDING","to":"RUNNING"}`)
+	r := a.do("GET", "/v1/workflows/hist-1/history", "")
+	expect(t, r, 200, "history")
+	var h struct {
+		Versions []struct {
+			Version int
+			Status  string
+			State   map[string]any
+			At      time.Time
+			Cause   string
+		}
+	}
+	r.json(t, &h)
+	if len(h.Versions) != 3 {
+		t.Fatalf("history %s", r.body)
+	}
+	for i, v := range h.Versions {
+		if v.Version != i || v.At.IsZero() || v.Cause == "" {
+			t.Errorf("history[%d] = %+v", i, v)
+		}
+	}
+	if h.Versions[2].Status != "RUNNING" || h.Versions[1].State["variables"].(map[string]any)["n"] != 1.0 {
+		t.Errorf("history content %s", r.body)
+	}
+	expect(t, a.do("GET", "/v1/workflows/nope/history", ""), 404, "unknown id")
+}
+
+func testLimits(t *testing.T, a *api) {
+	big := `{"state":{"variables":{"x":"` + strings.Repeat("a", httpapi.MaxBodyBytes) + `"}}}`
+	expect(t, a.do("POST", "/v1/workflows", big), 413, "body over 1 MiB")
+	a.create("lim-1", "")
+	expect(t, a.do("PATCH", "/v1/workflows/lim-1", `{"x":"`+strings.Repeat("a", httpapi.MaxBodyBytes)+`"}`, "If-Match", `"0"`), 413, "patch over 1 MiB")
+	r := a.do("GET", "/v1/workflows/lim-1", "", "X-Request-Id", "abc-123")
+	if r.header.Get("X-Request-Id") != "abc-123" {
+		t.Errorf("X-Request-Id not echoed: %q", r.header.Get("X-Request-Id"))
+	}
+	if r = a.do("GET", "/v1/workflows/lim-1", ""); len(r.header.Get("X-Request-Id")) < 8 {
+		t.Errorf("no generated X-Request-Id")
+	}
+}
+
+func testHealth(t *testing.T, a *api) {
+	expect(t, a.do("GET", "/healthz", ""), 200, "healthz")
+	r := a.do("GET", "/metrics", "")
+	expect(t, r, 200, "metrics")
+}
+
+// testConcurrentPatch: 32 clients each GET, then PATCH with If-Match, retrying
+// on 412. Every successful PATCH incremented the counter exactly once, so the
+// counter, the version and the number of 200s must all agree.
+func testConcurrentPatch(t *testing.T, a *api) {
+	a.create("race-1", `{"variables":{"counter":0}}`)
+	const clients, perClient = 32, 5
+	var ok, stale atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done := 0; done < perClient; {
+				r := a.getRaw("/v1/workflows/race-1")
+				var inst struct {
+					Version int64
+					State   struct{ Variables struct{ Counter int64 } }
+				}
+				if err := json.Unmarshal(r.body, &inst); err != nil {
+					t.Error(err)
+					return
+				}
+				body := fmt.Sprintf(`{"variables":{"counter":%d}}`, inst.State.Variables.Counter+1)
+				p := a.patchRaw("/v1/workflows/race-1", body, r.header.Get("ETag"))
+				switch p.status {
+				case 200:
+					ok.Add(1)
+					done++
+				case 412:
+					stale.Add(1)
+				default:
+					t.Errorf("PATCH: %d %s", p.status, p.body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r := a.do("GET", "/v1/workflows/race-1", "")
+	var inst struct {
+		Version int64
+		State   struct{ Variables struct{ Counter int64 } }
+	}
+	r.json(t, &inst)
+	if inst.State.Variables.Counter != ok.Load() || inst.Version != ok.Load() || ok.Load() != clients*perClient {
+		t.Errorf("counter %d, version %d, successful PATCHes %d (412s: %d)", inst.State.Variables.Counter, inst.Version, ok.Load(), stale.Load())
+	}
+	if etag := r.header.Get("ETag"); etag != `"`+strconv.FormatInt(inst.Version, 10)+`"` {
+		t.Errorf("ETag %s for version %d", etag, inst.Version)
+	}
+	t.Logf("%d successful PATCHes, %d answered 412", ok.Load(), stale.Load())
+}
+
+// getRaw and patchRaw are safe from many goroutines: they report instead of
+// calling t.Fatal.
+func (a *api) getRaw(path string) resp {
+	req, _ := http.NewRequest("GET", a.url+path, nil)
+	return a.send(req)
+}
+
+func (a *api) patchRaw(path, body, etag string) resp {
+	req, _ := http.NewRequest("PATCH", a.url+path, strings.NewReader(body))
+	req.Header.Set("If-Match", etag)
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	return a.send(req)
+}
+
+func (a *api) send(req *http.Request) resp {
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Error(err)
+		return resp{}
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func testAuth(t *testing.T, newServer NewServer) {
+	a := &api{t: t, url: newServer(t, "s3cret", "other-token"), token: "s3cret"}
+	expect(t, a.do("GET", "/v1/workflows", ""), 200, "valid token")
+	a.token = "other-token"
+	expect(t, a.do("GET", "/v1/workflows", ""), 200, "second token")
+	for _, tok := range []string{"", "s3cre", "s3cret2", "S3CRET"} {
+		a.token = tok
+		r := a.do("GET", "/v1/workflows", "")
+		expect(t, r, 401, "token "+tok)
+		if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("401 without WWW-Authenticate: Bearer")
+		}
+	}
+	a.token = ""
+	expect(t, a.do("POST", "/v1/workflows", `{}`, "Authorization", "Basic czNjcmV0"), 401, "basic auth")
+	expect(t, a.do("GET", "/healthz", ""), 200, "healthz needs no token")
+}
+
+// testDefinitionAndTaskRoutes checks the status codes of the definitions and
+// tasks routes (SPEC section 4). The server must run no in-process handler
+// named "remote" or "nobody".
+func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
+	a := &api{t: t, url: newServer(t)}
+	def := `{"name": "one", "steps": [{"id": "a", "type": "task", "handler": "remote", "retry": {"max_attempts": 2, "initial_backoff": "10ms"}}, {"id": "w", "type": "wait", "depends_on": ["a"]}]}`
+	r := a.do("PUT", "/v1/definitions/one", def)
+	expect(t, r, 201, "new definition")
+	if !bytes.Contains(r.body, []byte(`"revision":1`)) {
+		t.Errorf("PUT body %s", r.body)
+	}
+	expect(t, a.do("PUT", "/v1/definitions/one", def), 200, "same definition again")
+	expect(t, a.do("PUT", "/v1/definitions/other", def), 400, "name differs from the path")
+	r = a.do("PUT", "/v1/definitions/bad", "name: bad\nsteps:\n  - {id: a, type: task}\n  - {id: a, type: nope, depends_on: [zz]}\n")
+	expect(t, r, 400, "invalid definition")
+	var e httpapi.ErrorBody
+	r.json(t, &e)
+	if len(e.Problems) < 3 {
+		t.Errorf("every problem should be listed: %s", r.body)
+	}
+	expect(t, a.do("GET", "/v1/definitions/one", ""), 200, "get definition")
+	expect(t, a.do("GET", "/v1/definitions/one?revision=9", ""), 404, "unknown revision")
+	expect(t, a.do("GET", "/v1/definitions/one?revision=x", ""), 400, "bad revision")
+	expect(t, a.do("GET", "/v1/definitions/nope", ""), 404, "unknown definition")
+	expect(t, a.do("GET", "/v1/definitions", ""), 200, "list definitions")
+	expect(t, a.do("POST", "/v1/workflows", `{"definition":"one","state":{}}`), 400, "state with a definition")
+
+	r = a.do("POST", "/v1/workflows", `{"id":"t-1","definition":"one","input":{"x":1}}`)
+	expect(t, r, 201, "start")
+	if r.instance(t)["status"] != "RUNNING" {
+		t.Errorf("started instance: %s", r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows/t-1/steps/w/complete", `{}`, "If-Match", `"0"`), 409, "a PENDING step")
+	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":[]}`), 400, "no handlers")
+	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["flowd:sleep"]}`), 400, "an engine queue")
+	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["x"],"wait_seconds":61}`), 400, "wait too long")
+	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["x"],"wait":1}`), 400, "unknown field")
+	if r := a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["nobody"]}`); r.status != 204 || len(r.body) != 0 {
+		t.Errorf("poll with nothing to do: %d %s", r.status, r.body)
+	}
+	r = a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["remote"],"lease_seconds":1}`)
+	expect(t, r, 200, "poll")
+	var task httpapi.TaskResponse
+	r.json(t, &task)
+	if task.TaskID == "" || task.Lease == "" || task.WorkflowID != "t-1" || task.Step != "a" || task.Attempt != 1 || string(task.Input) != "null" {
+		t.Errorf("task %s", r.body)
+	}
+	path := "/v1/tasks/" + task.TaskID
+	expect(t, a.do("POST", path+"/complete", `{"output":1}`), 400, "no lease")
+	expect(t, a.do("POST", path+"/complete", `{"lease":"nope"}`), 409, "wrong lease")
+	expect(t, a.do("POST", "/v1/tasks/no-such/complete", `{"lease":"x"}`), 404, "unknown task")
+	expect(t, a.do("POST", path+"/heartbeat", `{"lease":"`+task.Lease+`","lease_seconds":-1}`), 400, "negative lease")
+	r = a.do("POST", path+"/heartbeat", `{"lease":"`+task.Lease+`","lease_seconds":30}`)
+	expect(t, r, 200, "heartbeat")
+	if !bytes.Contains(r.body, []byte(`"lease_until"`)) {
+		t.Errorf("heartbeat body %s", r.body)
+	}
+	expect(t, a.do("POST", path+"/fail", `{"lease":"`+task.Lease+`","error":"boom","retryable":true}`), 200, "fail, retried")
+	expect(t, a.do("POST", path+"/complete", `{"lease":"`+task.Lease+`"}`), 409, "the failed attempt's lease")
+	var second httpapi.TaskResponse
+	for deadline := time.Now().Add(5 * time.Second); second.TaskID == ""; {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed attempt was not re-queued")
+		}
+		if r := a.do("POST", "/v1/tasks/poll", `{"worker":"w2","handlers":["remote"],"wait_seconds":1}`); r.status == 200 {
+			r.json(t, &second)
+		}
+	}
+	if second.Attempt != 2 {
+		t.Errorf("second delivery: %+v", second)
+	}
+	expect(t, a.do("POST", "/v1/tasks/"+second.TaskID+"/complete", `{"lease":"`+second.Lease+`","output":{"ok":true}}`), 200, "complete")
+	r = a.do("GET", "/v1/workflows/t-1", "")
+	inst := r.instance(t)
+	steps := inst["state"].(map[string]any)["steps"].(map[string]any)
+	if steps["a"].(map[string]any)["status"] != "COMPLETED" || steps["w"].(map[string]any)["status"] != "WAITING" {
+		t.Errorf("after completion: %s", r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows/t-1/steps/w/complete", `{"output":"yes"}`, "If-Match", r.header.Get("ETag")), 200, "complete the wait step")
+	if st := a.do("GET", "/v1/workflows/t-1", "").instance(t)["status"]; st != "COMPLETED" {
+		t.Errorf("workflow is %v after its last step", st)
+	}
+}
