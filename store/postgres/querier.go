@@ -319,12 +319,10 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 	if err != nil {
 		return nil, err
 	}
-	// The result carries the state as a fresh read would decode it, not the
-	// caller's maps.
-	state, err := decodeState(stateJSON)
-	if err != nil {
-		return nil, err
-	}
+	// The result carries a deep copy of the state, not the caller's maps.
+	// (Re-parsing the bytes just marshalled cost more CPU than the rest of the
+	// write together: profile in docs/BENCHMARKS.md.)
+	state := newState.Clone()
 	now := q.timestamp()
 	inst := &workflow.Instance{ID: id, State: state, UpdatedAt: now}
 	var status string
