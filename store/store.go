@@ -181,6 +181,9 @@ type BatchStatusParams struct {
 // MaxBatchLimit bounds BatchStatusParams.Limit.
 const MaxBatchLimit = 10000
 
+// MaxClaimQueues bounds how many queues one LockClaimable call may name.
+const MaxClaimQueues = 1000
+
 // HistoryEntry is one version of an instance, as it was written.
 type HistoryEntry struct {
 	Version int64           `json:"version"`

@@ -101,6 +101,8 @@ type EngineQuerier interface {
 	// run_at <= now whose instance is RUNNING (or, for QueueSleep, RUNNING or
 	// PAUSED), oldest run_at first, locked with SKIP LOCKED. Call it inside
 	// WithTx and claim what it returns in the same transaction.
+	// ErrInvalidArgument for a limit outside 1–MaxBatchLimit or more than
+	// MaxClaimQueues queues.
 	LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*Task, error)
 	// LockExpired returns up to limit LEASED tasks with lease_until < now,
 	// locked with SKIP LOCKED.

@@ -115,7 +115,28 @@ func explain(t *testing.T, s *Store, options, sql string, args ...any) (custom, 
 func textArg(a any) string {
 	switch v := a.(type) {
 	case []string:
-		return "{" + strings.Join(v, ",") + "}"
+		quoted := make([]string, len(v))
+		for i, e := range v {
+			quoted[i] = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(e) + `"`
+		}
+		return "{" + strings.Join(quoted, ",") + "}"
+	case []int32:
+		return "{" + strings.ReplaceAll(strings.Trim(fmt.Sprint(v), "[]"), " ", ",") + "}"
+	case []time.Time:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = e.Format(time.RFC3339Nano)
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	case []*time.Time:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = "NULL"
+			if e != nil {
+				parts[i] = e.Format(time.RFC3339Nano)
+			}
+		}
+		return "{" + strings.Join(parts, ",") + "}"
 	case time.Time:
 		return v.Format(time.RFC3339Nano)
 	default:
@@ -141,7 +162,7 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 		name, sql, index string
 		args             []any
 	}{
-		{"LockClaimable", claimSQL, "workflow_tasks_claim_idx", []any{[]string{"reserve", store.QueueSleep}, now, 10}},
+		{"LockClaimable", claimSQL(2, 10), "workflow_tasks_claim_idx", []any{now, "reserve", store.QueueSleep}},
 		{"LockExpired", expiredSQL, "workflow_tasks_expiry_idx", []any{now, 100}},
 		{"TimeOutInstances", timeOutSQL, "workflow_instances_deadline_idx", []any{now, 100, now, timeoutCause}},
 	} {
@@ -233,7 +254,11 @@ func TestClaimIgnoresBacklog(t *testing.T) {
 	}
 	const limit = 10
 	for _, queues := range [][]string{{"reserve"}, {"reserve", "charge", store.QueueSleep, store.QueueHTTP}} {
-		custom, generic := explain(t, s, "(ANALYZE, FORMAT JSON)", claimSQL, queues, now, limit)
+		args := []any{now}
+		for _, q := range queues {
+			args = append(args, q)
+		}
+		custom, generic := explain(t, s, "(ANALYZE, FORMAT JSON)", claimSQL(len(queues), limit), args...)
 		for kind, out := range map[string]string{"custom": custom, "generic": generic} {
 			var plans []struct {
 				Plan planNode `json:"Plan"`
@@ -736,5 +761,130 @@ func TestListenStops(t *testing.T) {
 	cancelDead()
 	if _, err := s.Listen(dead); !errors.Is(err, context.Canceled) {
 		t.Errorf("Listen(cancelled context) = %v, want context.Canceled", err)
+	}
+}
+
+// The task insert checks for taken ids and steps and for a missing instance
+// by probing the primary key and the (instance, step) index, whatever the
+// statistics say: pgx caches the statement, and a generic plan made while
+// the table was still empty and never analysed (a fresh database, the first
+// workflows) must not hash the whole task table on every later insert.
+func TestInsertTasksProbesIndexes(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	two := func(s string) []string { return []string{s, s} }
+	null := []*time.Time{nil, nil}
+	args := []any{[]string{"t1", "t2"}, two("w1"), []string{"a", "b"}, two("q"), two("QUEUED"),
+		[]int32{0, 0}, []int32{1, 1}, []time.Time{now, now}, two(""), two(""), null, null, two("null"), two(""), now}
+	check := func(t *testing.T, s *Store) {
+		custom, generic := explain(t, s, "", insertTasksSQL, args...)
+		for kind, plan := range map[string]string{"custom": custom, "generic": generic} {
+			for _, bad := range []string{"Seq Scan on workflow_tasks", "Seq Scan on workflow_instances", "hashed SubPlan"} {
+				if strings.Contains(plan, bad) {
+					t.Errorf("%s plan has %q:\n%s", kind, bad, plan)
+				}
+			}
+		}
+		t.Logf("generic plan:\n%s", generic)
+	}
+	t.Run("empty", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t, Options{})
+		check(t, s)
+	})
+	t.Run("analysed", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t, Options{})
+		taskFixture(t, s, now)
+		check(t, s)
+	})
+}
+
+// pgx prepares every statement once per connection; PostgreSQL plans the
+// first five executions for their values and then keeps a generic plan if
+// it does not look costlier. A hot-path statement whose generic plan looks
+// costlier is planned again on every call, which costs more than running it
+// (the claim query did: 0.7 ms of planning a claim). This runs the engine's
+// and the API's single-row operations a dozen times each on one connection
+// and asks the server which statements it is still planning every time.
+func TestHotPathKeepsGenericPlans(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s, _ := setup(t, Options{MaxConns: 1, Now: func() time.Time { return now }})
+	ctx := t.Context()
+	const runs = 12
+	state := stepsState(map[string]workflow.StepStatus{"a": workflow.StepRunning, "b": workflow.StepPending})
+	for i := range runs {
+		id := fmt.Sprintf("w%02d", i)
+		create(t, s, store.CreateParams{ID: id, Status: workflow.StatusRunning, State: state})
+		if _, err := s.Get(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReplaceState(ctx, id, 0, state, "replace"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: id, StepID: "a", ExpectedVersion: 1}); err != nil {
+			t.Fatal(err)
+		}
+		err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			eq := tx.(store.EngineQuerier)
+			for _, queues := range [][]string{{"q"}, {"q", store.QueueSleep, store.QueueHTTP}} {
+				if _, err := eq.LockClaimable(ctx, queues, now, 1); err != nil {
+					return err
+				}
+			}
+			task := &store.Task{InstanceID: id, StepID: "b", Queue: "q", MaxAttempts: 1, RunAt: now}
+			if err := eq.InsertTasks(ctx, []*store.Task{task}); err != nil {
+				return err
+			}
+			locked, err := eq.LockTask(ctx, task.ID)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
+				inst.State.Steps["b"].Status = workflow.StepRunning
+				return nil
+			}, "claim"); err != nil {
+				return err
+			}
+			locked.Status = store.TaskLeased
+			if err := eq.UpdateTask(ctx, locked); err != nil {
+				return err
+			}
+			return eq.Notify(ctx)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TransitionStatus(ctx, store.TransitionParams{ID: id, From: workflow.StatusRunning, To: workflow.StatusPaused}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE generic_plans + custom_plans >= $1`, runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var (
+			sql             string
+			generic, custom int64
+		)
+		if err := rows.Scan(&sql, &generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		t.Logf("generic %2d, custom %2d: %.80q", generic, custom, sql)
+		if generic == 0 {
+			t.Errorf("planned anew on each of %d runs: %s", custom, sql)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen < 10 {
+		t.Errorf("only %d statements ran %d times; the test no longer exercises the hot path", seen, runs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,6 +40,16 @@ const (
 	// inserted concurrently and committed after this statement's snapshot
 	// gets past the pre-check: then ON CONFLICT skips that one row, the
 	// count falls short, and the caller must roll back (the pool path does).
+	//
+	// The pre-checks must probe the indexes, one lookup per new task,
+	// whatever the statistics say. Written as plain EXISTS, PostgreSQL may
+	// turn them into semi-joins or "hashed SubPlans" that read the whole
+	// task table on every insert, and it does when it plans while the table
+	// is empty and never analysed; pgx caches the statement, so a fresh
+	// database kept that plan as the table grew (68 % of the server's time
+	// in the workflow benchmark, docs/BENCHMARKS.md). OFFSET 0 keeps each
+	// EXISTS a correlated subquery, which can only be an index probe per
+	// row; TestInsertTasksProbesIndexes checks the plans.
 	insertTasksSQL = `WITH x AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
 		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[])
@@ -46,12 +57,12 @@ const (
 			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error)
 ), missing AS (
 	SELECT x.instance_id FROM x
-	WHERE NOT EXISTS (SELECT 1 FROM workflow_instances i WHERE i.id = x.instance_id)
+	WHERE NOT EXISTS (SELECT 1 FROM workflow_instances i WHERE i.id = x.instance_id OFFSET 0)
 	LIMIT 1
 ), taken AS (
 	SELECT x.instance_id, x.step_id FROM x
-	WHERE EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.id = x.id)
-		OR EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.instance_id = x.instance_id AND t.step_id = x.step_id)
+	WHERE EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.id = x.id OFFSET 0)
+		OR EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.instance_id = x.instance_id AND t.step_id = x.step_id OFFSET 0)
 	LIMIT 1
 ), ins AS (
 	INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
@@ -77,39 +88,6 @@ WHERE id = $1`
 	// Step ids are ordered bytewise (COLLATE "C"), as SQLite and Go do,
 	// whatever the database's default collation.
 	tasksOfInstanceSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = $1 ORDER BY step_id COLLATE "C"`
-
-	// claimSQL: the engine's hot path. It must cost the same whatever the
-	// backlog: one ordered index scan per queue, stopped after limit rows,
-	// not a sort of every due task. A single scan with queue = ANY ($1)
-	// cannot return rows in run_at order across several queues (PostgreSQL
-	// would read and sort all the due tasks of every queue asked for: about
-	// a second per claim with 200,000 queued tasks), so the LATERAL
-	// subquery walks the partial claim index (status = 'QUEUED' matches its
-	// predicate, queue and run_at are its columns) once per queue, in
-	// run_at order, each instance found through its primary key; the outer
-	// query merges the queues and keeps the oldest limit tasks.
-	//
-	// FOR UPDATE OF t locks task rows only, never the instance (the lock
-	// order is task → instance, and a claim must not wait for an instance
-	// being modified); SKIP LOCKED makes concurrent claimers take different
-	// tasks, and PostgreSQL applies the inner LIMIT to the rows it locked,
-	// so a claimer is never starved by rows others hold. The price: with
-	// several queues up to limit tasks per queue are locked, and those that
-	// the outer LIMIT drops stay locked (unclaimed) until the caller's
-	// transaction ends. The queues must be distinct (LockClaimable sees to
-	// it): the transaction's own locks do not make it skip a row.
-	claimSQL = `SELECT c.* FROM unnest($1::text[]) AS q (queue)
-CROSS JOIN LATERAL (
-	SELECT ` + taskPrefixedColumns + `
-	FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
-	WHERE t.status = 'QUEUED' AND t.queue = q.queue AND t.run_at <= $2
-		AND (i.status = 'RUNNING' OR (t.queue = '` + store.QueueSleep + `' AND i.status = 'PAUSED'))
-	ORDER BY t.run_at, t.id COLLATE "C"
-	LIMIT $3
-	FOR UPDATE OF t SKIP LOCKED
-) c
-ORDER BY c.run_at, c.id COLLATE "C"
-LIMIT $3`
 
 	// expiredSQL is served by the partial expiry index.
 	expiredSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks
@@ -162,6 +140,58 @@ SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.deadline, picked.id CO
 // taskPrefixedColumns is taskColumns qualified with the alias t.
 const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, t.attempt, t.max_attempts, t.run_at,
 	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at`
+
+// claimSQL returns the claim query for n queues ($2 … $n+1) due by $1, at
+// most limit tasks: the engine's hot path. It must cost the same whatever
+// the backlog: one ordered index scan per queue, stopped after limit rows,
+// not a sort of every due task. A single scan with queue = ANY (…) cannot
+// return rows in run_at order across several queues (PostgreSQL would read
+// and sort all the due tasks of every queue asked for: about a second per
+// claim with 200,000 queued tasks), so the LATERAL subquery walks the
+// partial claim index (status = 'QUEUED' matches its predicate, queue and
+// run_at are its columns) once per queue, in run_at order, each instance
+// found through its primary key; the outer query merges the queues and
+// keeps the oldest limit tasks.
+//
+// FOR UPDATE OF t locks task rows only, never the instance (the lock order
+// is task → instance, and a claim must not wait for an instance being
+// modified); SKIP LOCKED makes concurrent claimers take different tasks,
+// and PostgreSQL applies the inner LIMIT to the rows it locked, so a
+// claimer is never starved by rows others hold. The price: with several
+// queues up to limit tasks per queue are locked, and those that the outer
+// LIMIT drops stay locked (unclaimed) until the caller's transaction ends.
+// The queues must be distinct (LockClaimable sees to it): the
+// transaction's own locks do not make it skip a row.
+//
+// The queues are a VALUES list and the limit a literal, not an array and a
+// parameter, so that the statement's generic plan knows as much as a custom
+// one: with unnest($1) the planner guessed 10 queues and a tenth of the
+// rows, priced the generic plan at five times the custom one and planned
+// the statement anew on every claim (0.7 ms each, docs/BENCHMARKS.md).
+// Callers use a few shapes (one limit, one queue list per worker), so pgx's
+// statement cache holds them all; TestHotPathKeepsGenericPlans checks that
+// PostgreSQL reuses the plan.
+func claimSQL(queues, limit int) string {
+	var values strings.Builder
+	for i := range queues {
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		fmt.Fprintf(&values, "($%d::text)", i+2)
+	}
+	return fmt.Sprintf(`SELECT c.* FROM (VALUES %[1]s) AS q (queue)
+CROSS JOIN LATERAL (
+	SELECT `+taskPrefixedColumns+`
+	FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
+	WHERE t.status = 'QUEUED' AND t.queue = q.queue AND t.run_at <= $1
+		AND (i.status = 'RUNNING' OR (t.queue = '`+store.QueueSleep+`' AND i.status = 'PAUSED'))
+	ORDER BY t.run_at, t.id COLLATE "C"
+	LIMIT %[2]d
+	FOR UPDATE OF t SKIP LOCKED
+) c
+ORDER BY c.run_at, c.id COLLATE "C"
+LIMIT %[2]d`, values.String(), limit)
+}
 
 // InsertTasks inserts tasks with one statement; see store.EngineQuerier.
 // It fills in each task's ID (when empty), Status (QUEUED when empty),
@@ -394,10 +424,13 @@ func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode s
 
 // LockClaimable returns up to limit claimable tasks of queues, locked with
 // SKIP LOCKED; see claimSQL. ErrInvalidArgument for a limit outside
-// 1–store.MaxBatchLimit.
+// 1–store.MaxBatchLimit or more than store.MaxClaimQueues queues.
 func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, err
+	}
+	if len(queues) > store.MaxClaimQueues {
+		return nil, fmt.Errorf("%w: %d queues, at most %d may be claimed from at once", store.ErrInvalidArgument, len(queues), store.MaxClaimQueues)
 	}
 	distinct := make([]string, 0, len(queues))
 	for _, queue := range queues {
@@ -411,7 +444,12 @@ func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.T
 	if len(distinct) == 0 {
 		return []*store.Task{}, nil
 	}
-	return q.queryTasks(ctx, claimSQL, distinct, store.Timestamp(now), limit)
+	args := make([]any, 0, 1+len(distinct))
+	args = append(args, store.Timestamp(now))
+	for _, queue := range distinct {
+		args = append(args, queue)
+	}
+	return q.queryTasks(ctx, claimSQL(len(distinct), limit), args...)
 }
 
 // LockExpired returns up to limit LEASED tasks whose lease ended before now,

@@ -248,10 +248,14 @@ LIMIT ?3`
 // whose instance is RUNNING (for store.QueueSleep: RUNNING or PAUSED), oldest
 // run_at first (then id); [] when none. Call it inside WithTx and claim the
 // tasks in the same transaction: no other transaction can claim them before it
-// ends (see Locks). Errors: ErrInvalidArgument (limit outside 1–10000).
+// ends (see Locks). Errors: ErrInvalidArgument (limit outside 1–10000, more
+// than store.MaxClaimQueues queues).
 func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, err
+	}
+	if len(queues) > store.MaxClaimQueues {
+		return nil, fmt.Errorf("%w: %d queues, at most %d may be claimed from at once", store.ErrInvalidArgument, len(queues), store.MaxClaimQueues)
 	}
 	if len(queues) == 0 {
 		return []*store.Task{}, nil

@@ -136,6 +136,23 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 	assertTasks(t, "LockClaimable one microsecond later", pick(all, "c1", "c3a", "c3b", "c4", "late"), got)
 	// Claiming alone changes nothing.
 	b.tasksUnchanged(t, eq, "after LockClaimable", all)
+
+	// Bad arguments are the caller's mistake, not the database's.
+	tooMany := make([]string, store.MaxClaimQueues+1)
+	for i := range tooMany {
+		tooMany[i] = fmt.Sprintf("q%d", i)
+	}
+	for _, c := range []struct {
+		queues []string
+		limit  int
+	}{{[]string{"q1"}, 0}, {[]string{"q1"}, store.MaxBatchLimit + 1}, {tooMany, 1}} {
+		_, err := eq.LockClaimable(b.ctx, c.queues, now, c.limit)
+		wantErrorIs(t, fmt.Sprintf("LockClaimable(%d queues, limit %d)", len(c.queues), c.limit), err, store.ErrInvalidArgument)
+	}
+	// The most queues allowed is fine.
+	if _, err := eq.LockClaimable(b.ctx, tooMany[:store.MaxClaimQueues], now, 1); err != nil {
+		t.Errorf("LockClaimable of %d queues: %v", store.MaxClaimQueues, err)
+	}
 }
 
 // claimAndLease claims up to limit tasks of queue in one transaction, calls
