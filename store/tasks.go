@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/flowd/flowd/workflow"
@@ -118,6 +119,64 @@ type EngineQuerier interface {
 	// Notify wakes the workers of every node once the transaction commits
 	// (PostgreSQL NOTIFY; a no-op where there is only one process).
 	Notify(ctx context.Context) error
+	// CommitStep writes a lease holder's whole change — its task's new row,
+	// the instance's new version, new tasks — as one atomic, versioned write
+	// (one statement on PostgreSQL), without holding a lock across round
+	// trips. It writes everything or nothing: when the task is no longer
+	// LEASED under c.Lease with its lease running at c.Now, or the instance
+	// is no longer at c.ExpectedVersion in c.From, it returns a
+	// *ConflictError (errors.Is ErrConflict) and changes nothing. It returns
+	// the instance's new version. Other errors: ErrInvalidArgument (bad
+	// values), workflow.ErrInvalidTransition, workflow.ErrInvalidState,
+	// workflow.ErrTerminal (From is terminal), ErrExists (a new task's id or
+	// step is taken). On PostgreSQL
+	// an error inside WithTx aborts the caller's transaction; the engine
+	// calls it on the store.
+	CommitStep(ctx context.Context, c StepCommit) (int64, error)
+}
+
+// StepCommit is the change CommitStep writes.
+type StepCommit struct {
+	// Task is the leased task's new row: every mutable field is written,
+	// as UpdateTask writes them. Lease is the lease it must still hold.
+	Task  *Task
+	Lease string
+	// Now is the engine's clock: the lease must not have ended by then.
+	Now time.Time
+	// The instance Task belongs to moves from version ExpectedVersion in
+	// status From to Status and State, with a history row with Cause.
+	ExpectedVersion int64
+	From, Status    workflow.Status
+	State           workflow.State
+	Cause           string
+	// Insert are new tasks of the same instance, inserted as InsertTasks
+	// inserts them (IDs, statuses, times and inputs are filled in on
+	// success).
+	Insert []*Task
+	// Notify wakes the workers of every node once the change is committed.
+	Notify bool
+}
+
+// Validate checks what does not need the database: a task and lease, a
+// storable cause, a transition CanTransition allows, a valid state, new
+// tasks of the same instance.
+func (c *StepCommit) Validate() error {
+	switch {
+	case c.Task == nil:
+		return fmt.Errorf("%w: commit without a task", ErrInvalidArgument)
+	case c.Lease == "":
+		return fmt.Errorf("%w: commit of task %q without a lease", ErrInvalidArgument, c.Task.ID)
+	case c.From.Terminal():
+		return fmt.Errorf("workflow %q is %s: %w", c.Task.InstanceID, c.From, workflow.ErrTerminal)
+	case c.Status != c.From && !workflow.CanTransition(c.From, c.Status):
+		return fmt.Errorf("workflow %q: %w: %s → %s", c.Task.InstanceID, workflow.ErrInvalidTransition, c.From, c.Status)
+	}
+	for _, t := range c.Insert {
+		if t == nil || t.InstanceID != c.Task.InstanceID {
+			return fmt.Errorf("%w: a commit inserts tasks of its own instance %q only", ErrInvalidArgument, c.Task.InstanceID)
+		}
+	}
+	return c.State.Validate()
 }
 
 // DefinitionStore stores workflow definitions with revisions.

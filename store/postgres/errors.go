@@ -29,6 +29,9 @@ const (
 	// surrogate escape ("\ud800"), a number beyond numeric's range (1e1000000).
 	codeInvalidTextRepresentation = "22P02"
 	codeNumericValueOutOfRange    = "22003"
+	// Raised by flowd_conflict (migration 00003): a CommitStep found its
+	// instance moved on after its task matched, and rolled itself back.
+	codeCommitConflict = "FD409"
 )
 
 // interpretError maps an error from pgx to the store contract, once, at the
@@ -50,6 +53,8 @@ func interpretError(err error, id string) error {
 			return &store.ConflictError{ID: id, Actual: -1, Reason: "serialization failure"}
 		case codeDeadlockDetected:
 			return &store.ConflictError{ID: id, Actual: -1, Reason: "deadlock detected"}
+		case codeCommitConflict:
+			return &store.ConflictError{ID: id, Actual: -1, Reason: pgErr.Message}
 		case codeUniqueViolation:
 			return fmt.Errorf("workflow %q: %w", id, store.ErrExists)
 		case codeCheckViolation, codeCharacterNotInRepertoire, codeUntranslatableCharacter,

@@ -434,10 +434,9 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if err != nil {
 			return err
 		}
-		state, err := decodeState(stateJSON)
-		if err != nil {
-			return err
-		}
+		// A copy, not a re-parse of stateJSON (as in ReplaceState): fn may
+		// keep references into work.
+		state := work.State.Clone()
 		now := tq.timestamp()
 		deadline := timestampPtr(work.Deadline)
 		var version int64

@@ -206,62 +206,17 @@ func (q *querier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
 		return nil
 	}
 	now := q.timestamp()
-	n := len(tasks)
-	// Everything is checked, on copies, before anything is sent; the
-	// caller's tasks are completed only once they are stored.
-	rows := make([]store.Task, n)
-	seenID := make(map[string]bool, n)
-	seenStep := make(map[[2]string]bool, n)
-	for i, t := range tasks {
-		if t == nil {
-			return fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
-		}
-		r := *t
-		if r.ID == "" {
-			r.ID = store.NewID()
-		}
-		if r.Status == "" {
-			r.Status = store.TaskQueued
-		}
-		if r.Input == nil {
-			r.Input = json.RawMessage("null")
-		}
-		if err := checkTask(&r); err != nil {
-			return err
-		}
-		if seenID[r.ID] {
-			return fmt.Errorf("task %q: %w", r.ID, store.ErrExists)
-		}
-		step := [2]string{r.InstanceID, r.StepID}
-		if seenStep[step] {
-			return fmt.Errorf("task for workflow %q step %q: %w", r.InstanceID, r.StepID, store.ErrExists)
-		}
-		seenID[r.ID], seenStep[step] = true, true
-		normaliseTaskTimes(&r)
-		r.CreatedAt, r.UpdatedAt = now, now
-		rows[i] = r
+	rows, cols, err := prepareTasks(tasks, now)
+	if err != nil {
+		return err
 	}
-	var (
-		ids, instances, steps, queues, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		attempts, maxAttempts                   = make([]int32, n), make([]int32, n)
-		runAt                                   = make([]time.Time, n)
-		leases, owners, inputs, lastErrors      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		leaseUntil, attemptDeadline             = make([]*time.Time, n), make([]*time.Time, n)
-	)
-	for i, r := range rows {
-		ids[i], instances[i], steps[i], queues[i], statuses[i] = r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status)
-		attempts[i], maxAttempts[i] = int32(r.Attempt), int32(r.MaxAttempts)
-		runAt[i] = r.RunAt
-		leases[i], owners[i], inputs[i], lastErrors[i] = r.Lease, r.LeaseOwner, string(r.Input), r.LastError
-		leaseUntil[i], attemptDeadline[i] = nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline)
-	}
-	err := q.atomically(ctx, func(tq *querier) error {
+	n := len(rows)
+	err = q.atomically(ctx, func(tq *querier) error {
 		var (
 			missing, takenInstance, takenStep *string
 			inserted                          int
 		)
-		err := tq.db.QueryRow(ctx, insertTasksSQL, ids, instances, steps, queues, statuses, attempts, maxAttempts,
-			runAt, leases, owners, leaseUntil, attemptDeadline, inputs, lastErrors, now).
+		err := tq.db.QueryRow(ctx, insertTasksSQL, append(cols.args(), now)...).
 			Scan(&missing, &takenInstance, &takenStep, &inserted)
 		switch {
 		case err != nil:
@@ -283,6 +238,77 @@ func (q *querier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
 		*t = rows[i]
 	}
 	return nil
+}
+
+// prepareTasks checks new tasks and completes copies of them as they will be
+// stored (ID, status, input, times), and returns those and the columns of
+// the unnest parameters ($1–$14 of insertTasksSQL).
+func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, *taskColumnArrays, error) {
+	n := len(tasks)
+	// Everything is checked, on copies, before anything is sent; the
+	// caller's tasks are completed only once they are stored.
+	rows := make([]store.Task, n)
+	seenID := make(map[string]bool, n)
+	seenStep := make(map[[2]string]bool, n)
+	for i, t := range tasks {
+		if t == nil {
+			return nil, nil, fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
+		}
+		r := *t
+		if r.ID == "" {
+			r.ID = store.NewID()
+		}
+		if r.Status == "" {
+			r.Status = store.TaskQueued
+		}
+		if r.Input == nil {
+			r.Input = json.RawMessage("null")
+		}
+		if err := checkTask(&r); err != nil {
+			return nil, nil, err
+		}
+		if seenID[r.ID] {
+			return nil, nil, fmt.Errorf("task %q: %w", r.ID, store.ErrExists)
+		}
+		step := [2]string{r.InstanceID, r.StepID}
+		if seenStep[step] {
+			return nil, nil, fmt.Errorf("task for workflow %q step %q: %w", r.InstanceID, r.StepID, store.ErrExists)
+		}
+		seenID[r.ID], seenStep[step] = true, true
+		normaliseTaskTimes(&r)
+		r.CreatedAt, r.UpdatedAt = now, now
+		rows[i] = r
+	}
+	c := &taskColumnArrays{
+		ids: make([]string, n), instances: make([]string, n), steps: make([]string, n), queues: make([]string, n),
+		statuses: make([]string, n), attempts: make([]int32, n), maxAttempts: make([]int32, n), runAt: make([]time.Time, n),
+		leases: make([]string, n), owners: make([]string, n), leaseUntil: make([]*time.Time, n),
+		attemptDeadline: make([]*time.Time, n), inputs: make([]string, n), lastErrors: make([]string, n),
+	}
+	for i, r := range rows {
+		c.ids[i], c.instances[i], c.steps[i], c.queues[i], c.statuses[i] = r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status)
+		c.attempts[i], c.maxAttempts[i] = int32(r.Attempt), int32(r.MaxAttempts)
+		c.runAt[i] = r.RunAt
+		c.leases[i], c.owners[i], c.inputs[i], c.lastErrors[i] = r.Lease, r.LeaseOwner, string(r.Input), r.LastError
+		c.leaseUntil[i], c.attemptDeadline[i] = nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline)
+	}
+	return rows, c, nil
+}
+
+// taskColumnArrays are new tasks as one array per column, for unnest.
+type taskColumnArrays struct {
+	ids, instances, steps, queues, statuses []string
+	attempts, maxAttempts                   []int32
+	runAt                                   []time.Time
+	leases, owners                          []string
+	leaseUntil, attemptDeadline             []*time.Time
+	inputs, lastErrors                      []string
+}
+
+// args returns the arrays in the order of the unnest column list.
+func (c *taskColumnArrays) args() []any {
+	return []any{c.ids, c.instances, c.steps, c.queues, c.statuses, c.attempts, c.maxAttempts,
+		c.runAt, c.leases, c.owners, c.leaseUntil, c.attemptDeadline, c.inputs, c.lastErrors}
 }
 
 // checkTask checks what the schema would refuse, so that a bad task returns
@@ -590,3 +616,107 @@ func (s *Store) CountByStatus(ctx context.Context) (map[workflow.Status]int64, e
 }
 
 var _ store.Counter = (*Store)(nil)
+
+// commitStepSQL is CommitStep: the task's update (t), the instance's
+// versioned update (u) and its history row (h), the new tasks (ins) and the
+// notification (n), one statement and so one implicit transaction. u runs
+// only for the instance t returned, so a stale lease writes nothing; t is
+// the first row locked, then the instance (the lock order task → instance).
+// When t matched but u did not — the instance moved on since the caller read
+// it — flowd_conflict raises SQLSTATE FD409 and the statement, t included,
+// is rolled back. A new task whose id or step is taken fails the statement
+// with a unique violation, which rolls it back as well.
+//
+// $1–$14 are the new tasks' columns (as insertTasksSQL), $15 the store's
+// clock, $16 the task id, $17 the lease it must hold, $18 the engine's now,
+// $19–$28 the task's new fields, $29 the instance, $30 its expected version,
+// $31 its expected status, $32 and $33 the new status and state, $34 the
+// cause, $35 whether to notify.
+const commitStepSQL = `WITH t AS (
+	UPDATE workflow_tasks SET status = $19, attempt = $20, max_attempts = $21, run_at = $22,
+		lease = $23, lease_owner = $24, lease_until = $25, attempt_deadline = $26, input = $27::jsonb,
+		last_error = $28, updated_at = $15
+	WHERE id = $16 AND instance_id = $29 AND status = 'LEASED' AND lease = $17 AND lease_until > $18
+	RETURNING instance_id
+), u AS (
+	UPDATE workflow_instances SET state = $33::jsonb, status = $32, version = version + 1, updated_at = $15
+	WHERE id = (SELECT instance_id FROM t) AND version = $30 AND status = $31
+	RETURNING id, version, status, state
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, state, $15, $34 FROM u
+), ins AS (
+	INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+		lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at)
+	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, $15, $15
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
+		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[])
+		AS x (id, instance_id, step_id, queue, status, attempt, max_attempts,
+			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error)
+	WHERE EXISTS (SELECT 1 FROM u)
+	RETURNING 1
+), n AS (
+	SELECT pg_notify('` + notifyChannel + `', '') FROM u WHERE $35::boolean
+)
+SELECT (SELECT version FROM u), EXISTS (SELECT 1 FROM t), (SELECT count(*) FROM ins), (SELECT count(*) FROM n),
+	CASE WHEN EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM u)
+		THEN flowd_conflict(format('workflow %s is no longer %s at version %s', $29::text, $31::text, $30::bigint)) END`
+
+// CommitStep writes c in one statement; see store.EngineQuerier and
+// commitStepSQL.
+func (q *querier) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
+	if err := c.Validate(); err != nil {
+		return 0, err
+	}
+	if err := checkText("cause", c.Cause); err != nil {
+		return 0, err
+	}
+	task := *c.Task
+	if task.Input == nil {
+		task.Input = json.RawMessage("null")
+	}
+	if err := checkTask(&task); err != nil {
+		return 0, err
+	}
+	if !storableText(c.Lease) {
+		return 0, fmt.Errorf("%w: the lease is not valid UTF-8 text without NUL characters", store.ErrInvalidArgument)
+	}
+	normaliseTaskTimes(&task)
+	stateJSON, err := marshalState(c.State)
+	if err != nil {
+		return 0, err
+	}
+	now := q.timestamp()
+	rows, cols, err := prepareTasks(c.Insert, now)
+	if err != nil {
+		return 0, err
+	}
+	args := append(cols.args(), now, task.ID, c.Lease, store.Timestamp(c.Now),
+		string(task.Status), int32(task.Attempt), int32(task.MaxAttempts), task.RunAt,
+		task.Lease, task.LeaseOwner, nullTime(task.LeaseUntil), nullTime(task.AttemptDeadline), string(task.Input), task.LastError,
+		task.InstanceID, c.ExpectedVersion, string(c.From), string(c.Status), stateJSON, c.Cause, c.Notify)
+	var (
+		version          *int64
+		leased           bool
+		inserted, notify int
+	)
+	err = q.db.QueryRow(ctx, commitStepSQL, args...).Scan(&version, &leased, &inserted, &notify, new(any))
+	switch {
+	case err != nil:
+		return 0, interpretError(err, task.InstanceID)
+	case !leased:
+		return 0, &store.ConflictError{ID: task.InstanceID, Actual: -1,
+			Reason: fmt.Sprintf("task %q is no longer leased under this lease, or its lease ended", task.ID)}
+	case version == nil || inserted != len(rows):
+		// Not reached: flowd_conflict or a unique violation failed the
+		// statement. Report it rather than trust it.
+		return 0, fmt.Errorf("postgres: commit of task %q wrote version %v and %d of %d tasks", task.ID, version, inserted, len(rows))
+	}
+	task.UpdatedAt = now
+	*c.Task = task
+	for i, t := range c.Insert {
+		*t = rows[i]
+	}
+	return *version, nil
+}

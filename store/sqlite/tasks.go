@@ -65,11 +65,25 @@ func (q *querier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
 	if len(tasks) == 0 {
 		return nil
 	}
-	now := q.now()
+	rows, err := prepareTasks(tasks, q.now())
+	if err != nil {
+		return err
+	}
+	if err := q.write(ctx, func(c dbtx) error { return insertTasks(ctx, c, rows) }); err != nil {
+		return err
+	}
+	for i, t := range tasks {
+		*t = rows[i]
+	}
+	return nil
+}
+
+// prepareTasks returns copies of new tasks completed as they will be stored.
+func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
 	rows := make([]store.Task, len(tasks))
 	for i, t := range tasks {
 		if t == nil {
-			return fmt.Errorf("%w: task %d is nil", store.ErrInvalidArgument, i)
+			return nil, fmt.Errorf("%w: task %d is nil", store.ErrInvalidArgument, i)
 		}
 		r := *t
 		if r.ID == "" {
@@ -80,45 +94,44 @@ func (q *querier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
 		}
 		input, err := taskInput(r.Input)
 		if err != nil {
-			return fmt.Errorf("task %q: %w", r.ID, err)
+			return nil, fmt.Errorf("task %q: %w", r.ID, err)
 		}
 		r.Input = input
 		normaliseTaskTimes(&r)
 		r.CreatedAt, r.UpdatedAt = store.Timestamp(now), store.Timestamp(now)
 		rows[i] = r
 	}
-	err := q.write(ctx, func(c dbtx) error {
-		// One prepared statement, executed per task: SQLite runs in process,
-		// so this costs no round trips, and a failure names its task.
-		stmt, err := c.PrepareContext(ctx, insertTaskSQL)
-		if err != nil {
-			return interpretError(ctx, err)
-		}
-		defer stmt.Close()
-		for _, r := range rows {
-			_, err := stmt.ExecContext(ctx,
-				r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
-				r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
-				string(r.Input), r.LastError, micros(r.CreatedAt))
-			if err == nil {
-				continue
-			}
-			if foreignKeyViolation(err) {
-				return fmt.Errorf("task %q: %w", r.ID, store.NotFound(r.InstanceID))
-			}
-			err = interpretError(ctx, err)
-			if errors.Is(err, store.ErrExists) {
-				return fmt.Errorf("task %q (workflow %q, step %q): %w", r.ID, r.InstanceID, r.StepID, store.ErrExists)
-			}
-			return fmt.Errorf("task %q: %w", r.ID, err)
-		}
+	return rows, nil
+}
+
+// insertTasks inserts prepared rows with one prepared statement, executed
+// per task: SQLite runs in process, so this costs no round trips, and a
+// failure names its task.
+func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
+	if len(rows) == 0 {
 		return nil
-	})
-	if err != nil {
-		return err
 	}
-	for i, t := range tasks {
-		*t = rows[i]
+	stmt, err := c.PrepareContext(ctx, insertTaskSQL)
+	if err != nil {
+		return interpretError(ctx, err)
+	}
+	defer stmt.Close()
+	for _, r := range rows {
+		_, err := stmt.ExecContext(ctx,
+			r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
+			r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
+			string(r.Input), r.LastError, micros(r.CreatedAt))
+		if err == nil {
+			continue
+		}
+		if foreignKeyViolation(err) {
+			return fmt.Errorf("task %q: %w", r.ID, store.NotFound(r.InstanceID))
+		}
+		err = interpretError(ctx, err)
+		if errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("task %q (workflow %q, step %q): %w", r.ID, r.InstanceID, r.StepID, store.ErrExists)
+		}
+		return fmt.Errorf("task %q: %w", r.ID, err)
 	}
 	return nil
 }
@@ -495,4 +508,73 @@ func scanTask(row scanner) (*store.Task, error) {
 	t.CreatedAt = fromMicros(createdAt)
 	t.UpdatedAt = fromMicros(updated)
 	return &t, nil
+}
+
+// CommitStep writes c in one write transaction (a savepoint inside WithTx):
+// the task's update only while it holds c.Lease, the instance's only at
+// c.ExpectedVersion in c.From, then the history row and the new tasks; any
+// miss or failure rolls all of it back. See store.EngineQuerier.
+func (q *querier) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
+	if err := c.Validate(); err != nil {
+		return 0, err
+	}
+	task := *c.Task
+	input, err := taskInput(task.Input)
+	if err != nil {
+		return 0, fmt.Errorf("task %q: %w", task.ID, err)
+	}
+	task.Input = input
+	normaliseTaskTimes(&task)
+	state, err := marshalState(c.State)
+	if err != nil {
+		return 0, err
+	}
+	now := q.now()
+	rows, err := prepareTasks(c.Insert, now)
+	if err != nil {
+		return 0, err
+	}
+	task.UpdatedAt = store.Timestamp(now)
+	var version int64
+	err = q.write(ctx, func(tx dbtx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
+			lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
+			input = ?10, last_error = ?11, updated_at = ?12
+			WHERE id = ?1 AND instance_id = ?13 AND status = 'LEASED' AND lease = ?14 AND lease_until > ?15`,
+			task.ID, string(task.Status), task.Attempt, task.MaxAttempts, micros(task.RunAt),
+			task.Lease, task.LeaseOwner, zeroNullMicros(task.LeaseUntil), zeroNullMicros(task.AttemptDeadline),
+			string(task.Input), task.LastError, micros(task.UpdatedAt), task.InstanceID, c.Lease, micros(c.Now))
+		if err != nil {
+			return fmt.Errorf("task %q: %w", task.ID, interpretError(ctx, err))
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return &store.ConflictError{ID: task.InstanceID, Actual: -1,
+				Reason: fmt.Sprintf("task %q is no longer leased under this lease, or its lease ended", task.ID)}
+		}
+		err = tx.QueryRowContext(ctx,
+			`UPDATE workflow_instances SET state = ?1, status = ?2, version = version + 1, updated_at = ?3
+			WHERE id = ?4 AND version = ?5 AND status = ?6
+			RETURNING version`,
+			state, string(c.Status), micros(now), task.InstanceID, c.ExpectedVersion, string(c.From)).Scan(&version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &store.ConflictError{ID: task.InstanceID, Actual: -1,
+				Reason: fmt.Sprintf("workflow %s is no longer %s at version %d", task.InstanceID, c.From, c.ExpectedVersion)}
+		}
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		if err := appendHistory(ctx, tx, task.InstanceID, c.Cause); err != nil {
+			return err
+		}
+		return insertTasks(ctx, tx, rows)
+	})
+	if err != nil {
+		return 0, err
+	}
+	*c.Task = task
+	for i, t := range c.Insert {
+		*t = rows[i]
+	}
+	return version, nil
 }

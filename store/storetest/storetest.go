@@ -51,7 +51,7 @@ func Run(t *testing.T, h Harness) {
 			createTests, listTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, migrateTests, miscTests,
-			engineInstanceTests, taskTests, timeoutTests, definitionTests,
+			engineInstanceTests, taskTests, commitTests, timeoutTests, definitionTests,
 			linearizabilityTests,
 		} {
 			for _, tc := range groups {

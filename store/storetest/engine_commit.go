@@ -1,0 +1,350 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// CommitStep: a lease holder's whole change as one atomic, versioned write.
+
+var commitTests = []conformanceTest{
+	{"CommitStep_ok", testCommitStepOK},
+	{"CommitStep_conflicts", testCommitStepConflicts},
+	{"CommitStep_invalid", testCommitStepInvalid},
+	{"CommitStep_inTx", testCommitStepInTx},
+	{"CommitStep_concurrent", testCommitStepConcurrent},
+}
+
+// commitFixture creates a RUNNING instance id with stepState (step a
+// RUNNING) and a task for a, leased until an hour from now; it returns the
+// instance and the leased task.
+func (b *bundle) commitFixture(t testing.TB, eq store.EngineQuerier, id string) (*workflow.Instance, *store.Task) {
+	t.Helper()
+	inst := b.running(t, id)
+	b.insertTasks(t, eq, withID(id+"-a", newTask(id, "a", "q1", clockStart)))
+	tk := b.lease(t, eq, id+"-a", b.clock.Now().Add(time.Hour))
+	return inst, tk
+}
+
+// completion returns the commit a worker makes when step a of inst
+// completes and schedules step b: task done, a COMPLETED, b RUNNING with a
+// new task.
+func completion(inst *workflow.Instance, tk *store.Task, now time.Time) (store.StepCommit, *store.Task) {
+	state := inst.State.Clone()
+	state.Steps["a"].Status = workflow.StepCompleted
+	state.Steps["a"].Output = json.RawMessage(`{"done":9007199254740993}`)
+	state.Steps["a"].Error = ""
+	state.Steps["b"].Status = workflow.StepRunning
+	done := *tk
+	done.Status, done.LastError = store.TaskDone, ""
+	done.Lease, done.LeaseOwner, done.LeaseUntil, done.AttemptDeadline = "", "", time.Time{}, time.Time{}
+	next := withID(inst.ID+"-b", newTask(inst.ID, "b", "q1", now))
+	return store.StepCommit{
+		Task: &done, Lease: tk.Lease, Now: now,
+		ExpectedVersion: inst.Version, From: inst.Status, Status: inst.Status, State: state,
+		Cause: "step a completed", Insert: []*store.Task{next}, Notify: true,
+	}, next
+}
+
+func testCommitStepOK(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	inst, tk := b.commitFixture(t, eq, "w")
+	inst = b.get(t, inst.ID)
+	now := b.clock.Advance(time.Second)
+	c, next := completion(inst, tk, now)
+	wantDone := *c.Task
+	version, err := eq.CommitStep(b.ctx, c)
+	if err != nil {
+		t.Fatalf("CommitStep: %v", err)
+	}
+	if version != inst.Version+1 {
+		t.Errorf("CommitStep returned version %d, want %d", version, inst.Version+1)
+	}
+	got := b.get(t, inst.ID)
+	if got.Version != version || got.Status != workflow.StatusRunning {
+		t.Errorf("after CommitStep: version %d, status %s; want %d, RUNNING", got.Version, got.Status, version)
+	}
+	checkTime(t, "updated_at after CommitStep", got.UpdatedAt, now)
+	assertState(t, "state after CommitStep", c.State, got.State)
+	h1 := b.history(t, inst.ID)
+	if last := h1[len(h1)-1]; last.Version != version || last.Cause != "step a completed" {
+		t.Errorf("last history entry: version %d, cause %q; want %d, %q", last.Version, last.Cause, version, "step a completed")
+	} else {
+		assertState(t, "history state of the commit", c.State, last.State)
+	}
+
+	// The task row is the new one, and the caller's copy says what was stored.
+	wantDone.UpdatedAt = store.Timestamp(now)
+	assertTask(t, "committed task", &wantDone, b.lockTask(t, eq, tk.ID))
+	assertTask(t, "the caller's committed task", &wantDone, c.Task)
+	// The new task is inserted as InsertTasks inserts, and completed likewise.
+	assertTask(t, "inserted task", stored(next, now), b.lockTask(t, eq, next.ID))
+	assertTask(t, "the caller's inserted task", stored(next, now), next)
+
+	// The same commit again: the task is no longer leased under that lease.
+	again, _ := completion(inst, tk, now)
+	again.Insert = nil
+	_, err = eq.CommitStep(b.ctx, again)
+	wantErrorIs(t, "CommitStep repeated", err, store.ErrConflict)
+
+	// A commit without new tasks and a status change: the last step ends
+	// the instance.
+	b.insertTasks(t, eq, withID("w2-a", newTask(b.running(t, "w2").ID, "a", "q1", now)))
+	tk2 := b.lease(t, eq, "w2-a", now.Add(time.Hour))
+	inst2 := b.get(t, "w2")
+	c2, _ := completion(inst2, tk2, now)
+	c2.Insert, c2.Notify, c2.Status = nil, false, workflow.StatusCompleted
+	if v, err := eq.CommitStep(b.ctx, c2); err != nil || v != inst2.Version+1 {
+		t.Fatalf("CommitStep completing w2 = %d, %v; want %d, nil", v, err, inst2.Version+1)
+	}
+	if got := b.get(t, "w2"); got.Status != workflow.StatusCompleted {
+		t.Errorf("w2 is %s after a completing commit, want COMPLETED", got.Status)
+	}
+}
+
+func testCommitStepConflicts(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, inst *workflow.Instance, tk *store.Task) // another writer, after the read
+		change func(c *store.StepCommit)                                    // what the committer got wrong
+	}{
+		{name: "stale lease", change: func(c *store.StepCommit) { c.Lease = "not-the-lease" }},
+		{name: "lease ended", change: func(c *store.StepCommit) { c.Now = c.Now.Add(2 * time.Hour) }},
+		{name: "lease ends at now", before: func(t *testing.T, _ *workflow.Instance, tk *store.Task) {
+			tk.LeaseUntil = b.clock.Now()
+			b.updateTask(t, eq, tk)
+		}},
+		{name: "task released", before: func(t *testing.T, _ *workflow.Instance, tk *store.Task) {
+			b.setTaskStatus(t, eq, tk.ID, store.TaskQueued)
+		}},
+		{name: "instance moved on", before: func(t *testing.T, inst *workflow.Instance, _ *store.Task) {
+			if _, err := b.s.ReplaceState(b.ctx, inst.ID, inst.Version, inst.State, "someone else"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "instance paused", before: func(t *testing.T, inst *workflow.Instance, _ *store.Task) {
+			b.transition(t, inst.ID, workflow.StatusRunning, workflow.StatusPaused)
+		}},
+		{name: "wrong status at that version", change: func(c *store.StepCommit) {
+			c.From, c.Status = workflow.StatusPaused, workflow.StatusPaused
+		}},
+		{name: "task of another instance", change: func(c *store.StepCommit) {
+			c.Task.InstanceID = "other"
+			c.Insert[0].InstanceID = "other"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("c%d", b.countAll(t))
+			inst, tk := b.commitFixture(t, eq, id)
+			inst = b.get(t, id)
+			c, next := completion(inst, tk, b.clock.Now())
+			if tc.before != nil {
+				tc.before(t, inst, b.lockTask(t, eq, tk.ID))
+			}
+			if tc.change != nil {
+				tc.change(&c)
+			}
+			snap := b.snapshot(t, id)
+			task := b.lockTask(t, eq, tk.ID)
+			caller := *c.Task
+			_, err := eq.CommitStep(b.ctx, c)
+			var ce *store.ConflictError
+			if !errors.As(err, &ce) {
+				t.Fatalf("CommitStep = %v, want a *store.ConflictError", err)
+			}
+			b.unchanged(t, "after a conflicting CommitStep", snap)
+			assertTask(t, "task after a conflicting CommitStep", task, b.lockTask(t, eq, tk.ID))
+			assertTask(t, "the caller's task after a conflicting CommitStep", &caller, c.Task)
+			if _, err := eq.LockTask(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the new task of a conflicting CommitStep: LockTask = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func testCommitStepInvalid(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	inst, tk := b.commitFixture(t, eq, "w")
+	inst = b.get(t, inst.ID)
+	b.insertTasks(t, eq, withID("w-c", newTask(inst.ID, "c", "q1", clockStart)))
+	now := b.clock.Now()
+	for _, tc := range []struct {
+		name   string
+		change func(c *store.StepCommit)
+		want   error
+	}{
+		{"nil task", func(c *store.StepCommit) { c.Task = nil }, store.ErrInvalidArgument},
+		{"no lease", func(c *store.StepCommit) { c.Lease = "" }, store.ErrInvalidArgument},
+		{"bad task status", func(c *store.StepCommit) { c.Task.Status = "NOPE" }, store.ErrInvalidArgument},
+		{"bad task input", func(c *store.StepCommit) { c.Task.Input = json.RawMessage(`{`) }, store.ErrInvalidArgument},
+		{"terminal from", func(c *store.StepCommit) {
+			c.From, c.Status = workflow.StatusCompleted, workflow.StatusCompleted
+		}, workflow.ErrTerminal},
+		{"transition refused", func(c *store.StepCommit) { c.Status = workflow.StatusPending }, workflow.ErrInvalidTransition},
+		{"invalid state", func(c *store.StepCommit) { c.State.Steps["a"].Status = "BOGUS" }, workflow.ErrInvalidState},
+		{"nil new task", func(c *store.StepCommit) { c.Insert = append(c.Insert, nil) }, store.ErrInvalidArgument},
+		{"new task of another instance", func(c *store.StepCommit) { c.Insert[0].InstanceID = "other" }, store.ErrInvalidArgument},
+		{"bad new task", func(c *store.StepCommit) { c.Insert[0].MaxAttempts = 0 }, store.ErrInvalidArgument},
+		{"new task's step taken", func(c *store.StepCommit) { c.Insert[0].StepID = "c" }, store.ErrExists},
+		{"new task's id taken", func(c *store.StepCommit) { c.Insert[0].ID = "w-c" }, store.ErrExists},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := completion(inst, tk, now)
+			tc.change(&c)
+			snap := b.snapshot(t, inst.ID)
+			_, err := eq.CommitStep(b.ctx, c)
+			wantErrorIs(t, "CommitStep with "+tc.name, err, tc.want)
+			b.unchanged(t, "after CommitStep with "+tc.name, snap)
+			assertTask(t, "task after CommitStep with "+tc.name, tk, b.lockTask(t, eq, tk.ID))
+			if n := len(b.tasksOf(t, eq, inst.ID)); n != 2 {
+				t.Errorf("instance has %d tasks after CommitStep with %s, want 2", n, tc.name)
+			}
+		})
+	}
+}
+
+// Inside a transaction, a commit is part of it: rolled back with it.
+func testCommitStepInTx(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	inst, tk := b.commitFixture(t, eq, "w")
+	inst = b.get(t, inst.ID)
+	snap := b.snapshot(t, inst.ID)
+	task := b.lockTask(t, eq, tk.ID)
+	rollback := errors.New("roll back")
+	err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		c, _ := completion(inst, tk, b.clock.Now())
+		if _, err := teq.CommitStep(b.ctx, c); err != nil {
+			return err
+		}
+		return rollback
+	})
+	if !errors.Is(err, rollback) {
+		t.Fatalf("WithTx = %v, want the rollback error", err)
+	}
+	b.unchanged(t, "after a rolled back CommitStep", snap)
+	assertTask(t, "task after a rolled back CommitStep", task, b.lockTask(t, eq, tk.ID))
+	if n := len(b.tasksOf(t, eq, inst.ID)); n != 1 {
+		t.Errorf("instance has %d tasks after a rolled back CommitStep, want 1", n)
+	}
+	// And committed with it.
+	err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		c, _ := completion(inst, tk, b.clock.Now())
+		_, err := teq.CommitStep(b.ctx, c)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("CommitStep in WithTx: %v", err)
+	}
+	if got := b.get(t, inst.ID); got.Version != inst.Version+1 {
+		t.Errorf("version %d after CommitStep in a committed transaction, want %d", got.Version, inst.Version+1)
+	}
+}
+
+// Parallel steps of one instance complete at once, each from the instance
+// as its worker read it: at each version exactly one commit lands, the others
+// conflict and change nothing, and a loser that reads again and retries gets
+// in later. At the end every step is completed (no completion overwrote
+// another: no lost update), every task is DONE, and the versions and the
+// history are contiguous.
+func testCommitStepConcurrent(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	const steps = 12
+	state := workflow.State{Steps: map[string]*workflow.StepState{}}
+	var tasks []*store.Task
+	for i := range steps {
+		step := fmt.Sprintf("s%02d", i)
+		state.Steps[step] = &workflow.StepState{Status: workflow.StepRunning}
+		tasks = append(tasks, withID("t-"+step, newTask("w", step, "q1", clockStart)))
+	}
+	b.create(t, store.CreateParams{ID: "w", Status: workflow.StatusRunning, State: state})
+	b.insertTasks(t, eq, tasks...)
+	for i, tk := range tasks {
+		tasks[i] = b.lease(t, eq, tk.ID, b.clock.Now().Add(time.Hour))
+	}
+
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		versions  = map[int64]string{}
+		conflicts int
+	)
+	start := make(chan struct{})
+	for _, tk := range tasks {
+		wg.Go(func() {
+			<-start
+			for attempt := 0; ; attempt++ {
+				if attempt == 1000 {
+					t.Errorf("task %s: no commit after 1000 attempts", tk.ID)
+					return
+				}
+				inst, err := b.s.Get(b.ctx, "w")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				state := inst.State.Clone()
+				state.Steps[tk.StepID].Status = workflow.StepCompleted
+				done := *tk
+				done.Status, done.Lease, done.LeaseOwner, done.LeaseUntil = store.TaskDone, "", "", time.Time{}
+				v, err := eq.CommitStep(b.ctx, store.StepCommit{Task: &done, Lease: tk.Lease, Now: b.clock.Now(),
+					ExpectedVersion: inst.Version, From: inst.Status, Status: inst.Status, State: state, Cause: "done " + tk.StepID})
+				mu.Lock()
+				switch {
+				case err == nil:
+					if other, dup := versions[v]; dup {
+						t.Errorf("version %d committed twice: by %s and %s", v, other, tk.StepID)
+					}
+					versions[v] = tk.StepID
+				case errors.Is(err, store.ErrConflict):
+					conflicts++
+				default:
+					t.Errorf("CommitStep of %s: %v", tk.StepID, err)
+				}
+				mu.Unlock()
+				if !errors.Is(err, store.ErrConflict) {
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	t.Logf("%d commits, %d conflicts", len(versions), conflicts)
+
+	final := b.get(t, "w")
+	if final.Version != steps || len(versions) != steps {
+		t.Errorf("final version %d with %d successful commits, want %d and %d", final.Version, len(versions), steps, steps)
+	}
+	for step, st := range final.State.Steps {
+		if st.Status != workflow.StepCompleted {
+			t.Errorf("step %s is %s at the end: a completion was lost", step, st.Status)
+		}
+	}
+	for _, tk := range tasks {
+		if got := b.lockTask(t, eq, tk.ID); got.Status != store.TaskDone {
+			t.Errorf("task %s is %s at the end, want DONE", tk.ID, got.Status)
+		}
+	}
+	h1 := b.history(t, "w")
+	for i, e := range h1 {
+		if e.Version != int64(i) {
+			t.Fatalf("history versions are not contiguous: entry %d has version %d", i, e.Version)
+		}
+		if i > 0 && e.Cause != "done "+versions[e.Version] {
+			t.Errorf("history version %d has cause %q, but %s committed it", e.Version, e.Cause, versions[e.Version])
+		}
+	}
+}
