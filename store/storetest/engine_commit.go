@@ -116,7 +116,7 @@ func testCommitStepConflicts(t *testing.T, h Harness) {
 	for _, tc := range []struct {
 		name   string
 		before func(t *testing.T, inst *workflow.Instance, tk *store.Task) // another writer, after the read
-		change func(c *store.StepCommit)                                    // what the committer got wrong
+		change func(c *store.StepCommit)                                   // what the committer got wrong
 	}{
 		{name: "stale lease", change: func(c *store.StepCommit) { c.Lease = "not-the-lease" }},
 		{name: "lease ended", change: func(c *store.StepCommit) { c.Now = c.Now.Add(2 * time.Hour) }},
