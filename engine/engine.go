@@ -23,6 +23,7 @@ import (
 
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // Errors of the engine; the API maps them to status codes.
@@ -54,6 +55,9 @@ type Task struct {
 	LeaseUntil     time.Time
 
 	row *store.Task // the claimed row, for the claim transaction
+	// inst is the instance as the transaction that leased this task left it
+	// (in-process workers only): the base of a completion in one CommitStep.
+	inst *workflow.Instance
 }
 
 // Handler runs one attempt of a task step and returns its output. An error

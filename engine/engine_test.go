@@ -73,6 +73,8 @@ type nodeOpts struct {
 	lease    time.Duration
 	handlers map[string]engine.Handler
 	noStart  bool
+	// wrap, if set, wraps the store the engine uses (not the node's st).
+	wrap func(store.Store) store.Store
 }
 
 func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
@@ -88,7 +90,11 @@ func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
 	case o.workers < 0:
 		o.workers = 0 // no in-process workers
 	}
-	eng, err := engine.New(engine.Config{Store: st, Workers: &o.workers, Lease: o.lease,
+	engineStore := st
+	if o.wrap != nil {
+		engineStore = o.wrap(st)
+	}
+	eng, err := engine.New(engine.Config{Store: engineStore, Workers: &o.workers, Lease: o.lease,
 		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner st
 			for _, id := range ids {
 				var take []*store.Task
 				var timeouts []time.Duration
-				_, err := tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
+				inst, err := tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
 					if inst.Status != workflow.StatusRunning {
 						return errSkip
 					}
@@ -75,7 +75,9 @@ func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner st
 					return err
 				}
 				for i, t := range take {
-					claimed = append(claimed, e.leaseTask(t, owner, now, lease, timeouts[i]))
+					task := e.leaseTask(t, owner, now, lease, timeouts[i])
+					task.inst = inst
+					claimed = append(claimed, task)
 				}
 			}
 			for i := range claimed {
@@ -142,9 +144,11 @@ func checkLease(t *store.Task, lease string, now time.Time) error {
 // leaseHolderOp runs fn for the holder of a task's lease: in one transaction
 // it locks the task, checks the lease, locks the instance through ModifyState
 // (task, then instance) and writes fn's plan. fn gets the locked instance,
-// its compiled definition and the task, and may change all three.
-func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *store.Task) string, fn func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error) error {
+// its compiled definition and the task, and may change all three. It
+// returns the instance as written.
+func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *store.Task) string, fn func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error) (*workflow.Instance, error) {
 	var pl plan
+	var written *workflow.Instance
 	err := e.withDefs(ctx, func() error {
 		pl = plan{}
 		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
@@ -156,7 +160,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 			if err := checkLease(t, lease, now); err != nil {
 				return err
 			}
-			_, err = tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
+			written, err = tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
 				if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
 					return fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
 				}
@@ -181,10 +185,13 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 			return pl.write(ctx, tx)
 		})
 	})
-	if !pl.empty() && err == nil {
+	if err != nil {
+		return nil, err
+	}
+	if !pl.empty() {
 		e.wake()
 	}
-	return err
+	return written, nil
 }
 
 // CompleteTask records the output of the attempt holding lease: step
@@ -192,7 +199,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 // transaction. A stale or expired lease, or an instance no longer running,
 // changes nothing (ErrLeaseLost / ErrNotRunning).
 func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
-	_, err := e.completeTask(ctx, taskID, lease, output, nil)
+	_, err := e.completeTask(ctx, Task{ID: taskID, Lease: lease}, output, nil)
 	return err
 }
 
@@ -202,7 +209,15 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 // next without a claim transaction of its own (one transaction per step
 // instead of two on a chain). Its delivery is recorded exactly as a claim
 // records it: attempt counted in the step's state, a fresh fencing lease.
-func (e *Engine) completeTask(ctx context.Context, taskID, lease string, output json.RawMessage, queues []string) (*Task, error) {
+//
+// When the worker's claim (or the completion that leased it the task) left
+// the instance's state with the task, the completion is first tried as one
+// CommitStep from that state: one statement instead of a transaction of
+// about nine. If anything moved on in between (another step of the instance
+// completed, the instance was paused, the lease was lost), nothing was
+// written, and the completion runs the locking way, which also says why it
+// fails if it does.
+func (e *Engine) completeTask(ctx context.Context, task Task, output json.RawMessage, queues []string) (*Task, error) {
 	out := bytes.TrimSpace(output)
 	if len(out) == 0 {
 		out = []byte("null")
@@ -210,9 +225,17 @@ func (e *Engine) completeTask(ctx context.Context, taskID, lease string, output 
 	if !json.Valid(out) {
 		return nil, fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
 	}
+	if next, ok := e.commitCompletion(ctx, task, out, queues); ok {
+		e.countCompleted("completed")
+		if next != nil && e.m != nil {
+			e.m.TasksClaimed.Inc()
+		}
+		return next, nil
+	}
+	taskID, lease := task.ID, task.Lease
 	var next *Task
 	cause := func(t *store.Task) string { return fmt.Sprintf("step %q completed (attempt %d)", t.StepID, t.Attempt) }
-	err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error {
+	written, err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error {
 		next = nil
 		e.completeStep(c, inst, t.StepID, json.RawMessage(out), t.Attempt, now, p)
 		t.Status = store.TaskDone
@@ -225,10 +248,65 @@ func (e *Engine) completeTask(ctx context.Context, taskID, lease string, output 
 	if err != nil {
 		return nil, err
 	}
-	if next != nil && e.m != nil {
-		e.m.TasksClaimed.Inc()
+	if next != nil {
+		next.inst = written
+		if e.m != nil {
+			e.m.TasksClaimed.Inc()
+		}
 	}
 	return next, nil
+}
+
+// commitCompletion completes t with one CommitStep computed from t.inst, the
+// instance as t's lease left it. ok is false when that is not possible —
+// no such state, a plan that re-queues existing tasks, or anything that
+// changed since (a conflict) — and then nothing was written.
+func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessage, queues []string) (next *Task, ok bool) {
+	inst := t.inst
+	if inst == nil || t.row == nil {
+		return nil, false
+	}
+	if st := inst.State.Steps[t.Step]; st == nil || st.Status != workflow.StepRunning ||
+		(inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused) {
+		return nil, false
+	}
+	c, err := e.cached(inst)
+	if err != nil {
+		return nil, false
+	}
+	now := e.clock()
+	work := *inst
+	work.State = inst.State.Clone()
+	row := *t.row
+	var p plan
+	e.completeStep(c, &work, row.StepID, out, row.Attempt, now, &p)
+	row.Status = store.TaskDone
+	row.LastError = ""
+	clearLease(&row)
+	next = e.leaseNext(c, &work, queues, now, &p)
+	if len(p.update) > 0 {
+		return nil, false
+	}
+	version, err := e.st.CommitStep(ctx, store.StepCommit{
+		Task: &row, Lease: t.Lease, Now: now,
+		ExpectedVersion: inst.Version, From: inst.Status, Status: work.Status, State: work.State,
+		Cause:  fmt.Sprintf("step %q completed (attempt %d)", row.StepID, row.Attempt),
+		Insert: p.insert, Notify: len(p.insert) > 0,
+	})
+	if err != nil {
+		if !errors.Is(err, store.ErrConflict) {
+			e.log.Debug("one-statement completion failed; completing with locks", "task", t.ID, "err", err)
+		}
+		return nil, false
+	}
+	if len(p.insert) > 0 {
+		e.wake()
+	}
+	if next != nil {
+		work.Version = version
+		next.inst = &work
+	}
+	return next, true
 }
 
 // leaseNext leases to this node the first task p schedules that is due now
@@ -264,7 +342,7 @@ func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retrya
 	}
 	outcome := "failed"
 	cause := func(t *store.Task) string { return fmt.Sprintf("step %q attempt %d failed", t.StepID, t.Attempt) }
-	err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, _ *plan) error {
+	_, err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, _ *plan) error {
 		e.failAttempt(c, inst, t, msg, retryable, false, now)
 		if t.Status == store.TaskQueued {
 			outcome = "retried"

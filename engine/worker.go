@@ -75,7 +75,7 @@ func (e *Engine) execute(engineCtx context.Context, t Task, queues []string) (ne
 	defer rcancel()
 	switch {
 	case err == nil && engineCtx.Err() == nil:
-		next, err = e.completeTask(rctx, t.ID, t.Lease, output, queues)
+		next, err = e.completeTask(rctx, t, output, queues)
 	case err == nil:
 		err = e.CompleteTask(rctx, t.ID, t.Lease, output)
 	case engineCtx.Err() != nil:

@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// commitCounter counts the engine's one-statement completions; with
+// conflictAll it refuses each of them with a conflict, as if another writer
+// had always just moved the instance on, without writing anything.
+type commitCounter struct {
+	store.Store
+	conflictAll       bool
+	landed, conflicts atomic.Int64
+}
+
+func (c *commitCounter) CommitStep(ctx context.Context, sc store.StepCommit) (int64, error) {
+	if c.conflictAll {
+		c.conflicts.Add(1)
+		return 0, &store.ConflictError{ID: sc.Task.InstanceID, Actual: -1, Reason: "refused by the test"}
+	}
+	v, err := c.Store.CommitStep(ctx, sc)
+	switch {
+	case err == nil:
+		c.landed.Add(1)
+	case errors.Is(err, store.ErrConflict):
+		c.conflicts.Add(1)
+	}
+	return v, err
+}
+
+// Each step of a chain run by in-process workers completes with one
+// CommitStep, not a locking transaction, and the chain ends exactly as the
+// locking path ends it: same versions, same history causes.
+func TestChainCompletesWithOneStatementEach(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		for _, refuse := range []bool{false, true} {
+			cc := &commitCounter{conflictAll: refuse}
+			n := newNode(t, b, b.newDB(t), nodeOpts{handlers: map[string]engine.Handler{"echo": echo},
+				wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
+			n.define(chainDef)
+			inst := n.start("chain", "", `{"n": 1, "id": "x"}`)
+			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+			var causes []string
+			for _, h := range n.checkHistory(done) {
+				causes = append(causes, h.Cause)
+			}
+			want := []string{"start", `deliver step "a" attempt 1`, `step "a" completed (attempt 1)`,
+				`step "b" completed (attempt 1)`, `step "c" completed (attempt 1)`}
+			if strings.Join(causes, "|") != strings.Join(want, "|") {
+				t.Errorf("refuse=%v: history causes %q, want %q", refuse, causes, want)
+			}
+			if got := output(t, done, "c"); got != `{"prev":1,"text":"n=1"}` {
+				t.Errorf("refuse=%v: c's output = %s", refuse, got)
+			}
+			if refuse {
+				// Every completion fell back to the locking path and still
+				// leased the next step to itself.
+				if cc.conflicts.Load() != 3 || cc.landed.Load() != 0 {
+					t.Errorf("refused commits: %d conflicts, %d landed; want 3, 0", cc.conflicts.Load(), cc.landed.Load())
+				}
+			} else if cc.landed.Load() != 3 || cc.conflicts.Load() != 0 {
+				t.Errorf("%d one-statement completions and %d conflicts for a 3-step chain, want 3 and 0", cc.landed.Load(), cc.conflicts.Load())
+			}
+		}
+	})
+}
+
+// Parallel steps of one instance complete at the same moment: their
+// one-statement completions race on the instance's version, the losers fall
+// back to the locking path, and nothing is lost — every branch's output is
+// in the state, the join step runs once with all of them, and the history
+// is contiguous.
+func TestFanOutCompletionsRace(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const branches = 8
+		cc := &commitCounter{}
+		var joins atomic.Int64
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: branches, handlers: map[string]engine.Handler{
+			"echo": echo,
+			"join": func(_ context.Context, tk engine.Task) (json.RawMessage, error) {
+				joins.Add(1)
+				return tk.Input, nil
+			},
+		}, wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
+		var def strings.Builder
+		def.WriteString("name: fan\nsteps:\n  - {id: a, type: task, handler: echo}\n")
+		var deps, refs []string
+		for i := range branches {
+			fmt.Fprintf(&def, "  - {id: b%d, type: task, handler: echo, depends_on: [a], input: %d}\n", i, i)
+			deps = append(deps, fmt.Sprintf("b%d", i))
+			refs = append(refs, fmt.Sprintf(`"{{ .steps.b%d.output }}"`, i))
+		}
+		fmt.Fprintf(&def, "  - {id: c, type: task, handler: join, depends_on: [%s], input: [%s]}\n", strings.Join(deps, ", "), strings.Join(refs, ", "))
+		n.define(def.String())
+		for i := range 5 {
+			inst := n.start("fan", fmt.Sprintf("fan-%d", i), `{}`)
+			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 20*time.Second)
+			n.checkHistory(done)
+			for j := range branches {
+				if got := output(t, done, fmt.Sprintf("b%d", j)); got != fmt.Sprint(j) {
+					t.Errorf("%s: b%d output = %s, want %d", inst.ID, j, got, j)
+				}
+			}
+			if got := output(t, done, "c"); got != "[0,1,2,3,4,5,6,7]" {
+				t.Errorf("%s: join output = %s", inst.ID, got)
+			}
+		}
+		if joins.Load() != 5 {
+			t.Errorf("the join step ran %d times for 5 workflows", joins.Load())
+		}
+		t.Logf("%d one-statement completions, %d fell back after a conflict", cc.landed.Load(), cc.conflicts.Load())
+	})
+}
