@@ -173,45 +173,16 @@ func (s State) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON accepts a JSON object; "variables" and "steps" must be objects
-// (or null) when present.
+// (or null) when present. Raw values (variables, outputs, unknown keys) are
+// kept in compact form: byte for byte what json.Marshal writes back. It reads
+// b in one pass (decode.go) and can be called directly on bytes from a
+// database: it validates them itself.
 func (s *State) UnmarshalJSON(b []byte) error {
-	var top map[string]json.RawMessage
-	if err := decodeObject(b, &top); err != nil {
-		return fmt.Errorf("%w: state must be a JSON object", ErrInvalidState)
+	st, err := decodeState(b)
+	if err != nil {
+		return err
 	}
-	*s = State{}
-	for k, v := range top {
-		switch k {
-		case "variables":
-			if isNull(v) {
-				continue
-			}
-			if err := decodeObject(v, &s.Variables); err != nil {
-				return fmt.Errorf("%w: state.variables must be a JSON object", ErrInvalidState)
-			}
-		case "steps":
-			if isNull(v) {
-				continue
-			}
-			var raw map[string]json.RawMessage
-			if err := decodeObject(v, &raw); err != nil {
-				return fmt.Errorf("%w: state.steps must be a JSON object", ErrInvalidState)
-			}
-			s.Steps = make(map[string]*StepState, len(raw))
-			for id, rv := range raw {
-				var st StepState
-				if err := st.UnmarshalJSON(rv); err != nil {
-					return fmt.Errorf("state.steps[%q]: %w", truncate(id), err)
-				}
-				s.Steps[id] = &st
-			}
-		default:
-			if s.Extra == nil {
-				s.Extra = map[string]json.RawMessage{}
-			}
-			s.Extra[k] = v
-		}
-	}
+	*s = st
 	return nil
 }
 
@@ -234,37 +205,18 @@ func (st StepState) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON accepts a step object. A missing status means PENDING.
 func (st *StepState) UnmarshalJSON(b []byte) error {
-	var m map[string]json.RawMessage
-	if err := decodeObject(b, &m); err != nil {
-		return fmt.Errorf("%w: a step must be a JSON object", ErrInvalidState)
+	sc := &scanner{b: b}
+	step, err := sc.step()
+	if err == nil {
+		err = sc.end()
 	}
-	*st = StepState{Status: StepPending}
-	for k, v := range m {
-		var err error
-		switch k {
-		case "status":
-			var s string
-			if err = json.Unmarshal(v, &s); err == nil {
-				st.Status = StepStatus(s)
-			}
-		case "attempts":
-			err = json.Unmarshal(v, &st.Attempts)
-		case "error":
-			if !isNull(v) {
-				err = json.Unmarshal(v, &st.Error)
-			}
-		case "output":
-			st.Output = append(json.RawMessage(nil), v...)
-		default:
-			if st.Extra == nil {
-				st.Extra = map[string]json.RawMessage{}
-			}
-			st.Extra[k] = v
+	if err != nil {
+		if errors.Is(err, ErrInvalidState) {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("%w: step field %q has the wrong type", ErrInvalidState, k)
-		}
+		return fmt.Errorf("%w: a step must be a JSON object: %w", ErrInvalidState, err)
 	}
+	*st = *step
 	return nil
 }
 
@@ -281,14 +233,6 @@ func ParseState(b []byte) (State, error) {
 		return State{}, err
 	}
 	return s, nil
-}
-
-func decodeObject(b []byte, v any) error {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || b[0] != '{' {
-		return errors.New("not a JSON object")
-	}
-	return json.Unmarshal(b, v)
 }
 
 func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }

@@ -724,11 +724,13 @@ func scanInstance(row pgx.Row) (*workflow.Instance, error) {
 }
 
 // decodeState decodes a state as stored. jsonb renders JSON with spaces
-// after ':' and ','; compacting first makes the raw values inside the State
-// (variables, outputs) the same bytes that encoding/json would produce.
+// after ':' and ','; the state decoder keeps raw values (variables,
+// outputs) compact, the same bytes that encoding/json would produce, and
+// validates what it reads, so it runs on the column's bytes directly: one
+// pass.
 func decodeState(b []byte) (workflow.State, error) {
 	var s workflow.State
-	if err := json.Unmarshal(compactJSON(b), &s); err != nil {
+	if err := s.UnmarshalJSON(b); err != nil {
 		return workflow.State{}, fmt.Errorf("postgres: stored state cannot be decoded: %w", err)
 	}
 	return s, nil

@@ -412,7 +412,7 @@ func (q *querier) History(ctx context.Context, id string) ([]store.HistoryEntry,
 			return nil, interpretError(ctx, err)
 		}
 		e.Status = workflow.Status(status)
-		if err := json.Unmarshal([]byte(state), &e.State); err != nil {
+		if err := e.State.UnmarshalJSON([]byte(state)); err != nil {
 			return nil, fmt.Errorf("sqlite: workflow %q history version %d: stored state: %w", id, e.Version, err)
 		}
 		e.At = fromMicros(at)
@@ -533,7 +533,7 @@ func scanInstance(row scanner) (*workflow.Instance, error) {
 		inst.Deadline = &d
 	}
 	inst.Status = workflow.Status(status)
-	if err := json.Unmarshal([]byte(state), &inst.State); err != nil {
+	if err := inst.State.UnmarshalJSON([]byte(state)); err != nil {
 		return nil, fmt.Errorf("sqlite: workflow %q: stored state: %w", inst.ID, err)
 	}
 	inst.Input = json.RawMessage(input)

@@ -145,8 +145,8 @@ func testCommitStepConflicts(t *testing.T, h Harness) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := fmt.Sprintf("c%d", b.countAll(t))
-			inst, tk := b.commitFixture(t, eq, id)
-			inst = b.get(t, id)
+			_, tk := b.commitFixture(t, eq, id)
+			inst := b.get(t, id)
 			c, next := completion(inst, tk, b.clock.Now())
 			if tc.before != nil {
 				tc.before(t, inst, b.lockTask(t, eq, tk.ID))

@@ -1,0 +1,185 @@
+package workflow
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// legacyState is the state decoder before decode.go, on encoding/json: the
+// reference the one-pass decoder is checked against. Raw values are
+// compacted, as the one-pass decoder keeps them.
+func legacyState(b []byte) (State, error) {
+	var top map[string]json.RawMessage
+	if err := legacyObject(b, &top); err != nil {
+		return State{}, fmt.Errorf("%w: state must be a JSON object", ErrInvalidState)
+	}
+	var s State
+	for k, v := range top {
+		switch k {
+		case "variables":
+			if legacyNull(v) {
+				continue
+			}
+			if err := legacyObject(v, &s.Variables); err != nil {
+				return State{}, fmt.Errorf("%w: state.variables must be a JSON object", ErrInvalidState)
+			}
+			for name, raw := range s.Variables {
+				s.Variables[name] = compactRaw(raw)
+			}
+		case "steps":
+			if legacyNull(v) {
+				continue
+			}
+			var raw map[string]json.RawMessage
+			if err := legacyObject(v, &raw); err != nil {
+				return State{}, fmt.Errorf("%w: state.steps must be a JSON object", ErrInvalidState)
+			}
+			s.Steps = make(map[string]*StepState, len(raw))
+			for id, rv := range raw {
+				st, err := legacyStep(rv)
+				if err != nil {
+					return State{}, fmt.Errorf("state.steps[%q]: %w", truncate(id), err)
+				}
+				s.Steps[id] = st
+			}
+		default:
+			if s.Extra == nil {
+				s.Extra = map[string]json.RawMessage{}
+			}
+			s.Extra[k] = compactRaw(v)
+		}
+	}
+	return s, nil
+}
+
+func legacyStep(b []byte) (*StepState, error) {
+	var m map[string]json.RawMessage
+	if err := legacyObject(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: a step must be a JSON object", ErrInvalidState)
+	}
+	st := &StepState{Status: StepPending}
+	for k, v := range m {
+		var err error
+		switch k {
+		case "status":
+			var s string
+			if err = json.Unmarshal(v, &s); err == nil {
+				st.Status = StepStatus(s)
+			}
+		case "attempts":
+			err = json.Unmarshal(v, &st.Attempts)
+		case "error":
+			if !legacyNull(v) {
+				err = json.Unmarshal(v, &st.Error)
+			}
+		case "output":
+			st.Output = compactRaw(v)
+		default:
+			if st.Extra == nil {
+				st.Extra = map[string]json.RawMessage{}
+			}
+			st.Extra[k] = compactRaw(v)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: step field %q has the wrong type", ErrInvalidState, k)
+		}
+	}
+	return st, nil
+}
+
+func legacyObject(b []byte, v any) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	return json.Unmarshal(b, v)
+}
+
+func legacyNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
+
+func compactRaw(b []byte) json.RawMessage {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// checkDecode compares the one-pass decoder with legacyState on b.
+func checkDecode(t *testing.T, b []byte) {
+	t.Helper()
+	got, err := decodeState(b)
+	if !json.Valid(b) {
+		if err == nil {
+			t.Fatalf("decodeState accepted invalid JSON %q", b)
+		}
+		if !errors.Is(err, ErrInvalidState) {
+			t.Fatalf("decodeState(%q) = %v, want an error wrapping ErrInvalidState", b, err)
+		}
+		return
+	}
+	want, wantErr := legacyState(b)
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("decodeState(%q): error %v, encoding/json: %v", b, err, wantErr)
+	}
+	if err != nil {
+		if !errors.Is(err, ErrInvalidState) {
+			t.Fatalf("decodeState(%q) = %v, want an error wrapping ErrInvalidState", b, err)
+		}
+		return
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("decodeState(%q) differs from encoding/json (-want +got):\n%s", b, diff)
+	}
+	// And what it decodes, encodes to what encoding/json's decoding encodes to.
+	wb, err1 := json.Marshal(want)
+	gb, err2 := json.Marshal(got)
+	if err1 != nil || err2 != nil || !bytes.Equal(wb, gb) {
+		t.Fatalf("re-encoded: %s (%v) vs %s (%v)", wb, err1, gb, err2)
+	}
+}
+
+var decodeCases = []string{
+	`{}`, ` { } `, `{"variables":null,"steps":null}`, `null`, `[]`, `"x"`, `1`, ``, `{`, `{"a":1}x`, `{"a":1,}`,
+	`{"variables":{"n":9007199254740993,"f":1.5e-7,"s":"a\"b\\u00e9\n","o":{"x":[1, 2 ,{ }]},"t":true,"z":null}}`,
+	`{"steps":{"a":{"status":"RUNNING","attempts":2,"error":"boom","output":{"k": [1,2]},"custom":{"k":1}}}}`,
+	`{"steps":{"a":{}}}`, `{"steps":{"a":{"status":null,"attempts":null,"error":null,"output":null}}}`,
+	`{"steps":{"a":{"attempts":1.0}}}`, `{"steps":{"a":{"attempts":1e2}}}`, `{"steps":{"a":{"attempts":-0}}}`,
+	`{"steps":{"a":{"attempts":99999999999999999999}}}`, `{"steps":{"a":{"attempts":"1"}}}`,
+	`{"steps":{"a":{"status":5}}}`, `{"steps":{"a":{"error":false}}}`, `{"steps":{"a":[]}}`, `{"steps":[]}`,
+	`{"variables":[]}`, `{"variables":"x"}`, `{"steps":{"a":"x"}}`,
+	`{"variables":5,"variables":{"a":1}}`, `{"variables":{"a":1},"variables":5}`,
+	`{"steps":{"a":5,"a":{}}}`, `{"steps":{"a":{"status":5,"status":"DONE"}}}`,
+	`{"steps":{"a":{"attempts":3,"attempts":null}}}`, `{"steps":{"a":{"error":"x","error":null}}}`,
+	`{"a\u0062":1,"\ud800":2,"\u00e9":3}`, "{\"inv\xffalid\":\"\xfe\"}", `{"":{"":""}}`,
+	`{"extra":{"deep":[[[[{"a":[]}]]]]},"meta":"m"}`, `{"x":-}`, `{"x":01}`, `{"x":1.}`, `{"x":.5}`, `{"x":1e}`,
+	`{"x":"\x"}`, `{"x":"\u12"}`, "{\"x\":\"\t\"}", `{"x":tru}`, `{"x":nul}`, `{"x" 1}`, `{1:2}`,
+	"{\"variables\":{\"a\":\n\t1\r\n}}",
+}
+
+func TestDecodeStateMatchesEncodingJSON(t *testing.T) {
+	for _, c := range decodeCases {
+		checkDecode(t, []byte(c))
+	}
+	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	if _, err := decodeState([]byte(`{"x":` + deep + `}`)); err == nil {
+		t.Error("decodeState accepted nesting deeper than encoding/json allows")
+	}
+	ok := strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1)
+	checkDecode(t, []byte(`{"x":`+ok+`}`))
+}
+
+// FuzzStateDecode: the one-pass decoder accepts exactly what encoding/json
+// accepts (for a state document) and decodes it to the same State.
+func FuzzStateDecode(f *testing.F) {
+	for _, c := range decodeCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecode(t, b) })
+}
