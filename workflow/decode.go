@@ -27,6 +27,9 @@ type scanner struct {
 	b     []byte
 	i     int
 	depth int
+	// html makes value escape <, >, & and U+2028/U+2029 in strings, as
+	// encoding/json does when it writes a json.RawMessage.
+	html bool
 }
 
 func (s *scanner) ws() {
@@ -132,7 +135,11 @@ func (s *scanner) value(dst []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		dst = append(dst, s.b[s.i:end]...)
+		if s.html {
+			dst = appendHTMLEscaped(dst, s.b[s.i:end])
+		} else {
+			dst = append(dst, s.b[s.i:end]...)
+		}
 		s.i = end
 		return dst, nil
 	case c == '{' || c == '[':

@@ -183,3 +183,101 @@ func FuzzStateDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkDecode(t, b) })
 }
+
+// legacyMarshal is State.MarshalJSON before encode.go: a map for
+// encoding/json, the reference the direct encoder is checked against.
+func legacyMarshal(s State) ([]byte, error) {
+	m := make(map[string]any, len(s.Extra)+2)
+	for k, v := range s.Extra {
+		m[k] = v
+	}
+	vars := s.Variables
+	if vars == nil {
+		vars = map[string]json.RawMessage{}
+	}
+	steps := map[string]any{}
+	for id, st := range s.Steps {
+		if st == nil {
+			steps[id] = nil
+			continue
+		}
+		sm := make(map[string]any, len(st.Extra)+4)
+		for k, v := range st.Extra {
+			sm[k] = v
+		}
+		sm["status"] = st.Status
+		sm["attempts"] = st.Attempts
+		if st.Output != nil {
+			sm["output"] = st.Output
+		}
+		if st.Error != "" {
+			sm["error"] = st.Error
+		}
+		steps[id] = sm
+	}
+	m["variables"] = vars
+	m["steps"] = steps
+	return json.Marshal(m)
+}
+
+// checkEncode compares State.MarshalJSON, and json.Marshal of the state,
+// with legacyMarshal.
+func checkEncode(t *testing.T, s State) {
+	t.Helper()
+	want, wantErr := legacyMarshal(s)
+	got, err := s.MarshalJSON()
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("MarshalJSON error %v, encoding/json: %v", err, wantErr)
+	}
+	if err != nil {
+		return
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("MarshalJSON:\n%s\nencoding/json:\n%s", got, want)
+	}
+	viaJSON, err := json.Marshal(s)
+	if err != nil || !bytes.Equal(viaJSON, want) {
+		t.Fatalf("json.Marshal(state) = %s, %v; want %s", viaJSON, err, want)
+	}
+}
+
+func TestEncodeStateMatchesEncodingJSON(t *testing.T) {
+	for _, c := range decodeCases {
+		if s, err := decodeState([]byte(c)); err == nil {
+			checkEncode(t, s)
+		}
+	}
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	for _, s := range []State{
+		{},
+		{Variables: map[string]json.RawMessage{"nil": nil, "html": raw(`"<a href=\"x\">&amp;</a>"`), "ls": raw("\"\u2028\u2029\"")}},
+		{Variables: map[string]json.RawMessage{"bad": raw(`{`)}},
+		{Variables: map[string]json.RawMessage{"empty": raw(``)}},
+		{Variables: map[string]json.RawMessage{"trailing": raw(`1 2`)}},
+		{Variables: map[string]json.RawMessage{"spaced": raw(" { \"a\" : [ 1 , 2 ] } ")}},
+		{Extra: map[string]json.RawMessage{"variables": raw(`1`), "steps": raw(`2`), "<k>": raw(`"v"`), "é\n": nil}},
+		{Steps: map[string]*StepState{"nil": nil, "a": {Status: "RUNNING", Attempts: -3, Error: "a<b\x00\xff", Output: raw(`{"x":"&"}`),
+			Extra: map[string]json.RawMessage{"status": raw(`"X"`), "error": raw(`1`), "z": raw(`true`)}}}},
+		{Steps: map[string]*StepState{"a": {Output: raw(``)}}},
+		{Steps: map[string]*StepState{"a": {Output: raw(`nope`)}}},
+		{Steps: map[string]*StepState{"a": {Extra: map[string]json.RawMessage{"x": raw(`[1,]`)}}}},
+	} {
+		checkEncode(t, s)
+	}
+}
+
+// FuzzStateEncode: what the decoder accepts encodes to what encoding/json
+// writes for it.
+func FuzzStateEncode(f *testing.F) {
+	for _, c := range decodeCases {
+		f.Add([]byte(c))
+	}
+	f.Add([]byte(`{"variables":{"h":"<&>\u2028"},"steps":{"a":{"status":"<","error":"\u0000","output":"&"}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := decodeState(b)
+		if err != nil {
+			return
+		}
+		checkEncode(t, s)
+	})
+}

@@ -153,24 +153,9 @@ func (s State) Clone() State {
 	return c
 }
 
-// MarshalJSON writes the document with "variables" and "steps" always present.
-func (s State) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(s.Extra)+2)
-	for k, v := range s.Extra {
-		m[k] = v
-	}
-	vars := s.Variables
-	if vars == nil {
-		vars = map[string]json.RawMessage{}
-	}
-	steps := s.Steps
-	if steps == nil {
-		steps = map[string]*StepState{}
-	}
-	m["variables"] = vars
-	m["steps"] = steps
-	return json.Marshal(m)
-}
+// MarshalJSON writes the document with "variables" and "steps" always present,
+// keys sorted, raw values compact (encode.go).
+func (s State) MarshalJSON() ([]byte, error) { return s.appendJSON(make([]byte, 0, 512)) }
 
 // UnmarshalJSON accepts a JSON object; "variables" and "steps" must be objects
 // (or null) when present. Raw values (variables, outputs, unknown keys) are
@@ -187,21 +172,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON writes status, attempts, and output/error when set, plus Extra.
-func (st StepState) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(st.Extra)+4)
-	for k, v := range st.Extra {
-		m[k] = v
-	}
-	m["status"] = st.Status
-	m["attempts"] = st.Attempts
-	if st.Output != nil {
-		m["output"] = st.Output
-	}
-	if st.Error != "" {
-		m["error"] = st.Error
-	}
-	return json.Marshal(m)
-}
+func (st StepState) MarshalJSON() ([]byte, error) { return st.appendJSON(nil) }
 
 // UnmarshalJSON accepts a step object. A missing status means PENDING.
 func (st *StepState) UnmarshalJSON(b []byte) error {

@@ -615,7 +615,9 @@ func hasNULEscape(b []byte) bool {
 
 // marshalState encodes a validated state for a jsonb parameter.
 func marshalState(s workflow.State) ([]byte, error) {
-	b, err := json.Marshal(s)
+	// MarshalJSON directly: json.Marshal would validate and compact its
+	// output once more.
+	b, err := s.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
 	}

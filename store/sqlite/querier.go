@@ -505,7 +505,8 @@ func terminal(id string, status workflow.Status) error {
 // not valid JSON (a json.RawMessage set by hand), which makes the state
 // invalid.
 func marshalState(s workflow.State) (string, error) {
-	b, err := json.Marshal(s)
+	b, err := s.MarshalJSON() // not json.Marshal: that re-validates the output
+
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
 	}

@@ -1,0 +1,182 @@
+package workflow
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+)
+
+// The state encoder: the bytes json.Marshal wrote from the map the old
+// MarshalJSON built (keys sorted, raw values validated and compacted, HTML
+// characters escaped), written directly, without the map, reflection or a
+// second pass. FuzzStateEncode checks it against encoding/json.
+
+// appendJSON appends the state document to dst.
+func (s State) appendJSON(dst []byte) ([]byte, error) {
+	keys := make([]string, 0, len(s.Extra)+2)
+	for k := range s.Extra {
+		if k != "variables" && k != "steps" {
+			keys = append(keys, k)
+		}
+	}
+	keys = append(keys, "steps", "variables")
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	var err error
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		switch k {
+		case "variables":
+			dst, err = appendRawMap(dst, s.Variables)
+		case "steps":
+			dst, err = appendSteps(dst, s.Steps)
+		default:
+			dst, err = appendRaw(dst, s.Extra[k])
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+func appendSteps(dst []byte, steps map[string]*StepState) ([]byte, error) {
+	dst = append(dst, '{')
+	var err error
+	for i, id := range sortedKeys(steps) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, id)
+		dst = append(dst, ':')
+		if st := steps[id]; st == nil {
+			dst = append(dst, "null"...)
+		} else if dst, err = st.appendJSON(dst); err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSON appends the step object to dst.
+func (st StepState) appendJSON(dst []byte) ([]byte, error) {
+	keys := make([]string, 0, len(st.Extra)+4)
+	for k := range st.Extra {
+		switch k {
+		case "status", "attempts", "output", "error":
+		default:
+			keys = append(keys, k)
+		}
+	}
+	keys = append(keys, "status", "attempts")
+	if st.Output != nil {
+		keys = append(keys, "output")
+	}
+	if st.Error != "" {
+		keys = append(keys, "error")
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	var err error
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		switch k {
+		case "status":
+			dst = appendString(dst, string(st.Status))
+		case "attempts":
+			dst = strconv.AppendInt(dst, int64(st.Attempts), 10)
+		case "output":
+			dst, err = appendRaw(dst, st.Output)
+		case "error":
+			dst = appendString(dst, st.Error)
+		default:
+			dst, err = appendRaw(dst, st.Extra[k])
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+func appendRawMap(dst []byte, m map[string]json.RawMessage) ([]byte, error) {
+	dst = append(dst, '{')
+	var err error
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		if dst, err = appendRaw(dst, m[k]); err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// appendRaw appends a raw value as json.Marshal writes a json.RawMessage:
+// null for nil, else validated and compacted, HTML characters escaped.
+func appendRaw(dst []byte, raw json.RawMessage) ([]byte, error) {
+	if raw == nil {
+		return append(dst, "null"...), nil
+	}
+	s := &scanner{b: raw, html: true}
+	out, err := s.value(dst)
+	if err == nil {
+		err = s.end()
+	}
+	if err != nil {
+		// encoding/json's own message says what is wrong where.
+		_, jerr := json.Marshal(raw)
+		if jerr == nil {
+			jerr = err
+		}
+		return nil, jerr
+	}
+	return out, nil
+}
+
+// appendString appends s as a JSON string, as encoding/json writes it.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// appendHTMLEscaped appends a valid JSON string token with <, >, & and
+// U+2028/U+2029 escaped, as encoding/json's compact does with escapeHTML.
+func appendHTMLEscaped(dst, tok []byte) []byte {
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c == '<' || c == '>' || c == '&' {
+			dst = append(dst, tok[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			start = i + 1
+		}
+		// U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
+		if c == 0xE2 && i+2 < len(tok) && tok[i+1] == 0x80 && tok[i+2]&^1 == 0xA8 {
+			dst = append(dst, tok[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[tok[i+2]&0xF])
+			start = i + 3
+			i += 2
+		}
+	}
+	return append(dst, tok[start:]...)
+}
