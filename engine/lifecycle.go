@@ -22,7 +22,7 @@ type StartParams struct {
 }
 
 // StartWorkflow creates a RUNNING instance with every step in its state and
-// schedules the steps without dependencies in the same transaction.
+// schedules the steps without dependencies in the same write.
 // An unknown definition returns an error wrapping store.ErrNotFound.
 func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.Instance, error) {
 	c, err := e.compiled(ctx, p.Definition, p.Revision)
@@ -48,17 +48,15 @@ func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.In
 	}
 	var pl plan
 	e.advance(c, inst, nil, now, &pl)
-	var out *workflow.Instance
-	err = e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		var err error
-		out, err = tx.Create(ctx, store.CreateParams{
-			ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
-			Input: input, State: inst.State, Deadline: deadline, Cause: "start",
-		})
-		if err != nil {
-			return err
-		}
-		return pl.write(ctx, tx)
+	if len(pl.update) > 0 {
+		// advance without existing tasks only inserts.
+		return nil, fmt.Errorf("engine: a new workflow re-schedules %d existing tasks", len(pl.update))
+	}
+	// One write: the instance, its history row, its first tasks, the NOTIFY.
+	out, err := e.st.Create(ctx, store.CreateParams{
+		ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
+		Input: input, State: inst.State, Deadline: deadline, Cause: "start",
+		Tasks: pl.insert, Notify: len(pl.insert) > 0,
 	})
 	if err != nil {
 		return nil, err

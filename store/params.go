@@ -57,6 +57,16 @@ func (p *CreateParams) Normalize() error {
 	if p.Cause == "" {
 		p.Cause = "create"
 	}
+	for _, t := range p.Tasks {
+		switch {
+		case t == nil:
+			return fmt.Errorf("%w: nil task", ErrInvalidArgument)
+		case t.InstanceID == "":
+			t.InstanceID = p.ID
+		case t.InstanceID != p.ID:
+			return fmt.Errorf("%w: task %q of workflow %q created with workflow %q", ErrInvalidArgument, t.ID, t.InstanceID, p.ID)
+		}
+	}
 	return nil
 }
 

@@ -133,6 +133,14 @@ type CreateParams struct {
 	// definition.
 	DefinitionRevision int
 	Deadline           *time.Time
+	// Tasks are inserted with the instance, in the same atomic write, as
+	// EngineQuerier.InsertTasks inserts them (filled in on success); a task
+	// without an InstanceID gets ID, one with another gets
+	// ErrInvalidArgument. Notify wakes the workers of every node once the
+	// instance is stored. Both are for the engine, which starts a workflow
+	// with its first tasks in one statement.
+	Tasks  []*Task
+	Notify bool
 }
 
 // ListParams filter and page Querier.List.

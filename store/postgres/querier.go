@@ -77,6 +77,37 @@ const (
 )
 SELECT true FROM i`
 
+	// createWithTasksSQL is createSQL with the first tasks ($10–$23, as
+	// insertTasksSQL's $1–$14) inserted only if the instance was, and a
+	// NOTIFY when $24. The tasks' foreign key is checked at the end of the
+	// statement, when the instance row exists (as the history row's is).
+	// Their ids are new and their instance too, so nothing can be taken;
+	// should a unique violation happen all the same, the whole statement
+	// fails and nothing is written.
+	createWithTasksSQL = `WITH i AS (
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
+	VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id, status, state
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, 0, status, state, $6, $7 FROM i
+), t AS (
+	INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+		lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at)
+	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, $6, $6
+	FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int4[], $16::int4[],
+		$17::timestamptz[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[], $22::text[], $23::text[])
+		AS x (id, instance_id, step_id, queue, status, attempt, max_attempts,
+			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error)
+	WHERE EXISTS (SELECT 1 FROM i)
+	RETURNING 1
+), n AS (
+	SELECT pg_notify('` + notifyChannel + `', '') FROM i WHERE $24::boolean
+)
+SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM n) >= 0 FROM i`
+
 	replaceStateSQL = `WITH u AS (
 	UPDATE workflow_instances SET state = $3::jsonb, version = version + 1, updated_at = $4
 	WHERE id = $1 AND version = $2 AND status NOT IN ('COMPLETED', 'CANCELLED')
@@ -196,13 +227,27 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	now := q.timestamp()
 	var created bool
 	deadline := timestampPtr(p.Deadline)
-	err = q.db.QueryRow(ctx, createSQL, p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause,
-		p.DefinitionRevision, deadline).Scan(&created)
+	args := []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline}
+	sql := createSQL
+	var tasks []store.Task
+	if len(p.Tasks) > 0 || p.Notify {
+		rows, cols, err := prepareTasks(p.Tasks, now)
+		if err != nil {
+			return nil, err
+		}
+		tasks = rows
+		sql = createWithTasksSQL
+		args = append(append(args, cols.args()...), p.Notify)
+	}
+	err = q.db.QueryRow(ctx, sql, args...).Scan(&created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("workflow %q: %w", p.ID, store.ErrExists)
 	}
 	if err != nil {
 		return nil, interpretError(err, p.ID)
+	}
+	for i, t := range p.Tasks {
+		*t = tasks[i]
 	}
 	return &workflow.Instance{
 		ID:         p.ID,

@@ -61,6 +61,10 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	if err := json.Compact(&input, p.Input); err != nil {
 		return nil, fmt.Errorf("%w: input: %w", store.ErrInvalidArgument, err)
 	}
+	tasks, err := prepareTasks(p.Tasks, q.now())
+	if err != nil {
+		return nil, err
+	}
 	now := q.timestamp()
 	var inst *workflow.Instance
 	err = q.write(ctx, func(c dbtx) error {
@@ -77,10 +81,16 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 			}
 			return err
 		}
-		return appendHistory(ctx, c, p.ID, p.Cause)
+		if err := appendHistory(ctx, c, p.ID, p.Cause); err != nil {
+			return err
+		}
+		return insertTasks(ctx, c, tasks)
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i, t := range p.Tasks {
+		*t = tasks[i]
 	}
 	return inst, nil
 }

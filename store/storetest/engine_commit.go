@@ -20,6 +20,7 @@ var commitTests = []conformanceTest{
 	{"CommitStep_invalid", testCommitStepInvalid},
 	{"CommitStep_inTx", testCommitStepInTx},
 	{"CommitStep_concurrent", testCommitStepConcurrent},
+	{"Create_withTasks", testCreateWithTasks},
 }
 
 // commitFixture creates a RUNNING instance id with stepState (step a
@@ -345,6 +346,56 @@ func testCommitStepConcurrent(t *testing.T, h Harness) {
 		}
 		if i > 0 && e.Cause != "done "+versions[e.Version] {
 			t.Errorf("history version %d has cause %q, but %s committed it", e.Version, e.Cause, versions[e.Version])
+		}
+	}
+}
+
+// The engine starts a workflow with its first tasks in one write.
+func testCreateWithTasks(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	now := b.clock.Advance(time.Second)
+	first := withID("t-a", newTask("", "a", "q1", now))
+	second := newTask("w", "b", store.QueueSleep, now.Add(time.Minute))
+	inst, err := b.s.Create(b.ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning, State: stepState(),
+		Tasks: []*store.Task{first, second}, Notify: true})
+	if err != nil {
+		t.Fatalf("Create with tasks: %v", err)
+	}
+	assertInstance(t, "Create with tasks", b.get(t, "w"), inst)
+	if first.InstanceID != "w" || second.ID == "" {
+		t.Errorf("the caller's tasks were not filled in: %+v, %+v", first, second)
+	}
+	assertTasks(t, "tasks created with the instance", []*store.Task{stored(first, now), stored(second, now)}, b.tasksOf(t, eq, "w"))
+	assertTask(t, "the caller's first task", stored(first, now), first)
+
+	// Nothing at all when any part fails.
+	for _, tc := range []struct {
+		name  string
+		id    string
+		tasks []*store.Task
+		want  error
+	}{
+		{"existing instance", "w", []*store.Task{newTask("w", "c", "q1", now)}, store.ErrExists},
+		{"task of another instance", "x1", []*store.Task{newTask("other", "a", "q1", now)}, store.ErrInvalidArgument},
+		{"invalid task", "x2", []*store.Task{{StepID: "a", Queue: "q1", MaxAttempts: 0}}, store.ErrInvalidArgument},
+		{"nil task", "x3", []*store.Task{nil}, store.ErrInvalidArgument},
+		{"two tasks for one step", "x4", []*store.Task{newTask("", "a", "q1", now), newTask("", "a", "q1", now)}, store.ErrExists},
+		{"taken task id", "x5", []*store.Task{withID("t-a", newTask("", "a", "q1", now))}, store.ErrExists},
+	} {
+		before := b.countAll(t)
+		_, err := b.s.Create(b.ctx, store.CreateParams{ID: tc.id, Status: workflow.StatusRunning, Tasks: tc.tasks})
+		wantErrorIs(t, "Create with "+tc.name, err, tc.want)
+		if n := b.countAll(t); n != before {
+			t.Errorf("Create with %s: %d instances, want %d", tc.name, n, before)
+		}
+		if tasks := b.tasksOf(t, eq, "w"); len(tasks) != 2 {
+			t.Errorf("Create with %s: w has %d tasks, want 2", tc.name, len(tasks))
+		}
+		if tc.id != "w" {
+			if tasks := b.tasksOf(t, eq, tc.id); len(tasks) != 0 {
+				t.Errorf("Create with %s: %d tasks stored for %s", tc.name, len(tasks), tc.id)
+			}
 		}
 	}
 }
