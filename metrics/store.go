@@ -110,3 +110,10 @@ func (q instrumentedQuerier) BatchUpdateStatus(ctx context.Context, p store.Batc
 	q.m.observe("batch_status", start, err)
 	return ids, err
 }
+
+func (q instrumentedQuerier) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
+	start := time.Now()
+	v, err := q.Querier.CommitStep(ctx, c)
+	q.m.observe("commit_step", start, err)
+	return v, err
+}

@@ -1,0 +1,76 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/sqlite"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Every write the engine makes is counted under its op, with its result,
+// also inside a transaction.
+func TestInstrumentStoreCountsWrites(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	if _, err := base.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	s := m.InstrumentStore(base)
+	if _, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	// A commit for a task that is not leased: a conflict, nothing written.
+	commit := store.StepCommit{Task: &store.Task{ID: "t", InstanceID: "w", StepID: "a", Queue: "q", Status: store.TaskDone, MaxAttempts: 1},
+		Lease: "l", From: workflow.StatusRunning, Status: workflow.StatusRunning}
+	if _, err := s.CommitStep(ctx, commit); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CommitStep = %v, want a conflict", err)
+	}
+	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		_, err := tx.CommitStep(ctx, commit)
+		return err
+	})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CommitStep in WithTx = %v, want a conflict", err)
+	}
+	for _, c := range []struct {
+		op, result string
+		want       float64
+	}{{"create", metrics.ResultOK, 1}, {"commit_step", metrics.ResultConflict, 2}} {
+		if got := stateUpdates(t, m, c.op, c.result); got != c.want {
+			t.Errorf("flowd_state_updates_total{op=%q,result=%q} = %v, want %v", c.op, c.result, got, c.want)
+		}
+	}
+}
+
+// stateUpdates reads flowd_state_updates_total{op, result} from the registry.
+func stateUpdates(t *testing.T, m *metrics.Metrics, op, result string) float64 {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "flowd_state_updates_total" {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range metric.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["op"] == op && labels["result"] == result {
+				return metric.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
