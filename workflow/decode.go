@@ -304,6 +304,49 @@ func (s *scanner) object(field func(key string) error) error {
 	return nil
 }
 
+// rawInto reads the value at s.i into (*m)[key], making the map if needed.
+func (s *scanner) rawInto(m *map[string]json.RawMessage, key string) error {
+	v, err := s.raw()
+	if err != nil {
+		return err
+	}
+	if *m == nil {
+		*m = map[string]json.RawMessage{}
+	}
+	(*m)[key] = v
+	return nil
+}
+
+// mismatch consumes the value at s.i, of the wrong shape, and returns
+// shapeErr, or the syntax error if the value is not even valid.
+func (s *scanner) mismatch(shapeErr error) error {
+	if _, err := s.value(nil); err != nil {
+		return err
+	}
+	return shapeErr
+}
+
+// nullableString reads a string or null ("" for null) into *dst; other
+// values are the error shapeErr returns.
+func (s *scanner) nullableString(dst *string, shapeErr func() error) error {
+	switch s.peek() {
+	case 'n':
+		if !s.isNullNext() {
+			return errSyntax
+		}
+		*dst = "" // the last value wins; encoding/json leaves a string empty at null
+		return nil
+	case '"':
+		v, err := s.str()
+		if err != nil {
+			return err
+		}
+		*dst = v
+		return nil
+	}
+	return s.mismatch(shapeErr())
+}
+
 // end fails unless only whitespace is left.
 func (s *scanner) end() error {
 	if s.peek() != 0 || s.i != len(s.b) {
@@ -327,17 +370,10 @@ func decodeState(b []byte) (State, error) {
 				return nil
 			}
 			if s.peek() != '{' {
-				if _, err := s.value(nil); err != nil {
-					return err
-				}
-				return fmt.Errorf("%w: state.variables must be a JSON object", ErrInvalidState)
+				return s.mismatch(fmt.Errorf("%w: state.variables must be a JSON object", ErrInvalidState))
 			}
 			vars := map[string]json.RawMessage{}
-			if err := s.object(func(name string) error {
-				v, err := s.raw()
-				vars[name] = v
-				return err
-			}); err != nil {
+			if err := s.object(func(name string) error { return s.rawInto(&vars, name) }); err != nil {
 				return err
 			}
 			st.Variables = vars
@@ -347,10 +383,7 @@ func decodeState(b []byte) (State, error) {
 				return nil
 			}
 			if s.peek() != '{' {
-				if _, err := s.value(nil); err != nil {
-					return err
-				}
-				return fmt.Errorf("%w: state.steps must be a JSON object", ErrInvalidState)
+				return s.mismatch(fmt.Errorf("%w: state.steps must be a JSON object", ErrInvalidState))
 			}
 			steps := map[string]*StepState{}
 			if err := s.object(func(id string) error {
@@ -365,14 +398,7 @@ func decodeState(b []byte) (State, error) {
 			}
 			st.Steps = steps
 		default:
-			v, err := s.raw()
-			if err != nil {
-				return err
-			}
-			if st.Extra == nil {
-				st.Extra = map[string]json.RawMessage{}
-			}
-			st.Extra[key] = v
+			return s.rawInto(&st.Extra, key)
 		}
 		return nil
 	})
@@ -391,10 +417,7 @@ func decodeState(b []byte) (State, error) {
 // step decodes one entry of state.steps.
 func (s *scanner) step() (*StepState, error) {
 	if s.peek() != '{' {
-		if _, err := s.value(nil); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: a step must be a JSON object", ErrInvalidState)
+		return nil, s.mismatch(fmt.Errorf("%w: a step must be a JSON object", ErrInvalidState))
 	}
 	st := &StepState{Status: StepPending}
 	err := s.object(func(key string) error {
@@ -403,24 +426,11 @@ func (s *scanner) step() (*StepState, error) {
 		}
 		switch key {
 		case "status":
-			switch s.peek() {
-			case 'n':
-				if !s.isNullNext() {
-					return errSyntax
-				}
-				st.Status = "" // as encoding/json leaves a string at null
-			case '"':
-				v, err := s.str()
-				if err != nil {
-					return err
-				}
-				st.Status = StepStatus(v)
-			default:
-				if _, err := s.value(nil); err != nil {
-					return err
-				}
-				return wrongType()
+			var v string
+			if err := s.nullableString(&v, wrongType); err != nil {
+				return err
 			}
+			st.Status = StepStatus(v)
 		case "attempts":
 			if s.isNullNext() {
 				st.Attempts = 0 // the last value wins, and null decodes to nothing
@@ -432,7 +442,7 @@ func (s *scanner) step() (*StepState, error) {
 				return err
 			}
 			if start != '-' && (start < '0' || start > '9') {
-				return wrongType()
+				return wrongType() // the value was consumed above
 			}
 			n, err := strconv.Atoi(string(v))
 			if err != nil {
@@ -440,24 +450,7 @@ func (s *scanner) step() (*StepState, error) {
 			}
 			st.Attempts = n
 		case "error":
-			switch s.peek() {
-			case 'n':
-				if !s.isNullNext() {
-					return errSyntax
-				}
-				st.Error = ""
-			case '"':
-				v, err := s.str()
-				if err != nil {
-					return err
-				}
-				st.Error = v
-			default:
-				if _, err := s.value(nil); err != nil {
-					return err
-				}
-				return wrongType()
-			}
+			return s.nullableString(&st.Error, wrongType)
 		case "output":
 			v, err := s.raw()
 			if err != nil {
@@ -465,14 +458,7 @@ func (s *scanner) step() (*StepState, error) {
 			}
 			st.Output = v
 		default:
-			v, err := s.raw()
-			if err != nil {
-				return err
-			}
-			if st.Extra == nil {
-				st.Extra = map[string]json.RawMessage{}
-			}
-			st.Extra[key] = v
+			return s.rawInto(&st.Extra, key)
 		}
 		return nil
 	})

@@ -24,11 +24,7 @@ func (s State) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, '{')
 	var err error
 	for i, k := range keys {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, k)
-		dst = append(dst, ':')
+		dst = appendKey(dst, i, k)
 		switch k {
 		case "variables":
 			dst, err = appendRawMap(dst, s.Variables)
@@ -48,11 +44,7 @@ func appendSteps(dst []byte, steps map[string]*StepState) ([]byte, error) {
 	dst = append(dst, '{')
 	var err error
 	for i, id := range sortedKeys(steps) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, id)
-		dst = append(dst, ':')
+		dst = appendKey(dst, i, id)
 		if st := steps[id]; st == nil {
 			dst = append(dst, "null"...)
 		} else if dst, err = st.appendJSON(dst); err != nil {
@@ -83,11 +75,7 @@ func (st StepState) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, '{')
 	var err error
 	for i, k := range keys {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, k)
-		dst = append(dst, ':')
+		dst = appendKey(dst, i, k)
 		switch k {
 		case "status":
 			dst = appendString(dst, string(st.Status))
@@ -111,16 +99,21 @@ func appendRawMap(dst []byte, m map[string]json.RawMessage) ([]byte, error) {
 	dst = append(dst, '{')
 	var err error
 	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, k)
-		dst = append(dst, ':')
+		dst = appendKey(dst, i, k)
 		if dst, err = appendRaw(dst, m[k]); err != nil {
 			return nil, err
 		}
 	}
 	return append(dst, '}'), nil
+}
+
+// appendKey appends the i-th key of an object, with its separators.
+func appendKey(dst []byte, i int, key string) []byte {
+	if i > 0 {
+		dst = append(dst, ',')
+	}
+	dst = appendString(dst, key)
+	return append(dst, ':')
 }
 
 // appendRaw appends a raw value as json.Marshal writes a json.RawMessage:

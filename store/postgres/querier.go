@@ -66,7 +66,9 @@ const (
 	// is reported by the empty result, so Create inside WithTx does not abort
 	// the caller's transaction (PostgreSQL aborts a transaction on any error,
 	// SQLite does not).
-	createSQL = `WITH i AS (
+	createSQL = createCTEs + `
+SELECT true FROM i`
+	createCTEs = `WITH i AS (
 	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
 	VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9)
 	ON CONFLICT (id) DO NOTHING
@@ -74,8 +76,7 @@ const (
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 	SELECT id, 0, status, state, $6, $7 FROM i
-)
-SELECT true FROM i`
+)`
 
 	// createWithTasksSQL is createSQL with the first tasks ($10–$23, as
 	// insertTasksSQL's $1–$14) inserted only if the instance was, and a
@@ -84,23 +85,9 @@ SELECT true FROM i`
 	// Their ids are new and their instance too, so nothing can be taken;
 	// should a unique violation happen all the same, the whole statement
 	// fails and nothing is written.
-	createWithTasksSQL = `WITH i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
-	VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9)
-	ON CONFLICT (id) DO NOTHING
-	RETURNING id, status, state
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, 0, status, state, $6, $7 FROM i
-), t AS (
-	INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-		lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at)
-	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, $6, $6
-	FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int4[], $16::int4[],
-		$17::timestamptz[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[], $22::text[], $23::text[])
-		AS x (id, instance_id, step_id, queue, status, attempt, max_attempts,
-			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error)
+	createWithTasksSQL = createCTEs + `, t AS (
+	` + insertTasksPrefix + `$6, $6
+	FROM ` + newTasks10 + `
 	WHERE EXISTS (SELECT 1 FROM i)
 	RETURNING 1
 ), n AS (

@@ -27,6 +27,24 @@ var (
 	_ store.EngineQuerier = (*Store)(nil)
 )
 
+// newTasks1 is the row source of new tasks: the arrays of prepareTasks
+// (taskColumnArrays.args) as parameters $1–$14, unnested into rows x.
+// newTasks10 is the same from $10 on.
+const (
+	newTasks1 = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
+		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[])
+		AS x (` + newTaskColumns + `)`
+	newTasks10 = `unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int4[], $16::int4[],
+		$17::timestamptz[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[], $22::text[], $23::text[])
+		AS x (` + newTaskColumns + `)`
+	newTaskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts,
+			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error`
+	// insertTasksPrefix inserts rows of x; created_at and updated_at follow.
+	insertTasksPrefix = `INSERT INTO workflow_tasks (` + newTaskColumns + `, created_at, updated_at)
+	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, `
+)
+
 // taskColumns is the column list scanTask reads, in its order.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
 	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at`
@@ -51,10 +69,7 @@ const (
 	// EXISTS a correlated subquery, which can only be an index probe per
 	// row; TestInsertTasksProbesIndexes checks the plans.
 	insertTasksSQL = `WITH x AS (
-	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
-		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[])
-		AS x (id, instance_id, step_id, queue, status, attempt, max_attempts,
-			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error)
+	SELECT * FROM ` + newTasks1 + `
 ), missing AS (
 	SELECT x.instance_id FROM x
 	WHERE NOT EXISTS (SELECT 1 FROM workflow_instances i WHERE i.id = x.instance_id OFFSET 0)
@@ -65,10 +80,7 @@ const (
 		OR EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.instance_id = x.instance_id AND t.step_id = x.step_id OFFSET 0)
 	LIMIT 1
 ), ins AS (
-	INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-		lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at)
-	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, $15, $15
+	` + insertTasksPrefix + `$15, $15
 	FROM x
 	WHERE NOT EXISTS (SELECT 1 FROM missing) AND NOT EXISTS (SELECT 1 FROM taken)
 	ON CONFLICT DO NOTHING
@@ -646,14 +658,8 @@ const commitStepSQL = `WITH t AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 	SELECT id, version, status, state, $15, $34 FROM u
 ), ins AS (
-	INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-		lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at)
-	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, $15, $15
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
-		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[])
-		AS x (id, instance_id, step_id, queue, status, attempt, max_attempts,
-			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error)
+	` + insertTasksPrefix + `$15, $15
+	FROM ` + newTasks1 + `
 	WHERE EXISTS (SELECT 1 FROM u)
 	RETURNING 1
 ), n AS (
