@@ -122,3 +122,89 @@ func TestFanOutCompletionsRace(t *testing.T) {
 		t.Logf("%d one-statement completions, %d fell back after a conflict", cc.landed.Load(), cc.conflicts.Load())
 	})
 }
+
+// batchingStore makes group commit observable: direct CommitSteps take
+// a while (so that other workers' completions queue up behind them), and
+// CommitSteps inside a transaction are counted; with failFirst the first
+// CommitStep of every transaction fails as a conflict would, so the whole
+// batch must be rolled back and written one by one.
+type batchingStore struct {
+	store.Store
+	failFirst                  bool
+	direct, inTx, batches, txs atomic.Int64
+}
+
+func (s *batchingStore) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
+	s.direct.Add(1)
+	time.Sleep(5 * time.Millisecond)
+	return s.Store.CommitStep(ctx, c)
+}
+
+func (s *batchingStore) WithTx(ctx context.Context, iso store.Isolation, fn func(store.Querier) error) error {
+	return s.Store.WithTx(ctx, iso, func(tx store.Querier) error {
+		q := &countingTx{Querier: tx, s: s}
+		err := fn(q)
+		if q.commits > 0 {
+			s.txs.Add(1)
+			if err == nil {
+				s.batches.Add(1)
+				s.inTx.Add(q.commits)
+			}
+		}
+		return err
+	})
+}
+
+type countingTx struct {
+	store.Querier
+	s       *batchingStore
+	commits int64
+}
+
+func (q *countingTx) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
+	q.commits++
+	if q.s.failFirst && q.commits == 1 {
+		return 0, &store.ConflictError{ID: c.Task.InstanceID, Actual: -1, Reason: "refused by the test"}
+	}
+	return q.Querier.CommitStep(ctx, c)
+}
+
+// Completions that wait at the same time are written in one transaction, and
+// each workflow still ends exactly as it would alone: every completion
+// applied once (version 4: start, claim, three completions), outputs right.
+// When a batch fails, its completions are written one by one instead.
+func TestCompletionsAreGroupCommitted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		for _, failFirst := range []bool{false, true} {
+			bs := &batchingStore{failFirst: failFirst}
+			n := newNode(t, b, b.newDB(t), nodeOpts{workers: 8, handlers: map[string]engine.Handler{"echo": echo},
+				wrap: func(st store.Store) store.Store { bs.Store = st; return bs }})
+			n.define(chainDef)
+			const workflows = 24
+			for i := range workflows {
+				n.start("chain", fmt.Sprintf("g-%02d", i), fmt.Sprintf(`{"n": %d, "id": "x"}`, i))
+			}
+			for i := range workflows {
+				done := n.waitStatus(fmt.Sprintf("g-%02d", i), workflow.StatusCompleted, 20*time.Second)
+				n.checkHistory(done)
+				if done.Version != 4 {
+					t.Errorf("failFirst=%v: %s ended at version %d, want 4", failFirst, done.ID, done.Version)
+				}
+				if got, want := output(t, done, "c"), fmt.Sprintf(`{"prev":%d,"text":"n=%d"}`, i, i); got != want {
+					t.Errorf("failFirst=%v: %s: c's output = %s, want %s", failFirst, done.ID, got, want)
+				}
+			}
+			t.Logf("failFirst=%v: %d completions written alone, %d in %d batches, %d batch transactions",
+				failFirst, bs.direct.Load(), bs.inTx.Load(), bs.batches.Load(), bs.txs.Load())
+			if failFirst {
+				if bs.batches.Load() != 0 || bs.txs.Load() == 0 || bs.direct.Load() != 3*workflows {
+					t.Errorf("failing batches: %d committed, %d tried, %d completions alone; want 0, > 0, %d",
+						bs.batches.Load(), bs.txs.Load(), bs.direct.Load(), 3*workflows)
+				}
+			} else if bs.inTx.Load() == 0 || bs.direct.Load()+bs.inTx.Load() != 3*workflows {
+				t.Errorf("%d completions alone and %d in batches; want some in batches and %d in all",
+					bs.direct.Load(), bs.inTx.Load(), 3*workflows)
+			}
+		}
+	})
+}

@@ -126,6 +126,10 @@ type Engine struct {
 	cancel  context.CancelCauseFunc
 	done    chan struct{}
 	started bool
+
+	// commits feeds the committers (commit.go) while the workers run; set
+	// by Start before any worker starts, nil without workers.
+	commits chan *commitReq
 }
 
 type defKey struct {
@@ -214,6 +218,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	wg.Go(func() { e.sweeper(ctx) })
 	if e.workers > 0 {
+		e.commits = make(chan *commitReq)
 		wg.Go(func() { e.runWorkers(ctx) })
 	}
 	go func() {

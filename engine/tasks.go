@@ -287,7 +287,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	if len(p.update) > 0 {
 		return nil, false
 	}
-	version, err := e.st.CommitStep(ctx, store.StepCommit{
+	version, err := e.commitStep(ctx, store.StepCommit{
 		Task: &row, Lease: t.Lease, Now: now,
 		ExpectedVersion: inst.Version, From: inst.Status, Status: work.Status, State: work.State,
 		Cause:  fmt.Sprintf("step %q completed (attempt %d)", row.StepID, row.Attempt),

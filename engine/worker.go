@@ -23,11 +23,16 @@ import (
 // dispatcher (SKIP LOCKED keeps the loops from taking the same task).
 func (e *Engine) runWorkers(ctx context.Context) {
 	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP)
+	stop := make(chan struct{})
+	var committers sync.WaitGroup
+	committers.Go(func() { e.runCommitters(stop) })
 	var loops sync.WaitGroup
 	for range e.workers {
 		loops.Go(func() { e.workerLoop(ctx, queues) })
 	}
 	loops.Wait()
+	close(stop) // the workers, the committers' only senders, are done
+	committers.Wait()
 }
 
 // workerLoop claims one task at a time and runs it; when there is nothing to
