@@ -130,7 +130,21 @@ func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled,
 	if ok {
 		return c, nil
 	}
-	info, err := e.GetDefinition(ctx, name, rev)
+	rec, err := e.defs.GetDefinition(ctx, name, rev)
+	if err != nil {
+		return nil, err
+	}
+	if rev == 0 {
+		// The latest revision has to be asked for on every start (another
+		// node may have stored a new one), but is usually compiled already.
+		e.cacheMu.Lock()
+		c, ok = e.cache[defKey{name, rec.Revision}]
+		e.cacheMu.Unlock()
+		if ok {
+			return c, nil
+		}
+	}
+	info, err := toInfo(rec)
 	if err != nil {
 		return nil, err
 	}

@@ -565,7 +565,8 @@ steps:
 
 func TestDefinitions(t *testing.T) {
 	b := backends[0]
-	n := newNode(t, b, b.newDB(t), nodeOpts{noStart: true})
+	addr := b.newDB(t)
+	n := newNode(t, b, addr, nodeOpts{noStart: true})
 	ctx := context.Background()
 	info, created, err := n.eng.PutDefinition(ctx, []byte(chainDef))
 	if err != nil || !created || info.Revision != 1 {
@@ -594,5 +595,15 @@ func TestDefinitions(t *testing.T) {
 	inst, err = n.eng.StartWorkflow(ctx, engine.StartParams{Definition: "chain"})
 	if err != nil || inst.DefinitionRevision != 2 || inst.Deadline == nil {
 		t.Errorf("start at the latest: %+v %v", inst, err)
+	}
+	// A revision stored by another node is the latest here at once, although
+	// this node has compiled revision 2.
+	other := newNode(t, b, addr, nodeOpts{noStart: true})
+	if info, created, err := other.eng.PutDefinition(ctx, []byte(strings.Replace(changed, "1m", "2m", 1))); err != nil || !created || info.Revision != 3 {
+		t.Fatalf("put on the other node: %+v %v %v", info, created, err)
+	}
+	inst, err = n.eng.StartWorkflow(ctx, engine.StartParams{Definition: "chain"})
+	if err != nil || inst.DefinitionRevision != 3 || inst.Deadline == nil || inst.Deadline.Sub(inst.CreatedAt).Round(time.Second) != 2*time.Minute {
+		t.Errorf("start at the latest after another node's put: %+v %v", inst, err)
 	}
 }
