@@ -19,7 +19,8 @@ import (
 // so nothing waits for company. Each completion stays one atomic, versioned
 // CommitStep: when any of a batch fails (a conflict aborts a PostgreSQL
 // transaction), the batch is rolled back and every completion in it is
-// written on its own, so one conflict cannot fail the others.
+// written on its own, so one conflict cannot fail the others. Several
+// completions of one workflow are never in one batch.
 
 // maxCommitBatch bounds the completions in one transaction.
 const maxCommitBatch = 16
@@ -85,6 +86,24 @@ func (e *Engine) commitStep(ctx context.Context, c store.StepCommit) (int64, err
 func (e *Engine) commitBatch(batch []*commitReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Two completions of one workflow computed from the same version cannot
+	// both be written: the later ones conflict at once, without costing the
+	// others their batch, and take the locking path.
+	seen := make(map[string]bool, len(batch))
+	kept := batch[:0]
+	for _, r := range batch {
+		id := r.c.Task.InstanceID
+		if seen[id] {
+			r.done <- commitResult{err: &store.ConflictError{ID: id, Actual: -1,
+				Reason: "another completion of this workflow is in the same group commit"}}
+			continue
+		}
+		seen[id] = true
+		// The lease is checked at the time of writing, not of queueing.
+		r.c.Now = e.clock()
+		kept = append(kept, r)
+	}
+	batch = kept
 	if len(batch) > 1 {
 		// Instances in id order, here and on every node: two batches that
 		// complete steps of the same instances lock them in the same order

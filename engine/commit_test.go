@@ -130,7 +130,7 @@ func TestFanOutCompletionsRace(t *testing.T) {
 // batch must be rolled back and written one by one.
 type batchingStore struct {
 	store.Store
-	failFirst                  bool
+	failFirst, failLast        bool
 	direct, inTx, batches, txs atomic.Int64
 }
 
@@ -144,6 +144,9 @@ func (s *batchingStore) WithTx(ctx context.Context, iso store.Isolation, fn func
 	return s.Store.WithTx(ctx, iso, func(tx store.Querier) error {
 		q := &countingTx{Querier: tx, s: s}
 		err := fn(q)
+		if err == nil {
+			err = s.failAfter(q)
+		}
 		if q.commits > 0 {
 			s.txs.Add(1)
 			if err == nil {
@@ -169,14 +172,24 @@ func (q *countingTx) CommitStep(ctx context.Context, c store.StepCommit) (int64,
 	return q.Querier.CommitStep(ctx, c)
 }
 
+// WithTx's fn returning: with failLast, the transaction fails after all its
+// completions were written in it, so they must all be rolled back.
+func (s *batchingStore) failAfter(q *countingTx) error {
+	if s.failLast && q.commits > 1 {
+		return &store.ConflictError{Actual: -1, Reason: "refused by the test after the batch"}
+	}
+	return nil
+}
+
 // Completions that wait at the same time are written in one transaction, and
 // each workflow still ends exactly as it would alone: every completion
 // applied once (version 4: start, claim, three completions), outputs right.
 // When a batch fails, its completions are written one by one instead.
 func TestCompletionsAreGroupCommitted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		for _, failFirst := range []bool{false, true} {
-			bs := &batchingStore{failFirst: failFirst}
+		for _, mode := range []string{"ok", "failFirst", "failLast"} {
+			failFirst := mode != "ok"
+			bs := &batchingStore{failFirst: mode == "failFirst", failLast: mode == "failLast"}
 			n := newNode(t, b, b.newDB(t), nodeOpts{workers: 8, handlers: map[string]engine.Handler{"echo": echo},
 				wrap: func(st store.Store) store.Store { bs.Store = st; return bs }})
 			n.define(chainDef)
@@ -188,14 +201,14 @@ func TestCompletionsAreGroupCommitted(t *testing.T) {
 				done := n.waitStatus(fmt.Sprintf("g-%02d", i), workflow.StatusCompleted, 20*time.Second)
 				n.checkHistory(done)
 				if done.Version != 4 {
-					t.Errorf("failFirst=%v: %s ended at version %d, want 4", failFirst, done.ID, done.Version)
+					t.Errorf("%s: %s ended at version %d, want 4", mode, done.ID, done.Version)
 				}
 				if got, want := output(t, done, "c"), fmt.Sprintf(`{"prev":%d,"text":"n=%d"}`, i, i); got != want {
-					t.Errorf("failFirst=%v: %s: c's output = %s, want %s", failFirst, done.ID, got, want)
+					t.Errorf("%s: %s: c's output = %s, want %s", mode, done.ID, got, want)
 				}
 			}
-			t.Logf("failFirst=%v: %d completions written alone, %d in %d batches, %d batch transactions",
-				failFirst, bs.direct.Load(), bs.inTx.Load(), bs.batches.Load(), bs.txs.Load())
+			t.Logf("%s: %d completions written alone, %d in %d batches, %d batch transactions",
+				mode, bs.direct.Load(), bs.inTx.Load(), bs.batches.Load(), bs.txs.Load())
 			if failFirst {
 				if bs.batches.Load() != 0 || bs.txs.Load() == 0 || bs.direct.Load() != 3*workflows {
 					t.Errorf("failing batches: %d committed, %d tried, %d completions alone; want 0, > 0, %d",

@@ -125,7 +125,9 @@ func (e *Engine) leaseTask(t *store.Task, owner string, now time.Time, lease, ti
 	}
 	return Task{
 		ID: t.ID, WorkflowID: t.InstanceID, Step: t.StepID, Handler: t.Queue, Attempt: t.Attempt,
-		Input: t.Input, IdempotencyKey: t.InstanceID + "/" + t.StepID, Lease: t.Lease, LeaseUntil: t.LeaseUntil,
+		// A copy: the handler may do what it likes with its input, and the
+		// row is written back by the completion.
+		Input: bytes.Clone(t.Input), IdempotencyKey: t.InstanceID + "/" + t.StepID, Lease: t.Lease, LeaseUntil: t.LeaseUntil,
 		row: t,
 	}
 }
@@ -274,6 +276,8 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	if err != nil {
 		return nil, false
 	}
+	// The state kept for the next step must not share the handler's buffer.
+	out = bytes.Clone(out)
 	now := e.clock()
 	work := *inst
 	work.State = inst.State.Clone()

@@ -20,7 +20,10 @@ import (
 // maxDepth is encoding/json's nesting limit.
 const maxDepth = 10000
 
-var errSyntax = errors.New("invalid JSON")
+var (
+	errSyntax = errors.New("invalid JSON")
+	errDepth  = errors.New("exceeded max depth")
+)
 
 // scanner reads one JSON document from b.
 type scanner struct {
@@ -144,7 +147,7 @@ func (s *scanner) value(dst []byte) ([]byte, error) {
 		return dst, nil
 	case c == '{' || c == '[':
 		if s.depth++; s.depth > maxDepth {
-			return nil, errors.New("exceeded max depth")
+			return nil, errDepth
 		}
 		closing := byte('}')
 		if c == '[' {
@@ -263,6 +266,11 @@ func (s *scanner) object(field func(key string) error) error {
 	if err := s.expect('{'); err != nil {
 		return err
 	}
+	// The objects read here count towards the nesting limit like any other:
+	// the document's top level, variables, steps and each step.
+	if s.depth++; s.depth > maxDepth {
+		return errDepth
+	}
 	var (
 		order []string // keys whose value was of the wrong shape, first seen first
 		held  map[string]error
@@ -296,6 +304,7 @@ func (s *scanner) object(field func(key string) error) error {
 		}
 	}
 	s.i++
+	s.depth--
 	for _, key := range order {
 		if err, ok := held[key]; ok {
 			return err

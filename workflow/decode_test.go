@@ -167,12 +167,43 @@ func TestDecodeStateMatchesEncodingJSON(t *testing.T) {
 	for _, c := range decodeCases {
 		checkDecode(t, []byte(c))
 	}
-	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
-	if _, err := decodeState([]byte(`{"x":` + deep + `}`)); err == nil {
-		t.Error("decodeState accepted nesting deeper than encoding/json allows")
+	// The limit counts every level of the document: the top object,
+	// variables, steps and a step too. Each case is checked on both sides of
+	// it.
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, c := range []struct {
+		format string
+		levels int // of nesting around the array
+	}{
+		{`{"x":%s}`, 1},
+		{`{"variables":{"v":%s}}`, 2},
+		{`{"steps":{"a":{"output":%s}}}`, 3},
+		{`{"steps":{"a":{"custom":%s}}}`, 3},
+	} {
+		for _, n := range []int{maxDepth - c.levels - 1, maxDepth - c.levels, maxDepth - c.levels + 1} {
+			doc := []byte(fmt.Sprintf(c.format, nest(n)))
+			if want := n+c.levels <= maxDepth; json.Valid(doc) != want {
+				t.Fatalf("json.Valid at depth %d = %v", n+c.levels, !want)
+			}
+			checkDecode(t, doc)
+		}
 	}
-	ok := strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1)
-	checkDecode(t, []byte(`{"x":`+ok+`}`))
+}
+
+// States nested deeper than encoding/json allows cannot be encoded, as
+// before: json.Marshal refused them.
+func TestEncodeStateDepth(t *testing.T) {
+	nest := func(n int) json.RawMessage { return json.RawMessage(strings.Repeat("[", n) + strings.Repeat("]", n)) }
+	for _, n := range []int{maxDepth - 4, maxDepth - 3, maxDepth - 2, maxDepth - 1, maxDepth} {
+		for _, s := range []State{
+			{Extra: map[string]json.RawMessage{"x": nest(n)}},
+			{Variables: map[string]json.RawMessage{"v": nest(n)}},
+			{Steps: map[string]*StepState{"a": {Output: nest(n)}}},
+			{Steps: map[string]*StepState{"a": {Extra: map[string]json.RawMessage{"c": nest(n)}}}},
+		} {
+			checkEncode(t, s)
+		}
+	}
 }
 
 // FuzzStateDecode: the one-pass decoder accepts exactly what encoding/json
@@ -224,7 +255,13 @@ func legacyMarshal(s State) ([]byte, error) {
 // with legacyMarshal.
 func checkEncode(t *testing.T, s State) {
 	t.Helper()
+	// The reference is what json.Marshal(state) wrote with the old
+	// MarshalJSON: its output, validated as a whole (which also bounds the
+	// nesting of the whole document).
 	want, wantErr := legacyMarshal(s)
+	if wantErr == nil && !json.Valid(want) {
+		wantErr = errors.New("exceeded max depth")
+	}
 	got, err := s.MarshalJSON()
 	if (err == nil) != (wantErr == nil) {
 		t.Fatalf("MarshalJSON error %v, encoding/json: %v", err, wantErr)
@@ -261,6 +298,9 @@ func TestEncodeStateMatchesEncodingJSON(t *testing.T) {
 		{Steps: map[string]*StepState{"a": {Output: raw(``)}}},
 		{Steps: map[string]*StepState{"a": {Output: raw(`nope`)}}},
 		{Steps: map[string]*StepState{"a": {Extra: map[string]json.RawMessage{"x": raw(`[1,]`)}}}},
+		// Extra keys named like the fields: written when the field is not.
+		{Steps: map[string]*StepState{"a": {Extra: map[string]json.RawMessage{"output": raw(`1`), "error": raw(`"e"`), "status": raw(`2`)}}}},
+		{Steps: map[string]*StepState{"a": {Output: raw(`3`), Error: "x", Extra: map[string]json.RawMessage{"output": raw(`1`), "error": raw(`"e"`)}}}},
 	} {
 		checkEncode(t, s)
 	}

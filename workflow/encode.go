@@ -27,11 +27,11 @@ func (s State) appendJSON(dst []byte) ([]byte, error) {
 		dst = appendKey(dst, i, k)
 		switch k {
 		case "variables":
-			dst, err = appendRawMap(dst, s.Variables)
+			dst, err = appendRawMap(dst, s.Variables, 2)
 		case "steps":
 			dst, err = appendSteps(dst, s.Steps)
 		default:
-			dst, err = appendRaw(dst, s.Extra[k])
+			dst, err = appendRaw(dst, s.Extra[k], 1)
 		}
 		if err != nil {
 			return nil, err
@@ -54,12 +54,15 @@ func appendSteps(dst []byte, steps map[string]*StepState) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// appendJSON appends the step object to dst.
+// appendJSON appends the step object to dst. Extra keys named like the
+// fields are written only when the field is not (as the map the old encoder
+// built let the fields overwrite them).
 func (st StepState) appendJSON(dst []byte) ([]byte, error) {
+	const depth = 3 // the step object inside state.steps
 	keys := make([]string, 0, len(st.Extra)+4)
 	for k := range st.Extra {
-		switch k {
-		case "status", "attempts", "output", "error":
+		switch {
+		case k == "status", k == "attempts", k == "output" && st.Output != nil, k == "error" && st.Error != "":
 		default:
 			keys = append(keys, k)
 		}
@@ -76,17 +79,17 @@ func (st StepState) appendJSON(dst []byte) ([]byte, error) {
 	var err error
 	for i, k := range keys {
 		dst = appendKey(dst, i, k)
-		switch k {
-		case "status":
+		switch {
+		case k == "status":
 			dst = appendString(dst, string(st.Status))
-		case "attempts":
+		case k == "attempts":
 			dst = strconv.AppendInt(dst, int64(st.Attempts), 10)
-		case "output":
-			dst, err = appendRaw(dst, st.Output)
-		case "error":
+		case k == "output" && st.Output != nil:
+			dst, err = appendRaw(dst, st.Output, depth)
+		case k == "error" && st.Error != "":
 			dst = appendString(dst, st.Error)
 		default:
-			dst, err = appendRaw(dst, st.Extra[k])
+			dst, err = appendRaw(dst, st.Extra[k], depth)
 		}
 		if err != nil {
 			return nil, err
@@ -95,12 +98,13 @@ func (st StepState) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-func appendRawMap(dst []byte, m map[string]json.RawMessage) ([]byte, error) {
+// appendRawMap appends an object of raw values; depth is the object's own.
+func appendRawMap(dst []byte, m map[string]json.RawMessage, depth int) ([]byte, error) {
 	dst = append(dst, '{')
 	var err error
 	for i, k := range sortedKeys(m) {
 		dst = appendKey(dst, i, k)
-		if dst, err = appendRaw(dst, m[k]); err != nil {
+		if dst, err = appendRaw(dst, m[k], depth); err != nil {
 			return nil, err
 		}
 	}
@@ -118,11 +122,14 @@ func appendKey(dst []byte, i int, key string) []byte {
 
 // appendRaw appends a raw value as json.Marshal writes a json.RawMessage:
 // null for nil, else validated and compacted, HTML characters escaped.
-func appendRaw(dst []byte, raw json.RawMessage) ([]byte, error) {
+//
+// depth is the nesting the value sits at in the document (1 inside the top
+// object): the whole document must stay within encoding/json's limit.
+func appendRaw(dst []byte, raw json.RawMessage, depth int) ([]byte, error) {
 	if raw == nil {
 		return append(dst, "null"...), nil
 	}
-	s := &scanner{b: raw, html: true}
+	s := &scanner{b: raw, html: true, depth: depth}
 	out, err := s.value(dst)
 	if err == nil {
 		err = s.end()

@@ -56,6 +56,10 @@ func interpretError(err error, id string) error {
 		case codeCommitConflict:
 			return &store.ConflictError{ID: id, Actual: -1, Reason: pgErr.Message}
 		case codeUniqueViolation:
+			if pgErr.TableName == "workflow_tasks" {
+				// A task id or (instance, step) taken; Detail names the key.
+				return fmt.Errorf("task: %s: %w", pgErr.Detail, store.ErrExists)
+			}
 			return fmt.Errorf("workflow %q: %w", id, store.ErrExists)
 		case codeCheckViolation, codeCharacterNotInRepertoire, codeUntranslatableCharacter,
 			codeInvalidTextRepresentation, codeNumericValueOutOfRange:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -386,6 +387,9 @@ func testCreateWithTasks(t *testing.T, h Harness) {
 		before := b.countAll(t)
 		_, err := b.s.Create(b.ctx, store.CreateParams{ID: tc.id, Status: workflow.StatusRunning, Tasks: tc.tasks})
 		wantErrorIs(t, "Create with "+tc.name, err, tc.want)
+		if tc.name == "taken task id" && err != nil && !strings.Contains(err.Error(), "task") {
+			t.Errorf("Create with a taken task id: %q does not say that a task exists", err)
+		}
 		if n := b.countAll(t); n != before {
 			t.Errorf("Create with %s: %d instances, want %d", tc.name, n, before)
 		}
