@@ -221,3 +221,49 @@ func TestCompletionsAreGroupCommitted(t *testing.T) {
 		}
 	})
 }
+
+// claimCounter counts the claim queries a node makes.
+type claimCounter struct {
+	store.Store
+	claims atomic.Int64
+}
+
+func (s *claimCounter) WithTx(ctx context.Context, iso store.Isolation, fn func(store.Querier) error) error {
+	return s.Store.WithTx(ctx, iso, func(tx store.Querier) error { return fn(&claimCountingTx{Querier: tx, s: s}) })
+}
+
+type claimCountingTx struct {
+	store.Querier
+	s *claimCounter
+}
+
+func (q *claimCountingTx) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
+	q.s.claims.Add(1)
+	return q.Querier.LockClaimable(ctx, queues, now, limit)
+}
+
+// The worker loops of a node claim together: an idle node with eight workers
+// polls with one claim per interval, not eight, and still hands out work to
+// all of them when it comes.
+func TestIdleWorkersClaimTogether(t *testing.T) {
+	b := backends[0]
+	cc := &claimCounter{}
+	const workers, poll, idle = 8, 50 * time.Millisecond, time.Second
+	n := newNode(t, b, b.newDB(t), nodeOpts{workers: workers, handlers: map[string]engine.Handler{"echo": echo},
+		wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
+	time.Sleep(idle)
+	// newNode's engine polls every 50 ms; eight separate loops would have
+	// claimed about 8 × 20 = 160 times.
+	if got, most := cc.claims.Load(), int64(3*idle/poll); got > most {
+		t.Errorf("an idle node with %d workers claimed %d times in %s (poll %s), want at most %d", workers, got, idle, poll, most)
+	} else {
+		t.Logf("%d claims in %s", got, idle)
+	}
+	n.define(chainDef)
+	for i := range 2 * workers {
+		n.start("chain", fmt.Sprintf("i-%02d", i), `{"n": 1, "id": "x"}`)
+	}
+	for i := range 2 * workers {
+		n.waitStatus(fmt.Sprintf("i-%02d", i), workflow.StatusCompleted, 10*time.Second)
+	}
+}

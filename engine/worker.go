@@ -18,46 +18,100 @@ import (
 )
 
 // runWorkers runs e.workers worker loops for the in-process handlers, the
-// timers and the http steps. Each loop claims its own next task as soon as it
-// is free, so claims run in parallel instead of queueing behind one
-// dispatcher (SKIP LOCKED keeps the loops from taking the same task).
+// timers and the http steps. A free loop claims its next task itself; when
+// there is none it waits for the claimer, which claims for every idle loop in
+// one transaction (SKIP LOCKED keeps concurrent claimers from taking the same
+// tasks). Completions go through the committers (commit.go).
 func (e *Engine) runWorkers(ctx context.Context) {
 	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP)
 	stop := make(chan struct{})
-	var committers sync.WaitGroup
-	committers.Go(func() { e.runCommitters(stop) })
+	claims := make(chan *claimReq)
+	var helpers sync.WaitGroup
+	helpers.Go(func() { e.runCommitters(stop) })
+	helpers.Go(func() { e.runClaimer(ctx, queues, claims, stop) })
 	var loops sync.WaitGroup
 	for range e.workers {
-		loops.Go(func() { e.workerLoop(ctx, queues) })
+		loops.Go(func() { e.workerLoop(ctx, queues, claims) })
 	}
 	loops.Wait()
-	close(stop) // the workers, the committers' only senders, are done
-	committers.Wait()
+	close(stop) // the workers, the only senders to the claimer and the committers, are done
+	helpers.Wait()
 }
 
-// workerLoop claims one task at a time and runs it; when there is nothing to
-// claim it waits for a wake-up (work scheduled here or, on PostgreSQL, on
-// another node) or the poll interval.
-func (e *Engine) workerLoop(ctx context.Context, queues []string) {
+// claimReq is an idle worker loop waiting for a task. The claimer answers
+// each request once: with a task, or with nil when the engine stops.
+type claimReq struct{ reply chan *Task }
+
+// runClaimer claims for the idle worker loops, all of them in one claim
+// transaction, whenever work is scheduled (a wake-up from this node or, on
+// PostgreSQL, another one) and every poll interval: an idle node polls the
+// database once per interval, not once per worker. A wake-up that comes
+// while no loop waits is kept for the next one to arrive: it may have been
+// meant for it.
+func (e *Engine) runClaimer(ctx context.Context, queues []string, reqs <-chan *claimReq, stop <-chan struct{}) {
 	wake, release := e.waiter()
 	defer release()
 	tick := time.NewTicker(e.poll)
 	defer tick.Stop()
+	var waiting []*claimReq
+	done := ctx.Done()
+	claimNow, woken := false, false
+	for {
+		if claimNow && len(waiting) > 0 && ctx.Err() == nil {
+			woken = false
+			tasks, err := e.claim(ctx, queues, len(waiting), e.node, e.lease)
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("claiming tasks", "err", err)
+			}
+			for i := range tasks {
+				waiting[i].reply <- &tasks[i]
+			}
+			waiting = waiting[len(tasks):]
+		}
+		claimNow = false
+		select {
+		case r := <-reqs:
+			if ctx.Err() != nil {
+				r.reply <- nil
+				continue
+			}
+			waiting = append(waiting, r)
+			claimNow = woken
+		case <-wake:
+			woken, claimNow = true, true
+		case <-tick.C:
+			claimNow = true
+		case <-done:
+			for _, r := range waiting {
+				r.reply <- nil
+			}
+			waiting, done = nil, nil
+		case <-stop:
+			return
+		}
+	}
+}
+
+// workerLoop claims a task and runs it, and then the next steps its
+// completions lease to it. A busy loop claims on its own, at once, so that
+// claims of busy loops run in parallel; a loop that found nothing waits for
+// the claimer, which claims for all idle loops together.
+func (e *Engine) workerLoop(ctx context.Context, queues []string, claims chan<- *claimReq) {
+	req := &claimReq{reply: make(chan *Task, 1)}
 	for ctx.Err() == nil {
 		tasks, err := e.claim(ctx, queues, 1, e.node, e.lease)
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("claiming tasks", "err", err)
 		}
+		var next *Task
 		if len(tasks) > 0 {
-			for next := &tasks[0]; next != nil; {
-				next = e.execute(ctx, *next, queues)
-			}
-			continue // there may be more
+			next = &tasks[0]
+		} else if ctx.Err() == nil {
+			claims <- req
+			next = <-req.reply
 		}
-		select {
-		case <-ctx.Done():
-		case <-wake:
-		case <-tick.C:
+		for next != nil {
+			next = e.execute(ctx, *next, queues)
 		}
 	}
 }
