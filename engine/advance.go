@@ -18,7 +18,21 @@ type plan struct {
 	update []*store.Task
 }
 
-func (p *plan) empty() bool { return len(p.insert) == 0 && len(p.update) == 0 }
+// claimable reports whether the plan queues a task that some worker has to
+// claim: a task leased in the same write (leaseNext) needs no wake-up.
+func (p *plan) claimable() bool {
+	for _, t := range p.insert {
+		if t.Status == store.TaskQueued {
+			return true
+		}
+	}
+	for _, t := range p.update {
+		if t.Status == store.TaskQueued {
+			return true
+		}
+	}
+	return false
+}
 
 // write stores the plan's tasks and, if any became claimable, notifies the
 // other nodes (delivered when the transaction commits).
@@ -33,7 +47,7 @@ func (p *plan) write(ctx context.Context, tx store.Querier) error {
 			return fmt.Errorf("re-scheduling task %s: %w", t.ID, err)
 		}
 	}
-	if !p.empty() {
+	if p.claimable() {
 		return tx.Notify(ctx)
 	}
 	return nil

@@ -20,11 +20,14 @@ import (
 // had always just moved the instance on, without writing anything.
 type commitCounter struct {
 	store.Store
-	conflictAll       bool
-	landed, conflicts atomic.Int64
+	conflictAll                 bool
+	landed, conflicts, notifies atomic.Int64
 }
 
 func (c *commitCounter) CommitStep(ctx context.Context, sc store.StepCommit) (int64, error) {
+	if sc.Notify {
+		c.notifies.Add(1)
+	}
 	if c.conflictAll {
 		c.conflicts.Add(1)
 		return 0, &store.ConflictError{ID: sc.Task.InstanceID, Actual: -1, Reason: "refused by the test"}
@@ -71,6 +74,11 @@ func TestChainCompletesWithOneStatementEach(t *testing.T) {
 				}
 			} else if cc.landed.Load() != 3 || cc.conflicts.Load() != 0 {
 				t.Errorf("%d one-statement completions and %d conflicts for a 3-step chain, want 3 and 0", cc.landed.Load(), cc.conflicts.Load())
+			}
+			// The next step is leased to the worker in the same write: no
+			// other worker needs waking up.
+			if cc.notifies.Load() != 0 {
+				t.Errorf("refuse=%v: %d completions of a chain sent a NOTIFY, want 0", refuse, cc.notifies.Load())
 			}
 		}
 	})

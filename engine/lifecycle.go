@@ -56,12 +56,12 @@ func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.In
 	out, err := e.st.Create(ctx, store.CreateParams{
 		ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
 		Input: input, State: inst.State, Deadline: deadline, Cause: "start",
-		Tasks: pl.insert, Notify: len(pl.insert) > 0,
+		Tasks: pl.insert, Notify: pl.claimable(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !pl.empty() {
+	if pl.claimable() {
 		e.wake()
 	}
 	return out, nil
@@ -145,7 +145,7 @@ func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Insta
 	if err != nil {
 		return nil, err
 	}
-	if !pl.empty() {
+	if pl.claimable() {
 		e.wake()
 	}
 	return out, nil
@@ -277,7 +277,7 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 	if err != nil {
 		return nil, err
 	}
-	if !pl.empty() {
+	if pl.claimable() {
 		e.wake()
 	}
 	return out, nil

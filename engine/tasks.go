@@ -190,7 +190,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 	if err != nil {
 		return nil, err
 	}
-	if !pl.empty() {
+	if pl.claimable() {
 		e.wake()
 	}
 	return written, nil
@@ -295,7 +295,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 		Task: &row, Lease: t.Lease, Now: now,
 		ExpectedVersion: inst.Version, From: inst.Status, Status: work.Status, State: work.State,
 		Cause:  fmt.Sprintf("step %q completed (attempt %d)", row.StepID, row.Attempt),
-		Insert: p.insert, Notify: len(p.insert) > 0,
+		Insert: p.insert, Notify: p.claimable(),
 	})
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
@@ -303,7 +303,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 		}
 		return nil, false
 	}
-	if len(p.insert) > 0 {
+	if p.claimable() {
 		e.wake()
 	}
 	if next != nil {
