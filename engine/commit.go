@@ -11,8 +11,9 @@ import (
 )
 
 // Group commit. The in-process workers' one-statement completions go through
-// committers that write every completion waiting at that moment in one
-// transaction: one commit, one WAL flush, for several workflows. On this
+// committers that write every completion waiting at that moment with one
+// CommitSteps: one transaction, one WAL flush and, on PostgreSQL, one round
+// trip for several workflows. On this
 // project's benchmark machine the WAL flush, not the statements, was what a
 // completion waited for most (synchronous_commit off: +40–50 % workflows/s;
 // docs/BENCHMARKS.md). A lone completion is written on its own, as before,
@@ -111,18 +112,11 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		slices.SortStableFunc(batch, func(a, b *commitReq) int {
 			return strings.Compare(a.c.Task.InstanceID, b.c.Task.InstanceID)
 		})
-		versions := make([]int64, len(batch))
-		err := e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			for i, r := range batch {
-				v, err := tx.CommitStep(ctx, r.c)
-				if err != nil {
-					return err
-				}
-				versions[i] = v
-			}
-			return nil
-		})
-		if err == nil {
+		cs := make([]store.StepCommit, len(batch))
+		for i, r := range batch {
+			cs[i] = r.c
+		}
+		if versions, err := e.st.CommitSteps(ctx, cs); err == nil {
 			for i, r := range batch {
 				r.done <- commitResult{version: versions[i]}
 			}

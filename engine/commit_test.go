@@ -131,11 +131,12 @@ func TestFanOutCompletionsRace(t *testing.T) {
 	})
 }
 
-// batchingStore makes group commit observable: direct CommitSteps take
-// a while (so that other workers' completions queue up behind them), and
-// CommitSteps inside a transaction are counted; with failFirst the first
-// CommitStep of every transaction fails as a conflict would, so the whole
-// batch must be rolled back and written one by one.
+// batchingStore makes group commit observable: single CommitSteps take a
+// while (so that other workers' completions queue up behind them), and
+// batches are counted. With failFirst every batch is refused as a conflict
+// before anything is written; with failLast it is written in a transaction
+// that then fails, so all of it must be rolled back. Either way the
+// completions must then be written one by one.
 type batchingStore struct {
 	store.Store
 	failFirst, failLast        bool
@@ -148,45 +149,30 @@ func (s *batchingStore) CommitStep(ctx context.Context, c store.StepCommit) (int
 	return s.Store.CommitStep(ctx, c)
 }
 
-func (s *batchingStore) WithTx(ctx context.Context, iso store.Isolation, fn func(store.Querier) error) error {
-	return s.Store.WithTx(ctx, iso, func(tx store.Querier) error {
-		q := &countingTx{Querier: tx, s: s}
-		err := fn(q)
-		if err == nil {
-			err = s.failAfter(q)
+var errRefused = &store.ConflictError{Actual: -1, Reason: "refused by the test"}
+
+func (s *batchingStore) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
+	s.txs.Add(1)
+	if s.failFirst {
+		return nil, errRefused
+	}
+	var versions []int64
+	err := s.Store.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		var err error
+		if versions, err = tx.CommitSteps(ctx, cs); err != nil {
+			return err
 		}
-		if q.commits > 0 {
-			s.txs.Add(1)
-			if err == nil {
-				s.batches.Add(1)
-				s.inTx.Add(q.commits)
-			}
+		if s.failLast {
+			return errRefused
 		}
-		return err
+		return nil
 	})
-}
-
-type countingTx struct {
-	store.Querier
-	s       *batchingStore
-	commits int64
-}
-
-func (q *countingTx) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
-	q.commits++
-	if q.s.failFirst && q.commits == 1 {
-		return 0, &store.ConflictError{ID: c.Task.InstanceID, Actual: -1, Reason: "refused by the test"}
+	if err != nil {
+		return nil, err
 	}
-	return q.Querier.CommitStep(ctx, c)
-}
-
-// WithTx's fn returning: with failLast, the transaction fails after all its
-// completions were written in it, so they must all be rolled back.
-func (s *batchingStore) failAfter(q *countingTx) error {
-	if s.failLast && q.commits > 1 {
-		return &store.ConflictError{Actual: -1, Reason: "refused by the test after the batch"}
-	}
-	return nil
+	s.batches.Add(1)
+	s.inTx.Add(int64(len(cs)))
+	return versions, nil
 }
 
 // Completions that wait at the same time are written in one transaction, and

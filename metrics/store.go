@@ -117,3 +117,12 @@ func (q instrumentedQuerier) CommitStep(ctx context.Context, c store.StepCommit)
 	q.m.observe("commit_step", start, err)
 	return v, err
 }
+
+func (q instrumentedQuerier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
+	start := time.Now()
+	vs, err := q.Querier.CommitSteps(ctx, cs)
+	for range cs {
+		q.m.observe("commit_step", start, err)
+	}
+	return vs, err
+}

@@ -133,6 +133,12 @@ type EngineQuerier interface {
 	// an error inside WithTx aborts the caller's transaction; the engine
 	// calls it on the store.
 	CommitStep(ctx context.Context, c StepCommit) (int64, error)
+	// CommitSteps writes several commits as one atomic write (one round
+	// trip on PostgreSQL) and returns their new versions in order: all of
+	// them, or none — any conflict (a stale lease included) or error rolls
+	// all of them back and is returned. Commits of the same instance must
+	// come in the order they apply.
+	CommitSteps(ctx context.Context, cs []StepCommit) ([]int64, error)
 }
 
 // StepCommit is the change CommitStep writes.

@@ -669,60 +669,144 @@ SELECT (SELECT version FROM u), EXISTS (SELECT 1 FROM t), (SELECT count(*) FROM 
 	CASE WHEN EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM u)
 		THEN flowd_conflict(format('workflow %s is no longer %s at version %s', $29::text, $31::text, $30::bigint)) END`
 
+// commitStrictSQL is commitStepSQL that also fails, with FD409, when the
+// task is no longer leased under the lease: in a pipeline of several
+// commits, every miss has to roll all of them back.
+var commitStrictSQL = strings.Replace(commitStepSQL,
+	`CASE WHEN EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM u)`,
+	`CASE WHEN NOT EXISTS (SELECT 1 FROM u)`, 1)
+
 // CommitStep writes c in one statement; see store.EngineQuerier and
 // commitStepSQL.
 func (q *querier) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
-	if err := c.Validate(); err != nil {
+	pc, err := q.prepareCommit(c)
+	if err != nil {
 		return 0, err
 	}
+	return pc.finish(q.db.QueryRow(ctx, commitStepSQL, pc.args...))
+}
+
+// CommitSteps writes several commits as one implicit transaction: their
+// statements go out in one pipeline with a single Sync, so that an error in
+// any of them rolls back all of them (or, inside WithTx, aborts the caller's
+// transaction). Each runs as commitStrictSQL, which raises FD409 for a stale
+// lease too: there is no partial result.
+func (q *querier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
+	if len(cs) == 0 {
+		return []int64{}, nil
+	}
+	pcs := make([]*preparedCommit, len(cs))
+	batch := &pgx.Batch{}
+	for i, c := range cs {
+		pc, err := q.prepareCommit(c)
+		if err != nil {
+			return nil, fmt.Errorf("commit %d of %d: %w", i+1, len(cs), err)
+		}
+		pcs[i] = pc
+		batch.Queue(commitStrictSQL, pc.args...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	versions := make([]int64, len(cs))
+	var firstErr error
+	for i, pc := range pcs {
+		v, err := pc.result(br.QueryRow())
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		versions[i] = v
+	}
+	if err := br.Close(); err != nil && firstErr == nil {
+		firstErr = interpretError(err, "")
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	for _, pc := range pcs {
+		pc.fill()
+	}
+	return versions, nil
+}
+
+// preparedCommit is a checked StepCommit with its statement's arguments.
+type preparedCommit struct {
+	c    store.StepCommit
+	task store.Task
+	rows []store.Task
+	now  time.Time
+	args []any
+}
+
+func (q *querier) prepareCommit(c store.StepCommit) (*preparedCommit, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	if err := checkText("cause", c.Cause); err != nil {
-		return 0, err
+		return nil, err
 	}
 	task := *c.Task
 	if task.Input == nil {
 		task.Input = json.RawMessage("null")
 	}
 	if err := checkTask(&task); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if !storableText(c.Lease) {
-		return 0, fmt.Errorf("%w: the lease is not valid UTF-8 text without NUL characters", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: the lease is not valid UTF-8 text without NUL characters", store.ErrInvalidArgument)
 	}
 	normaliseTaskTimes(&task)
 	stateJSON, err := marshalState(c.State)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	now := q.timestamp()
 	rows, cols, err := prepareTasks(c.Insert, now)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	args := append(cols.args(), now, task.ID, c.Lease, store.Timestamp(c.Now),
 		string(task.Status), int32(task.Attempt), int32(task.MaxAttempts), task.RunAt,
 		task.Lease, task.LeaseOwner, nullTime(task.LeaseUntil), nullTime(task.AttemptDeadline), string(task.Input), task.LastError,
 		task.InstanceID, c.ExpectedVersion, string(c.From), string(c.Status), stateJSON, c.Cause, c.Notify)
+	return &preparedCommit{c: c, task: task, rows: rows, now: now, args: args}, nil
+}
+
+// result reads the statement's row: the new version, or why there is none.
+func (pc *preparedCommit) result(row pgx.Row) (int64, error) {
 	var (
 		version          *int64
 		leased           bool
 		inserted, notify int
 	)
-	err = q.db.QueryRow(ctx, commitStepSQL, args...).Scan(&version, &leased, &inserted, &notify, new(any))
+	err := row.Scan(&version, &leased, &inserted, &notify, new(any))
 	switch {
 	case err != nil:
-		return 0, interpretError(err, task.InstanceID)
+		return 0, interpretError(err, pc.task.InstanceID)
 	case !leased:
-		return 0, &store.ConflictError{ID: task.InstanceID, Actual: -1,
-			Reason: fmt.Sprintf("task %q is no longer leased under this lease, or its lease ended", task.ID)}
-	case version == nil || inserted != len(rows):
+		return 0, &store.ConflictError{ID: pc.task.InstanceID, Actual: -1,
+			Reason: fmt.Sprintf("task %q is no longer leased under this lease, or its lease ended", pc.task.ID)}
+	case version == nil || inserted != len(pc.rows):
 		// Not reached: flowd_conflict or a unique violation failed the
 		// statement. Report it rather than trust it.
-		return 0, fmt.Errorf("postgres: commit of task %q wrote version %v and %d of %d tasks", task.ID, version, inserted, len(rows))
-	}
-	task.UpdatedAt = now
-	*c.Task = task
-	for i, t := range c.Insert {
-		*t = rows[i]
+		return 0, fmt.Errorf("postgres: commit of task %q wrote version %v and %d of %d tasks", pc.task.ID, version, inserted, len(pc.rows))
 	}
 	return *version, nil
+}
+
+// finish is result for a statement of its own, followed by fill.
+func (pc *preparedCommit) finish(row pgx.Row) (int64, error) {
+	v, err := pc.result(row)
+	if err != nil {
+		return 0, err
+	}
+	pc.fill()
+	return v, nil
+}
+
+// fill gives the caller's task and new tasks what was stored.
+func (pc *preparedCommit) fill() {
+	pc.task.UpdatedAt = pc.now
+	*pc.c.Task = pc.task
+	for i, t := range pc.c.Insert {
+		*t = pc.rows[i]
+	}
 }

@@ -515,66 +515,119 @@ func scanTask(row scanner) (*store.Task, error) {
 // c.ExpectedVersion in c.From, then the history row and the new tasks; any
 // miss or failure rolls all of it back. See store.EngineQuerier.
 func (q *querier) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
-	if err := c.Validate(); err != nil {
+	vs, err := q.CommitSteps(ctx, []store.StepCommit{c})
+	if err != nil {
 		return 0, err
+	}
+	return vs[0], nil
+}
+
+// CommitSteps writes the commits in one write transaction (one savepoint
+// inside WithTx), in order; any miss or failure rolls all of them back.
+func (q *querier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
+	if len(cs) == 0 {
+		return []int64{}, nil
+	}
+	pcs := make([]*preparedCommit, len(cs))
+	for i, c := range cs {
+		pc, err := q.prepareCommit(c)
+		if err != nil {
+			if len(cs) > 1 {
+				err = fmt.Errorf("commit %d of %d: %w", i+1, len(cs), err)
+			}
+			return nil, err
+		}
+		pcs[i] = pc
+	}
+	versions := make([]int64, len(cs))
+	err := q.write(ctx, func(tx dbtx) error {
+		for i, pc := range pcs {
+			v, err := pc.write(ctx, tx)
+			if err != nil {
+				return err
+			}
+			versions[i] = v
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, pc := range pcs {
+		*pc.c.Task = pc.task
+		for i, t := range pc.c.Insert {
+			*t = pc.rows[i]
+		}
+	}
+	return versions, nil
+}
+
+// preparedCommit is a checked StepCommit ready to be written.
+type preparedCommit struct {
+	c     store.StepCommit
+	task  store.Task
+	rows  []store.Task
+	state string
+	now   time.Time
+}
+
+func (q *querier) prepareCommit(c store.StepCommit) (*preparedCommit, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 	task := *c.Task
 	input, err := taskInput(task.Input)
 	if err != nil {
-		return 0, fmt.Errorf("task %q: %w", task.ID, err)
+		return nil, fmt.Errorf("task %q: %w", task.ID, err)
 	}
 	task.Input = input
 	normaliseTaskTimes(&task)
 	state, err := marshalState(c.State)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	now := q.now()
 	rows, err := prepareTasks(c.Insert, now)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	task.UpdatedAt = store.Timestamp(now)
-	var version int64
-	err = q.write(ctx, func(tx dbtx) error {
-		res, err := tx.ExecContext(ctx,
-			`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
-			lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
-			input = ?10, last_error = ?11, updated_at = ?12
-			WHERE id = ?1 AND instance_id = ?13 AND status = 'LEASED' AND lease = ?14 AND lease_until > ?15`,
-			task.ID, string(task.Status), task.Attempt, task.MaxAttempts, micros(task.RunAt),
-			task.Lease, task.LeaseOwner, zeroNullMicros(task.LeaseUntil), zeroNullMicros(task.AttemptDeadline),
-			string(task.Input), task.LastError, micros(task.UpdatedAt), task.InstanceID, c.Lease, micros(c.Now))
-		if err != nil {
-			return fmt.Errorf("task %q: %w", task.ID, interpretError(ctx, err))
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return &store.ConflictError{ID: task.InstanceID, Actual: -1,
-				Reason: fmt.Sprintf("task %q is no longer leased under this lease, or its lease ended", task.ID)}
-		}
-		err = tx.QueryRowContext(ctx,
-			`UPDATE workflow_instances SET state = ?1, status = ?2, version = version + 1, updated_at = ?3
-			WHERE id = ?4 AND version = ?5 AND status = ?6
-			RETURNING version`,
-			state, string(c.Status), micros(now), task.InstanceID, c.ExpectedVersion, string(c.From)).Scan(&version)
-		if errors.Is(err, sql.ErrNoRows) {
-			return &store.ConflictError{ID: task.InstanceID, Actual: -1,
-				Reason: fmt.Sprintf("workflow %s is no longer %s at version %d", task.InstanceID, c.From, c.ExpectedVersion)}
-		}
-		if err != nil {
-			return interpretError(ctx, err)
-		}
-		if err := appendHistory(ctx, tx, task.InstanceID, c.Cause); err != nil {
-			return err
-		}
-		return insertTasks(ctx, tx, rows)
-	})
+	return &preparedCommit{c: c, task: task, rows: rows, state: state, now: now}, nil
+}
+
+// write runs the commit's statements in tx and returns the new version.
+func (pc *preparedCommit) write(ctx context.Context, tx dbtx) (int64, error) {
+	task, c := &pc.task, &pc.c
+	res, err := tx.ExecContext(ctx,
+		`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
+		lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
+		input = ?10, last_error = ?11, updated_at = ?12
+		WHERE id = ?1 AND instance_id = ?13 AND status = 'LEASED' AND lease = ?14 AND lease_until > ?15`,
+		task.ID, string(task.Status), task.Attempt, task.MaxAttempts, micros(task.RunAt),
+		task.Lease, task.LeaseOwner, zeroNullMicros(task.LeaseUntil), zeroNullMicros(task.AttemptDeadline),
+		string(task.Input), task.LastError, micros(task.UpdatedAt), task.InstanceID, c.Lease, micros(c.Now))
 	if err != nil {
+		return 0, fmt.Errorf("task %q: %w", task.ID, interpretError(ctx, err))
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, &store.ConflictError{ID: task.InstanceID, Actual: -1,
+			Reason: fmt.Sprintf("task %q is no longer leased under this lease, or its lease ended", task.ID)}
+	}
+	var version int64
+	err = tx.QueryRowContext(ctx,
+		`UPDATE workflow_instances SET state = ?1, status = ?2, version = version + 1, updated_at = ?3
+		WHERE id = ?4 AND version = ?5 AND status = ?6
+		RETURNING version`,
+		pc.state, string(c.Status), micros(pc.now), task.InstanceID, c.ExpectedVersion, string(c.From)).Scan(&version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, &store.ConflictError{ID: task.InstanceID, Actual: -1,
+			Reason: fmt.Sprintf("workflow %s is no longer %s at version %d", task.InstanceID, c.From, c.ExpectedVersion)}
+	}
+	if err != nil {
+		return 0, interpretError(ctx, err)
+	}
+	if err := appendHistory(ctx, tx, task.InstanceID, c.Cause); err != nil {
 		return 0, err
 	}
-	*c.Task = task
-	for i, t := range c.Insert {
-		*t = rows[i]
-	}
-	return version, nil
+	return version, insertTasks(ctx, tx, pc.rows)
 }

@@ -22,6 +22,8 @@ var commitTests = []conformanceTest{
 	{"CommitStep_inTx", testCommitStepInTx},
 	{"CommitStep_concurrent", testCommitStepConcurrent},
 	{"Create_withTasks", testCreateWithTasks},
+	{"CommitSteps_ok", testCommitStepsOK},
+	{"CommitSteps_allOrNothing", testCommitStepsAllOrNothing},
 }
 
 // commitFixture creates a RUNNING instance id with stepState (step a
@@ -401,5 +403,106 @@ func testCreateWithTasks(t *testing.T, h Harness) {
 				t.Errorf("Create with %s: %d tasks stored for %s", tc.name, len(tasks), tc.id)
 			}
 		}
+	}
+}
+
+func testCommitStepsOK(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	if vs, err := eq.CommitSteps(b.ctx, nil); err != nil || len(vs) != 0 {
+		t.Errorf("CommitSteps(nil) = %v, %v; want [], nil", vs, err)
+	}
+	now := b.clock.Now()
+	var cs []store.StepCommit
+	var nexts []*store.Task
+	for _, id := range []string{"w1", "w2", "w3"} {
+		_, tk := b.commitFixture(t, eq, id)
+		c, next := completion(b.get(t, id), tk, now)
+		cs = append(cs, c)
+		nexts = append(nexts, next)
+	}
+	// Two commits of one instance, in the order they apply: the second
+	// starts from the version the first writes.
+	two := b.create(t, store.CreateParams{ID: "two", Status: workflow.StatusRunning, State: workflow.State{Steps: map[string]*workflow.StepState{
+		"x": {Status: workflow.StepRunning}, "y": {Status: workflow.StepRunning}}}})
+	b.insertTasks(t, eq, withID("two-x", newTask("two", "x", "q1", now)), withID("two-y", newTask("two", "y", "q1", now)))
+	tx, ty := b.lease(t, eq, "two-x", now.Add(time.Hour)), b.lease(t, eq, "two-y", now.Add(time.Hour))
+	for i, tk := range []*store.Task{tx, ty} {
+		state := workflow.State{Steps: map[string]*workflow.StepState{"x": {Status: workflow.StepRunning}, "y": {Status: workflow.StepRunning}}}
+		state.Steps["x"].Status = workflow.StepCompleted
+		if i == 1 {
+			state.Steps["y"].Status = workflow.StepCompleted
+		}
+		done := *tk
+		done.Status, done.Lease, done.LeaseOwner, done.LeaseUntil = store.TaskDone, "", "", time.Time{}
+		cs = append(cs, store.StepCommit{Task: &done, Lease: tk.Lease, Now: now, ExpectedVersion: two.Version + int64(i),
+			From: workflow.StatusRunning, Status: workflow.StatusRunning, State: state, Cause: "done " + tk.StepID})
+	}
+	versions, err := eq.CommitSteps(b.ctx, cs)
+	if err != nil {
+		t.Fatalf("CommitSteps: %v", err)
+	}
+	if want := []int64{1, 1, 1, 1, 2}; fmt.Sprint(versions) != fmt.Sprint(want) {
+		t.Errorf("CommitSteps versions = %v, want %v", versions, want)
+	}
+	for i, id := range []string{"w1", "w2", "w3"} {
+		got := b.get(t, id)
+		assertState(t, "state of "+id, cs[i].State, got.State)
+		assertTask(t, "new task of "+id, stored(nexts[i], now), b.lockTask(t, eq, nexts[i].ID))
+		assertTask(t, "the caller's new task of "+id, stored(nexts[i], now), nexts[i])
+		if task := b.lockTask(t, eq, id+"-a"); task.Status != store.TaskDone || cs[i].Task.Status != store.TaskDone {
+			t.Errorf("%s: task %s, the caller's %s; want DONE", id, task.Status, cs[i].Task.Status)
+		}
+	}
+	if got := b.get(t, "two"); got.Version != 2 || got.State.Steps["x"].Status != workflow.StepCompleted || got.State.Steps["y"].Status != workflow.StepCompleted {
+		t.Errorf("two after both commits: version %d, steps %+v %+v", got.Version, got.State.Steps["x"], got.State.Steps["y"])
+	}
+}
+
+// Any commit that cannot be written — a stale lease, an instance that moved
+// on, a taken task, an invalid value — leaves every commit of the call
+// unwritten, wherever it stands in the list.
+func testCommitStepsAllOrNothing(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	now := b.clock.Now()
+	ids := []string{"w1", "w2", "w3"}
+	var snaps []snapshot
+	var tasks []*store.Task
+	for _, id := range ids {
+		_, tk := b.commitFixture(t, eq, id)
+		snaps = append(snaps, b.snapshot(t, id))
+		tasks = append(tasks, tk)
+	}
+	b.insertTasks(t, eq, withID("taken", newTask("w3", "c", "q1", now)))
+	for _, tc := range []struct {
+		name   string
+		at     int
+		change func(c *store.StepCommit)
+		want   error
+	}{
+		{"stale lease first", 0, func(c *store.StepCommit) { c.Lease = "stale" }, store.ErrConflict},
+		{"stale lease last", 2, func(c *store.StepCommit) { c.Lease = "stale" }, store.ErrConflict},
+		{"version moved on in the middle", 1, func(c *store.StepCommit) { c.ExpectedVersion-- }, store.ErrConflict},
+		{"taken step last", 2, func(c *store.StepCommit) { c.Insert[0].StepID = "c" }, store.ErrExists},
+		{"invalid state in the middle", 1, func(c *store.StepCommit) { c.State.Steps["a"].Status = "BOGUS" }, workflow.ErrInvalidState},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cs []store.StepCommit
+			for i, id := range ids {
+				c, _ := completion(b.get(t, id), tasks[i], now)
+				cs = append(cs, c)
+			}
+			tc.change(&cs[tc.at])
+			_, err := eq.CommitSteps(b.ctx, cs)
+			wantErrorIs(t, "CommitSteps with "+tc.name, err, tc.want)
+			for i, id := range ids {
+				b.unchanged(t, id+" after CommitSteps with "+tc.name, snaps[i])
+				assertTask(t, id+"'s task after CommitSteps with "+tc.name, tasks[i], b.lockTask(t, eq, tasks[i].ID))
+				if _, err := eq.LockTask(b.ctx, id+"-b"); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("%s's new task after CommitSteps with %s: LockTask = %v, want ErrNotFound", id, tc.name, err)
+				}
+			}
+		})
 	}
 }
