@@ -135,7 +135,14 @@ func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Insta
 					return err
 				}
 			}
-			return pl.write(ctx, tx)
+			if err := pl.write(ctx, tx); err != nil {
+				return err
+			}
+			if action == "resume" && !pl.claimable() {
+				// Tasks queued before the pause are claimable again.
+				return tx.Notify(ctx)
+			}
+			return nil
 		})
 	})
 	var na *notAllowedError
@@ -145,7 +152,7 @@ func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Insta
 	if err != nil {
 		return nil, err
 	}
-	if pl.claimable() {
+	if pl.claimable() || action == "resume" {
 		e.wake()
 	}
 	return out, nil

@@ -58,8 +58,8 @@ func (e *Engine) runClaimer(ctx context.Context, queues []string, reqs <-chan *c
 	claimNow, woken := false, false
 	for {
 		if claimNow && len(waiting) > 0 && ctx.Err() == nil {
-			woken = false
-			tasks, err := e.claim(ctx, queues, len(waiting), e.node, e.lease)
+			asked := len(waiting)
+			tasks, err := e.claim(ctx, queues, asked, e.node, e.lease)
 			if err != nil && ctx.Err() == nil {
 				e.log.Warn("claiming tasks", "err", err)
 			}
@@ -67,6 +67,10 @@ func (e *Engine) runClaimer(ctx context.Context, queues []string, reqs <-chan *c
 				waiting[i].reply <- &tasks[i]
 			}
 			waiting = waiting[len(tasks):]
+			// Every waiting loop got a task, so there may be more, or the
+			// claim failed: the next loop to arrive claims at once. A claim
+			// that came back short emptied the queue.
+			woken = err != nil || len(tasks) == asked
 		}
 		claimNow = false
 		select {

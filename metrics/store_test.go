@@ -41,10 +41,16 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("CommitStep in WithTx = %v, want a conflict", err)
 	}
+	// A group commit counts each of its commits.
+	second := commit
+	second.Task = &store.Task{ID: "t2", InstanceID: "w", StepID: "b", Queue: "q", Status: store.TaskDone, MaxAttempts: 1}
+	if _, err := s.CommitSteps(ctx, []store.StepCommit{commit, second}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CommitSteps = %v, want a conflict", err)
+	}
 	for _, c := range []struct {
 		op, result string
 		want       float64
-	}{{"create", metrics.ResultOK, 1}, {"commit_step", metrics.ResultConflict, 2}} {
+	}{{"create", metrics.ResultOK, 1}, {"commit_step", metrics.ResultConflict, 4}} {
 		if got := stateUpdates(t, m, c.op, c.result); got != c.want {
 			t.Errorf("flowd_state_updates_total{op=%q,result=%q} = %v, want %v", c.op, c.result, got, c.want)
 		}

@@ -666,15 +666,27 @@ const commitStepSQL = `WITH t AS (
 	SELECT pg_notify('` + notifyChannel + `', '') FROM u WHERE $35::boolean
 )
 SELECT (SELECT version FROM u), EXISTS (SELECT 1 FROM t), (SELECT count(*) FROM ins), (SELECT count(*) FROM n),
-	CASE WHEN EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM u)
+	` + commitConflictCase
+
+// commitConflictCase ends commitStepSQL: the rollback when the task matched
+// and the instance did not.
+const commitConflictCase = `CASE WHEN EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM u)
 		THEN flowd_conflict(format('workflow %s is no longer %s at version %s', $29::text, $31::text, $30::bigint)) END`
 
 // commitStrictSQL is commitStepSQL that also fails, with FD409, when the
 // task is no longer leased under the lease: in a pipeline of several
 // commits, every miss has to roll all of them back.
-var commitStrictSQL = strings.Replace(commitStepSQL,
-	`CASE WHEN EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM u)`,
-	`CASE WHEN NOT EXISTS (SELECT 1 FROM u)`, 1)
+var commitStrictSQL = strings.Replace(commitStepSQL, commitConflictCase,
+	`CASE WHEN NOT EXISTS (SELECT 1 FROM u)
+		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM t)
+			THEN format('workflow %s is no longer %s at version %s', $29::text, $31::text, $30::bigint)
+			ELSE format('task %s is no longer leased under this lease, or its lease ended', $16::text) END) END`, 1)
+
+func init() {
+	if commitStrictSQL == commitStepSQL {
+		panic("postgres: commitStrictSQL did not replace the conflict check of commitStepSQL")
+	}
+}
 
 // CommitStep writes c in one statement; see store.EngineQuerier and
 // commitStepSQL.
