@@ -301,3 +301,60 @@ func TestIdleWorkersClaimTogether(t *testing.T) {
 		n.waitStatus(fmt.Sprintf("i-%02d", i), workflow.StatusCompleted, 10*time.Second)
 	}
 }
+
+// lostAckStore writes every one-statement completion and then reports an
+// error, as a connection that breaks after the commit would.
+type lostAckStore struct {
+	store.Store
+	lost atomic.Int64
+}
+
+var errLostAck = errors.New("connection reset after the commit (test)")
+
+func (s *lostAckStore) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
+	if _, err := s.Store.CommitStep(ctx, c); err != nil {
+		return 0, err
+	}
+	s.lost.Add(1)
+	return 0, errLostAck
+}
+
+func (s *lostAckStore) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
+	if _, err := s.Store.CommitSteps(ctx, cs); err != nil {
+		return nil, err
+	}
+	s.lost.Add(int64(len(cs)))
+	return nil, errLostAck
+}
+
+// A completion whose write landed but whose answer was lost goes on with the
+// next step it leased to itself, instead of leaving that step leased to
+// nobody until its lease (30 s here) ends and the sweeper counts the
+// attempt; and nothing is applied twice.
+func TestCompletionWithLostAnswer(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ls := &lostAckStore{}
+		n := newNode(t, b, b.newDB(t), nodeOpts{handlers: map[string]engine.Handler{"echo": echo},
+			wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
+		n.define(chainDef)
+		for i := range 3 {
+			inst := n.start("chain", fmt.Sprintf("lost-%d", i), `{"n": 7, "id": "x"}`)
+			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+			var causes []string
+			for _, h := range n.checkHistory(done) {
+				causes = append(causes, h.Cause)
+			}
+			want := []string{"start", `deliver step "a" attempt 1`, `step "a" completed (attempt 1)`,
+				`step "b" completed (attempt 1)`, `step "c" completed (attempt 1)`}
+			if strings.Join(causes, "|") != strings.Join(want, "|") {
+				t.Errorf("%s: history causes %q, want %q", inst.ID, causes, want)
+			}
+			if got := output(t, done, "c"); got != `{"prev":7,"text":"n=7"}` {
+				t.Errorf("%s: c's output = %s", inst.ID, got)
+			}
+		}
+		if ls.lost.Load() < 9 {
+			t.Errorf("%d completions lost their answer, want every one of the 9", ls.lost.Load())
+		}
+	})
+}

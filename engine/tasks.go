@@ -297,6 +297,14 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 		Cause:  fmt.Sprintf("step %q completed (attempt %d)", row.StepID, row.Attempt),
 		Insert: p.insert, Notify: p.claimable(),
 	})
+	if err != nil && next != nil && e.landed(ctx, next) {
+		// The write landed although its answer was lost (a connection that
+		// broke after the commit; a group commit whose COMMIT failed to
+		// report and whose completions then conflicted with themselves).
+		// Going on with the next step is the only way it runs before its
+		// lease ends, and with it, the attempt the lease counts.
+		err, version = nil, inst.Version+1
+	}
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
 			e.log.Debug("one-statement completion failed; completing with locks", "task", t.ID, "err", err)
@@ -311,6 +319,14 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 		next.inst = &work
 	}
 	return next, true
+}
+
+// landed reports whether next, inserted by a completion whose result is not
+// known, is stored under the lease that completion gave it: the lease is a
+// fresh token, so only that write can have stored it.
+func (e *Engine) landed(ctx context.Context, next *Task) bool {
+	row, err := e.st.LockTask(ctx, next.ID) // on the store: a plain read
+	return err == nil && row.Status == store.TaskLeased && row.Lease == next.Lease
 }
 
 // leaseNext leases to this node the first task p schedules that is due now
