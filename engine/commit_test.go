@@ -16,6 +16,15 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
+// settle waits (up to 5 s) until done reports true: a workflow is COMPLETED
+// as soon as its last write commits, a moment before the store wrapper that
+// made the write has counted it.
+func settle(done func() bool) {
+	for deadline := time.Now().Add(5 * time.Second); !done() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // commitCounter counts the engine's one-statement completions; with
 // conflictAll it refuses each of them with a conflict, as if another writer
 // had always just moved the instance on, without writing anything.
@@ -51,6 +60,12 @@ func (c *commitCounter) CommitSteps(ctx context.Context, cs []store.StepCommit) 
 		}
 	}
 	return vs, err
+}
+
+func (c *commitCounter) errs() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]error(nil), c.others...)
 }
 
 func (c *commitCounter) CommitStep(ctx context.Context, sc store.StepCommit) (int64, error) {
@@ -99,21 +114,22 @@ func TestChainCompletesWithOneStatementEach(t *testing.T) {
 			if got := output(t, done, "c"); got != `{"prev":1,"text":"n=1"}` {
 				t.Errorf("refuse=%v: c's output = %s", refuse, got)
 			}
+			settle(func() bool { return cc.landed.Load()+cc.conflicts.Load()+int64(len(cc.errs())) >= 3 })
 			if refuse {
 				// Every completion fell back to the locking path and still
 				// leased the next step to itself.
 				if cc.conflicts.Load() != 3 || cc.landed.Load() != 0 {
 					t.Errorf("refused commits: %d conflicts, %d landed; want 3, 0", cc.conflicts.Load(), cc.landed.Load())
 				}
-			} else if cc.landed.Load()+int64(len(cc.others)) != 3 || cc.conflicts.Load() != 0 {
+			} else if cc.landed.Load()+int64(len(cc.errs())) != 3 || cc.conflicts.Load() != 0 {
 				// A one-statement completion that failed for a reason other
 				// than a conflict (a database error) fell back too; it still
 				// tried the one-statement way first.
 				t.Errorf("%d one-statement completions and %d conflicts for a 3-step chain, want 3 and 0; other errors: %v; history: %q",
-					cc.landed.Load(), cc.conflicts.Load(), cc.others, causes)
+					cc.landed.Load(), cc.conflicts.Load(), cc.errs(), causes)
 			}
-			if len(cc.others) > 0 {
-				t.Logf("refuse=%v: one-statement completions that failed: %v", refuse, cc.others)
+			if errs := cc.errs(); len(errs) > 0 {
+				t.Logf("refuse=%v: one-statement completions that failed: %v", refuse, errs)
 			}
 			// The next step is leased to the worker in the same write: no
 			// other worker needs waking up.
@@ -241,6 +257,7 @@ func TestCompletionsAreGroupCommitted(t *testing.T) {
 					t.Errorf("%s: %s: c's output = %s, want %s", mode, done.ID, got, want)
 				}
 			}
+			settle(func() bool { return bs.direct.Load()+bs.inTx.Load() >= 3*workflows })
 			t.Logf("%s: %d completions written alone, %d in %d batches, %d batch transactions",
 				mode, bs.direct.Load(), bs.inTx.Load(), bs.batches.Load(), bs.txs.Load())
 			if failFirst {
@@ -306,13 +323,22 @@ func TestIdleWorkersClaimTogether(t *testing.T) {
 // error, as a connection that breaks after the commit would.
 type lostAckStore struct {
 	store.Store
-	lost atomic.Int64
+	lost   atomic.Int64
+	mu     sync.Mutex
+	failed []error // writes that failed for real
 }
 
 var errLostAck = errors.New("connection reset after the commit (test)")
 
+func (s *lostAckStore) fail(err error) {
+	s.mu.Lock()
+	s.failed = append(s.failed, err)
+	s.mu.Unlock()
+}
+
 func (s *lostAckStore) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
 	if _, err := s.Store.CommitStep(ctx, c); err != nil {
+		s.fail(err)
 		return 0, err
 	}
 	s.lost.Add(1)
@@ -321,6 +347,7 @@ func (s *lostAckStore) CommitStep(ctx context.Context, c store.StepCommit) (int6
 
 func (s *lostAckStore) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
 	if _, err := s.Store.CommitSteps(ctx, cs); err != nil {
+		s.fail(err)
 		return nil, err
 	}
 	s.lost.Add(int64(len(cs)))
@@ -353,8 +380,11 @@ func TestCompletionWithLostAnswer(t *testing.T) {
 				t.Errorf("%s: c's output = %s", inst.ID, got)
 			}
 		}
+		settle(func() bool { return ls.lost.Load() >= 9 })
 		if ls.lost.Load() < 9 {
-			t.Errorf("%d completions lost their answer, want every one of the 9", ls.lost.Load())
+			ls.mu.Lock()
+			t.Errorf("%d completions lost their answer, want every one of the 9; writes that failed: %v", ls.lost.Load(), ls.failed)
+			ls.mu.Unlock()
 		}
 	})
 }
