@@ -7,7 +7,6 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/flowd/flowd/bench"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/internal/storeopen"
+	"github.com/flowd/flowd/internal/testkit"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -40,23 +40,8 @@ func open(t *testing.T, url string) store.Store {
 	return s
 }
 
-// syncBuffer collects the progress output, written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects output written from several goroutines.
+type syncBuffer = testkit.SyncBuffer
 
 // short is a config for a ~1 s run of 4 clients with small tables.
 func short(s store.Store, sc bench.Scenario, progress *syncBuffer) bench.Config {

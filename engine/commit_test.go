@@ -90,6 +90,26 @@ func (c *commitCounter) CommitStep(ctx context.Context, sc store.StepCommit) (in
 	return v, err
 }
 
+// checkChainRun checks a completed chainDef workflow started with input n:
+// one claim, each step completed once at attempt 1 (contiguous history), and
+// c's output rendered from b's. It returns the history causes.
+func checkChainRun(t *testing.T, n *node, done *workflow.Instance, input int) []string {
+	t.Helper()
+	var causes []string
+	for _, h := range n.checkHistory(done) {
+		causes = append(causes, h.Cause)
+	}
+	want := []string{"start", `deliver step "a" attempt 1`, `step "a" completed (attempt 1)`,
+		`step "b" completed (attempt 1)`, `step "c" completed (attempt 1)`}
+	if strings.Join(causes, "|") != strings.Join(want, "|") {
+		t.Errorf("%s: history causes %q, want %q", done.ID, causes, want)
+	}
+	if got, want := output(t, done, "c"), fmt.Sprintf(`{"prev":%d,"text":"n=%d"}`, input, input); got != want {
+		t.Errorf("%s: c's output = %s, want %s", done.ID, got, want)
+	}
+	return causes
+}
+
 // Each step of a chain run by in-process workers completes with one
 // CommitStep, not a locking transaction, and the chain ends exactly as the
 // locking path ends it: same versions, same history causes.
@@ -102,18 +122,7 @@ func TestChainCompletesWithOneStatementEach(t *testing.T) {
 			n.define(chainDef)
 			inst := n.start("chain", "", `{"n": 1, "id": "x"}`)
 			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
-			var causes []string
-			for _, h := range n.checkHistory(done) {
-				causes = append(causes, h.Cause)
-			}
-			want := []string{"start", `deliver step "a" attempt 1`, `step "a" completed (attempt 1)`,
-				`step "b" completed (attempt 1)`, `step "c" completed (attempt 1)`}
-			if strings.Join(causes, "|") != strings.Join(want, "|") {
-				t.Errorf("refuse=%v: history causes %q, want %q", refuse, causes, want)
-			}
-			if got := output(t, done, "c"); got != `{"prev":1,"text":"n=1"}` {
-				t.Errorf("refuse=%v: c's output = %s", refuse, got)
-			}
+			causes := checkChainRun(t, n, done, 1)
 			settle(func() bool { return cc.landed.Load()+cc.conflicts.Load()+int64(len(cc.errs())) >= 3 })
 			if refuse {
 				// Every completion fell back to the locking path and still
@@ -367,18 +376,7 @@ func TestCompletionWithLostAnswer(t *testing.T) {
 		for i := range 3 {
 			inst := n.start("chain", fmt.Sprintf("lost-%d", i), `{"n": 7, "id": "x"}`)
 			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
-			var causes []string
-			for _, h := range n.checkHistory(done) {
-				causes = append(causes, h.Cause)
-			}
-			want := []string{"start", `deliver step "a" attempt 1`, `step "a" completed (attempt 1)`,
-				`step "b" completed (attempt 1)`, `step "c" completed (attempt 1)`}
-			if strings.Join(causes, "|") != strings.Join(want, "|") {
-				t.Errorf("%s: history causes %q, want %q", inst.ID, causes, want)
-			}
-			if got := output(t, done, "c"); got != `{"prev":7,"text":"n=7"}` {
-				t.Errorf("%s: c's output = %s", inst.ID, got)
-			}
+			checkChainRun(t, n, done, 7)
 		}
 		settle(func() bool { return ls.lost.Load() >= 9 })
 		if ls.lost.Load() < 9 {

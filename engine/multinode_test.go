@@ -5,7 +5,6 @@ package engine_test
 // outside with optimistic concurrency, and a node that dies holding leases.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/internal/testkit"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/postgres"
 	"github.com/flowd/flowd/workflow"
@@ -78,29 +78,8 @@ func (d *deliveries) counts() (map[string]int, int) {
 	return maps.Clone(d.byWho), total
 }
 
-// checkStepsSettleOnce asserts, over a history, that a step once COMPLETED
-// never changes again (its effect on the state was applied exactly once) and
-// that attempts never go down.
-func checkStepsSettleOnce(t *testing.T, id string, h []store.HistoryEntry) {
-	t.Helper()
-	for i := 1; i < len(h); i++ {
-		for name, prev := range h[i-1].State.Steps {
-			cur := h[i].State.Steps[name]
-			if cur == nil {
-				t.Errorf("%s v%d: step %s vanished", id, h[i].Version, name)
-				continue
-			}
-			if cur.Attempts < prev.Attempts {
-				t.Errorf("%s v%d: step %s attempts went from %d to %d", id, h[i].Version, name, prev.Attempts, cur.Attempts)
-			}
-			if prev.Status == workflow.StepCompleted &&
-				(cur.Status != workflow.StepCompleted || !bytes.Equal(cur.Output, prev.Output)) {
-				t.Errorf("%s v%d (%s): completed step %s changed: %s %s → %s %s",
-					id, h[i].Version, h[i].Cause, name, prev.Status, prev.Output, cur.Status, cur.Output)
-			}
-		}
-	}
-}
+// checkStepsSettleOnce: see testkit.CheckStepsSettleOnce.
+var checkStepsSettleOnce = testkit.CheckStepsSettleOnce
 
 // waitAllCompleted waits until every instance is COMPLETED and returns them.
 // It polls the status counts (one query: the database holds only these
@@ -487,23 +466,8 @@ func TestCrashNodeProcess(t *testing.T) {
 	select {} // SIGKILL ends this
 }
 
-// syncBuffer collects a child's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer collects output written from several goroutines.
+type syncBuffer = testkit.SyncBuffer
 
 // TestCrashLeasesExpire: node A (another process) leases every instance's
 // work step and is SIGKILLed while its handlers run, so it neither completes

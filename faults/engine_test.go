@@ -6,7 +6,6 @@ package faults_test
 // applied once.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/internal/testkit"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -274,26 +274,5 @@ func waitCompleted(t *testing.T, st store.Store, ids []string, timeout time.Dura
 	}
 }
 
-// checkStepsSettleOnce asserts over a history that a step once COMPLETED
-// never changes again (its completion was applied exactly once) and that
-// attempt counts never go down.
-func checkStepsSettleOnce(t *testing.T, id string, h []store.HistoryEntry) {
-	t.Helper()
-	for i := 1; i < len(h); i++ {
-		for name, prev := range h[i-1].State.Steps {
-			cur := h[i].State.Steps[name]
-			if cur == nil {
-				t.Errorf("%s v%d: step %s vanished", id, h[i].Version, name)
-				continue
-			}
-			if cur.Attempts < prev.Attempts {
-				t.Errorf("%s v%d: step %s attempts went from %d to %d", id, h[i].Version, name, prev.Attempts, cur.Attempts)
-			}
-			if prev.Status == workflow.StepCompleted &&
-				(cur.Status != workflow.StepCompleted || !bytes.Equal(cur.Output, prev.Output)) {
-				t.Errorf("%s v%d (%s): completed step %s changed: %s %s → %s %s",
-					id, h[i].Version, h[i].Cause, name, prev.Status, prev.Output, cur.Status, cur.Output)
-			}
-		}
-	}
-}
+// checkStepsSettleOnce: see testkit.CheckStepsSettleOnce.
+var checkStepsSettleOnce = testkit.CheckStepsSettleOnce

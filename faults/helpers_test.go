@@ -1,17 +1,16 @@
 package faults_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/internal/testkit"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/postgres"
 	"github.com/flowd/flowd/workflow"
@@ -182,23 +181,8 @@ func checkHistory(t *testing.T, st store.Store, inst *workflow.Instance) []store
 	return h
 }
 
-// syncBuffer collects output written by other goroutines or processes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer collects output written from several goroutines.
+type syncBuffer = testkit.SyncBuffer
 
 // waitFor polls cond every 10ms until it holds or timeout passes, and
 // reports whether it held.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,32 +9,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// syncBuffer is a bytes.Buffer safe for a server goroutine and a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects output written from several goroutines.
+type syncBuffer = testkit.SyncBuffer
 
 func testEnv(vars map[string]string) (*env, *syncBuffer, *syncBuffer) {
 	out, errOut := &syncBuffer{}, &syncBuffer{}

@@ -644,7 +644,12 @@ var _ store.Counter = (*Store)(nil)
 // $19–$28 the task's new fields, $29 the instance, $30 its expected version,
 // $31 its expected status, $32 and $33 the new status and state, $34 the
 // cause, $35 whether to notify.
-const commitStepSQL = `WITH t AS (
+const commitStepSQL = commitStepCTEs + `
+	CASE WHEN EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM u)
+		THEN flowd_conflict(` + commitVersionMiss + `) END`
+
+// commitStepCTEs is commitStepSQL up to its last column, the conflict check.
+const commitStepCTEs = `WITH t AS (
 	UPDATE workflow_tasks SET status = $19, attempt = $20, max_attempts = $21, run_at = $22,
 		lease = $23, lease_owner = $24, lease_until = $25, attempt_deadline = $26, input = $27::jsonb,
 		last_error = $28, updated_at = $15
@@ -665,28 +670,18 @@ const commitStepSQL = `WITH t AS (
 ), n AS (
 	SELECT pg_notify('` + notifyChannel + `', '') FROM u WHERE $35::boolean
 )
-SELECT (SELECT version FROM u), EXISTS (SELECT 1 FROM t), (SELECT count(*) FROM ins), (SELECT count(*) FROM n),
-	` + commitConflictCase
+SELECT (SELECT version FROM u), EXISTS (SELECT 1 FROM t), (SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
 
-// commitConflictCase ends commitStepSQL: the rollback when the task matched
-// and the instance did not.
-const commitConflictCase = `CASE WHEN EXISTS (SELECT 1 FROM t) AND NOT EXISTS (SELECT 1 FROM u)
-		THEN flowd_conflict(format('workflow %s is no longer %s at version %s', $29::text, $31::text, $30::bigint)) END`
+// commitVersionMiss is the message of a commit whose instance moved on.
+const commitVersionMiss = `format('workflow %s is no longer %s at version %s', $29::text, $31::text, $30::bigint)`
 
 // commitStrictSQL is commitStepSQL that also fails, with FD409, when the
 // task is no longer leased under the lease: in a pipeline of several
 // commits, every miss has to roll all of them back.
-var commitStrictSQL = strings.Replace(commitStepSQL, commitConflictCase,
-	`CASE WHEN NOT EXISTS (SELECT 1 FROM u)
-		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM t)
-			THEN format('workflow %s is no longer %s at version %s', $29::text, $31::text, $30::bigint)
-			ELSE format('task %s is no longer leased under this lease, or its lease ended', $16::text) END) END`, 1)
-
-func init() {
-	if commitStrictSQL == commitStepSQL {
-		panic("postgres: commitStrictSQL did not replace the conflict check of commitStepSQL")
-	}
-}
+const commitStrictSQL = commitStepCTEs + `
+	CASE WHEN NOT EXISTS (SELECT 1 FROM u)
+		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM t) THEN ` + commitVersionMiss + `
+			ELSE format('task %s is no longer leased under this lease, or its lease ended', $16::text) END) END`
 
 // CommitStep writes c in one statement; see store.EngineQuerier and
 // commitStepSQL.
