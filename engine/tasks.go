@@ -15,86 +15,124 @@ import (
 )
 
 // claim leases up to limit claimable tasks of the given queues to owner. In one
-// transaction it locks the tasks (SKIP LOCKED), then their instances in id
-// order, counts the delivered attempt in each step's state, and writes the
-// leases. A task whose instance stopped running in between stays queued.
+// transaction (store.ClaimTasks) it locks the tasks (SKIP LOCKED) and reads
+// their instances, counts the delivered attempt in each step's state and
+// writes the leases with each instance's new version. A task whose instance
+// stopped running, or moved on since it was read, stays queued; a claim that
+// lost tasks to the second tries again at once.
 func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]Task, error) {
 	var claimed []Task
-	err := e.withDefs(ctx, func() error {
-		claimed = claimed[:0]
-		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			now := e.clock()
-			tasks, err := tx.LockClaimable(ctx, queues, now, limit)
-			if err != nil || len(tasks) == 0 {
-				return err
+	for range 3 {
+		got, missed, err := e.claimOnce(ctx, queues, limit-len(claimed), owner, lease)
+		if err != nil {
+			if len(claimed) > 0 {
+				break // those are leased: hand them out
 			}
-			byInstance := map[string][]*store.Task{}
-			var ids []string
-			for _, t := range tasks {
-				if t.Queue == store.QueueSleep {
-					// A timer changes no state when it is picked up.
-					claimed = append(claimed, e.leaseTask(t, owner, now, lease, 0))
-					continue
-				}
-				if byInstance[t.InstanceID] == nil {
-					ids = append(ids, t.InstanceID)
-				}
-				byInstance[t.InstanceID] = append(byInstance[t.InstanceID], t)
-			}
-			slices.Sort(ids)
-			for _, id := range ids {
-				var take []*store.Task
-				var timeouts []time.Duration
-				inst, err := tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
-					if inst.Status != workflow.StatusRunning {
-						return errSkip
-					}
-					c, err := e.cached(inst)
-					if err != nil {
-						return err
-					}
-					for _, t := range byInstance[id] {
-						st := inst.State.Steps[t.StepID]
-						if st == nil || st.Status != workflow.StepRunning {
-							continue
-						}
-						st.Attempts = t.Attempt + 1
-						take = append(take, t)
-						step, _ := c.def.Step(t.StepID)
-						timeouts = append(timeouts, time.Duration(step.Timeout))
-					}
-					if len(take) == 0 {
-						return errSkip
-					}
-					return nil
-				}, deliverCause(byInstance[id]))
-				if errors.Is(err, errSkip) || errors.Is(err, workflow.ErrTerminal) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				for i, t := range take {
-					task := e.leaseTask(t, owner, now, lease, timeouts[i])
-					task.inst = inst
-					claimed = append(claimed, task)
-				}
-			}
-			for i := range claimed {
-				if err := tx.UpdateTask(ctx, claimed[i].row); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, err
+			return nil, err
+		}
+		claimed = append(claimed, got...)
+		if !missed || len(claimed) >= limit {
+			break
+		}
 	}
 	if e.m != nil {
 		e.m.TasksClaimed.Add(float64(len(claimed)))
 	}
 	return claimed, nil
+}
+
+// claimOnce is one claim transaction. missed reports tasks left queued
+// because their instance moved on between the read and the write.
+func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) (claimed []Task, missed bool, err error) {
+	var (
+		writes []*store.ClaimWrite
+		views  [][]Task // per write, the handlers' view of its tasks
+	)
+	err = e.withDefs(ctx, func() error {
+		writes, views = writes[:0], views[:0]
+		now := e.clock()
+		return e.st.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+			byInstance := map[string][]store.Claimable{}
+			var ids []string
+			for _, c := range locked {
+				t := c.Task
+				if t.Queue == store.QueueSleep {
+					// A timer changes no state when it is picked up.
+					writes = append(writes, &store.ClaimWrite{Tasks: []*store.Task{t}})
+					views = append(views, []Task{e.leaseTask(t, owner, now, lease, 0)})
+					continue
+				}
+				if byInstance[t.InstanceID] == nil {
+					ids = append(ids, t.InstanceID)
+				}
+				byInstance[t.InstanceID] = append(byInstance[t.InstanceID], c)
+			}
+			// Instances in id order, as every multi-instance write takes them.
+			slices.Sort(ids)
+			for _, id := range ids {
+				w, view, err := e.deliver(byInstance[id], owner, now, lease)
+				if err != nil {
+					return nil, err
+				}
+				if w != nil {
+					writes = append(writes, w)
+					views = append(views, view)
+				}
+			}
+			return writes, nil
+		})
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	for i, w := range writes {
+		if !w.Written {
+			missed = true
+			continue
+		}
+		for _, task := range views[i] {
+			task.inst = w.Instance
+			claimed = append(claimed, task)
+		}
+	}
+	return claimed, missed, nil
+}
+
+// deliver is the write that delivers the next attempt of the claimed tasks
+// of one instance: each step's attempts count the delivery, in the version
+// that leases them. Nil when the instance no longer runs them.
+func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, lease time.Duration) (*store.ClaimWrite, []Task, error) {
+	inst := cs[0].Instance
+	if inst.Status != workflow.StatusRunning {
+		return nil, nil, nil
+	}
+	c, err := e.cached(inst)
+	if err != nil {
+		return nil, nil, err
+	}
+	state := inst.State.Clone()
+	w := &store.ClaimWrite{SetState: true, ExpectedVersion: inst.Version, State: state}
+	var view []Task
+	var taken []*store.Task
+	for _, cl := range cs {
+		t := cl.Task
+		st := state.Steps[t.StepID]
+		if st == nil || st.Status != workflow.StepRunning {
+			continue
+		}
+		st.Attempts = t.Attempt + 1
+		taken = append(taken, t)
+	}
+	if len(taken) == 0 {
+		return nil, nil, nil
+	}
+	w.Cause = deliverCause(taken)
+	for _, t := range taken {
+		step, _ := c.def.Step(t.StepID)
+		view = append(view, e.leaseTask(t, owner, now, lease, time.Duration(step.Timeout)))
+	}
+	w.Tasks = taken
+	return w, view, nil
 }
 
 var errSkip = errors.New("nothing to claim")

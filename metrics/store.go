@@ -126,3 +126,31 @@ func (q instrumentedQuerier) CommitSteps(ctx context.Context, cs []store.StepCom
 	q.m.UpdateDuration.WithLabelValues("commit_step").Observe(time.Since(start).Seconds())
 	return vs, err
 }
+
+func (q instrumentedQuerier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	start := time.Now()
+	var writes []*store.ClaimWrite
+	err := q.Querier.ClaimTasks(ctx, p, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+		var err error
+		writes, err = decide(locked)
+		return writes, err
+	})
+	// Every instance written counts; the duration is the claim's, observed
+	// once, when it wrote or failed.
+	n := 0
+	for _, w := range writes {
+		if w != nil && w.Written && w.SetState {
+			n++
+		}
+	}
+	switch {
+	case err != nil:
+		q.m.StateUpdates.WithLabelValues("claim", Result(err)).Inc()
+	case n > 0:
+		q.m.StateUpdates.WithLabelValues("claim", Result(nil)).Add(float64(n))
+	default:
+		return nil
+	}
+	q.m.UpdateDuration.WithLabelValues("claim").Observe(time.Since(start).Seconds())
+	return err
+}

@@ -3,7 +3,9 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
@@ -47,10 +49,31 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	if _, err := s.CommitSteps(ctx, []store.StepCommit{commit, second}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("CommitSteps = %v, want a conflict", err)
 	}
+	// A claim counts each instance it wrote; a failed claim counts once.
+	eq := s.(store.EngineQuerier)
+	if err := eq.InsertTasks(ctx, []*store.Task{{ID: "t3", InstanceID: "w", StepID: "c", Queue: "q", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	claim := store.ClaimParams{Queues: []string{"q"}, Now: time.Now().Add(time.Second), Limit: 1}
+	errDecide := errors.New("decide failed")
+	if err := eq.ClaimTasks(ctx, claim, func([]store.Claimable) ([]*store.ClaimWrite, error) { return nil, errDecide }); !errors.Is(err, errDecide) {
+		t.Fatalf("ClaimTasks = %v, want %v", err, errDecide)
+	}
+	err = eq.ClaimTasks(ctx, claim, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+		if len(locked) != 1 {
+			return nil, fmt.Errorf("locked %d tasks, want 1", len(locked))
+		}
+		tk, inst := locked[0].Task, locked[0].Instance
+		tk.Status, tk.Attempt, tk.Lease, tk.LeaseUntil = store.TaskLeased, 1, "l3", time.Now().Add(time.Minute)
+		return []*store.ClaimWrite{{Tasks: []*store.Task{tk}, SetState: true, ExpectedVersion: inst.Version, State: inst.State}}, nil
+	})
+	if err != nil {
+		t.Fatalf("ClaimTasks: %v", err)
+	}
 	for _, c := range []struct {
 		op, result string
 		want       float64
-	}{{"create", metrics.ResultOK, 1}, {"commit_step", metrics.ResultConflict, 4}} {
+	}{{"create", metrics.ResultOK, 1}, {"commit_step", metrics.ResultConflict, 4}, {"claim", metrics.ResultOK, 1}, {"claim", metrics.ResultError, 1}} {
 		if got := stateUpdates(t, m, c.op, c.result); got != c.want {
 			t.Errorf("flowd_state_updates_total{op=%q,result=%q} = %v, want %v", c.op, c.result, got, c.want)
 		}

@@ -105,6 +105,17 @@ type EngineQuerier interface {
 	// ErrInvalidArgument for a limit outside 1–MaxBatchLimit or more than
 	// MaxClaimQueues queues.
 	LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*Task, error)
+	// ClaimTasks claims tasks in one transaction — on PostgreSQL, called on
+	// the store, in two round trips. It locks up to p.Limit claimable tasks
+	// of p.Queues as LockClaimable does, reads each one's instance (without
+	// locking it) and calls decide with them, oldest run_at first. decide
+	// returns the writes to make (see ClaimWrite); ClaimTasks checks them
+	// (ErrInvalidArgument, nothing written) and makes them. A write whose
+	// instance is no longer at its ExpectedVersion is skipped and its tasks
+	// stay queued; the others are made. An error from decide, or any error
+	// writing, rolls everything back and is returned (inside WithTx on
+	// PostgreSQL, it aborts the caller's transaction).
+	ClaimTasks(ctx context.Context, p ClaimParams, decide func([]Claimable) ([]*ClaimWrite, error)) error
 	// LockExpired returns up to limit LEASED tasks with lease_until < now,
 	// locked with SKIP LOCKED.
 	LockExpired(ctx context.Context, now time.Time, limit int) ([]*Task, error)
@@ -206,4 +217,80 @@ type Counter interface {
 // returned channel (coalesced) until ctx ends.
 type Listener interface {
 	Listen(ctx context.Context) (<-chan struct{}, error)
+}
+
+// ClaimParams selects the tasks ClaimTasks locks: as LockClaimable's
+// arguments.
+type ClaimParams struct {
+	Queues []string
+	Now    time.Time
+	Limit  int
+}
+
+// Claimable is a task ClaimTasks locked, with its instance as read in the
+// same statement (not locked: a write guards on its version). Tasks of one
+// instance share the Instance; decide must not change it.
+type Claimable struct {
+	Task     *Task
+	Instance *workflow.Instance
+}
+
+// ClaimWrite is one write of a claim: the leases of claimed tasks of one
+// instance and, when SetState, the instance's new state in the same write.
+type ClaimWrite struct {
+	// Tasks are claimed tasks of one instance, each claimed once, leased:
+	// Status LEASED, an Attempt of at least 1, a Lease and a LeaseUntil.
+	// Only the lease fields (status, attempt, lease, lease owner, lease
+	// until, attempt deadline) are written.
+	Tasks []*Task
+	// SetState moves the RUNNING instance from ExpectedVersion to State
+	// (version +1, a history row with Cause) with the leases; when the
+	// instance moved on, nothing of this write is made. Without SetState
+	// only the leases are written (a timer changes no state when it is
+	// picked up).
+	SetState        bool
+	ExpectedVersion int64
+	State           workflow.State
+	Cause           string
+
+	// Written is set by ClaimTasks when the write was made; Instance is
+	// then the instance as written (SetState only; its State is State).
+	Written  bool
+	Instance *workflow.Instance
+}
+
+// CheckClaimWrites checks decide's writes against the tasks ClaimTasks
+// locked: every task was locked, is claimed once and is leased; the tasks of
+// one write belong to one instance; a new state is valid.
+func CheckClaimWrites(locked []Claimable, writes []*ClaimWrite) error {
+	byID := make(map[string]bool, len(locked))
+	for _, c := range locked {
+		byID[c.Task.ID] = false
+	}
+	for i, w := range writes {
+		if w == nil || len(w.Tasks) == 0 {
+			return fmt.Errorf("%w: claim write %d has no task", ErrInvalidArgument, i+1)
+		}
+		inst := w.Tasks[0].InstanceID
+		for _, t := range w.Tasks {
+			seen, ok := byID[t.ID]
+			switch {
+			case !ok:
+				return fmt.Errorf("%w: task %q was not locked by this claim", ErrInvalidArgument, t.ID)
+			case seen:
+				return fmt.Errorf("%w: task %q is claimed twice", ErrInvalidArgument, t.ID)
+			case t.InstanceID != inst:
+				return fmt.Errorf("%w: claim write %d leases tasks of workflows %q and %q", ErrInvalidArgument, i+1, inst, t.InstanceID)
+			case t.Status != TaskLeased || t.Lease == "" || t.LeaseUntil.IsZero() || t.Attempt < 1:
+				return fmt.Errorf("%w: task %q is not leased (status %s, attempt %d, lease %q, until %v)", ErrInvalidArgument, t.ID, t.Status, t.Attempt, t.Lease, t.LeaseUntil)
+			}
+			byID[t.ID] = true
+		}
+		if w.SetState {
+			if err := w.State.Validate(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

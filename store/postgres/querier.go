@@ -736,22 +736,35 @@ func (q *querier) History(ctx context.Context, id string) ([]store.HistoryEntry,
 
 // scanInstance reads the columns of instanceColumns.
 func scanInstance(row pgx.Row) (*workflow.Instance, error) {
-	var (
-		inst         workflow.Instance
-		status       string
-		state, input []byte
-	)
-	if err := row.Scan(&inst.ID, &inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt, &inst.UpdatedAt,
-		&inst.DefinitionRevision, &inst.Deadline); err != nil {
+	var r instanceRow
+	if err := row.Scan(r.dest()...); err != nil {
 		return nil, err
 	}
-	st, err := decodeState(state)
+	return r.instance()
+}
+
+// instanceRow receives the columns of instanceColumns.
+type instanceRow struct {
+	inst         workflow.Instance
+	status       string
+	state, input []byte
+}
+
+func (r *instanceRow) dest() []any {
+	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.inst.CreatedAt, &r.inst.UpdatedAt,
+		&r.inst.DefinitionRevision, &r.inst.Deadline}
+}
+
+// instance decodes what was scanned.
+func (r *instanceRow) instance() (*workflow.Instance, error) {
+	st, err := decodeState(r.state)
 	if err != nil {
 		return nil, err
 	}
-	inst.Status = workflow.Status(status)
+	inst := r.inst
+	inst.Status = workflow.Status(r.status)
 	inst.State = st
-	inst.Input = compactJSON(input)
+	inst.Input = compactJSON(r.input)
 	inst.CreatedAt = inst.CreatedAt.UTC()
 	inst.UpdatedAt = inst.UpdatedAt.UTC()
 	inst.Deadline = utcPtr(inst.Deadline)

@@ -183,7 +183,18 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // Callers use a few shapes (one limit, one queue list per worker), so pgx's
 // statement cache holds them all; TestHotPathKeepsGenericPlans checks that
 // PostgreSQL reuses the plan.
-func claimSQL(queues, limit int) string {
+func claimSQL(queues, limit int) string { return claimQuery(queues, limit, "") }
+
+// claimWithInstancesSQL is claimSQL that also returns each task's instance
+// (the columns of instanceColumns, read, not locked), for ClaimTasks.
+func claimWithInstancesSQL(queues, limit int) string {
+	return claimQuery(queues, limit, `,
+		i.id AS i_id, i.definition AS i_definition, i.status AS i_status, i.state AS i_state, i.input AS i_input,
+		i.version AS i_version, i.created_at AS i_created_at, i.updated_at AS i_updated_at,
+		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline`)
+}
+
+func claimQuery(queues, limit int, extra string) string {
 	var values strings.Builder
 	for i := range queues {
 		if i > 0 {
@@ -193,7 +204,7 @@ func claimSQL(queues, limit int) string {
 	}
 	return fmt.Sprintf(`SELECT c.* FROM (VALUES %[1]s) AS q (queue)
 CROSS JOIN LATERAL (
-	SELECT `+taskPrefixedColumns+`
+	SELECT `+taskPrefixedColumns+extra+`
 	FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
 	WHERE t.status = 'QUEUED' AND t.queue = q.queue AND t.run_at <= $1
 		AND (i.status = 'RUNNING' OR (t.queue = '`+store.QueueSleep+`' AND i.status = 'PAUSED'))
@@ -464,30 +475,33 @@ func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode s
 // SKIP LOCKED; see claimSQL. ErrInvalidArgument for a limit outside
 // 1–store.MaxBatchLimit or more than store.MaxClaimQueues queues.
 func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
+	n, args, err := claimArgs(queues, now, limit)
+	if err != nil || n == 0 {
+		return []*store.Task{}, err
+	}
+	return q.queryTasks(ctx, claimSQL(n, limit), args...)
+}
+
+// claimArgs checks a claim's arguments and returns how many distinct queues
+// it names (0: nothing to claim) and the claim query's arguments.
+func claimArgs(queues []string, now time.Time, limit int) (int, []any, error) {
 	if err := checkLimit(limit); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if len(queues) > store.MaxClaimQueues {
-		return nil, fmt.Errorf("%w: %d queues, at most %d may be claimed from at once", store.ErrInvalidArgument, len(queues), store.MaxClaimQueues)
+		return 0, nil, fmt.Errorf("%w: %d queues, at most %d may be claimed from at once", store.ErrInvalidArgument, len(queues), store.MaxClaimQueues)
 	}
-	distinct := make([]string, 0, len(queues))
+	args := make([]any, 1, 1+len(queues))
+	args[0] = store.Timestamp(now)
 	for _, queue := range queues {
 		if err := checkText("queue", queue); err != nil {
-			return nil, err
+			return 0, nil, err
 		}
-		if !slices.Contains(distinct, queue) {
-			distinct = append(distinct, queue)
+		if !slices.Contains(args[1:], any(queue)) {
+			args = append(args, queue)
 		}
 	}
-	if len(distinct) == 0 {
-		return []*store.Task{}, nil
-	}
-	args := make([]any, 0, 1+len(distinct))
-	args = append(args, store.Timestamp(now))
-	for _, queue := range distinct {
-		args = append(args, queue)
-	}
-	return q.queryTasks(ctx, claimSQL(len(distinct), limit), args...)
+	return len(args) - 1, args, nil
 }
 
 // LockExpired returns up to limit LEASED tasks whose lease ended before now,

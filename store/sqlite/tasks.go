@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // The engine's operations (store.EngineQuerier) on SQLite.
@@ -630,4 +631,107 @@ func (pc *preparedCommit) write(ctx context.Context, tx dbtx) (int64, error) {
 		return 0, err
 	}
 	return version, insertTasks(ctx, tx, pc.rows)
+}
+
+// ClaimTasks locks the claimable tasks, reads their instances, lets decide
+// choose the writes and makes them, in one write transaction (a savepoint
+// inside WithTx); see store.EngineQuerier. Nothing else writes meanwhile, so
+// only a wrong ExpectedVersion makes a write miss.
+func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	if decide == nil {
+		return fmt.Errorf("%w: nil decide function", store.ErrInvalidArgument)
+	}
+	var done []func()
+	err := q.write(ctx, func(c dbtx) error {
+		tq := &querier{read: c, write: func(_ context.Context, fn func(dbtx) error) error { return fn(c) }, now: q.now}
+		tasks, err := tq.LockClaimable(ctx, p.Queues, p.Now, p.Limit)
+		if err != nil {
+			return err
+		}
+		locked := make([]store.Claimable, len(tasks))
+		insts := map[string]*workflow.Instance{}
+		for i, t := range tasks {
+			inst := insts[t.InstanceID]
+			if inst == nil {
+				if inst, err = getInstance(ctx, c, t.InstanceID); err != nil {
+					return err
+				}
+				insts[t.InstanceID] = inst
+			}
+			locked[i] = store.Claimable{Task: t, Instance: inst}
+		}
+		writes, err := decide(locked)
+		if err != nil {
+			return err
+		}
+		if err := store.CheckClaimWrites(locked, writes); err != nil {
+			return err
+		}
+		now := q.timestamp()
+		for _, w := range writes {
+			f, err := claimWrite(ctx, c, w, insts[w.Tasks[0].InstanceID], now)
+			if err != nil {
+				return err
+			}
+			done = append(done, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range done {
+		f()
+	}
+	return nil
+}
+
+// claimWrite makes one ClaimWrite on c and returns what reports it once the
+// transaction is committed.
+func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow.Instance, now int64) (func(), error) {
+	at := time.UnixMicro(now).UTC()
+	var written *workflow.Instance
+	if w.SetState {
+		if read.Version != w.ExpectedVersion || read.Status != workflow.StatusRunning {
+			return func() { w.Written, w.Instance = false, nil }, nil
+		}
+		state, err := marshalState(w.State)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.ExecContext(ctx,
+			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3 AND version = ?4`,
+			state, now, read.ID, w.ExpectedVersion); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		if err := appendHistory(ctx, c, read.ID, w.Cause); err != nil {
+			return nil, err
+		}
+		inst := *read
+		inst.State, inst.Version, inst.UpdatedAt = w.State, read.Version+1, at
+		written = &inst
+	}
+	for _, t := range w.Tasks {
+		res, err := c.ExecContext(ctx,
+			`UPDATE workflow_tasks SET status = 'LEASED', attempt = ?2, lease = ?3, lease_owner = ?4, lease_until = ?5,
+			attempt_deadline = ?6, updated_at = ?7
+			WHERE id = ?1 AND status = 'QUEUED'`,
+			t.ID, t.Attempt, t.Lease, t.LeaseOwner, micros(t.LeaseUntil), zeroNullMicros(t.AttemptDeadline), now)
+		if err != nil {
+			return nil, fmt.Errorf("task %q: %w", t.ID, interpretError(ctx, err))
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return nil, fmt.Errorf("sqlite: claim of task %q leased %d rows: %v", t.ID, n, err)
+		}
+	}
+	return func() {
+		for _, t := range w.Tasks {
+			t.LeaseUntil = store.Timestamp(t.LeaseUntil)
+			if !t.AttemptDeadline.IsZero() {
+				t.AttemptDeadline = store.Timestamp(t.AttemptDeadline)
+			}
+			t.UpdatedAt = at
+		}
+		w.Written, w.Instance = true, written
+	}, nil
 }

@@ -1,0 +1,87 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// moveOnClaim changes the instance of the first task a claim locks after the
+// claim read it and before it writes, as a concurrent writer would.
+type moveOnClaim struct {
+	store.Store
+	once   sync.Once
+	err    error
+	claims atomic.Int64 // claims that locked a task
+}
+
+func (s *moveOnClaim) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	return s.Store.ClaimTasks(ctx, p, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+		writes, err := decide(locked)
+		if len(locked) > 0 {
+			s.claims.Add(1)
+			s.once.Do(func() {
+				_, s.err = s.Store.ModifyState(ctx, locked[0].Task.InstanceID, func(inst *workflow.Instance) error {
+					return inst.State.SetVar("moved", true)
+				}, "moved on")
+			})
+		}
+		return writes, err
+	})
+}
+
+// A claim whose instance moved on between its read and its write leaves the
+// task queued and claims again: the step runs once, its attempt is counted
+// once, and the other writer's change is kept.
+func TestClaimOfAnInstanceThatMovedOn(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.name != "postgres" {
+			t.Skip("SQLite serialises writers: nothing can change an instance while a claim holds the write lock")
+		}
+		var runs atomic.Int64
+		count := func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
+			runs.Add(1)
+			return json.RawMessage(fmt.Sprintf(`{"attempt":%d}`, task.Attempt)), nil
+		}
+		ms := &moveOnClaim{}
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, handlers: map[string]engine.Handler{"count": count},
+			wrap: func(st store.Store) store.Store { ms.Store = st; return ms }})
+		n.define("name: one\nsteps:\n  - {id: a, type: task, handler: count}\n")
+		inst := n.start("one", "", `{}`)
+		done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+		if ms.err != nil {
+			t.Fatalf("the concurrent write: %v", ms.err)
+		}
+		if got := output(t, done, "a"); got != `{"attempt":1}` || runs.Load() != 1 || done.State.Steps["a"].Attempts != 1 {
+			t.Errorf("step a: output %s, %d runs, attempts %d; want attempt 1, 1 run, 1 attempt", got, runs.Load(), done.State.Steps["a"].Attempts)
+		}
+		if string(done.State.Variables["moved"]) != "true" {
+			t.Errorf("the concurrent writer's variable was lost: %s", done.State.Variables)
+		}
+		if ms.claims.Load() < 2 {
+			t.Errorf("%d claims locked the task, want the missed one and one more", ms.claims.Load())
+		}
+		hist, err := n.st.History(context.Background(), inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var causes []string
+		for _, h := range hist {
+			causes = append(causes, h.Cause)
+		}
+		want := []string{"start", "moved on", `deliver step "a" attempt 1`, `step "a" completed (attempt 1)`}
+		if strings.Join(causes, "|") != strings.Join(want, "|") {
+			t.Errorf("history causes %q, want %q", causes, want)
+		}
+		n.checkHistory(done)
+	})
+}

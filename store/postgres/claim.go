@@ -1,0 +1,302 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// claimWriteSQL is one store.ClaimWrite: the instance's versioned update (u)
+// with its history row (h) when $6 (SetState), and the leases of its tasks
+// (t), made only when u matched or there is no u. The tasks are locked by
+// the claim's transaction already, so status = 'QUEUED' holds; it is checked
+// all the same. A write whose instance moved on writes nothing and returns
+// a NULL version.
+//
+// $1 the instance, $2 its expected version, $3 the cause, $4 the new state,
+// $5 the store's clock, $6 SetState, $7–$12 the tasks' ids, attempts,
+// leases, owners, lease ends and attempt deadlines.
+const claimWriteSQL = `WITH u AS (
+	UPDATE workflow_instances SET state = $4::jsonb, version = version + 1, updated_at = $5
+	WHERE $6::boolean AND id = $1 AND version = $2 AND status = 'RUNNING'
+	RETURNING id, version, status, state
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, state, $5, $3 FROM u
+), t AS (
+	UPDATE workflow_tasks w SET status = 'LEASED', attempt = x.attempt, lease = x.lease, lease_owner = x.owner,
+		lease_until = x.lease_until, attempt_deadline = x.attempt_deadline, updated_at = $5
+	FROM unnest($7::text[], $8::integer[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[])
+		AS x (id, attempt, lease, owner, lease_until, attempt_deadline)
+	WHERE w.id = x.id AND w.instance_id = $1 AND w.status = 'QUEUED' AND (NOT $6::boolean OR EXISTS (SELECT 1 FROM u))
+	RETURNING 1
+)
+SELECT (SELECT version FROM u), (SELECT count(*) FROM t)`
+
+// ClaimTasks locks claimable tasks with their instances, lets decide choose
+// the writes and makes them; see store.EngineQuerier. On the store it is two
+// round trips: BEGIN and the claim query go out together, then the writes
+// and COMMIT. Inside WithTx the statements run one by one in the caller's
+// transaction.
+func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	if decide == nil {
+		return fmt.Errorf("%w: nil decide function", store.ErrInvalidArgument)
+	}
+	n, args, err := claimArgs(p.Queues, p.Now, p.Limit)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		_, err := decide([]store.Claimable{})
+		return err
+	}
+	sql := claimWithInstancesSQL(n, p.Limit)
+	if q.pool == nil {
+		return q.claimInTx(ctx, sql, args, decide)
+	}
+	return q.claimPipelined(ctx, sql, args, decide)
+}
+
+func (q *querier) claimInTx(ctx context.Context, sql string, args []any, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	rows, err := q.db.Query(ctx, sql, args...)
+	if err != nil {
+		return interpretError(err, "")
+	}
+	locked, err := scanClaimables(rows)
+	if err != nil {
+		return err
+	}
+	pws, err := q.decideClaim(locked, decide)
+	if err != nil {
+		return err
+	}
+	for _, pw := range pws {
+		if err := pw.result(q.db.QueryRow(ctx, claimWriteSQL, pw.args...)); err != nil {
+			return err
+		}
+	}
+	for _, pw := range pws {
+		pw.fill()
+	}
+	return nil
+}
+
+func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	conn, err := q.pool.Acquire(ctx)
+	if err != nil {
+		return interpretError(err, "")
+	}
+	// A connection left inside the transaction is rolled back here; should
+	// that fail, the pool closes a connection released in a transaction.
+	defer conn.Release()
+	defer func() {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(sql, args...)
+	br := conn.SendBatch(ctx, b)
+	locked, err := readClaim(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = interpretError(cerr, "")
+	}
+	if err != nil {
+		return err
+	}
+	pws, err := q.decideClaim(locked, decide)
+	if err != nil || len(pws) == 0 {
+		return err // the deferred ROLLBACK ends the transaction
+	}
+
+	b = &pgx.Batch{}
+	for _, pw := range pws {
+		b.Queue(claimWriteSQL, pw.args...)
+	}
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	for _, pw := range pws {
+		if err == nil {
+			err = pw.result(br.QueryRow())
+		}
+	}
+	if err == nil {
+		// After an error the server skips the rest of the batch, COMMIT
+		// included; the deferred ROLLBACK ends the failed transaction.
+		if _, cerr := br.Exec(); cerr != nil {
+			err = interpretError(cerr, "")
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = interpretError(cerr, "")
+	}
+	if err != nil {
+		return err
+	}
+	for _, pw := range pws {
+		pw.fill()
+	}
+	return nil
+}
+
+// readClaim reads BEGIN's and the claim query's results.
+func readClaim(br pgx.BatchResults) ([]store.Claimable, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, interpretError(err, "")
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, interpretError(err, "")
+	}
+	return scanClaimables(rows)
+}
+
+// scanClaimables reads the rows of claimWithInstancesSQL; tasks of one
+// instance share its decoded Instance.
+func scanClaimables(rows pgx.Rows) ([]store.Claimable, error) {
+	defer rows.Close()
+	out := []store.Claimable{}
+	insts := map[string]*workflow.Instance{}
+	for rows.Next() {
+		var ir instanceRow
+		t, err := scanTask(extraColumns{rows, ir.dest()})
+		if err != nil {
+			return nil, interpretError(err, "")
+		}
+		inst := insts[t.InstanceID]
+		if inst == nil {
+			if inst, err = ir.instance(); err != nil {
+				return nil, err
+			}
+			insts[t.InstanceID] = inst
+		}
+		out = append(out, store.Claimable{Task: t, Instance: inst})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(err, "")
+	}
+	return out, nil
+}
+
+// extraColumns scans a row into the destinations it is given followed by
+// extra: scanTask reads a task's columns and the instance's come after.
+type extraColumns struct {
+	row   pgx.Row
+	extra []any
+}
+
+func (e extraColumns) Scan(dest ...any) error { return e.row.Scan(append(dest, e.extra...)...) }
+
+// preparedClaimWrite is a checked ClaimWrite with its statement's arguments.
+type preparedClaimWrite struct {
+	w       *store.ClaimWrite
+	read    *workflow.Instance
+	now     time.Time
+	args    []any
+	version int64
+	written bool
+}
+
+// decideClaim calls decide and checks and prepares the writes it returns.
+func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) ([]*preparedClaimWrite, error) {
+	writes, err := decide(locked)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckClaimWrites(locked, writes); err != nil {
+		return nil, err
+	}
+	insts := make(map[string]*workflow.Instance, len(locked))
+	for _, c := range locked {
+		insts[c.Task.InstanceID] = c.Instance
+	}
+	now := q.timestamp()
+	pws := make([]*preparedClaimWrite, len(writes))
+	for i, w := range writes {
+		inst := insts[w.Tasks[0].InstanceID]
+		// Without SetState the state is not written, but a parameter that
+		// PostgreSQL may cast while planning has to be valid JSON.
+		state := []byte("{}")
+		if w.SetState {
+			if err := checkText("cause", w.Cause); err != nil {
+				return nil, err
+			}
+			var err error
+			if state, err = marshalState(w.State); err != nil {
+				return nil, err
+			}
+		}
+		n := len(w.Tasks)
+		ids, leases, owners := make([]string, n), make([]string, n), make([]string, n)
+		attempts := make([]int32, n)
+		until, deadlines := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		for j, t := range w.Tasks {
+			if !storableText(t.Lease) || !storableText(t.LeaseOwner) {
+				return nil, fmt.Errorf("%w: task %q: the lease and its owner must be UTF-8 text without NUL characters", store.ErrInvalidArgument, t.ID)
+			}
+			ids[j], leases[j], owners[j], attempts[j] = t.ID, t.Lease, t.LeaseOwner, int32(t.Attempt)
+			until[j] = pgtype.Timestamptz{Time: store.Timestamp(t.LeaseUntil), Valid: true}
+			if !t.AttemptDeadline.IsZero() {
+				deadlines[j] = pgtype.Timestamptz{Time: store.Timestamp(t.AttemptDeadline), Valid: true}
+			}
+		}
+		pws[i] = &preparedClaimWrite{w: w, read: inst, now: now, args: []any{
+			inst.ID, w.ExpectedVersion, w.Cause, string(state), now, w.SetState,
+			ids, attempts, leases, owners, until, deadlines,
+		}}
+	}
+	return pws, nil
+}
+
+// result reads the write's row: whether it was made.
+func (pw *preparedClaimWrite) result(row pgx.Row) error {
+	var (
+		version *int64
+		leased  int
+	)
+	if err := row.Scan(&version, &leased); err != nil {
+		return interpretError(err, pw.read.ID)
+	}
+	switch {
+	case pw.w.SetState && version == nil && leased == 0:
+		return nil // the instance moved on: skipped
+	case leased != len(pw.w.Tasks):
+		// Not reached: the claim holds the tasks' locks.
+		return fmt.Errorf("postgres: claim of workflow %q leased %d of %d tasks", pw.read.ID, leased, len(pw.w.Tasks))
+	}
+	pw.written = true
+	if version != nil {
+		pw.version = *version
+	}
+	return nil
+}
+
+// fill reports the outcome to the ClaimWrite, once the transaction is
+// committed.
+func (pw *preparedClaimWrite) fill() {
+	w := pw.w
+	w.Written, w.Instance = pw.written, nil
+	if !pw.written {
+		return
+	}
+	for _, t := range w.Tasks {
+		t.LeaseUntil = store.Timestamp(t.LeaseUntil)
+		if !t.AttemptDeadline.IsZero() {
+			t.AttemptDeadline = store.Timestamp(t.AttemptDeadline)
+		}
+		t.UpdatedAt = pw.now
+	}
+	if w.SetState {
+		inst := *pw.read
+		inst.State, inst.Version, inst.UpdatedAt = w.State, pw.version, pw.now
+		w.Instance = &inst
+	}
+}
