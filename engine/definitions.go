@@ -135,10 +135,12 @@ func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled,
 		return nil, err
 	}
 	if rev == 0 {
-		// The latest revision has to be asked for on every start (another
-		// node may have stored a new one), but is usually compiled already.
+		// Usually compiled already: only the revision number was news.
 		e.cacheMu.Lock()
 		c, ok = e.cache[defKey{name, rec.Revision}]
+		if ok {
+			e.noteLatest(c)
+		}
 		e.cacheMu.Unlock()
 		if ok {
 			return c, nil
@@ -153,6 +155,25 @@ func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled,
 	}
 	e.cacheMu.Lock()
 	e.cache[defKey{name, info.Revision}] = c
+	if rev == 0 {
+		e.noteLatest(c)
+	}
 	e.cacheMu.Unlock()
 	return c, nil
+}
+
+// noteLatest records c as its definition's latest revision unless a newer
+// one was seen. The caller holds cacheMu.
+func (e *Engine) noteLatest(c *compiled) {
+	if cur := e.latest[c.def.Name]; cur == nil || cur.def.Revision < c.def.Revision {
+		e.latest[c.def.Name] = c
+	}
+}
+
+// knownLatest returns the latest revision of name this node has seen, or
+// nil.
+func (e *Engine) knownLatest(name string) *compiled {
+	e.cacheMu.Lock()
+	defer e.cacheMu.Unlock()
+	return e.latest[name]
 }

@@ -118,6 +118,10 @@ type Engine struct {
 
 	cacheMu sync.Mutex
 	cache   map[defKey]*compiled
+	// latest is, per definition name, the latest revision this node has
+	// seen: a start uses it without a read, guarded by
+	// CreateParams.LatestRevision.
+	latest map[string]*compiled
 
 	wakeMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
@@ -152,6 +156,7 @@ func New(cfg Config) (*Engine, error) {
 		now: cfg.Now, node: cfg.NodeID, http: cfg.HTTPClient,
 		handlers: map[string]Handler{},
 		cache:    map[defKey]*compiled{},
+		latest:   map[string]*compiled{},
 		waiters:  map[chan struct{}]struct{}{},
 	}
 	if cfg.Workers != nil {

@@ -25,10 +25,32 @@ type StartParams struct {
 // schedules the steps without dependencies in the same write.
 // An unknown definition returns an error wrapping store.ErrNotFound.
 func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.Instance, error) {
+	// The latest revision this node knows is used without reading it; the
+	// write checks that it still is the latest. When another node stored a
+	// newer one, the start reads it and tries again.
+	for range 3 {
+		c := e.knownLatest(p.Definition)
+		if p.Revision != 0 || c == nil {
+			break
+		}
+		inst, err := e.start(ctx, c, p, true)
+		if !errors.Is(err, store.ErrConflict) {
+			return inst, err
+		}
+		if _, err := e.compiled(ctx, p.Definition, 0); err != nil {
+			return nil, err
+		}
+	}
 	c, err := e.compiled(ctx, p.Definition, p.Revision)
 	if err != nil {
 		return nil, err
 	}
+	return e.start(ctx, c, p, false)
+}
+
+// start creates the instance of c; under latest only while c is the
+// latest revision of its definition (store.ErrConflict otherwise).
+func (e *Engine) start(ctx context.Context, c *compiled, p StartParams, latest bool) (*workflow.Instance, error) {
 	if p.ID == "" {
 		p.ID = store.NewID()
 	}
@@ -56,7 +78,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.In
 	out, err := e.st.Create(ctx, store.CreateParams{
 		ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
 		Input: input, State: inst.State, Deadline: deadline, Cause: "start",
-		Tasks: pl.insert, Notify: pl.claimable(),
+		Tasks: pl.insert, Notify: pl.claimable(), LatestRevision: latest,
 	})
 	if err != nil {
 		return nil, err

@@ -57,6 +57,9 @@ func (p *CreateParams) Normalize() error {
 	if p.Cause == "" {
 		p.Cause = "create"
 	}
+	if p.LatestRevision && (p.Definition == "" || p.DefinitionRevision < 1) {
+		return fmt.Errorf("%w: LatestRevision needs a definition and its revision", ErrInvalidArgument)
+	}
 	for _, t := range p.Tasks {
 		switch {
 		case t == nil:

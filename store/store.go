@@ -12,6 +12,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/flowd/flowd/workflow"
@@ -141,6 +142,18 @@ type CreateParams struct {
 	// with its first tasks in one statement.
 	Tasks  []*Task
 	Notify bool
+	// LatestRevision creates the instance only while DefinitionRevision is
+	// the latest revision of Definition: when a newer one is stored, nothing
+	// is written and a *ConflictError (errors.Is ErrConflict) is returned.
+	// The engine starts "the latest revision" this way without reading it
+	// on every start.
+	LatestRevision bool
+}
+
+// StaleRevision is the conflict Create returns under LatestRevision.
+func StaleRevision(p CreateParams) error {
+	return &ConflictError{ID: p.ID, Actual: -1,
+		Reason: fmt.Sprintf("definition %q has a revision newer than %d", p.Definition, p.DefinitionRevision)}
 }
 
 // ListParams filter and page Querier.List.

@@ -68,33 +68,37 @@ const (
 	// the caller's transaction (PostgreSQL aborts a transaction on any error,
 	// SQLite does not).
 	createSQL = createCTEs + `
-SELECT true FROM i`
+SELECT EXISTS (SELECT 1 FROM i), ` + createStale
+	// createCTEs inserts the instance and its history row unless the id is
+	// taken or, when $10, the definition has a revision newer than $8.
 	createCTEs = `WITH i AS (
 	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
-	VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9
+	WHERE NOT (` + createStale + `)
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 	SELECT id, 0, status, state, $6, $7 FROM i
 )`
+	createStale = `$10::boolean AND EXISTS (SELECT 1 FROM workflow_definitions WHERE name = $2 AND revision > $8)`
 
-	// createWithTasksSQL is createSQL with the first tasks ($10–$23, as
+	// createWithTasksSQL is createSQL with the first tasks ($11–$24, as
 	// insertTasksSQL's $1–$14) inserted only if the instance was, and a
-	// NOTIFY when $24. The tasks' foreign key is checked at the end of the
+	// NOTIFY when $25. The tasks' foreign key is checked at the end of the
 	// statement, when the instance row exists (as the history row's is).
 	// Their ids are new and their instance too, so nothing can be taken;
 	// should a unique violation happen all the same, the whole statement
 	// fails and nothing is written.
 	createWithTasksSQL = createCTEs + `, t AS (
 	` + insertTasksPrefix + `$6, $6
-	FROM ` + newTasks10 + `
+	FROM ` + newTasks11 + `
 	WHERE EXISTS (SELECT 1 FROM i)
 	RETURNING 1
 ), n AS (
-	SELECT pg_notify('` + notifyChannel + `', '') FROM i WHERE $24::boolean
+	SELECT pg_notify('` + notifyChannel + `', '') FROM i WHERE $25::boolean
 )
-SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM n) >= 0 FROM i`
+SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM n) >= 0 AND EXISTS (SELECT 1 FROM i), ` + createStale
 
 	replaceStateSQL = `WITH u AS (
 	UPDATE workflow_instances SET state = $3::jsonb, version = version + 1, updated_at = $4
@@ -215,7 +219,7 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	now := q.timestamp()
 	var created bool
 	deadline := timestampPtr(p.Deadline)
-	args := []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline}
+	args := []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline, p.LatestRevision}
 	sql := createSQL
 	var tasks []store.Task
 	if len(p.Tasks) > 0 || p.Notify {
@@ -227,12 +231,15 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		sql = createWithTasksSQL
 		args = append(append(args, cols.args()...), p.Notify)
 	}
-	err = q.db.QueryRow(ctx, sql, args...).Scan(&created)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("workflow %q: %w", p.ID, store.ErrExists)
-	}
-	if err != nil {
+	var stale bool
+	err = q.db.QueryRow(ctx, sql, args...).Scan(&created, &stale)
+	switch {
+	case err != nil:
 		return nil, interpretError(err, p.ID)
+	case stale:
+		return nil, store.StaleRevision(p)
+	case !created:
+		return nil, fmt.Errorf("workflow %q: %w", p.ID, store.ErrExists)
 	}
 	for i, t := range p.Tasks {
 		*t = tasks[i]

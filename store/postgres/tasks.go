@@ -29,13 +29,13 @@ var (
 
 // newTasks1 is the row source of new tasks: the arrays of prepareTasks
 // (taskColumnArrays.args) as parameters $1–$14, unnested into rows x.
-// newTasks10 is the same from $10 on.
+// newTasks11 is the same from $11 on.
 const (
 	newTasks1 = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
 		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[])
 		AS x (` + newTaskColumns + `)`
-	newTasks10 = `unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int4[], $16::int4[],
-		$17::timestamptz[], $18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[], $22::text[], $23::text[])
+	newTasks11 = `unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::int4[], $17::int4[],
+		$18::timestamptz[], $19::text[], $20::text[], $21::timestamptz[], $22::timestamptz[], $23::text[], $24::text[])
 		AS x (` + newTaskColumns + `)`
 	newTaskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts,
 			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error`

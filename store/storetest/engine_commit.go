@@ -22,6 +22,7 @@ var commitTests = []conformanceTest{
 	{"CommitStep_inTx", testCommitStepInTx},
 	{"CommitStep_concurrent", testCommitStepConcurrent},
 	{"Create_withTasks", testCreateWithTasks},
+	{"Create_latestRevision", testCreateLatestRevision},
 	{"CommitSteps_ok", testCommitStepsOK},
 	{"CommitSteps_allOrNothing", testCommitStepsAllOrNothing},
 }
@@ -404,6 +405,54 @@ func testCreateWithTasks(t *testing.T, h Harness) {
 			}
 		}
 	}
+}
+
+// Under LatestRevision an instance is created only while its revision is the
+// definition's latest: with or without tasks, nothing is written otherwise.
+func testCreateLatestRevision(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	d := b.defs(t)
+	b.putDefinition(t, d, "d", `{"v":1}`, 1, true)
+	now := b.clock.Now()
+	create := func(id string, rev int, latest, withTasks bool) error {
+		p := store.CreateParams{ID: id, Definition: "d", DefinitionRevision: rev, LatestRevision: latest, Status: workflow.StatusRunning}
+		if withTasks {
+			p.Tasks, p.Notify = []*store.Task{newTask("", "a", "q1", now)}, true
+		}
+		_, err := b.s.Create(b.ctx, p)
+		return err
+	}
+	for _, withTasks := range []bool{false, true} {
+		if err := create(fmt.Sprintf("r1-%v", withTasks), 1, true, withTasks); err != nil {
+			t.Errorf("Create at the latest revision (tasks %v): %v", withTasks, err)
+		}
+	}
+	b.putDefinition(t, d, "d", `{"v":2}`, 2, true)
+	for _, withTasks := range []bool{false, true} {
+		id := fmt.Sprintf("stale-%v", withTasks)
+		before := b.countAll(t)
+		err := create(id, 1, true, withTasks)
+		wantErrorIs(t, fmt.Sprintf("Create at an older revision (tasks %v)", withTasks), err, store.ErrConflict)
+		if err != nil && !strings.Contains(err.Error(), "newer than 1") {
+			t.Errorf("Create at an older revision: %q does not say that a newer revision exists", err)
+		}
+		if n := b.countAll(t); n != before {
+			t.Errorf("Create at an older revision: %d instances, want %d", n, before)
+		}
+		if tasks := b.tasksOf(t, eq, id); len(tasks) != 0 {
+			t.Errorf("Create at an older revision: %d tasks stored", len(tasks))
+		}
+		if err := create(id, 1, false, withTasks); err != nil {
+			t.Errorf("Create at an older revision without LatestRevision (tasks %v): %v", withTasks, err)
+		}
+		if err := create(fmt.Sprintf("r2-%v", withTasks), 2, true, withTasks); err != nil {
+			t.Errorf("Create at the new latest revision (tasks %v): %v", withTasks, err)
+		}
+	}
+	wantErrorIs(t, "Create of a taken id at the latest revision", create("r2-false", 2, true, false), store.ErrExists)
+	_, err := b.s.Create(b.ctx, store.CreateParams{ID: "free", LatestRevision: true})
+	wantErrorIs(t, "Create of a free-form instance with LatestRevision", err, store.ErrInvalidArgument)
 }
 
 func testCommitStepsOK(t *testing.T, h Harness) {

@@ -1,5 +1,8 @@
 package engine_test
 
+// The hot path's round trips: a claim that finds its instance moved on,
+// a start that does not read the latest revision.
+
 import (
 	"context"
 	"encoding/json"
@@ -83,5 +86,62 @@ func TestClaimOfAnInstanceThatMovedOn(t *testing.T) {
 			t.Errorf("history causes %q, want %q", causes, want)
 		}
 		n.checkHistory(done)
+	})
+}
+
+// defReads counts the reads of a definition's latest revision.
+type defReads struct {
+	store.Store
+	latest atomic.Int64
+}
+
+func (s *defReads) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
+	if rev == 0 {
+		s.latest.Add(1)
+	}
+	return s.Store.GetDefinition(ctx, name, rev)
+}
+
+// A start uses the latest revision the node knows without reading it, and
+// still starts a revision that another node stored since.
+func TestStartUsesTheLatestRevisionWithoutReadingIt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		dr := &defReads{}
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, wrap: func(st store.Store) store.Store { dr.Store = st; return dr }})
+		n.define("name: d\nsteps:\n  - {id: a, type: wait}\n")
+		for i := range 3 {
+			if inst := n.start("d", "", `{}`); inst.DefinitionRevision != 1 {
+				t.Errorf("start %d: revision %d, want 1", i+1, inst.DefinitionRevision)
+			}
+		}
+		if got := dr.latest.Load(); got != 1 {
+			t.Errorf("three starts read the latest revision %d times, want once", got)
+		}
+		// Another node stores revision 2 (as the engine would: canonical).
+		def, err := workflow.ParseDefinition([]byte("name: d\nsteps:\n  - {id: b, type: wait}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := def.Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rev, _, err := n.st.PutDefinition(context.Background(), "d", canon); err != nil || rev != 2 {
+			t.Fatalf("PutDefinition on the other node = %d, %v; want revision 2", rev, err)
+		}
+		for i := range 2 {
+			inst := n.start("d", "", `{}`)
+			if inst.DefinitionRevision != 2 || inst.State.Steps["b"] == nil {
+				t.Errorf("start %d after revision 2: revision %d, steps %v; want revision 2 with step b", i+1, inst.DefinitionRevision, inst.State.Steps)
+			}
+		}
+		if got := dr.latest.Load(); got != 2 {
+			t.Errorf("the latest revision was read %d times in all, want twice (once more after the refused start)", got)
+		}
+		// An explicit revision is still honoured.
+		inst, err := n.eng.StartWorkflow(context.Background(), engine.StartParams{Definition: "d", Revision: 1})
+		if err != nil || inst.DefinitionRevision != 1 {
+			t.Errorf("start of revision 1 = %v, %v", inst, err)
+		}
 	})
 }
