@@ -416,7 +416,10 @@ func runDiamond(t *testing.T, b backend, nodeCount, instances int) {
 const (
 	crashNodeEnv   = "FLOWD_CRASH_NODE"    // database URL
 	crashNodeIDEnv = "FLOWD_CRASH_NODE_ID" // lease owner name
-	crashLease     = time.Second
+	// crashLease is long enough that node A's heartbeats renew its leases
+	// on a loaded machine (at 1 s, a run under the race detector next to a
+	// fuzzer on both cores once saw a lease end before the kill).
+	crashLease     = 3 * time.Second
 	crashInstances = 8
 )
 
