@@ -814,6 +814,9 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 	ctx := t.Context()
 	const runs = 12
 	state := stepsState(map[string]workflow.StepStatus{"a": workflow.StepRunning, "b": workflow.StepPending})
+	if _, _, err := s.PutDefinition(ctx, "d", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
 	for i := range runs {
 		id := fmt.Sprintf("w%02d", i)
 		create(t, s, store.CreateParams{ID: id, Status: workflow.StatusRunning, State: state})
@@ -857,6 +860,23 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := s.TransitionStatus(ctx, store.TransitionParams{ID: id, From: workflow.StatusRunning, To: workflow.StatusPaused}); err != nil {
+			t.Fatal(err)
+		}
+		// The engine's start (at the latest revision) and claim.
+		first := &store.Task{StepID: "a", Queue: "e", MaxAttempts: 1, RunAt: now}
+		if _, err := s.Create(ctx, store.CreateParams{ID: id + "-e", Definition: "d", DefinitionRevision: 1, LatestRevision: true,
+			Status: workflow.StatusRunning, State: state, Tasks: []*store.Task{first}, Notify: true}); err != nil {
+			t.Fatal(err)
+		}
+		err = s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"e"}, Now: now, Limit: 1}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+			if len(locked) != 1 {
+				return nil, fmt.Errorf("claimed %d tasks, want 1", len(locked))
+			}
+			c := locked[0]
+			c.Task.Status, c.Task.Attempt, c.Task.Lease, c.Task.LeaseUntil = store.TaskLeased, 1, "l", now.Add(time.Minute)
+			return []*store.ClaimWrite{{Tasks: []*store.Task{c.Task}, SetState: true, ExpectedVersion: c.Instance.Version, State: c.Instance.State, Cause: "deliver"}}, nil
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
