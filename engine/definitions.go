@@ -83,7 +83,17 @@ func (e *Engine) PutDefinition(ctx context.Context, data []byte) (*DefinitionInf
 		return nil, false, err
 	}
 	info, err := toInfo(rec)
-	return info, created, err
+	if err != nil {
+		return nil, false, err
+	}
+	// rev was the latest revision when it was stored or found equal: the
+	// next start uses it without asking.
+	if c, err := e.compiled(ctx, def.Name, rev); err == nil {
+		e.cacheMu.Lock()
+		e.noteLatest(c)
+		e.cacheMu.Unlock()
+	}
+	return info, created, nil
 }
 
 // GetDefinition returns revision rev of name (0: the latest).

@@ -34,7 +34,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.In
 			break
 		}
 		inst, err := e.start(ctx, c, p, true)
-		if !errors.Is(err, store.ErrConflict) {
+		if !errors.Is(err, store.ErrStaleRevision) {
 			return inst, err
 		}
 		if _, err := e.compiled(ctx, p.Definition, 0); err != nil {

@@ -6,6 +6,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -107,15 +108,16 @@ func (s *defReads) GetDefinition(ctx context.Context, name string, rev int) (*st
 func TestStartUsesTheLatestRevisionWithoutReadingIt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		dr := &defReads{}
-		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, wrap: func(st store.Store) store.Store { dr.Store = st; return dr }})
+		addr := b.newDB(t)
+		n := newNode(t, b, addr, nodeOpts{workers: -1, wrap: func(st store.Store) store.Store { dr.Store = st; return dr }})
 		n.define("name: d\nsteps:\n  - {id: a, type: wait}\n")
 		for i := range 3 {
 			if inst := n.start("d", "", `{}`); inst.DefinitionRevision != 1 {
 				t.Errorf("start %d: revision %d, want 1", i+1, inst.DefinitionRevision)
 			}
 		}
-		if got := dr.latest.Load(); got != 1 {
-			t.Errorf("three starts read the latest revision %d times, want once", got)
+		if got := dr.latest.Load(); got != 0 {
+			t.Errorf("three starts after this node stored the definition read its latest revision %d times, want none", got)
 		}
 		// Another node stores revision 2 (as the engine would: canonical).
 		def, err := workflow.ParseDefinition([]byte("name: d\nsteps:\n  - {id: b, type: wait}\n"))
@@ -135,13 +137,94 @@ func TestStartUsesTheLatestRevisionWithoutReadingIt(t *testing.T) {
 				t.Errorf("start %d after revision 2: revision %d, steps %v; want revision 2 with step b", i+1, inst.DefinitionRevision, inst.State.Steps)
 			}
 		}
-		if got := dr.latest.Load(); got != 2 {
-			t.Errorf("the latest revision was read %d times in all, want twice (once more after the refused start)", got)
+		if got := dr.latest.Load(); got != 1 {
+			t.Errorf("the latest revision was read %d times in all, want once (after the refused start)", got)
+		}
+		// A node that has not stored the definition reads it once.
+		dr2 := &defReads{}
+		other := newNode(t, b, addr, nodeOpts{workers: -1, wrap: func(st store.Store) store.Store { dr2.Store = st; return dr2 }})
+		for range 2 {
+			if inst := other.start("d", "", `{}`); inst.DefinitionRevision != 2 {
+				t.Errorf("start on a second node: revision %d, want 2", inst.DefinitionRevision)
+			}
+		}
+		if got := dr2.latest.Load(); got != 1 {
+			t.Errorf("two starts on a second node read the latest revision %d times, want once", got)
 		}
 		// An explicit revision is still honoured.
 		inst, err := n.eng.StartWorkflow(context.Background(), engine.StartParams{Definition: "d", Revision: 1})
 		if err != nil || inst.DefinitionRevision != 1 {
 			t.Errorf("start of revision 1 = %v, %v", inst, err)
+		}
+	})
+}
+
+// lostClaimAnswer makes the claims that wrote something fail after they
+// committed, as a connection lost before the answer arrived would.
+type lostClaimAnswer struct {
+	store.Store
+	lost atomic.Int64
+}
+
+func (s *lostClaimAnswer) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	var writes []*store.ClaimWrite
+	err := s.Store.ClaimTasks(ctx, p, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+		var err error
+		writes, err = decide(locked)
+		return writes, err
+	})
+	for _, w := range writes {
+		if err == nil && w.Written {
+			s.lost.Add(1)
+			return errors.New("connection lost after COMMIT")
+		}
+	}
+	return err
+}
+
+// A claim whose writes landed but whose answer was lost still runs its
+// tasks at once, not after their leases end.
+func TestClaimWithLostAnswer(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		var runs atomic.Int64
+		count := func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
+			runs.Add(1)
+			return json.RawMessage(fmt.Sprintf(`{"attempt":%d}`, task.Attempt)), nil
+		}
+		ls := &lostClaimAnswer{}
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, lease: time.Minute, handlers: map[string]engine.Handler{"count": count},
+			wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
+		n.define("name: one\nsteps:\n  - {id: a, type: task, handler: count, retry: {max_attempts: 1}}\n")
+		inst := n.start("one", "", `{}`)
+		done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+		if got := output(t, done, "a"); got != `{"attempt":1}` || runs.Load() != 1 || ls.lost.Load() != 1 {
+			t.Errorf("step a: output %s, %d runs, %d lost answers; want attempt 1, 1 run, 1 lost answer", got, runs.Load(), ls.lost.Load())
+		}
+		n.checkHistory(done)
+	})
+}
+
+// busyCreate refuses every Create with a conflict that is not a stale
+// revision (a lock timeout, a deadlock).
+type busyCreate struct {
+	store.Store
+	creates atomic.Int64
+}
+
+func (s *busyCreate) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+	s.creates.Add(1)
+	return nil, &store.ConflictError{ID: p.ID, Actual: -1, Reason: "database is locked"}
+}
+
+// A start retries only for a newer revision, not for any conflict.
+func TestStartDoesNotRetryOtherConflicts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		bc := &busyCreate{}
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, wrap: func(st store.Store) store.Store { bc.Store = st; return bc }})
+		n.define("name: d\nsteps:\n  - {id: a, type: wait}\n")
+		_, err := n.eng.StartWorkflow(context.Background(), engine.StartParams{Definition: "d"})
+		if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrStaleRevision) || bc.creates.Load() != 1 {
+			t.Errorf("start = %v after %d Create calls; want the conflict after one", err, bc.creates.Load())
 		}
 	})
 }

@@ -83,7 +83,21 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 		})
 	})
 	if err != nil {
-		return nil, false, err
+		// The writes may have committed and only the answer been lost: the
+		// tasks stored under the leases given here are this worker's to run
+		// (without an instance snapshot, their completion takes the locking
+		// path); left alone, they would wait for their leases to end and
+		// count an attempt that never ran.
+		for i, w := range writes {
+			if len(w.Tasks) > 0 && e.leasedAsGiven(ctx, w.Tasks) {
+				claimed = append(claimed, views[i]...)
+			}
+		}
+		if len(claimed) == 0 {
+			return nil, false, err
+		}
+		e.log.Warn("claim: the writes landed but the answer was lost", "error", err, "tasks", len(claimed))
+		return claimed, false, nil
 	}
 	for i, w := range writes {
 		if !w.Written {
@@ -96,6 +110,18 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 		}
 	}
 	return claimed, missed, nil
+}
+
+// leasedAsGiven reports whether every task is stored leased under the
+// lease this node gave it.
+func (e *Engine) leasedAsGiven(ctx context.Context, tasks []*store.Task) bool {
+	for _, t := range tasks {
+		row, err := e.st.LockTask(ctx, t.ID) // on the store: a plain read
+		if err != nil || row.Status != store.TaskLeased || row.Lease != t.Lease {
+			return false
+		}
+	}
+	return true
 }
 
 // deliver is the write that delivers the next attempt of the claimed tasks
@@ -363,8 +389,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 // known, is stored under the lease that completion gave it: the lease is a
 // fresh token, so only that write can have stored it.
 func (e *Engine) landed(ctx context.Context, next *Task) bool {
-	row, err := e.st.LockTask(ctx, next.ID) // on the store: a plain read
-	return err == nil && row.Status == store.TaskLeased && row.Lease == next.Lease
+	return e.leasedAsGiven(ctx, []*store.Task{{ID: next.ID, Lease: next.Lease}})
 }
 
 // leaseNext leases to this node the first task p schedules that is due now

@@ -19,6 +19,9 @@ var (
 	// the database aborted a transaction (serialization failure, deadlock).
 	// Always safe to retry from a fresh read.
 	ErrConflict = errors.New("concurrent modification")
+	// ErrStaleRevision: Create under CreateParams.LatestRevision found a
+	// newer revision of the definition. It is also an ErrConflict.
+	ErrStaleRevision = errors.New("a newer revision of the definition exists")
 	// ErrStatusMismatch: a transition's from-status is not the current status.
 	ErrStatusMismatch = errors.New("status mismatch")
 	// ErrInvalidArgument: a parameter is out of range (limit, isolation, …).

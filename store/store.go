@@ -144,16 +144,18 @@ type CreateParams struct {
 	Notify bool
 	// LatestRevision creates the instance only while DefinitionRevision is
 	// the latest revision of Definition: when a newer one is stored, nothing
-	// is written and a *ConflictError (errors.Is ErrConflict) is returned.
+	// is written and an error that errors.Is ErrStaleRevision and
+	// ErrConflict is returned.
 	// The engine starts "the latest revision" this way without reading it
 	// on every start.
 	LatestRevision bool
 }
 
-// StaleRevision is the conflict Create returns under LatestRevision.
+// StaleRevision is the conflict Create returns under LatestRevision:
+// errors.Is ErrStaleRevision and ErrConflict.
 func StaleRevision(p CreateParams) error {
-	return &ConflictError{ID: p.ID, Actual: -1,
-		Reason: fmt.Sprintf("definition %q has a revision newer than %d", p.Definition, p.DefinitionRevision)}
+	return fmt.Errorf("%w: %w", ErrStaleRevision, &ConflictError{ID: p.ID, Actual: -1,
+		Reason: fmt.Sprintf("definition %q has a revision newer than %d", p.Definition, p.DefinitionRevision)})
 }
 
 // ListParams filter and page Querier.List.

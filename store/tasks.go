@@ -114,7 +114,9 @@ type EngineQuerier interface {
 	// instance is no longer at its ExpectedVersion is skipped and its tasks
 	// stay queued; the others are made. An error from decide, or any error
 	// writing, rolls everything back and is returned (inside WithTx on
-	// PostgreSQL, it aborts the caller's transaction).
+	// PostgreSQL, it aborts the caller's transaction). Once the writes are
+	// sent, a cancelled ctx no longer stops them: a claim that committed
+	// must not be reported as failed.
 	ClaimTasks(ctx context.Context, p ClaimParams, decide func([]Claimable) ([]*ClaimWrite, error)) error
 	// LockExpired returns up to limit LEASED tasks with lease_until < now,
 	// locked with SKIP LOCKED.

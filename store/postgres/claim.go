@@ -97,7 +97,9 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, de
 	defer conn.Release()
 	defer func() {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
 
@@ -116,13 +118,21 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, de
 	if err != nil || len(pws) == 0 {
 		return err // the deferred ROLLBACK ends the transaction
 	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing sent yet: nothing to finish
+	}
 
+	// Once decided, the claim is finished even if ctx ends meanwhile: a
+	// commit whose answer a cancellation lost would leave the tasks leased
+	// to nobody until their leases end.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
 	b = &pgx.Batch{}
 	for _, pw := range pws {
 		b.Queue(claimWriteSQL, pw.args...)
 	}
 	b.Queue("COMMIT")
-	br = conn.SendBatch(ctx, b)
+	br = conn.SendBatch(wctx, b)
 	for _, pw := range pws {
 		if err == nil {
 			err = pw.result(br.QueryRow())

@@ -51,6 +51,9 @@ const (
 	// rollbackTimeout bounds a rollback, which runs on a context that is not
 	// cancelled.
 	rollbackTimeout = 5 * time.Second
+	// commitTimeout bounds the writes and COMMIT of a claim that has been
+	// decided, which run on a context that is not cancelled.
+	commitTimeout = 10 * time.Second
 )
 
 // Store is a store.Store on a PostgreSQL database. It is safe for concurrent

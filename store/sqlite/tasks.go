@@ -641,7 +641,7 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 	if decide == nil {
 		return fmt.Errorf("%w: nil decide function", store.ErrInvalidArgument)
 	}
-	var done []func()
+	var done []claimDone
 	err := q.write(ctx, func(c dbtx) error {
 		tq := &querier{read: c, write: func(_ context.Context, fn func(dbtx) error) error { return fn(c) }, now: q.now}
 		tasks, err := tq.LockClaimable(ctx, p.Queues, p.Now, p.Limit)
@@ -669,11 +669,16 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 		}
 		now := q.timestamp()
 		for _, w := range writes {
-			f, err := claimWrite(ctx, c, w, insts[w.Tasks[0].InstanceID], now)
+			id := w.Tasks[0].InstanceID
+			f, err := claimWrite(ctx, c, w, insts[id], now)
 			if err != nil {
 				return err
 			}
 			done = append(done, f)
+			if w.SetState && f.written != nil {
+				// A later write of the same instance starts from this one.
+				insts[id] = f.written
+			}
 		}
 		return nil
 	})
@@ -681,31 +686,44 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 		return err
 	}
 	for _, f := range done {
-		f()
+		f.report()
 	}
 	return nil
 }
 
-// claimWrite makes one ClaimWrite on c and returns what reports it once the
-// transaction is committed.
-func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow.Instance, now int64) (func(), error) {
+// claimDone is a made or skipped ClaimWrite: report tells the caller once
+// the transaction is committed; written is the instance as written.
+type claimDone struct {
+	report  func()
+	written *workflow.Instance
+}
+
+// claimWrite makes one ClaimWrite on c; read is its instance as it is now
+// in this transaction.
+func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow.Instance, now int64) (claimDone, error) {
 	at := time.UnixMicro(now).UTC()
 	var written *workflow.Instance
+	skipped := claimDone{report: func() { w.Written, w.Instance = false, nil }}
 	if w.SetState {
 		if read.Version != w.ExpectedVersion || read.Status != workflow.StatusRunning {
-			return func() { w.Written, w.Instance = false, nil }, nil
+			return skipped, nil
 		}
 		state, err := marshalState(w.State)
 		if err != nil {
-			return nil, err
+			return claimDone{}, err
 		}
-		if _, err := c.ExecContext(ctx,
-			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3 AND version = ?4`,
-			state, now, read.ID, w.ExpectedVersion); err != nil {
-			return nil, interpretError(ctx, err)
+		res, err := c.ExecContext(ctx,
+			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3 AND version = ?4 AND status = 'RUNNING'`,
+			state, now, read.ID, w.ExpectedVersion)
+		if err != nil {
+			return claimDone{}, interpretError(ctx, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			// Not reached: read is the instance as this transaction sees it.
+			return claimDone{}, fmt.Errorf("sqlite: claim of workflow %q updated %d rows: %v", read.ID, n, err)
 		}
 		if err := appendHistory(ctx, c, read.ID, w.Cause); err != nil {
-			return nil, err
+			return claimDone{}, err
 		}
 		inst := *read
 		inst.State, inst.Version, inst.UpdatedAt = w.State, read.Version+1, at
@@ -718,13 +736,13 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 			WHERE id = ?1 AND status = 'QUEUED'`,
 			t.ID, t.Attempt, t.Lease, t.LeaseOwner, micros(t.LeaseUntil), zeroNullMicros(t.AttemptDeadline), now)
 		if err != nil {
-			return nil, fmt.Errorf("task %q: %w", t.ID, interpretError(ctx, err))
+			return claimDone{}, fmt.Errorf("task %q: %w", t.ID, interpretError(ctx, err))
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return nil, fmt.Errorf("sqlite: claim of task %q leased %d rows: %v", t.ID, n, err)
+			return claimDone{}, fmt.Errorf("sqlite: claim of task %q leased %d rows: %v", t.ID, n, err)
 		}
 	}
-	return func() {
+	return claimDone{written: written, report: func() {
 		for _, t := range w.Tasks {
 			t.LeaseUntil = store.Timestamp(t.LeaseUntil)
 			if !t.AttemptDeadline.IsZero() {
@@ -733,5 +751,5 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 			t.UpdatedAt = at
 		}
 		w.Written, w.Instance = true, written
-	}, nil
+	}}, nil
 }

@@ -21,6 +21,7 @@ import (
 var claimTaskTests = []conformanceTest{
 	{"ClaimTasks_ok", testClaimTasksOK},
 	{"ClaimTasks_instanceMovedOn", testClaimTasksMovedOn},
+	{"ClaimTasks_twoWritesOfOneInstance", testClaimTasksTwoWrites},
 	{"ClaimTasks_invalid", testClaimTasksInvalid},
 	{"ClaimTasks_inTx", testClaimTasksInTx},
 	{"ClaimTasks_concurrent", testClaimTasksConcurrent},
@@ -188,6 +189,41 @@ func testClaimTasksMovedOn(t *testing.T, h Harness) {
 	}
 	b.unchanged(t, "after a claim that writes nothing", snapA)
 	assertTask(t, "after a claim that writes nothing", before["ta"], b.lockTask(t, eq, "ta"))
+}
+
+// testClaimTasksTwoWrites: two writes of one instance from the same version
+// in one claim: the first is made, the second finds the instance moved on.
+func testClaimTasksTwoWrites(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	inst := b.running(t, "a")
+	b.insertTasks(t, eq, withID("t1", newTask("a", "a", "q1", clockStart.Add(-time.Second))), withID("t2", newTask("a", "b", "q1", clockStart)))
+	before := b.readTasks(t, eq, "a")
+	var writes []*store.ClaimWrite
+	err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 10}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+		for _, c := range locked {
+			writes = append(writes, &store.ClaimWrite{Tasks: []*store.Task{claimLease(c.Task, "node", clockStart.Add(time.Minute), time.Time{})},
+				SetState: true, ExpectedVersion: c.Instance.Version, State: claimedState(t, c.Instance), Cause: "deliver " + c.Task.ID})
+		}
+		return writes, nil
+	})
+	if err != nil {
+		t.Fatalf("ClaimTasks: %v", err)
+	}
+	if len(writes) != 2 || !writes[0].Written || writes[1].Written {
+		t.Fatalf("writes = %+v; want the first made, the second skipped", writes)
+	}
+	got := b.get(t, "a")
+	if got.Version != inst.Version+1 || string(got.State.Variables["claims"]) != "1" {
+		t.Errorf("instance: version %d, claims %s; want %d, 1", got.Version, got.State.Variables["claims"], inst.Version+1)
+	}
+	if h := b.history(t, "a"); h[len(h)-1].Cause != "deliver t1" {
+		t.Errorf("last history row %+v, want the first write's", h[len(h)-1])
+	}
+	if tk := b.lockTask(t, eq, "t1"); tk.Status != store.TaskLeased {
+		t.Errorf("t1: %s, want LEASED", tk.Status)
+	}
+	assertTask(t, "the second write's task", before["t2"], b.lockTask(t, eq, "t2"))
 }
 
 // testClaimTasksInvalid: writes ClaimTasks refuses, a failing decide and bad

@@ -434,6 +434,7 @@ func testCreateLatestRevision(t *testing.T, h Harness) {
 		before := b.countAll(t)
 		err := create(id, 1, true, withTasks)
 		wantErrorIs(t, fmt.Sprintf("Create at an older revision (tasks %v)", withTasks), err, store.ErrConflict)
+		wantErrorIs(t, fmt.Sprintf("Create at an older revision (tasks %v)", withTasks), err, store.ErrStaleRevision)
 		if err != nil && !strings.Contains(err.Error(), "newer than 1") {
 			t.Errorf("Create at an older revision: %q does not say that a newer revision exists", err)
 		}
