@@ -146,13 +146,19 @@ func TestClaimTasksFinishesOnceDecided(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer blocker.Rollback(context.WithoutCancel(t.Context()))
 	if _, err := blocker.Exec(t.Context(), `SELECT 1 FROM workflow_instances WHERE id = 'b' FOR UPDATE`); err != nil {
+		_ = blocker.Rollback(t.Context())
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(200*time.Millisecond, cancel)
-	time.AfterFunc(500*time.Millisecond, func() { _ = blocker.Commit(context.WithoutCancel(t.Context())) })
+	released := make(chan error, 1)
+	time.AfterFunc(500*time.Millisecond, func() { released <- blocker.Commit(context.WithoutCancel(t.Context())) })
+	defer func() {
+		if err := <-released; err != nil {
+			t.Errorf("the transaction holding instance b: %v", err)
+		}
+	}()
 	var ws []*store.ClaimWrite
 	err = s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"q"}, Now: now, Limit: 10}, func(l []store.Claimable) ([]*store.ClaimWrite, error) {
 		ws = leaseAll(l, now, false)
