@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
-// Group commit. The in-process workers' one-statement completions go through
-// committers that write every completion waiting at that moment with one
-// CommitSteps: one transaction, one WAL flush and, on PostgreSQL, one round
-// trip for several workflows. On this
+// Group commit. The in-process workers' one-statement completions, and the
+// starts made while the workers run, go through committers that write every
+// completion and start waiting at that moment with one CommitGroup: one
+// transaction, one WAL flush and, on PostgreSQL, one round trip for several
+// workflows. On this
 // project's benchmark machine the WAL flush, not the statements, was what a
 // completion waited for most (synchronous_commit off: +40–50 % workflows/s;
 // docs/BENCHMARKS.md). A lone completion is written on its own, as before,
@@ -30,14 +32,44 @@ const maxCommitBatch = 16
 // batches large, two let the server work on one while the other commits.
 const committers = 2
 
+// commitReq is a completion or, when create is set, a start.
 type commitReq struct {
-	c    store.StepCommit
-	done chan commitResult
+	c      store.StepCommit
+	create *store.CreateParams
+	done   chan commitResult
 }
 
 type commitResult struct {
 	version int64
+	inst    *workflow.Instance // a start's instance
 	err     error
+}
+
+// commitGroup is how starts reach the committers while they run: done is
+// closed when they have stopped.
+type commitGroup struct {
+	reqs chan<- *commitReq
+	done <-chan struct{}
+}
+
+// create writes a new instance through the committers while they run, so
+// that its commit is shared with the completions and starts waiting at that
+// moment, else directly.
+func (e *Engine) create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+	g := e.group.Load()
+	if g == nil {
+		return e.st.Create(ctx, p)
+	}
+	req := &commitReq{create: &p, done: make(chan commitResult, 1)}
+	select {
+	case g.reqs <- req:
+	case <-g.done:
+		return e.st.Create(ctx, p)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	r := <-req.done
+	return r.inst, r.err
 }
 
 // runCommitters serves e.commits until stop is closed; the workers, the only
@@ -82,17 +114,22 @@ func (e *Engine) commitStep(ctx context.Context, c store.StepCommit) (int64, err
 	return r.version, r.err
 }
 
-// commitBatch writes the batch in one transaction, or each completion on its
-// own when there is one or the transaction fails.
+// commitBatch writes the batch in one transaction, or each start and
+// completion on its own when there is one or the transaction fails.
 func (e *Engine) commitBatch(batch []*commitReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var starts []*commitReq
 	// Two completions of one workflow computed from the same version cannot
 	// both be written: the later ones conflict at once, without costing the
 	// others their batch, and take the locking path.
 	seen := make(map[string]bool, len(batch))
 	kept := batch[:0]
 	for _, r := range batch {
+		if r.create != nil {
+			starts = append(starts, r)
+			continue
+		}
 		id := r.c.Task.InstanceID
 		if seen[id] {
 			r.done <- commitResult{err: &store.ConflictError{ID: id, Actual: -1,
@@ -105,23 +142,34 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		kept = append(kept, r)
 	}
 	batch = kept
-	if len(batch) > 1 {
+	if len(starts)+len(batch) > 1 {
 		// Instances in id order, here and on every node: two batches that
 		// complete steps of the same instances lock them in the same order
-		// and cannot deadlock.
+		// and cannot deadlock. New instances lock nothing that exists.
 		slices.SortStableFunc(batch, func(a, b *commitReq) int {
 			return strings.Compare(a.c.Task.InstanceID, b.c.Task.InstanceID)
 		})
+		ps := make([]store.CreateParams, len(starts))
+		for i, r := range starts {
+			ps[i] = *r.create
+		}
 		cs := make([]store.StepCommit, len(batch))
 		for i, r := range batch {
 			cs[i] = r.c
 		}
-		if versions, err := e.st.CommitSteps(ctx, cs); err == nil {
+		if insts, versions, err := e.st.CommitGroup(ctx, ps, cs); err == nil {
+			for i, r := range starts {
+				r.done <- commitResult{inst: insts[i]}
+			}
 			for i, r := range batch {
 				r.done <- commitResult{version: versions[i]}
 			}
 			return
 		}
+	}
+	for _, r := range starts {
+		inst, err := e.st.Create(ctx, *r.create)
+		r.done <- commitResult{inst: inst, err: err}
 	}
 	for _, r := range batch {
 		v, err := e.st.CommitStep(ctx, r.c)

@@ -206,6 +206,8 @@ type batchingStore struct {
 	store.Store
 	failFirst, failLast        bool
 	direct, inTx, batches, txs atomic.Int64
+	// Starts: written alone, and in committed groups.
+	createsDirect, createsInTx atomic.Int64
 }
 
 func (s *batchingStore) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
@@ -214,17 +216,26 @@ func (s *batchingStore) CommitStep(ctx context.Context, c store.StepCommit) (int
 	return s.Store.CommitStep(ctx, c)
 }
 
+func (s *batchingStore) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+	s.createsDirect.Add(1)
+	time.Sleep(5 * time.Millisecond)
+	return s.Store.Create(ctx, p)
+}
+
 var errRefused = &store.ConflictError{Actual: -1, Reason: "refused by the test"}
 
-func (s *batchingStore) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
+func (s *batchingStore) CommitGroup(ctx context.Context, creates []store.CreateParams, cs []store.StepCommit) ([]*workflow.Instance, []int64, error) {
 	s.txs.Add(1)
 	if s.failFirst {
-		return nil, errRefused
+		return nil, nil, errRefused
 	}
-	var versions []int64
+	var (
+		insts    []*workflow.Instance
+		versions []int64
+	)
 	err := s.Store.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 		var err error
-		if versions, err = tx.CommitSteps(ctx, cs); err != nil {
+		if insts, versions, err = tx.CommitGroup(ctx, creates, cs); err != nil {
 			return err
 		}
 		if s.failLast {
@@ -233,11 +244,12 @@ func (s *batchingStore) CommitSteps(ctx context.Context, cs []store.StepCommit) 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.batches.Add(1)
 	s.inTx.Add(int64(len(cs)))
-	return versions, nil
+	s.createsInTx.Add(int64(len(creates)))
+	return insts, versions, nil
 }
 
 // Completions that wait at the same time are written in one transaction, and
@@ -278,6 +290,71 @@ func TestCompletionsAreGroupCommitted(t *testing.T) {
 				t.Errorf("%d completions alone and %d in batches; want some in batches and %d in all",
 					bs.direct.Load(), bs.inTx.Load(), 3*workflows)
 			}
+		}
+	})
+}
+
+// Starts made while the workers run join the committers' groups (their
+// commit is shared with other starts and completions); when a group fails,
+// each start is written on its own. Every workflow ends as it would alone.
+func TestStartsJoinGroupCommits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		for _, mode := range []string{"ok", "failFirst", "failLast"} {
+			bs := &batchingStore{failFirst: mode == "failFirst", failLast: mode == "failLast"}
+			n := newNode(t, b, b.newDB(t), nodeOpts{workers: 8, handlers: map[string]engine.Handler{"echo": echo},
+				wrap: func(st store.Store) store.Store { bs.Store = st; return bs }})
+			n.define(chainDef)
+			const starters, each = 8, 5
+			var wg sync.WaitGroup
+			for g := range starters {
+				wg.Go(func() {
+					for i := range each {
+						if _, err := n.eng.StartWorkflow(context.Background(), engine.StartParams{Definition: "chain",
+							ID: fmt.Sprintf("s-%d-%d", g, i), Input: json.RawMessage(fmt.Sprintf(`{"n": %d, "id": "x"}`, i))}); err != nil {
+							t.Errorf("%s: start: %v", mode, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for g := range starters {
+				for i := range each {
+					done := n.waitStatus(fmt.Sprintf("s-%d-%d", g, i), workflow.StatusCompleted, 20*time.Second)
+					n.checkHistory(done)
+					if got, want := output(t, done, "c"), fmt.Sprintf(`{"prev":%d,"text":"n=%d"}`, i, i); got != want {
+						t.Errorf("%s: %s: c's output = %s, want %s", mode, done.ID, got, want)
+					}
+				}
+			}
+			total := int64(starters * each)
+			t.Logf("%s: %d starts written alone, %d in committed groups (%d groups tried)", mode, bs.createsDirect.Load(), bs.createsInTx.Load(), bs.txs.Load())
+			switch {
+			case bs.createsDirect.Load()+bs.createsInTx.Load() != total:
+				t.Errorf("%s: %d starts alone + %d in groups, want %d in all", mode, bs.createsDirect.Load(), bs.createsInTx.Load(), total)
+			case mode == "ok" && bs.createsInTx.Load() == 0:
+				t.Errorf("no start joined a group")
+			case mode != "ok" && bs.createsInTx.Load() != 0:
+				t.Errorf("%s: %d starts counted in groups that failed", mode, bs.createsInTx.Load())
+			}
+		}
+	})
+}
+
+// A start after the engine stopped is written directly, not sent to
+// committers that are gone.
+func TestStartAfterStop(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 2, handlers: map[string]engine.Handler{"echo": echo}})
+		n.define(chainDef)
+		n.eng.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		inst, err := n.eng.StartWorkflow(ctx, engine.StartParams{Definition: "chain", Input: json.RawMessage(`{"n": 1, "id": "x"}`)})
+		if err != nil || inst.Status != workflow.StatusRunning {
+			t.Fatalf("start after Stop = %v, %v", inst, err)
+		}
+		if got, err := n.st.Get(ctx, inst.ID); err != nil || got.Version != 0 {
+			t.Errorf("the instance started after Stop: %v, %v", got, err)
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/metrics"
@@ -134,6 +135,8 @@ type Engine struct {
 	// commits feeds the committers (commit.go) while the workers run; set
 	// by Start before any worker starts, nil without workers.
 	commits chan *commitReq
+	// group lets starts join the committers while they run (nil before).
+	group atomic.Pointer[commitGroup]
 }
 
 type defKey struct {

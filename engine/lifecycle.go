@@ -75,7 +75,7 @@ func (e *Engine) start(ctx context.Context, c *compiled, p StartParams, latest b
 		return nil, fmt.Errorf("engine: a new workflow re-schedules %d existing tasks", len(pl.update))
 	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
-	out, err := e.st.Create(ctx, store.CreateParams{
+	out, err := e.create(ctx, store.CreateParams{
 		ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
 		Input: input, State: inst.State, Deadline: deadline, Cause: "start",
 		Tasks: pl.insert, Notify: pl.claimable(), LatestRevision: latest,

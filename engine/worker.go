@@ -27,7 +27,12 @@ func (e *Engine) runWorkers(ctx context.Context) {
 	stop := make(chan struct{})
 	claims := make(chan *claimReq)
 	var helpers sync.WaitGroup
-	helpers.Go(func() { e.runCommitters(stop) })
+	groupDone := make(chan struct{})
+	e.group.Store(&commitGroup{reqs: e.commits, done: groupDone})
+	helpers.Go(func() {
+		e.runCommitters(stop)
+		close(groupDone) // starts sent from now on are written directly
+	})
 	helpers.Go(func() { e.runClaimer(ctx, queues, claims, stop) })
 	var loops sync.WaitGroup
 	for range e.workers {

@@ -127,6 +127,23 @@ func (q instrumentedQuerier) CommitSteps(ctx context.Context, cs []store.StepCom
 	return vs, err
 }
 
+func (q instrumentedQuerier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit) ([]*workflow.Instance, []int64, error) {
+	start := time.Now()
+	insts, vs, err := q.Querier.CommitGroup(ctx, creates, commits)
+	// Every write of the group counts under its own op; the duration is the
+	// group's, observed once for each op in it.
+	for _, g := range []struct {
+		op string
+		n  int
+	}{{"create", len(creates)}, {"commit_step", len(commits)}} {
+		if g.n > 0 {
+			q.m.StateUpdates.WithLabelValues(g.op, Result(err)).Add(float64(g.n))
+			q.m.UpdateDuration.WithLabelValues(g.op).Observe(time.Since(start).Seconds())
+		}
+	}
+	return insts, vs, err
+}
+
 func (q instrumentedQuerier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	start := time.Now()
 	var writes []*store.ClaimWrite

@@ -49,8 +49,12 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	if _, err := s.CommitSteps(ctx, []store.StepCommit{commit, second}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("CommitSteps = %v, want a conflict", err)
 	}
-	// A claim counts each instance it wrote; a failed claim counts once.
+	// A group counts each of its writes under its op.
 	eq := s.(store.EngineQuerier)
+	if _, _, err := eq.CommitGroup(ctx, []store.CreateParams{{ID: "g"}}, []store.StepCommit{commit}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CommitGroup = %v, want a conflict", err)
+	}
+	// A claim counts each instance it wrote; a failed claim counts once.
 	if err := eq.InsertTasks(ctx, []*store.Task{{ID: "t3", InstanceID: "w", StepID: "c", Queue: "q", MaxAttempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,7 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	for _, c := range []struct {
 		op, result string
 		want       float64
-	}{{"create", metrics.ResultOK, 1}, {"commit_step", metrics.ResultConflict, 4}, {"claim", metrics.ResultOK, 1}, {"claim", metrics.ResultError, 1}} {
+	}{{"create", metrics.ResultOK, 1}, {"commit_step", metrics.ResultConflict, 5}, {"create", metrics.ResultConflict, 1}, {"claim", metrics.ResultOK, 1}, {"claim", metrics.ResultError, 1}} {
 		if got := stateUpdates(t, m, c.op, c.result); got != c.want {
 			t.Errorf("flowd_state_updates_total{op=%q,result=%q} = %v, want %v", c.op, c.result, got, c.want)
 		}

@@ -152,6 +152,14 @@ type EngineQuerier interface {
 	// all of them back and is returned. Commits of the same instance must
 	// come in the order they apply.
 	CommitSteps(ctx context.Context, cs []StepCommit) ([]int64, error)
+	// CommitGroup writes new instances (each as Create writes it, first
+	// tasks included) and commits (as CommitSteps) as one atomic write: all
+	// of them or none, one round trip on PostgreSQL. An instance that Create
+	// would not create (its id taken, a newer revision under LatestRevision)
+	// fails the group like any other error; the caller writes each on its
+	// own to learn which. It returns the created instances and the commits'
+	// new versions, in order.
+	CommitGroup(ctx context.Context, creates []CreateParams, commits []StepCommit) ([]*workflow.Instance, []int64, error)
 }
 
 // StepCommit is the change CommitStep writes.

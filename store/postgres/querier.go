@@ -193,6 +193,29 @@ SELECT version FROM u`
 
 // Create inserts the instance and its history row 0 in one statement.
 func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+	pc, err := q.prepareCreate(p)
+	if err != nil {
+		return nil, err
+	}
+	var created, stale bool
+	if err := q.db.QueryRow(ctx, pc.sql, pc.args...).Scan(&created, &stale); err != nil {
+		return nil, interpretError(err, pc.p.ID)
+	}
+	return pc.result(created, stale)
+}
+
+// preparedCreate is a checked CreateParams with its statement.
+type preparedCreate struct {
+	p        store.CreateParams
+	state    workflow.State
+	now      time.Time
+	deadline *time.Time
+	tasks    []store.Task
+	sql      string
+	args     []any
+}
+
+func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}
@@ -217,45 +240,45 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		return nil, err
 	}
 	now := q.timestamp()
-	var created bool
 	deadline := timestampPtr(p.Deadline)
-	args := []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline, p.LatestRevision}
-	sql := createSQL
-	var tasks []store.Task
+	pc := &preparedCreate{p: p, state: state, now: now, deadline: deadline, sql: createSQL,
+		args: []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline, p.LatestRevision}}
 	if len(p.Tasks) > 0 || p.Notify {
 		rows, cols, err := prepareTasks(p.Tasks, now)
 		if err != nil {
 			return nil, err
 		}
-		tasks = rows
-		sql = createWithTasksSQL
-		args = append(append(args, cols.args()...), p.Notify)
+		pc.tasks = rows
+		pc.sql = createWithTasksSQL
+		pc.args = append(append(pc.args, cols.args()...), p.Notify)
 	}
-	var stale bool
-	err = q.db.QueryRow(ctx, sql, args...).Scan(&created, &stale)
+	return pc, nil
+}
+
+// result is the outcome of the statement that reported created and stale.
+func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error) {
+	p := pc.p
 	switch {
-	case err != nil:
-		return nil, interpretError(err, p.ID)
 	case stale:
 		return nil, store.StaleRevision(p)
 	case !created:
 		return nil, fmt.Errorf("workflow %q: %w", p.ID, store.ErrExists)
 	}
 	for i, t := range p.Tasks {
-		*t = tasks[i]
+		*t = pc.tasks[i]
 	}
 	return &workflow.Instance{
 		ID:         p.ID,
 		Definition: p.Definition,
 		Status:     p.Status,
-		State:      state,
+		State:      pc.state,
 		Input:      compactJSON(p.Input),
 		Version:    0,
-		CreatedAt:  now,
-		UpdatedAt:  now,
+		CreatedAt:  pc.now,
+		UpdatedAt:  pc.now,
 
 		DefinitionRevision: p.DefinitionRevision,
-		Deadline:           deadline,
+		Deadline:           pc.deadline,
 	}, nil
 }
 

@@ -707,30 +707,72 @@ func (q *querier) CommitStep(ctx context.Context, c store.StepCommit) (int64, er
 	return pc.finish(q.db.QueryRow(ctx, commitStepSQL, pc.args...))
 }
 
-// CommitSteps writes several commits as one implicit transaction: their
-// statements go out in one pipeline with a single Sync, so that an error in
-// any of them rolls back all of them (or, inside WithTx, aborts the caller's
-// transaction). Each runs as commitStrictSQL, which raises FD409 for a stale
-// lease too: there is no partial result.
+// CommitSteps writes several commits as one implicit transaction; see
+// CommitGroup.
 func (q *querier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
-	if len(cs) == 0 {
-		return []int64{}, nil
+	_, vs, err := q.CommitGroup(ctx, nil, cs)
+	return vs, err
+}
+
+// createStrict is a create statement (createSQL, createWithTasksSQL) that
+// also fails, with FD409, when it created nothing: in a group, any miss has
+// to roll back all of it.
+func createStrict(sql string) string {
+	return sql + `,
+	CASE WHEN NOT EXISTS (SELECT 1 FROM i) THEN flowd_conflict(format('workflow %s was not created', $1::text)) END`
+}
+
+var (
+	createStrictSQL          = createStrict(createSQL)
+	createWithTasksStrictSQL = createStrict(createWithTasksSQL)
+)
+
+// CommitGroup writes creates and commits as one implicit transaction:
+// their statements go out in one pipeline with a single Sync, so that an
+// error in any of them rolls back all of them (or, inside WithTx, aborts
+// the caller's transaction). Creates run as createStrict statements and
+// commits as commitStrictSQL, which raise FD409 for an instance not created
+// or a stale lease: there is no partial result.
+func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit) ([]*workflow.Instance, []int64, error) {
+	if len(creates)+len(commits) == 0 {
+		return []*workflow.Instance{}, []int64{}, nil
 	}
-	pcs := make([]*preparedCommit, len(cs))
+	n := len(creates) + len(commits)
 	batch := &pgx.Batch{}
-	for i, c := range cs {
-		pc, err := q.prepareCommit(c)
+	pcs := make([]*preparedCreate, len(creates))
+	for i, p := range creates {
+		pc, err := q.prepareCreate(p)
 		if err != nil {
-			return nil, fmt.Errorf("commit %d of %d: %w", i+1, len(cs), err)
+			return nil, nil, fmt.Errorf("create %d of %d: %w", i+1, n, err)
 		}
 		pcs[i] = pc
-		batch.Queue(commitStrictSQL, pc.args...)
+		sql := createStrictSQL
+		if pc.sql == createWithTasksSQL {
+			sql = createWithTasksStrictSQL
+		}
+		batch.Queue(sql, pc.args...)
+	}
+	pms := make([]*preparedCommit, len(commits))
+	for i, c := range commits {
+		pm, err := q.prepareCommit(c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("commit %d of %d: %w", len(creates)+i+1, n, err)
+		}
+		pms[i] = pm
+		batch.Queue(commitStrictSQL, pm.args...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	versions := make([]int64, len(cs))
+	created := make([]bool, len(creates))
 	var firstErr error
 	for i, pc := range pcs {
-		v, err := pc.result(br.QueryRow())
+		var stale bool
+		if err := br.QueryRow().Scan(&created[i], &stale, new(any)); err != nil && firstErr == nil {
+			firstErr = interpretError(err, pc.p.ID)
+		}
+	}
+	versions := make([]int64, len(commits))
+	for i, pm := range pms {
+		v, err := pm.result(br.QueryRow())
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
@@ -740,12 +782,21 @@ func (q *querier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int
 		firstErr = interpretError(err, "")
 	}
 	if firstErr != nil {
-		return nil, firstErr
+		return nil, nil, firstErr
 	}
-	for _, pc := range pcs {
-		pc.fill()
+	insts := make([]*workflow.Instance, len(creates))
+	for i, pc := range pcs {
+		inst, err := pc.result(created[i], false)
+		if err != nil {
+			// Not reached: the statement raised FD409.
+			return nil, nil, err
+		}
+		insts[i] = inst
 	}
-	return versions, nil
+	for _, pm := range pms {
+		pm.fill()
+	}
+	return insts, versions, nil
 }
 
 // preparedCommit is a checked StepCommit with its statement's arguments.

@@ -753,3 +753,45 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 		w.Written, w.Instance = true, written
 	}}, nil
 }
+
+// CommitGroup writes creates and commits in one write transaction (one
+// savepoint inside WithTx), in order; any failure rolls all of them back.
+// The creates' tasks are filled in only when all of it is written.
+func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit) ([]*workflow.Instance, []int64, error) {
+	insts := make([]*workflow.Instance, len(creates))
+	var versions []int64
+	// Each create fills in copies of its tasks.
+	copies := make([][]*store.Task, len(creates))
+	for i := range creates {
+		for _, t := range creates[i].Tasks {
+			if t == nil {
+				return nil, nil, fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
+			}
+			c := *t
+			copies[i] = append(copies[i], &c)
+		}
+	}
+	err := q.write(ctx, func(c dbtx) error {
+		tq := &querier{read: c, write: func(_ context.Context, fn func(dbtx) error) error { return fn(c) }, now: q.now}
+		for i, p := range creates {
+			p.Tasks = copies[i]
+			inst, err := tq.Create(ctx, p)
+			if err != nil {
+				return fmt.Errorf("create %d of %d: %w", i+1, len(creates)+len(commits), err)
+			}
+			insts[i] = inst
+		}
+		var err error
+		versions, err = tq.CommitSteps(ctx, commits)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range creates {
+		for j, t := range creates[i].Tasks {
+			*t = *copies[i][j]
+		}
+	}
+	return insts, versions, nil
+}

@@ -25,6 +25,8 @@ var commitTests = []conformanceTest{
 	{"Create_latestRevision", testCreateLatestRevision},
 	{"CommitSteps_ok", testCommitStepsOK},
 	{"CommitSteps_allOrNothing", testCommitStepsAllOrNothing},
+	{"CommitGroup_ok", testCommitGroupOK},
+	{"CommitGroup_allOrNothing", testCommitGroupAllOrNothing},
 }
 
 // commitFixture creates a RUNNING instance id with stepState (step a
@@ -552,6 +554,118 @@ func testCommitStepsAllOrNothing(t *testing.T, h Harness) {
 				if _, err := eq.LockTask(b.ctx, id+"-b"); !errors.Is(err, store.ErrNotFound) {
 					t.Errorf("%s's new task after CommitSteps with %s: LockTask = %v, want ErrNotFound", id, tc.name, err)
 				}
+			}
+		})
+	}
+}
+
+// groupStart is a start as the engine writes it: a RUNNING instance of
+// definition d at revision 1 with its first task.
+func groupStart(id string, now time.Time) (store.CreateParams, *store.Task) {
+	first := newTask("", "a", "q1", now)
+	return store.CreateParams{ID: id, Definition: "d", DefinitionRevision: 1, LatestRevision: true, Status: workflow.StatusRunning,
+		State: stepState(), Cause: "start", Tasks: []*store.Task{first}, Notify: true}, first
+}
+
+// New instances and completions written together.
+func testCommitGroupOK(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	b.putDefinition(t, b.defs(t), "d", `{"v":1}`, 1, true)
+	if insts, vs, err := eq.CommitGroup(b.ctx, nil, nil); err != nil || len(insts) != 0 || len(vs) != 0 {
+		t.Errorf("CommitGroup(nil, nil) = %v, %v, %v; want nothing", insts, vs, err)
+	}
+	now := b.clock.Now()
+	inst, tk := b.commitFixture(t, eq, "w1")
+	c, next := completion(b.get(t, inst.ID), tk, now)
+	p1, first1 := groupStart("s1", now)
+	p2, first2 := groupStart("s2", now)
+	insts, vs, err := eq.CommitGroup(b.ctx, []store.CreateParams{p1, p2}, []store.StepCommit{c})
+	if err != nil {
+		t.Fatalf("CommitGroup: %v", err)
+	}
+	if len(insts) != 2 || len(vs) != 1 || vs[0] != inst.Version+1 {
+		t.Fatalf("CommitGroup = %d instances, versions %v; want 2 and [%d]", len(insts), vs, inst.Version+1)
+	}
+	for i, id := range []string{"s1", "s2"} {
+		assertInstance(t, "created "+id, b.get(t, id), insts[i])
+		if h := b.history(t, id); len(h) != 1 || h[0].Cause != "start" {
+			t.Errorf("%s: history %+v, want the start", id, h)
+		}
+	}
+	for _, first := range []*store.Task{first1, first2} {
+		if first.ID == "" {
+			t.Fatalf("a created instance's task was not filled in: %+v", first)
+		}
+		assertTask(t, "first task of "+first.InstanceID, stored(first, now), b.lockTask(t, eq, first.ID))
+	}
+	assertTask(t, "the completion's new task", stored(next, now), b.lockTask(t, eq, next.ID))
+	if got := b.get(t, "w1"); got.Version != vs[0] {
+		t.Errorf("w1: version %d, want %d", got.Version, vs[0])
+	}
+	// Creates alone.
+	p3, _ := groupStart("s3", now)
+	if insts, _, err := eq.CommitGroup(b.ctx, []store.CreateParams{p3}, nil); err != nil || len(insts) != 1 {
+		t.Errorf("CommitGroup of one create = %v, %v", insts, err)
+	}
+}
+
+// errTakenID marks the cases of a create whose id is taken.
+var errTakenID = errors.New("id taken")
+
+// Any create that would not happen — id taken, stale revision, invalid — or
+// any failing commit writes nothing of the group.
+func testCommitGroupAllOrNothing(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	d := b.defs(t)
+	b.putDefinition(t, d, "d", `{"v":1}`, 1, true)
+	now := b.clock.Now()
+	inst, tk := b.commitFixture(t, eq, "w1")
+	snap := b.snapshot(t, "w1")
+	b.create(t, store.CreateParams{ID: "taken"})
+	for _, tc := range []struct {
+		name   string
+		change func(creates []store.CreateParams, c *store.StepCommit)
+		want   error
+	}{
+		// A taken id fails the group as ErrExists or as ErrConflict (on
+		// PostgreSQL a statement that created nothing cannot say why).
+		{"taken id last", func(cr []store.CreateParams, _ *store.StepCommit) { cr[1].ID = "taken" }, errTakenID},
+		{"two creates of one id", func(cr []store.CreateParams, _ *store.StepCommit) { cr[1].ID = cr[0].ID }, errTakenID},
+		{"stale lease of the commit", func(_ []store.CreateParams, c *store.StepCommit) { c.Lease = "stale" }, store.ErrConflict},
+		{"invalid create first", func(cr []store.CreateParams, _ *store.StepCommit) { cr[0].Status = "BOGUS" }, store.ErrInvalidArgument},
+		{"revision 2 exists", func(_ []store.CreateParams, _ *store.StepCommit) {
+			b.putDefinition(t, d, "d", `{"v":2}`, 2, true)
+		}, store.ErrConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := b.countAll(t)
+			p1, _ := groupStart("g1", now)
+			p2, _ := groupStart("g2", now)
+			creates := []store.CreateParams{p1, p2}
+			c, next := completion(b.get(t, inst.ID), tk, now)
+			tc.change(creates, &c)
+			_, _, err := eq.CommitGroup(b.ctx, creates, []store.StepCommit{c})
+			if tc.want == errTakenID {
+				if !errors.Is(err, store.ErrExists) && !errors.Is(err, store.ErrConflict) {
+					t.Errorf("CommitGroup with %s: error = %v, want ErrExists or ErrConflict", tc.name, err)
+				}
+			} else {
+				wantErrorIs(t, "CommitGroup with "+tc.name, err, tc.want)
+			}
+			if n := b.countAll(t); n != before {
+				t.Errorf("CommitGroup with %s: %d instances, want %d", tc.name, n, before)
+			}
+			for _, id := range []string{"g1", "g2"} {
+				if tasks := b.tasksOf(t, eq, id); len(tasks) != 0 {
+					t.Errorf("CommitGroup with %s: %d tasks of %s", tc.name, len(tasks), id)
+				}
+			}
+			b.unchanged(t, "w1 after CommitGroup with "+tc.name, snap)
+			assertTask(t, "w1's task after CommitGroup with "+tc.name, tk, b.lockTask(t, eq, tk.ID))
+			if _, err := eq.LockTask(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the completion's new task after CommitGroup with %s: LockTask = %v, want ErrNotFound", tc.name, err)
 			}
 		})
 	}
