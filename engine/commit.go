@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -60,6 +61,9 @@ func (e *Engine) create(ctx context.Context, p store.CreateParams) (*workflow.In
 	if g == nil {
 		return e.st.Create(ctx, p)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	req := &commitReq{create: &p, done: make(chan commitResult, 1)}
 	select {
 	case g.reqs <- req:
@@ -68,8 +72,24 @@ func (e *Engine) create(ctx context.Context, p store.CreateParams) (*workflow.In
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	r := <-req.done
-	return r.inst, r.err
+	select {
+	case r := <-req.done:
+		return r.inst, r.err
+	case <-ctx.Done():
+		// The start may still be written, as a direct Create cancelled in
+		// flight may be: the caller learns that it does not know.
+		return nil, ctx.Err()
+	}
+}
+
+// startLanded reports whether p's first task is stored for p's instance:
+// its id is new to this start, so the start's write landed.
+func (e *Engine) startLanded(ctx context.Context, p *store.CreateParams) bool {
+	if len(p.Tasks) == 0 || p.Tasks[0].ID == "" {
+		return false
+	}
+	t, err := e.st.LockTask(ctx, p.Tasks[0].ID) // on the store: a plain read
+	return err == nil && t.InstanceID == p.ID
 }
 
 // runCommitters serves e.commits until stop is closed; the workers, the only
@@ -149,6 +169,9 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		slices.SortStableFunc(batch, func(a, b *commitReq) int {
 			return strings.Compare(a.c.Task.InstanceID, b.c.Task.InstanceID)
 		})
+		// New instances in id order too: two groups starting the same ids
+		// (a client retrying) wait for each other's inserts in one order.
+		slices.SortStableFunc(starts, func(a, b *commitReq) int { return strings.Compare(a.create.ID, b.create.ID) })
 		ps := make([]store.CreateParams, len(starts))
 		for i, r := range starts {
 			ps[i] = *r.create
@@ -167,8 +190,17 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 			return
 		}
 	}
+	// One by one, with time of their own: a group that timed out must not
+	// leave them an expired context.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for _, r := range starts {
 		inst, err := e.st.Create(ctx, *r.create)
+		if errors.Is(err, store.ErrExists) && e.startLanded(ctx, r.create) {
+			// The group was written and only its answer lost: this start's
+			// own row is what exists.
+			inst, err = e.st.Get(ctx, r.create.ID)
+		}
 		r.done <- commitResult{inst: inst, err: err}
 	}
 	for _, r := range batch {
