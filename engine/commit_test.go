@@ -305,18 +305,7 @@ func TestStartsJoinGroupCommits(t *testing.T) {
 				wrap: func(st store.Store) store.Store { bs.Store = st; return bs }})
 			n.define(chainDef)
 			const starters, each = 8, 5
-			var wg sync.WaitGroup
-			for g := range starters {
-				wg.Go(func() {
-					for i := range each {
-						if _, err := n.eng.StartWorkflow(context.Background(), engine.StartParams{Definition: "chain",
-							ID: fmt.Sprintf("s-%d-%d", g, i), Input: json.RawMessage(fmt.Sprintf(`{"n": %d, "id": "x"}`, i))}); err != nil {
-							t.Errorf("%s: start: %v", mode, err)
-						}
-					}
-				})
-			}
-			wg.Wait()
+			n.startChainsAtOnce(t, "s", starters, each)
 			for g := range starters {
 				for i := range each {
 					done := n.waitStatus(fmt.Sprintf("s-%d-%d", g, i), workflow.StatusCompleted, 20*time.Second)
@@ -466,6 +455,26 @@ func TestCompletionWithLostAnswer(t *testing.T) {
 	})
 }
 
+// startChainsAtOnce starts starters×each chain workflows from starters
+// goroutines at once: prefix-g-i with input n = i.
+func (n *node) startChainsAtOnce(t *testing.T, prefix string, starters, each int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for g := range starters {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("%s-%d-%d", prefix, g, i)
+				inst, err := n.eng.StartWorkflow(context.Background(), engine.StartParams{Definition: "chain", ID: id,
+					Input: json.RawMessage(fmt.Sprintf(`{"n": %d, "id": "x"}`, i))})
+				if err != nil || inst == nil || inst.ID != id {
+					t.Errorf("start %s = %v, %v", id, inst, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // A start whose group was written but whose answer was lost gets its
 // instance, not ErrExists for its own row; every workflow runs once.
 func TestStartWithLostGroupAnswer(t *testing.T) {
@@ -475,20 +484,7 @@ func TestStartWithLostGroupAnswer(t *testing.T) {
 			wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
 		n.define(chainDef)
 		const starters, each = 8, 5
-		var wg sync.WaitGroup
-		for g := range starters {
-			wg.Go(func() {
-				for i := range each {
-					id := fmt.Sprintf("l-%d-%d", g, i)
-					inst, err := n.eng.StartWorkflow(context.Background(), engine.StartParams{Definition: "chain", ID: id,
-						Input: json.RawMessage(fmt.Sprintf(`{"n": %d, "id": "x"}`, i))})
-					if err != nil || inst == nil || inst.ID != id {
-						t.Errorf("start %s = %v, %v", id, inst, err)
-					}
-				}
-			})
-		}
-		wg.Wait()
+		n.startChainsAtOnce(t, "l", starters, each)
 		for g := range starters {
 			for i := range each {
 				done := n.waitStatus(fmt.Sprintf("l-%d-%d", g, i), workflow.StatusCompleted, 20*time.Second)

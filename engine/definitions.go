@@ -88,10 +88,8 @@ func (e *Engine) PutDefinition(ctx context.Context, data []byte) (*DefinitionInf
 	}
 	// rev was the latest revision when it was stored or found equal: the
 	// next start uses it without asking.
-	if c, err := e.compiled(ctx, def.Name, rev); err == nil {
-		e.cacheMu.Lock()
-		e.noteLatest(c)
-		e.cacheMu.Unlock()
+	if _, err := e.remember(info, true); err != nil {
+		return nil, false, err
 	}
 	return info, created, nil
 }
@@ -160,15 +158,33 @@ func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled,
 	if err != nil {
 		return nil, err
 	}
-	if c, err = compile(info.Definition); err != nil {
-		return nil, err
+	return e.remember(info, rev == 0)
+}
+
+// remember returns info's revision compiled, compiling and caching it
+// unless it is cached; as latest, it is also noted as its definition's
+// latest revision.
+func (e *Engine) remember(info *DefinitionInfo, latest bool) (*compiled, error) {
+	key := defKey{info.Name, info.Revision}
+	e.cacheMu.Lock()
+	c, ok := e.cache[key]
+	e.cacheMu.Unlock()
+	if !ok {
+		var err error
+		if c, err = compile(info.Definition); err != nil {
+			return nil, err
+		}
 	}
 	e.cacheMu.Lock()
-	e.cache[defKey{name, info.Revision}] = c
-	if rev == 0 {
+	defer e.cacheMu.Unlock()
+	if cached, ok := e.cache[key]; ok {
+		c = cached // compiled meanwhile: keep one
+	} else {
+		e.cache[key] = c
+	}
+	if latest {
 		e.noteLatest(c)
 	}
-	e.cacheMu.Unlock()
 	return c, nil
 }
 

@@ -212,6 +212,7 @@ type preparedCreate struct {
 	deadline *time.Time
 	tasks    []store.Task
 	sql      string
+	strict   string // sql failing with FD409 when it creates nothing (CommitGroup)
 	args     []any
 }
 
@@ -241,7 +242,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	}
 	now := q.timestamp()
 	deadline := timestampPtr(p.Deadline)
-	pc := &preparedCreate{p: p, state: state, now: now, deadline: deadline, sql: createSQL,
+	pc := &preparedCreate{p: p, state: state, now: now, deadline: deadline, sql: createSQL, strict: createStrictSQL,
 		args: []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline, p.LatestRevision}}
 	if len(p.Tasks) > 0 || p.Notify {
 		rows, cols, err := prepareTasks(p.Tasks, now)
@@ -249,7 +250,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 			return nil, err
 		}
 		pc.tasks = rows
-		pc.sql = createWithTasksSQL
+		pc.sql, pc.strict = createWithTasksSQL, createWithTasksStrictSQL
 		pc.args = append(append(pc.args, cols.args()...), p.Notify)
 	}
 	return pc, nil

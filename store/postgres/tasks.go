@@ -746,11 +746,7 @@ func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams,
 			return nil, nil, fmt.Errorf("create %d of %d: %w", i+1, n, err)
 		}
 		pcs[i] = pc
-		sql := createStrictSQL
-		if pc.sql == createWithTasksSQL {
-			sql = createWithTasksStrictSQL
-		}
-		batch.Queue(sql, pc.args...)
+		batch.Queue(pc.strict, pc.args...)
 	}
 	pms := make([]*preparedCommit, len(commits))
 	for i, c := range commits {

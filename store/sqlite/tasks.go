@@ -643,7 +643,7 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 	}
 	var done []claimDone
 	err := q.write(ctx, func(c dbtx) error {
-		tq := &querier{read: c, write: func(_ context.Context, fn func(dbtx) error) error { return fn(c) }, now: q.now}
+		tq := q.on(c)
 		tasks, err := tq.LockClaimable(ctx, p.Queues, p.Now, p.Limit)
 		if err != nil {
 			return err
@@ -772,7 +772,7 @@ func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams,
 		}
 	}
 	err := q.write(ctx, func(c dbtx) error {
-		tq := &querier{read: c, write: func(_ context.Context, fn func(dbtx) error) error { return fn(c) }, now: q.now}
+		tq := q.on(c)
 		for i, p := range creates {
 			p.Tasks = copies[i]
 			inst, err := tq.Create(ctx, p)
@@ -794,4 +794,10 @@ func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams,
 		}
 	}
 	return insts, versions, nil
+}
+
+// on returns a querier whose reads and writes run on c, inside the write
+// transaction the caller holds.
+func (q *querier) on(c dbtx) *querier {
+	return &querier{read: c, write: func(_ context.Context, fn func(dbtx) error) error { return fn(c) }, now: q.now}
 }
