@@ -33,9 +33,14 @@ const maxCommitBatch = 16
 // batches large, two let the server work on one while the other commits.
 const committers = 2
 
-// commitReq is a completion or, when create is set, a start.
+// commitReq is a completion or, when create is set, a start. A completion
+// with claim set is a worker's whose completion leaves it free: the group
+// also claims a task of those queues for it (store.GroupClaim), so that it
+// gets its next task with its completion's commit instead of claiming in a
+// transaction of its own.
 type commitReq struct {
 	c      store.StepCommit
+	claim  []string
 	create *store.CreateParams
 	done   chan commitResult
 }
@@ -43,6 +48,7 @@ type commitReq struct {
 type commitResult struct {
 	version int64
 	inst    *workflow.Instance // a start's instance
+	next    *Task              // a task claimed for the completion's worker
 	err     error
 }
 
@@ -123,15 +129,17 @@ func (e *Engine) runCommitters(stop <-chan struct{}) {
 }
 
 // commitStep writes c through the committers when the workers run, else
-// directly.
-func (e *Engine) commitStep(ctx context.Context, c store.StepCommit) (int64, error) {
+// directly. With claim (queues), the committers may also claim a task of
+// those queues for the caller and return it as next.
+func (e *Engine) commitStep(ctx context.Context, c store.StepCommit, claim []string) (version int64, next *Task, err error) {
 	if e.commits == nil {
-		return e.st.CommitStep(ctx, c)
+		version, err = e.st.CommitStep(ctx, c)
+		return version, nil, err
 	}
-	req := &commitReq{c: c, done: make(chan commitResult, 1)}
+	req := &commitReq{c: c, claim: claim, done: make(chan commitResult, 1)}
 	e.commits <- req
 	r := <-req.done
-	return r.version, r.err
+	return r.version, r.next, r.err
 }
 
 // commitBatch writes the batch in one transaction, or each start and
@@ -162,7 +170,14 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		kept = append(kept, r)
 	}
 	batch = kept
-	if len(starts)+len(batch) > 1 {
+	var claimers []*commitReq
+	for _, r := range batch {
+		if r.claim != nil {
+			claimers = append(claimers, r)
+		}
+	}
+	var d *claimDecision
+	if len(starts)+len(batch) > 1 || len(claimers) > 0 {
 		// Instances in id order, here and on every node: two batches that
 		// complete steps of the same instances lock them in the same order
 		// and cannot deadlock. New instances lock nothing that exists.
@@ -180,12 +195,27 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		for i, r := range batch {
 			cs[i] = r.c
 		}
-		if insts, versions, err := e.st.CommitGroup(ctx, ps, cs); err == nil {
+		var claim *store.GroupClaim
+		if len(claimers) > 0 {
+			// Every worker serves the same queues.
+			d = &claimDecision{e: e, owner: e.node, lease: e.lease, now: e.clock(), inGroup: true}
+			claim = &store.GroupClaim{Params: store.ClaimParams{Queues: claimers[0].claim, Now: d.now, Limit: len(claimers)}, Decide: d.decide}
+		}
+		if insts, versions, err := e.st.CommitGroup(ctx, ps, cs, claim); err == nil {
+			var next []Task
+			if d != nil {
+				next, _ = d.claimed()
+				e.countClaimed(len(next))
+			}
 			for i, r := range starts {
 				r.done <- commitResult{inst: insts[i]}
 			}
 			for i, r := range batch {
-				r.done <- commitResult{version: versions[i]}
+				res := commitResult{version: versions[i]}
+				if r.claim != nil && len(next) > 0 {
+					res.next, next = &next[0], next[1:]
+				}
+				r.done <- res
 			}
 			return
 		}
@@ -194,6 +224,10 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 	// leave them an expired context.
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// A group whose answer was lost may have been written: the tasks its
+	// claim stored under the leases it gave are the claimers' to run.
+	next := d.landed(ctx)
+	e.countClaimed(len(next))
 	for _, r := range starts {
 		inst, err := e.st.Create(ctx, *r.create)
 		if errors.Is(err, store.ErrExists) && e.startLanded(ctx, r.create) {
@@ -205,6 +239,10 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 	}
 	for _, r := range batch {
 		v, err := e.st.CommitStep(ctx, r.c)
-		r.done <- commitResult{version: v, err: err}
+		res := commitResult{version: v, err: err}
+		if r.claim != nil && len(next) > 0 {
+			res.next, next = &next[0], next[1:]
+		}
+		r.done <- res
 	}
 }

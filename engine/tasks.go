@@ -35,52 +35,23 @@ func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner st
 			break
 		}
 	}
-	if e.m != nil {
-		e.m.TasksClaimed.Add(float64(len(claimed)))
-	}
+	e.countClaimed(len(claimed))
 	return claimed, nil
+}
+
+func (e *Engine) countClaimed(n int) {
+	if e.m != nil && n > 0 {
+		e.m.TasksClaimed.Add(float64(n))
+	}
 }
 
 // claimOnce is one claim transaction. missed reports tasks left queued
 // because their instance moved on between the read and the write.
 func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) (claimed []Task, missed bool, err error) {
-	var (
-		writes []*store.ClaimWrite
-		views  [][]Task // per write, the handlers' view of its tasks
-	)
+	var d *claimDecision
 	err = e.withDefs(ctx, func() error {
-		writes, views = writes[:0], views[:0]
-		now := e.clock()
-		return e.st.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			byInstance := map[string][]store.Claimable{}
-			var ids []string
-			for _, c := range locked {
-				t := c.Task
-				if t.Queue == store.QueueSleep {
-					// A timer changes no state when it is picked up.
-					writes = append(writes, &store.ClaimWrite{Tasks: []*store.Task{t}})
-					views = append(views, []Task{e.leaseTask(t, owner, now, lease, 0)})
-					continue
-				}
-				if byInstance[t.InstanceID] == nil {
-					ids = append(ids, t.InstanceID)
-				}
-				byInstance[t.InstanceID] = append(byInstance[t.InstanceID], c)
-			}
-			// Instances in id order, as every multi-instance write takes them.
-			slices.Sort(ids)
-			for _, id := range ids {
-				w, view, err := e.deliver(byInstance[id], owner, now, lease)
-				if err != nil {
-					return nil, err
-				}
-				if w != nil {
-					writes = append(writes, w)
-					views = append(views, view)
-				}
-			}
-			return writes, nil
-		})
+		d = &claimDecision{e: e, owner: owner, lease: lease, now: e.clock()}
+		return e.st.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: d.now, Limit: limit}, d.decide)
 	})
 	if err != nil {
 		// The writes may have committed and only the answer been lost: the
@@ -88,28 +59,98 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 		// (without an instance snapshot, their completion takes the locking
 		// path); left alone, they would wait for their leases to end and
 		// count an attempt that never ran.
-		for i, w := range writes {
-			if len(w.Tasks) > 0 && e.leasedAsGiven(ctx, w.Tasks) {
-				claimed = append(claimed, views[i]...)
-			}
-		}
-		if len(claimed) == 0 {
+		if claimed = d.landed(ctx); len(claimed) == 0 {
 			return nil, false, err
 		}
 		e.log.Warn("claim: the writes landed but the answer was lost", "error", err, "tasks", len(claimed))
 		return claimed, false, nil
 	}
-	for i, w := range writes {
+	claimed, missed = d.claimed()
+	return claimed, missed, nil
+}
+
+// claimDecision is the engine's side of one claim (store.ClaimTasks or a
+// store.GroupClaim): decide chooses the writes that deliver the locked
+// tasks to owner and keeps the handlers' view of each.
+type claimDecision struct {
+	e     *Engine
+	owner string
+	lease time.Duration
+	now   time.Time
+	// inGroup leaves the tasks of an instance whose definition is not
+	// cached queued, rather than failing the claim to read it: a group
+	// claim's failure would fail the group's completions with it.
+	inGroup bool
+
+	writes []*store.ClaimWrite
+	views  [][]Task // per write, the handlers' view of its tasks
+}
+
+func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+	d.writes, d.views = d.writes[:0], d.views[:0]
+	byInstance := map[string][]store.Claimable{}
+	var ids []string
+	for _, c := range locked {
+		t := c.Task
+		if t.Queue == store.QueueSleep {
+			// A timer changes no state when it is picked up.
+			d.writes = append(d.writes, &store.ClaimWrite{Tasks: []*store.Task{t}})
+			d.views = append(d.views, []Task{d.e.leaseTask(t, d.owner, d.now, d.lease, 0)})
+			continue
+		}
+		if byInstance[t.InstanceID] == nil {
+			ids = append(ids, t.InstanceID)
+		}
+		byInstance[t.InstanceID] = append(byInstance[t.InstanceID], c)
+	}
+	// Instances in id order, as every multi-instance write takes them.
+	slices.Sort(ids)
+	for _, id := range ids {
+		w, view, err := d.e.deliver(byInstance[id], d.owner, d.now, d.lease)
+		var miss errDefMissing
+		if d.inGroup && errors.As(err, &miss) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if w != nil {
+			d.writes = append(d.writes, w)
+			d.views = append(d.views, view)
+		}
+	}
+	return d.writes, nil
+}
+
+// claimed returns the tasks of the writes made, once the claim committed;
+// missed reports writes skipped because their instance moved on.
+func (d *claimDecision) claimed() (claimed []Task, missed bool) {
+	for i, w := range d.writes {
 		if !w.Written {
 			missed = true
 			continue
 		}
-		for _, task := range views[i] {
+		for _, task := range d.views[i] {
 			task.inst = w.Instance
 			claimed = append(claimed, task)
 		}
 	}
-	return claimed, missed, nil
+	return claimed, missed
+}
+
+// landed returns, after a claim that failed, the tasks that are stored
+// under the leases it gave them: its answer was lost, not its writes.
+func (d *claimDecision) landed(ctx context.Context) []Task {
+	if d == nil {
+		return nil
+	}
+	var claimed []Task
+	for i, w := range d.writes {
+		if len(w.Tasks) > 0 && d.e.leasedAsGiven(ctx, w.Tasks) {
+			claimed = append(claimed, d.views[i]...)
+		}
+	}
+	return claimed
 }
 
 // leasedAsGiven reports whether every task is stored leased under the
@@ -293,9 +334,6 @@ func (e *Engine) completeTask(ctx context.Context, task Task, output json.RawMes
 	}
 	if next, ok := e.commitCompletion(ctx, task, out, queues); ok {
 		e.countCompleted("completed")
-		if next != nil && e.m != nil {
-			e.m.TasksClaimed.Inc()
-		}
 		return next, nil
 	}
 	taskID, lease := task.ID, task.Lease
@@ -355,19 +393,28 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	if len(p.update) > 0 {
 		return nil, false
 	}
-	version, err := e.commitStep(ctx, store.StepCommit{
+	// A worker this completion leaves free asks for its next task with it.
+	var claim []string
+	if next == nil {
+		claim = queues
+	}
+	version, claimed, err := e.commitStep(ctx, store.StepCommit{
 		Task: &row, Lease: t.Lease, Now: now,
 		ExpectedVersion: inst.Version, From: inst.Status, Status: work.Status, State: work.State,
 		Cause:  fmt.Sprintf("step %q completed (attempt %d)", row.StepID, row.Attempt),
 		Insert: p.insert, Notify: p.claimable(),
-	})
-	if err != nil && next != nil && e.landed(ctx, next) {
+	}, claim)
+	if err != nil && (claimed != nil || next != nil && e.landed(ctx, next)) {
 		// The write landed although its answer was lost (a connection that
 		// broke after the commit; a group commit whose COMMIT failed to
-		// report and whose completions then conflicted with themselves).
-		// Going on with the next step is the only way it runs before its
-		// lease ends, and with it, the attempt the lease counts.
+		// report and whose completions then conflicted with themselves):
+		// the task this commit leased, or its group's claim did, is stored
+		// under the lease given. Going on with it is the only way it runs
+		// before its lease ends, and with it, the attempt the lease counts.
 		err, version = nil, inst.Version+1
+	}
+	if next == nil {
+		next = claimed
 	}
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
@@ -378,9 +425,10 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	if p.claimable() {
 		e.wake()
 	}
-	if next != nil {
+	if next != nil && claimed == nil {
 		work.Version = version
 		next.inst = &work
+		e.countClaimed(1)
 	}
 	return next, true
 }

@@ -127,15 +127,29 @@ func (q instrumentedQuerier) CommitSteps(ctx context.Context, cs []store.StepCom
 	return vs, err
 }
 
-func (q instrumentedQuerier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit) ([]*workflow.Instance, []int64, error) {
+func (q instrumentedQuerier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
 	start := time.Now()
-	insts, vs, err := q.Querier.CommitGroup(ctx, creates, commits)
-	// Every write of the group counts under its own op; the duration is the
-	// group's, observed once for each op in it.
+	var writes []*store.ClaimWrite
+	if claim != nil && claim.Decide != nil {
+		decide := claim.Decide
+		claim = &store.GroupClaim{Params: claim.Params, Decide: func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+			var err error
+			writes, err = decide(locked)
+			return writes, err
+		}}
+	}
+	insts, vs, err := q.Querier.CommitGroup(ctx, creates, commits, claim)
+	// Every write of the group counts under its own op (a failed group's
+	// claim once); the duration is the group's, observed once for each op
+	// in it.
+	claimed := writtenStates(writes)
+	if err != nil && claim != nil {
+		claimed = 1
+	}
 	for _, g := range []struct {
 		op string
 		n  int
-	}{{"create", len(creates)}, {"commit_step", len(commits)}} {
+	}{{"create", len(creates)}, {"commit_step", len(commits)}, {"claim", claimed}} {
 		if g.n > 0 {
 			q.m.StateUpdates.WithLabelValues(g.op, Result(err)).Add(float64(g.n))
 			q.m.UpdateDuration.WithLabelValues(g.op).Observe(time.Since(start).Seconds())
@@ -154,12 +168,7 @@ func (q instrumentedQuerier) ClaimTasks(ctx context.Context, p store.ClaimParams
 	})
 	// Every instance written counts; the duration is the claim's, observed
 	// once, when it wrote or failed.
-	n := 0
-	for _, w := range writes {
-		if w != nil && w.Written && w.SetState {
-			n++
-		}
-	}
+	n := writtenStates(writes)
 	switch {
 	case err != nil:
 		q.m.StateUpdates.WithLabelValues("claim", Result(err)).Inc()
@@ -170,4 +179,15 @@ func (q instrumentedQuerier) ClaimTasks(ctx context.Context, p store.ClaimParams
 	}
 	q.m.UpdateDuration.WithLabelValues("claim").Observe(time.Since(start).Seconds())
 	return err
+}
+
+// writtenStates counts the claim writes that wrote an instance.
+func writtenStates(writes []*store.ClaimWrite) int {
+	n := 0
+	for _, w := range writes {
+		if w != nil && w.Written && w.SetState {
+			n++
+		}
+	}
+	return n
 }

@@ -51,7 +51,7 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	}
 	// A group counts each of its writes under its op.
 	eq := s.(store.EngineQuerier)
-	if _, _, err := eq.CommitGroup(ctx, []store.CreateParams{{ID: "g"}}, []store.StepCommit{commit}); !errors.Is(err, store.ErrConflict) {
+	if _, _, err := eq.CommitGroup(ctx, []store.CreateParams{{ID: "g"}}, []store.StepCommit{commit}, nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("CommitGroup = %v, want a conflict", err)
 	}
 	// A claim counts each instance it wrote; a failed claim counts once.

@@ -159,7 +159,34 @@ type EngineQuerier interface {
 	// fails the group like any other error; the caller writes each on its
 	// own to learn which. It returns the created instances and the commits'
 	// new versions, in order.
-	CommitGroup(ctx context.Context, creates []CreateParams, commits []StepCommit) ([]*workflow.Instance, []int64, error)
+	//
+	// With a claim (not nil), the group then claims tasks in the same
+	// transaction, as ClaimTasks does (see GroupClaim): a worker whose
+	// completion leaves it free gets its next task with that completion's
+	// commit. On PostgreSQL the group is then two round trips.
+	CommitGroup(ctx context.Context, creates []CreateParams, commits []StepCommit, claim *GroupClaim) ([]*workflow.Instance, []int64, error)
+}
+
+// GroupClaim is the claim a CommitGroup makes after its creates and commits,
+// in the same transaction: it sees them (a task a create or commit queued can
+// be claimed at once) and is written, and reported, with them or not at all.
+// It locks tasks as ClaimTasks does and, unlike ClaimTasks, also their
+// instances, skipping a task whose instance another transaction holds: its
+// writes wait for nobody, so a group holding instance locks of its commits
+// cannot deadlock with another one. Decide's error, or a write it returns
+// that CheckClaimWrites refuses, fails the group. A write is reported
+// (Written, Instance) only once the group is committed.
+type GroupClaim struct {
+	Params ClaimParams
+	Decide func([]Claimable) ([]*ClaimWrite, error)
+}
+
+// Check reports a claim CommitGroup cannot make: no decide function.
+func (g *GroupClaim) Check() error {
+	if g != nil && g.Decide == nil {
+		return fmt.Errorf("%w: group claim without a decide function", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // StepCommit is the change CommitStep writes.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -88,12 +89,41 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, decide 
 }
 
 func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	return q.inPipelinedTx(ctx, func(conn *pgxpool.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+		b.Queue(sql, args...)
+		br := conn.SendBatch(ctx, b)
+		var locked []store.Claimable
+		_, err := br.Exec()
+		if err == nil {
+			locked, err = readClaimables(br)
+		} else {
+			err = interpretError(err, "")
+		}
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = interpretError(cerr, "")
+		}
+		if err != nil {
+			return err
+		}
+		pws, err := q.decideClaim(locked, decide)
+		if err != nil || len(pws) == 0 {
+			return err // the ROLLBACK of inPipelinedTx ends the transaction
+		}
+		return finishClaim(ctx, conn, pws)
+	})
+}
+
+// inPipelinedTx runs fn on a connection of its own, on which fn opens a
+// transaction with statements sent in pipelines. A connection left inside
+// the transaction (fn failed or did not commit) is rolled back; should that
+// fail, the pool closes a connection released in a transaction.
+func (q *querier) inPipelinedTx(ctx context.Context, fn func(conn *pgxpool.Conn) error) error {
 	conn, err := q.pool.Acquire(ctx)
 	if err != nil {
 		return interpretError(err, "")
 	}
-	// A connection left inside the transaction is rolled back here; should
-	// that fail, the pool closes a connection released in a transaction.
 	defer conn.Release()
 	defer func() {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
@@ -102,37 +132,27 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, de
 			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
+	return fn(conn)
+}
 
-	b := &pgx.Batch{}
-	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-	b.Queue(sql, args...)
-	br := conn.SendBatch(ctx, b)
-	locked, err := readClaim(br)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = interpretError(cerr, "")
-	}
-	if err != nil {
-		return err
-	}
-	pws, err := q.decideClaim(locked, decide)
-	if err != nil || len(pws) == 0 {
-		return err // the deferred ROLLBACK ends the transaction
-	}
+// finishClaim sends a claim's writes and COMMIT in one pipeline on conn,
+// inside the transaction that locked the tasks, and reports the writes.
+// Once decided, the claim is finished even if ctx ends meanwhile: a commit
+// whose answer a cancellation lost would leave the tasks leased to nobody
+// until their leases end. A ctx that ended before anything was sent ends it.
+func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWrite) error {
 	if err := ctx.Err(); err != nil {
-		return err // nothing sent yet: nothing to finish
+		return err // nothing sent yet: the caller rolls back
 	}
-
-	// Once decided, the claim is finished even if ctx ends meanwhile: a
-	// commit whose answer a cancellation lost would leave the tasks leased
-	// to nobody until their leases end.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	b = &pgx.Batch{}
+	b := &pgx.Batch{}
 	for _, pw := range pws {
 		b.Queue(claimWriteSQL, pw.args...)
 	}
 	b.Queue("COMMIT")
-	br = conn.SendBatch(wctx, b)
+	br := conn.SendBatch(wctx, b)
+	var err error
 	for _, pw := range pws {
 		if err == nil {
 			err = pw.result(br.QueryRow())
@@ -140,7 +160,7 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, de
 	}
 	if err == nil {
 		// After an error the server skips the rest of the batch, COMMIT
-		// included; the deferred ROLLBACK ends the failed transaction.
+		// included; the caller's ROLLBACK ends the failed transaction.
 		if _, cerr := br.Exec(); cerr != nil {
 			err = interpretError(cerr, "")
 		}
@@ -157,11 +177,8 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, de
 	return nil
 }
 
-// readClaim reads BEGIN's and the claim query's results.
-func readClaim(br pgx.BatchResults) ([]store.Claimable, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, interpretError(err, "")
-	}
+// readClaimables reads the claim query's result from a pipeline.
+func readClaimables(br pgx.BatchResults) ([]store.Claimable, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return nil, interpretError(err, "")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -183,18 +184,27 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // Callers use a few shapes (one limit, one queue list per worker), so pgx's
 // statement cache holds them all; TestHotPathKeepsGenericPlans checks that
 // PostgreSQL reuses the plan.
-func claimSQL(queues, limit int) string { return claimQuery(queues, limit, "") }
+func claimSQL(queues, limit int) string { return claimQuery(queues, limit, "", "") }
 
 // claimWithInstancesSQL is claimSQL that also returns each task's instance
 // (the columns of instanceColumns, read, not locked), for ClaimTasks.
 func claimWithInstancesSQL(queues, limit int) string {
-	return claimQuery(queues, limit, `,
-		i.id AS i_id, i.definition AS i_definition, i.status AS i_status, i.state AS i_state, i.input AS i_input,
-		i.version AS i_version, i.created_at AS i_created_at, i.updated_at AS i_updated_at,
-		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline`)
+	return claimQuery(queues, limit, claimInstanceColumns, "")
 }
 
-func claimQuery(queues, limit int, extra string) string {
+// claimLockingInstancesSQL is claimWithInstancesSQL that also locks the
+// instances, skipping tasks whose instance another transaction holds: a
+// store.GroupClaim's query.
+func claimLockingInstancesSQL(queues, limit int) string {
+	return claimQuery(queues, limit, claimInstanceColumns, " FOR NO KEY UPDATE OF i SKIP LOCKED")
+}
+
+const claimInstanceColumns = `,
+		i.id AS i_id, i.definition AS i_definition, i.status AS i_status, i.state AS i_state, i.input AS i_input,
+		i.version AS i_version, i.created_at AS i_created_at, i.updated_at AS i_updated_at,
+		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline`
+
+func claimQuery(queues, limit int, extra, lockInstances string) string {
 	var values strings.Builder
 	for i := range queues {
 		if i > 0 {
@@ -210,7 +220,7 @@ CROSS JOIN LATERAL (
 		AND (i.status = 'RUNNING' OR (t.queue = '`+store.QueueSleep+`' AND i.status = 'PAUSED'))
 	ORDER BY t.run_at, t.id COLLATE "C"
 	LIMIT %[2]d
-	FOR UPDATE OF t SKIP LOCKED
+	FOR UPDATE OF t SKIP LOCKED`+lockInstances+`
 ) c
 ORDER BY c.run_at, c.id COLLATE "C"
 LIMIT %[2]d`, values.String(), limit)
@@ -710,7 +720,7 @@ func (q *querier) CommitStep(ctx context.Context, c store.StepCommit) (int64, er
 // CommitSteps writes several commits as one implicit transaction; see
 // CommitGroup.
 func (q *querier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
-	_, vs, err := q.CommitGroup(ctx, nil, cs)
+	_, vs, err := q.CommitGroup(ctx, nil, cs, nil)
 	return vs, err
 }
 
@@ -733,66 +743,189 @@ var (
 // the caller's transaction). Creates run as createStrict statements and
 // commits as commitStrictSQL, which raise FD409 for an instance not created
 // or a stale lease: there is no partial result.
-func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit) ([]*workflow.Instance, []int64, error) {
-	if len(creates)+len(commits) == 0 {
-		return []*workflow.Instance{}, []int64{}, nil
+//
+// With a claim it is an explicit transaction in two pipelines: BEGIN, the
+// creates, the commits and the claim query (claimLockingInstancesSQL); then,
+// once decided, the claim's writes and COMMIT (finishClaim). Inside WithTx
+// the claim runs after the group in the caller's transaction.
+func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
+	if err := claim.Check(); err != nil {
+		return nil, nil, err
 	}
+	g, err := q.prepareGroup(creates, commits)
+	if err != nil {
+		return nil, nil, err
+	}
+	var claimSQL string
+	var claimArgv []any
+	if claim != nil {
+		p := claim.Params
+		n, args, err := claimArgs(p.Queues, p.Now, p.Limit)
+		if err != nil {
+			return nil, nil, err
+		}
+		if n == 0 {
+			// No queue: nothing to lock, and nothing decide may write.
+			if err := decideNothing(claim.Decide); err != nil {
+				return nil, nil, err
+			}
+			claim = nil
+		} else {
+			claimSQL, claimArgv = claimLockingInstancesSQL(n, p.Limit), args
+		}
+	}
+	switch {
+	case claim == nil:
+		if err := g.send(ctx, q.db); err != nil {
+			return nil, nil, err
+		}
+	case q.pool == nil:
+		// Inside WithTx: the group and then the claim, in the caller's
+		// transaction.
+		if err := g.send(ctx, q.db); err != nil {
+			return nil, nil, err
+		}
+		if err := q.claimInTx(ctx, claimSQL, claimArgv, claim.Decide); err != nil {
+			return nil, nil, err
+		}
+	default:
+		err := q.inPipelinedTx(ctx, func(conn *pgxpool.Conn) error {
+			b := &pgx.Batch{}
+			b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+			g.queue(b)
+			b.Queue(claimSQL, claimArgv...)
+			br := conn.SendBatch(ctx, b)
+			var locked []store.Claimable
+			_, err := br.Exec()
+			if err != nil {
+				err = interpretError(err, "")
+			} else if err = g.read(br); err == nil {
+				locked, err = readClaimables(br)
+			}
+			if cerr := br.Close(); err == nil && cerr != nil {
+				err = interpretError(cerr, "")
+			}
+			if err != nil {
+				return err
+			}
+			pws, err := q.decideClaim(locked, claim.Decide)
+			if err != nil {
+				return err
+			}
+			return finishClaim(ctx, conn, pws)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return g.results()
+}
+
+// decideNothing calls decide for a claim that locked nothing: it may write
+// nothing.
+func decideNothing(decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	writes, err := decide([]store.Claimable{})
+	if err != nil {
+		return err
+	}
+	return store.CheckClaimWrites(nil, writes)
+}
+
+// preparedGroup is a checked CommitGroup's statements and, once read, their
+// results.
+type preparedGroup struct {
+	pcs      []*preparedCreate
+	pms      []*preparedCommit
+	created  []bool
+	versions []int64
+}
+
+func (q *querier) prepareGroup(creates []store.CreateParams, commits []store.StepCommit) (*preparedGroup, error) {
 	n := len(creates) + len(commits)
-	batch := &pgx.Batch{}
-	pcs := make([]*preparedCreate, len(creates))
+	g := &preparedGroup{
+		pcs: make([]*preparedCreate, len(creates)), pms: make([]*preparedCommit, len(commits)),
+		created: make([]bool, len(creates)), versions: make([]int64, len(commits)),
+	}
 	for i, p := range creates {
 		pc, err := q.prepareCreate(p)
 		if err != nil {
-			return nil, nil, fmt.Errorf("create %d of %d: %w", i+1, n, err)
+			return nil, fmt.Errorf("create %d of %d: %w", i+1, n, err)
 		}
-		pcs[i] = pc
-		batch.Queue(pc.strict, pc.args...)
+		g.pcs[i] = pc
 	}
-	pms := make([]*preparedCommit, len(commits))
 	for i, c := range commits {
 		pm, err := q.prepareCommit(c)
 		if err != nil {
-			return nil, nil, fmt.Errorf("commit %d of %d: %w", len(creates)+i+1, n, err)
+			return nil, fmt.Errorf("commit %d of %d: %w", len(creates)+i+1, n, err)
 		}
-		pms[i] = pm
-		batch.Queue(commitStrictSQL, pm.args...)
+		g.pms[i] = pm
 	}
-	br := q.db.SendBatch(ctx, batch)
-	created := make([]bool, len(creates))
+	return g, nil
+}
+
+func (g *preparedGroup) empty() bool { return len(g.pcs)+len(g.pms) == 0 }
+
+// queue adds the group's statements to b.
+func (g *preparedGroup) queue(b *pgx.Batch) {
+	for _, pc := range g.pcs {
+		b.Queue(pc.strict, pc.args...)
+	}
+	for _, pm := range g.pms {
+		b.Queue(commitStrictSQL, pm.args...)
+	}
+}
+
+// send writes the group in one pipeline on db (an implicit transaction, or
+// part of the caller's) and reads the results.
+func (g *preparedGroup) send(ctx context.Context, db dbtx) error {
+	if g.empty() {
+		return nil
+	}
+	b := &pgx.Batch{}
+	g.queue(b)
+	br := db.SendBatch(ctx, b)
+	err := g.read(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = interpretError(cerr, "")
+	}
+	return err
+}
+
+// read reads the results of the statements queue added: the first error.
+func (g *preparedGroup) read(br pgx.BatchResults) error {
 	var firstErr error
-	for i, pc := range pcs {
+	for i, pc := range g.pcs {
 		var stale bool
-		if err := br.QueryRow().Scan(&created[i], &stale, new(any)); err != nil && firstErr == nil {
+		if err := br.QueryRow().Scan(&g.created[i], &stale, new(any)); err != nil && firstErr == nil {
 			firstErr = interpretError(err, pc.p.ID)
 		}
 	}
-	versions := make([]int64, len(commits))
-	for i, pm := range pms {
+	for i, pm := range g.pms {
 		v, err := pm.result(br.QueryRow())
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
-		versions[i] = v
+		g.versions[i] = v
 	}
-	if err := br.Close(); err != nil && firstErr == nil {
-		firstErr = interpretError(err, "")
-	}
-	if firstErr != nil {
-		return nil, nil, firstErr
-	}
-	insts := make([]*workflow.Instance, len(creates))
-	for i, pc := range pcs {
-		inst, err := pc.result(created[i], false)
+	return firstErr
+}
+
+// results reports a committed group: the created instances and the
+// commits' new versions.
+func (g *preparedGroup) results() ([]*workflow.Instance, []int64, error) {
+	insts := make([]*workflow.Instance, len(g.pcs))
+	for i, pc := range g.pcs {
+		inst, err := pc.result(g.created[i], false)
 		if err != nil {
 			// Not reached: the statement raised FD409.
 			return nil, nil, err
 		}
 		insts[i] = inst
 	}
-	for _, pm := range pms {
+	for _, pm := range g.pms {
 		pm.fill()
 	}
-	return insts, versions, nil
+	return insts, g.versions, nil
 }
 
 // preparedCommit is a checked StepCommit with its statement's arguments.

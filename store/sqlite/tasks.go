@@ -643,44 +643,9 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 	}
 	var done []claimDone
 	err := q.write(ctx, func(c dbtx) error {
-		tq := q.on(c)
-		tasks, err := tq.LockClaimable(ctx, p.Queues, p.Now, p.Limit)
-		if err != nil {
-			return err
-		}
-		locked := make([]store.Claimable, len(tasks))
-		insts := map[string]*workflow.Instance{}
-		for i, t := range tasks {
-			inst := insts[t.InstanceID]
-			if inst == nil {
-				if inst, err = getInstance(ctx, c, t.InstanceID); err != nil {
-					return err
-				}
-				insts[t.InstanceID] = inst
-			}
-			locked[i] = store.Claimable{Task: t, Instance: inst}
-		}
-		writes, err := decide(locked)
-		if err != nil {
-			return err
-		}
-		if err := store.CheckClaimWrites(locked, writes); err != nil {
-			return err
-		}
-		now := q.timestamp()
-		for _, w := range writes {
-			id := w.Tasks[0].InstanceID
-			f, err := claimWrite(ctx, c, w, insts[id], now)
-			if err != nil {
-				return err
-			}
-			done = append(done, f)
-			if w.SetState && f.written != nil {
-				// A later write of the same instance starts from this one.
-				insts[id] = f.written
-			}
-		}
-		return nil
+		var err error
+		done, err = q.claimOn(ctx, c, p, decide)
+		return err
 	})
 	if err != nil {
 		return err
@@ -689,6 +654,49 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 		f.report()
 	}
 	return nil
+}
+
+// claimOn is ClaimTasks on c, inside the write transaction the caller holds;
+// the caller reports what it returns once that is committed.
+func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) ([]claimDone, error) {
+	tasks, err := q.on(c).LockClaimable(ctx, p.Queues, p.Now, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	locked := make([]store.Claimable, len(tasks))
+	insts := map[string]*workflow.Instance{}
+	for i, t := range tasks {
+		inst := insts[t.InstanceID]
+		if inst == nil {
+			if inst, err = getInstance(ctx, c, t.InstanceID); err != nil {
+				return nil, err
+			}
+			insts[t.InstanceID] = inst
+		}
+		locked[i] = store.Claimable{Task: t, Instance: inst}
+	}
+	writes, err := decide(locked)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckClaimWrites(locked, writes); err != nil {
+		return nil, err
+	}
+	now := q.timestamp()
+	var done []claimDone
+	for _, w := range writes {
+		id := w.Tasks[0].InstanceID
+		f, err := claimWrite(ctx, c, w, insts[id], now)
+		if err != nil {
+			return nil, err
+		}
+		done = append(done, f)
+		if w.SetState && f.written != nil {
+			// A later write of the same instance starts from this one.
+			insts[id] = f.written
+		}
+	}
+	return done, nil
 }
 
 // claimDone is a made or skipped ClaimWrite: report tells the caller once
@@ -754,11 +762,17 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 	}}, nil
 }
 
-// CommitGroup writes creates and commits in one write transaction (one
-// savepoint inside WithTx), in order; any failure rolls all of them back.
-// The creates' tasks are filled in only when all of it is written.
-func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit) ([]*workflow.Instance, []int64, error) {
+// CommitGroup writes creates and commits and then makes the claim, in one
+// write transaction (one savepoint inside WithTx), in order; any failure
+// rolls all of it back. The creates' tasks and the claim's writes are
+// filled in only when all of it is written. Nothing else writes meanwhile,
+// so the claim's instances need no lock of their own.
+func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
+	if err := claim.Check(); err != nil {
+		return nil, nil, err
+	}
 	insts := make([]*workflow.Instance, len(creates))
+	var claimed []claimDone
 	var versions []int64
 	// Each create fills in copies of its tasks.
 	copies := make([][]*store.Task, len(creates))
@@ -782,7 +796,10 @@ func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams,
 			insts[i] = inst
 		}
 		var err error
-		versions, err = tq.CommitSteps(ctx, commits)
+		if versions, err = tq.CommitSteps(ctx, commits); err != nil || claim == nil {
+			return err
+		}
+		claimed, err = q.claimOn(ctx, c, claim.Params, claim.Decide)
 		return err
 	})
 	if err != nil {
@@ -792,6 +809,9 @@ func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams,
 		for j, t := range creates[i].Tasks {
 			*t = *copies[i][j]
 		}
+	}
+	for _, f := range claimed {
+		f.report()
 	}
 	return insts, versions, nil
 }

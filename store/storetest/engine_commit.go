@@ -572,7 +572,7 @@ func testCommitGroupOK(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	b.putDefinition(t, b.defs(t), "d", `{"v":1}`, 1, true)
-	if insts, vs, err := eq.CommitGroup(b.ctx, nil, nil); err != nil || len(insts) != 0 || len(vs) != 0 {
+	if insts, vs, err := eq.CommitGroup(b.ctx, nil, nil, nil); err != nil || len(insts) != 0 || len(vs) != 0 {
 		t.Errorf("CommitGroup(nil, nil) = %v, %v, %v; want nothing", insts, vs, err)
 	}
 	now := b.clock.Now()
@@ -580,7 +580,7 @@ func testCommitGroupOK(t *testing.T, h Harness) {
 	c, next := completion(b.get(t, inst.ID), tk, now)
 	p1, first1 := groupStart("s1", now)
 	p2, first2 := groupStart("s2", now)
-	insts, vs, err := eq.CommitGroup(b.ctx, []store.CreateParams{p1, p2}, []store.StepCommit{c})
+	insts, vs, err := eq.CommitGroup(b.ctx, []store.CreateParams{p1, p2}, []store.StepCommit{c}, nil)
 	if err != nil {
 		t.Fatalf("CommitGroup: %v", err)
 	}
@@ -605,7 +605,7 @@ func testCommitGroupOK(t *testing.T, h Harness) {
 	}
 	// Creates alone.
 	p3, _ := groupStart("s3", now)
-	if insts, _, err := eq.CommitGroup(b.ctx, []store.CreateParams{p3}, nil); err != nil || len(insts) != 1 {
+	if insts, _, err := eq.CommitGroup(b.ctx, []store.CreateParams{p3}, nil, nil); err != nil || len(insts) != 1 {
 		t.Errorf("CommitGroup of one create = %v, %v", insts, err)
 	}
 }
@@ -646,7 +646,7 @@ func testCommitGroupAllOrNothing(t *testing.T, h Harness) {
 			creates := []store.CreateParams{p1, p2}
 			c, next := completion(b.get(t, inst.ID), tk, now)
 			tc.change(creates, &c)
-			_, _, err := eq.CommitGroup(b.ctx, creates, []store.StepCommit{c})
+			_, _, err := eq.CommitGroup(b.ctx, creates, []store.StepCommit{c}, nil)
 			if tc.want == errTakenID {
 				if !errors.Is(err, store.ErrExists) && !errors.Is(err, store.ErrConflict) {
 					t.Errorf("CommitGroup with %s: error = %v, want ErrExists or ErrConflict", tc.name, err)
