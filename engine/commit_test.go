@@ -350,26 +350,6 @@ func TestStartAfterStop(t *testing.T) {
 	})
 }
 
-// claimCounter counts the claim queries a node makes.
-type claimCounter struct {
-	store.Store
-	claims atomic.Int64
-}
-
-func (s *claimCounter) WithTx(ctx context.Context, iso store.Isolation, fn func(store.Querier) error) error {
-	return s.Store.WithTx(ctx, iso, func(tx store.Querier) error { return fn(&claimCountingTx{Querier: tx, s: s}) })
-}
-
-type claimCountingTx struct {
-	store.Querier
-	s *claimCounter
-}
-
-func (q *claimCountingTx) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
-	q.s.claims.Add(1)
-	return q.Querier.LockClaimable(ctx, queues, now, limit)
-}
-
 // The worker loops of a node claim together: an idle node with eight workers
 // polls with one claim per interval, not eight, and still hands out work to
 // all of them when it comes.

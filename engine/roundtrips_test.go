@@ -228,3 +228,91 @@ func TestStartDoesNotRetryOtherConflicts(t *testing.T) {
 		}
 	})
 }
+
+// claimCounter counts the claims of their own a node makes (ClaimTasks),
+// and the tasks leased by them and by the claims of group commits.
+type claimCounter struct {
+	store.Store
+	claims, own, inGroup atomic.Int64
+}
+
+func writtenTasks(ws []*store.ClaimWrite) int64 {
+	var n int64
+	for _, w := range ws {
+		if w.Written {
+			n += int64(len(w.Tasks))
+		}
+	}
+	return n
+}
+
+func (s *claimCounter) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	s.claims.Add(1)
+	var ws []*store.ClaimWrite
+	err := s.Store.ClaimTasks(ctx, p, func(l []store.Claimable) ([]*store.ClaimWrite, error) {
+		var err error
+		ws, err = decide(l)
+		return ws, err
+	})
+	if err == nil {
+		s.own.Add(writtenTasks(ws))
+	}
+	return err
+}
+
+func (s *claimCounter) CommitGroup(ctx context.Context, creates []store.CreateParams, cs []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
+	var ws []*store.ClaimWrite
+	if claim != nil {
+		decide := claim.Decide
+		claim = &store.GroupClaim{Params: claim.Params, Decide: func(l []store.Claimable) ([]*store.ClaimWrite, error) {
+			var err error
+			ws, err = decide(l)
+			return ws, err
+		}}
+	}
+	insts, vs, err := s.Store.CommitGroup(ctx, creates, cs, claim)
+	if err == nil {
+		s.inGroup.Add(writtenTasks(ws))
+	}
+	return insts, vs, err
+}
+
+// A worker whose completion ends its workflow gets the next queued task
+// with that completion's commit, delivered as a claim delivers it, instead
+// of claiming it in a transaction of its own.
+func TestFreedWorkerClaimsWithItsCompletion(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		cc := &claimCounter{}
+		running, release := make(chan string, 4), make(chan struct{})
+		gate := func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
+			if task.Step == "a" {
+				running <- task.WorkflowID
+				<-release
+			}
+			return echo(ctx, task)
+		}
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, handlers: map[string]engine.Handler{"echo": gate},
+			wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
+		n.define(chainDef)
+		first := n.start("chain", "", `{"n": 1, "id": "x"}`)
+		if id := <-running; id != first.ID {
+			t.Fatalf("running %s, want %s", id, first.ID)
+		}
+		// The only worker is busy: the second workflow's first task waits
+		// in the queue until the first workflow's last step completes.
+		second := n.start("chain", "", `{"n": 2, "id": "y"}`)
+		close(release)
+		if id := <-running; id != second.ID {
+			t.Fatalf("running %s, want %s", id, second.ID)
+		}
+		for i, inst := range []*workflow.Instance{first, second} {
+			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+			checkChainRun(t, n, done, i+1)
+		}
+		settle(func() bool { return cc.own.Load()+cc.inGroup.Load() >= 2 })
+		if cc.own.Load() != 1 || cc.inGroup.Load() != 1 {
+			t.Errorf("tasks leased by claims of their own: %d, by group commits: %d; want 1 (the first workflow's first step) and 1 (the second's)",
+				cc.own.Load(), cc.inGroup.Load())
+		}
+	})
+}

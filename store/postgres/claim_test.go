@@ -174,3 +174,73 @@ func TestClaimTasksFinishesOnceDecided(t *testing.T) {
 	}
 	claimClean(t, s, store.TaskLeased, 0)
 }
+
+// A group's claim locks the tasks' instances too and skips a task whose
+// instance another transaction holds, instead of waiting for it: a group
+// holds its commits' instance locks, so a claim write that waited could
+// close a cycle with another group.
+func TestGroupClaimSkipsLockedInstances(t *testing.T) {
+	t.Parallel()
+	s, now := claimFixture(t)
+	blocker, err := s.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = blocker.Rollback(context.WithoutCancel(t.Context())) }()
+	if _, err := blocker.Exec(t.Context(), `SELECT 1 FROM workflow_instances WHERE id = 'b' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var locked []string
+	var ws []*store.ClaimWrite
+	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: now, Limit: 10}, Decide: func(l []store.Claimable) ([]*store.ClaimWrite, error) {
+		for _, c := range l {
+			locked = append(locked, c.Task.ID)
+		}
+		ws = leaseAll(l, now, false)
+		return ws, nil
+	}}
+	if _, _, err := s.CommitGroup(ctx, nil, nil, claim); err != nil {
+		t.Fatalf("CommitGroup with a claim while b is locked: %v", err)
+	}
+	if len(locked) != 1 || locked[0] != "ta" || !ws[0].Written {
+		t.Fatalf("the claim locked %v (written: %v), want ta alone", locked, ws)
+	}
+	if err := blocker.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]store.TaskStatus{"ta": store.TaskLeased, "tb": store.TaskQueued} {
+		if tk, err := s.LockTask(t.Context(), id); err != nil || tk.Status != want {
+			t.Errorf("task %s: %v, %v; want %s", id, tk, err, want)
+		}
+	}
+}
+
+// A claim write that fails on the server rolls back the whole group: its
+// creates, and the claim's other writes.
+func TestGroupClaimServerErrorInTheWrites(t *testing.T) {
+	t.Parallel()
+	s, now := claimFixture(t)
+	var ws []*store.ClaimWrite
+	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: now, Limit: 10}, Decide: func(l []store.Claimable) ([]*store.ClaimWrite, error) {
+		ws = leaseAll(l, now, true)
+		return ws, nil
+	}}
+	create := store.CreateParams{ID: "c", Status: workflow.StatusRunning, State: stepsState(map[string]workflow.StepStatus{"s": workflow.StepRunning})}
+	if _, _, err := s.CommitGroup(t.Context(), []store.CreateParams{create}, nil, claim); err == nil || len(ws) != 2 {
+		t.Fatalf("CommitGroup = %v with %d claim writes; want an error from the second", err, len(ws))
+	}
+	for _, w := range ws {
+		if w.Written {
+			t.Errorf("write of %s reported written", w.Tasks[0].InstanceID)
+		}
+	}
+	if _, err := s.Get(t.Context(), "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the group's new instance after the failed group: %v, want ErrNotFound", err)
+	}
+	if a, err := s.Get(t.Context(), "a"); err != nil || a.Version != 0 {
+		t.Errorf("instance a after the failed group: %v, %v; want version 0", a, err)
+	}
+	claimClean(t, s, store.TaskQueued, 2)
+}

@@ -51,7 +51,7 @@ func Run(t *testing.T, h Harness) {
 			createTests, listTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, migrateTests, miscTests,
-			engineInstanceTests, taskTests, claimTaskTests, commitTests, timeoutTests, definitionTests,
+			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, commitTests, timeoutTests, definitionTests,
 			linearizabilityTests,
 		} {
 			for _, tc := range groups {
