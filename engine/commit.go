@@ -49,7 +49,10 @@ type commitResult struct {
 	version int64
 	inst    *workflow.Instance // a start's instance
 	next    *Task              // a task claimed for the completion's worker
-	err     error
+	// moved is the completion's instance as the group's claim left it,
+	// when the claim delivered another of its tasks after the completion.
+	moved *workflow.Instance
+	err   error
 }
 
 // commitGroup is how starts reach the committers while they run: done is
@@ -131,15 +134,14 @@ func (e *Engine) runCommitters(stop <-chan struct{}) {
 // commitStep writes c through the committers when the workers run, else
 // directly. With claim (queues), the committers may also claim a task of
 // those queues for the caller and return it as next.
-func (e *Engine) commitStep(ctx context.Context, c store.StepCommit, claim []string) (version int64, next *Task, err error) {
+func (e *Engine) commitStep(ctx context.Context, c store.StepCommit, claim []string) commitResult {
 	if e.commits == nil {
-		version, err = e.st.CommitStep(ctx, c)
-		return version, nil, err
+		version, err := e.st.CommitStep(ctx, c)
+		return commitResult{version: version, err: err}
 	}
 	req := &commitReq{c: c, claim: claim, done: make(chan commitResult, 1)}
 	e.commits <- req
-	r := <-req.done
-	return r.version, r.next, r.err
+	return <-req.done
 }
 
 // commitBatch writes the batch in one transaction, or each start and
@@ -170,10 +172,15 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		kept = append(kept, r)
 	}
 	batch = kept
+	// The claimers of one claim serve the same queues (every worker loop
+	// serves them all); another one gets no task from this group and
+	// claims on its own.
 	var claimers []*commitReq
 	for _, r := range batch {
-		if r.claim != nil {
+		if r.claim != nil && (len(claimers) == 0 || slices.Equal(r.claim, claimers[0].claim)) {
 			claimers = append(claimers, r)
+		} else {
+			r.claim = nil
 		}
 	}
 	var d *claimDecision
@@ -197,21 +204,26 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		}
 		var claim *store.GroupClaim
 		if len(claimers) > 0 {
-			// Every worker serves the same queues.
 			d = &claimDecision{e: e, owner: e.node, lease: e.lease, now: e.clock(), inGroup: true}
 			claim = &store.GroupClaim{Params: store.ClaimParams{Queues: claimers[0].claim, Now: d.now, Limit: len(claimers)}, Decide: d.decide}
 		}
 		if insts, versions, err := e.st.CommitGroup(ctx, ps, cs, claim); err == nil {
 			var next []Task
+			moved := map[string]*workflow.Instance{}
 			if d != nil {
 				next, _ = d.claimed()
 				e.countClaimed(len(next))
+				for _, w := range d.writes {
+					if w.Written && w.Instance != nil {
+						moved[w.Instance.ID] = w.Instance
+					}
+				}
 			}
 			for i, r := range starts {
 				r.done <- commitResult{inst: insts[i]}
 			}
 			for i, r := range batch {
-				res := commitResult{version: versions[i]}
+				res := commitResult{version: versions[i], moved: moved[r.c.Task.InstanceID]}
 				if r.claim != nil && len(next) > 0 {
 					res.next, next = &next[0], next[1:]
 				}
@@ -224,10 +236,6 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 	// leave them an expired context.
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// A group whose answer was lost may have been written: the tasks its
-	// claim stored under the leases it gave are the claimers' to run.
-	next := d.landed(ctx)
-	e.countClaimed(len(next))
 	for _, r := range starts {
 		inst, err := e.st.Create(ctx, *r.create)
 		if errors.Is(err, store.ErrExists) && e.startLanded(ctx, r.create) {
@@ -237,12 +245,27 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		}
 		r.done <- commitResult{inst: inst, err: err}
 	}
-	for _, r := range batch {
+	results := make([]commitResult, len(batch))
+	lost := false
+	for i, r := range batch {
 		v, err := e.st.CommitStep(ctx, r.c)
-		res := commitResult{version: v, err: err}
+		results[i] = commitResult{version: v, err: err}
+		lost = lost || r.claim != nil && errors.Is(err, store.ErrConflict)
+	}
+	// A group whose answer was lost may have been written: then its
+	// claimers' completions conflict with themselves, and the tasks its
+	// claim stored under the leases it gave are the claimers' to run. Asked
+	// after the completions, which waited for the group's locks: a group
+	// still committing when its answer was lost has committed by then.
+	var next []Task
+	if lost {
+		next = d.landed(ctx)
+		e.countClaimed(len(next))
+	}
+	for i, r := range batch {
 		if r.claim != nil && len(next) > 0 {
-			res.next, next = &next[0], next[1:]
+			results[i].next, next = &next[0], next[1:]
 		}
-		r.done <- res
+		r.done <- results[i]
 	}
 }

@@ -316,3 +316,37 @@ func TestFreedWorkerClaimsWithItsCompletion(t *testing.T) {
 		}
 	})
 }
+
+// A group commit whose claim leased the next workflow's first task and
+// whose answer was lost: the worker runs that task at once (its completion
+// conflicted with itself when written again), instead of leaving it leased
+// to nobody until its lease ends and counting an attempt that never ran.
+func TestGroupClaimWithLostAnswer(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ls := &lostAckStore{}
+		running, release := make(chan string, 4), make(chan struct{})
+		gate := func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
+			if task.Step == "a" {
+				running <- task.WorkflowID
+				<-release
+			}
+			return echo(ctx, task)
+		}
+		// The lease outlives the test: only the hand-over can run the
+		// second workflow in time.
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, lease: time.Minute, handlers: map[string]engine.Handler{"echo": gate},
+			wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
+		n.define(chainDef)
+		first := n.start("chain", "", `{"n": 1, "id": "x"}`)
+		<-running
+		second := n.start("chain", "", `{"n": 2, "id": "y"}`)
+		close(release)
+		if id := <-running; id != second.ID {
+			t.Fatalf("running %s, want %s", id, second.ID)
+		}
+		for i, inst := range []*workflow.Instance{first, second} {
+			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+			checkChainRun(t, n, done, i+1)
+		}
+	})
+}

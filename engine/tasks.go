@@ -398,12 +398,13 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	if next == nil {
 		claim = queues
 	}
-	version, claimed, err := e.commitStep(ctx, store.StepCommit{
+	res := e.commitStep(ctx, store.StepCommit{
 		Task: &row, Lease: t.Lease, Now: now,
 		ExpectedVersion: inst.Version, From: inst.Status, Status: work.Status, State: work.State,
 		Cause:  fmt.Sprintf("step %q completed (attempt %d)", row.StepID, row.Attempt),
 		Insert: p.insert, Notify: p.claimable(),
 	}, claim)
+	version, claimed, err := res.version, res.next, res.err
 	if err != nil && (claimed != nil || next != nil && e.landed(ctx, next)) {
 		// The write landed although its answer was lost (a connection that
 		// broke after the commit; a group commit whose COMMIT failed to
@@ -428,6 +429,11 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	if next != nil && claimed == nil {
 		work.Version = version
 		next.inst = &work
+		if res.moved != nil {
+			// The group's claim delivered another step of the instance
+			// after this completion: the instance as that write left it.
+			next.inst = res.moved
+		}
 		e.countClaimed(1)
 	}
 	return next, true

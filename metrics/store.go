@@ -129,21 +129,25 @@ func (q instrumentedQuerier) CommitSteps(ctx context.Context, cs []store.StepCom
 
 func (q instrumentedQuerier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
 	start := time.Now()
-	var writes []*store.ClaimWrite
+	var (
+		writes  []*store.ClaimWrite
+		decided bool
+	)
 	if claim != nil && claim.Decide != nil {
 		decide := claim.Decide
 		claim = &store.GroupClaim{Params: claim.Params, Decide: func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
 			var err error
+			decided = true
 			writes, err = decide(locked)
 			return writes, err
 		}}
 	}
 	insts, vs, err := q.Querier.CommitGroup(ctx, creates, commits, claim)
-	// Every write of the group counts under its own op (a failed group's
-	// claim once); the duration is the group's, observed once for each op
-	// in it.
+	// Every write of the group counts under its own op (the claim of a
+	// failed group once, if it got as far as deciding); the duration is
+	// the group's, observed once for each op in it.
 	claimed := writtenStates(writes)
-	if err != nil && claim != nil {
+	if err != nil && decided {
 		claimed = 1
 	}
 	for _, g := range []struct {

@@ -175,7 +175,10 @@ type EngineQuerier interface {
 // writes wait for nobody, so a group holding instance locks of its commits
 // cannot deadlock with another one. Decide's error, or a write it returns
 // that CheckClaimWrites refuses, fails the group. A write is reported
-// (Written, Instance) only once the group is committed.
+// (Written, Instance) only once the group is committed; inside WithTx, once
+// it is made in the caller's transaction. The rows the claim locks and does
+// not write (tasks beyond the limit, an instance whose tasks decide left)
+// stay locked until the group's transaction ends.
 type GroupClaim struct {
 	Params ClaimParams
 	Decide func([]Claimable) ([]*ClaimWrite, error)

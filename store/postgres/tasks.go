@@ -166,9 +166,10 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // found through its primary key; the outer query merges the queues and
 // keeps the oldest limit tasks.
 //
-// FOR UPDATE OF t locks task rows only, never the instance (the lock order
+// FOR UPDATE OF t locks task rows only, not the instance (the lock order
 // is task → instance, and a claim must not wait for an instance being
-// modified); SKIP LOCKED makes concurrent claimers take different tasks,
+// modified; a group's claim, claimLockingInstancesSQL, locks the instances
+// with SKIP LOCKED too); SKIP LOCKED makes concurrent claimers take different tasks,
 // and PostgreSQL applies the inner LIMIT to the rows it locked, so a
 // claimer is never starved by rows others hold. The price: with several
 // queues up to limit tasks per queue are locked, and those that the outer
