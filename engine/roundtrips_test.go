@@ -277,20 +277,26 @@ func (s *claimCounter) CommitGroup(ctx context.Context, creates []store.CreatePa
 	return insts, vs, err
 }
 
+// gatedEcho is echo that reports each workflow whose step a it runs on
+// running and then waits for release to be closed.
+func gatedEcho() (engine.Handler, <-chan string, chan struct{}) {
+	running, release := make(chan string, 4), make(chan struct{})
+	return func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
+		if task.Step == "a" {
+			running <- task.WorkflowID
+			<-release
+		}
+		return echo(ctx, task)
+	}, running, release
+}
+
 // A worker whose completion ends its workflow gets the next queued task
 // with that completion's commit, delivered as a claim delivers it, instead
 // of claiming it in a transaction of its own.
 func TestFreedWorkerClaimsWithItsCompletion(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		cc := &claimCounter{}
-		running, release := make(chan string, 4), make(chan struct{})
-		gate := func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
-			if task.Step == "a" {
-				running <- task.WorkflowID
-				<-release
-			}
-			return echo(ctx, task)
-		}
+		gate, running, release := gatedEcho()
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, handlers: map[string]engine.Handler{"echo": gate},
 			wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
 		n.define(chainDef)
@@ -324,14 +330,7 @@ func TestFreedWorkerClaimsWithItsCompletion(t *testing.T) {
 func TestGroupClaimWithLostAnswer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ls := &lostAckStore{}
-		running, release := make(chan string, 4), make(chan struct{})
-		gate := func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
-			if task.Step == "a" {
-				running <- task.WorkflowID
-				<-release
-			}
-			return echo(ctx, task)
-		}
+		gate, running, release := gatedEcho()
 		// The lease outlives the test: only the hand-over can run the
 		// second workflow in time.
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, lease: time.Minute, handlers: map[string]engine.Handler{"echo": gate},
