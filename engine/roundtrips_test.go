@@ -290,31 +290,38 @@ func gatedEcho() (engine.Handler, <-chan string, chan struct{}) {
 	}, running, release
 }
 
+// twoChainsOnOneWorker runs two chains on a node with one worker (o with
+// gatedEcho as echo): the second starts while the first's step a runs, so
+// its first task waits in the queue until the first chain's last step
+// completes. Both must complete as a chain does.
+func twoChainsOnOneWorker(t *testing.T, b backend, o nodeOpts) {
+	t.Helper()
+	gate, running, release := gatedEcho()
+	o.workers, o.handlers = 1, map[string]engine.Handler{"echo": gate}
+	n := newNode(t, b, b.newDB(t), o)
+	n.define(chainDef)
+	first := n.start("chain", "", `{"n": 1, "id": "x"}`)
+	if id := <-running; id != first.ID {
+		t.Fatalf("running %s, want %s", id, first.ID)
+	}
+	second := n.start("chain", "", `{"n": 2, "id": "y"}`)
+	close(release)
+	if id := <-running; id != second.ID {
+		t.Fatalf("running %s, want %s", id, second.ID)
+	}
+	for i, inst := range []*workflow.Instance{first, second} {
+		done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+		checkChainRun(t, n, done, i+1)
+	}
+}
+
 // A worker whose completion ends its workflow gets the next queued task
 // with that completion's commit, delivered as a claim delivers it, instead
 // of claiming it in a transaction of its own.
 func TestFreedWorkerClaimsWithItsCompletion(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		cc := &claimCounter{}
-		gate, running, release := gatedEcho()
-		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, handlers: map[string]engine.Handler{"echo": gate},
-			wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
-		n.define(chainDef)
-		first := n.start("chain", "", `{"n": 1, "id": "x"}`)
-		if id := <-running; id != first.ID {
-			t.Fatalf("running %s, want %s", id, first.ID)
-		}
-		// The only worker is busy: the second workflow's first task waits
-		// in the queue until the first workflow's last step completes.
-		second := n.start("chain", "", `{"n": 2, "id": "y"}`)
-		close(release)
-		if id := <-running; id != second.ID {
-			t.Fatalf("running %s, want %s", id, second.ID)
-		}
-		for i, inst := range []*workflow.Instance{first, second} {
-			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
-			checkChainRun(t, n, done, i+1)
-		}
+		twoChainsOnOneWorker(t, b, nodeOpts{wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
 		settle(func() bool { return cc.own.Load()+cc.inGroup.Load() >= 2 })
 		if cc.own.Load() != 1 || cc.inGroup.Load() != 1 {
 			t.Errorf("tasks leased by claims of their own: %d, by group commits: %d; want 1 (the first workflow's first step) and 1 (the second's)",
@@ -330,22 +337,8 @@ func TestFreedWorkerClaimsWithItsCompletion(t *testing.T) {
 func TestGroupClaimWithLostAnswer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ls := &lostAckStore{}
-		gate, running, release := gatedEcho()
 		// The lease outlives the test: only the hand-over can run the
 		// second workflow in time.
-		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, lease: time.Minute, handlers: map[string]engine.Handler{"echo": gate},
-			wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
-		n.define(chainDef)
-		first := n.start("chain", "", `{"n": 1, "id": "x"}`)
-		<-running
-		second := n.start("chain", "", `{"n": 2, "id": "y"}`)
-		close(release)
-		if id := <-running; id != second.ID {
-			t.Fatalf("running %s, want %s", id, second.ID)
-		}
-		for i, inst := range []*workflow.Instance{first, second} {
-			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
-			checkChainRun(t, n, done, i+1)
-		}
+		twoChainsOnOneWorker(t, b, nodeOpts{lease: time.Minute, wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
 	})
 }
