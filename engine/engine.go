@@ -227,7 +227,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	wg.Go(func() { e.sweeper(ctx) })
 	if e.workers > 0 {
 		e.commits = make(chan *commitReq)
-		wg.Go(func() { e.runWorkers(ctx) })
+		// The group is in place before Start returns: a start right after
+		// it goes through the committers, as every later one does.
+		groupDone := make(chan struct{})
+		e.group.Store(&commitGroup{reqs: e.commits, done: groupDone})
+		wg.Go(func() { e.runWorkers(ctx, groupDone) })
 	}
 	go func() {
 		wg.Wait()

@@ -21,14 +21,14 @@ import (
 // timers and the http steps. A free loop claims its next task itself; when
 // there is none it waits for the claimer, which claims for every idle loop in
 // one transaction (SKIP LOCKED keeps concurrent claimers from taking the same
-// tasks). Completions go through the committers (commit.go).
-func (e *Engine) runWorkers(ctx context.Context) {
+// tasks). Completions and starts go through the committers (commit.go);
+// groupDone is closed when they end, and starts are written directly from then
+// on.
+func (e *Engine) runWorkers(ctx context.Context, groupDone chan<- struct{}) {
 	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP)
 	stop := make(chan struct{})
 	claims := make(chan *claimReq)
 	var helpers sync.WaitGroup
-	groupDone := make(chan struct{})
-	e.group.Store(&commitGroup{reqs: e.commits, done: groupDone})
 	helpers.Go(func() {
 		e.runCommitters(stop)
 		close(groupDone) // starts sent from now on are written directly
