@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +15,10 @@ import (
 
 func newBenchCmd(e *env) *cobra.Command {
 	var (
-		db       string
-		scenario string
-		cfg      = bench.DefaultConfig()
+		db          string
+		scenario    string
+		profilePath string
+		cfg         = bench.DefaultConfig()
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -46,6 +49,13 @@ increments). The exit code is 1 when it is not 0 or when any operation failed.`,
 			if err := cfg.Validate(); err != nil {
 				return &exitCodeError{code: exitUsage, err: err}
 			}
+			// The profile's file is created first: a path that cannot be
+			// written fails the command before the database is touched.
+			profile, err := newCPUProfile(profilePath)
+			if err != nil {
+				return err
+			}
+			defer profile.stop()
 			ctx := cmd.Context()
 			s, err := storeopen.Open(ctx, db, storeopen.Options{})
 			if errors.Is(err, storeopen.ErrUnknownScheme) {
@@ -57,7 +67,13 @@ increments). The exit code is 1 when it is not 0 or when any operation failed.`,
 			defer s.Close()
 			cfg.Store = s
 			cfg.Progress = e.stderr
+			if err := profile.start(); err != nil {
+				return err
+			}
 			res, err := bench.Run(ctx, cfg)
+			if perr := profile.stop(); err == nil {
+				err = perr
+			}
 			if err != nil {
 				return err
 			}
@@ -93,5 +109,52 @@ increments). The exit code is 1 when it is not 0 or when any operation failed.`,
 	f.Float64Var(&cfg.Rate, "rate", 0, "workflow: workflows started per second (0: as fast as --max-inflight allows)")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "workflow: workflows in flight at most (default 2×workers; -1: no bound)")
 	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "workflow: how long to wait after --duration for workflows in flight")
+	f.StringVar(&profilePath, "cpuprofile", "", "write a CPU profile of the run (this process: clients, store client, engine) to this file, for go tool pprof")
 	return cmd
+}
+
+// cpuProfile is the file --cpuprofile writes; a nil *cpuProfile does nothing.
+type cpuProfile struct {
+	f       *os.File
+	started bool
+}
+
+// newCPUProfile creates path for a CPU profile (nil when path is empty).
+func newCPUProfile(path string) (*cpuProfile, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return &cpuProfile{f: f}, nil
+}
+
+// start begins profiling this process into the file.
+func (p *cpuProfile) start() error {
+	if p == nil {
+		return nil
+	}
+	if err := pprof.StartCPUProfile(p.f); err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	p.started = true
+	return nil
+}
+
+// stop ends the profile and closes its file; calling it again does nothing.
+func (p *cpuProfile) stop() error {
+	if p == nil || p.f == nil {
+		return nil
+	}
+	if p.started {
+		pprof.StopCPUProfile()
+	}
+	err := p.f.Close()
+	p.f = nil
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return nil
 }

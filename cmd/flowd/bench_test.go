@@ -87,3 +87,37 @@ func TestBenchPrintsJSONLastLine(t *testing.T) {
 		})
 	}
 }
+
+func TestBenchCPUProfile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "bench.db")
+	prof := filepath.Join(dir, "cpu.pprof")
+	e, out, errOut := testEnv(nil)
+	args := []string{"bench", "--db", db, "--scenario", "update", "--clients", "2", "--duration", "300ms", "--cpuprofile", prof}
+	if code := run(context.Background(), args, e); code != exitOK {
+		t.Fatalf("flowd %s: exit %d\nstderr:\n%s", strings.Join(args, " "), code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `"scenario":"update"`) {
+		t.Errorf("no result line: %s", out.String())
+	}
+	// A pprof profile is a gzipped protocol buffer.
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("--cpuprofile wrote %d bytes (%v); want a gzipped profile", len(b), err)
+	}
+
+	// A path that cannot be written fails before the database is touched.
+	never := filepath.Join(dir, "never.db")
+	e, out, errOut = testEnv(nil)
+	args = []string{"bench", "--db", "sqlite:" + never, "--cpuprofile", filepath.Join(dir, "no", "such", "dir", "cpu.pprof")}
+	if code := run(context.Background(), args, e); code != exitError || !strings.Contains(errOut.String(), "--cpuprofile: open ") || !strings.Contains(errOut.String(), "no such file or directory") {
+		t.Errorf("flowd %s: exit %d, stderr %q; want exit %d naming --cpuprofile", strings.Join(args, " "), code, errOut.String(), exitError)
+	}
+	if out.String() != "" {
+		t.Errorf("a failed bench printed on stdout: %q", out.String())
+	}
+	if _, err := os.Stat(never); !os.IsNotExist(err) {
+		t.Errorf("a bench refused for its profile path created its database: %v", err)
+	}
+}
