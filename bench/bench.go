@@ -68,6 +68,10 @@ type Config struct {
 	// the first few errors and the engine's warnings; nil discards them.
 	Progress         io.Writer
 	ProgressInterval time.Duration
+	// Measuring, when set, is called as the clients start; the function it
+	// returns is called once they have stopped (workflows drained), before
+	// the data is checked. flowd bench --cpuprofile profiles that span.
+	Measuring func() (stopped func())
 
 	// Mode of the contended scenario: ModeModify (also for "") or ModeRetry.
 	// Other scenarios have no mode.
@@ -293,7 +297,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.logf("%s on %s: run %s prepared in %s; %d clients for %s", cfg.Scenario, cfg.Store.Capabilities().Name,
 		r.runID, prepared.Round(time.Millisecond), cfg.Clients, cfg.Duration)
 
+	stopped := func() {}
+	if cfg.Measuring != nil {
+		stopped = cfg.Measuring()
+	}
 	elapsed := r.runClients(ctx, sc.client)
+	stopped()
 	res := r.result(elapsed)
 	res.PrepareS = seconds(prepared)
 

@@ -375,3 +375,39 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("Run without a store: %v", err)
 	}
 }
+
+// countingStore counts the update scenario's writes.
+type countingStore struct {
+	store.Store
+	writes atomic.Int64
+}
+
+func (c *countingStore) ReplaceState(ctx context.Context, id string, expected int64, st workflow.State, cause string) (*workflow.Instance, error) {
+	c.writes.Add(1)
+	return c.Store.ReplaceState(ctx, id, expected, st, cause)
+}
+
+// Measuring spans exactly the clients' operations: none before it is
+// called, none after the function it returns is.
+func TestMeasuringSpansTheClients(t *testing.T) {
+	st := &countingStore{Store: open(t, backends[0].newDB(t))}
+	cfg := short(st, bench.ScenarioUpdate, &syncBuffer{})
+	cfg.Duration = 300 * time.Millisecond
+	var starts, stops int
+	var atStart, atStop int64
+	cfg.Measuring = func() func() {
+		starts++
+		atStart = st.writes.Load()
+		return func() {
+			stops++
+			atStop = st.writes.Load()
+		}
+	}
+	res := run(t, cfg)
+	if starts != 1 || stops != 1 {
+		t.Fatalf("Measuring called %d times, its stop %d times; want 1 and 1", starts, stops)
+	}
+	if total := st.writes.Load(); atStart != 0 || atStop == 0 || atStop != total || int64(res.Ops) > total {
+		t.Errorf("writes: %d before Measuring, %d when stopped, %d in all, %d ops; want 0, all of them, ops ≤ writes", atStart, atStop, total, res.Ops)
+	}
+}

@@ -67,9 +67,7 @@ increments). The exit code is 1 when it is not 0 or when any operation failed.`,
 			defer s.Close()
 			cfg.Store = s
 			cfg.Progress = e.stderr
-			if err := profile.start(); err != nil {
-				return err
-			}
+			cfg.Measuring = profile.measuring()
 			res, err := bench.Run(ctx, cfg)
 			if perr := profile.stop(); err == nil {
 				err = perr
@@ -109,14 +107,14 @@ increments). The exit code is 1 when it is not 0 or when any operation failed.`,
 	f.Float64Var(&cfg.Rate, "rate", 0, "workflow: workflows started per second (0: as fast as --max-inflight allows)")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "workflow: workflows in flight at most (default 2×workers; -1: no bound)")
 	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "workflow: how long to wait after --duration for workflows in flight")
-	f.StringVar(&profilePath, "cpuprofile", "", "write a CPU profile of the run (this process: clients, store client, engine) to this file, for go tool pprof")
+	f.StringVar(&profilePath, "cpuprofile", "", "write a CPU profile of the measured part of the run (this process: clients, store client, engine) to this file, for go tool pprof")
 	return cmd
 }
 
 // cpuProfile is the file --cpuprofile writes; a nil *cpuProfile does nothing.
 type cpuProfile struct {
-	f       *os.File
-	started bool
+	f   *os.File
+	err error // from starting the profile
 }
 
 // newCPUProfile creates path for a CPU profile (nil when path is empty).
@@ -131,27 +129,27 @@ func newCPUProfile(path string) (*cpuProfile, error) {
 	return &cpuProfile{f: f}, nil
 }
 
-// start begins profiling this process into the file.
-func (p *cpuProfile) start() error {
+// measuring is bench.Config.Measuring: the profile covers the measured
+// part of the run, not the preparation and the check of the data.
+func (p *cpuProfile) measuring() func() (stopped func()) {
 	if p == nil {
 		return nil
 	}
-	if err := pprof.StartCPUProfile(p.f); err != nil {
-		return fmt.Errorf("--cpuprofile: %w", err)
+	return func() func() {
+		if p.err = pprof.StartCPUProfile(p.f); p.err != nil {
+			return func() {}
+		}
+		return pprof.StopCPUProfile
 	}
-	p.started = true
-	return nil
 }
 
-// stop ends the profile and closes its file; calling it again does nothing.
+// stop closes the profile's file and reports what went wrong with it;
+// calling it again does nothing.
 func (p *cpuProfile) stop() error {
 	if p == nil || p.f == nil {
 		return nil
 	}
-	if p.started {
-		pprof.StopCPUProfile()
-	}
-	err := p.f.Close()
+	err := errors.Join(p.err, p.f.Close())
 	p.f = nil
 	if err != nil {
 		return fmt.Errorf("--cpuprofile: %w", err)
