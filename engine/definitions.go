@@ -63,12 +63,21 @@ func compile(def *workflow.Definition) (*compiled, error) {
 // returns the stored revision and whether it is new: putting the same
 // definition again returns the latest revision unchanged.
 func (e *Engine) PutDefinition(ctx context.Context, data []byte) (*DefinitionInfo, bool, error) {
+	return e.PutDefinitionAs(ctx, "", data)
+}
+
+// PutDefinitionAs is PutDefinition for a definition that must be named name
+// (any name when it is empty): one named otherwise is invalid and not stored.
+func (e *Engine) PutDefinitionAs(ctx context.Context, name string, data []byte) (*DefinitionInfo, bool, error) {
 	def, err := workflow.ParseDefinition(data)
 	if err != nil {
 		return nil, false, err
 	}
 	if _, err := compile(def); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", workflow.ErrInvalidDefinition, err)
+	}
+	if name != "" && def.Name != name {
+		return nil, false, fmt.Errorf("%w: the definition is named %q but was PUT to /v1/definitions/%s", workflow.ErrInvalidDefinition, def.Name, name)
 	}
 	canon, err := def.Canonical()
 	if err != nil {

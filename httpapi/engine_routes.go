@@ -31,13 +31,9 @@ func (s *Server) putDefinition(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	info, created, err := s.eng.PutDefinition(r.Context(), body)
+	info, created, err := s.eng.PutDefinitionAs(r.Context(), r.PathValue("name"), body)
 	if err != nil {
 		s.fail(w, r, err)
-		return
-	}
-	if name := r.PathValue("name"); info.Name != name {
-		s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("the definition is named %q but was PUT to /v1/definitions/%s", info.Name, name)))
 		return
 	}
 	status := http.StatusOK
@@ -131,11 +127,11 @@ func seconds(name string, v *float64, max time.Duration) (time.Duration, error) 
 	if v == nil {
 		return 0, nil
 	}
-	d := time.Duration(*v * float64(time.Second))
-	if *v < 0 || d > max {
+	// Compared before converting: a huge value would overflow the Duration.
+	if *v < 0 || *v > max.Seconds() {
 		return 0, httpError(http.StatusBadRequest, fmt.Sprintf("%s must be from 0 to %d", name, int(max/time.Second)))
 	}
-	return d, nil
+	return time.Duration(*v * float64(time.Second)), nil
 }
 
 func (s *Server) pollTask(w http.ResponseWriter, r *http.Request) {

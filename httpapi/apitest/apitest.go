@@ -588,7 +588,14 @@ func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 		t.Errorf("PUT body %s", r.body)
 	}
 	expect(t, a.do("PUT", "/v1/definitions/one", def), 200, "same definition again")
-	expect(t, a.do("PUT", "/v1/definitions/other", def), 400, "name differs from the path")
+	r = a.do("PUT", "/v1/definitions/other", strings.Replace(def, `"max_attempts": 2`, `"max_attempts": 3`, 1))
+	expect(t, r, 400, "name differs from the path")
+	if !bytes.Contains(r.body, []byte(`the definition is named \"one\" but was PUT to /v1/definitions/other`)) {
+		t.Errorf("PUT to another name: %s", r.body)
+	}
+	// Refused means not stored, under either name.
+	expect(t, a.do("GET", "/v1/definitions/other", ""), 404, "the refused definition's path")
+	expect(t, a.do("GET", "/v1/definitions/one?revision=2", ""), 404, "a revision stored by a refused PUT")
 	r = a.do("PUT", "/v1/definitions/bad", "name: bad\nsteps:\n  - {id: a, type: task}\n  - {id: a, type: nope, depends_on: [zz]}\n")
 	expect(t, r, 400, "invalid definition")
 	var e httpapi.ErrorBody
@@ -612,6 +619,12 @@ func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":[]}`), 400, "no handlers")
 	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["flowd:sleep"]}`), 400, "an engine queue")
 	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["x"],"wait_seconds":61}`), 400, "wait too long")
+	r = a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["x"],"wait_seconds":1e300}`)
+	expect(t, r, 400, "a wait that overflows a duration")
+	if !bytes.Contains(r.body, []byte("wait_seconds must be from 0 to 60")) {
+		t.Errorf("huge wait_seconds: %s", r.body)
+	}
+	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["x"],"lease_seconds":1e300}`), 400, "a lease that overflows a duration")
 	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["x"],"wait":1}`), 400, "unknown field")
 	if r := a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["nobody"]}`); r.status != 204 || len(r.body) != 0 {
 		t.Errorf("poll with nothing to do: %d %s", r.status, r.body)
@@ -628,6 +641,7 @@ func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 	expect(t, a.do("POST", path+"/complete", `{"lease":"nope"}`), 409, "wrong lease")
 	expect(t, a.do("POST", "/v1/tasks/no-such/complete", `{"lease":"x"}`), 404, "unknown task")
 	expect(t, a.do("POST", path+"/heartbeat", `{"lease":"`+task.Lease+`","lease_seconds":-1}`), 400, "negative lease")
+	expect(t, a.do("POST", path+"/heartbeat", `{"lease":"`+task.Lease+`","lease_seconds":1e300}`), 400, "a lease that overflows a duration")
 	r = a.do("POST", path+"/heartbeat", `{"lease":"`+task.Lease+`","lease_seconds":30}`)
 	expect(t, r, 200, "heartbeat")
 	if !bytes.Contains(r.body, []byte(`"lease_until"`)) {
