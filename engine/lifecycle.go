@@ -108,11 +108,41 @@ var actionTargets = map[string]struct {
 // retry re-queues failed (and interrupted) steps with a fresh attempt budget
 // and a new workflow timeout, and cancel releases the instance's tasks.
 // ErrActionNotAllowed (wrapped) when the current status does not allow it.
+//
+// An instance whose steps all finished while it was paused (or, for retry,
+// stopped) resumes and settles in the same transaction: two versions, the
+// first RUNNING, the second COMPLETED or FAILED (PAUSED → COMPLETED is not a
+// transition of its own).
 func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Instance, error) {
-	target, ok := actionTargets[action]
-	if !ok {
+	if _, ok := actionTargets[action]; !ok {
 		return nil, fmt.Errorf("%w: unknown action %q", store.ErrInvalidArgument, action)
 	}
+	return e.act(ctx, id, action, "", action)
+}
+
+// Transition moves the instance from one status to another as POST
+// /v1/workflows/{id}/status asks: only when it is from (a
+// *store.StatusMismatchError otherwise) and the transition is allowed
+// (workflow.ErrInvalidTransition). A transition that is one of the actions
+// (to CANCELLED, RUNNING → PAUSED, PAUSED → RUNNING, FAILED or TIMED_OUT →
+// RUNNING) does what the action does, so a definition-based instance goes on
+// running; the others change the status alone.
+func (e *Engine) Transition(ctx context.Context, id string, from, to workflow.Status) (*workflow.Instance, error) {
+	p := store.TransitionParams{ID: id, From: from, To: to}
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	for _, action := range Actions {
+		if t := actionTargets[action]; t.to == to && slices.Contains(t.from, from) {
+			return e.act(ctx, id, action, from, p.Cause)
+		}
+	}
+	return e.st.TransitionStatus(ctx, p)
+}
+
+// act performs action; when from is set, only on an instance that is from.
+func (e *Engine) act(ctx context.Context, id, action string, from workflow.Status, cause string) (*workflow.Instance, error) {
+	target := actionTargets[action]
 	var out *workflow.Instance
 	var pl plan
 	err := e.withDefs(ctx, func() error {
@@ -129,11 +159,16 @@ func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Insta
 					existing[t.StepID] = t
 				}
 			}
+			var settled workflow.Status
 			var err error
 			out, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
+				if from != "" && inst.Status != from {
+					return &store.StatusMismatchError{ID: inst.ID, Expected: from, Actual: inst.Status}
+				}
 				if !slices.Contains(target.from, inst.Status) {
 					return &notAllowedError{fmt.Sprintf("cannot %s workflow %s: it is %s (allowed from %v)", action, inst.ID, inst.Status, target.from)}
 				}
+				was := inst.Status
 				inst.Status = target.to
 				if inst.Definition == "" {
 					return nil // free-form: the status change is all there is
@@ -147,10 +182,23 @@ func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Insta
 					e.prepareRetry(c, inst, now)
 				}
 				e.advance(c, inst, existing, now, &pl)
+				if inst.Status != target.to && !workflow.CanTransition(was, inst.Status) {
+					// Nothing was left to run: RUNNING now, settled next.
+					settled, inst.Status = inst.Status, target.to
+				}
 				return nil
-			}, action)
+			}, cause)
 			if err != nil {
 				return err
+			}
+			if settled != "" {
+				out, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
+					inst.Status = settled
+					return nil
+				}, fmt.Sprintf("%s after %s", settled, action))
+				if err != nil {
+					return err
+				}
 			}
 			if action == "cancel" {
 				if err := releaseTasks(ctx, tx, id); err != nil {
@@ -170,6 +218,10 @@ func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Insta
 	var na *notAllowedError
 	if errors.As(err, &na) {
 		return nil, na // without the store's wrapping: the message is for people
+	}
+	var mismatch *store.StatusMismatchError
+	if errors.As(err, &mismatch) {
+		return nil, mismatch
 	}
 	if err != nil {
 		return nil, err
@@ -310,4 +362,100 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 		e.wake()
 	}
 	return out, nil
+}
+
+// BatchStatus is POST /v1/batch/status: store.Querier.BatchUpdateStatus, in
+// one transaction. A batch to RUNNING also does for each definition-based
+// instance it moved what resume (from PAUSED) or retry (from FAILED or
+// TIMED_OUT) does, in the same transaction: an instance that only changes
+// status stays at version +1; one with steps to schedule or reset, or that
+// settles, gets a second version.
+func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
+	if err := p.Normalize(); err != nil {
+		return nil, err
+	}
+	if p.NewStatus != workflow.StatusRunning {
+		return e.st.BatchUpdateStatus(ctx, p)
+	}
+	retry := p.Status == workflow.StatusFailed || p.Status == workflow.StatusTimedOut
+	cause := p.Cause + ": resume"
+	if retry {
+		cause = p.Cause + ": retry"
+	}
+	var ids []string
+	var pl plan
+	err := e.withDefs(ctx, func() error {
+		pl = plan{}
+		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			var err error
+			if ids, err = tx.BatchUpdateStatus(ctx, p); err != nil {
+				return err
+			}
+			for _, id := range slices.Sorted(slices.Values(ids)) {
+				if err := e.afterBatch(ctx, tx, id, retry, cause, &pl); err != nil {
+					return err
+				}
+			}
+			if err := pl.write(ctx, tx); err != nil {
+				return err
+			}
+			if len(ids) > 0 {
+				return tx.Notify(ctx) // tasks queued before a pause are claimable again
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > 0 {
+		e.wake()
+	}
+	return ids, nil
+}
+
+// afterBatch resumes or retries instance id, which the batch of the same
+// transaction moved to RUNNING (and so holds locked), adding its tasks to
+// pl: it writes a version only when that changes something. The instance's
+// task rows are read without locking: the rows advance re-queues are those of
+// steps that are not running, which no worker holds.
+func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, pl *plan) error {
+	tasks, err := tx.TasksOfInstance(ctx, id, store.LockNone)
+	if err != nil {
+		return err
+	}
+	existing := map[string]*store.Task{}
+	for _, t := range tasks {
+		existing[t.StepID] = t
+	}
+	var own plan
+	_, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
+		if inst.Definition == "" {
+			return errSkip // free-form: the status change is all there is
+		}
+		c, err := e.cached(inst)
+		if err != nil {
+			return err
+		}
+		own = plan{}
+		now := e.clock()
+		if retry {
+			e.prepareRetry(c, inst, now)
+		}
+		ready := len(c.def.Ready(inst.State.Steps)) > 0
+		e.advance(c, inst, existing, now, &own)
+		if !retry && !ready && inst.Status == workflow.StatusRunning {
+			return errSkip // nothing became ready while paused, nothing settled
+		}
+		return nil
+	}, cause)
+	if errors.Is(err, errSkip) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pl.insert = append(pl.insert, own.insert...)
+	pl.update = append(pl.update, own.update...)
+	return nil
 }

@@ -339,7 +339,9 @@ func (s *Server) transitionWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httpError(http.StatusUnprocessableEntity, fmt.Sprintf("%s → %s is not an allowed transition", req.From, req.To)))
 		return
 	}
-	inst, err := s.cfg.Store.TransitionStatus(r.Context(), store.TransitionParams{ID: r.PathValue("id"), From: req.From, To: req.To})
+	// Through the engine: PAUSED → RUNNING resumes a definition-based
+	// instance as /resume does, and so on.
+	inst, err := s.eng.Transition(r.Context(), r.PathValue("id"), req.From, req.To)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -388,7 +390,9 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httpError(http.StatusUnprocessableEntity, fmt.Sprintf("%s → %s is not an allowed transition", req.Status, req.NewStatus)))
 		return
 	}
-	ids, err := s.cfg.Store.BatchUpdateStatus(r.Context(), store.BatchStatusParams{
+	// Through the engine: a batch to RUNNING resumes or retries the
+	// definition-based instances it moves.
+	ids, err := s.eng.BatchStatus(r.Context(), store.BatchStatusParams{
 		Status: req.Status, UpdatedBefore: before, NewStatus: req.NewStatus, Limit: *req.Limit,
 	})
 	if err != nil {

@@ -672,4 +672,30 @@ func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 	if st := a.do("GET", "/v1/workflows/t-1", "").instance(t)["status"]; st != "COMPLETED" {
 		t.Errorf("workflow is %v after its last step", st)
 	}
+
+	// /status moves a definition-based instance as the actions do: PAUSED →
+	// RUNNING schedules what became ready while paused, and an instance
+	// whose last step finished while paused completes when resumed.
+	expect(t, a.do("PUT", "/v1/definitions/two", `{"name": "two", "steps": [{"id": "a", "type": "wait"}, {"id": "b", "type": "wait", "depends_on": ["a"]}]}`), 201, "two wait steps")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"s-1","definition":"two"}`), 201, "start two")
+	expect(t, a.do("POST", "/v1/workflows/s-1/status", `{"from":"RUNNING","to":"PAUSED"}`), 200, "pause by /status")
+	expect(t, a.do("POST", "/v1/workflows/s-1/steps/a/complete", `{}`, "If-Match", "*"), 200, "complete a while paused")
+	r = a.do("POST", "/v1/workflows/s-1/status", `{"from":"PAUSED","to":"RUNNING"}`)
+	expect(t, r, 200, "resume by /status")
+	inst = r.instance(t)
+	if b := inst["state"].(map[string]any)["steps"].(map[string]any)["b"].(map[string]any)["status"]; inst["status"] != "RUNNING" || b != "WAITING" {
+		t.Errorf("after /status PAUSED → RUNNING: %s; want RUNNING with b WAITING", r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows/s-1/status", `{"from":"PAUSED","to":"RUNNING"}`), 409, "not PAUSED any more")
+	expect(t, a.do("POST", "/v1/workflows/s-1/pause", ``), 200, "pause")
+	r = a.do("POST", "/v1/workflows/s-1/steps/b/complete", `{}`, "If-Match", "*")
+	expect(t, r, 200, "complete the last step while paused")
+	if st := r.instance(t)["status"]; st != "PAUSED" {
+		t.Errorf("the last step completed while paused: workflow %v, want PAUSED", st)
+	}
+	r = a.do("POST", "/v1/workflows/s-1/resume", ``)
+	expect(t, r, 200, "resume an instance with nothing left to run")
+	if inst := r.instance(t); inst["status"] != "COMPLETED" || r.header.Get("ETag") != fmt.Sprintf(`"%v"`, inst["version"]) {
+		t.Errorf("resumed with every step done: %s, ETag %s; want COMPLETED", r.body, r.header.Get("ETag"))
+	}
 }
