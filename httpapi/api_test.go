@@ -3,14 +3,17 @@ package httpapi_test
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/httpapi/apitest"
 	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/postgres"
 	"github.com/flowd/flowd/store/sqlite"
+	"github.com/flowd/flowd/workflow"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -57,5 +60,26 @@ func TestAPI(t *testing.T) {
 				return srv.URL
 			})
 		})
+	}
+}
+
+// /metrics still answers when a collector fails (flowd_workflows while the
+// database is down): the metric is left out, the rest is served.
+func TestMetricsWithAFailingCollector(t *testing.T) {
+	st := backends[0].open(t)
+	t.Cleanup(func() { st.Close() })
+	m := metrics.New()
+	m.RegisterWorkflowGauge(func(context.Context) (map[workflow.Status]int64, error) {
+		return nil, store.ErrUnavailable
+	}, nil)
+	handler, err := httpapi.NewServer(httpapi.Config{Store: st, Registry: m.Registry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	if rec.Code != 200 || !strings.Contains(body, "flowd_update_retries_total 0") || !strings.Contains(body, "go_goroutines") || strings.Contains(body, "flowd_workflows{") {
+		t.Errorf("/metrics with flowd_workflows failing: %d\n%.1500s", rec.Code, body)
 	}
 }

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -43,5 +45,26 @@ func TestTokensNotLogged(t *testing.T) {
 	}
 	if l := logs.String(); strings.Contains(l, "secret") || !strings.Contains(l, "status=401") || !strings.Contains(l, "status=204") {
 		t.Errorf("request logs: %s", l)
+	}
+}
+
+// A client that hangs up is not a server error: no 500, no ERROR line.
+func TestClientGoneIsNotAnError(t *testing.T) {
+	var logs bytes.Buffer
+	s := &Server{log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/v1/tasks/poll", nil).WithContext(ctx)
+	s.fail(rec, req, fmt.Errorf("polling: %w", context.Canceled))
+	if rec.Code != statusClientClosedRequest || strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "client went away") {
+		t.Errorf("cancelled by the client: %d, log %q; want 499 and a debug line", rec.Code, logs.String())
+	}
+	// A cancellation the client did not cause is still the server's error.
+	logs.Reset()
+	rec = httptest.NewRecorder()
+	s.fail(rec, httptest.NewRequest("POST", "/v1/tasks/poll", nil), fmt.Errorf("polling: %w", context.Canceled))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("cancelled inside the server: %d, log %q; want 500 and an error line", rec.Code, logs.String())
 	}
 }

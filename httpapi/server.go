@@ -105,7 +105,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/tasks/{task_id}/fail", s.failTask)
 	mux.HandleFunc("POST /v1/tasks/{task_id}/heartbeat", s.heartbeatTask)
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	// A collector that fails (flowd_workflows while the database is down)
+	// leaves its metric out; the rest is still served.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	// The dashboard: "/{$}" matches only "/", so unknown paths keep the API's
 	// JSON 404; the page reaches the API through /v1 like any client.
 	dashboard := web.Handler()
@@ -130,6 +132,13 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // fail writes err as an API error; unexpected ones are logged with the request
 // id and reported without internals.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client hung up (a long poll it gave up on): nobody reads an
+		// answer, and it is not the server's error. 499 as nginx logs it.
+		s.log.DebugContext(r.Context(), "client went away", "err", err, "request_id", requestID(r.Context()))
+		w.WriteHeader(statusClientClosedRequest)
+		return
+	}
 	status := statusFor(err)
 	msg := err.Error()
 	var ae *apiError
@@ -156,6 +165,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	writeJSON(w, status, body)
 }
+
+// statusClientClosedRequest is nginx's status for a request whose client
+// closed the connection before the answer.
+const statusClientClosedRequest = 499
 
 type ctxKey int
 

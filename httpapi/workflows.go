@@ -269,6 +269,12 @@ func validateStatePatch(top map[string]json.RawMessage) error {
 				return fmt.Errorf("state.steps.%s.status must be one of %v", id, workflow.StepStatuses)
 			}
 		}
+		if e, ok := fields["error"]; ok && !isNull(e) {
+			var msg string
+			if json.Unmarshal(e, &msg) != nil {
+				return fmt.Errorf("state.steps.%s.error must be a string (or null)", id)
+			}
+		}
 		if a, ok := fields["attempts"]; ok && !isNull(a) {
 			var n int
 			if json.Unmarshal(a, &n) != nil || n < 0 {

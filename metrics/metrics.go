@@ -35,6 +35,14 @@ const (
 	ResultError    = "error"
 )
 
+// Results are the results of flowd_state_updates_total.
+var Results = []string{ResultOK, ResultConflict, ResultNotFound, ResultError}
+
+// Ops are the operations of flowd_state_updates_total and
+// flowd_update_duration_seconds: the store's writes the instrumented store
+// observes.
+var Ops = []string{"create", "update_state", "modify_state", "transition_status", "complete_step", "batch_status", "commit_step", "claim"}
+
 // TaskResults are the results of flowd_tasks_completed_total: an attempt
 // completed its step, failed for good, failed and was queued again, was fenced
 // off (stale lease, workflow no longer running), or hit an error.
@@ -71,9 +79,15 @@ func New() *Metrics {
 			Help: "Task leases that expired and were re-queued or failed.",
 		}),
 	}
-	// Known results exist from the start, so a scrape shows them at 0.
+	// Known labels exist from the start, so a scrape shows them at 0.
 	for _, r := range TaskResults {
 		m.TasksCompleted.WithLabelValues(r)
+	}
+	for _, op := range Ops {
+		for _, r := range Results {
+			m.StateUpdates.WithLabelValues(op, r)
+		}
+		m.UpdateDuration.WithLabelValues(op)
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),

@@ -107,3 +107,85 @@ func stateUpdates(t *testing.T, m *metrics.Metrics, op, result string) float64 {
 	}
 	return 0
 }
+
+// Every metric of SPEC section 8 is scraped from the start, each op at 0:
+// a dashboard or alert on a fresh server finds them.
+func TestMetricsExistBeforeAnyWrite(t *testing.T) {
+	m := metrics.New()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]int{}
+	for _, f := range families {
+		series[f.GetName()] = len(f.GetMetric())
+	}
+	for name, want := range map[string]int{
+		"flowd_state_updates_total":     len(metrics.Ops) * len(metrics.Results),
+		"flowd_update_duration_seconds": len(metrics.Ops),
+		"flowd_update_retries_total":    1,
+		"flowd_tasks_claimed_total":     1,
+		"flowd_tasks_completed_total":   len(metrics.TaskResults),
+		"flowd_lease_expirations_total": 1,
+	} {
+		if series[name] != want {
+			t.Errorf("%s has %d series on a fresh registry, want %d", name, series[name], want)
+		}
+	}
+}
+
+// The ops the instrumented store records are those pre-created (metrics.Ops).
+func TestRecordedOpsAreKnown(t *testing.T) {
+	m := metrics.New()
+	before := len(gatherOps(t, m))
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	if _, err := base.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := m.InstrumentStore(base)
+	inst, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning, State: workflow.State{Steps: map[string]*workflow.StepState{"a": {Status: workflow.StepWaiting}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.ReplaceState(ctx, "w", inst.Version, inst.State, "test")
+	_, _ = s.ModifyState(ctx, "w", func(*workflow.Instance) error { return nil }, "test")
+	_, _ = s.TransitionStatus(ctx, store.TransitionParams{ID: "w", From: workflow.StatusRunning, To: workflow.StatusPaused})
+	_, _ = s.CompleteStep(ctx, store.CompleteStepParams{ID: "w", StepID: "a", ExpectedVersion: 3})
+	_, _ = s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusRunning, UpdatedBefore: time.Now().Add(time.Hour), Limit: 1})
+	if got := gatherOps(t, m); len(got) != before {
+		t.Errorf("ops recorded: %v; %d were pre-created (metrics.Ops = %v)", got, before, metrics.Ops)
+	}
+	for op, n := range map[string]float64{"update_state": 1, "modify_state": 1, "transition_status": 1, "complete_step": 1, "batch_status": 1} {
+		if got := stateUpdates(t, m, op, metrics.ResultOK); got != n {
+			t.Errorf("flowd_state_updates_total{op=%q,result=\"ok\"} = %v, want %v", op, got, n)
+		}
+	}
+}
+
+// gatherOps returns the op labels of flowd_state_updates_total.
+func gatherOps(t *testing.T, m *metrics.Metrics) map[string]bool {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != "flowd_state_updates_total" {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "op" {
+					ops[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return ops
+}

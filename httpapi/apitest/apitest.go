@@ -296,6 +296,13 @@ func testPatchOrder(t *testing.T, a *api) {
 	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`, "If-Match", `"0"`, "Content-Type", "text/plain"), 415, "415 before 404")
 	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`, "If-Match", `"0"`), 404, "404 after 415")
 	expect(t, a.do("PATCH", "/v1/workflows/missing", `{}`), 428, "428 before 404")
+	// A body that could only make the state invalid is a 400 before the
+	// instance is read: not a 404, 409 or 412.
+	a.create("po-1", "")
+	for _, body := range []string{`{"steps":{"s1":{"error":5}}}`, `{"steps":{"s1":{"attempts":"2"}}}`, `{"steps":{"s1":{"status":"DONE"}}}`, `{"variables":[]}`} {
+		expect(t, a.do("PATCH", "/v1/workflows/missing", body, "If-Match", `"0"`), 400, "400 before 404: "+body)
+		expect(t, a.do("PATCH", "/v1/workflows/po-1", body, "If-Match", `"7"`), 400, "400 before 412: "+body)
+	}
 }
 
 func testStatus(t *testing.T, a *api) {
