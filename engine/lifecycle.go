@@ -19,6 +19,10 @@ type StartParams struct {
 	Definition string
 	Revision   int // 0: the latest
 	Input      json.RawMessage
+	// State, when set, gives the new instance's variables and other
+	// top-level keys; its steps come from the definition, so State.Steps
+	// must be empty (ErrInvalidArgument otherwise).
+	State *workflow.State
 }
 
 // StartWorkflow creates a RUNNING instance with every step in its state and
@@ -63,6 +67,12 @@ func (e *Engine) start(ctx context.Context, c *compiled, p StartParams, latest b
 	}
 	now := e.clock()
 	inst := &workflow.Instance{ID: p.ID, Status: workflow.StatusRunning, State: c.def.InitialState(), Input: input}
+	if p.State != nil {
+		if len(p.State.Steps) > 0 {
+			return nil, fmt.Errorf("%w: state.steps cannot be given with a definition: its steps are the definition's", store.ErrInvalidArgument)
+		}
+		inst.State.Variables, inst.State.Extra = p.State.Variables, p.State.Extra
+	}
 	var deadline *time.Time
 	if c.def.Timeout > 0 {
 		d := now.Add(time.Duration(c.def.Timeout))

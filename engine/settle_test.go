@@ -249,3 +249,25 @@ func TestBatchToRunningResumes(t *testing.T) {
 		}
 	})
 }
+
+// A start may give the new instance's variables, never its steps.
+func TestStartWithState(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1})
+		n.define("name: w1\nsteps:\n  - {id: b, type: wait}\n")
+		ctx := context.Background()
+		inst, err := n.eng.StartWorkflow(ctx, engine.StartParams{ID: "sv", Definition: "w1",
+			State: &workflow.State{Variables: map[string]json.RawMessage{"k": json.RawMessage(`1`)}}})
+		if err != nil || string(inst.State.Variables["k"]) != "1" || inst.State.Steps["b"].Status != workflow.StepWaiting {
+			t.Fatalf("start with variables = %+v, %v", inst, err)
+		}
+		_, err = n.eng.StartWorkflow(ctx, engine.StartParams{ID: "sv2", Definition: "w1",
+			State: &workflow.State{Steps: map[string]*workflow.StepState{"b": {Status: workflow.StepCompleted}}}})
+		if !errors.Is(err, store.ErrInvalidArgument) || !strings.Contains(err.Error(), "state.steps") {
+			t.Fatalf("start with steps: %v; want ErrInvalidArgument naming state.steps", err)
+		}
+		if _, err := n.st.Get(ctx, "sv2"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("a refused start was stored: %v", err)
+		}
+	})
+}

@@ -41,9 +41,14 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	}
 	var inst *workflow.Instance
 	if req.Definition != "" {
+		p := engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input}
 		if len(req.State) > 0 {
-			s.fail(w, r, httpError(http.StatusBadRequest, `"state" cannot be given with "definition": the engine builds the state of a definition's instance`))
-			return
+			// Variables and other keys; the steps are the definition's.
+			if len(state.Steps) > 0 {
+				s.fail(w, r, httpError(http.StatusBadRequest, `"state.steps" cannot be given with "definition": the definition's steps make them (give "variables" or other keys)`))
+				return
+			}
+			p.State = &state
 		}
 		if req.ID != "" {
 			if err := workflow.ValidateInstanceID(req.ID); err != nil {
@@ -51,7 +56,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		inst, err = s.eng.StartWorkflow(r.Context(), engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input})
+		inst, err = s.eng.StartWorkflow(r.Context(), p)
 		if errors.Is(err, store.ErrNotFound) {
 			err = httpError(http.StatusNotFound, fmt.Sprintf("unknown definition %q", req.Definition))
 		}

@@ -615,7 +615,11 @@ func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 	expect(t, a.do("GET", "/v1/definitions/one?revision=x", ""), 400, "bad revision")
 	expect(t, a.do("GET", "/v1/definitions/nope", ""), 404, "unknown definition")
 	expect(t, a.do("GET", "/v1/definitions", ""), 200, "list definitions")
-	expect(t, a.do("POST", "/v1/workflows", `{"definition":"one","state":{}}`), 400, "state with a definition")
+	r = a.do("POST", "/v1/workflows", `{"definition":"one","state":{"steps":{"a":{"status":"COMPLETED"}}}}`)
+	expect(t, r, 400, "state.steps with a definition")
+	if !bytes.Contains(r.body, []byte(`state.steps`)) {
+		t.Errorf("state.steps with a definition: %s", r.body)
+	}
 
 	r = a.do("POST", "/v1/workflows", `{"id":"t-1","definition":"one","input":{"x":1}}`)
 	expect(t, r, 201, "start")
@@ -699,6 +703,12 @@ func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 	expect(t, r, 200, "complete the last step while paused")
 	if st := r.instance(t)["status"]; st != "PAUSED" {
 		t.Errorf("the last step completed while paused: workflow %v, want PAUSED", st)
+	}
+	// A start with a state: its variables and other keys, the definition's steps.
+	r = a.do("POST", "/v1/workflows", `{"id":"sv-1","definition":"two","state":{"variables":{"k":1},"note":"x"}}`)
+	expect(t, r, 201, "start with variables")
+	if st := r.instance(t)["state"].(map[string]any); fmt.Sprint(st["variables"]) != "map[k:1]" || st["note"] != "x" || len(st["steps"].(map[string]any)) != 2 {
+		t.Errorf("started with a state: %s", r.body)
 	}
 	r = a.do("POST", "/v1/workflows/s-1/resume", ``)
 	expect(t, r, 200, "resume an instance with nothing left to run")
