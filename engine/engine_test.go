@@ -446,7 +446,9 @@ func TestFencing(t *testing.T) {
 		n.define(`{"name": "one", "steps": [{"id": "a", "type": "task", "handler": "remote", "retry": {"max_attempts": 3}}]}`)
 		inst := n.start("one", "fence-1", "")
 		ctx := context.Background()
-		first, err := n.eng.Poll(ctx, engine.PollParams{Worker: "w1", Handlers: []string{"remote"}, Lease: 100 * time.Millisecond})
+		// A lease long enough that the second poll comes before it expires,
+		// even under -race on a loaded machine (100 ms was not).
+		first, err := n.eng.Poll(ctx, engine.PollParams{Worker: "w1", Handlers: []string{"remote"}, Lease: time.Second})
 		if err != nil || first == nil || first.Attempt != 1 {
 			t.Fatalf("first poll: %+v, %v", first, err)
 		}
