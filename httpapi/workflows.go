@@ -388,7 +388,8 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httpError(http.StatusBadRequest, `"status", "updated_before", "new_status" and "limit" are required`))
 		return
 	}
-	before, err := time.Parse(time.RFC3339, req.UpdatedBefore)
+	// RFC 3339 allows a lowercase "t" and "z"; Go's layout does not.
+	before, err := time.Parse(time.RFC3339, strings.ToUpper(req.UpdatedBefore))
 	if err != nil {
 		s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("updated_before %q is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)", req.UpdatedBefore)))
 		return

@@ -468,3 +468,20 @@ func TestCLIWorkerUnauthorized(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s", res.code, res.stderr)
 	}
 }
+
+// flowd alone is a usage error with the help on stderr; --help is not.
+func TestBareFlowdIsAUsageError(t *testing.T) {
+	e, out, errOut := testEnv(nil)
+	if code := run(context.Background(), nil, e); code != exitUsage || out.String() != "" ||
+		!strings.Contains(errOut.String(), "Available Commands") || !strings.Contains(errOut.String(), "flowd: no command given") {
+		t.Errorf("flowd: exit %d, stdout %q, stderr %q; want exit %d with the help on stderr", code, out.String(), errOut.String(), exitUsage)
+	}
+	e, out, errOut = testEnv(nil)
+	if code := run(context.Background(), []string{"--help"}, e); code != exitOK || !strings.Contains(out.String(), "Available Commands") || errOut.String() != "" {
+		t.Errorf("flowd --help: exit %d, stdout %q, stderr %q; want the help on stdout, exit 0", code, out.String(), errOut.String())
+	}
+	e, _, errOut = testEnv(nil)
+	if code := run(context.Background(), []string{"nope"}, e); code != exitUsage || !strings.Contains(errOut.String(), `unknown command "nope"`) {
+		t.Errorf("flowd nope: exit %d, stderr %q", code, errOut.String())
+	}
+}

@@ -93,6 +93,13 @@ FLOWD_TOKEN and FLOWD_OUTPUT.`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return applyEnv(cmd, e.getenv)
 		},
+		// flowd alone is a usage error (exit 2): the help goes to stderr.
+		// flowd --help prints it on stdout and exits 0.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(e.stderr)
+			_ = cmd.Help()
+			return usageError("no command given: flowd serve runs the server; flowd --help lists every command")
+		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitCodeError{code: exitUsage, err: err}

@@ -432,6 +432,12 @@ func testBatch(t *testing.T, a *api) {
 		expect(t, a.do("POST", "/v1/batch/status", body), 400, "batch "+body)
 	}
 	expect(t, a.do("POST", "/v1/batch/status", `{"status":"COMPLETED","updated_before":"`+before+`","new_status":"RUNNING","limit":2}`), 422, "batch transition outside the table")
+	// RFC 3339 allows lowercase "t" and "z", and offsets.
+	lower := strings.ToLower(before)
+	offset := time.Now().Add(time.Hour).In(time.FixedZone("", 2*3600)).Format(time.RFC3339)
+	for _, ts := range []string{lower, offset} {
+		expect(t, a.do("POST", "/v1/batch/status", `{"status":"COMPLETED","updated_before":"`+ts+`","new_status":"CANCELLED","limit":2}`), 422, "422, not 400: the time "+ts+" is accepted")
+	}
 }
 
 func testHistory(t *testing.T, a *api) {
