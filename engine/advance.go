@@ -237,17 +237,23 @@ func (e *Engine) cached(inst *workflow.Instance) (*compiled, error) {
 	return c, nil
 }
 
-// withDefs runs fn, and once more after loading a definition fn found missing.
+// withDefs runs fn, and again after loading each definition fn found
+// missing: as long as every run finds a new one missing (a batch may meet
+// several), so it ends.
 func (e *Engine) withDefs(ctx context.Context, fn func() error) error {
-	for range 3 {
+	loaded := map[defKey]bool{}
+	for {
 		err := fn()
 		var miss errDefMissing
 		if !errors.As(err, &miss) {
 			return err
 		}
+		if loaded[miss.key] {
+			return fmt.Errorf("definition cache kept missing %s revision %d", miss.key.name, miss.key.rev)
+		}
+		loaded[miss.key] = true
 		if _, err := e.compiled(ctx, miss.key.name, miss.key.rev); err != nil {
 			return err
 		}
 	}
-	return errors.New("definition cache kept missing")
 }

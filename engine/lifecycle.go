@@ -426,42 +426,59 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 
 // afterBatch resumes or retries instance id, which the batch of the same
 // transaction moved to RUNNING (and so holds locked), adding its tasks to
-// pl: it writes a version only when that changes something. The instance's
-// task rows are read without locking: the rows advance re-queues are those of
-// steps that are not running, which no worker holds.
+// pl: it writes a version only when that changes something.
+//
+// The batch holds the instance before its tasks, against the lock order
+// (tasks first): so it takes the task rows with SKIP LOCKED and never waits
+// for one. A row another transaction holds is a task still in use (a retry
+// re-queues the rows of steps that were running when the instance failed or
+// timed out): the batch then fails with a conflict, to be tried again,
+// rather than deadlock with that worker's completion.
 func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, pl *plan) error {
-	tasks, err := tx.TasksOfInstance(ctx, id, store.LockNone)
+	cur, err := tx.Get(ctx, id)
+	if err != nil || cur.Definition == "" {
+		return err // a free-form instance: the status change is all there is
+	}
+	c, err := e.cached(cur)
+	if err != nil {
+		return err
+	}
+	all, err := tx.TasksOfInstance(ctx, id, store.LockNone)
+	if err != nil {
+		return err
+	}
+	locked, err := tx.TasksOfInstance(ctx, id, store.LockSkipLocked)
 	if err != nil {
 		return err
 	}
 	existing := map[string]*store.Task{}
-	for _, t := range tasks {
+	for _, t := range locked {
 		existing[t.StepID] = t
 	}
+	for _, t := range all {
+		if existing[t.StepID] == nil {
+			return fmt.Errorf("%w: workflow %s: its task for step %q is in use by another transaction; try the batch again", store.ErrConflict, id, t.StepID)
+		}
+	}
+	// Worked out on cur, written only when it changes something; the write
+	// below sees the same version (the instance is locked).
 	var own plan
+	now := e.clock()
+	if retry {
+		e.prepareRetry(c, cur, now)
+	}
+	ready := len(c.def.Ready(cur.State.Steps)) > 0
+	e.advance(c, cur, existing, now, &own)
+	if !retry && !ready && cur.Status == workflow.StatusRunning {
+		return nil // nothing became ready while paused, nothing settled
+	}
 	_, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
-		if inst.Definition == "" {
-			return errSkip // free-form: the status change is all there is
+		if inst.Version != cur.Version {
+			return fmt.Errorf("%w: workflow %s moved on during the batch", store.ErrConflict, id)
 		}
-		c, err := e.cached(inst)
-		if err != nil {
-			return err
-		}
-		own = plan{}
-		now := e.clock()
-		if retry {
-			e.prepareRetry(c, inst, now)
-		}
-		ready := len(c.def.Ready(inst.State.Steps)) > 0
-		e.advance(c, inst, existing, now, &own)
-		if !retry && !ready && inst.Status == workflow.StatusRunning {
-			return errSkip // nothing became ready while paused, nothing settled
-		}
+		inst.State, inst.Status, inst.Deadline = cur.State, cur.Status, cur.Deadline
 		return nil
 	}, cause)
-	if errors.Is(err, errSkip) {
-		return nil
-	}
 	if err != nil {
 		return err
 	}

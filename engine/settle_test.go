@@ -12,6 +12,7 @@ import (
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
+	"github.com/jackc/pgx/v5"
 )
 
 // complete completes a step from outside at the instance's current version.
@@ -239,13 +240,26 @@ func TestBatchToRunningResumes(t *testing.T) {
 		// TIMED_OUT → RUNNING is a retry: a new deadline, settled when done.
 		n.define("name: t\ntimeout: 100ms\nsteps:\n  - {id: w, type: wait}\n")
 		to := n.start("t", "b-to", "")
-		n.waitStatus(to.ID, workflow.StatusTimedOut, 10*time.Second)
+		timedOut := n.waitStatus(to.ID, workflow.StatusTimedOut, 10*time.Second)
+		began := time.Now()
 		if ids := batch(workflow.StatusTimedOut, workflow.StatusRunning); len(ids) != 1 {
 			t.Fatalf("retried %v, want [%s]", ids, to.ID)
 		}
-		cur, err := n.st.Get(ctx, to.ID)
-		if err != nil || cur.Status != workflow.StatusRunning || cur.Deadline == nil || !cur.Deadline.After(time.Now()) {
-			t.Fatalf("after batch TIMED_OUT → RUNNING: %+v, %v; want RUNNING with a new deadline", cur, err)
+		// The new 100 ms deadline may have passed again by now: the history
+		// tells what the batch wrote.
+		h, err := n.st.History(ctx, to.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) < int(timedOut.Version)+3 {
+			t.Fatalf("history after the batch retry: %+v", h)
+		}
+		moved, retried := h[timedOut.Version+1], h[timedOut.Version+2]
+		if moved.Status != workflow.StatusRunning || retried.Status != workflow.StatusRunning || retried.Cause != "batch TIMED_OUT→RUNNING: retry" {
+			t.Errorf("batch retry wrote %+v then %+v; want RUNNING twice, the second caused by the retry", moved, retried)
+		}
+		if cur, err := n.st.Get(ctx, to.ID); err != nil || cur.Deadline == nil || !cur.Deadline.After(began) {
+			t.Errorf("after batch TIMED_OUT → RUNNING: %+v, %v; want a deadline after the batch", cur, err)
 		}
 	})
 }
@@ -270,4 +284,79 @@ func TestStartWithState(t *testing.T) {
 			t.Errorf("a refused start was stored: %v", err)
 		}
 	})
+}
+
+// A batch meets instances of several revisions a fresh engine has not
+// loaded yet: it loads each and goes on.
+func TestBatchLoadsEveryDefinition(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		addr := b.newDB(t)
+		first := newNode(t, b, addr, nodeOpts{workers: -1})
+		for i := range 4 {
+			name := fmt.Sprintf("d%d", i)
+			first.define("name: " + name + "\nsteps:\n  - {id: a, type: wait}\n  - {id: b, type: wait, depends_on: [a]}\n")
+			inst := first.start(name, "i-"+name, "")
+			if _, err := first.eng.Action(context.Background(), inst.ID, "pause"); err != nil {
+				t.Fatal(err)
+			}
+			first.complete(inst.ID, "a")
+		}
+		fresh := newNode(t, b, addr, nodeOpts{workers: -1})
+		ids, err := fresh.eng.BatchStatus(context.Background(), store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusRunning, UpdatedBefore: time.Now().Add(time.Hour), Limit: 10})
+		if err != nil || len(ids) != 4 {
+			t.Fatalf("batch on a fresh engine = %v, %v; want the 4 instances", ids, err)
+		}
+		for _, id := range ids {
+			cur, err := fresh.st.Get(context.Background(), id)
+			if err != nil || cur.State.Steps["b"].Status != workflow.StepWaiting {
+				t.Errorf("%s after the batch: %+v, %v; want b WAITING", id, cur, err)
+			}
+		}
+	})
+}
+
+// A batch retry never waits for a task row that another transaction holds
+// (it holds the instance already: waiting could deadlock with that
+// worker's completion); it fails with a conflict, and goes through again.
+func TestBatchRetrySkipsHeldTasks(t *testing.T) {
+	for _, b := range backends {
+		if b.name != "postgres" {
+			continue // one writer at a time on SQLite: no row held by another transaction
+		}
+		t.Run(b.name, func(t *testing.T) {
+			addr := b.newDB(t)
+			n := newNode(t, b, addr, nodeOpts{workers: -1})
+			n.define("name: t\ntimeout: 100ms\nsteps:\n  - {id: a, type: task, handler: remote}\n")
+			inst := n.start("t", "held-1", "")
+			n.waitStatus(inst.ID, workflow.StatusTimedOut, 10*time.Second)
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			holder, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := holder.Exec(ctx, "SELECT 1 FROM workflow_tasks WHERE instance_id = $1 FOR UPDATE", inst.ID); err != nil {
+				t.Fatal(err)
+			}
+			p := store.BatchStatusParams{Status: workflow.StatusTimedOut, NewStatus: workflow.StatusRunning, UpdatedBefore: time.Now().Add(time.Hour), Limit: 10}
+			began := time.Now()
+			ids, err := n.eng.BatchStatus(ctx, p)
+			if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "in use by another transaction") || time.Since(began) > 5*time.Second {
+				t.Fatalf("batch retry with a held task = %v, %v after %s; want a conflict at once", ids, err, time.Since(began))
+			}
+			if cur, err := n.st.Get(ctx, inst.ID); err != nil || cur.Status != workflow.StatusTimedOut {
+				t.Fatalf("a failed batch changed the instance: %+v, %v", cur, err)
+			}
+			if err := holder.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ids, err := n.eng.BatchStatus(ctx, p); err != nil || len(ids) != 1 {
+				t.Fatalf("batch again = %v, %v; want [%s]", ids, err, inst.ID)
+			}
+		})
+	}
 }
