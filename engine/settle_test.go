@@ -15,6 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// twoWaits is a definition of two wait steps, b after a.
+const twoWaits = "name: w2\nsteps:\n  - {id: a, type: wait}\n  - {id: b, type: wait, depends_on: [a]}\n"
+
 // complete completes a step from outside at the instance's current version.
 func (n *node) complete(id, step string) *workflow.Instance {
 	n.t.Helper()
@@ -46,7 +49,7 @@ func (n *node) lastCauses(inst *workflow.Instance, k int) []string {
 func TestResumeSettlesWhatFinishedWhilePaused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1})
-		n.define("name: w2\nsteps:\n  - {id: a, type: wait}\n  - {id: b, type: wait, depends_on: [a]}\n")
+		n.define(twoWaits)
 		ctx := context.Background()
 		inst := n.start("w2", "s-1", "")
 		n.complete(inst.ID, "a")
@@ -135,7 +138,7 @@ func TestResumeAndRetrySettleFailedAndCompleted(t *testing.T) {
 func TestTransitionActsAsTheAction(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1})
-		n.define("name: w2\nsteps:\n  - {id: a, type: wait}\n  - {id: b, type: wait, depends_on: [a]}\n")
+		n.define(twoWaits)
 		ctx := context.Background()
 		inst := n.start("w2", "tr-1", "")
 		if _, err := n.eng.Transition(ctx, inst.ID, workflow.StatusRunning, workflow.StatusPaused); err != nil {
@@ -182,7 +185,7 @@ func TestTransitionActsAsTheAction(t *testing.T) {
 func TestBatchToRunningResumes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1})
-		n.define("name: w2\nsteps:\n  - {id: a, type: wait}\n  - {id: b, type: wait, depends_on: [a]}\n")
+		n.define(twoWaits)
 		n.define("name: w1\nsteps:\n  - {id: b, type: wait}\n")
 		ctx := context.Background()
 		ready, done, idle := n.start("w2", "b-ready", ""), n.start("w1", "b-done", ""), n.start("w2", "b-idle", "")

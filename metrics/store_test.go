@@ -17,14 +17,7 @@ import (
 // also inside a transaction.
 func TestInstrumentStoreCountsWrites(t *testing.T) {
 	ctx := context.Background()
-	base, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	if _, err := base.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	base := openSQLite(t)
 	m := metrics.New()
 	s := m.InstrumentStore(base)
 	if _, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning}); err != nil {
@@ -36,7 +29,7 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	if _, err := s.CommitStep(ctx, commit); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("CommitStep = %v, want a conflict", err)
 	}
-	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 		_, err := tx.CommitStep(ctx, commit)
 		return err
 	})
@@ -139,14 +132,7 @@ func TestRecordedOpsAreKnown(t *testing.T) {
 	m := metrics.New()
 	before := len(gatherOps(t, m))
 	ctx := context.Background()
-	base, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	if _, err := base.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	base := openSQLite(t)
 	s := m.InstrumentStore(base)
 	inst, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning, State: workflow.State{Steps: map[string]*workflow.StepState{"a": {Status: workflow.StepWaiting}}}})
 	if err != nil {
@@ -188,4 +174,19 @@ func gatherOps(t *testing.T, m *metrics.Metrics) map[string]bool {
 		}
 	}
 	return ops
+}
+
+// openSQLite opens a migrated in-memory SQLite store, closed with the test.
+func openSQLite(t *testing.T) store.Store {
+	t.Helper()
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { base.Close() })
+	if _, err := base.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
