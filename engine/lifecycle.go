@@ -187,11 +187,7 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 				if err != nil {
 					return err
 				}
-				now := e.clock()
-				if action == "retry" {
-					e.prepareRetry(c, inst, now)
-				}
-				e.advance(c, inst, existing, now, &pl)
+				e.reopen(c, inst, existing, action == "retry", e.clock(), &pl)
 				if inst.Status != target.to && !workflow.CanTransition(was, inst.Status) {
 					// Nothing was left to run: RUNNING now, settled next.
 					settled, inst.Status = inst.Status, target.to
@@ -247,6 +243,16 @@ type notAllowedError struct{ msg string }
 
 func (e *notAllowedError) Error() string        { return e.msg }
 func (e *notAllowedError) Is(target error) bool { return target == ErrActionNotAllowed }
+
+// reopen schedules what is ready in an instance that runs again (resume,
+// retry): a retry first resets its failed and interrupted steps and its
+// timeout (prepareRetry).
+func (e *Engine) reopen(c *compiled, inst *workflow.Instance, existing map[string]*store.Task, retry bool, now time.Time, p *plan) {
+	if retry {
+		e.prepareRetry(c, inst, now)
+	}
+	e.advance(c, inst, existing, now, p)
+}
 
 // prepareRetry gives a retried instance a new timeout and puts its failed and
 // interrupted steps back to PENDING, so advance schedules them again (on their
@@ -463,12 +469,8 @@ func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, re
 	// Worked out on cur, written only when it changes something; the write
 	// below sees the same version (the instance is locked).
 	var own plan
-	now := e.clock()
-	if retry {
-		e.prepareRetry(c, cur, now)
-	}
-	ready := len(c.def.Ready(cur.State.Steps)) > 0
-	e.advance(c, cur, existing, now, &own)
+	ready := len(c.def.Ready(cur.State.Steps)) > 0 // what a resume schedules
+	e.reopen(c, cur, existing, retry, e.clock(), &own)
 	if !retry && !ready && cur.Status == workflow.StatusRunning {
 		return nil // nothing became ready while paused, nothing settled
 	}

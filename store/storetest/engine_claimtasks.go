@@ -352,11 +352,18 @@ func testClaimTasksInTx(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("a transaction that claims: %v", err)
 	}
-	if got := b.get(t, "a"); got.Version != snap.inst.Version+1 {
-		t.Errorf("after the committed claim: version %d, want %d", got.Version, snap.inst.Version+1)
+	b.claimCommitted(t, eq, "after the committed claim", snap, "ta")
+}
+
+// claimCommitted fails t unless a claim of task, committed since snap, left
+// the instance one version on and the task LEASED.
+func (b *bundle) claimCommitted(t testing.TB, eq store.EngineQuerier, what string, snap snapshot, task string) {
+	t.Helper()
+	if got := b.get(t, snap.inst.ID); got.Version != snap.inst.Version+1 {
+		t.Errorf("%s: version %d, want %d", what, got.Version, snap.inst.Version+1)
 	}
-	if tk := b.lockTask(t, eq, "ta"); tk.Status != store.TaskLeased {
-		t.Errorf("after the committed claim: task %s, want LEASED", tk.Status)
+	if tk := b.lockTask(t, eq, task); tk.Status != store.TaskLeased {
+		t.Errorf("%s: task %s, want LEASED", what, tk.Status)
 	}
 }
 

@@ -222,11 +222,6 @@ func testGroupClaimInTx(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatalf("a transaction whose group claims: %v", err)
 		}
-		if got := b.get(t, "a"); got.Version != snap.inst.Version+1 {
-			t.Errorf("after the committed group: version %d, want %d", got.Version, snap.inst.Version+1)
-		}
-		if tk := b.lockTask(t, eq, "ta"); tk.Status != store.TaskLeased {
-			t.Errorf("after the committed group: task %s, want LEASED", tk.Status)
-		}
+		b.claimCommitted(t, eq, "after the committed group", snap, "ta")
 	}
 }
