@@ -848,7 +848,7 @@ func TestDashboardToasts(t *testing.T) {
 	var clear bool
 	b.run(tab, "the content scrolls clear of the toasts",
 		chromedp.Evaluate(`document.getElementById('under-toasts').remove()`, nil),
-		waitFor(`getComputedStyle(document.documentElement).getPropertyValue('--banner-space') !== '0px'`),
+		waitFor(`parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--banner-space')) >= Math.floor(document.getElementById('banners').getBoundingClientRect().height) && document.querySelectorAll('#banners .banner').length > 0`),
 		chromedp.Evaluate(`window.scrollTo(0, document.documentElement.scrollHeight)`, nil),
 		chromedp.Evaluate(`(() => {
 			const view = document.getElementById('view'), last = view.lastElementChild;

@@ -56,7 +56,7 @@ function startProbe() {
     busy = true;
     try {
       const res = await fetch('healthz', { cache: 'no-store', signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
-      serverAnswered(res.status < 500, `healthz answered ${res.status}`);
+      serverAnswered(res.status < 500, `the server answered ${res.status} ${res.statusText}`.trim());
     } catch (e) {
       serverAnswered(false, e.name === 'TimeoutError' ? 'no answer within 5 seconds' : 'cannot reach the server');
     } finally {
