@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -296,6 +297,31 @@ func editStateVariable(name, value string) chromedp.Action {
 type fixture struct {
 	url    string
 	client *httpapi.Client
+	outage atomic.Int32 // what the server does now: one of the outage constants
+}
+
+// What the fixture's server does with each request, to play a server that
+// does not answer.
+const (
+	serving      int32 = iota
+	answering503       // every request gets 503, as from a proxy whose backend is gone
+	hangingUp          // every connection is closed without an answer: fetch fails
+)
+
+// serve passes the request to next unless an outage is being played.
+func (f *fixture) serve(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch f.outage.Load() {
+		case answering503:
+			http.Error(w, "backend down", http.StatusServiceUnavailable)
+		case hangingUp:
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 const orderDefinition = `name: order
@@ -376,13 +402,14 @@ func newFixture(t *testing.T, tokens ...string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api)
+	f := &fixture{}
+	srv := httptest.NewServer(f.serve(api))
 	t.Cleanup(srv.Close)
 	var opts []httpapi.ClientOption
 	if len(tokens) > 0 {
 		opts = append(opts, httpapi.WithToken(tokens[0]))
 	}
-	f := &fixture{url: srv.URL, client: httpapi.NewClient(srv.URL, opts...)}
+	f.url, f.client = srv.URL, httpapi.NewClient(srv.URL, opts...)
 
 	for name, def := range map[string]string{"order": orderDefinition, "nightly-report": reportDefinition, "welcome-email": welcomeDefinition} {
 		if _, _, err := f.client.PutDefinition(ctx, name, []byte(def)); err != nil {
@@ -666,6 +693,171 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("layers by depth: x of reserve, charge, approve, ship, notify = %v", columns)
 	}
 	b.shot(a, "definition")
+	b.checkNoErrors()
+}
+
+// liveIndicator is the state of the Live indicator as a JS expression:
+// data-state, label and whether its dot is red, green or neither.
+const liveIndicator = `(() => {
+	const b = document.getElementById('live-toggle');
+	const [r, g] = getComputedStyle(b.querySelector('.live-dot')).backgroundColor.match(/\d+/g).map(Number);
+	const colour = r > 150 && g < 100 ? 'red' : g > 120 && r < 100 ? 'green' : 'other';
+	return b.dataset.state + ' ' + document.getElementById('live-label').textContent + ' ' + colour;
+})()`
+
+// TestDashboardLiveIndicator: the Live indicator turns red and says so while
+// the server does not answer (a 5xx, or no answer at all), and green again as
+// soon as it answers; with live refresh paused it still retries.
+func TestDashboardLiveIndicator(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	f := newFixture(t)
+	tab := b.tab()
+	const (
+		green  = liveIndicator + ` === 'live Live green'`
+		red    = liveIndicator + ` === 'offline Offline — retrying red'`
+		paused = liveIndicator + ` === 'paused Paused other'`
+	)
+	b.run(tab, "open the list",
+		chromedp.Navigate(f.url+"/"),
+		waitFor(`document.querySelectorAll('#wf-table tbody tr[data-id]').length === 6`),
+		waitFor(green),
+	)
+	for _, outage := range []struct {
+		name string
+		mode int32
+	}{{"503", answering503}, {"hang up", hangingUp}} {
+		f.outage.Store(outage.mode)
+		b.run(tab, outage.name+": the indicator turns red", waitFor(red),
+			waitFor(`document.getElementById('live-toggle').title.includes('does not answer')`))
+		b.shot(tab, "live-offline-"+strings.ReplaceAll(outage.name, " ", "-"))
+		f.outage.Store(serving)
+		b.run(tab, outage.name+": back, the indicator turns green", waitFor(green))
+	}
+
+	// Paused, nothing polls; a failed action still shows the server is gone,
+	// and the probe notices when it is back.
+	b.run(tab, "pause", chromedp.Click("#live-toggle", chromedp.ByID), waitFor(paused))
+	f.outage.Store(hangingUp)
+	b.run(tab, "a request fails while paused",
+		chromedp.Navigate(f.url+"/#/definitions"),
+		waitFor(red))
+	f.outage.Store(serving)
+	b.run(tab, "back while paused", waitFor(paused))
+	b.checkNoErrors()
+}
+
+// TestDashboardToasts: a success toast appears after an action and goes by
+// itself; what lies under the toast area stays clickable; errors stay longer
+// and can be closed; no more than three are shown at once.
+func TestDashboardToasts(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	f := newFixture(t)
+	tab := b.tab()
+	b.run(tab, "open order-1001",
+		chromedp.Navigate(f.url+"/#/workflows/order-1001"),
+		waitFor(textOf("#wf-status")+` === 'RUNNING' && !!document.getElementById('btn-pause')`),
+		// A control where the toasts show up, below them.
+		chromedp.Evaluate(`(() => {
+			const c = document.createElement('button');
+			c.id = 'under-toasts';
+			c.textContent = 'under the toasts';
+			Object.assign(c.style, {position: 'fixed', right: '0', bottom: '0', width: '40rem', height: '14rem', zIndex: '1'});
+			c.addEventListener('click', () => { c.dataset.clicks = String(Number(c.dataset.clicks || 0) + 1); });
+			document.body.append(c);
+			return true;
+		})()`, nil),
+	)
+
+	var at struct {
+		X, Y    float64
+		Covered bool
+		Hit     string
+	}
+	b.run(tab, "an action shows a success toast",
+		chromedp.Click("#btn-pause", chromedp.ByID),
+		waitFor(`!!document.querySelector('#banners .banner-success')`),
+		chromedp.Evaluate(`(() => {
+			window.toast = document.querySelector('#banners .banner-success');
+			const r = window.toast.getBoundingClientRect();
+			const x = r.left + r.width / 3, y = r.top + r.height / 2;
+			// Hit testing skips what lets clicks through: the toast is drawn
+			// there, but the control is what a click finds.
+			const c = document.getElementById('under-toasts').getBoundingClientRect();
+			const inside = x > c.left && x < c.right && y > c.top && y < c.bottom;
+			const hit = document.elementFromPoint(x, y);
+			return {X: x, Y: y, Covered: inside && hit?.id === 'under-toasts', Hit: hit ? hit.tagName + '#' + hit.id + '.' + hit.className : 'nothing'};
+		})()`, &at),
+	)
+	if !at.Covered {
+		t.Fatalf("a click on the toast at (%v, %v) would reach %s, not the control under it", at.X, at.Y, at.Hit)
+	}
+	b.shot(tab, "toast-success")
+	var clicks string
+	var shown bool
+	b.run(tab, "click through the toast",
+		chromedp.MouseClickXY(at.X, at.Y),
+		chromedp.Evaluate(`document.getElementById('under-toasts').dataset.clicks ?? ''`, &clicks),
+		chromedp.Evaluate(`window.toast.isConnected`, &shown),
+	)
+	if clicks != "1" || !shown {
+		t.Errorf("a click on a shown toast (shown: %v) reached the control under it %q times, want once", shown, clicks)
+	}
+	b.run(tab, "the success toast goes by itself", waitFor(`!window.toast.isConnected`))
+
+	// An error stays longer than a success message and has a close button;
+	// the gap between toasts lets clicks through as well.
+	b.run(tab, "an error and a success toast",
+		chromedp.Evaluate(`import('./ui/ui.js').then(ui => {
+			window.errorToast = ui.banner('error', 'Something failed');
+			window.okToast = ui.banner('success', 'Something worked');
+			return true;
+		})`, nil, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
+		chromedp.Evaluate(`(() => {
+			const e = window.errorToast.getBoundingClientRect(), o = window.okToast.getBoundingClientRect();
+			return {X: e.left + e.width / 2, Y: (e.bottom + o.top) / 2, Covered: o.top > e.bottom};
+		})()`, &at),
+	)
+	if !at.Covered {
+		t.Fatalf("the two toasts are not stacked with a gap: %+v", at)
+	}
+	b.run(tab, "click between the toasts",
+		chromedp.MouseClickXY(at.X, at.Y),
+		waitFor(`document.getElementById('under-toasts').dataset.clicks === '2'`),
+		waitFor(`!window.okToast.isConnected`),
+	)
+	b.run(tab, "the error outlives it and closes with ×",
+		waitFor(`window.errorToast.isConnected`),
+		chromedp.Click(`#banners .banner-error .banner-close`, chromedp.ByQuery),
+		waitFor(`!window.errorToast.isConnected && document.querySelectorAll('#banners .banner').length === 0`),
+	)
+
+	var texts []string
+	b.run(tab, "at most three at once",
+		chromedp.Evaluate(`import('./ui/ui.js').then(ui => {
+			ui.banner('error', 'error 1');
+			for (let i = 1; i <= 4; i++) ui.banner('info', 'info ' + i);
+			return [...document.querySelectorAll('#banners .banner-text')].map(e => e.textContent);
+		})`, &texts, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
+	)
+	if diff := cmp.Diff([]string{"error 1", "info 3", "info 4"}, texts); diff != "" {
+		t.Errorf("toasts shown (-want +got):\n%s", diff)
+	}
+	// The page keeps room below its content, so it scrolls clear of them.
+	var clear bool
+	b.run(tab, "the content scrolls clear of the toasts",
+		chromedp.Evaluate(`document.getElementById('under-toasts').remove()`, nil),
+		waitFor(`parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--banner-space')) >= Math.floor(document.getElementById('banners').getBoundingClientRect().height) && document.querySelectorAll('#banners .banner').length > 0`),
+		chromedp.Evaluate(`window.scrollTo(0, document.documentElement.scrollHeight)`, nil),
+		chromedp.Evaluate(`(() => {
+			const view = document.getElementById('view'), last = view.lastElementChild;
+			return last.getBoundingClientRect().bottom <= document.getElementById('banners').getBoundingClientRect().top;
+		})()`, &clear),
+	)
+	if !clear {
+		t.Error("scrolled to the bottom, the page's last element is still under the toasts")
+	}
 	b.checkNoErrors()
 }
 

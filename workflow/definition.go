@@ -702,28 +702,45 @@ func shortestCycle(next [][]int, comp []int) []int {
 }
 
 // validateTemplates compiles every template of every step and checks that each
-// step reference names an ancestor of the step using it.
+// step reference names an ancestor of the step using it. Every problem is
+// reported, in template order: a bad reference never hides the next one, in
+// the same string or elsewhere.
 func (d *Definition) validateTemplates(ps *problemList, index map[string]int) {
 	hasStep := func(id string) bool { _, ok := index[id]; return ok }
-	deps := make([][]int, len(d.Steps))
+	anc := &ancestorSearch{deps: make([][]int, len(d.Steps)), seen: make([]int, len(d.Steps))}
 	for i, s := range d.Steps {
 		for _, dep := range s.DependsOn {
 			if j, ok := index[dep]; ok {
-				deps[i] = append(deps[i], j)
+				anc.deps[i] = append(anc.deps[i], j)
 			}
 		}
-	}
-	seen := make([]int, len(d.Steps)) // generation marks of the ancestor search
-	gen := 0
-	type usedRef struct {
-		where string
-		ref   Reference
 	}
 	for i := range d.Steps {
 		s := &d.Steps[i]
 		path := stepPath(i)
-		var refs []usedRef
-		compile := func(where string, t *Template, err error) {
+		// A step whose depends_on could not be read has no known ancestors:
+		// "not an ancestor" would only repeat that problem.
+		checkAncestry := !ps.blocked[path+".depends_on"]
+		anc.start(i)
+		checkRef := func(r Reference) string {
+			switch {
+			case r.Step == "" || !checkAncestry:
+				return ""
+			case r.Step == s.ID:
+				return fmt.Sprintf("%s: a step cannot use its own output", r)
+			case !anc.has(index[r.Step]):
+				return fmt.Sprintf("%s: step %q is not an ancestor of %q (add it to depends_on, directly or through another step)", r, r.Step, s.ID)
+			}
+			return ""
+		}
+		compile := func(where string, tree json.RawMessage, text *string) {
+			c := &compiler{stepIDs: hasStep, checkRef: checkRef}
+			var err error
+			if text != nil {
+				_, err = c.template(c.str(*text, ""))
+			} else {
+				_, err = c.compile(tree)
+			}
 			var te *TemplateError
 			switch {
 			case errors.As(err, &te):
@@ -732,68 +749,56 @@ func (d *Definition) validateTemplates(ps *problemList, index map[string]int) {
 				}
 			case err != nil:
 				ps.add(where, err.Error())
-			default:
-				for _, r := range t.References() {
-					if r.Step != "" {
-						refs = append(refs, usedRef{where + r.Path, r})
-					}
-				}
 			}
 		}
-		if s.Type == StepTypeTask && len(s.Input) > 0 {
-			t, err := CompileTemplate(s.Input, hasStep)
-			compile(path+".input", t, err)
+		// A step of an unknown type has its templates checked too: whichever
+		// type the author meant, their problems are still there.
+		known := s.Type.Valid()
+		if (s.Type == StepTypeTask || !known) && len(bytes.TrimSpace(s.Input)) > 0 {
+			compile(path+".input", s.Input, nil)
 		}
-		if s.Type == StepTypeHTTP && s.Request != nil {
-			r := s.Request
+		if r := s.Request; r != nil && (s.Type == StepTypeHTTP || !known) {
 			if r.URL != "" {
-				t, err := CompileStringTemplate(r.URL, hasStep)
-				compile(path+".request.url", t, err)
+				compile(path+".request.url", nil, &r.URL)
 			}
 			for _, name := range sortedKeys(r.Headers) {
-				t, err := CompileStringTemplate(r.Headers[name], hasStep)
-				compile(path+".request.headers"+keyPath(name), t, err)
+				v := r.Headers[name]
+				compile(path+".request.headers"+keyPath(name), nil, &v)
 			}
-			if len(r.Body) > 0 {
-				t, err := CompileTemplate(r.Body, hasStep)
-				compile(path+".request.body", t, err)
-			}
-		}
-		if len(refs) == 0 {
-			continue
-		}
-		// Walk the ancestors of step i once, marking them with gen, and stop as
-		// soon as every referenced step has been seen.
-		gen++
-		targets := map[int]bool{}
-		for _, u := range refs {
-			if u.ref.Step != s.ID {
-				targets[index[u.ref.Step]] = true
-			}
-		}
-		left := len(targets)
-		stack := slices.Clone(deps[i])
-		for len(stack) > 0 && left > 0 {
-			v := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[v] == gen {
-				continue
-			}
-			seen[v] = gen
-			if targets[v] {
-				left--
-			}
-			stack = append(stack, deps[v]...)
-		}
-		for _, u := range refs {
-			switch {
-			case u.ref.Step == s.ID:
-				ps.add(u.where, fmt.Sprintf("%s: a step cannot use its own output", u.ref))
-			case seen[index[u.ref.Step]] != gen:
-				ps.add(u.where, fmt.Sprintf("%s: step %q is not an ancestor of %q (add it to depends_on, directly or through another step)", u.ref, u.ref.Step, s.ID))
+			if len(bytes.TrimSpace(r.Body)) > 0 {
+				compile(path+".request.body", r.Body, nil)
 			}
 		}
 	}
+}
+
+// ancestorSearch answers "is step v an ancestor of step i?" for one step i at
+// a time. The depth-first walk over the dependencies is resumed only as far as
+// each question needs, so a step using its direct dependencies does not walk
+// the whole graph above it.
+type ancestorSearch struct {
+	deps  [][]int // deps[i]: the indexes of the known dependencies of step i
+	seen  []int   // seen[v] == gen: v is a known ancestor of the current step
+	gen   int
+	stack []int
+}
+
+func (a *ancestorSearch) start(i int) {
+	a.gen++
+	a.stack = append(a.stack[:0], a.deps[i]...)
+}
+
+func (a *ancestorSearch) has(v int) bool {
+	for a.seen[v] != a.gen && len(a.stack) > 0 {
+		u := a.stack[len(a.stack)-1]
+		a.stack = a.stack[:len(a.stack)-1]
+		if a.seen[u] == a.gen {
+			continue
+		}
+		a.seen[u] = a.gen
+		a.stack = append(a.stack, a.deps[u]...)
+	}
+	return a.seen[v] == a.gen
 }
 
 // RetryPolicyOrDefault returns the step's retry policy with every unset field

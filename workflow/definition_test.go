@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -359,6 +360,95 @@ steps:
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestParseListsEveryTemplateProblem: a bad reference never hides another
+// problem, in the same string, the same template, another field or another
+// step; each is named by step, field and reference, in template order.
+func TestParseListsEveryTemplateProblem(t *testing.T) {
+	t.Parallel()
+	notAncestor := func(loc, ref, step, of string) string {
+		return fmt.Sprintf(`%s: %s: step %q is not an ancestor of %q (add it to depends_on, directly or through another step)`, loc, ref, step, of)
+	}
+	cases := []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{"two bad references in one string", `name: x
+steps:
+  - {id: a, type: task, handler: h}
+  - {id: b, type: task, handler: h, input: "{{ .steps.zz.output }}-{{ .steps.a.output }}-{{ .nope }}"}`,
+			[]string{
+				`steps[1] (b): input: invalid reference "{{ .steps.zz.output }}": unknown step "zz"`,
+				notAncestor("steps[1] (b): input", "{{ .steps.a.output }}", "a", "b"),
+				`steps[1] (b): input: invalid reference "{{ .nope }}": unknown root ".nope" (want .input or .steps.STEP.output)`,
+			}},
+		{"syntax problem and ancestry problems in one input", `name: x
+steps:
+  - {id: a, type: task, handler: h}
+  - id: b
+    type: task
+    handler: h
+    input: {p: "{{ .steps.zz.output }}", q: ["{{ .steps.a.output.k }}", "{{ .steps.b.output }}"], r: "{{ .input.ok }}"}`,
+			[]string{
+				`steps[1] (b): input.p: invalid reference "{{ .steps.zz.output }}": unknown step "zz"`,
+				notAncestor("steps[1] (b): input.q[0]", "{{ .steps.a.output.k }}", "a", "b"),
+				`steps[1] (b): input.q[1]: {{ .steps.b.output }}: a step cannot use its own output`,
+			}},
+		{"bad references in two steps and an unknown dependency", `name: x
+steps:
+  - {id: a, type: task, handler: h, input: "{{ .steps.c.output }}"}
+  - {id: b, type: task, handler: h, depends_on: [zz], input: {v: "{{ .steps.yy.output }}"}}
+  - {id: c, type: task, handler: h, input: "{{ .input..k }}"}`,
+			[]string{
+				notAncestor("steps[0] (a): input", "{{ .steps.c.output }}", "c", "a"),
+				`steps[1] (b): depends_on[0]: unknown step "zz"`,
+				`steps[1] (b): input.v: invalid reference "{{ .steps.yy.output }}": unknown step "yy"`,
+				`steps[2] (c): input: invalid reference "{{ .input..k }}": empty key (two dots in a row or a trailing dot)`,
+			}},
+		{"every templated field of an http step", `name: x
+steps:
+  - {id: w, type: wait}
+  - id: call
+    type: http
+    request:
+      method: POST
+      url: "http://h/{{ .steps.w.output.id }}/{{ .steps.zz.output }}"
+      headers: {X-B: "{{ .steps.call.output }}", X-A: "{{ input }}"}
+      body: {a: "{{ .steps.w.output }}", b: "{{ .steps.nope.output }}"}`,
+			[]string{
+				notAncestor("steps[1] (call): request.url", "{{ .steps.w.output.id }}", "w", "call"),
+				`steps[1] (call): request.url: invalid reference "{{ .steps.zz.output }}": unknown step "zz"`,
+				`steps[1] (call): request.headers.X-A: invalid reference "{{ input }}": a reference starts with a dot: .input… or .steps.STEP.output…`,
+				`steps[1] (call): request.headers.X-B: {{ .steps.call.output }}: a step cannot use its own output`,
+				notAncestor("steps[1] (call): request.body.a", "{{ .steps.w.output }}", "w", "call"),
+				`steps[1] (call): request.body.b: invalid reference "{{ .steps.nope.output }}": unknown step "nope"`,
+			}},
+		{"templates of a step whose type is unknown", `name: x
+steps:
+  - {id: a, type: tsk, handler: h, input: "{{ .steps.zz.output }}"}`,
+			[]string{
+				`steps[0] (a): type: unknown step type "tsk" (want one of task, wait, sleep, http)`,
+				`steps[0] (a): input: invalid reference "{{ .steps.zz.output }}": unknown step "zz"`,
+			}},
+		{"unreadable depends_on does not add ancestry noise", `name: x
+steps:
+  - {id: a, type: task, handler: h}
+  - {id: b, type: task, handler: h, depends_on: a, input: ["{{ .steps.a.output }}", "{{ .steps.zz.output }}"]}`,
+			[]string{
+				"steps[1] (b): depends_on: must be a list, not a string",
+				`steps[1] (b): input[1]: invalid reference "{{ .steps.zz.output }}": unknown step "zz"`,
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := problemsOf(t, tc.doc); !slices.Equal(got, tc.want) {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
 	}
 }
 

@@ -135,12 +135,16 @@ func CompileTemplate(tree json.RawMessage, stepIDs func(string) bool) (*Template
 	if len(bytes.TrimSpace(tree)) == 0 {
 		return &Template{}, nil
 	}
-	// json.Valid also bounds the nesting depth, which keeps compile's recursion
-	// shallow.
+	return (&compiler{stepIDs: stepIDs}).compile(tree)
+}
+
+// compile compiles a JSON template tree that is not empty.
+func (c *compiler) compile(tree json.RawMessage) (*Template, error) {
+	// json.Valid also bounds the nesting depth, which keeps the recursion of
+	// value shallow.
 	if !json.Valid(tree) {
 		return nil, &TemplateError{Problems: []TemplateProblem{{Message: "not valid JSON"}}}
 	}
-	c := &compiler{stepIDs: stepIDs}
 	dec := json.NewDecoder(bytes.NewReader(tree))
 	dec.UseNumber()
 	root, err := c.value(dec, "")
@@ -226,7 +230,12 @@ func StepOutputs(steps map[string]*StepState) map[string]json.RawMessage {
 }
 
 type compiler struct {
-	stepIDs  func(string) bool
+	stepIDs func(string) bool
+	// checkRef, when set, judges each syntactically valid reference as it is
+	// found and returns a problem message or "". Its problems land among the
+	// syntax problems in template order, and a bad reference does not stop
+	// the ones after it from being judged.
+	checkRef func(Reference) string
 	refs     []Reference
 	problems []TemplateProblem
 }
@@ -318,15 +327,23 @@ func (c *compiler) str(s, path string) *tnode {
 		}
 		end := start + 2 + j + 2
 		ref, err := c.parseRef(s[start+2 : end-2])
-		if err != nil {
+		ref.Path = path
+		var msg string
+		if err == nil && c.checkRef != nil {
+			msg = c.checkRef(ref)
+		}
+		switch {
+		case err != nil:
 			c.problem(path, fmt.Sprintf("invalid reference %q: %v", truncateRef(s[start:end]), err))
 			ok = false
-		} else {
+		case msg != "":
+			c.problem(path, msg)
+			ok = false
+		default:
 			if lit.Len() > 0 {
 				parts = append(parts, textPart{lit: lit.String(), ref: -1})
 				lit.Reset()
 			}
-			ref.Path = path
 			c.refs = append(c.refs, ref)
 			parts = append(parts, textPart{ref: len(c.refs) - 1})
 		}

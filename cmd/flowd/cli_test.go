@@ -342,7 +342,9 @@ func TestCLIDefinitions(t *testing.T) {
 	// Rejected definitions: every problem, one a line; nothing stored.
 	b.golden("def-apply-invalid", 1, `{name: bad, steps: [{id: a, type: task}, {id: b, type: wait, depends_on: [zz]}, {id: c, type: sleep, duration: 5 parsecs}]}`+"\n",
 		"def", "apply", "-")
-	b.golden("def-apply-invalid-template", 1, `{name: tpl, steps: [{id: a, type: task, handler: echo, input: "{{ .steps.zz.output }}"}]}`+"\n",
+	// Template problems: a bad reference hides neither the next one nor a bad
+	// dependency; each line names the step, the field and the reference.
+	b.golden("def-apply-invalid-template", 1, `{name: tpl, steps: [{id: a, type: task, handler: echo, input: {x: "{{ .steps.zz.output }}/{{ .steps.b.output }}", y: "{{ .foo }}"}}, {id: b, type: http, depends_on: [nope], request: {method: GET, url: "http://h/{{ .steps.b.output }}"}}]}`+"\n",
 		"def", "apply", "-")
 	b.golden("def-apply-no-name", 1, `{steps: [{id: a, type: task}]}`+"\n", "def", "apply", "-")
 	b.golden("def-apply-missing-file", 1, "", "def", "apply", "testdata/no-such-file.yaml")

@@ -616,6 +616,28 @@ func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 	if len(e.Problems) < 3 {
 		t.Errorf("every problem should be listed: %s", r.body)
 	}
+	// Template problems: one bad reference hides neither the next one in the
+	// same string, nor those of another field or step, nor a bad dependency.
+	r = a.do("PUT", "/v1/definitions/tpl", `name: tpl
+steps:
+  - {id: a, type: task, handler: h, input: {x: "{{ .steps.zz.output }} {{ .steps.b.output }}", y: "{{ .foo }}"}}
+  - {id: b, type: http, depends_on: [nope], request: {method: GET, url: "http://h/{{ .steps.b.output }}", body: ["{{ .input..k }}"]}}
+`)
+	expect(t, r, 400, "invalid templates")
+	e = httpapi.ErrorBody{}
+	r.json(t, &e)
+	wantProblems := []string{
+		`steps[0] (a): input.x: invalid reference "{{ .steps.zz.output }}": unknown step "zz"`,
+		`steps[0] (a): input.x: {{ .steps.b.output }}: step "b" is not an ancestor of "a" (add it to depends_on, directly or through another step)`,
+		`steps[0] (a): input.y: invalid reference "{{ .foo }}": unknown root ".foo" (want .input or .steps.STEP.output)`,
+		`steps[1] (b): depends_on[0]: unknown step "nope"`,
+		`steps[1] (b): request.url: {{ .steps.b.output }}: a step cannot use its own output`,
+		`steps[1] (b): request.body[0]: invalid reference "{{ .input..k }}": empty key (two dots in a row or a trailing dot)`,
+	}
+	if strings.Join(e.Problems, "\n") != strings.Join(wantProblems, "\n") {
+		t.Errorf("problems of invalid templates:\n%s\nwant:\n%s", strings.Join(e.Problems, "\n"), strings.Join(wantProblems, "\n"))
+	}
+	expect(t, a.do("GET", "/v1/definitions/tpl", ""), 404, "a definition refused for its templates")
 	expect(t, a.do("GET", "/v1/definitions/one", ""), 200, "get definition")
 	expect(t, a.do("GET", "/v1/definitions/one?revision=9", ""), 404, "unknown revision")
 	expect(t, a.do("GET", "/v1/definitions/one?revision=x", ""), 400, "bad revision")

@@ -22,9 +22,16 @@ export class APIError extends Error {
 }
 
 let onAuthNeeded = () => {};
+let onAnswer = () => {};
 
 /** Registers what to do when the API asks for a token (reason: "missing" or "rejected"). */
 export function setAuthHandler(fn) { onAuthNeeded = fn; }
+
+/**
+ * Registers fn(ok, reason), told after every request whether the server
+ * answered: ok is false for a failed fetch or a 5xx.
+ */
+export function setAnswerHandler(fn) { onAnswer = fn; }
 
 export function getToken() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
 export function setToken(t) { sessionStorage.setItem(TOKEN_KEY, t); }
@@ -48,8 +55,10 @@ export async function request(method, path, opts = {}) {
   try {
     res = await fetch(path, { method, headers, body, cache: 'no-store' });
   } catch (e) {
+    onAnswer(false, 'cannot reach the server');
     throw new APIError(0, 'Network error', `cannot reach the flowd server (${e.message})`);
   }
+  onAnswer(res.status < 500, `the server answered ${res.status} ${res.statusText}`.trim());
   const text = await res.text();
   let data = null;
   if (text) {

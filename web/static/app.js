@@ -3,19 +3,29 @@
 // Routes: #/workflows[?status=&definition=], #/workflows/ID, #/definitions,
 // #/definitions/NAME[?revision=N]. Each view is mount(root, params) → cleanup.
 
-import { setAuthHandler, setToken, clearToken, getToken } from './api.js';
+import { setAuthHandler, setAnswerHandler, setToken, clearToken, getToken } from './api.js';
 import { clearBanners, h, replace } from './ui.js';
-import { live, setLive } from './live.js';
+import { live, setLive, onLiveChange, serverAnswered } from './live.js';
 import * as workflows from './workflows.js';
 import * as workflowPage from './workflow.js';
 import * as definitions from './definitions.js';
 
+// The indicator has three states (data-state): live (green), paused (grey)
+// and offline (red: the server does not answer; it is probed until it does).
 function renderLive() {
   const b = document.getElementById('live-toggle');
+  const state = live.offline ? 'offline' : live.on ? 'live' : 'paused';
+  b.dataset.state = state;
   b.setAttribute('aria-pressed', String(live.on));
   b.classList.toggle('off', !live.on);
-  b.title = live.on ? 'Refreshing every 2 seconds — click to pause' : 'Live refresh paused — click to resume';
-  document.getElementById('live-label').textContent = live.on ? 'Live' : 'Paused';
+  b.classList.toggle('offline', live.offline);
+  const toggle = live.on ? 'click to pause live refresh' : 'click to resume live refresh';
+  b.title = {
+    live: 'Refreshing every 2 seconds — click to pause',
+    paused: 'Live refresh paused — click to resume',
+    offline: `The flowd server does not answer (${live.offlineReason}); retrying every 2 seconds — ${toggle}`,
+  }[state];
+  document.getElementById('live-label').textContent = { live: 'Live', paused: 'Paused', offline: 'Offline — retrying' }[state];
 }
 
 const routes = [
@@ -95,10 +105,9 @@ function updateForget() {
 
 function start() {
   renderLive();
-  document.getElementById('live-toggle').addEventListener('click', () => {
-    setLive(!live.on);
-    renderLive();
-  });
+  onLiveChange(renderLive);
+  setAnswerHandler(serverAnswered);
+  document.getElementById('live-toggle').addEventListener('click', () => setLive(!live.on));
   setupAuth();
   window.addEventListener('hashchange', route);
   route();

@@ -157,22 +157,74 @@ export function stepCounts(state) {
   };
 }
 
-// Banners (bottom right): errors stay until dismissed or the page changes;
-// the others go after a few seconds.
+// Banners ("toasts"): a stack in the bottom right corner, at most MAX_BANNERS
+// at once. They dismiss themselves: success and info after a few seconds, a
+// warning later, an error later still, and never while the pointer or the
+// focus is on it (so it can be read and copied); all can be closed with ×, and
+// a page change clears them. They never block the page: the stack lets clicks
+// through, a success or info banner too (only its × takes clicks), and the
+// view gets room below its content so that it can be scrolled clear of them.
+export const MAX_BANNERS = 3;
+export const BANNER_MS = { success: 4000, info: 4000, warn: 8000, error: 15000 };
+// After the pointer or focus leaves, a banner stays at least this long.
+const BANNER_GRACE_MS = 2000;
+
 const banners = () => document.getElementById('banners');
 
 /** banner shows a message; kind is 'error', 'success', 'info' or 'warn'. */
 export function banner(kind, text, { detail, sticky } = {}) {
-  const box = h('div', { class: `banner banner-${kind}`, role: kind === 'error' ? 'alert' : 'status' },
-    h('span', { class: 'banner-text' }, text),
-    detail ? h('span', { class: 'banner-detail' }, detail) : null,
-    h('button', { type: 'button', class: 'banner-close', 'aria-label': 'Dismiss', onclick: () => box.remove() }, '×'));
-  banners().append(box);
-  if (kind !== 'error' && !sticky) setTimeout(() => box.remove(), 5000);
+  const stack = banners();
+  const key = `${kind}\n${text}\n${detail || ''}`;
+  // The same message again (a poll failing each time) replaces the one shown
+  // instead of stacking copies.
+  for (const old of [...stack.children]) if (old.dataset.key === key) old.remove();
+
+  let timer = null;
+  let left = BANNER_MS[kind] ?? BANNER_MS.info;
+  let since = 0;
+  const dismiss = () => { clearTimeout(timer); box.remove(); };
+  const arm = () => {
+    if (sticky || timer) return;
+    since = Date.now();
+    timer = setTimeout(dismiss, left);
+  };
+  const hold = () => {
+    if (!timer) return;
+    clearTimeout(timer);
+    timer = null;
+    left = Math.max(left - (Date.now() - since), BANNER_GRACE_MS);
+  };
+  const box = h('div', {
+    class: `banner banner-${kind}`, role: kind === 'error' ? 'alert' : 'status', 'data-key': key,
+    onmouseenter: hold, onmouseleave: () => { if (!box.contains(document.activeElement)) arm(); },
+    onfocusin: hold, onfocusout: (e) => { if (!box.contains(e.relatedTarget)) arm(); },
+  },
+  h('span', { class: 'banner-text' }, text),
+  detail ? h('span', { class: 'banner-detail' }, detail) : null,
+  h('button', { type: 'button', class: 'banner-close', 'aria-label': 'Dismiss', onclick: dismiss }, '×'));
+  stack.append(box);
+  // Over the limit, the oldest banner goes; an error only when all are errors.
+  while (stack.children.length > MAX_BANNERS) {
+    const all = [...stack.children];
+    (all.find((b) => !b.classList.contains('banner-error')) || all[0]).remove();
+  }
+  arm();
   return box;
 }
 
 export function clearBanners() { banners().replaceChildren(); }
+
+// The view keeps room below its content as tall as the banner stack, so that
+// nothing has to stay under a banner.
+function watchBannerSpace() {
+  const stack = banners();
+  if (!stack || typeof ResizeObserver === 'undefined') return;
+  new ResizeObserver(() => {
+    const hgt = stack.childElementCount ? stack.getBoundingClientRect().height : 0;
+    document.documentElement.style.setProperty('--banner-space', `${Math.ceil(hgt)}px`);
+  }).observe(stack);
+}
+watchBannerSpace();
 
 /** errorBanner shows an API error (or any error) with the API's message. */
 export function errorBanner(prefix, err) {
