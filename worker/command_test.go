@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -195,4 +196,35 @@ steps:
 	if refuse.Status != workflow.StepFailed || refuse.Attempts != 1 || refuse.Error != "no such customer" {
 		t.Errorf("refuse: %+v", refuse)
 	}
+}
+
+// Through a real server: a step's timeout ends the attempt on the worker,
+// and the command's children go with it; heartbeats kept the task meanwhile.
+func TestRunCommandStepTimeout(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc to see whether a process is alive")
+	}
+	b := setup(t)
+	b.define(t, `
+name: slow
+steps:
+  - {id: nap, type: task, handler: nap, timeout: 2s, retry: {max_attempts: 1}}
+`)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	logs := &logRecorder{}
+	startWorker(t, worker.Config{Client: b.client, Wait: time.Second, Lease: time.Second, Logger: slog.New(logs),
+		Handlers: map[string]engine.Handler{"nap": worker.Command(`sleep 60 & echo $! > ` + pidFile + `; wait`)}})
+	b.start(t, "slow", "n1", "")
+	b.waitStatus(t, "n1", workflow.StatusFailed, 30*time.Second)
+	b2, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "sleep 60 to be killed", func() bool { return !alive(pid) })
+	waitFor(t, "the worker to drop the task", func() bool { return len(logs.find("task dropped")) == 1 })
 }
