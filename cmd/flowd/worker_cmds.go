@@ -361,7 +361,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 	demo := worker.DemoHandlers()
 	available := strings.Join(slices.Sorted(maps.Keys(demo)), ", ")
 	cmd := &cobra.Command{
-		Use:   "worker (--handler NAME=COMMAND ... | --handlers NAMES)",
+		Use:   "worker [--handler NAME=COMMAND]... [--handlers NAMES]",
 		Short: "Run task steps for a server, as a remote worker",
 		Long: `worker serves handlers to the server over its tasks API: it long-polls for
 task steps whose handler it serves, runs them, and reports each result, one log
@@ -377,14 +377,16 @@ sh -c COMMAND with
   exit status   0 completes the step; any other fails the attempt, which is
                 retried per the step's retry policy; ` + strconv.Itoa(worker.ExitPermanent) + ` fails the step at
                 once. The last 4 KB of stderr are the error.
-When the attempt ends without the command (its lease lost, the step's timeout,
-the worker abandoning it at shutdown), the command and the processes it started
-get SIGTERM, then SIGKILL.
+When an attempt ends before its command does (the lease lost, the step's
+timeout, the worker abandoning it at shutdown), the command and the processes
+it started get SIGTERM, then SIGKILL.
 
 --handlers NAMES serves built-in demo handlers, comma-separated:
   echo   returns its input
   sleep  waits input.ms milliseconds and returns {"slept_ms": N}
   fail   fails with input.message (not retried when input.permanent is true)
+The two flags may be combined; at least one handler is required, and each
+handler name is served once.
 
 Each task is leased for --lease (default: the server's --lease) and the lease is
 renewed while the handler runs; a worker that dies loses its tasks when their
