@@ -12,6 +12,10 @@ import (
 	"sort"
 )
 
+// Only the definitions at the top of this folder are the demo's: those in
+// subfolders (hello/, whose greet handler is the reader's own program) call
+// handlers the demo does not have, and would sit RUNNING forever.
+//
 //go:embed *.yaml
 var files embed.FS
 

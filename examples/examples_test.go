@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/flowd/flowd/workflow"
@@ -57,5 +59,31 @@ func TestSeed(t *testing.T) {
 	}
 	if len(ids) != len(demoStarts) || len(f.defs) != 3 {
 		t.Errorf("seeded %v with definitions %v", ids, f.defs)
+	}
+}
+
+// The newcomer's example is applied by hand, with a worker for its handler:
+// seeding it into the demo would leave a step no demo handler runs.
+func TestSeedLeavesOutSubfolders(t *testing.T) {
+	f := &fakeTarget{defs: map[string]*workflow.Definition{}}
+	if _, err := Seed(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.defs["hello"]; ok {
+		t.Error("the demo seeds examples/hello")
+	}
+	for _, file := range Files() {
+		if strings.Contains(file.Name, "hello") {
+			t.Errorf("embedded: %s", file.Name)
+		}
+	}
+	// The example itself is a valid definition.
+	b, err := os.ReadFile("hello/hello.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := workflow.ParseDefinition(b)
+	if err != nil || d.Name != "hello" || len(d.Steps) != 1 || d.Steps[0].Handler != "greet" {
+		t.Errorf("hello/hello.yaml: %+v, %v", d, err)
 	}
 }

@@ -1,6 +1,7 @@
-// Package worker holds the demo handlers of SPEC section 6 (echo, sleep, fail)
-// and the loop of a remote worker that serves handlers over the tasks API.
-// It runs handlers; it never touches the store.
+// Package worker holds handlers — the demo ones (echo, sleep, fail) and
+// Command, which runs a shell command for each task — and the loop of a
+// remote worker that serves handlers over the tasks API. It runs handlers; it
+// never touches the store.
 package worker
 
 import (

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -121,11 +122,18 @@ func (c *Config) validate() error {
 // other error, and a panic, fails the attempt, which is retried per the step's
 // policy. Transport and server errors are retried with backoff.
 //
+// A server that cannot be reached at all on the first poll (connection
+// refused, unknown host, timeout) ends Run at once: that is a wrong URL or a
+// server not started, not an outage. Once the server has answered, failed
+// polls are retried with backoff; the worker logs once when they start
+// failing and once when the server answers again.
+//
 // Run returns nil once ctx has ended and the tasks in flight have finished
 // (within cfg.ShutdownGrace; the rest are abandoned and run again elsewhere
-// when their leases expire). It returns an error at once for an invalid cfg,
-// and after shutting down when the server refuses the worker (400, 401, 403,
-// 404): those do not get better by retrying.
+// when their leases expire). It returns an error at once for an invalid cfg
+// or a server it cannot reach, and after shutting down when the server
+// refuses the worker (400, 401, 403, 404): those do not get better by
+// retrying.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
@@ -179,7 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if err := r.fatal.Load(); err != nil {
-		return fmt.Errorf("worker: the server refused to hand out tasks: %w", *err)
+		return *err
 	}
 	r.log.Info("worker stopped")
 	return nil
@@ -199,6 +207,15 @@ type runner struct {
 	stopPolling context.CancelCauseFunc
 	fatal       atomic.Pointer[error]
 	inFlight    atomic.Int64
+	// answered is set by the first poll the server answers: before it, a
+	// server that cannot be reached is fatal, after it, an outage.
+	answered atomic.Bool
+
+	// An outage starts with a failed poll and ends with a successful one;
+	// long polls overlap, so only a poll sent after the other event counts.
+	mu        sync.Mutex
+	downSince time.Time // when polls started failing; zero: they work
+	upSince   time.Time // when the last outage ended
 }
 
 // serve is one slot: poll, run, report, until polling stops.
@@ -213,17 +230,21 @@ func (r *runner) serve(pollCtx, workCtx context.Context) {
 			// lease expires and it runs again.
 			return
 		case err != nil && refused(err):
-			r.fatal.CompareAndSwap(nil, &err)
-			r.stopPolling(err)
+			r.stop(fmt.Errorf("worker: the server refused to hand out tasks: %w", err))
+			return
+		case err != nil && unreachable(err) && !r.answered.Load():
+			r.stop(fmt.Errorf("worker: cannot reach the server: %w", err))
 			return
 		case err != nil:
 			failures++
 			d := backoff(failures)
-			r.log.Warn("polling for tasks", "err", err, "failures", failures, "retry_in", d.Round(time.Millisecond))
+			r.pollFailed(start, err, failures, d)
 			sleep(pollCtx, d)
 			continue
 		}
 		failures = 0
+		r.answered.Store(true)
+		r.pollWorked(start)
 		if t == nil {
 			// The server waits cfg.Wait before it says "no task"; one that
 			// answers much sooner must not make this a busy loop.
@@ -236,6 +257,51 @@ func (r *runner) serve(pollCtx, workCtx context.Context) {
 		r.execute(workCtx, t)
 		r.inFlight.Add(-1)
 	}
+}
+
+// stop ends polling for good with err, which Run returns; the first such
+// error wins.
+func (r *runner) stop(err error) {
+	r.fatal.CompareAndSwap(nil, &err)
+	r.stopPolling(err)
+}
+
+// pollFailed logs the first failed poll of an outage as a warning, and the
+// others, of every slot, at debug level only: one line, not one a slot a
+// retry. sent is when the poll was sent.
+func (r *runner) pollFailed(sent time.Time, err error, failures int, retryIn time.Duration) {
+	r.mu.Lock()
+	first := r.downSince.IsZero() && sent.After(r.upSince)
+	if first {
+		r.downSince = time.Now()
+	}
+	r.mu.Unlock()
+	if first {
+		r.log.Warn("polling for tasks failed; retrying with backoff until the server answers", "err", err)
+		return
+	}
+	r.log.Debug("polling for tasks", "err", err, "failures", failures, "retry_in", retryIn.Round(time.Millisecond))
+}
+
+// pollWorked logs the end of an outage, once: at the first successful poll
+// sent after it began.
+func (r *runner) pollWorked(sent time.Time) {
+	r.mu.Lock()
+	since := r.downSince
+	ended := !since.IsZero() && sent.After(since)
+	if ended {
+		r.downSince, r.upSince = time.Time{}, time.Now()
+	}
+	r.mu.Unlock()
+	if ended {
+		r.log.Info("the server answers again", "down_for", time.Since(since).Round(time.Millisecond))
+	}
+}
+
+// unreachable reports an error that got no answer from the server at all.
+func unreachable(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue)
 }
 
 // refused reports the answers to a poll that retrying does not change: a bad

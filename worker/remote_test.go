@@ -782,3 +782,86 @@ steps:
 		t.Errorf("step %+v", s)
 	}
 }
+
+// A server that cannot be reached at start ends Run at once, naming the
+// cause, instead of retrying forever.
+func TestRunUnreachableServer(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	logs := &logRecorder{}
+	err := worker.Run(ctx, worker.Config{Client: httpapi.NewClient("http://127.0.0.1:1"), Handlers: worker.DemoHandlers(), Logger: slog.New(logs)})
+	var ue *url.Error
+	if err == nil || !strings.Contains(err.Error(), "worker: cannot reach the server: ") || !strings.Contains(err.Error(), "connection refused") || !errors.As(err, &ue) {
+		t.Errorf("Run against a closed port: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Error("Run waited for its context instead of failing at once")
+	}
+	if w := logs.find("polling for tasks"); len(w) != 0 {
+		t.Errorf("logged retries: %q", w)
+	}
+}
+
+// A server that goes away after the worker started is an outage: polls are
+// retried, and the worker says so once when it starts and once when it ends,
+// not once a slot a retry.
+func TestRunOutageLoggedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.define(t, `
+name: quick
+steps:
+  - {id: s, type: task, handler: echo, input: {ok: true}}
+`)
+	target, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	var down atomic.Bool
+	var answered, dropped atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			// As a server that went away: the connection closes unanswered.
+			dropped.Add(1)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		proxy.ServeHTTP(w, r)
+		answered.Add(1)
+	}))
+	t.Cleanup(front.Close)
+	logs := &logRecorder{}
+	startWorker(t, worker.Config{Client: httpapi.NewClient(front.URL), Concurrency: 3, Wait: time.Second,
+		Handlers: worker.DemoHandlers(), Logger: slog.New(logs)})
+	waitFor(t, "a first poll answered", func() bool { return answered.Load() > 0 })
+	down.Store(true)
+	waitFor(t, "polls failing on every slot", func() bool { return dropped.Load() >= 10 })
+	down.Store(false)
+	waitFor(t, "the worker noticing the server is back", func() bool { return len(logs.find("the server answers again")) > 0 })
+	b.start(t, "quick", "q", "")
+	b.waitStatus(t, "q", workflow.StatusCompleted, 15*time.Second)
+
+	if w := logs.find("polling for tasks failed"); len(w) != 1 || !strings.HasPrefix(w[0], "WARN ") || !strings.Contains(w[0], "EOF") {
+		t.Errorf("want one warning for the outage, got %q", w)
+	}
+	if i := logs.find("the server answers again"); len(i) != 1 || !strings.HasPrefix(i[0], "INFO ") || !strings.Contains(i[0], "down_for=") {
+		t.Errorf("want one line for the end of the outage, got %q", i)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -576,6 +576,10 @@ func isToken(s string) bool {
 	return true
 }
 
+// HandlerNameProblem says what is wrong with h as a handler name, or "" when
+// nothing is: the rule that definitions and workers share.
+func HandlerNameProblem(h string) string { return handlerProblem(h) }
+
 // handlerProblem checks a handler name. SPEC section 5 gives no charset, so only
 // what would break a worker's handler list is refused.
 func handlerProblem(h string) string {

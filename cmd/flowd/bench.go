@@ -42,9 +42,26 @@ Scenarios:
   workflow       3-step workflows through an in-process engine with --workers workers
 
 lost_updates is checked from the data (e.g. final counters against acknowledged
-increments). The exit code is 1 when it is not 0 or when any operation failed.`,
+increments). The exit code is 1 when it is not 0 or when any operation failed.
+
+--db is required and must be on the command line: FLOWD_DB is not read, so that
+a shell set up for a server never fills that server's database with bench data.`,
+		Example: `  flowd bench --db sqlite:bench.db --scenario contended --clients 8 --duration 10s
+  flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario workflow --workers 16`,
 		Args: cobra.NoArgs,
+		// Every flag but --db may come from FLOWD_<FLAG>, as for serve.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnv(cmd, func(name string) (string, bool) {
+				if name == "FLOWD_DB" {
+					return "", false
+				}
+				return e.getenv(name)
+			})
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if db == "" {
+				return usageError("--db is required: name the database to fill with bench data, e.g. --db sqlite:bench.db (FLOWD_DB is not read, so that bench never writes into a server's database by accident)")
+			}
 			cfg.Scenario = bench.Scenario(scenario)
 			if err := cfg.Validate(); err != nil {
 				return &exitCodeError{code: exitUsage, err: err}
@@ -90,7 +107,7 @@ increments). The exit code is 1 when it is not 0 or when any operation failed.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&db, "db", storeopen.DefaultURL, "database URL: postgres://… or sqlite:PATH (env FLOWD_DB)")
+	f.StringVar(&db, "db", "", "database to fill with bench data, required: postgres://… or sqlite:PATH (FLOWD_DB is not read)")
 	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch or workflow")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the clients run")

@@ -49,6 +49,30 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 }
 
+// bench never writes into a database it was not named on its command line:
+// not the default sqlite:flowd.db, not FLOWD_DB.
+func TestBenchNeedsDB(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fromEnv := filepath.Join(dir, "server.db")
+	for _, vars := range []map[string]string{nil, {"FLOWD_DB": "sqlite:" + fromEnv}} {
+		for _, args := range [][]string{{"bench"}, {"bench", "--db", ""}, {"bench", "--scenario", "update", "--duration", "1s"}} {
+			e, out, errOut := testEnv(vars)
+			const msg = "flowd: --db is required: name the database to fill with bench data, e.g. --db sqlite:bench.db (FLOWD_DB is not read"
+			if code := run(context.Background(), args, e); code != exitUsage || !strings.HasPrefix(errOut.String(), msg) || out.String() != "" {
+				t.Errorf("flowd %s (env %v): exit %d, stdout %q, stderr %q; want exit %d saying %q", strings.Join(args, " "), vars, code, out.String(), errOut.String(), exitUsage, msg)
+			}
+		}
+	}
+	if _, err := os.Stat(fromEnv); !os.IsNotExist(err) {
+		t.Errorf("bench wrote into the database of FLOWD_DB: %v", err)
+	}
+	e, _, _ := testEnv(nil)
+	if run(context.Background(), []string{"bench", "--help"}, e); !strings.Contains(e.stdout.(*syncBuffer).String(), "FLOWD_DB is not read") {
+		t.Errorf("bench --help does not say that FLOWD_DB is not read")
+	}
+}
+
 func TestBenchPrintsJSONLastLine(t *testing.T) {
 	t.Parallel()
 	dbs := map[string]func(t *testing.T) string{
@@ -58,9 +82,9 @@ func TestBenchPrintsJSONLastLine(t *testing.T) {
 	for name, newDB := range dbs {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			// The database comes from FLOWD_DB, as for the other commands.
-			e, out, errOut := testEnv(map[string]string{"FLOWD_DB": newDB(t)})
-			args := []string{"bench", "--scenario", "contended", "--clients", "3", "--duration", "1200ms"}
+			// The other flags may come from the environment.
+			e, out, errOut := testEnv(map[string]string{"FLOWD_CLIENTS": "3"})
+			args := []string{"bench", "--db", newDB(t), "--scenario", "contended", "--duration", "1200ms"}
 			if code := run(context.Background(), args, e); code != exitOK {
 				t.Fatalf("flowd %s: exit %d\nstderr:\n%s", strings.Join(args, " "), code, errOut.String())
 			}

@@ -374,6 +374,79 @@ func TestCLIWorkerUsage(t *testing.T) {
 	b.golden("worker-unknown-handler", 2, "", "worker", "--handlers", "echo,charge-card")
 	b.golden("worker-no-handlers", 2, "", "worker")
 	b.golden("worker-bad-lease", 2, "", "worker", "--handlers", "echo", "--lease", "10ms")
+	b.golden("worker-handler-no-equals", 2, "", "worker", "--handler", "python3 greet.py")
+	b.golden("worker-handler-no-name", 2, "", "worker", "--handler", "=python3 greet.py")
+	b.golden("worker-handler-bad-name", 2, "", "worker", "--handler", "my greet=python3 greet.py")
+	b.golden("worker-handler-reserved-name", 2, "", "worker", "--handler", "flowd:sleep=sleep 1")
+	b.golden("worker-handler-empty-command", 2, "", "worker", "--handler", "greet= ")
+	b.golden("worker-handler-twice", 2, "", "worker", "--handler", "greet=./greet.sh", "--handler", "greet=python3 greet.py")
+	b.golden("worker-handler-and-handlers", 2, "", "worker", "--handlers", "echo,sleep", "--handler", "echo=cat")
+}
+
+// flowd worker --handler NAME=COMMAND runs the command for each task: the
+// input on stdin, the task in the environment, the output on stdout; a
+// command that exits 100 fails its step at once with its stderr. A comma in
+// the command is part of it.
+func TestCLIWorkerCommand(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	ctx := t.Context()
+	def := "name: shell\nsteps:\n" +
+		"  - {id: greet, type: task, handler: greet, input: {name: \"{{ .input.name }}\"}}\n" +
+		"  - {id: check, type: task, handler: check, depends_on: [greet]}\n"
+	if _, _, err := b.client.PutDefinition(ctx, "shell", []byte(def)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "sh-1", Definition: "shell", Input: []byte(`{"name":"Ada"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan cliResult, 1)
+	go func() {
+		done <- b.runUntil(stop, "worker", "--lease", "5s",
+			"--handler", `greet=printf '{"greeting": "Hello, %s!", "step": "%s", "attempt": %s}' "$(sed 's/.*"name":"\([^"]*\)".*/\1/')" "$FLOWD_STEP" "$FLOWD_ATTEMPT"`,
+			"--handler", "check=echo 'not today, sorry' >&2; exit 100")
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	var inst *workflow.Instance
+	for {
+		var err error
+		if inst, err = b.client.GetWorkflow(ctx, "sh-1"); err != nil {
+			t.Fatal(err)
+		}
+		if inst.Status == workflow.StatusFailed || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	res := <-done
+	greet, check := inst.State.Steps["greet"], inst.State.Steps["check"]
+	if inst.Status != workflow.StatusFailed || string(greet.Output) != `{"greeting":"Hello, Ada!","step":"greet","attempt":1}` ||
+		check.Error != "not today, sorry" || check.Attempts != 1 {
+		t.Errorf("workflow %s, greet %+v, check %+v; worker stderr:\n%s", inst.Status, greet, check, res.stderr)
+	}
+	if res.code != 0 || !strings.Contains(res.stderr, `msg="worker started" name=`) || !strings.Contains(res.stderr, "handlers=check,greet") {
+		t.Errorf("flowd worker exited %d, stderr:\n%s", res.code, res.stderr)
+	}
+}
+
+// A worker pointed at no server exits 1 at once and names the server.
+func TestCLIWorkerUnreachable(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	b.env = map[string]string{"FLOWD_SERVER": "http://127.0.0.1:1"}
+	done := make(chan cliResult, 1)
+	go func() { done <- b.runUntil(make(chan struct{}), "worker", "--handler", "greet=cat") }()
+	select {
+	case res := <-done:
+		if res.code != exitError || !strings.Contains(res.stderr, "flowd: cannot reach the flowd server at http://127.0.0.1:1 ") ||
+			!strings.Contains(res.stderr, "connection refused") || strings.Contains(res.stderr, "WARN") {
+			t.Errorf("exit %d, stderr:\n%s", res.code, res.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("flowd worker against a closed port still runs after 30s")
+	}
 }
 
 // runUntil runs one command in-process until stop is closed, then cancels

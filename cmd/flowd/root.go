@@ -88,6 +88,7 @@ Point it at PostgreSQL to run several nodes on one database:
 The flags of serve and migrate can also be set through the environment as
 FLOWD_<FLAG> (e.g. FLOWD_DB, FLOWD_TOKEN_FILE); client commands read FLOWD_SERVER,
 FLOWD_TOKEN and FLOWD_OUTPUT.`,
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,12 +102,13 @@ FLOWD_TOKEN and FLOWD_OUTPUT.`,
 			return usageError("no command given: flowd serve runs the server; flowd --help lists every command")
 		},
 	}
+	root.SetVersionTemplate("flowd {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitCodeError{code: exitUsage, err: err}
 	})
 	root.AddCommand(newMigrateCmd(e), newServeCmd(e), newDefCmd(e), newWorkerCmd(e))
 	root.AddCommand(newClientCmds(e)...)
-	root.AddCommand(newBenchCmd(e), newDemoCmd(e))
+	root.AddCommand(newBenchCmd(e), newDemoCmd(e), newVersionCmd(e))
 	return root
 }
 

@@ -354,47 +354,59 @@ func jsonText(v any) string {
 
 func newWorkerCmd(e *env) *cobra.Command {
 	var o clientOptions
-	var names []string
+	var names, commands []string
 	var concurrency int
 	var name, logLevel string
 	var lease time.Duration
 	demo := worker.DemoHandlers()
 	available := strings.Join(slices.Sorted(maps.Keys(demo)), ", ")
 	cmd := &cobra.Command{
-		Use:   "worker --handlers NAMES",
+		Use:   "worker [--handler NAME=COMMAND]... [--handlers NAMES]",
 		Short: "Run task steps for a server, as a remote worker",
-		Long: `worker serves the built-in demo handlers named by --handlers to the server
-over its tasks API: it long-polls for task steps whose handler is one of them,
-runs them, and reports each result, one log line a task on stderr.
+		Long: `worker serves handlers to the server over its tasks API: it long-polls for
+task steps whose handler it serves, runs them, and reports each result, one log
+line a task on stderr.
+
+--handler NAME=COMMAND (repeatable) serves your own code: each task runs
+sh -c COMMAND with
+  stdin         the step's input JSON
+  environment   the worker's, plus FLOWD_WORKFLOW_ID, FLOWD_STEP, FLOWD_ATTEMPT
+                and FLOWD_IDEMPOTENCY_KEY (the same for every attempt of a step)
+  stdout        the step's output: JSON, or nothing for null (anything else
+                fails the step)
+  exit status   0 completes the step; any other fails the attempt, which is
+                retried per the step's retry policy; ` + strconv.Itoa(worker.ExitPermanent) + ` fails the step at
+                once. The last 4 KB of stderr are the error.
+When an attempt ends before its command does (the lease lost, the step's
+timeout, the worker abandoning it at shutdown), the command and the processes
+it started get SIGTERM, then SIGKILL.
+
+--handlers NAMES serves built-in demo handlers, comma-separated:
   echo   returns its input
   sleep  waits input.ms milliseconds and returns {"slept_ms": N}
   fail   fails with input.message (not retried when input.permanent is true)
+The two flags may be combined; at least one handler is required, and each
+handler name is served once.
 
 Each task is leased for --lease (default: the server's --lease) and the lease is
 renewed while the handler runs; a worker that dies loses its tasks when their
 leases expire, and they run again. On SIGINT or SIGTERM the worker stops
 polling, lets the tasks in flight finish for up to 10s, and exits 0.
 
+A server that cannot be reached at start is an error (exit 1). Once the worker
+has reached it, it retries through an outage, logging when it begins and ends.
+
 Connection: --server (env FLOWD_SERVER, default ` + defaultServer + `) and
 --token (env FLOWD_TOKEN).`,
-		Example: `  flowd worker --handlers echo,sleep,fail
+		Example: `  flowd worker --handler greet='python3 examples/hello/greet.py'
+  flowd worker --handler resize='./resize.sh' --handler notify='node notify.js' --concurrency 8
+  flowd worker --handlers echo,sleep,fail
   flowd worker --handlers sleep --concurrency 16 --lease 1m --server http://10.0.0.5:8080`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			hs := map[string]engine.Handler{}
-			for _, n := range names {
-				n = strings.TrimSpace(n)
-				if n == "" {
-					continue
-				}
-				h, ok := demo[n]
-				if !ok {
-					return usageError("--handlers: unknown handler %q (available: %s)", n, available)
-				}
-				hs[n] = h
-			}
-			if len(hs) == 0 {
-				return usageError("--handlers is required: the handlers to serve, comma-separated (available: %s)", available)
+			hs, err := workerHandlers(demo, names, commands)
+			if err != nil {
+				return err
 			}
 			if concurrency < 1 {
 				return usageError("--concurrency must be at least 1, not %d", concurrency)
@@ -421,7 +433,8 @@ Connection: --server (env FLOWD_SERVER, default ` + defaultServer + `) and
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&names, "handlers", nil, "handlers to serve, comma-separated: "+available)
+	f.StringArrayVar(&commands, "handler", nil, "serve handler NAME by running sh -c COMMAND for each task (repeatable)")
+	f.StringSliceVar(&names, "handlers", nil, "demo handlers to serve, comma-separated: "+available)
 	f.IntVar(&concurrency, "concurrency", worker.DefaultConcurrency, "tasks run at once")
 	f.StringVar(&name, "name", "", "worker name, shown as the lease owner (default HOSTNAME-PID)")
 	f.DurationVar(&lease, "lease", 0, "lease asked for each task, 1s–1h (default: the server's)")
@@ -435,4 +448,48 @@ Connection: --server (env FLOWD_SERVER, default ` + defaultServer + `) and
 		return applyEnv(cmd, o.getenv(e.getenv))
 	}
 	return cmd
+}
+
+// workerHandlers builds the handlers of flowd worker: the demo handlers named
+// by --handlers and the commands of --handler NAME=COMMAND. Each name may be
+// served once, and at least one must be.
+func workerHandlers(demo map[string]engine.Handler, names, commands []string) (map[string]engine.Handler, error) {
+	available := strings.Join(slices.Sorted(maps.Keys(demo)), ", ")
+	hs := map[string]engine.Handler{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		h, ok := demo[n]
+		if !ok {
+			return nil, usageError("--handlers: unknown handler %q (available: %s; serve your own with --handler NAME=COMMAND)", n, available)
+		}
+		hs[n] = h
+	}
+	fromCommand := map[string]bool{}
+	for _, v := range commands {
+		n, command, ok := strings.Cut(v, "=")
+		n = strings.TrimSpace(n)
+		switch {
+		case !ok || n == "":
+			return nil, usageError("--handler %q: want NAME=COMMAND, e.g. --handler greet='python3 greet.py'", v)
+		case workflow.HandlerNameProblem(n) != "":
+			return nil, usageError("--handler %q: the name %s", v, workflow.HandlerNameProblem(n))
+		case strings.HasPrefix(n, "flowd:"):
+			return nil, usageError("--handler %q: names starting with flowd: are the server's own steps", v)
+		case strings.TrimSpace(command) == "":
+			return nil, usageError("--handler %q: the command is empty", v)
+		case fromCommand[n]:
+			return nil, usageError("--handler %s is given twice: each handler name runs one command", n)
+		case hs[n] != nil:
+			return nil, usageError("handler %q is given by both --handlers and --handler: each handler name is served once", n)
+		}
+		fromCommand[n] = true
+		hs[n] = worker.Command(command)
+	}
+	if len(hs) == 0 {
+		return nil, usageError("no handler to serve: name your own with --handler NAME=COMMAND, or demo handlers with --handlers (available: %s)", available)
+	}
+	return hs, nil
 }
