@@ -20,6 +20,16 @@ var stopStepsTests = []conformanceTest{
 	{"StopSteps_timeOutInstances", testStopStepsTimeout},
 }
 
+// stoppedAs is s as a change to status leaves it: with its RUNNING and
+// WAITING steps CANCELLED when status stops steps.
+func stoppedAs(s workflow.State, status workflow.Status) workflow.State {
+	c := s.Clone()
+	if status.StopsSteps() {
+		c.CancelActiveSteps()
+	}
+	return c
+}
+
 // activeState has a step in each status, and keys the rule must keep.
 func activeState(t testing.TB) workflow.State {
 	t.Helper()
