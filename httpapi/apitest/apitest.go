@@ -853,6 +853,14 @@ func testStopCancelsSteps(t *testing.T, newServer NewServer) {
 			t.Errorf("retry of %s: steps %v, want a RUNNING, w WAITING, c PENDING", id, got)
 		}
 	}
+	// A batch back to RUNNING retries as the action does.
+	r = a.do("POST", "/v1/batch/status", fmt.Sprintf(`{"status":"TIMED_OUT","updated_before":%q,"new_status":"RUNNING","limit":10}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	expect(t, r, 200, "batch TIMED_OUT → RUNNING")
+	for _, id := range []string{"status-TIMED_OUT", "batch-2"} {
+		if got := stepStatuses(t, a.do("GET", "/v1/workflows/"+id, "")); got["a"] != "RUNNING" || got["w"] != "WAITING" || got["c"] != "PENDING" {
+			t.Errorf("batch retry of %s: steps %v, want a RUNNING, w WAITING, c PENDING", id, got)
+		}
+	}
 
 	// Free-form: a terminal status change through the API cancels the
 	// steps it shows running or waiting too.
