@@ -69,6 +69,8 @@ func (e *Engine) advance(c *compiled, inst *workflow.Instance, existing map[stri
 }
 
 // settle moves a RUNNING instance to FAILED or COMPLETED when its steps say so.
+// A FAILED instance runs nothing more: its other RUNNING and WAITING steps
+// become CANCELLED in the same write (a retry runs them again).
 func settle(inst *workflow.Instance) {
 	if inst.Status != workflow.StatusRunning {
 		return
@@ -78,6 +80,7 @@ func settle(inst *workflow.Instance) {
 		switch st.Status {
 		case workflow.StepFailed:
 			inst.Status = workflow.StatusFailed
+			inst.State.CancelActiveSteps()
 			return
 		case workflow.StepCompleted, workflow.StepSkipped:
 		default:

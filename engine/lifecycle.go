@@ -254,9 +254,11 @@ func (e *Engine) reopen(c *compiled, inst *workflow.Instance, existing map[strin
 	e.advance(c, inst, existing, now, p)
 }
 
-// prepareRetry gives a retried instance a new timeout and puts its failed and
-// interrupted steps back to PENDING, so advance schedules them again (on their
-// existing task rows, with a fresh budget and a new lease).
+// prepareRetry gives a retried instance a new timeout and puts its failed,
+// cancelled and interrupted steps back to PENDING, so advance schedules them
+// again (on their existing task rows, with a fresh budget and a new lease; a
+// wait step WAITING again). PENDING steps stay PENDING until their
+// dependencies complete.
 func (e *Engine) prepareRetry(c *compiled, inst *workflow.Instance, now time.Time) {
 	inst.Deadline = nil
 	if c.def.Timeout > 0 {
@@ -264,7 +266,7 @@ func (e *Engine) prepareRetry(c *compiled, inst *workflow.Instance, now time.Tim
 		inst.Deadline = &d
 	}
 	for _, st := range inst.State.Steps {
-		if st.Status == workflow.StepFailed || st.Status == workflow.StepRunning {
+		if st.Status == workflow.StepFailed || st.Status == workflow.StepCancelled || st.Status.Active() {
 			st.Status = workflow.StepPending
 		}
 	}

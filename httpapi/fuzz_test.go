@@ -29,7 +29,7 @@ func FuzzStatePatch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest(http.MethodPatch, "/v1/workflows/x", strings.NewReader(body))
-		patch, err := readMergePatch(req)
+		patch, _, err := readMergePatch(req)
 		if err != nil {
 			if statusFor(err) != http.StatusBadRequest {
 				t.Fatalf("rejected patch %q with status %d: %v", body, statusFor(err), err)

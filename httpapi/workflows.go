@@ -181,7 +181,7 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	patch, err := readMergePatch(r)
+	patch, touchesSteps, err := readMergePatch(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -194,7 +194,12 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	inst, err := s.conditionalWrite(r, r.PathValue("id"), cond,
-		func(*workflow.Instance) error { return nil },
+		func(inst *workflow.Instance) error {
+			if touchesSteps && inst.Definition != "" {
+				return engineOwnsSteps(inst)
+			}
+			return nil
+		},
 		func(inst *workflow.Instance) (*workflow.Instance, error) {
 			next, err := applyStatePatch(inst.State, patch)
 			if err != nil {
@@ -207,6 +212,19 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeInstance(w, http.StatusOK, inst)
+}
+
+// engineOwnsSteps refuses a PATCH that touches state.steps of a
+// definition-based instance (409, decided with the terminal-instance 409,
+// before If-Match): the engine schedules, retries and settles those steps
+// from their statuses, so a forged status or output would run a step twice,
+// skip it, or feed later steps an output no handler produced. A step is
+// completed from outside through its complete route instead.
+func engineOwnsSteps(inst *workflow.Instance) error {
+	return httpError(http.StatusConflict, fmt.Sprintf(
+		"workflow %s runs definition %q: its state.steps are owned by the engine and cannot be patched; "+
+			"complete a step with POST /v1/workflows/%s/steps/{step}/complete (the patch may change every other key of state)",
+		inst.ID, inst.Definition, inst.ID))
 }
 
 // applyStatePatch applies a JSON Merge Patch (RFC 7396) to a state and
@@ -229,19 +247,22 @@ func applyStatePatch(cur workflow.State, patch []byte) (workflow.State, error) {
 
 // readMergePatch reads a JSON Merge Patch for the state and checks what can be
 // checked without the current state, so a bad body is a 400 before any 404.
-func readMergePatch(r *http.Request) ([]byte, error) {
+// touchesSteps reports whether the patch has a "steps" key at all (even
+// null or {}).
+func readMergePatch(r *http.Request) (patch []byte, touchesSteps bool, err error) {
 	b, err := readBody(r)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var top map[string]json.RawMessage
 	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &top) != nil {
-		return nil, httpError(http.StatusBadRequest, "the body must be a JSON object (a JSON Merge Patch of the state, RFC 7396)")
+		return nil, false, httpError(http.StatusBadRequest, "the body must be a JSON object (a JSON Merge Patch of the state, RFC 7396)")
 	}
 	if err := validateStatePatch(top); err != nil {
-		return nil, httpError(http.StatusBadRequest, err.Error())
+		return nil, false, httpError(http.StatusBadRequest, err.Error())
 	}
-	return b, nil
+	_, touchesSteps = top["steps"]
+	return b, touchesSteps, nil
 }
 
 // validateStatePatch rejects patches that could only produce an invalid state.

@@ -24,6 +24,10 @@ import (
 // Every method that changes an instance increases its version by exactly 1 and
 // appends one history row in the same transaction. Methods document the errors
 // they return; test them with errors.Is / errors.As.
+//
+// Every method that changes an instance's status to one that stops its steps
+// (workflow.Status.StopsSteps) applies workflow.State.CancelActiveSteps in
+// that same write: no step of a stopped instance shows RUNNING or WAITING.
 type Querier interface {
 	// Create inserts a new instance at version 0 (history row 0 included).
 	// An empty ID gets a server-generated UUIDv7; an invalid client id or state

@@ -126,8 +126,8 @@ type EngineQuerier interface {
 	CancelOrphanTasks(ctx context.Context, limit int) (int, error)
 	// TimeOutInstances moves up to limit RUNNING or PAUSED instances whose
 	// deadline is before now to TIMED_OUT (oldest deadline first, FOR UPDATE
-	// SKIP LOCKED like BatchUpdateStatus, version+1 and a history row each) and
-	// returns their ids.
+	// SKIP LOCKED like BatchUpdateStatus, version+1 and a history row each,
+	// their RUNNING and WAITING steps CANCELLED) and returns their ids.
 	TimeOutInstances(ctx context.Context, now time.Time, limit int) ([]string, error)
 	// Notify wakes the workers of every node once the transaction commits
 	// (PostgreSQL NOTIFY; a no-op where there is only one process).

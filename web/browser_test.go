@@ -517,6 +517,11 @@ func TestDashboard(t *testing.T) {
 		waitFor(`document.querySelectorAll('#wf-steps svg.dag g.node').length === 5`),
 		waitFor(`document.querySelectorAll('#history > li').length >= 3`),
 		waitFor(textOf("#state-view")+`.includes('"approve"')`),
+		// A running instance shows its deadline; a finished step its times,
+		// derived from the history.
+		waitFor(`!!document.getElementById('wf-deadline')`),
+		waitFor(`!!document.querySelector('#step-reserve .step-duration') && !!document.querySelector('#step-reserve .step-started')`),
+		waitFor(`!!document.querySelector('#step-approve .step-started') && !document.querySelector('#step-approve .step-duration')`),
 	)
 	b.shot(a, "workflow")
 
@@ -542,11 +547,31 @@ func TestDashboard(t *testing.T) {
 	)
 
 	// The first browser edits and saves: the version goes up by one.
+	var refusesSteps bool
 	b.run(a, "edit and save",
 		chromedp.Click("#btn-edit-state", chromedp.ByID),
 		waitFor(`!!document.getElementById('state-editor')`),
+		// The engine owns the steps: the editor says so, leaves them out,
+		// and will not save a state with a steps key.
+		waitFor(textOf("#editor-steps-note")+`.includes('owned by the engine')`),
+		waitFor(`!document.getElementById('state-editor').value.includes('"steps"')`),
+		chromedp.Evaluate(`(() => {
+			const ta = document.getElementById('state-editor');
+			const before = ta.value;
+			const s = JSON.parse(before);
+			s.steps = {approve: {status: 'COMPLETED'}};
+			ta.value = JSON.stringify(s);
+			ta.dispatchEvent(new Event('input', {bubbles: true}));
+			const refused = document.getElementById('btn-save').disabled && document.getElementById('editor-error').textContent.includes('engine owns the steps');
+			ta.value = before;
+			ta.dispatchEvent(new Event('input', {bubbles: true}));
+			return refused && !document.getElementById('btn-save').disabled;
+		})()`, &refusesSteps),
 		editStateVariable("priority", "high"),
 	)
+	if !refusesSteps {
+		t.Error("the editor of a definition-based workflow accepted a steps key")
+	}
 	b.shot(a, "workflow-editor")
 	b.run(a, "save", chromedp.Click("#btn-save", chromedp.ByID), waitFor(`!document.getElementById('state-editor') && `+textOf("#state-view")+`.includes('"priority"')`))
 	saved := f.get(t, "order-1001")
@@ -595,6 +620,7 @@ func TestDashboard(t *testing.T) {
 		chromedp.Click("#btn-complete-submit", chromedp.ByID),
 		waitFor(`document.querySelector('#step-approve')?.dataset.status === 'COMPLETED'`),
 		waitFor(`document.querySelector('#step-notify')?.dataset.status === 'WAITING'`),
+		waitFor(`!!document.querySelector('#step-approve .step-duration')`),
 	)
 	done := f.get(t, "order-1001")
 	if st := done.State.Steps["approve"]; st.Status != workflow.StepCompleted || string(st.Output) != `{"approved_by":"ops"}` {
@@ -632,7 +658,12 @@ func TestDashboard(t *testing.T) {
 		chromedp.SendKeys("#search", "order-1002"+kb.Enter, chromedp.ByID),
 		waitFor(`location.hash === '#/workflows/order-1002' && `+textOf("#wf-status")+` === 'CANCELLED'`),
 		waitFor(`!document.getElementById('wf-actions').querySelector('button')`),
+		// A stopped instance has no deadline; the steps it stopped are
+		// CANCELLED, in the list and in the graph.
+		waitFor(`!document.getElementById('wf-deadline') && !`+textOf("#wf-head")+`.includes('Deadline')`),
+		waitFor(`!!document.querySelector('#step-list > li[data-status="CANCELLED"]') && !!document.querySelector('#wf-steps svg.dag g.node.st-CANCELLED')`),
 	)
+	b.shot(a, "workflow-cancelled")
 
 	// Paging with next_cursor, two at a time, newest first.
 	all, err := f.client.ListWorkflows(t.Context(), httpapi.ListOptions{})

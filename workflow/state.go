@@ -128,6 +128,21 @@ func (s *State) CompleteStep(id string, output json.RawMessage) error {
 	return nil
 }
 
+// CancelActiveSteps marks every RUNNING or WAITING step CANCELLED and
+// reports whether it changed any. It is applied, in the same write, when an
+// instance moves to a status that stops its steps (Status.StopsSteps); other
+// steps (PENDING ones included) keep their status, output and error.
+func (s *State) CancelActiveSteps() bool {
+	changed := false
+	for _, st := range s.Steps {
+		if st != nil && st.Status.Active() {
+			st.Status = StepCancelled
+			changed = true
+		}
+	}
+	return changed
+}
+
 // Clone returns a deep copy, so an update function can change it freely.
 func (s State) Clone() State {
 	c := State{

@@ -52,6 +52,21 @@ func (s Status) Valid() bool {
 // Terminal reports whether no transition and no state change is allowed from s.
 func (s Status) Terminal() bool { return s == StatusCompleted || s == StatusCancelled }
 
+// StopsSteps reports whether an instance that moves to s stops its steps:
+// COMPLETED, CANCELLED, FAILED and TIMED_OUT. Nothing runs any more for such
+// an instance, so a step still shown RUNNING or WAITING would be a lie; the
+// write that moves it there applies State.CancelActiveSteps. COMPLETED is
+// included although the engine completes an instance only when every step is
+// done: a status change forced through the API must not leave a step
+// running under a finished instance either.
+func (s Status) StopsSteps() bool {
+	return s == StatusCompleted || s == StatusCancelled || s == StatusFailed || s == StatusTimedOut
+}
+
+// StopStatuses lists the statuses for which Status.StopsSteps is true, for
+// stores that apply CancelActiveSteps in SQL.
+var StopStatuses = []Status{StatusCompleted, StatusCancelled, StatusFailed, StatusTimedOut}
+
 // CanTransition reports whether from → to is in the transition table.
 func CanTransition(from, to Status) bool {
 	for _, t := range transitions[from] {
@@ -96,10 +111,21 @@ const (
 	StepCompleted StepStatus = "COMPLETED"
 	StepFailed    StepStatus = "FAILED"
 	StepSkipped   StepStatus = "SKIPPED"
+	// StepCancelled: the step was RUNNING or WAITING when its instance
+	// stopped (CancelActiveSteps); a retry runs it again.
+	StepCancelled StepStatus = "CANCELLED"
 )
 
 // StepStatuses lists every step status.
-var StepStatuses = []StepStatus{StepPending, StepRunning, StepWaiting, StepCompleted, StepFailed, StepSkipped}
+var StepStatuses = []StepStatus{StepPending, StepRunning, StepWaiting, StepCompleted, StepFailed, StepSkipped, StepCancelled}
+
+// Active reports whether a step with status s is in progress: RUNNING or
+// WAITING. No step of a stopped instance (Status.StopsSteps) is active.
+func (s StepStatus) Active() bool { return s == StepRunning || s == StepWaiting }
+
+// ActiveStepStatuses lists the statuses for which StepStatus.Active is true,
+// for stores that apply CancelActiveSteps in SQL.
+var ActiveStepStatuses = []StepStatus{StepRunning, StepWaiting}
 
 // Valid reports whether s is one of the known step statuses.
 func (s StepStatus) Valid() bool {

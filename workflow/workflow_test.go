@@ -196,3 +196,59 @@ func TestCloneIsDeep(t *testing.T) {
 		t.Errorf("clone shares memory with the original: n=%d %+v %s", n, s.Steps["a"], s.Extra["x"])
 	}
 }
+
+func TestCancelActiveSteps(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+		changed        bool
+	}{
+		{"running and waiting become cancelled",
+			`{"steps":{"a":{"status":"RUNNING","attempts":2,"error":"try 1 failed"},"b":{"status":"WAITING"}}}`,
+			`{"steps":{"a":{"attempts":2,"error":"try 1 failed","status":"CANCELLED"},"b":{"attempts":0,"status":"CANCELLED"}},"variables":{}}`, true},
+		{"finished and pending steps keep their status",
+			`{"steps":{"p":{},"c":{"status":"COMPLETED","output":1},"f":{"status":"FAILED","error":"x"},"s":{"status":"SKIPPED"},"k":{"status":"CANCELLED"}}}`,
+			`{"steps":{"c":{"attempts":0,"output":1,"status":"COMPLETED"},"f":{"attempts":0,"error":"x","status":"FAILED"},"k":{"attempts":0,"status":"CANCELLED"},"p":{"attempts":0,"status":"PENDING"},"s":{"attempts":0,"status":"SKIPPED"}},"variables":{}}`, false},
+		{"no steps", `{"variables":{"x":1}}`, `{"steps":{},"variables":{"x":1}}`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ParseState([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.CancelActiveSteps(); got != tc.changed {
+				t.Errorf("changed = %v, want %v", got, tc.changed)
+			}
+			out, _ := json.Marshal(s)
+			if string(out) != tc.want {
+				t.Errorf("state = %s\nwant    %s", out, tc.want)
+			}
+			if err := s.Validate(); err != nil {
+				t.Errorf("CANCELLED must be a valid step status: %v", err)
+			}
+		})
+	}
+}
+
+func TestStopsSteps(t *testing.T) {
+	want := map[Status]bool{StatusPending: false, StatusRunning: false, StatusPaused: false,
+		StatusCompleted: true, StatusCancelled: true, StatusFailed: true, StatusTimedOut: true}
+	for _, s := range Statuses {
+		if s.StopsSteps() != want[s] {
+			t.Errorf("%s.StopsSteps() = %v, want %v", s, s.StopsSteps(), want[s])
+		}
+	}
+	for _, s := range StopStatuses {
+		if !s.StopsSteps() {
+			t.Errorf("StopStatuses holds %s", s)
+		}
+	}
+	for _, s := range StepStatuses {
+		if s.Active() != (s == StepRunning || s == StepWaiting) {
+			t.Errorf("%s.Active() = %v", s, s.Active())
+		}
+	}
+	if _, err := ParseState([]byte(`{"steps":{"a":{"status":"CANCELLED"}}}`)); err != nil {
+		t.Errorf("a CANCELLED step is valid: %v", err)
+	}
+}

@@ -334,6 +334,11 @@ func TestCLIDefinitions(t *testing.T) {
 	b.golden("def-apply-other", 0, "name: refund\nsteps: [{id: pay-back, type: task, handler: echo, input: \"{{ .input }}\"}]\n",
 		"def", "apply", "-")
 	b.golden("def-list", 0, "", "def", "list")
+	// The engine owns the steps of a definition-based instance.
+	if res := b.run("", nil, "start", "order", "--id", "o-1", "--input", `{"sku":"A-1","id":"o-1"}`); res.code != 0 {
+		t.Fatalf("start order: %+v", res)
+	}
+	b.golden("patch-engine-steps", 1, "", "patch", "o-1", "--if-match", "*", `{"steps":{"approve":{"status":"COMPLETED","output":{"forged":true}}}}`)
 	b.golden("def-list-json", 0, "", "def", "list", "-o", "json")
 	b.golden("def-get", 0, "", "def", "get", "order", "--revision", "1")
 	b.golden("def-get-latest", 0, "", "def", "get", "order")

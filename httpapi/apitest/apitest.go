@@ -46,6 +46,8 @@ func Run(t *testing.T, newServer NewServer) {
 	})
 	t.Run("Auth", func(t *testing.T) { testAuth(t, newServer) })
 	t.Run("DefinitionsAndTasks", func(t *testing.T) { testDefinitionAndTaskRoutes(t, newServer) })
+	t.Run("EngineOwnsSteps", func(t *testing.T) { testEngineOwnsSteps(t, newServer) })
+	t.Run("StopCancelsSteps", func(t *testing.T) { testStopCancelsSteps(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
@@ -742,5 +744,160 @@ steps:
 	expect(t, r, 200, "resume an instance with nothing left to run")
 	if inst := r.instance(t); inst["status"] != "COMPLETED" || r.header.Get("ETag") != fmt.Sprintf(`"%v"`, inst["version"]) {
 		t.Errorf("resumed with every step done: %s, ETag %s; want COMPLETED", r.body, r.header.Get("ETag"))
+	}
+}
+
+// stepStatuses returns the status of each step of the instance in r.
+func stepStatuses(t *testing.T, r resp) map[string]string {
+	t.Helper()
+	var inst struct {
+		State struct {
+			Steps map[string]struct{ Status string }
+		}
+	}
+	r.json(t, &inst)
+	out := map[string]string{}
+	for id, st := range inst.State.Steps {
+		out[id] = st.Status
+	}
+	return out
+}
+
+// A PATCH of a definition-based instance may change everything in state but
+// state.steps: any patch with a steps key is a 409 that points to the step
+// complete route, decided with the terminal-instance 409 (after 428, 400,
+// 415 and 404, before 412), whatever If-Match says.
+func testEngineOwnsSteps(t *testing.T, newServer NewServer) {
+	a := &api{t: t, url: newServer(t)}
+	expect(t, a.do("PUT", "/v1/definitions/owned", `{"name": "owned", "steps": [{"id": "a", "type": "wait"}, {"id": "b", "type": "wait", "depends_on": ["a"]}]}`), 201, "definition")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"own-1","definition":"owned"}`), 201, "start")
+	before := a.do("GET", "/v1/workflows/own-1", "")
+	for _, body := range []string{
+		`{"steps":null}`,
+		`{"steps":{}}`,
+		`{"steps":{"a":{"status":"COMPLETED","output":{"forged":true}}}}`,
+		`{"variables":{"x":1},"steps":{"b":null}}`,
+	} {
+		for _, tag := range []string{`"0"`, `*`, `"7", "0"`, `"9"`} {
+			r := a.do("PATCH", "/v1/workflows/own-1", body, "If-Match", tag)
+			expect(t, r, 409, "patching steps "+body+" with If-Match "+tag)
+			if !bytes.Contains(r.body, []byte("owned by the engine")) || !bytes.Contains(r.body, []byte("POST /v1/workflows/own-1/steps/{step}/complete")) {
+				t.Errorf("the 409 should say the engine owns the steps and how to complete one: %s", r.body)
+			}
+		}
+	}
+	if after := a.do("GET", "/v1/workflows/own-1", ""); !bytes.Equal(after.body, before.body) {
+		t.Errorf("refused patches changed the instance:\n%s\n%s", before.body, after.body)
+	}
+	// The order of errors around it.
+	expect(t, a.do("PATCH", "/v1/workflows/own-1", `{"steps":{}}`), 428, "428 before 409")
+	expect(t, a.do("PATCH", "/v1/workflows/own-1", `{"steps":{"a,b":{}}}`, "If-Match", `"0"`), 400, "400 before 409")
+	expect(t, a.do("PATCH", "/v1/workflows/own-1", `{"steps":{}}`, "If-Match", `"0"`, "Content-Type", "text/plain"), 415, "415 before 409")
+	expect(t, a.do("PATCH", "/v1/workflows/nope", `{"steps":{}}`, "If-Match", `"0"`), 404, "404 before 409")
+	// Everything else in state may change.
+	r := a.do("PATCH", "/v1/workflows/own-1", `{"variables":{"x":1},"note":"checked"}`, "If-Match", `"0"`)
+	expect(t, r, 200, "patching variables and other keys")
+	if got := stepStatuses(t, r); got["a"] != "WAITING" || got["b"] != "PENDING" {
+		t.Errorf("a patch without steps changed them: %v", got)
+	}
+	expect(t, a.do("POST", "/v1/workflows/own-1/steps/a/complete", `{"output":1}`, "If-Match", `"1"`), 200, "the complete route")
+	// A terminal definition-based instance: 409 as well.
+	expect(t, a.do("POST", "/v1/workflows/own-1/cancel", ""), 200, "cancel")
+	expect(t, a.do("PATCH", "/v1/workflows/own-1", `{"steps":{}}`, "If-Match", `"1"`), 409, "terminal and steps, stale tag")
+	// Free-form instances keep owning their steps.
+	a.create("free-1", `{"steps":{"s":{"status":"WAITING"}}}`)
+	r = a.do("PATCH", "/v1/workflows/free-1", `{"steps":{"s":{"status":"COMPLETED","output":2}}}`, "If-Match", `"0"`)
+	expect(t, r, 200, "patching a free-form instance's steps")
+	if got := stepStatuses(t, r); got["s"] != "COMPLETED" {
+		t.Errorf("free-form steps after patch: %v", got)
+	}
+}
+
+// Whatever stops an instance through the API (cancel, /status, batch) turns
+// its RUNNING and WAITING steps CANCELLED in that same version; a retry
+// runs them again. Free-form instances follow the same rule.
+func testStopCancelsSteps(t *testing.T, newServer NewServer) {
+	a := &api{t: t, url: newServer(t)}
+	expect(t, a.do("PUT", "/v1/definitions/stop", `{"name": "stop", "steps": [{"id": "a", "type": "task", "handler": "nobody-polls"}, {"id": "w", "type": "wait"}, {"id": "c", "type": "task", "handler": "nobody-polls", "depends_on": ["a"]}]}`), 201, "definition")
+	stopped := func(what, id, status string) {
+		t.Helper()
+		r := a.do("GET", "/v1/workflows/"+id, "")
+		expect(t, r, 200, what)
+		if got := r.instance(t)["status"]; got != status {
+			t.Errorf("%s: status %v, want %s", what, got, status)
+		}
+		if got := stepStatuses(t, r); got["a"] != "CANCELLED" || got["w"] != "CANCELLED" || got["c"] != "PENDING" {
+			t.Errorf("%s: steps %v, want a and w CANCELLED, c PENDING", what, got)
+		}
+		var h struct {
+			Versions []struct {
+				Version int
+				Status  string
+				State   struct {
+					Steps map[string]struct{ Status string }
+				}
+			}
+		}
+		a.do("GET", "/v1/workflows/"+id+"/history", "").json(t, &h)
+		last := h.Versions[len(h.Versions)-1]
+		if last.Version != len(h.Versions)-1 || last.Status != status || last.State.Steps["a"].Status != "CANCELLED" || last.State.Steps["w"].Status != "CANCELLED" {
+			t.Errorf("%s: the last history row %+v should be the stop, with the steps cancelled", what, last)
+		}
+	}
+	start := func(id string) {
+		t.Helper()
+		expect(t, a.do("POST", "/v1/workflows", fmt.Sprintf(`{"id":%q,"definition":"stop"}`, id)), 201, "start "+id)
+	}
+	start("cancel-1")
+	expect(t, a.do("POST", "/v1/workflows/cancel-1/cancel", ""), 200, "cancel")
+	stopped("cancel action", "cancel-1", "CANCELLED")
+	for _, to := range []string{"CANCELLED", "FAILED", "TIMED_OUT"} {
+		id := "status-" + to
+		start(id)
+		r := a.do("POST", "/v1/workflows/"+id+"/status", fmt.Sprintf(`{"from":"RUNNING","to":%q}`, to))
+		expect(t, r, 200, "/status RUNNING → "+to)
+		if got := stepStatuses(t, r); got["a"] != "CANCELLED" || got["w"] != "CANCELLED" {
+			t.Errorf("/status RUNNING → %s answered steps %v", to, got)
+		}
+		stopped("/status RUNNING → "+to, id, to)
+	}
+	// Every instance so far is stopped: the batch moves these two only.
+	start("batch-1")
+	start("batch-2")
+	r := a.do("POST", "/v1/batch/status", fmt.Sprintf(`{"status":"RUNNING","updated_before":%q,"new_status":"TIMED_OUT","limit":10}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	expect(t, r, 200, "batch")
+	stopped("batch RUNNING → TIMED_OUT", "batch-1", "TIMED_OUT")
+	stopped("batch RUNNING → TIMED_OUT", "batch-2", "TIMED_OUT")
+	for _, id := range []string{"status-FAILED", "batch-1"} {
+		r = a.do("POST", "/v1/workflows/"+id+"/retry", "")
+		expect(t, r, 200, "retry "+id)
+		if got := stepStatuses(t, r); got["a"] != "RUNNING" || got["w"] != "WAITING" || got["c"] != "PENDING" {
+			t.Errorf("retry of %s: steps %v, want a RUNNING, w WAITING, c PENDING", id, got)
+		}
+	}
+	// A batch back to RUNNING retries as the action does.
+	r = a.do("POST", "/v1/batch/status", fmt.Sprintf(`{"status":"TIMED_OUT","updated_before":%q,"new_status":"RUNNING","limit":10}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	expect(t, r, 200, "batch TIMED_OUT → RUNNING")
+	for _, id := range []string{"status-TIMED_OUT", "batch-2"} {
+		if got := stepStatuses(t, a.do("GET", "/v1/workflows/"+id, "")); got["a"] != "RUNNING" || got["w"] != "WAITING" || got["c"] != "PENDING" {
+			t.Errorf("batch retry of %s: steps %v, want a RUNNING, w WAITING, c PENDING", id, got)
+		}
+	}
+
+	// Free-form: a terminal status change through the API cancels the
+	// steps it shows running or waiting too.
+	for _, to := range []string{"CANCELLED", "COMPLETED", "FAILED"} {
+		id := "free-" + to
+		a.create(id, `{"steps":{"a":{"status":"RUNNING"},"w":{"status":"WAITING"},"c":{}}}`)
+		expect(t, a.do("POST", "/v1/workflows/"+id+"/status", `{"from":"PENDING","to":"RUNNING"}`), 200, "run "+id)
+		expect(t, a.do("POST", "/v1/workflows/"+id+"/status", fmt.Sprintf(`{"from":"RUNNING","to":%q}`, to)), 200, "stop "+id)
+		stopped("free-form RUNNING → "+to, id, to)
+	}
+	a.create("free-paused", `{"steps":{"a":{"status":"RUNNING"},"w":{"status":"WAITING"},"c":{}}}`)
+	expect(t, a.do("POST", "/v1/workflows/free-paused/status", `{"from":"PENDING","to":"RUNNING"}`), 200, "run")
+	r = a.do("POST", "/v1/workflows/free-paused/pause", "")
+	expect(t, r, 200, "pause")
+	if got := stepStatuses(t, r); got["a"] != "RUNNING" || got["w"] != "WAITING" {
+		t.Errorf("a pause leaves steps alone: %v", got)
 	}
 }

@@ -53,6 +53,25 @@ func (q *querier) atomically(ctx context.Context, fn func(*querier) error) error
 
 func (q *querier) timestamp() time.Time { return store.Timestamp(q.now()) }
 
+// stoppedState is the SQL form of workflow.State.CancelActiveSteps for the
+// UPDATE statements that change an instance's status in SQL (transition,
+// batch, timeout), completed by the new status (stoppedState + "$3::text" +
+// stoppedStateEnd): when that status stops steps
+// (workflow.Status.StopsSteps), every RUNNING or WAITING step of state becomes
+// CANCELLED in the same write; a state without such a step is left as it is,
+// byte for byte. The status lists are those of workflow.StopStatuses and
+// workflow.ActiveStepStatuses (a test checks that they agree).
+const (
+	stoppedState    = `CASE WHEN `
+	stoppedStateEnd = ` IN ('COMPLETED', 'CANCELLED', 'FAILED', 'TIMED_OUT')
+		AND jsonb_typeof(state->'steps') = 'object'
+		AND EXISTS (SELECT 1 FROM jsonb_each(state->'steps') s WHERE s.value->>'status' IN ('RUNNING', 'WAITING'))
+	THEN jsonb_set(state, '{steps}', (SELECT jsonb_object_agg(s.key,
+		CASE WHEN s.value->>'status' IN ('RUNNING', 'WAITING') THEN s.value || '{"status": "CANCELLED"}' ELSE s.value END)
+		FROM jsonb_each(state->'steps') s))
+	ELSE state END`
+)
+
 // instanceColumns is the column list scanInstance reads, in its order.
 const instanceColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline"
 
@@ -112,7 +131,7 @@ SELECT definition, status, input, version, created_at, definition_revision, dead
 
 	// $5 is NULL when no version is expected.
 	transitionSQL = `WITH u AS (
-	UPDATE workflow_instances SET status = $3, version = version + 1, updated_at = $4
+	UPDATE workflow_instances SET status = $3, state = ` + stoppedState + `$3::text` + stoppedStateEnd + `, version = version + 1, updated_at = $4
 	WHERE id = $1 AND status = $2 AND ($5::bigint IS NULL OR version = $5::bigint)
 	RETURNING ` + instanceColumns + `
 ), h AS (
@@ -158,7 +177,7 @@ SELECT definition, status, state, input, version, created_at, definition_revisio
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), u AS (
-	UPDATE workflow_instances SET status = $4, version = version + 1, updated_at = $5
+	UPDATE workflow_instances SET status = $4, state = ` + stoppedState + `$4::text` + stoppedStateEnd + `, version = version + 1, updated_at = $5
 	WHERE id = ANY (ARRAY(SELECT id FROM picked))
 	RETURNING id, version, status, state
 ), h AS (
@@ -490,6 +509,9 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		}
 		if work.Status != cur.Status && !workflow.CanTransition(cur.Status, work.Status) {
 			return fmt.Errorf("workflow %q: %w: %s → %s", id, workflow.ErrInvalidTransition, cur.Status, work.Status)
+		}
+		if work.Status != cur.Status && work.Status.StopsSteps() {
+			work.State.CancelActiveSteps()
 		}
 		if err := work.State.Validate(); err != nil {
 			return err

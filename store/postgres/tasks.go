@@ -133,7 +133,7 @@ WHERE id = ANY (ARRAY(SELECT id FROM picked))`
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), u AS (
-	UPDATE workflow_instances SET status = 'TIMED_OUT', version = version + 1, updated_at = $3
+	UPDATE workflow_instances SET status = 'TIMED_OUT', state = ` + stoppedState + `'TIMED_OUT'` + stoppedStateEnd + `, version = version + 1, updated_at = $3
 	WHERE id = ANY (ARRAY(SELECT id FROM picked))
 	RETURNING id, version, status, state
 ), h AS (

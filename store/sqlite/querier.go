@@ -237,6 +237,9 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if inst.Status != from && !workflow.CanTransition(from, inst.Status) {
 			return fmt.Errorf("workflow %q: %s → %s: %w", id, from, inst.Status, workflow.ErrInvalidTransition)
 		}
+		if inst.Status != from && inst.Status.StopsSteps() {
+			inst.State.CancelActiveSteps()
+		}
 		if err := inst.State.Validate(); err != nil {
 			return err
 		}
@@ -294,6 +297,12 @@ func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams
 		}
 		if err != nil {
 			return interpretError(ctx, err)
+		}
+		if p.To.StopsSteps() && inst.State.CancelActiveSteps() {
+			// Same version, written before the history row copies it.
+			if err := writeState(ctx, c, p.ID, inst.State); err != nil {
+				return err
+			}
 		}
 		return appendHistory(ctx, c, p.ID, p.Cause)
 	})
@@ -394,6 +403,11 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 			WHERE id IN (SELECT value FROM json_each(?3))`,
 			string(p.NewStatus), now, string(list)); err != nil {
 			return interpretError(ctx, err)
+		}
+		if p.NewStatus.StopsSteps() {
+			if err := cancelActiveSteps(ctx, c, string(list)); err != nil {
+				return err
+			}
 		}
 		if _, err := c.ExecContext(ctx,
 			`INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
@@ -520,6 +534,71 @@ func appendHistory(ctx context.Context, c dbtx, id, cause string) error {
 func terminal(id string, status workflow.Status) error {
 	return fmt.Errorf("workflow %q is %s: %w", id, status, workflow.ErrTerminal)
 }
+
+// writeState stores the state of an instance the caller has just versioned,
+// without another version: it completes that same change.
+func writeState(ctx context.Context, c dbtx, id string, s workflow.State) error {
+	state, err := marshalState(s)
+	if err != nil {
+		return err
+	}
+	if _, err := c.ExecContext(ctx, `UPDATE workflow_instances SET state = ?1 WHERE id = ?2`, state, id); err != nil {
+		return interpretError(ctx, err)
+	}
+	return nil
+}
+
+// cancelActiveSteps applies workflow.State.CancelActiveSteps to the instances
+// of the JSON array ids, which the caller has just moved to a status that
+// stops steps, within that same change (before its history rows). Only
+// states with a RUNNING or WAITING step are read back into Go.
+func cancelActiveSteps(ctx context.Context, c dbtx, ids string) error {
+	rows, err := c.QueryContext(ctx,
+		`SELECT id, state FROM workflow_instances
+		WHERE id IN (SELECT value FROM json_each(?1))
+			AND EXISTS (SELECT 1 FROM json_each(state, '$.steps') s
+				WHERE json_extract(s.value, '$.status') IN (SELECT value FROM json_each(?2)))
+		ORDER BY id`, ids, activeStepStatuses)
+	if err != nil {
+		return interpretError(ctx, err)
+	}
+	type row struct {
+		id    string
+		state workflow.State
+	}
+	var changed []row
+	for rows.Next() {
+		var id, raw string
+		if err := rows.Scan(&id, &raw); err != nil {
+			rows.Close()
+			return interpretError(ctx, err)
+		}
+		var st workflow.State
+		if err := st.UnmarshalJSON([]byte(raw)); err != nil {
+			rows.Close()
+			return fmt.Errorf("workflow %q: stored state: %w", id, err)
+		}
+		if st.CancelActiveSteps() {
+			changed = append(changed, row{id, st})
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return interpretError(ctx, err)
+	}
+	for _, r := range changed {
+		if err := writeState(ctx, c, r.id, r.state); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// activeStepStatuses is workflow.ActiveStepStatuses as a JSON array, for
+// cancelActiveSteps' filter.
+var activeStepStatuses = func() string {
+	b, _ := json.Marshal(workflow.ActiveStepStatuses)
+	return string(b)
+}()
 
 // marshalState encodes a state for storage. It fails only for a value that is
 // not valid JSON (a json.RawMessage set by hand), which makes the state

@@ -390,6 +390,9 @@ func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int
 			string(list), updatedAt); err != nil {
 			return interpretError(ctx, err)
 		}
+		if err := cancelActiveSteps(ctx, c, string(list)); err != nil {
+			return err
+		}
 		if _, err := c.ExecContext(ctx,
 			`INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 			SELECT id, version, status, state, updated_at, ?2 FROM workflow_instances

@@ -58,9 +58,10 @@ func testTimeOutInstancesOK(t *testing.T, h Harness) {
 		}
 		for _, id := range want {
 			old := before[id].inst
-			assertInstance(t, call+": "+id, withVersion(old, now, workflow.StatusTimedOut, old.State), b.get(t, id))
+			timedOut := stoppedAs(old.State, workflow.StatusTimedOut)
+			assertInstance(t, call+": "+id, withVersion(old, now, workflow.StatusTimedOut, timedOut), b.get(t, id))
 			wantHist := append(slices.Clone(before[id].history), store.HistoryEntry{
-				Version: old.Version + 1, Status: workflow.StatusTimedOut, State: old.State, At: store.Timestamp(now), Cause: timeoutCause,
+				Version: old.Version + 1, Status: workflow.StatusTimedOut, State: timedOut, At: store.Timestamp(now), Cause: timeoutCause,
 			})
 			assertHistory(t, call+": history of "+id, wantHist, b.history(t, id))
 		}

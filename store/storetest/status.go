@@ -46,12 +46,12 @@ func testTransitionStatusOK(t *testing.T, h Harness) {
 				t.Errorf("TransitionStatus %s → %s: %v", from, to, err)
 				continue
 			}
-			want := withVersion(inst, now, to, counterState(5))
+			want := withVersion(inst, now, to, stoppedAs(counterState(5), to))
 			assertInstance(t, fmt.Sprintf("TransitionStatus %s → %s", from, to), want, got)
 			assertInstance(t, fmt.Sprintf("Get after TransitionStatus %s → %s", from, to), want, b.get(t, inst.ID))
 			assertHistory(t, fmt.Sprintf("History after %s → %s", from, to), []store.HistoryEntry{
 				{Version: 0, Status: from, State: counterState(5), At: store.Timestamp(clockStart), Cause: "create"},
-				{Version: 1, Status: to, State: counterState(5), At: store.Timestamp(now), Cause: fmt.Sprintf("status %s→%s", from, to)},
+				{Version: 1, Status: to, State: stoppedAs(counterState(5), to), At: store.Timestamp(now), Cause: fmt.Sprintf("status %s→%s", from, to)},
 			}, b.history(t, inst.ID))
 		}
 	}

@@ -17,6 +17,13 @@ import {
 
 const HISTORY_SHOWN = 25;
 
+// An instance in one of these statuses runs nothing more: its deadline no
+// longer applies, so it is not shown.
+const ENDED = ['COMPLETED', 'CANCELLED', 'FAILED', 'TIMED_OUT'];
+// A step is under way in these statuses, and done in the others but PENDING.
+const STEP_ACTIVE = ['RUNNING', 'WAITING'];
+const STEP_DONE = ['COMPLETED', 'FAILED', 'SKIPPED', 'CANCELLED'];
+
 export function mount(root, { id }) {
   const st = {
     inst: null,
@@ -93,6 +100,7 @@ export function mount(root, { id }) {
       errorBanner('Loading the history failed', err);
     }
     renderHistory();
+    if (!st.completing) renderSteps(); // step times come from the history
   }
 
   // ---- header and actions -------------------------------------------------
@@ -134,7 +142,7 @@ export function mount(root, { id }) {
         fact('Steps', total ? `${done} of ${total} done` : h('span', { class: 'muted' }, 'none')),
         fact('Created', when(w.created_at)),
         fact('Updated', when(w.updated_at)),
-        w.deadline ? fact('Deadline', when(w.deadline)) : null),
+        w.deadline && !ENDED.includes(w.status) ? fact('Deadline', h('span', { id: 'wf-deadline' }, when(w.deadline))) : null),
       h('details', { class: 'input-box', open: st.open.has('#input') || undefined, ontoggle: (e) => toggleOpen('#input', e.target.open) },
         h('summary', {}, 'Input'), jsonView(w.input ?? {}, { id: 'wf-input' })));
   }
@@ -191,6 +199,7 @@ export function mount(root, { id }) {
       return;
     }
     const statuses = Object.fromEntries(steps.map((x) => [x.id, x.s?.status || 'PENDING']));
+    const times = stepTimes(st.history || []);
     const graph = st.def?.definition?.steps?.length
       ? h('div', { class: 'dag-wrap' }, renderDAG(st.def.definition.steps, {
         statuses, label: 'Steps of this workflow', onSelect: (sid) => document.getElementById('step-' + sid)?.scrollIntoView({ behavior: 'smooth', block: 'center' }),
@@ -199,10 +208,10 @@ export function mount(root, { id }) {
     replace(stepsBox,
       h('h2', {}, 'Steps'),
       graph,
-      h('ol', { class: 'steps', id: 'step-list' }, steps.map(stepItem)));
+      h('ol', { class: 'steps', id: 'step-list' }, steps.map((x) => stepItem(x, times))));
   }
 
-  function stepItem({ id: sid, def, s }) {
+  function stepItem({ id: sid, def, s }, times) {
     const status = s?.status || 'PENDING';
     const hasOut = s && Object.hasOwn(s, 'output');
     const openKey = 'out:' + sid;
@@ -214,6 +223,7 @@ export function mount(root, { id }) {
         def ? h('span', { class: 'tag' }, def.type === 'task' && def.handler ? `task · ${def.handler}` : def.type) : null,
         def?.depends_on?.length ? h('span', { class: 'muted small' }, 'after ' + def.depends_on.join(', ')) : null,
         h('span', { class: 'spacer' }),
+        stepTimesView(times[sid], status),
         s?.attempts ? h('span', { class: 'muted small', title: 'attempts delivered so far' }, s.attempts === 1 ? '1 attempt' : `${s.attempts} attempts`) : null,
         canComplete(s) && !form ? h('button', {
           type: 'button', class: 'small-btn', 'data-complete-step': sid,
@@ -283,8 +293,23 @@ export function mount(root, { id }) {
       jsonView(displayOrder(w.state), { id: 'state-view' }));
   }
 
+  // engineOwnsSteps: the engine owns the steps of a definition-based
+  // instance; the server refuses a PATCH that touches them (409).
+  function engineOwnsSteps() {
+    return Boolean(st.inst?.definition);
+  }
+
+  // editable is the part of a state the editor shows and patches: all of
+  // it, except the engine's steps.
+  function editable(state) {
+    if (!engineOwnsSteps() || !isObject(state)) return state;
+    const { steps: _steps, ...rest } = state;
+    return rest;
+  }
+
   function openEditor() {
-    st.editor = { base: structuredClone(st.inst.state), baseVersion: st.inst.version, text: jsonText(displayOrder(st.inst.state)) };
+    const base = editable(structuredClone(st.inst.state));
+    st.editor = { base, baseVersion: st.inst.version, text: jsonText(displayOrder(base)) };
     renderEditor();
     document.getElementById('state-editor')?.focus();
   }
@@ -312,6 +337,11 @@ export function mount(root, { id }) {
       err.textContent = perr;
       save.disabled = Boolean(perr);
       warn.textContent = '';
+      if (!perr && engineOwnsSteps() && Object.hasOwn(JSON.parse(ed.text), 'steps')) {
+        err.textContent = 'Remove "steps": the engine owns the steps of this workflow; complete a waiting step with its Complete… button.';
+        save.disabled = true;
+        return;
+      }
       if (!perr) {
         const nulls = nullPaths(JSON.parse(ed.text));
         if (nulls.length) warn.textContent = `A JSON merge patch cannot store null: ${nulls.map(formatPath).join(', ')} will be removed instead.`;
@@ -323,6 +353,9 @@ export function mount(root, { id }) {
         h('span', { class: 'muted small' }, `based on version ${ed.baseVersion}`)),
       h('p', { class: 'hint' }, 'Save sends the edited state as a JSON Merge Patch with ', h('code', {}, `If-Match: "${ed.baseVersion}"`),
         '. If the workflow changed in the meantime you will see both versions.'),
+      engineOwnsSteps() ? h('p', { class: 'hint', id: 'editor-steps-note' },
+        'Steps are owned by the engine and are not edited here: a step is completed with its ', h('strong', {}, 'Complete…'),
+        ' action (', h('code', {}, 'POST …/steps/{step}/complete'), '). Variables and the other keys of the state can be edited.') : null,
       h('div', { id: 'editor-note' }),
       ta, err, warn,
       h('div', { class: 'actions' },
@@ -371,7 +404,7 @@ export function mount(root, { id }) {
 
   async function showConflict(base, baseVersion, mine) {
     const { data } = await api.getWorkflow(id);
-    st.conflict = { base, baseVersion, mine, server: data.state, serverVersion: data.version };
+    st.conflict = { base, baseVersion, mine, server: editable(data.state), serverVersion: data.version };
     st.editor = null;
     await setInstance(data); // renders the conflict view through renderState
   }
@@ -380,7 +413,7 @@ export function mount(root, { id }) {
     const c = st.conflict;
     if (st.inst.version > c.serverVersion) {
       // Live refresh saw a newer version: compare against that one.
-      c.server = st.inst.state;
+      c.server = editable(st.inst.state);
       c.serverVersion = st.inst.version;
     }
     const theirs = diff(c.base, c.server);
@@ -533,4 +566,54 @@ function parseError(text, object = false) {
   try { v = JSON.parse(text); } catch (e) { return 'Not valid JSON: ' + e.message; }
   if (object && !isObject(v)) return 'The state must be a JSON object.';
   return '';
+}
+
+/**
+ * stepTimes derives, from the history (oldest first), when each step started
+ * (the first version where it was RUNNING or WAITING) and finished (the
+ * version where it last became COMPLETED, FAILED, SKIPPED or CANCELLED; none
+ * while it runs again after a retry).
+ */
+export function stepTimes(versions) {
+  const times = {};
+  let prev = {};
+  for (const v of versions) {
+    const now = {};
+    for (const [sid, s] of Object.entries(v.state?.steps || {})) {
+      const status = s?.status || 'PENDING';
+      now[sid] = status;
+      const t = times[sid] || (times[sid] = {});
+      if (STEP_ACTIVE.includes(status) && !t.started) t.started = v.at;
+      if (!STEP_DONE.includes(status)) t.finished = undefined;
+      else if (status !== prev[sid] || !t.finished) t.finished = v.at;
+    }
+    prev = now;
+  }
+  return times;
+}
+
+/** stepTimesView shows a step's start, end and duration, when known. */
+function stepTimesView(t, status) {
+  if (!t || (!t.started && !t.finished)) return null;
+  const parts = [];
+  if (t.started) parts.push(h('span', { class: 'step-started' }, 'started ', when(t.started)));
+  if (t.finished && STEP_DONE.includes(status)) {
+    parts.push(h('span', { class: 'step-finished' }, `${status.toLowerCase()} `, when(t.finished)));
+    if (t.started) {
+      const ms = new Date(t.finished) - new Date(t.started);
+      parts.push(h('span', { class: 'step-duration', title: `${ms} ms` }, 'took ' + duration(ms)));
+    }
+  }
+  return h('span', { class: 'muted small step-times' }, parts.map((p, i) => [i ? ' · ' : '', p]));
+}
+
+/** duration is a short human form of ms milliseconds. */
+export function duration(ms) {
+  if (!(ms >= 0)) return '—';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
