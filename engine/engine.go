@@ -138,6 +138,9 @@ type Engine struct {
 	draining     chan struct{}
 	drainOnce    sync.Once
 	stopClaiming context.CancelFunc
+	// running counts the in-process handlers in flight: a shutdown that
+	// reaches its deadline with none has cut nothing short.
+	running atomic.Int64
 
 	// commits feeds the committers (commit.go) while the workers run; set
 	// by Start before any worker starts, nil without workers.
@@ -304,6 +307,9 @@ func (e *Engine) shutdown(deadline <-chan struct{}) bool {
 		return true
 	case <-deadline:
 	}
+	// Idle loops may not have seen the drain yet; only handlers in flight
+	// make this shutdown a cut-short one.
+	cut := e.running.Load() > 0
 	cancel(errors.New("engine stopped"))
 	select {
 	case <-done:
@@ -312,7 +318,7 @@ func (e *Engine) shutdown(deadline <-chan struct{}) bool {
 		// lease expires and another node runs the attempt again.
 		e.log.Warn("engine stopped with handlers still running", "waited", stopGrace)
 	}
-	return false
+	return !cut
 }
 
 // stopGrace bounds how long Stop waits for running handlers.

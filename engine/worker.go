@@ -138,7 +138,9 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []stri
 	defer cancel(nil)
 	var hb sync.WaitGroup
 	hb.Go(func() { e.heartbeat(ctx, cancel, t) })
+	e.running.Add(1)
 	output, err := e.run(ctx, t)
+	e.running.Add(-1)
 	cancel(nil)
 	hb.Wait()
 
