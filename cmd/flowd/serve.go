@@ -33,10 +33,10 @@ type serveConfig struct {
 	SweepInterval time.Duration
 	// ShutdownTimeout bounds the graceful shutdown on SIGTERM/SIGINT.
 	ShutdownTimeout time.Duration
-	LogLevel      string
-	LogFormat     string
-	DemoHandlers  bool
-	Demo          bool
+	LogLevel        string
+	LogFormat       string
+	DemoHandlers    bool
+	Demo            bool
 }
 
 func (c *serveConfig) Validate() error {
