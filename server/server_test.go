@@ -233,7 +233,12 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("the server's client: %v", err)
 	}
 	_, err := httpapi.NewClient(s.URL()).ListWorkflows(context.Background(), httpapi.ListOptions{})
-	if !httpapi.IsUnauthorized(err) {
+	if !errors.Is(err, httpapi.ErrUnauthorized) {
 		t.Fatalf("without a token: %v, want 401", err)
+	}
+	// /metrics is outside /v1: no token needed; the store is instrumented.
+	text, err := httpapi.NewClient(s.URL()).Metrics(context.Background())
+	if err != nil || !strings.Contains(text, "flowd_workflows{") {
+		t.Fatalf("Metrics = %.300q, %v; want the Prometheus text with flowd_workflows", text, err)
 	}
 }
