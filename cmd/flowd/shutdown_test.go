@@ -148,3 +148,42 @@ func TestServeShutdownTimeoutFlag(t *testing.T) {
 		t.Fatalf("stderr %q, want %q", errOut.String(), want)
 	}
 }
+
+// A --shutdown-timeout shorter than a running step: serve still exits 0, and
+// the step's task is released, claimable at once by the next node.
+func TestServeShutdownTimeoutReleases(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "flowd.db")
+	url, stop := startServe(t, "--db", db, "--demo-handlers", "--shutdown-timeout", "200ms", "--lease", "1h")
+	ctx := context.Background()
+	c := httpapi.NewClient(url)
+	def := `{"name": "long-nap", "steps": [{"id": "a", "type": "task", "handler": "sleep", "input": {"ms": 600000}}]}`
+	if _, _, err := c.PutDefinition(ctx, "long-nap", []byte(def)); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "long-nap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		got, err := c.GetWorkflow(ctx, inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := got.State.Steps["a"]; a != nil && a.Status == workflow.StepRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("step a never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after a shutdown past its timeout, want 0", code)
+	}
+
+	url2, _ := startServe(t, "--db", db, "--workers", "0")
+	task, err := httpapi.NewClient(url2).PollTask(ctx, httpapi.PollRequest{Worker: "w", Handlers: []string{"sleep"}})
+	if err != nil || task == nil || task.WorkflowID != inst.ID {
+		t.Fatalf("the step's task is not claimable at once (lease of an hour): %+v, %v", task, err)
+	}
+}
