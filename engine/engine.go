@@ -132,6 +132,16 @@ type Engine struct {
 	done    chan struct{}
 	started bool
 
+	// draining is closed when a shutdown begins: nothing new is claimed, and
+	// long polls answer "no task" at once. stopClaiming ends the worker
+	// loops' claims, the sweeper and the listener (set by Start).
+	draining     chan struct{}
+	drainOnce    sync.Once
+	stopClaiming context.CancelFunc
+	// running counts the in-process handlers in flight: a shutdown that
+	// reaches its deadline with none has cut nothing short.
+	running atomic.Int64
+
 	// commits feeds the committers (commit.go) while the workers run; set
 	// by Start before any worker starts, nil without workers.
 	commits chan *commitReq
@@ -161,6 +171,7 @@ func New(cfg Config) (*Engine, error) {
 		cache:    map[defKey]*compiled{},
 		latest:   map[string]*compiled{},
 		waiters:  map[chan struct{}]struct{}{},
+		draining: make(chan struct{}),
 	}
 	if cfg.Workers != nil {
 		if *cfg.Workers < 0 {
@@ -200,7 +211,7 @@ func (e *Engine) Register(name string, h Handler) {
 
 // Start runs the in-process workers, the sweeper and (on PostgreSQL) the
 // listener that wakes this node when another one schedules work. It returns
-// at once; Stop ends everything.
+// at once; Shutdown or Stop ends everything.
 func (e *Engine) Start(ctx context.Context) error {
 	e.runMu.Lock()
 	defer e.runMu.Unlock()
@@ -208,12 +219,20 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine: already started")
 	}
 	e.started = true
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	e.cancel = cancel
+	// Two lifetimes: runCtx bounds the handlers in flight, claimCtx ends as
+	// soon as a shutdown begins so that nothing new is started meanwhile.
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	claimCtx, stopClaiming := context.WithCancel(runCtx)
+	e.cancel, e.stopClaiming = cancel, stopClaiming
 	e.done = make(chan struct{})
+	select {
+	case <-e.draining: // shut down before it started
+		stopClaiming()
+	default:
+	}
 	var wg sync.WaitGroup
 	if l, ok := e.st.(store.Listener); ok {
-		ch, err := l.Listen(ctx)
+		ch, err := l.Listen(claimCtx)
 		if err != nil {
 			cancel(err)
 			return fmt.Errorf("engine: listening for notifications: %w", err)
@@ -224,14 +243,14 @@ func (e *Engine) Start(ctx context.Context) error {
 			}
 		})
 	}
-	wg.Go(func() { e.sweeper(ctx) })
+	wg.Go(func() { e.sweeper(claimCtx) })
 	if e.workers > 0 {
 		e.commits = make(chan *commitReq)
 		// The group is in place before Start returns: a start right after
 		// it goes through the committers, as every later one does.
 		groupDone := make(chan struct{})
 		e.group.Store(&commitGroup{reqs: e.commits, done: groupDone})
-		wg.Go(func() { e.runWorkers(ctx, groupDone) })
+		wg.Go(func() { e.runWorkers(claimCtx, runCtx, groupDone) })
 	}
 	go func() {
 		wg.Wait()
@@ -241,16 +260,56 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the workers and the sweeper and waits for them. Handlers still
-// running get their context cancelled; their leases are released so another
-// node can take the tasks at once. Stop is idempotent.
+// Shutdown stops the engine gracefully. At once, nothing new is claimed and
+// long polls (Poll) return no task. The in-process handlers in flight keep
+// running, and their outcomes are recorded, until they finish or ctx ends;
+// then the handlers still running get their context cancelled and their tasks
+// are released, so another node (or this one after a restart) takes them at
+// once instead of after their lease. Shutdown returns nil when every handler
+// finished in time, else an error wrapping the cause of ctx's end. Calls
+// after the first wait again; Shutdown before Start only makes Poll answer at
+// once.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	if e.shutdown(ctx.Done()) {
+		return nil
+	}
+	return fmt.Errorf("engine: handlers still running at the shutdown deadline were cancelled and their tasks released: %w", context.Cause(ctx))
+}
+
+// Stop ends the engine at once: like Shutdown with a deadline already past.
+// Handlers still running get their context cancelled; their leases are
+// released so another node can take the tasks at once. Stop is idempotent.
 func (e *Engine) Stop() {
+	now := make(chan struct{})
+	close(now)
+	e.shutdown(now)
+}
+
+// shutdown drains, waits for the workers until deadline is closed, then
+// cancels the handlers and waits for their releases. It reports whether
+// everything ended before the deadline.
+func (e *Engine) shutdown(deadline <-chan struct{}) bool {
+	e.drainOnce.Do(func() { close(e.draining) })
 	e.runMu.Lock()
-	cancel, done := e.cancel, e.done
+	cancel, stopClaiming, done := e.cancel, e.stopClaiming, e.done
 	e.runMu.Unlock()
 	if cancel == nil {
-		return
+		return true
 	}
+	stopClaiming()
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	select {
+	case <-done:
+		return true
+	case <-deadline:
+	}
+	// Idle loops may not have seen the drain yet; only handlers in flight
+	// make this shutdown a cut-short one.
+	cut := e.running.Load() > 0
 	cancel(errors.New("engine stopped"))
 	select {
 	case <-done:
@@ -259,6 +318,7 @@ func (e *Engine) Stop() {
 		// lease expires and another node runs the attempt again.
 		e.log.Warn("engine stopped with handlers still running", "waited", stopGrace)
 	}
+	return !cut
 }
 
 // stopGrace bounds how long Stop waits for running handlers.

@@ -564,7 +564,8 @@ type PollParams struct {
 }
 
 // Poll claims one task for a remote worker, waiting up to p.Wait for one to
-// become available. It returns nil, nil when none did.
+// become available. It returns nil, nil when none did, and at once when the
+// engine shuts down: a draining node hands out no more work.
 func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 	if len(p.Handlers) == 0 {
 		return nil, fmt.Errorf("%w: handlers must name at least one handler", store.ErrInvalidArgument)
@@ -589,6 +590,11 @@ func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 	tick := time.NewTicker(e.poll)
 	defer tick.Stop()
 	for {
+		select {
+		case <-e.draining:
+			return nil, nil
+		default:
+		}
 		tasks, err := e.claim(ctx, p.Handlers, 1, owner, lease)
 		if err != nil {
 			return nil, err
@@ -600,6 +606,8 @@ func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-deadline.C:
+			return nil, nil
+		case <-e.draining:
 			return nil, nil
 		case <-wake:
 		case <-tick.C:

@@ -24,7 +24,10 @@ import (
 // tasks). Completions and starts go through the committers (commit.go);
 // groupDone is closed when they end, and starts are written directly from then
 // on.
-func (e *Engine) runWorkers(ctx context.Context, groupDone chan<- struct{}) {
+//
+// claimCtx ends when a shutdown begins: the loops claim nothing more, finish
+// what they run and return. runCtx ends when the handlers must give up.
+func (e *Engine) runWorkers(claimCtx, runCtx context.Context, groupDone chan<- struct{}) {
 	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP)
 	stop := make(chan struct{})
 	claims := make(chan *claimReq)
@@ -33,10 +36,10 @@ func (e *Engine) runWorkers(ctx context.Context, groupDone chan<- struct{}) {
 		e.runCommitters(stop)
 		close(groupDone) // starts sent from now on are written directly
 	})
-	helpers.Go(func() { e.runClaimer(ctx, queues, claims, stop) })
+	helpers.Go(func() { e.runClaimer(claimCtx, queues, claims, stop) })
 	var loops sync.WaitGroup
 	for range e.workers {
-		loops.Go(func() { e.workerLoop(ctx, queues, claims) })
+		loops.Go(func() { e.workerLoop(claimCtx, runCtx, queues, claims) })
 	}
 	loops.Wait()
 	close(stop) // the workers, the only senders to the claimer and the committers, are done
@@ -105,7 +108,7 @@ func (e *Engine) runClaimer(ctx context.Context, queues []string, reqs <-chan *c
 // completions lease to it. A busy loop claims on its own, at once, so that
 // claims of busy loops run in parallel; a loop that found nothing waits for
 // the claimer, which claims for all idle loops together.
-func (e *Engine) workerLoop(ctx context.Context, queues []string, claims chan<- *claimReq) {
+func (e *Engine) workerLoop(ctx, runCtx context.Context, queues []string, claims chan<- *claimReq) {
 	req := &claimReq{reply: make(chan *Task, 1)}
 	for ctx.Err() == nil {
 		tasks, err := e.claim(ctx, queues, 1, e.node, e.lease)
@@ -120,33 +123,37 @@ func (e *Engine) workerLoop(ctx context.Context, queues []string, claims chan<- 
 			next = <-req.reply
 		}
 		for next != nil {
-			next = e.execute(ctx, *next, queues)
+			next = e.execute(ctx, runCtx, *next, queues)
 		}
 	}
 }
 
 // execute runs one claimed task to its end: the handler (with heartbeats) and
-// then the completion or failure. When the engine stops mid-run, a task whose
-// handler gave up because of that is released, not failed.
-func (e *Engine) execute(engineCtx context.Context, t Task, queues []string) (next *Task) {
+// then the completion or failure. Once claimCtx has ended (a shutdown began)
+// the completion leases no next task. A task whose handler gave up because
+// runCtx ended (the shutdown's deadline passed) is released, not failed.
+func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []string) (next *Task) {
 	// The attempt may not outlive its lease; heartbeats move this along.
-	ctx, cancel := context.WithCancelCause(engineCtx)
+	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)
 	var hb sync.WaitGroup
 	hb.Go(func() { e.heartbeat(ctx, cancel, t) })
+	e.running.Add(1)
 	output, err := e.run(ctx, t)
+	e.running.Add(-1)
 	cancel(nil)
 	hb.Wait()
 
 	// Record the outcome even while stopping: the work is done.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(engineCtx), 10*time.Second)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 10*time.Second)
 	defer rcancel()
 	switch {
-	case err == nil && engineCtx.Err() == nil:
-		next, err = e.completeTask(rctx, t, output, queues)
 	case err == nil:
-		err = e.CompleteTask(rctx, t.ID, t.Lease, output)
-	case engineCtx.Err() != nil:
+		if claimCtx.Err() != nil {
+			queues = nil
+		}
+		next, err = e.completeTask(rctx, t, output, queues)
+	case runCtx.Err() != nil:
 		err = e.release(rctx, t.ID, t.Lease)
 	default:
 		err = e.FailTask(rctx, t.ID, t.Lease, err.Error(), !IsPermanent(err))

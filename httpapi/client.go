@@ -23,9 +23,11 @@ import (
 // concurrent use.
 //
 // Every method that returns an instance checks that the response's ETag is the
-// instance's version, so inst.Version is always what to send as If-Match next
-// (ETag(inst.Version)). Errors the server reports are *APIError; test them with
-// IsNotFound, IsPreconditionFailed, … or StatusCode.
+// instance's version, so inst.Version is always what to send as If-Match next:
+// ETag(inst.Version), or the methods taking a version (PatchWorkflowAt,
+// CompleteStepAt). UpdateWorkflow retries a read-modify-write on 412. Errors
+// the server reports are *APIError; test them with errors.Is and the
+// sentinels (ErrNotFound, ErrPreconditionFailed, …), or StatusCode.
 type Client struct {
 	base   *url.URL // without a trailing slash in Path
 	err    error    // a bad base URL, reported by every call
@@ -144,30 +146,78 @@ func StatusCode(err error) int {
 	return 0
 }
 
-// IsNotFound reports a 404: unknown workflow, step or definition.
-func IsNotFound(err error) bool { return StatusCode(err) == http.StatusNotFound }
+// Sentinel errors by status, matched by errors.Is on the *APIError of a
+// failed call: errors.Is(err, httpapi.ErrPreconditionFailed). The *APIError
+// (errors.As) carries the server's message and request id.
+var (
+	// ErrBadRequest: 400, a malformed request or an invalid definition
+	// (APIError.Problems lists its problems).
+	ErrBadRequest = errors.New("bad request")
+	// ErrUnauthorized: 401, no bearer token, or one the server does not know.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: 403, e.g. a state-changing request from another site's page.
+	ErrForbidden = errors.New("forbidden")
+	// ErrNotFound: 404, unknown workflow, step, definition or task.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: 409, the instance is terminal, the step is already
+	// completed, the status is not the expected one, or the id exists; on the
+	// tasks routes, the lease is stale or expired or the instance stopped
+	// running (the worker has been fenced off and must drop the task).
+	ErrConflict = errors.New("conflict")
+	// ErrPreconditionFailed: 412, If-Match did not match the current version;
+	// re-read the instance and decide again (UpdateWorkflow does this).
+	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrTooLarge: 413, a request body or resulting state over the server's limit.
+	ErrTooLarge = errors.New("request too large")
+	// ErrUnsupportedMediaType: 415, a body with a Content-Type the route does not take.
+	ErrUnsupportedMediaType = errors.New("unsupported media type")
+	// ErrUnprocessable: 422, a status transition the transition table does not allow.
+	ErrUnprocessable = errors.New("unprocessable")
+	// ErrPreconditionRequired: 428, the route requires If-Match.
+	ErrPreconditionRequired = errors.New("precondition required")
+	// ErrServer: any 5xx, the server or its database failed; the request may
+	// be tried again later (503 is also ErrUnavailable).
+	ErrServer = errors.New("server error")
+	// ErrUnavailable: 503, the database is unreachable or the server is overloaded.
+	ErrUnavailable = errors.New("service unavailable")
+)
 
-// IsConflict reports a 409: the instance is terminal, the step is already
-// completed, the status is not the expected one, or the id exists; on the
-// tasks routes, the lease is stale or expired or the instance stopped running
-// (the worker has been fenced off and must drop the task).
-func IsConflict(err error) bool { return StatusCode(err) == http.StatusConflict }
-
-// IsBadRequest reports a 400: a malformed request, or an invalid definition
-// (APIError.Problems lists its problems).
-func IsBadRequest(err error) bool { return StatusCode(err) == http.StatusBadRequest }
-
-// IsPreconditionFailed reports a 412: If-Match did not match the current
-// version; re-read the instance and decide again.
-func IsPreconditionFailed(err error) bool { return StatusCode(err) == http.StatusPreconditionFailed }
-
-// IsPreconditionRequired reports a 428: the route requires If-Match.
-func IsPreconditionRequired(err error) bool {
-	return StatusCode(err) == http.StatusPreconditionRequired
+var sentinelStatus = map[error]int{
+	ErrBadRequest: http.StatusBadRequest, ErrUnauthorized: http.StatusUnauthorized,
+	ErrForbidden: http.StatusForbidden, ErrNotFound: http.StatusNotFound,
+	ErrConflict: http.StatusConflict, ErrPreconditionFailed: http.StatusPreconditionFailed,
+	ErrTooLarge: http.StatusRequestEntityTooLarge, ErrUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	ErrUnprocessable: http.StatusUnprocessableEntity, ErrPreconditionRequired: http.StatusPreconditionRequired,
+	ErrUnavailable: http.StatusServiceUnavailable,
 }
 
-// IsUnauthorized reports a 401: no bearer token, or one the server does not know.
-func IsUnauthorized(err error) bool { return StatusCode(err) == http.StatusUnauthorized }
+// Is makes errors.Is(err, ErrNotFound) and the other sentinels of this
+// package match the error of their status.
+func (e *APIError) Is(target error) bool {
+	if target == ErrServer {
+		return e.StatusCode >= 500 && e.StatusCode <= 599
+	}
+	status, ok := sentinelStatus[target]
+	return ok && status == e.StatusCode
+}
+
+// IsNotFound reports a 404 (ErrNotFound): unknown workflow, step or definition.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// IsConflict reports a 409 (ErrConflict).
+func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
+
+// IsBadRequest reports a 400 (ErrBadRequest).
+func IsBadRequest(err error) bool { return errors.Is(err, ErrBadRequest) }
+
+// IsPreconditionFailed reports a 412 (ErrPreconditionFailed).
+func IsPreconditionFailed(err error) bool { return errors.Is(err, ErrPreconditionFailed) }
+
+// IsPreconditionRequired reports a 428 (ErrPreconditionRequired).
+func IsPreconditionRequired(err error) bool { return errors.Is(err, ErrPreconditionRequired) }
+
+// IsUnauthorized reports a 401 (ErrUnauthorized).
+func IsUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
 
 // ListOptions filter and page ListWorkflows; zero values mean "any" and the
 // server's default limit.
@@ -513,7 +563,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return 0, nil, apiErrorFrom(method, resp, data)
 	}
-	if out != nil && resp.StatusCode != http.StatusNoContent {
+	if raw, ok := out.(*[]byte); ok {
+		*raw = data
+	} else if out != nil && resp.StatusCode != http.StatusNoContent {
 		if err := json.Unmarshal(data, out); err != nil {
 			return 0, nil, fmt.Errorf("flowd client: decoding the response of %s %s (%s): %w", method, u, resp.Status, err)
 		}

@@ -105,6 +105,20 @@ func wantStatus(t *testing.T, err error, status int) {
 			t.Errorf("Is-helper for %d = %v on a %d error", code, got, status)
 		}
 	}
+	sentinels := map[int]error{
+		400: httpapi.ErrBadRequest, 401: httpapi.ErrUnauthorized, 403: httpapi.ErrForbidden,
+		404: httpapi.ErrNotFound, 409: httpapi.ErrConflict, 412: httpapi.ErrPreconditionFailed,
+		413: httpapi.ErrTooLarge, 415: httpapi.ErrUnsupportedMediaType, 422: httpapi.ErrUnprocessable,
+		428: httpapi.ErrPreconditionRequired, 503: httpapi.ErrUnavailable,
+	}
+	for code, sentinel := range sentinels {
+		if got := errors.Is(err, sentinel); got != (code == status) {
+			t.Errorf("errors.Is(%d error, %v) = %v", status, sentinel, got)
+		}
+	}
+	if errors.Is(err, httpapi.ErrServer) != (status >= 500) {
+		t.Errorf("errors.Is(%d error, ErrServer) = %v", status, !(status >= 500))
+	}
 }
 
 func TestClientCreateAndGet(t *testing.T) {

@@ -1,7 +1,29 @@
-// Package worker holds handlers — the demo ones (echo, sleep, fail) and
-// Command, which runs a shell command for each task — and the loop of a
-// remote worker that serves handlers over the tasks API. It runs handlers; it
-// never touches the store.
+// Package worker runs Go code for the task steps of flowd workflows in a
+// process of its own: a remote worker that long-polls a flowd server over
+// its tasks API, runs the handler registered for each task's handler name,
+// keeps the task's lease alive with heartbeats, and reports the output or
+// the error.
+//
+//	w := worker.New(httpapi.NewClient("http://127.0.0.1:8080"), worker.Options{Concurrency: 8})
+//	w.Handle("charge", func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
+//		var in struct{ Amount int }
+//		if err := json.Unmarshal(t.Input, &in); err != nil {
+//			return nil, worker.Permanent(err) // retrying cannot fix bad input
+//		}
+//		// t.IdempotencyKey is the same for every attempt of the step.
+//		return json.RawMessage(`{"charged": true}`), nil
+//	})
+//	err := w.Run(ctx) // until ctx ends; tasks in flight then finish
+//
+// A step `{id: pay, type: task, handler: charge}` of a definition then runs on
+// this worker. Handlers run at least once: side effects should be keyed on
+// Task.IdempotencyKey. To run handlers inside the server process instead,
+// see the server package.
+//
+// Command turns any program into a handler (`flowd worker --handler
+// NAME=COMMAND` is built on it), and the package also holds the demo handlers
+// of `flowd worker` (echo, sleep, fail). It runs handlers; it never touches
+// the store.
 package worker
 
 import (

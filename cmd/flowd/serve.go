@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -16,9 +15,8 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/examples"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/storeopen"
-	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/worker"
 )
@@ -33,10 +31,12 @@ type serveConfig struct {
 	Workers       int
 	Lease         time.Duration
 	SweepInterval time.Duration
-	LogLevel      string
-	LogFormat     string
-	DemoHandlers  bool
-	Demo          bool
+	// ShutdownTimeout bounds the graceful shutdown on SIGTERM/SIGINT.
+	ShutdownTimeout time.Duration
+	LogLevel        string
+	LogFormat       string
+	DemoHandlers    bool
+	Demo            bool
 }
 
 func (c *serveConfig) Validate() error {
@@ -50,6 +50,9 @@ func (c *serveConfig) Validate() error {
 	if c.SweepInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--sweep-interval must be positive, got %s", c.SweepInterval))
 	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", c.ShutdownTimeout))
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
@@ -59,18 +62,10 @@ func (c *serveConfig) Validate() error {
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--addr %q: %v (want host:port, e.g. 127.0.0.1:8080)", c.Addr, err))
-	} else if c.TokenFile == "" && !c.Insecure && !isLoopback(host) {
+	} else if c.TokenFile == "" && !c.Insecure && !server.IsLoopback(host) {
 		errs = append(errs, fmt.Errorf("refusing to listen on non-loopback address %s without authentication: pass --token-file (or FLOWD_TOKEN_FILE), or --insecure to accept the risk", c.Addr))
 	}
 	return errors.Join(errs...)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -126,6 +121,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.IntVar(&cfg.Workers, "workers", 8, "in-process step concurrency")
 	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease for in-process steps and the default for remote workers")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
+	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long in-flight requests and in-process steps may take to finish before their steps are cancelled and released (env FLOWD_SHUTDOWN_TIMEOUT)")
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
@@ -149,83 +145,44 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		}
 	}
 
-	base, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{})
-	if err != nil {
-		return err
-	}
-	defer base.Close()
-	rep, err := base.Migrate(ctx)
-	if err != nil {
-		return fmt.Errorf("migrating %s: %w", storeopen.Redact(cfg.DB), err)
-	}
-	for _, m := range rep.Applied {
-		log.Info("applied migration", "name", m.Name, "version", m.Version, "duration", m.Duration)
-	}
-
-	m := metrics.New()
-	st := m.InstrumentStore(base)
-	m.RegisterWorkflowGauge(st.CountByStatus, log)
-	eng, err := engine.New(engine.Config{
-		Store: st, Logger: log, Metrics: m, Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
+	srv, err := server.New(ctx, server.Config{
+		DB: cfg.DB, Addr: cfg.Addr, Tokens: tokens, Insecure: cfg.Insecure,
+		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
+		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
 	if cfg.DemoHandlers || cfg.Demo {
 		for name, h := range worker.DemoHandlers() {
-			eng.Register(name, h)
+			if err := srv.Register(name, h); err != nil {
+				srv.Close()
+				return err
+			}
 		}
 	}
-	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng, Logger: log, Tokens: tokens, Registry: m.Registry})
-	if err != nil {
+	if err := srv.Start(ctx); err != nil {
+		srv.Close()
 		return err
 	}
-
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Addr, err)
-	}
-	srv := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      90 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
-	}
-	url := "http://" + ln.Addr().String()
-	log.Info("flowd serving", "db", storeopen.Redact(cfg.DB), "schema_version", rep.Version, "auth", len(tokens) > 0)
+	url := srv.URL()
 	fmt.Fprintf(e.stdout, "flowd is serving the API at %s/v1 and the dashboard at %s/\n", url, url)
-
-	if err := eng.Start(ctx); err != nil {
-		return err
-	}
 	if cfg.Demo {
-		if err := seedDemo(ctx, eng, log); err != nil {
-			eng.Stop()
+		if err := seedDemo(ctx, srv.Engine(), log); err != nil {
+			srv.Close()
 			return err
 		}
-	} else if empty, err := isEmpty(ctx, st); err == nil && empty {
+	} else if empty, err := isEmpty(ctx, srv.Store()); err == nil && empty {
 		fmt.Fprintf(e.stdout, "the database is empty: restart with --demo to load the example workflows (or run `flowd demo` against a server with --demo-handlers)\n")
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		eng.Stop()
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
+	err = srv.Run(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Past the timeout the steps still running were released for another
+		// node: a stop that did its job, not a failure of the process.
+		log.Warn("shutdown timeout reached: steps still running were cancelled and released", "timeout", cfg.ShutdownTimeout)
+		return nil
 	}
-	log.Info("shutting down: waiting for in-flight requests and steps")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	err = srv.Shutdown(shutdownCtx)
-	eng.Stop() // after the API: in-flight completions still reach the engine; then leases are released
-	if err != nil {
-		return fmt.Errorf("shutting down: %w", err)
-	}
-	log.Info("stopped")
-	return nil
+	return err
 }
 
 // engineTarget seeds the demo through the engine in this process.

@@ -1,0 +1,361 @@
+// Package server runs flowd inside a Go program: the HTTP API (/v1), the
+// dashboard, /healthz and /metrics, and the engine with in-process handlers
+// written in Go — the same wiring `flowd serve` uses.
+//
+// A program opens a server on its database, registers its handlers, starts
+// it, and talks to it through the client Client returns (or any HTTP client,
+// remote workers and the flowd CLI):
+//
+//	s, err := server.New(ctx, server.Config{DB: "sqlite:app.db", Addr: "127.0.0.1:0"})
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close()
+//	s.Register("greet", func(ctx context.Context, t engine.Task) (json.RawMessage, error) {
+//		return json.RawMessage(`{"hello": "world"}`), nil
+//	})
+//	if err := s.Start(ctx); err != nil {
+//		return err
+//	}
+//	c := s.Client() // an *httpapi.Client of s.URL()
+//	…
+//	return s.Shutdown(ctx) // or s.Run(ctx): serve until ctx ends, then shut down
+//
+// Shutdown is graceful: long polls of remote workers end at once with no
+// task, requests in flight finish, and in-process steps in flight run to
+// completion and are recorded; past the shutdown's deadline their handlers
+// are cancelled and their tasks released for another node.
+//
+// The package wires the other packages together; it holds no rule of its own
+// about workflows, storage or HTTP.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/internal/storeopen"
+	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultDB              = storeopen.DefaultURL
+	DefaultAddr            = "127.0.0.1:8080"
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Config configures a Server. Zero values take the defaults in brackets.
+type Config struct {
+	// DB is the database URL: "sqlite:PATH" or "postgres://…" [sqlite:flowd.db].
+	// The database is migrated by New.
+	DB string
+	// Addr is the listen address; port 0 picks a free port, see URL [127.0.0.1:8080].
+	Addr string
+	// Tokens, when not empty, are the bearer tokens every /v1 route requires.
+	// Without tokens the server listens on loopback addresses only, unless
+	// Insecure is set.
+	Tokens   []string
+	Insecure bool
+	// Workers is the in-process step concurrency [8]; 0 runs no step in
+	// process (remote workers, or another node, run them).
+	Workers *int
+	// Lease is the lease of in-process steps and the default for remote workers [30s].
+	Lease time.Duration
+	// SweepInterval is how often timeouts and expired leases are swept [1s].
+	SweepInterval time.Duration
+	// ShutdownTimeout bounds the graceful shutdown of Run [30s].
+	ShutdownTimeout time.Duration
+	// Logger receives the server's structured log [discarded].
+	Logger *slog.Logger
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Workers != nil && *c.Workers < 0 {
+		errs = append(errs, fmt.Errorf("server: Workers must not be negative, got %d", *c.Workers))
+	}
+	if c.Lease < 0 {
+		errs = append(errs, fmt.Errorf("server: Lease must not be negative, got %s", c.Lease))
+	}
+	if c.SweepInterval < 0 {
+		errs = append(errs, fmt.Errorf("server: SweepInterval must not be negative, got %s", c.SweepInterval))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("server: ShutdownTimeout must not be negative, got %s", c.ShutdownTimeout))
+	}
+	addr := c.Addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("server: Addr %q: %v (want host:port, e.g. 127.0.0.1:8080)", addr, err))
+	} else if len(c.Tokens) == 0 && !c.Insecure && !IsLoopback(host) {
+		errs = append(errs, fmt.Errorf("server: refusing to listen on non-loopback address %s without authentication: set Tokens, or Insecure to accept the risk", addr))
+	}
+	return errors.Join(errs...)
+}
+
+// IsLoopback reports whether host (of a listen address) only accepts
+// connections from this machine.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Server is flowd running in this process. Its methods are safe for
+// concurrent use.
+type Server struct {
+	cfg           Config
+	log           *slog.Logger
+	base          store.Store // closed last
+	st            store.Store // base, instrumented
+	eng           *engine.Engine
+	api           http.Handler
+	schemaVersion int64
+
+	mu       sync.Mutex
+	started  bool
+	ln       net.Listener
+	http     *http.Server
+	serveErr chan error // the HTTP server's end, once started
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+	shutdownDone chan struct{}
+}
+
+// New opens and migrates the database and builds the engine and the API. It
+// does not listen yet: Register the in-process handlers, then Start. Close
+// (or Shutdown) releases the database even when Start was never called.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.DB == "" {
+		cfg.DB = DefaultDB
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	base, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := base.Migrate(ctx)
+	if err != nil {
+		base.Close()
+		return nil, fmt.Errorf("migrating %s: %w", storeopen.Redact(cfg.DB), err)
+	}
+	for _, m := range rep.Applied {
+		log.Info("applied migration", "name", m.Name, "version", m.Version, "duration", m.Duration)
+	}
+	m := metrics.New()
+	st := m.InstrumentStore(base)
+	m.RegisterWorkflowGauge(st.CountByStatus, log)
+	eng, err := engine.New(engine.Config{
+		Store: st, Logger: log, Metrics: m, Workers: cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
+	})
+	if err != nil {
+		base.Close()
+		return nil, err
+	}
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng, Logger: log, Tokens: cfg.Tokens, Registry: m.Registry})
+	if err != nil {
+		base.Close()
+		return nil, err
+	}
+	return &Server{
+		cfg: cfg, log: log, base: base, st: st, eng: eng, api: api, schemaVersion: rep.Version,
+		shutdownDone: make(chan struct{}),
+	}, nil
+}
+
+// ErrStarted is returned by Register and Start once the server has started.
+var ErrStarted = errors.New("server: already started")
+
+// Register adds an in-process handler for the task steps whose handler is
+// name; a definition's step `{type: task, handler: name}` then runs h in this
+// process. Handlers are fixed once the server starts: Register after Start
+// returns ErrStarted and changes nothing.
+func (s *Server) Register(name string, h engine.Handler) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return fmt.Errorf("%w: register handler %q before Start", ErrStarted, name)
+	}
+	if name == "" || h == nil {
+		return errors.New("server: Register needs a handler name and a handler")
+	}
+	s.eng.Register(name, h)
+	return nil
+}
+
+// Engine returns the engine, to start workflows or store definitions without
+// going through HTTP.
+func (s *Server) Engine() *engine.Engine { return s.eng }
+
+// Store returns the store the server writes through (instrumented for /metrics).
+func (s *Server) Store() store.Store { return s.st }
+
+// SchemaVersion is the database schema version after New's migration.
+func (s *Server) SchemaVersion() int64 { return s.schemaVersion }
+
+// Start listens on Config.Addr, starts the engine and serves HTTP in the
+// background. It returns once the server accepts connections. ctx only
+// carries values: Shutdown, Close or Run end the server.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return ErrStarted
+	}
+	select {
+	case <-s.shutdownDone:
+		return errors.New("server: Start after Shutdown or Close")
+	default:
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.cfg.Addr, err)
+	}
+	if err := s.eng.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	s.started, s.ln = true, ln
+	s.http = &http.Server{
+		Handler:           s.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      90 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.serveErr = make(chan error, 1)
+	go func() { s.serveErr <- s.http.Serve(ln) }()
+	s.log.Info("flowd serving", "url", s.url(), "db", storeopen.Redact(s.cfg.DB), "schema_version", s.schemaVersion, "auth", len(s.cfg.Tokens) > 0)
+	return nil
+}
+
+// URL is the server's base URL, such as http://127.0.0.1:41234 (with the
+// port chosen for port 0); "" before Start. The API is under URL()+"/v1",
+// the dashboard at URL()+"/".
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url()
+}
+
+func (s *Server) url() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// Client returns a client of this server, authenticated with the first of
+// Config.Tokens if any; opts come after and may override it. Call it after
+// Start.
+func (s *Server) Client(opts ...httpapi.ClientOption) *httpapi.Client {
+	if len(s.cfg.Tokens) > 0 {
+		opts = append([]httpapi.ClientOption{httpapi.WithToken(s.cfg.Tokens[0])}, opts...)
+	}
+	return httpapi.NewClient(s.URL(), opts...)
+}
+
+// Run starts the server if it is not started yet, serves until ctx ends,
+// and then shuts down gracefully within Config.ShutdownTimeout. It returns
+// nil after a shutdown in which everything finished in time; the error of
+// Shutdown when the timeout cut in-process steps short (their tasks were
+// released); or the HTTP server's error if serving failed.
+func (s *Server) Run(ctx context.Context) error {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if !started {
+		if err := s.Start(ctx); err != nil {
+			s.Close()
+			return err
+		}
+	}
+	select {
+	case err := <-s.serveErr:
+		s.Close()
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down: waiting for in-flight requests and steps", "timeout", s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// Shutdown stops the server gracefully: at once it stops accepting
+// connections and claiming tasks, and long polls (POST /v1/tasks/poll) end
+// with 204. Then it waits, until ctx ends, for the requests in flight and the
+// in-process steps in flight, whose results are recorded. When ctx ends
+// first, the remaining connections are closed and the remaining handlers are
+// cancelled and their tasks released (claimable again at once), and the error
+// wraps ctx's cause. The database is closed last. Later calls return the
+// first call's result once it is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		defer close(s.shutdownDone)
+		s.mu.Lock()
+		srv := s.http
+		s.mu.Unlock()
+		var engErr, httpErr error
+		var wg sync.WaitGroup
+		// Draining the engine first ends the long polls, which would
+		// otherwise hold the HTTP shutdown for their whole wait.
+		wg.Go(func() { engErr = s.eng.Shutdown(ctx) })
+		if srv != nil {
+			if httpErr = srv.Shutdown(ctx); httpErr != nil {
+				srv.Close()
+				httpErr = fmt.Errorf("server: requests still running at the shutdown deadline were cut off: %w", httpErr)
+			}
+		}
+		wg.Wait()
+		s.base.Close()
+		s.shutdownErr = errors.Join(engErr, httpErr)
+		if s.shutdownErr == nil {
+			s.log.Info("stopped")
+		} else {
+			s.log.Warn("stopped past the shutdown deadline", "err", s.shutdownErr)
+		}
+	})
+	<-s.shutdownDone
+	return s.shutdownErr
+}
+
+// Close stops the server at once: connections are closed, in-process
+// handlers cancelled and their tasks released. It is Shutdown with a
+// deadline already past: the error says what had to be cut short, if
+// anything.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return s.Shutdown(ctx)
+}
