@@ -84,8 +84,14 @@ func (p *ListParams) Normalize() error {
 	if p.Status != "" && !p.Status.Valid() {
 		return fmt.Errorf("%w: unknown status %q", ErrInvalidArgument, p.Status)
 	}
+	if p.IDPrefix != "" {
+		if err := workflow.ValidateIDPrefix(p.IDPrefix); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
 
 // Normalize checks the transition against the table before any I/O.
 func (p *TransitionParams) Normalize() error {
