@@ -92,7 +92,6 @@ func (p *ListParams) Normalize() error {
 	return nil
 }
 
-
 // Normalize checks the transition against the table before any I/O.
 func (p *TransitionParams) Normalize() error {
 	if !p.From.Valid() || !p.To.Valid() {
