@@ -34,6 +34,7 @@ func (e *Engine) runWorkers(ctx context.Context, groupDone chan<- struct{}) {
 		close(groupDone) // starts sent from now on are written directly
 	})
 	helpers.Go(func() { e.runClaimer(ctx, queues, claims, stop) })
+	helpers.Go(func() { e.recordPool(ctx) })
 	var loops sync.WaitGroup
 	for range e.workers {
 		loops.Go(func() { e.workerLoop(ctx, queues, claims) })
