@@ -46,6 +46,8 @@ func Run(t *testing.T, newServer NewServer) {
 	})
 	t.Run("Auth", func(t *testing.T) { testAuth(t, newServer) })
 	t.Run("DefinitionsAndTasks", func(t *testing.T) { testDefinitionAndTaskRoutes(t, newServer) })
+	t.Run("Workers", func(t *testing.T) { testWorkers(t, newServer) })
+	t.Run("IDPrefix", func(t *testing.T) { testIDPrefix(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
