@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -112,8 +111,5 @@ func (e *Engine) pruneWorkers(ctx context.Context) error {
 		return nil
 	}
 	_, err := e.st.DeleteWorkersBefore(ctx, now.Add(-WorkersWindow))
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return err
 }
