@@ -39,7 +39,8 @@ export function mount(root, { query }) {
       st.search = e.target.value.trim();
       renderRows();
       clearTimeout(found.timer);
-      found.timer = setTimeout(searchServer, SEARCH_DELAY_MS);
+      found.seq++; // an answer still on its way is for an older text
+      if (ID_PREFIX.test(st.search)) found.timer = setTimeout(searchServer, SEARCH_DELAY_MS);
     },
   });
   const searchForm = h('form', { id: 'search-form', class: 'search', onsubmit: (e) => { e.preventDefault(); openExact(); } }, search);
@@ -79,15 +80,12 @@ export function mount(root, { query }) {
   }
 
   // searchServer asks for the ids that start with the search text, with the
-  // list's filters. An answer that a newer search overtook is dropped.
+  // list's filters. An answer that a newer search overtook is dropped. Text
+  // that no id can start with is not sent: the page's rows are all there is.
   async function searchServer() {
     const prefix = st.search;
+    if (!ID_PREFIX.test(prefix)) return;
     const seq = ++found.seq;
-    if (!prefix || !ID_PREFIX.test(prefix)) {
-      Object.assign(found, { rows: [], for: prefix, more: false });
-      renderRows();
-      return;
-    }
     try {
       const { data } = await api.listWorkflows({ status, definition, idPrefix: prefix, limit });
       if (seq !== found.seq) return;
