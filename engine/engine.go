@@ -147,6 +147,12 @@ type Engine struct {
 	commits chan *commitReq
 	// group lets starts join the committers while they run (nil before).
 	group atomic.Pointer[commitGroup]
+
+	// seen is, per worker name, the last record of it this node wrote
+	// (workers.go); lastPrune is when the sweeper last deleted old ones.
+	seenMu    sync.Mutex
+	seen      map[string]workerSeen
+	lastPrune time.Time
 }
 
 type defKey struct {
@@ -172,6 +178,7 @@ func New(cfg Config) (*Engine, error) {
 		latest:   map[string]*compiled{},
 		waiters:  map[chan struct{}]struct{}{},
 		draining: make(chan struct{}),
+		seen:     map[string]workerSeen{},
 	}
 	if cfg.Workers != nil {
 		if *cfg.Workers < 0 {

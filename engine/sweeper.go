@@ -34,7 +34,8 @@ func (e *Engine) sweeper(ctx context.Context) {
 
 // Sweep does one round of the sweeper's work: instances past their deadline
 // become TIMED_OUT, expired leases use up their attempt and are re-queued (or
-// fail the step), and tasks of instances that stopped running are cancelled.
+// fail the step), tasks of instances that stopped running are cancelled, and
+// workers that stopped polling long ago are deleted.
 func (e *Engine) Sweep(ctx context.Context) error {
 	for {
 		ids, err := e.st.TimeOutInstances(ctx, e.clock(), sweepBatch)
@@ -57,8 +58,10 @@ func (e *Engine) Sweep(ctx context.Context) error {
 			break
 		}
 	}
-	_, err := e.st.CancelOrphanTasks(ctx, 10*sweepBatch)
-	return err
+	if _, err := e.st.CancelOrphanTasks(ctx, 10*sweepBatch); err != nil {
+		return err
+	}
+	return e.pruneWorkers(ctx)
 }
 
 // expireLeases handles one batch of expired leases: tasks locked first (SKIP

@@ -583,6 +583,10 @@ func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 	if owner == "" {
 		owner = "remote"
 	}
+	seen, err := e.workerRecord(owner, p.Handlers)
+	if err != nil {
+		return nil, err
+	}
 	wake, release := e.waiter()
 	defer release()
 	deadline := time.NewTimer(p.Wait)
@@ -595,6 +599,8 @@ func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 			return nil, nil
 		default:
 		}
+		// Noted on every round, so a worker inside a long poll stays listed.
+		e.noteWorker(ctx, seen)
 		tasks, err := e.claim(ctx, p.Handlers, 1, owner, lease)
 		if err != nil {
 			return nil, err

@@ -37,6 +37,7 @@ func (e *Engine) runWorkers(claimCtx, runCtx context.Context, groupDone chan<- s
 		close(groupDone) // starts sent from now on are written directly
 	})
 	helpers.Go(func() { e.runClaimer(claimCtx, queues, claims, stop) })
+	helpers.Go(func() { e.recordPool(claimCtx) })
 	var loops sync.WaitGroup
 	for range e.workers {
 		loops.Go(func() { e.workerLoop(claimCtx, runCtx, queues, claims) })

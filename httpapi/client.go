@@ -226,6 +226,8 @@ type ListOptions struct {
 	Definition string
 	Limit      int
 	Cursor     string // NextCursor of the previous page
+	// IDPrefix keeps the instances whose id starts with it.
+	IDPrefix string
 }
 
 // Actions are the convenience transitions that Action accepts.
@@ -260,6 +262,9 @@ func (c *Client) ListWorkflows(ctx context.Context, opts ListOptions) (*ListWork
 	}
 	if opts.Cursor != "" {
 		q.Set("cursor", opts.Cursor)
+	}
+	if opts.IDPrefix != "" {
+		q.Set("id_prefix", opts.IDPrefix)
 	}
 	path := "/v1/workflows"
 	if len(q) > 0 {
@@ -606,4 +611,17 @@ func excerpt(b []byte, n int) string {
 		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// ListWorkers returns the remote workers and in-process pools of every node
+// that polled in the last five minutes, the most recent poll first.
+func (c *Client) ListWorkers(ctx context.Context) ([]Worker, error) {
+	var out ListWorkersResponse
+	if _, err := c.do(ctx, http.MethodGet, "/v1/workers", nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	if out.Workers == nil {
+		out.Workers = []Worker{}
+	}
+	return out.Workers, nil
 }

@@ -104,6 +104,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/tasks/{task_id}/complete", s.completeTask)
 	mux.HandleFunc("POST /v1/tasks/{task_id}/fail", s.failTask)
 	mux.HandleFunc("POST /v1/tasks/{task_id}/heartbeat", s.heartbeatTask)
+	mux.HandleFunc("GET /v1/workers", s.listWorkers)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	// A collector that fails (flowd_workflows while the database is down)
 	// leaves its metric out; the rest is still served.

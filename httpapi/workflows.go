@@ -97,6 +97,14 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := store.ListParams{Definition: q.Get("definition"), Cursor: q.Get("cursor")}
+	if q.Has("id_prefix") {
+		v := q.Get("id_prefix")
+		if err := workflow.ValidateIDPrefix(v); err != nil {
+			s.fail(w, r, httpError(http.StatusBadRequest, err.Error()))
+			return
+		}
+		p.IDPrefix = v
+	}
 	if v := q.Get("status"); v != "" {
 		st, err := workflow.ParseStatus(v)
 		if err != nil {

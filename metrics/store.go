@@ -195,3 +195,15 @@ func writtenStates(writes []*store.ClaimWrite) int {
 	}
 	return n
 }
+
+func (s *instrumentedStore) RecordWorker(ctx context.Context, w store.WorkerRecord) error {
+	return s.base.RecordWorker(ctx, w)
+}
+
+func (s *instrumentedStore) ListWorkers(ctx context.Context, since time.Time) ([]store.WorkerRecord, error) {
+	return s.base.ListWorkers(ctx, since)
+}
+
+func (s *instrumentedStore) DeleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
+	return s.base.DeleteWorkersBefore(ctx, t)
+}

@@ -84,6 +84,11 @@ func (p *ListParams) Normalize() error {
 	if p.Status != "" && !p.Status.Valid() {
 		return fmt.Errorf("%w: unknown status %q", ErrInvalidArgument, p.Status)
 	}
+	if p.IDPrefix != "" {
+		if err := workflow.ValidateIDPrefix(p.IDPrefix); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

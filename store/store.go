@@ -95,6 +95,7 @@ type Store interface {
 	Migrator
 	DefinitionStore
 	Counter
+	WorkerStore
 
 	// WithTx runs fn in one transaction at iso. fn's error rolls back and is
 	// returned; so is a failed commit. Serialization failures and deadlocks are
@@ -166,8 +167,11 @@ func StaleRevision(p CreateParams) error {
 type ListParams struct {
 	Status     workflow.Status // "" for any
 	Definition string          // "" for any
-	Limit      int             // 1–1000; 0 means 50
-	Cursor     string          // opaque, from a previous ListPage
+	// IDPrefix keeps the instances whose id starts with it ("" for any);
+	// checked with workflow.ValidateIDPrefix. Its characters are literal.
+	IDPrefix string
+	Limit    int    // 1–1000; 0 means 50
+	Cursor   string // opaque, from a previous ListPage
 }
 
 // ListPage is one page of Querier.List.

@@ -17,6 +17,16 @@ func ValidateInstanceID(id string) error {
 	return validateID("workflow id", id, true)
 }
 
+// ValidateIDPrefix checks a prefix of instance ids, as a list filter takes
+// it: the characters and length of an instance id. "." and "..", reserved as
+// whole ids, begin valid ones and are allowed.
+func ValidateIDPrefix(prefix string) error {
+	if prefix == "." || prefix == ".." {
+		return nil
+	}
+	return validateID("id prefix", prefix, true)
+}
+
 // ValidateStepID checks a step id: 1–128 characters of [A-Za-z0-9_.-].
 func ValidateStepID(id string) error {
 	return validateID("step id", id, false)

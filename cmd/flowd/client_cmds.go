@@ -40,7 +40,7 @@ Exit status: 0 success, 1 error, 2 usage (bad flag, argument or JSON),
 func newClientCmds(e *env) []*cobra.Command {
 	cmds := []*cobra.Command{
 		newStartCmd(e), newGetCmd(e), newListCmd(e), newPatchCmd(e),
-		newCompleteCmd(e), newHistoryCmd(e),
+		newCompleteCmd(e), newHistoryCmd(e), newWorkersCmd(e),
 	}
 	for _, a := range actionCmds {
 		cmds = append(cmds, newActionCmd(e, a))
@@ -303,7 +303,7 @@ API returns it. The version is what --if-match of patch and complete expects.
 
 func newListCmd(e *env) *cobra.Command {
 	var o clientOptions
-	var status, definition, cursor string
+	var status, definition, cursor, idPrefix string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -314,10 +314,16 @@ there are more, it says on stderr how to get the next page (--cursor).
 		Example: `  flowd list
   flowd list --status failed
   flowd list --definition order --limit 20
+  flowd list --id-prefix order-2026
   flowd list -o json | jq -r '.workflows[].id'`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := httpapi.ListOptions{Definition: definition, Limit: limit, Cursor: cursor}
+			opts := httpapi.ListOptions{Definition: definition, Limit: limit, Cursor: cursor, IDPrefix: idPrefix}
+			if cmd.Flags().Changed("id-prefix") {
+				if err := workflow.ValidateIDPrefix(idPrefix); err != nil {
+					return usageError("--id-prefix: %v", err)
+				}
+			}
 			if status != "" {
 				st, err := workflow.ParseStatus(strings.ToUpper(status))
 				if err != nil {
@@ -354,6 +360,9 @@ there are more, it says on stderr how to get the next page (--cursor).
 				if definition != "" {
 					next = append(next, "--definition", shellQuote(definition))
 				}
+				if idPrefix != "" {
+					next = append(next, "--id-prefix", shellQuote(idPrefix))
+				}
 				if limit != 0 {
 					next = append(next, "--limit", strconv.Itoa(limit))
 				}
@@ -367,6 +376,7 @@ there are more, it says on stderr how to get the next page (--cursor).
 	cmd.Flags().StringVar(&definition, "definition", "", "only instances of this definition")
 	cmd.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 1–%d (default %d)", store.MaxListLimit, store.DefaultListLimit))
 	cmd.Flags().StringVar(&cursor, "cursor", "", "continue after the page that printed this cursor")
+	cmd.Flags().StringVar(&idPrefix, "id-prefix", "", "only instances whose id starts with this")
 	o.bind(cmd, e)
 	return cmd
 }

@@ -345,6 +345,7 @@ func TestTwoServeNodes(t *testing.T) {
 	if len(done) < nodesInstances {
 		t.Fatalf("%d of %d instances COMPLETED within %s", len(done), nodesInstances, nodesTimeout)
 	}
+	checkWorkersListed(t, clients)
 	stopWorkers()
 	bg.Wait()
 
@@ -480,6 +481,29 @@ func checkNodesHistory(t *testing.T, inst *workflow.Instance, h []store.HistoryE
 				t.Errorf("%s v%d (%s): completed step %s changed: %s %s → %s %s",
 					inst.ID, h[i].Version, h[i].Cause, name, prev.Status, prev.Output, cur.Status, cur.Output)
 			}
+		}
+	}
+}
+
+// checkWorkersListed: every node lists both remote workers, each with the
+// node that served it, and both nodes' in-process pools (worker = node).
+func checkWorkersListed(t *testing.T, clients []*httpapi.Client) {
+	t.Helper()
+	for i, c := range clients {
+		ws, err := c.ListWorkers(context.Background())
+		if err != nil {
+			t.Fatalf("node %d: list workers: %v", i+1, err)
+		}
+		nodeOf, pools := map[string]string{}, map[string]bool{}
+		for _, w := range ws {
+			nodeOf[w.Worker] = w.Node
+			if w.Worker == w.Node {
+				pools[w.Node] = true
+			}
+		}
+		n1, n2 := nodeOf["worker1"], nodeOf["worker2"]
+		if n1 == "" || n2 == "" || n1 == n2 || !pools[n1] || !pools[n2] {
+			t.Errorf("node %d lists %+v; want worker1 and worker2 on two different nodes, and both nodes' pools", i+1, ws)
 		}
 	}
 }

@@ -48,6 +48,8 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("DefinitionsAndTasks", func(t *testing.T) { testDefinitionAndTaskRoutes(t, newServer) })
 	t.Run("EngineOwnsSteps", func(t *testing.T) { testEngineOwnsSteps(t, newServer) })
 	t.Run("StopCancelsSteps", func(t *testing.T) { testStopCancelsSteps(t, newServer) })
+	t.Run("Workers", func(t *testing.T) { testWorkers(t, newServer) })
+	t.Run("IDPrefix", func(t *testing.T) { testIDPrefix(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests

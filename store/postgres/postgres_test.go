@@ -167,7 +167,7 @@ func TestIndexes(t *testing.T) {
 	s, _ := setup(t, Options{})
 	rows, err := s.pool.Query(t.Context(), `SELECT indexname, indexdef FROM pg_indexes
 		WHERE schemaname = current_schema()
-			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions')`)
+			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +194,8 @@ func TestIndexes(t *testing.T) {
 		"workflow_tasks_instance_id_step_id_key":          "(instance_id, step_id)",
 		"workflow_tasks_claim_idx":                        "(queue, run_at) WHERE (status = 'QUEUED'::text)",
 		"workflow_tasks_expiry_idx":                       "(lease_until) WHERE (status = 'LEASED'::text)",
+		"workers_pkey":                                    "(worker, node)",
+		"workers_last_poll_at_idx":                        "(last_poll_at)",
 	}
 	if len(defs) != len(want) {
 		t.Errorf("indexes = %v, want exactly %v", defs, want)

@@ -339,6 +339,13 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	if p.Definition != "" {
 		where = append(where, "definition = "+arg(p.Definition))
 	}
+	if p.IDPrefix != "" {
+		// LIKE with every wildcard escaped, not a range: a range compares
+		// under the column's collation, which need not be byte order, and
+		// would then miss ids. Under the C collation the planner turns the
+		// fixed prefix into a range on the primary key itself.
+		where = append(where, "id LIKE "+arg(likePrefix(p.IDPrefix))+` ESCAPE '\'`)
+	}
 	if p.Cursor != "" {
 		c, err := store.DecodeCursor(p.Cursor)
 		if err != nil {
@@ -672,6 +679,12 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 // unknown step); free text that cannot be stored is an invalid argument.
 func storableText(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// likePrefix is the LIKE pattern of the strings that start with prefix: its
+// characters are literal, "%", "_" and "\" included.
+func likePrefix(prefix string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(prefix) + "%"
 }
 
 // checkJSON is checkText for a JSON document: jsonb refuses invalid UTF-8

@@ -138,6 +138,14 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 		where = append(where, "definition = ?")
 		args = append(args, p.Definition)
 	}
+	if p.IDPrefix != "" {
+		// A range on the primary key, compared bytewise (BINARY), rather
+		// than LIKE, whose "_" is a wildcard and which ignores ASCII case
+		// here. Ids are ASCII below 0x7f, so every id that starts with the
+		// prefix sorts below prefix+"\x7f", and no other id between them.
+		where = append(where, "id >= ? AND id < ?")
+		args = append(args, p.IDPrefix, p.IDPrefix+"\x7f")
+	}
 	query := "SELECT " + instanceColumns + " FROM workflow_instances"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")

@@ -372,7 +372,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 }
 
 // schemaVersion is the version of the newest embedded migration.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // TestConcurrentMigrate migrates fresh files from two Stores at once, several
 // times: both succeed, each migration is applied exactly once, and a further
@@ -438,7 +438,7 @@ func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, fileURL(t))
 	first := migrate(t, s)
-	want := []store.AppliedMigration{{Version: 1, Name: "00001_init.sql"}, {Version: 2, Name: "00002_engine.sql"}}
+	want := []store.AppliedMigration{{Version: 1, Name: "00001_init.sql"}, {Version: 2, Name: "00002_engine.sql"}, {Version: 3, Name: "00003_workers.sql"}}
 	if len(first.Applied) != len(want) || first.Version != schemaVersion {
 		t.Fatalf("first Migrate = %+v, want %+v at version %d", first, want, schemaVersion)
 	}

@@ -83,10 +83,11 @@ export function ifMatch(version) { return `"${version}"`; }
 const enc = encodeURIComponent;
 
 export const api = {
-  listWorkflows: ({ status, definition, cursor, limit } = {}) => {
+  listWorkflows: ({ status, definition, cursor, limit, idPrefix } = {}) => {
     const q = new URLSearchParams();
     if (status) q.set('status', status);
     if (definition) q.set('definition', definition);
+    if (idPrefix) q.set('id_prefix', idPrefix);
     if (cursor) q.set('cursor', cursor);
     if (limit) q.set('limit', String(limit));
     const qs = q.toString();
@@ -106,5 +107,6 @@ export const api = {
     body: { output }, headers: { 'If-Match': ifMatch(version) },
   }),
   listDefinitions: () => request('GET', 'v1/definitions'),
+  listWorkers: () => request('GET', 'v1/workers'),
   getDefinition: (name, revision) => request('GET', `v1/definitions/${enc(name)}` + (revision ? `?revision=${enc(revision)}` : '')),
 };

@@ -9,6 +9,7 @@
 import { api } from './api.js';
 import { every } from './live.js';
 import { renderDAG, topoOrder } from './dag.js';
+import { watchWorkers } from './workers.js';
 import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
 import {
   h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
@@ -41,11 +42,14 @@ export function mount(root, { id }) {
 
   const head = h('section', { class: 'card wf-head', id: 'wf-head' });
   const stepsBox = h('section', { class: 'card', id: 'wf-steps' });
+  const workersBox = h('div', { id: 'wf-worker-warnings' });
+  const workers = watchWorkers(workersBox, () => st);
   const stateBox = h('section', { class: 'card', id: 'wf-state' });
   const historyBox = h('section', { class: 'card', id: 'wf-history' });
   replace(root,
     h('nav', { class: 'crumbs' }, h('a', { href: '#/workflows' }, 'Workflows'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, id)),
     head,
+    workersBox,
     stepsBox,
     h('div', { class: 'wf-grid' }, stateBox, historyBox));
   replace(head, h('p', { class: 'muted' }, 'Loading…'));
@@ -81,6 +85,7 @@ export function mount(root, { id }) {
     }
     renderHead();
     if (!st.completing) renderSteps();
+    workers.update();
     renderState();
     if (changed) loadHistory();
   }
@@ -538,7 +543,7 @@ export function mount(root, { id }) {
 
   loadAll();
   const stop = every(refresh);
-  return stop;
+  return () => { stop(); workers.stop(); };
 }
 
 /** changeList renders diff entries as a list, or a note when there are none. */

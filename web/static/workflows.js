@@ -1,17 +1,23 @@
 // The workflow list: status filter, search by id, paging with next_cursor and
-// live refresh of the page shown.
+// live refresh of the page shown. The search shows the ids on the page shown
+// that contain the text, and every id that starts with it, asked of the server
+// (id_prefix), so an id beyond the page is found too.
 
 import { api } from './api.js';
 import { every } from './live.js';
 import { h, replace, badge, when, stepCounts, errorBanner, banner, STATUSES } from './ui.js';
 
 const PAGE_SIZE = 50; // the API's default; #/workflows?limit=N asks for another
+const ID_PREFIX = /^[A-Za-z0-9._:-]{1,128}$/; // what the server accepts as id_prefix
+const SEARCH_DELAY_MS = 150; // typing pauses this long before the server is asked
 
 export function mount(root, { query }) {
   const status = query.get('status') || '';
   const definition = query.get('definition') || '';
   const limit = Number(query.get('limit')) || PAGE_SIZE;
   const st = { cursors: [''], page: 0, rows: [], next: '', search: '', loaded: false, error: null };
+  // found: the server's answer for the id prefix foundFor (first page only).
+  const found = { rows: [], for: '', more: false, seq: 0, timer: 0 };
 
   const setQuery = (changes) => {
     const q = new URLSearchParams(query);
@@ -29,7 +35,13 @@ export function mount(root, { query }) {
   const search = h('input', {
     id: 'search', type: 'search', placeholder: 'Search by id (Enter opens it)',
     'aria-label': 'Search by workflow id', autocomplete: 'off', spellcheck: 'false',
-    oninput: (e) => { st.search = e.target.value.trim(); renderRows(); },
+    oninput: (e) => {
+      st.search = e.target.value.trim();
+      renderRows();
+      clearTimeout(found.timer);
+      found.seq++; // an answer still on its way is for an older text
+      if (ID_PREFIX.test(st.search)) found.timer = setTimeout(searchServer, SEARCH_DELAY_MS);
+    },
   });
   const searchForm = h('form', { id: 'search-form', class: 'search', onsubmit: (e) => { e.preventDefault(); openExact(); } }, search);
 
@@ -64,6 +76,26 @@ export function mount(root, { query }) {
     st.loaded = true;
     st.refreshed = new Date();
     renderRows();
+    if (st.search) await searchServer();
+  }
+
+  // searchServer asks for the ids that start with the search text, with the
+  // list's filters. An answer that a newer search overtook is dropped. Text
+  // that no id can start with is not sent: the page's rows are all there is.
+  async function searchServer() {
+    const prefix = st.search;
+    if (!ID_PREFIX.test(prefix)) return;
+    const seq = ++found.seq;
+    try {
+      const { data } = await api.listWorkflows({ status, definition, idPrefix: prefix, limit });
+      if (seq !== found.seq) return;
+      Object.assign(found, { rows: data.workflows || [], for: prefix, more: !!data.next_cursor });
+    } catch (err) {
+      if (seq !== found.seq) return;
+      Object.assign(found, { rows: [], for: prefix, more: false });
+      errorBanner('Searching the workflows failed', err);
+    }
+    renderRows();
   }
 
   async function openExact() {
@@ -73,27 +105,36 @@ export function mount(root, { query }) {
       await api.getWorkflow(id);
       location.hash = '#/workflows/' + encodeURIComponent(id);
     } catch (err) {
-      if (err.status === 404) banner('info', `No workflow has the id “${id}”; the list shows the ids on this page that contain it.`);
+      if (err.status === 404) banner('info', `No workflow has the id “${id}”; the list shows the ids that start with it and those on this page that contain it.`);
       else errorBanner('Search failed', err);
     }
   }
 
   function renderRows() {
     const needle = st.search.toLowerCase();
-    const rows = needle ? st.rows.filter((w) => w.id.toLowerCase().includes(needle)) : st.rows;
+    let rows = st.rows;
+    if (needle) {
+      rows = st.rows.filter((w) => w.id.toLowerCase().includes(needle));
+      const shown = new Set(rows.map((w) => w.id));
+      const beyond = found.for === st.search ? found.rows.filter((w) => !shown.has(w.id)) : [];
+      // Newest first, as the server lists them.
+      rows = rows.concat(beyond).sort((a, b) => (Date.parse(b.created_at) - Date.parse(a.created_at)) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+    }
     replace(tbody, rows.map(row));
     if (st.loaded && rows.length === 0) {
       let msg;
       if (st.error?.status === 401) msg = 'Waiting for a token…';
       else if (st.error) msg = 'Could not load the workflows.';
-      else if (needle) msg = `No workflow on this page has an id containing “${st.search}”. Press Enter to look the id up exactly.`;
+      else if (needle) msg = `No workflow has an id starting with “${st.search}”, and none on this page has one containing it. Press Enter to look the id up exactly.`;
       else if (status || definition) msg = 'No workflows match these filters.';
       else msg = 'No workflows yet. Start one with “flowd start DEFINITION” or POST /v1/workflows.';
       tbody.append(h('tr', { class: 'empty-row' }, h('td', { colspan: 6 }, msg)));
     }
     const info = [];
     if (st.loaded) {
-      info.push(needle ? `${rows.length} of ${st.rows.length} on this page` : `${st.rows.length} on page ${st.page + 1}`);
+      if (!needle) info.push(`${st.rows.length} on page ${st.page + 1}`);
+      else if (found.for === st.search && found.more) info.push(`${rows.length} found; only the first ${limit} ids starting with “${st.search}” are shown`);
+      else info.push(`${rows.length} found`);
       if (st.refreshed) info.push(`refreshed ${st.refreshed.toLocaleTimeString()}`);
     } else {
       info.push('Loading…');
@@ -127,5 +168,6 @@ export function mount(root, { query }) {
 
   renderRows();
   load();
-  return every(load);
+  const stop = every(load);
+  return () => { stop(); clearTimeout(found.timer); };
 }

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/store/sqlite"
+)
+
+// setupWorkersCLI is setupCLI with an engine on the same clock and a fixed
+// node id, so that the workers' nodes and poll times in the output are known.
+func setupWorkersCLI(t *testing.T) (*cliBundle, *engine.Engine) {
+	t.Helper()
+	b := setupCLI(t)
+	clock := &testClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	st, err := sqlite.Open(t.Context(), "sqlite::memory:", sqlite.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	none := 0
+	eng, err := engine.New(engine.Config{Store: st, Workers: &none, NodeID: "node-1", Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	b.url, b.clock, b.client = srv.URL, clock, httpapi.NewClient(srv.URL)
+	b.env["FLOWD_SERVER"] = srv.URL
+	return b, eng
+}
+
+func TestWorkersCommand(t *testing.T) {
+	b, _ := setupWorkersCLI(t)
+	b.golden("workers-empty", 0, "", "workers")
+	for _, p := range []httpapi.PollRequest{
+		{Worker: "resizer-1", Handlers: []string{"resize", "crop"}},
+		{Worker: "mailer", Handlers: []string{"send-mail"}},
+	} {
+		if _, err := b.client.PollTask(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Minute)
+	}
+	b.golden("workers", 0, "", "workers")
+	b.golden("workers-json", 0, "", "workers", "-o", "json")
+	b.golden("workers-bad-args", 2, "", "workers", "extra")
+}
+
+func TestListByIDPrefix(t *testing.T) {
+	b := setupCLI(t)
+	for _, id := range []string{"order_1", "orderx2", "order_3", "invoice-1"} {
+		if _, err := b.client.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Minute)
+	}
+	b.golden("list-id-prefix", 0, "", "list", "--id-prefix", "order_")
+	b.golden("list-id-prefix-page", 0, "", "list", "--id-prefix", "order", "--limit", "2")
+	b.golden("list-id-prefix-none", 0, "", "list", "--id-prefix", "nothing")
+	b.golden("list-id-prefix-bad", 2, "", "list", "--id-prefix", "order%")
+	b.golden("list-id-prefix-empty", 2, "", "list", "--id-prefix", "")
+}

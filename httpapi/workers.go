@@ -1,0 +1,35 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+)
+
+// Worker is a remote worker or an in-process pool seen polling: Node is the
+// flowd node that served its polls (for a pool, the node it runs on).
+type Worker struct {
+	Worker     string    `json:"worker"`
+	Handlers   []string  `json:"handlers"`
+	Node       string    `json:"node"`
+	LastPollAt time.Time `json:"last_poll_at"`
+}
+
+// ListWorkersResponse is the body of GET /v1/workers.
+type ListWorkersResponse struct {
+	Workers []Worker `json:"workers"`
+}
+
+// listWorkers lists the workers of every node that polled in the last five
+// minutes, the most recent poll first.
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
+	records, err := s.eng.ListWorkers(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := ListWorkersResponse{Workers: make([]Worker, 0, len(records))}
+	for _, rec := range records {
+		out.Workers = append(out.Workers, Worker{Worker: rec.Worker, Handlers: rec.Handlers, Node: rec.Node, LastPollAt: rec.LastPollAt})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,172 @@
+package storetest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flowd/flowd/store"
+)
+
+var workerTests = []conformanceTest{
+	{"Workers_recordAndList", testWorkersRecordAndList},
+	{"Workers_replace", testWorkersReplace},
+	{"Workers_sinceAndDelete", testWorkersSinceAndDelete},
+	{"Workers_invalid", testWorkersInvalid},
+	{"Workers_concurrentRecords", testWorkersConcurrentRecords},
+}
+
+func (b *bundle) recordWorker(t testing.TB, w store.WorkerRecord) {
+	t.Helper()
+	if err := b.s.RecordWorker(b.ctx, w); err != nil {
+		t.Fatalf("RecordWorker(%+v): %v", w, err)
+	}
+}
+
+func (b *bundle) listWorkers(t testing.TB, since time.Time) []store.WorkerRecord {
+	t.Helper()
+	ws, err := b.s.ListWorkers(b.ctx, since)
+	if err != nil {
+		t.Fatalf("ListWorkers(%v): %v", since, err)
+	}
+	if ws == nil {
+		t.Fatalf("ListWorkers(%v) = nil, want a slice", since)
+	}
+	return ws
+}
+
+// testWorkersRecordAndList: what is recorded comes back normalised (handlers
+// sorted without duplicates, times in UTC at microseconds), most recent poll
+// first, then by worker and node in byte order.
+func testWorkersRecordAndList(t *testing.T, h Harness) {
+	b := setup(t, h)
+	if ws := b.listWorkers(t, clockStart.Add(-time.Hour)); len(ws) != 0 {
+		t.Fatalf("ListWorkers on an empty store = %+v, want none", ws)
+	}
+	t1 := clockStart.Add(time.Second)
+	b.recordWorker(t, store.WorkerRecord{Worker: "w1", Handlers: []string{"b", "a", "b"}, Node: "n1", LastPollAt: clockStart})
+	b.recordWorker(t, store.WorkerRecord{Worker: "w2", Handlers: []string{"c"}, Node: "n1", LastPollAt: t1})
+	b.recordWorker(t, store.WorkerRecord{Worker: "a", Handlers: []string{}, Node: "n2", LastPollAt: t1})
+	b.recordWorker(t, store.WorkerRecord{Worker: "B", Handlers: nil, Node: "n2", LastPollAt: t1})
+	b.recordWorker(t, store.WorkerRecord{Worker: "w2", Handlers: []string{"c"}, Node: "n0", LastPollAt: t1})
+	ts := func(t time.Time) time.Time { return store.Timestamp(t) }
+	want := []store.WorkerRecord{
+		{Worker: "B", Handlers: []string{}, Node: "n2", LastPollAt: ts(t1)},
+		{Worker: "a", Handlers: []string{}, Node: "n2", LastPollAt: ts(t1)},
+		{Worker: "w2", Handlers: []string{"c"}, Node: "n0", LastPollAt: ts(t1)},
+		{Worker: "w2", Handlers: []string{"c"}, Node: "n1", LastPollAt: ts(t1)},
+		{Worker: "w1", Handlers: []string{"a", "b"}, Node: "n1", LastPollAt: ts(clockStart)},
+	}
+	got := b.listWorkers(t, clockStart)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ListWorkers (-want +got):\n%s", diff)
+	}
+	for _, w := range got {
+		if w.LastPollAt.Location() != time.UTC {
+			t.Errorf("worker %q: LastPollAt in %v, want UTC", w.Worker, w.LastPollAt.Location())
+		}
+	}
+}
+
+// testWorkersReplace: a (worker, node) has one row, which the latest record
+// replaces, handlers included.
+func testWorkersReplace(t *testing.T, h Harness) {
+	b := setup(t, h)
+	b.recordWorker(t, store.WorkerRecord{Worker: "w1", Handlers: []string{"a", "b"}, Node: "n1", LastPollAt: clockStart})
+	later := clockStart.Add(3 * time.Second)
+	b.recordWorker(t, store.WorkerRecord{Worker: "w1", Handlers: []string{"c"}, Node: "n1", LastPollAt: later})
+	want := []store.WorkerRecord{{Worker: "w1", Handlers: []string{"c"}, Node: "n1", LastPollAt: store.Timestamp(later)}}
+	if diff := cmp.Diff(want, b.listWorkers(t, clockStart.Add(-time.Hour))); diff != "" {
+		t.Errorf("ListWorkers after a second record (-want +got):\n%s", diff)
+	}
+}
+
+// testWorkersSinceAndDelete: ListWorkers keeps polls at or after since;
+// DeleteWorkersBefore removes exactly the older ones and counts them.
+func testWorkersSinceAndDelete(t *testing.T, h Harness) {
+	b := setup(t, h)
+	for i := range 5 {
+		b.recordWorker(t, store.WorkerRecord{Worker: fmt.Sprintf("w%d", i), Handlers: []string{"h"}, Node: "n",
+			LastPollAt: clockStart.Add(time.Duration(i) * time.Minute)})
+	}
+	names := func(ws []store.WorkerRecord) []string {
+		var s []string
+		for _, w := range ws {
+			s = append(s, w.Worker)
+		}
+		return s
+	}
+	cut := store.Timestamp(clockStart.Add(2 * time.Minute))
+	if got := names(b.listWorkers(t, cut)); !cmp.Equal(got, []string{"w4", "w3", "w2"}) {
+		t.Errorf("ListWorkers(since the third poll) = %v, want [w4 w3 w2]", got)
+	}
+	if got := b.listWorkers(t, clockStart.Add(time.Hour)); len(got) != 0 {
+		t.Errorf("ListWorkers(since after every poll) = %v, want none", names(got))
+	}
+	n, err := b.s.DeleteWorkersBefore(b.ctx, cut)
+	if err != nil || n != 2 {
+		t.Fatalf("DeleteWorkersBefore(the third poll) = %d, %v; want 2, nil", n, err)
+	}
+	if got := names(b.listWorkers(t, clockStart.Add(-time.Hour))); !cmp.Equal(got, []string{"w4", "w3", "w2"}) {
+		t.Errorf("ListWorkers after the delete = %v, want [w4 w3 w2]", got)
+	}
+	if n, err := b.s.DeleteWorkersBefore(b.ctx, cut); err != nil || n != 0 {
+		t.Errorf("DeleteWorkersBefore again = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// testWorkersInvalid: a record the contract refuses is ErrInvalidArgument on
+// every backend, and nothing is stored.
+func testWorkersInvalid(t *testing.T, h Harness) {
+	b := setup(t, h)
+	many := make([]string, store.MaxWorkerHandlers+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("h%d", i)
+	}
+	long := strings.Repeat("w", store.MaxWorkerNameLength+1)
+	for _, w := range []store.WorkerRecord{
+		{Worker: "", Handlers: []string{"a"}, Node: "n"},
+		{Worker: "w", Handlers: []string{"a"}, Node: ""},
+		{Worker: "w\x00", Handlers: []string{"a"}, Node: "n"},
+		{Worker: "w\xff", Handlers: []string{"a"}, Node: "n"},
+		{Worker: long, Handlers: []string{"a"}, Node: "n"},
+		{Worker: "w", Handlers: []string{"a", ""}, Node: "n"},
+		{Worker: "w", Handlers: []string{"a\x00"}, Node: "n"},
+		{Worker: "w", Handlers: many, Node: "n"},
+	} {
+		w.LastPollAt = clockStart
+		err := b.s.RecordWorker(b.ctx, w)
+		wantErrorIs(t, fmt.Sprintf("RecordWorker(worker %.20q, node %q, %d handlers)", w.Worker, w.Node, len(w.Handlers)), err, store.ErrInvalidArgument)
+	}
+	if ws := b.listWorkers(t, clockStart.Add(-time.Hour)); len(ws) != 0 {
+		t.Errorf("ListWorkers after refused records = %+v, want none", ws)
+	}
+}
+
+// testWorkersConcurrentRecords: nodes record the same worker at once without
+// an error, and one row remains.
+func testWorkersConcurrentRecords(t *testing.T, h Harness) {
+	b := setup(t, h)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			errs <- b.s.RecordWorker(b.ctx, store.WorkerRecord{Worker: "w", Handlers: []string{"h"}, Node: "n",
+				LastPollAt: clockStart.Add(time.Duration(i) * time.Millisecond)})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent RecordWorker: %v", err)
+		}
+	}
+	if ws := b.listWorkers(t, clockStart.Add(-time.Hour)); len(ws) != 1 {
+		t.Errorf("ListWorkers after concurrent records of one worker = %+v, want one row", ws)
+	}
+}
