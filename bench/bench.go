@@ -1,5 +1,5 @@
 // Package bench measures flowd's atomic operations and its engine under
-// concurrency (SPEC section 7) and checks, from the data left in the database,
+// concurrency and checks, from the data left in the database,
 // that no update was lost.
 //
 // It owns the scenarios, the data they prepare and the checks they make. It
@@ -24,7 +24,7 @@ import (
 // Scenario names what a run measures.
 type Scenario string
 
-// The scenarios of SPEC section 7.
+// The scenarios.
 const (
 	// ScenarioUpdate: Get then store.UpdateState with the version read, on
 	// random instances; a version mismatch is a conflict and is not retried.
@@ -40,7 +40,7 @@ const (
 	ScenarioWorkflow Scenario = "workflow"
 )
 
-// Scenarios lists every scenario, in the order of the SPEC.
+// Scenarios lists every scenario, in the documented order.
 var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow}
 
 // Modes of the contended scenario.
@@ -49,7 +49,7 @@ const (
 	// the same transaction: writers queue on the lock and never conflict.
 	ModeModify = "modify"
 	// ModeRetry uses store.UpdateWithRetry: read, write with the version read,
-	// back off and start over on a conflict (the seed's pattern).
+	// back off and start over on a conflict (optimistic concurrency on the client).
 	ModeRetry = "retry"
 )
 
@@ -199,7 +199,7 @@ func (c Config) Validate() error {
 }
 
 // Result is what a run measured and checked. The fields up to LostUpdates are
-// those of SPEC section 7, in its order; the others follow.
+// the documented ones, in their order; the others follow.
 type Result struct {
 	Scenario  Scenario `json:"scenario"`
 	Clients   int      `json:"clients"`

@@ -75,11 +75,11 @@ func run(t *testing.T, cfg bench.Config) bench.Result {
 	return res
 }
 
-// specFields are the fields of SPEC section 7, in its order.
+// specFields are the documented result fields, in their order.
 var specFields = []string{"scenario", "clients", "duration_s", "ops", "ops_per_sec", "p50_ms", "p99_ms", "conflicts", "retries", "errors", "lost_updates"}
 
-// checkJSON checks that res is one JSON line starting with the SPEC fields,
-// in order, with the types the SPEC implies.
+// checkJSON checks that res is one JSON line starting with the documented
+// fields, in order, with the types they imply.
 func checkJSON(t *testing.T, res bench.Result) {
 	t.Helper()
 	line, err := json.Marshal(res)
@@ -110,7 +110,7 @@ func checkJSON(t *testing.T, res bench.Result) {
 		values[k.(string)] = v
 	}
 	if len(keys) < len(specFields) || strings.Join(keys[:len(specFields)], ",") != strings.Join(specFields, ",") {
-		t.Fatalf("fields %v, want the SPEC's %v first: %s", keys, specFields, line)
+		t.Fatalf("fields %v, want the documented %v first: %s", keys, specFields, line)
 	}
 	if values["scenario"] != string(res.Scenario) {
 		t.Errorf("scenario %v", values["scenario"])

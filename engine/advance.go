@@ -94,7 +94,7 @@ func settle(inst *workflow.Instance) {
 
 // schedule starts one ready step: a wait step starts WAITING; the others render
 // their input and get a queued task. A template that references something
-// missing fails the step at once, without retry (SPEC section 5).
+// missing fails the step at once, without retry.
 func (e *Engine) schedule(c *compiled, inst *workflow.Instance, id string, prev *store.Task, now time.Time, p *plan) {
 	step, _ := c.def.Step(id)
 	st := inst.State.Steps[id]

@@ -1,7 +1,7 @@
 // Package engine runs workflow definitions: it starts instances, schedules
 // ready steps as leased tasks, runs them on in-process handlers or hands them to
 // remote workers, applies completions and failures with retries, and sweeps
-// timeouts and expired leases (SPEC section 5).
+// timeouts and expired leases.
 //
 // Every state change is one store transaction that locks rows in a fixed
 // order — task rows first, then their instance — and locks anything else only

@@ -1,6 +1,6 @@
 package engine_test
 
-// Acceptance tests of the engine across nodes (SPEC section 5): several
+// Acceptance tests of the engine across nodes: several
 // engines on one database, remote workers, retries, wait steps completed from
 // outside with optimistic concurrency, and a node that dies holding leases.
 

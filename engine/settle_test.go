@@ -45,7 +45,7 @@ func (n *node) lastCauses(inst *workflow.Instance, k int) []string {
 }
 
 // An instance whose last step finished while it was paused completes on
-// resume (SPEC section 5): RUNNING, then COMPLETED, in one transaction.
+// resume: RUNNING, then COMPLETED, in one transaction.
 func TestResumeSettlesWhatFinishedWhilePaused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1})

@@ -1,7 +1,7 @@
 package faults_test
 
-// A concurrent increment workload (SPEC section 3: update with retry and the
-// server-side read-modify-write) run through a server restart and through
+// A concurrent increment workload (update with retry and the server-side
+// read-modify-write) run through a server restart and through
 // terminated backends. What a fault may do to a call is fail it; what it may
 // never do is lose a reported success, apply an increment twice, or leave the
 // version, the state and the history disagreeing.

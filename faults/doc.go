@@ -9,7 +9,7 @@
 // (internal/pgtest), which would disturb any test sharing that cluster; that
 // is why they live in a package of their own, with their own TestMain, and
 // never run in parallel with each other. Every invariant they check is one of
-// SPEC sections 3–5: an update that reported success is there exactly once,
+// the store's and the engine's promises: an update that reported success is there exactly once,
 // an update whose outcome is unknown is there at most once, versions and
 // history stay contiguous, no task attempt is delivered twice, and the store,
 // the engine and the API recover by themselves, without being reopened or

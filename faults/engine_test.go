@@ -1,6 +1,6 @@
 package faults_test
 
-// The engine (SPEC section 5) across a server restart: claims, completions,
+// The engine across a server restart: claims, completions,
 // heartbeats and sweeps fail while the server is away; nothing is restarted
 // or reopened, and every instance still completes with each step's effect
 // applied once.

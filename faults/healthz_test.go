@@ -1,6 +1,6 @@
 package faults_test
 
-// The HTTP API (SPEC section 4) while the database is down: /healthz says
+// The HTTP API while the database is down: /healthz says
 // so, other routes fail fast with the API's JSON error body, and both come
 // back by themselves when the database does.
 

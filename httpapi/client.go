@@ -19,7 +19,7 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// Client is a Go client for the flowd API (SPEC section 4). It is safe for
+// Client is a Go client for the flowd API. It is safe for
 // concurrent use.
 //
 // Every method that returns an instance checks that the response's ETag is the
@@ -358,7 +358,7 @@ func (c *Client) Healthz(ctx context.Context) error {
 	return err
 }
 
-// PutDefinition stores body, a definition in YAML or JSON (SPEC section 5),
+// PutDefinition stores body, a definition in YAML or JSON,
 // under name, which must be the definition's own name. created is false when
 // the definition equals the latest revision, which is then returned
 // unchanged. Errors: 400 invalid definition (APIError.Problems lists every

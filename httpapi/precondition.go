@@ -28,7 +28,7 @@ var errMalformedTag = errors.New("malformed entity tag")
 // §13.1.1: `*`, or a comma-separated list of entity tags (`"3"`, `W/"3"`) with
 // optional whitespace; empty list elements are ignored as §5.6.1 requires.
 // Anything else — `0`, `"0`, `W/0`, `"1" "2"`, `*, "1"`, an empty value — is an
-// error, so the caller answers 400 instead of guessing (SPEC section 9, item 5).
+// error, so the caller answers 400 instead of guessing.
 func ParsePrecondition(value string) (Precondition, error) {
 	v := strings.Trim(value, " \t")
 	if v == "*" {

@@ -33,7 +33,7 @@ func TestParsePrecondition(t *testing.T) {
 			}
 		}
 	}
-	// The seed's parseInt(etag) accepted several of these; every one is a 400.
+	// A parseInt(etag) parser accepts several of these; every one is a 400.
 	for _, in := range []string{``, ` `, `0`, `3`, `"0`, `W/0`, `w/"3"`, `"1" "2"`, `*, "1"`, `"1", *`, `W/ "3"`, `"a"b`, "\"a\x7fb\"", "\"a b\"", `,`, `12abc`} {
 		if _, err := ParsePrecondition(in); err == nil {
 			t.Errorf("ParsePrecondition(%q) accepted a malformed value", in)

@@ -153,7 +153,7 @@ func preconditionFailed(inst *workflow.Instance) error {
 // conditionalWrite runs the read → check → write cycle of PATCH and step
 // completion. check reports what the route itself refuses (an unknown step: 404;
 // a completed one: 409), then a terminal instance is refused (409), and only then
-// does If-Match decide (412), as SPEC section 4 orders them; write performs the
+// does If-Match decide (412), in the documented order of errors; write performs the
 // versioned write at the version read. A write that loses a race starts over,
 // so a request whose If-Match still matches the newer version succeeds.
 func (s *Server) conditionalWrite(r *http.Request, id string, cond Precondition,

@@ -1,4 +1,4 @@
-// Package metrics owns flowd's Prometheus metrics (SPEC section 8) on a private
+// Package metrics owns flowd's Prometheus metrics on a private
 // registry, and an instrumented store.Store that records every state update.
 // It observes; it never changes what it wraps.
 package metrics

@@ -101,7 +101,7 @@ func stateUpdates(t *testing.T, m *metrics.Metrics, op, result string) float64 {
 	return 0
 }
 
-// Every metric of SPEC section 8 is scraped from the start, each op at 0:
+// Every documented metric is scraped from the start, each op at 0:
 // a dashboard or alert on a fresh server finds them.
 func TestMetricsExistBeforeAnyWrite(t *testing.T) {
 	m := metrics.New()

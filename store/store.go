@@ -1,7 +1,7 @@
 // Package store defines flowd's state-store contract: versioned workflow
-// instances, their append-only history, and the atomic operations on them
-// (SPEC section 3). Backends live in store/postgres and store/sqlite and both pass
-// the conformance suite in store/storetest.
+// instances, their append-only history, and the atomic operations on them.
+// Backends live in store/postgres and store/sqlite and both pass the
+// conformance suite in store/storetest.
 //
 // The package owns the contract, its typed errors, the isolation-level enum, the
 // transaction helper and update-with-retry. It must not know any SQL dialect: no
@@ -51,8 +51,7 @@ type Querier interface {
 
 	// ModifyState locks the row, calls fn with the current instance and writes
 	// what fn left in inst.State and inst.Status, all in one transaction: it
-	// never conflicts with other writers (the server-side read-modify-write of
-	// SPEC section 3). fn is not called for a terminal instance
+	// never conflicts with other writers (a server-side read-modify-write). fn is not called for a terminal instance
 	// (workflow.ErrTerminal). A status change must be in the transition table
 	// (workflow.ErrInvalidTransition); changes to other fields are ignored.
 	// fn's error aborts the change and is returned wrapped.

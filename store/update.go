@@ -14,9 +14,9 @@ import (
 // expectedVersion, and writes the result with version+1.
 //
 // The state at a given version never changes, so reading it without a lock and
-// writing with a conditional UPDATE (ReplaceState) is as safe as the seed's
-// lock-compare-write, and costs one statement under the row lock instead of two
-// (SPEC section 9, item 7). Errors: ErrNotFound; workflow.ErrTerminal;
+// writing with a conditional UPDATE (ReplaceState) is as safe as locking,
+// comparing and writing, and costs one statement under the row lock instead of
+// two. Errors: ErrNotFound; workflow.ErrTerminal;
 // *ConflictError; fn's own error (wrapped), which changes nothing.
 func UpdateState(ctx context.Context, q Querier, id string, expectedVersion int64, fn func(*workflow.State) error, cause string) (*workflow.Instance, error) {
 	inst, err := q.Get(ctx, id)
@@ -70,7 +70,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	return p
 }
 
-// DefaultRetryPolicy follows the seed's 100 ms·2ⁿ shape, with jitter and a cap.
+// DefaultRetryPolicy backs off 100 ms·2ⁿ, with full jitter and a cap.
 var DefaultRetryPolicy = RetryPolicy{Base: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, MaxAttempts: 10}
 
 // Backoff returns the sleep before retry n (0-based): full jitter under the cap.

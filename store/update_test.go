@@ -42,7 +42,7 @@ func TestRetryPolicyBackoffBounds(t *testing.T) {
 			if ceiling < time.Microsecond {
 				continue // too few values to draw from to demand variety
 			}
-			// Full jitter (SPEC 9 item 6): writers that collided must not retry in lock-step.
+			// Full jitter: writers that collided must not retry in lock-step.
 			if !varies {
 				t.Errorf("%+v: Backoff(%d) returned %v %d times: no jitter", p, n, first, samples)
 			}

@@ -113,7 +113,7 @@ func (c *Config) validate() error {
 }
 
 // Run serves cfg.Handlers to the server behind cfg.Client over the tasks API
-// (SPEC section 4) until ctx ends: cfg.Concurrency slots each long-poll for a
+// until ctx ends: cfg.Concurrency slots each long-poll for a
 // task, run its handler and report the outcome. A handler's context ends with
 // its lease, which heartbeats at a third of the lease extend; a heartbeat
 // answered 409 means the task was taken away (instance cancelled, lease

@@ -19,7 +19,7 @@ import (
 	"go.yaml.in/yaml/v2"
 )
 
-// Definition is a workflow definition: named steps forming a DAG (SPEC section 5).
+// Definition is a workflow definition: named steps forming a DAG.
 //
 // One json-tagged struct serves both formats: YAML is converted to JSON before it
 // is decoded.
@@ -33,7 +33,7 @@ type Definition struct {
 // StepType says how a step runs.
 type StepType string
 
-// The step types of SPEC section 5.
+// The step types.
 const (
 	StepTypeTask  StepType = "task"  // run by a handler, in process or on a remote worker
 	StepTypeWait  StepType = "wait"  // completed from outside through the API
@@ -78,7 +78,7 @@ type HTTPRequest struct {
 	Body    json.RawMessage   `json:"body,omitempty"`
 }
 
-// Retry defaults of SPEC section 5.
+// Retry defaults.
 const (
 	DefaultMaxAttempts    = 3
 	DefaultInitialBackoff = time.Second
@@ -338,7 +338,7 @@ func secondDocument(data []byte) int {
 	return 0
 }
 
-// Validate checks d against every rule of SPEC section 5 and returns a
+// Validate checks d against every rule of a definition and returns a
 // *DefinitionError listing all problems, or nil.
 func (d *Definition) Validate() error {
 	ps := &problemList{}
@@ -580,7 +580,7 @@ func isToken(s string) bool {
 // nothing is: the rule that definitions and workers share.
 func HandlerNameProblem(h string) string { return handlerProblem(h) }
 
-// handlerProblem checks a handler name. SPEC section 5 gives no charset, so only
+// handlerProblem checks a handler name. Handler names have no charset of their own, so only
 // what would break a worker's handler list is refused.
 func handlerProblem(h string) string {
 	if len(h) > MaxIDLength {

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// specExample is the definition of SPEC section 5, verbatim.
+// specExample is the reference example definition, verbatim.
 const specExample = `name: order
 timeout: 10m                 # whole-workflow timeout → TIMED_OUT
 steps:

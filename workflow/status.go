@@ -13,7 +13,7 @@ import (
 // Status is the lifecycle status of a workflow instance.
 type Status string
 
-// The instance statuses of SPEC section 2.
+// The instance statuses.
 const (
 	StatusPending   Status = "PENDING"
 	StatusRunning   Status = "RUNNING"
@@ -103,7 +103,7 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 // StepStatus is the status of one step inside an instance's state.
 type StepStatus string
 
-// The step statuses of SPEC section 2.
+// The step statuses.
 const (
 	StepPending   StepStatus = "PENDING"
 	StepRunning   StepStatus = "RUNNING"

@@ -68,7 +68,7 @@ func (r Reference) String() string {
 	return b.String()
 }
 
-// Template is a compiled step input template (SPEC section 5). It is immutable
+// Template is a compiled step input template. It is immutable
 // and safe for concurrent use.
 //
 // A template is any JSON value. Strings in it (not object keys) may hold

@@ -54,7 +54,7 @@ type clientOptions struct {
 	token  string
 	format string
 	// formatFlag is the long name of the -o flag: "output", except on
-	// `complete`, whose --output is the step's output (SPEC section 6).
+	// `complete`, whose --output is the step's output.
 	formatFlag string
 }
 

@@ -1,6 +1,6 @@
 package main
 
-// The acceptance test of the engine across nodes (SPEC sections 4 and 5) at
+// The acceptance test of the engine across nodes at
 // the process boundary: two real `flowd serve` nodes on one PostgreSQL
 // database, remote workers over the tasks API, a step retried after a
 // failure, and a wait step completed from outside with If-Match.

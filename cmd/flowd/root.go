@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Exit codes of SPEC section 6.
+// Exit codes of every command: scripts branch on them.
 const (
 	exitOK           = 0
 	exitError        = 1

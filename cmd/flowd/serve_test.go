@@ -107,7 +107,7 @@ func TestServeEndToEnd(t *testing.T) {
 			if code != 200 || !strings.Contains(body, `flowd_state_updates_total{op="create",result="ok"} 1`) || !strings.Contains(body, "go_goroutines") {
 				t.Errorf("metrics %d lack the create counter or Go collectors:\n%.2000s", code, body)
 			}
-			// Every metric of SPEC section 8 is exported.
+			// Every documented metric is exported.
 			for _, name := range []string{"flowd_state_updates_total", "flowd_update_retries_total", "flowd_update_duration_seconds_bucket",
 				`flowd_workflows{status="PENDING"} 1`, `flowd_workflows{status="RUNNING"} 0`, "flowd_tasks_claimed_total", "flowd_tasks_completed_total",
 				"flowd_lease_expirations_total", "process_cpu_seconds_total"} {

@@ -33,7 +33,7 @@ func newDefCmd(e *env) *cobra.Command {
 		Use:   "def",
 		Short: "Manage workflow definitions (apply, list, get)",
 		Long: `def manages the workflow definitions of a server: the DAGs of steps that
-"flowd start DEFINITION" creates workflows from (YAML or JSON, SPEC section 5).`,
+"flowd start DEFINITION" creates workflows from (YAML or JSON; see docs/definitions.md).`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}

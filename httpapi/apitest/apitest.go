@@ -1,4 +1,4 @@
-// Package apitest is the end-to-end suite of the HTTP API (SPEC section 4):
+// Package apitest is the end-to-end suite of the HTTP API:
 // raw HTTP requests against a running server, checking exact status codes,
 // headers and error bodies. It is a normal package so that the same suite runs
 // against httpapi on httptest (package httpapi's tests) and against the real
@@ -594,7 +594,7 @@ func testAuth(t *testing.T, newServer NewServer) {
 }
 
 // testDefinitionAndTaskRoutes checks the status codes of the definitions and
-// tasks routes (SPEC section 4). The server must run no in-process handler
+// tasks routes. The server must run no in-process handler
 // named "remote" or "nobody".
 func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 	a := &api{t: t, url: newServer(t)}

@@ -1,4 +1,4 @@
-// Package storeopen picks a store backend from a database URL (SPEC section 1):
+// Package storeopen picks a store backend from a database URL:
 // postgres:// or postgresql:// select PostgreSQL, sqlite:PATH selects SQLite.
 // It only dispatches; each backend owns its own connection handling.
 package storeopen

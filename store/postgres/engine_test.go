@@ -304,7 +304,7 @@ func statementsBetween(sqls []string) []string {
 }
 
 // InsertTasks of many rows and TimeOutInstances of many instances are one
-// statement each (SPEC section 9, item 7: no per-row round trips).
+// statement each (no per-row round trips).
 func TestEngineStatementCounts(t *testing.T) {
 	t.Parallel()
 	tr := &recordingTracer{}

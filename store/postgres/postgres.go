@@ -11,7 +11,7 @@
 //
 // Happy-path writes are one statement each (a data-modifying CTE writes the
 // instance and its history row together), so a write costs one round trip and
-// holds its row lock only while the statement runs (SPEC section 9, item 7).
+// holds its row lock only while the statement runs.
 package postgres
 
 import (
@@ -181,7 +181,7 @@ func (s *Store) WithTx(ctx context.Context, iso store.Isolation, fn func(tx stor
 
 // isoLevel maps the closed enum to pgx's constants. It is a switch, not a
 // string built from input, so no text reaches the BEGIN statement that pgx
-// does not own (SPEC section 9, item 3). CheckIsolation ran before.
+// does not own. CheckIsolation ran before.
 func isoLevel(iso store.Isolation) pgx.TxIsoLevel {
 	switch iso {
 	case store.RepeatableRead:

@@ -94,7 +94,7 @@ func stepsState(steps map[string]workflow.StepStatus) workflow.State {
 	return s
 }
 
-// SPEC section 9, item 7: the happy-path writes are one statement each, and
+// The happy-path writes are one statement each, and
 // the read-modify-write helper is a read plus one conditional write, never a
 // read under a row lock.
 func TestStatementsPerOperation(t *testing.T) {
@@ -132,7 +132,7 @@ func TestStatementsPerOperation(t *testing.T) {
 	if len(got) != 1 {
 		t.Errorf("CompleteStep sent %d statements, want 1: %q", len(got), got)
 	}
-	// The step id is a parameter, never part of the SQL text (SPEC 9, item 2).
+	// The step id is a parameter, never part of the SQL text.
 	for _, sql := range got {
 		if strings.Contains(sql, "approve.v2") {
 			t.Errorf("CompleteStep's SQL contains the step id: %s", sql)
@@ -158,7 +158,7 @@ func TestStatementsPerOperation(t *testing.T) {
 	}
 }
 
-// SPEC section 9, item 8: exactly the indexes the queries need; none on
+// Exactly the indexes the queries need; none on
 // (id, version), which would duplicate the primary key. The engine's partial
 // indexes have exactly their predicates (TestEngineQueriesUseIndexes checks
 // that the queries use them).

@@ -142,7 +142,7 @@ SELECT ` + instanceColumns + ` FROM u`
 
 	// The step id $2 is only ever a parameter: an element of text[] paths
 	// and the right operand of ?, never part of SQL text or of a JSON path
-	// literal (SPEC section 9, item 2). The WHERE clause holds every
+	// literal. The WHERE clause holds every
 	// precondition of workflow.State.CompleteStep: the step exists as an
 	// object and is not COMPLETED. The result matches State.CompleteStep:
 	// status COMPLETED, output set, error removed; the step object is
@@ -164,7 +164,7 @@ SELECT ` + instanceColumns + ` FROM u`
 SELECT definition, status, state, input, version, created_at, definition_revision, deadline FROM u`
 
 	// The ids are chosen in a CTE with FOR UPDATE SKIP LOCKED (never
-	// UPDATE … LIMIT, SPEC section 9, item 1): concurrent batches skip each
+	// UPDATE … LIMIT, which PostgreSQL does not have): concurrent batches skip each
 	// other's rows instead of waiting or returning the same id. MATERIALIZED
 	// makes the LIMIT apply exactly once; id = ANY (ARRAY(…)) makes the
 	// UPDATE find its rows through the primary key whatever the planner

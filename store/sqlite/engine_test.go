@@ -124,7 +124,7 @@ func TestQueryPlans(t *testing.T) {
 }
 
 // TestSchemaIndexes lists every index of the schema: exactly the ones the
-// queries need (SPEC section 9, item 8), and never one on (id, version).
+// queries need, and never one on (id, version).
 func TestSchemaIndexes(t *testing.T) {
 	t.Parallel()
 	s := openMigrated(t)

@@ -335,7 +335,7 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 		if err != nil {
 			return err
 		}
-		// The order of the checks is the HTTP order of SPEC section 4:
+		// The order of the checks is the order in which the HTTP API reports errors:
 		// 404, 409 (terminal, step completed), then 412 (version).
 		if inst.Status.Terminal() {
 			return terminal(p.ID, inst.Status)

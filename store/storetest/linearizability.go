@@ -308,7 +308,7 @@ func RunLinearizability(t *testing.T, h Harness, size LinSize) {
 }
 
 // lostUpdateQuerier breaks the contract on purpose: its ReplaceState writes
-// whatever version is current (last writer wins), as the seed's API handler
+// whatever version is current (last writer wins), as a naive API handler
 // would have without If-Match.
 type lostUpdateQuerier struct{ store.Querier }
 

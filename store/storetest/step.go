@@ -270,7 +270,7 @@ func testCompleteStepInvalidOutput(t *testing.T, h Harness) {
 }
 
 // hostileStepIDs are not valid step ids: each would write elsewhere, or fail,
-// if spliced into SQL or a JSON path (SPEC section 9, item 2).
+// if spliced into SQL or a JSON path.
 var hostileStepIDs = []string{
 	"a,b", "b}", `"x"`, "{steps}", "{a,b}", "steps,a", `a"]`, "$.x", "$.steps.a", "$[0]", "/steps/a",
 	"' OR '1'='1", "a'); DELETE FROM workflow_instances; --", "a b", "a/b", "*", "é", "a\x00b", "\xff",

@@ -5,8 +5,8 @@
 //	func TestConformance(t *testing.T) { storetest.Run(t, harness()) }
 //	func BenchmarkStore(b *testing.B) { storetest.RunBenchmarks(b, harness()) }
 //
-// The suite is the executable form of the contract in package store and SPEC
-// sections 2, 3 and 9: every subtest asserts the exact error a failed operation
+// The suite is the executable form of the contract in package store: every
+// subtest asserts the exact error a failed operation
 // maps to (errors.Is / errors.As with the fields) and that the failure changed
 // nothing. Each subtest gets a fresh database and an injected clock, so subtests
 // run in parallel and never depend on each other's order.
