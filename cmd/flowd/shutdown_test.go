@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,27 +54,7 @@ func TestServeSIGTERM(t *testing.T) {
 
 	ctx := context.Background()
 	c := httpapi.NewClient(url)
-	def := `{"name": "nap", "steps": [{"id": "a", "type": "task", "handler": "sleep", "input": {"ms": 3000}}]}`
-	if _, _, err := c.PutDefinition(ctx, "nap", []byte(def)); err != nil {
-		t.Fatal(err)
-	}
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "nap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		got, err := c.GetWorkflow(ctx, inst.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := got.State.Steps["a"]; a != nil && a.Status == workflow.StepRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("step a never started: %+v", got.State.Steps["a"])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	inst := startSleepStep(t, c, "nap", 3000)
 
 	const polls = 20
 	var wg sync.WaitGroup
@@ -145,11 +126,29 @@ func TestServeShutdownTimeoutReleases(t *testing.T) {
 	url, stop := startServe(t, "--db", db, "--demo-handlers", "--shutdown-timeout", "200ms", "--lease", "1h")
 	ctx := context.Background()
 	c := httpapi.NewClient(url)
-	def := `{"name": "long-nap", "steps": [{"id": "a", "type": "task", "handler": "sleep", "input": {"ms": 600000}}]}`
-	if _, _, err := c.PutDefinition(ctx, "long-nap", []byte(def)); err != nil {
+	inst := startSleepStep(t, c, "long-nap", 600000)
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d after a shutdown past its timeout, want 0", code)
+	}
+
+	url2, _ := startServe(t, "--db", db, "--workers", "0")
+	task, err := httpapi.NewClient(url2).PollTask(ctx, httpapi.PollRequest{Worker: "w", Handlers: []string{"sleep"}})
+	if err != nil || task == nil || task.WorkflowID != inst.ID {
+		t.Fatalf("the step's task is not claimable at once (lease of an hour): %+v, %v", task, err)
+	}
+}
+
+// startSleepStep stores a one-step definition NAME whose step "a" sleeps ms
+// milliseconds on the demo handler, starts a workflow of it and waits until
+// the step runs.
+func startSleepStep(t *testing.T, c *httpapi.Client, name string, ms int) *workflow.Instance {
+	t.Helper()
+	ctx := t.Context()
+	def := fmt.Sprintf(`{"name": %q, "steps": [{"id": "a", "type": "task", "handler": "sleep", "input": {"ms": %d}}]}`, name, ms)
+	if _, _, err := c.PutDefinition(ctx, name, []byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "long-nap"})
+	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,20 +158,11 @@ func TestServeShutdownTimeoutReleases(t *testing.T) {
 			t.Fatal(err)
 		}
 		if a := got.State.Steps["a"]; a != nil && a.Status == workflow.StepRunning {
-			break
+			return inst
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("step a never started")
+			t.Fatalf("step a of %s never started: %+v", name, got.State.Steps["a"])
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	if code := stop(); code != 0 {
-		t.Fatalf("exit %d after a shutdown past its timeout, want 0", code)
-	}
-
-	url2, _ := startServe(t, "--db", db, "--workers", "0")
-	task, err := httpapi.NewClient(url2).PollTask(ctx, httpapi.PollRequest{Worker: "w", Handlers: []string{"sleep"}})
-	if err != nil || task == nil || task.WorkflowID != inst.ID {
-		t.Fatalf("the step's task is not claimable at once (lease of an hour): %+v, %v", task, err)
 	}
 }
