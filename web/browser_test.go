@@ -495,7 +495,7 @@ func TestDashboard(t *testing.T) {
 		waitFor(textOf(`tr[data-id="report-7"]`)+`.includes('FAILED')`),
 		waitFor(textOf(`tr[data-id="order-1001"]`)+`.includes('2/5')`),
 	)
-	b.shot(a, "dashboard-list")
+	b.shot(a, "list")
 	b.run(a, "filter by status",
 		setValue("#status-filter", "FAILED"),
 		waitFor(`location.hash === '#/workflows?status=FAILED'`),
@@ -590,7 +590,7 @@ func TestDashboard(t *testing.T) {
 		waitFor(textOf("#my-changes")+`.includes('variables.note')`),
 		waitFor(textOf("#btn-reapply")+fmt.Sprintf(`.includes('version %d')`, saved.Version)),
 	)
-	b.shot(bTab, "dashboard-conflict")
+	b.shot(bTab, "workflow-conflict")
 	b.shotElement(bTab, "#wf-state", "conflict-card")
 	if w := f.get(t, "order-1001"); w.Version != saved.Version {
 		t.Fatalf("the stale save changed the workflow: version %d, want %d", w.Version, saved.Version)
@@ -627,7 +627,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("approve after Complete: %s %s", st.Status, st.Output)
 	}
 	b.run(a, "open an output", chromedp.Click(`#step-reserve details.step-output summary`, chromedp.ByQuery), dismissBanners)
-	b.shot(a, "dashboard-workflow")
+	b.shot(a, "workflow-done")
 
 	// A free-form workflow: steps in key order, no graph.
 	b.run(a, "free-form workflow",
