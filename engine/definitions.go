@@ -69,15 +69,12 @@ func (e *Engine) PutDefinition(ctx context.Context, data []byte) (*DefinitionInf
 // PutDefinitionAs is PutDefinition for a definition that must be named name
 // (any name when it is empty): one named otherwise is invalid and not stored.
 func (e *Engine) PutDefinitionAs(ctx context.Context, name string, data []byte) (*DefinitionInfo, bool, error) {
-	def, err := workflow.ParseDefinition(data)
+	def, err := workflow.ParseDefinitionAs(data, name)
 	if err != nil {
 		return nil, false, err
 	}
 	if _, err := compile(def); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", workflow.ErrInvalidDefinition, err)
-	}
-	if name != "" && def.Name != name {
-		return nil, false, fmt.Errorf("%w: the definition is named %q but was PUT to /v1/definitions/%s", workflow.ErrInvalidDefinition, def.Name, name)
 	}
 	canon, err := def.Canonical()
 	if err != nil {

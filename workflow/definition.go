@@ -156,6 +156,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // converted from YAML (see yamlToJSON: duplicate keys are errors, scalars follow
 // YAML 1.2, numbers keep their text).
 func ParseDefinition(data []byte) (*Definition, error) {
+	return ParseDefinitionAs(data, "")
+}
+
+// ParseDefinitionAs is ParseDefinition for a definition stored under name
+// (any name when it is empty): a definition that names itself otherwise is
+// invalid, and that problem is listed with all the others.
+func ParseDefinitionAs(data []byte, name string) (*Definition, error) {
 	doc, err := definitionJSON(data)
 	if err != nil {
 		return nil, &DefinitionError{Problems: []string{err.Error()}}
@@ -170,6 +177,9 @@ func ParseDefinition(data []byte) (*Definition, error) {
 	ps.decode(doc, reflect.ValueOf(&d).Elem(), "", present)
 	d.checkExplicitRetryZeros(ps, present)
 	d.validate(ps)
+	if name != "" && d.Name != "" && d.Name != name {
+		ps.add("name", fmt.Sprintf("the definition is named %q but was PUT to /v1/definitions/%s", d.Name, name))
+	}
 	if err := ps.err(&d); err != nil {
 		return nil, err
 	}

@@ -610,6 +610,14 @@ func testDefinitionAndTaskRoutes(t *testing.T, newServer NewServer) {
 	if !bytes.Contains(r.body, []byte(`the definition is named \"one\" but was PUT to /v1/definitions/other`)) {
 		t.Errorf("PUT to another name: %s", r.body)
 	}
+	// The name is one problem among the others, listed with them.
+	r = a.do("PUT", "/v1/definitions/other", `{"name": "one", "steps": [{"id": "a", "type": "nope"}]}`)
+	expect(t, r, 400, "name differs and a step is invalid")
+	var named httpapi.ErrorBody
+	r.json(t, &named)
+	if len(named.Problems) != 2 || !strings.Contains(strings.Join(named.Problems, "\n"), `but was PUT to /v1/definitions/other`) {
+		t.Errorf("PUT to another name with another problem: want both listed, got %q", named.Problems)
+	}
 	// Refused means not stored, under either name.
 	expect(t, a.do("GET", "/v1/definitions/other", ""), 404, "the refused definition's path")
 	expect(t, a.do("GET", "/v1/definitions/one?revision=2", ""), 404, "a revision stored by a refused PUT")
