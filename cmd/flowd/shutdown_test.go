@@ -56,7 +56,7 @@ func TestServeSIGTERM(t *testing.T) {
 	c := httpapi.NewClient(url)
 	inst := startSleepStep(t, c, "nap", 3000)
 
-	const polls = 20
+	const polls = 50
 	var wg sync.WaitGroup
 	errs := make(chan error, polls)
 	for range polls {
