@@ -14,7 +14,8 @@ import (
 // before any handler runs, have the API's JSON error body too: a request line
 // it cannot parse (bad percent-encoding in the path), a malformed or missing
 // Host, an invalid header, headers over http.Server.MaxHeaderBytes (431), an
-// unknown Transfer-Encoding (501), an unknown HTTP version (505).
+// unknown Transfer-Encoding (501), an unknown HTTP version (505), an Expect
+// other than 100-continue (417).
 //
 // net/http writes those straight to the connection, in one write of a fixed
 // shape ("HTTP/1.1 400 Bad Request: …", Content-Type text/plain, Connection:
@@ -68,6 +69,9 @@ func rewriteGoHTTPError(p []byte) ([]byte, bool) {
 	if len(p) > maxGoErrorBytes || !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
 		return nil, false
 	}
+	if isGoExpectationFailed(p) {
+		return jsonErrorResponse(http.StatusExpectationFailed, "the request's Expect header is not supported (only 100-continue is)"), true
+	}
 	statusLine, body, ok := strings.Cut(string(p[len("HTTP/1.1 "):]), goErrorHeaders)
 	if !ok || len(statusLine) < 5 || statusLine[3] != ' ' {
 		return nil, false
@@ -85,14 +89,29 @@ func rewriteGoHTTPError(p []byte) ([]byte, bool) {
 	if body != statusLine && !(code == http.StatusNotImplemented && body == "Unsupported transfer encoding") {
 		return nil, false
 	}
-	msg := goHTTPErrorMessage(code, detail)
-	b, err := json.Marshal(ErrorBody{Error: reason, Message: msg})
-	if err != nil {
-		return nil, false
+	return jsonErrorResponse(code, goHTTPErrorMessage(code, detail)), true
+}
+
+// isGoExpectationFailed reports whether p is net/http's answer to an Expect
+// header other than 100-continue: a 417 with no body and no header of a
+// handler (flowd's handlers never answer 417, and always set X-Request-Id).
+func isGoExpectationFailed(p []byte) bool {
+	const head = "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: "
+	const tail = "\r\nContent-Length: 0\r\n\r\n"
+	if !bytes.HasPrefix(p, []byte(head)) || !bytes.HasSuffix(p, []byte(tail)) || len(p) < len(head)+len(tail) {
+		return false
 	}
+	date := p[len(head) : len(p)-len(tail)]
+	return !bytes.Contains(date, []byte("\r\n"))
+}
+
+// jsonErrorResponse is a whole HTTP/1.1 response with the JSON error body;
+// the connection closes after it, as after net/http's own.
+func jsonErrorResponse(code int, msg string) []byte {
+	b, _ := json.Marshal(ErrorBody{Error: http.StatusText(code), Message: msg}) // strings only: cannot fail
 	b = append(b, '\n')
-	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", code, reason, len(b))
-	return append([]byte(head), b...), true
+	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", code, http.StatusText(code), len(b))
+	return append([]byte(head), b...)
 }
 
 func goHTTPErrorMessage(code int, detail string) string {

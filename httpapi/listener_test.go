@@ -96,6 +96,7 @@ func TestJSONErrorListenerRewritesGoErrors(t *testing.T) {
 		{"headers too large", "GET / HTTP/1.1\r\nHost: localhost\r\nX-Big: " + strings.Repeat("a", 16<<10) + "\r\n\r\n", 431, "header fields are too large"},
 		{"unknown transfer encoding", "POST / HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "Transfer-Encoding"},
 		{"unknown HTTP version", "GET / HTTP/3.0\r\nHost: localhost\r\n\r\n", 505, "HTTP version"},
+		{"unknown expectation", "POST / HTTP/1.1\r\nHost: localhost\r\nExpect: teapot\r\nContent-Length: 2\r\n\r\n{}", 417, "Expect"},
 	} {
 		checkRawError(t, rawRequest(t, addr, tc.req), tc.status, tc.msg, tc.what)
 	}
