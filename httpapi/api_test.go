@@ -77,7 +77,7 @@ func TestMetricsWithAFailingCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	handler.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/metrics", nil))
 	body := rec.Body.String()
 	if rec.Code != 200 || !strings.Contains(body, "flowd_update_retries_total 0") || !strings.Contains(body, "go_goroutines") || strings.Contains(body, "flowd_workflows{") {
 		t.Errorf("/metrics with flowd_workflows failing: %d\n%.1500s", rec.Code, body)

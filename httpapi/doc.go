@@ -31,6 +31,15 @@
 // Remote workers use the worker package on top of this client; a Go program
 // that runs the server itself uses the server package.
 //
+// # Serving
+//
+// Server is an http.Handler. Besides the routes it refuses what a web page of
+// another site could make a browser send: a Host that does not name the
+// server (421, DNS rebinding), a state-changing request whose Origin is
+// another site (403), a body whose Content-Type the route does not take
+// (415). Serve it over JSONErrorListener so that the errors net/http answers
+// itself (a request it cannot parse) have the JSON error body too.
+//
 // The server side owns HTTP concerns only: no SQL, and no workflow rule that
 // the store or the workflow package already enforces.
 package httpapi

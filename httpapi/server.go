@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -42,6 +43,14 @@ type Config struct {
 	Registry *prometheus.Registry
 	// RequestTimeout bounds every handler (default 30s).
 	RequestTimeout time.Duration
+	// ListenAddr is the address the server listens on, host:port with the
+	// port resolved: a request whose Host is exactly this is answered.
+	// Unspecified addresses (0.0.0.0, [::]) name no host and are ignored.
+	ListenAddr string
+	// AllowedHosts are the other Host values answered besides loopback
+	// names and ListenAddr: "host" (any port) or "host:port"; AnyHost
+	// answers every Host. Other requests get 421.
+	AllowedHosts []string
 }
 
 // Server is the http.Handler of the flowd API.
@@ -51,6 +60,11 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 	tokens  [][]byte
+
+	// What the Host check answers besides loopback names.
+	allowedHosts           []hostRule
+	anyHost                bool
+	listenHost, listenPort string
 }
 
 // NewServer builds the API handler over cfg.Store.
@@ -79,31 +93,52 @@ func NewServer(cfg Config) (*Server, error) {
 	for _, t := range cfg.Tokens {
 		s.tokens = append(s.tokens, []byte(t))
 	}
+	rules, anyHost, err := parseAllowedHosts(cfg.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s.allowedHosts, s.anyHost = rules, anyHost
+	if cfg.ListenAddr != "" {
+		host, port, err := net.SplitHostPort(cfg.ListenAddr)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: ListenAddr %q: %w", cfg.ListenAddr, err)
+		}
+		if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+			s.listenHost, s.listenPort = strings.ToLower(host), port
+		}
+	}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.handler = s.withRequestID(s.withRecover(s.withLogging(s.withAuth(s.withLimits(jsonMuxErrors(mux))))))
+	// The Host and Origin checks come first: a request a browser page forged
+	// is refused before it can be authenticated, limited or routed.
+	s.handler = s.withRequestID(s.withRecover(s.withLogging(
+		s.withHostCheck(s.withOriginCheck(s.withAuth(s.withLimits(jsonMuxErrors(mux))))))))
 	return s, nil
 }
 
+// routes registers every route. A route that reads a body names the media
+// types it takes (415 for others); PATCH and step completion check theirs
+// in the handler, after If-Match and the body, where their documented order
+// of errors puts 415.
 func (s *Server) routes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/workflows", s.createWorkflow)
+	mux.Handle("POST /v1/workflows", s.takes(jsonBody, s.createWorkflow))
 	mux.HandleFunc("GET /v1/workflows", s.listWorkflows)
 	mux.HandleFunc("GET /v1/workflows/{id}", s.getWorkflow)
 	mux.HandleFunc("PATCH /v1/workflows/{id}", s.patchWorkflow)
-	mux.HandleFunc("POST /v1/workflows/{id}/status", s.transitionWorkflow)
+	mux.Handle("POST /v1/workflows/{id}/status", s.takes(jsonBody, s.transitionWorkflow))
 	for _, name := range engine.Actions {
-		mux.HandleFunc("POST /v1/workflows/{id}/"+name, s.actionHandler(name))
+		mux.Handle("POST /v1/workflows/{id}/"+name, s.takes(jsonBody, s.actionHandler(name)))
 	}
 	mux.HandleFunc("POST /v1/workflows/{id}/steps/{step}/complete", s.completeStep)
 	mux.HandleFunc("GET /v1/workflows/{id}/history", s.history)
-	mux.HandleFunc("POST /v1/batch/status", s.batchStatus)
-	mux.HandleFunc("PUT /v1/definitions/{name}", s.putDefinition)
+	mux.Handle("POST /v1/batch/status", s.takes(jsonBody, s.batchStatus))
+	mux.Handle("PUT /v1/definitions/{name}", s.takes(definitionBody, s.putDefinition))
 	mux.HandleFunc("GET /v1/definitions", s.listDefinitions)
 	mux.HandleFunc("GET /v1/definitions/{name}", s.getDefinition)
-	mux.HandleFunc("POST /v1/tasks/poll", s.pollTask)
-	mux.HandleFunc("POST /v1/tasks/{task_id}/complete", s.completeTask)
-	mux.HandleFunc("POST /v1/tasks/{task_id}/fail", s.failTask)
-	mux.HandleFunc("POST /v1/tasks/{task_id}/heartbeat", s.heartbeatTask)
+	mux.Handle("POST /v1/tasks/poll", s.takes(jsonBody, s.pollTask))
+	mux.Handle("POST /v1/tasks/{task_id}/complete", s.takes(jsonBody, s.completeTask))
+	mux.Handle("POST /v1/tasks/{task_id}/fail", s.takes(jsonBody, s.failTask))
+	mux.Handle("POST /v1/tasks/{task_id}/heartbeat", s.takes(jsonBody, s.heartbeatTask))
 	mux.HandleFunc("GET /v1/workers", s.listWorkers)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	// A collector that fails (flowd_workflows while the database is down)
@@ -293,9 +328,17 @@ func (s *Server) validToken(header string) bool {
 	return match == 1
 }
 
-// withLimits bounds the body size and the handler's time.
+// withLimits bounds the body size and the handler's time. A body announced
+// as too large is refused before a byte of it is read.
 func (s *Server) withLimits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBodyBytes {
+			// The body stays unread: the connection cannot carry another
+			// request after it.
+			w.Header().Set("Connection", "close")
+			writeErrorStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes (Content-Length: %d)", MaxBodyBytes, r.ContentLength))
+			return
+		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -194,12 +193,9 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && mt != "application/merge-patch+json") {
-			s.fail(w, r, httpError(http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported: send application/merge-patch+json or application/json", ct)))
-			return
-		}
+	if err := mergePatchBody.check(r); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	inst, err := s.conditionalWrite(r, r.PathValue("id"), cond,
 		func(inst *workflow.Instance) error {
@@ -332,10 +328,17 @@ func (s *Server) completeStep(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	withBody := hasBody(r)
 	var req CompleteStepRequest
 	if err := decodeControl(r, &req, true); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if withBody {
+		if err := jsonBody.check(r); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	stepID := r.PathValue("step")
 	inst, err := s.conditionalWrite(r, r.PathValue("id"), cond,

@@ -40,6 +40,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/storeopen"
@@ -66,6 +68,12 @@ type Config struct {
 	// Insecure is set.
 	Tokens   []string
 	Insecure bool
+	// AllowedHosts are the Host header values answered besides localhost,
+	// loopback addresses and Addr itself: "host" (any port) or "host:port",
+	// or "*" for any. Requests naming another host get 421, which keeps web
+	// pages from reaching the server through DNS rebinding. A server on
+	// 0.0.0.0 or [::] lists the names its clients (and load balancer) use.
+	AllowedHosts []string
 	// Workers is the in-process step concurrency [8]; 0 runs no step in
 	// process (remote workers, or another node, run them).
 	Workers *int
@@ -104,6 +112,9 @@ func (c *Config) Validate() error {
 	} else if len(c.Tokens) == 0 && !c.Insecure && !IsLoopback(host) {
 		errs = append(errs, fmt.Errorf("server: refusing to listen on non-loopback address %s without authentication: set Tokens, or Insecure to accept the risk", addr))
 	}
+	if err := httpapi.ValidateAllowedHosts(c.AllowedHosts); err != nil {
+		errs = append(errs, fmt.Errorf("server: AllowedHosts: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -125,7 +136,7 @@ type Server struct {
 	base          store.Store // closed last
 	st            store.Store // base, instrumented
 	eng           *engine.Engine
-	api           http.Handler
+	registry      *prometheus.Registry
 	schemaVersion int64
 
 	mu       sync.Mutex
@@ -181,13 +192,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		base.Close()
 		return nil, err
 	}
-	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng, Logger: log, Tokens: cfg.Tokens, Registry: m.Registry})
-	if err != nil {
-		base.Close()
-		return nil, err
-	}
 	return &Server{
-		cfg: cfg, log: log, base: base, st: st, eng: eng, api: api, schemaVersion: rep.Version,
+		cfg: cfg, log: log, base: base, st: st, eng: eng, registry: m.Registry, schemaVersion: rep.Version,
 		shutdownDone: make(chan struct{}),
 	}, nil
 }
@@ -240,13 +246,20 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.cfg.Addr, err)
 	}
+	// The API is built once the port is known: requests naming the listen
+	// address are answered.
+	api, err := s.newAPI(ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	if err := s.eng.Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}
 	s.started, s.ln = true, ln
 	s.http = &http.Server{
-		Handler:           s.api,
+		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      90 * time.Second,
@@ -254,9 +267,29 @@ func (s *Server) Start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.serveErr = make(chan error, 1)
-	go func() { s.serveErr <- s.http.Serve(ln) }()
+	go func() { s.serveErr <- s.http.Serve(httpapi.JSONErrorListener(ln)) }()
 	s.log.Info("flowd serving", "url", s.url(), "db", storeopen.Redact(s.cfg.DB), "schema_version", s.schemaVersion, "auth", len(s.cfg.Tokens) > 0)
 	return nil
+}
+
+// newAPI builds the HTTP API for a server listening on listenAddr.
+func (s *Server) newAPI(listenAddr string) (*httpapi.Server, error) {
+	allowed := s.cfg.AllowedHosts
+	host, _, _ := net.SplitHostPort(s.cfg.Addr)
+	_, port, _ := net.SplitHostPort(listenAddr)
+	switch ip := net.ParseIP(host); {
+	case host != "" && ip == nil:
+		// Addr names a host (flowd.internal:8080): that name is the
+		// listen address its clients use, with the port resolved.
+		allowed = append(append([]string(nil), allowed...), net.JoinHostPort(host, port))
+	case len(allowed) == 0 && (host == "" || ip.IsUnspecified()):
+		s.log.Warn("listening on every address, but only requests whose Host is localhost or a loopback address are answered (421 otherwise): list the names and addresses clients use with --allowed-hosts",
+			"addr", listenAddr)
+	}
+	return httpapi.NewServer(httpapi.Config{
+		Store: s.st, Engine: s.eng, Logger: s.log, Tokens: s.cfg.Tokens, Registry: s.registry,
+		ListenAddr: listenAddr, AllowedHosts: allowed,
+	})
 }
 
 // URL is the server's base URL, such as http://127.0.0.1:41234 (with the

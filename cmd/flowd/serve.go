@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/examples"
+	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/store"
@@ -28,6 +29,7 @@ type serveConfig struct {
 	Addr          string
 	TokenFile     string
 	Insecure      bool
+	AllowedHosts  []string
 	Workers       int
 	Lease         time.Duration
 	SweepInterval time.Duration
@@ -64,6 +66,9 @@ func (c *serveConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--addr %q: %v (want host:port, e.g. 127.0.0.1:8080)", c.Addr, err))
 	} else if c.TokenFile == "" && !c.Insecure && !server.IsLoopback(host) {
 		errs = append(errs, fmt.Errorf("refusing to listen on non-loopback address %s without authentication: pass --token-file (or FLOWD_TOKEN_FILE), or --insecure to accept the risk", c.Addr))
+	}
+	if err := httpapi.ValidateAllowedHosts(c.AllowedHosts); err != nil {
+		errs = append(errs, fmt.Errorf("--allowed-hosts: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -118,6 +123,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (env FLOWD_ADDR)")
 	f.StringVar(&cfg.TokenFile, "token-file", "", "file of bearer tokens, one a line; when set every /v1 route requires one (env FLOWD_TOKEN_FILE)")
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --token-file")
+	f.StringSliceVar(&cfg.AllowedHosts, "allowed-hosts", nil, "Host header values answered besides localhost, loopback addresses and --addr: host or host:port, comma-separated or repeated; * for any. Others get 421 (env FLOWD_ALLOWED_HOSTS)")
 	f.IntVar(&cfg.Workers, "workers", 8, "in-process step concurrency")
 	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease for in-process steps and the default for remote workers")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
@@ -146,7 +152,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 	}
 
 	srv, err := server.New(ctx, server.Config{
-		DB: cfg.DB, Addr: cfg.Addr, Tokens: tokens, Insecure: cfg.Insecure,
+		DB: cfg.DB, Addr: cfg.Addr, Tokens: tokens, Insecure: cfg.Insecure, AllowedHosts: cfg.AllowedHosts,
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log,
 	})

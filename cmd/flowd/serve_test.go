@@ -38,8 +38,14 @@ var urlLine = regexp.MustCompile(`API at (http://[0-9.:]+)/v1`)
 // context, as SIGTERM does) and returns the exit code.
 func startServe(t *testing.T, args ...string) (string, func() int) {
 	t.Helper()
+	return startServeEnv(t, nil, args...)
+}
+
+// startServeEnv is startServe with the environment variables vars.
+func startServeEnv(t *testing.T, vars map[string]string, args ...string) (string, func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e, out, errOut := testEnv(nil)
+	e, out, errOut := testEnv(vars)
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), e) }()
 	deadline := time.Now().Add(30 * time.Second)
@@ -148,6 +154,47 @@ func TestServeTokens(t *testing.T) {
 	}
 }
 
+// --allowed-hosts (comma-separated or repeated, or FLOWD_ALLOWED_HOSTS) admits
+// its names; other Host values get 421.
+func TestServeAllowedHosts(t *testing.T) {
+	url, _ := startServe(t, "--db", "sqlite::memory:", "--allowed-hosts", "a.example,b.example:8443", "--allowed-hosts", "c.example")
+	hostStatus := func(host string) int {
+		req, _ := http.NewRequest("GET", url+"/v1/workflows", nil)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for host, want := range map[string]int{
+		"a.example": 200, "a.example:9000": 200, "b.example:8443": 200, "b.example": 421, "c.example": 200,
+		"evil.example": 421, "localhost": 200, strings.TrimPrefix(url, "http://"): 200,
+	} {
+		if got := hostStatus(host); got != want {
+			t.Errorf("Host %s: %d, want %d", host, got, want)
+		}
+	}
+}
+
+func TestServeAllowedHostsFromEnv(t *testing.T) {
+	url, stop := startServeEnv(t, map[string]string{"FLOWD_ALLOWED_HOSTS": "env.example"}, "--db", "sqlite::memory:")
+	req, _ := http.NewRequest("GET", url+"/healthz", nil)
+	req.Host = "env.example"
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("Host env.example with FLOWD_ALLOWED_HOSTS=env.example: %d", res.StatusCode)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+}
+
 func TestServeRefusesBadConfig(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
@@ -168,6 +215,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--log-level", "loud"}, nil, exitUsage, "--log-level"},
 		{[]string{"--bogus"}, nil, exitUsage, "unknown flag"},
 		{nil, map[string]string{"FLOWD_WORKERS": "many"}, exitUsage, "FLOWD_WORKERS"},
+		{[]string{"--allowed-hosts", "https://flowd.example.com"}, nil, exitUsage, `--allowed-hosts: allowed host "https://flowd.example.com"`},
+		{nil, map[string]string{"FLOWD_ALLOWED_HOSTS": "ok.example,flowd.example.com:http"}, exitUsage, `allowed host "flowd.example.com:http": port "http"`},
 	}
 	for _, c := range cases {
 		e, _, errOut := testEnv(c.env)

@@ -41,6 +41,7 @@ func Run(t *testing.T, newServer NewServer) {
 		t.Run("Batch", func(t *testing.T) { testBatch(t, a) })
 		t.Run("History", func(t *testing.T) { testHistory(t, a) })
 		t.Run("Limits", func(t *testing.T) { testLimits(t, a) })
+		t.Run("Browsers", func(t *testing.T) { testBrowsers(t, a) })
 		t.Run("Health", func(t *testing.T) { testHealth(t, a) })
 		t.Run("ConcurrentPatch", func(t *testing.T) { testConcurrentPatch(t, a) })
 	})
@@ -99,6 +100,10 @@ func (a *api) do(method, path, body string, headers ...string) resp {
 		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+			continue
+		}
 		if headers[i+1] == "" {
 			req.Header.Del(headers[i])
 			continue
@@ -486,6 +491,25 @@ func testLimits(t *testing.T, a *api) {
 	if r = a.do("GET", "/v1/workflows/lim-1", ""); len(r.header.Get("X-Request-Id")) < 8 {
 		t.Errorf("no generated X-Request-Id")
 	}
+}
+
+// testBrowsers: pages of other sites can neither act on the server nor read
+// it through DNS rebinding.
+func testBrowsers(t *testing.T, a *api) {
+	self := strings.TrimPrefix(a.url, "http://")
+	_, port, _ := strings.Cut(self, ":")
+	for _, path := range []string{"/", "/v1/workflows", "/healthz"} {
+		expect(t, a.do("GET", path, "", "Host", "evil.example:"+port), 421, "GET "+path+" with a foreign Host")
+	}
+	expect(t, a.do("GET", "/v1/workflows", "", "Host", "localhost:"+port), 200, "Host localhost")
+	// What a form or fetch(no-cors) of another site sends.
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"xsite-1"}`, "Content-Type", "text/plain;charset=UTF-8", "Origin", "https://evil.example"), 403, "cross-site text/plain POST")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"xsite-1"}`, "Content-Type", "text/plain;charset=UTF-8"), 415, "text/plain POST")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"xsite-1"}`, "Origin", "null"), 403, "Origin null")
+	expect(t, a.do("GET", "/v1/workflows/xsite-1", ""), 404, "the refused creates created nothing")
+	expect(t, a.do("POST", "/v1/workflows", `{"id":"xsite-1"}`, "Origin", "http://"+self), 201, "same-origin POST")
+	expect(t, a.do("POST", "/v1/workflows/xsite-1/cancel", "", "Origin", "http://evil.example"), 403, "cross-site cancel")
+	expect(t, a.do("POST", "/v1/workflows/xsite-1/cancel", "", "Origin", "http://"+self), 200, "same-origin cancel")
 }
 
 func testHealth(t *testing.T, a *api) {
