@@ -55,6 +55,8 @@ func statusFor(err error) int {
 		errors.Is(err, workflow.ErrInvalidDefinition),
 		errors.Is(err, store.ErrInvalidArgument):
 		return http.StatusBadRequest
+	case errors.Is(err, store.ErrStorageFull):
+		return http.StatusInsufficientStorage
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}

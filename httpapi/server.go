@@ -119,7 +119,16 @@ func (s *Server) routes(mux *http.ServeMux) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// healthz answers 503 while the database does not answer, and while it is out
+// of space (a write failed with store.ErrStorageFull and none has succeeded
+// since: it answers reads, but cannot take writes). Only a store that watches
+// its writes (store.StorageReporter, as the server's instrumented one does)
+// can tell the second.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if sr, ok := s.cfg.Store.(store.StorageReporter); ok && sr.StorageFull() {
+		writeErrorStatus(w, http.StatusServiceUnavailable, "the database is out of storage space: a write failed for lack of it and none has succeeded since")
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
@@ -150,6 +159,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case status == http.StatusInternalServerError:
 		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()))
 		msg = "internal error; see the server log for request " + requestID(r.Context())
+	case status == http.StatusInsufficientStorage:
+		s.log.ErrorContext(r.Context(), "database out of storage space", "err", err, "request_id", requestID(r.Context()))
+		msg = "the database is out of storage space; nothing was written"
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.WarnContext(r.Context(), "database unavailable", "err", err, "request_id", requestID(r.Context()))
 		msg = "the database is unavailable; try again shortly"

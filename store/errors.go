@@ -30,6 +30,10 @@ var (
 	// operation's outcome may be unknown (a write may or may not have
 	// committed), so retry only what is safe to retry.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrStorageFull: the database is out of disk space (SQLite SQLITE_FULL,
+	// PostgreSQL disk_full): nothing was written. Retrying helps only once
+	// space is freed.
+	ErrStorageFull = errors.New("database storage is full")
 	// ErrInvalidCursor: a List cursor that this store did not produce.
 	ErrInvalidCursor = fmt.Errorf("%w: malformed cursor", ErrInvalidArgument)
 )

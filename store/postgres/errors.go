@@ -21,6 +21,8 @@ const (
 	codeDeadlockDetected     = "40P01"
 	codeUniqueViolation      = "23505"
 	codeCheckViolation       = "23514"
+	// disk_full: the server could not extend a file; the statement failed.
+	codeDiskFull = "53100"
 	// Text the database cannot store (NUL, invalid UTF-8). The store checks
 	// strings before sending them; this is the backstop.
 	codeCharacterNotInRepertoire = "22021"
@@ -55,6 +57,8 @@ func interpretError(err error, id string) error {
 			return &store.ConflictError{ID: id, Actual: -1, Reason: "deadlock detected"}
 		case codeCommitConflict:
 			return &store.ConflictError{ID: id, Actual: -1, Reason: pgErr.Message}
+		case codeDiskFull:
+			return fmt.Errorf("%w: postgres: %s (SQLSTATE %s)", store.ErrStorageFull, pgErr.Message, pgErr.Code)
 		case codeUniqueViolation:
 			if pgErr.TableName == "workflow_tasks" {
 				// A task id or (instance, step) taken; Detail names the key.
