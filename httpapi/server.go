@@ -162,6 +162,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case status == http.StatusInsufficientStorage:
 		s.log.ErrorContext(r.Context(), "database out of storage space", "err", err, "request_id", requestID(r.Context()))
 		msg = "the database is out of storage space; nothing was written"
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		s.log.WarnContext(r.Context(), "database connection lost during a commit", "err", err, "request_id", requestID(r.Context()))
+		msg = "the database connection broke while the write was being committed: it may or may not have been stored; read the workflow before repeating the request"
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.WarnContext(r.Context(), "database unavailable", "err", err, "request_id", requestID(r.Context()))
 		msg = "the database is unavailable; try again shortly"
@@ -172,6 +175,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.DebugContext(r.Context(), "conflict", "err", err, "request_id", requestID(r.Context()))
 	}
 	body := ErrorBody{Error: http.StatusText(status), Message: msg}
+	if errors.Is(err, store.ErrOutcomeUnknown) {
+		body.Outcome = OutcomeUnknown
+	}
 	var de *workflow.DefinitionError
 	if errors.As(err, &de) {
 		body.Problems = de.Problems
