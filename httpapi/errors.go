@@ -17,7 +17,15 @@ type ErrorBody struct {
 	Message string `json:"message"`
 	// Problems lists every validation problem of a rejected definition.
 	Problems []string `json:"problems,omitempty"`
+	// Outcome is "unknown" on a 503 for a write whose commit was under way
+	// when the database connection broke: it may or may not have been
+	// stored, so read before repeating it. Absent when the write certainly
+	// did not happen.
+	Outcome string `json:"outcome,omitempty"`
 }
+
+// OutcomeUnknown is ErrorBody.Outcome for a write that may have been stored.
+const OutcomeUnknown = "unknown"
 
 // apiError is an error that already knows its HTTP status.
 type apiError struct {
@@ -55,6 +63,8 @@ func statusFor(err error) int {
 		errors.Is(err, workflow.ErrInvalidDefinition),
 		errors.Is(err, store.ErrInvalidArgument):
 		return http.StatusBadRequest
+	case errors.Is(err, store.ErrStorageFull):
+		return http.StatusInsufficientStorage
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	}

@@ -154,7 +154,16 @@ func (s *Server) routes(mux *http.ServeMux) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// healthz answers 503 while the database does not answer, and while it is out
+// of space (a write failed with store.ErrStorageFull and none has succeeded
+// since: it answers reads, but cannot take writes). Only a store that watches
+// its writes (store.StorageReporter, as the server's instrumented one does)
+// can tell the second.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if sr, ok := s.cfg.Store.(store.StorageReporter); ok && sr.StorageFull() {
+		writeErrorStatus(w, http.StatusServiceUnavailable, "the database is out of storage space: a write failed for lack of it and none has succeeded since")
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
@@ -185,6 +194,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case status == http.StatusInternalServerError:
 		s.log.ErrorContext(r.Context(), "request failed", "err", err, "request_id", requestID(r.Context()))
 		msg = "internal error; see the server log for request " + requestID(r.Context())
+	case status == http.StatusInsufficientStorage:
+		s.log.ErrorContext(r.Context(), "database out of storage space", "err", err, "request_id", requestID(r.Context()))
+		msg = "the database is out of storage space; nothing was written"
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		s.log.WarnContext(r.Context(), "database connection lost during a commit", "err", err, "request_id", requestID(r.Context()))
+		msg = "the database connection broke while the write was being committed: it may or may not have been stored; read the workflow before repeating the request"
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.WarnContext(r.Context(), "database unavailable", "err", err, "request_id", requestID(r.Context()))
 		msg = "the database is unavailable; try again shortly"
@@ -195,6 +210,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.DebugContext(r.Context(), "conflict", "err", err, "request_id", requestID(r.Context()))
 	}
 	body := ErrorBody{Error: http.StatusText(status), Message: msg}
+	if errors.Is(err, store.ErrOutcomeUnknown) {
+		body.Outcome = OutcomeUnknown
+	}
 	var de *workflow.DefinitionError
 	if errors.As(err, &de) {
 		body.Problems = de.Problems

@@ -19,7 +19,8 @@ import (
 
 // maxConditionalAttempts bounds how often a conditional write re-reads after
 // losing a race to a concurrent writer whose new version still satisfies the
-// request's If-Match (`*`, or a list naming the newer version too).
+// request's If-Match (a list naming the newer version too). If-Match: * never
+// gets here: it takes the locking path (lockedWrite), which cannot lose a race.
 const maxConditionalAttempts = 16
 
 func writeInstance(w http.ResponseWriter, status int, inst *workflow.Instance) {
@@ -182,6 +183,29 @@ func (s *Server) conditionalWrite(r *http.Request, id string, cond Precondition,
 	return nil, httpError(http.StatusServiceUnavailable, "the workflow kept changing under this request; try again")
 }
 
+// lockedWrite is the If-Match: * form of a conditional write: write locks the
+// row, runs check on what it holds and changes it in one transaction, so the
+// request waits for concurrent writers instead of failing after some number of
+// lost races (a server-side read-modify-write never answers 503 or 409 for
+// contention alone). The locked write refuses a terminal instance before it
+// runs check; a terminal instance never changes again, so check runs on a
+// fresh read of it afterwards and the route's own refusals (an unknown step:
+// 404) keep their place before the terminal 409.
+func (s *Server) lockedWrite(r *http.Request, id string,
+	check func(*workflow.Instance) error,
+	write func() (*workflow.Instance, error),
+) (*workflow.Instance, error) {
+	out, err := write()
+	if errors.Is(err, workflow.ErrTerminal) {
+		if inst, gerr := s.cfg.Store.Get(r.Context(), id); gerr == nil {
+			if cerr := check(inst); cerr != nil {
+				return nil, cerr
+			}
+		}
+	}
+	return out, err
+}
+
 func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 	cond, err := ifMatch(r)
 	if err != nil {
@@ -197,20 +221,35 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	inst, err := s.conditionalWrite(r, r.PathValue("id"), cond,
-		func(inst *workflow.Instance) error {
-			if touchesSteps && inst.Definition != "" {
-				return engineOwnsSteps(inst)
-			}
-			return nil
-		},
-		func(inst *workflow.Instance) (*workflow.Instance, error) {
-			next, err := applyStatePatch(inst.State, patch)
-			if err != nil {
-				return nil, err
-			}
-			return s.cfg.Store.ReplaceState(r.Context(), inst.ID, inst.Version, next, "patch")
+	check := func(inst *workflow.Instance) error {
+		if touchesSteps && inst.Definition != "" {
+			return engineOwnsSteps(inst)
+		}
+		return nil
+	}
+	id := r.PathValue("id")
+	var inst *workflow.Instance
+	if cond.Any {
+		inst, err = s.lockedWrite(r, id, check, func() (*workflow.Instance, error) {
+			return s.cfg.Store.ModifyState(r.Context(), id, func(inst *workflow.Instance) error {
+				if err := check(inst); err != nil {
+					return err
+				}
+				next, err := applyStatePatch(inst.State, patch)
+				inst.State = next
+				return err
+			}, "patch")
 		})
+	} else {
+		inst, err = s.conditionalWrite(r, id, cond, check,
+			func(inst *workflow.Instance) (*workflow.Instance, error) {
+				next, err := applyStatePatch(inst.State, patch)
+				if err != nil {
+					return nil, err
+				}
+				return s.cfg.Store.ReplaceState(r.Context(), inst.ID, inst.Version, next, "patch")
+			})
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -340,27 +379,36 @@ func (s *Server) completeStep(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	stepID := r.PathValue("step")
-	inst, err := s.conditionalWrite(r, r.PathValue("id"), cond,
-		func(inst *workflow.Instance) error {
-			st, ok := inst.State.Steps[stepID]
-			if !ok {
-				return fmt.Errorf("workflow %q has no step %q: %w", inst.ID, stepID, workflow.ErrUnknownStep)
-			}
-			if st.Status == workflow.StepCompleted {
-				return fmt.Errorf("workflow %q step %q: %w", inst.ID, stepID, workflow.ErrStepCompleted)
-			}
-			if inst.Definition != "" && (st.Status == workflow.StepPending || st.Status == workflow.StepSkipped) {
-				return fmt.Errorf("%w: step %q of workflow %s is %s", engine.ErrStepNotReady, stepID, inst.ID, st.Status)
-			}
-			return nil
-		},
-		func(inst *workflow.Instance) (*workflow.Instance, error) {
-			v := inst.Version
-			return s.eng.CompleteStep(r.Context(), engine.CompleteStepParams{
-				ID: inst.ID, Step: stepID, Output: req.Output, ExpectedVersion: &v,
-			})
+	id, stepID := r.PathValue("id"), r.PathValue("step")
+	check := func(inst *workflow.Instance) error {
+		st, ok := inst.State.Steps[stepID]
+		if !ok {
+			return fmt.Errorf("workflow %q has no step %q: %w", inst.ID, stepID, workflow.ErrUnknownStep)
+		}
+		if st.Status == workflow.StepCompleted {
+			return fmt.Errorf("workflow %q step %q: %w", inst.ID, stepID, workflow.ErrStepCompleted)
+		}
+		if inst.Definition != "" && (st.Status == workflow.StepPending || st.Status == workflow.StepSkipped) {
+			return fmt.Errorf("%w: step %q of workflow %s is %s", engine.ErrStepNotReady, stepID, inst.ID, st.Status)
+		}
+		return nil
+	}
+	var inst *workflow.Instance
+	if cond.Any {
+		// Without an expected version the engine completes the step under
+		// the instance's row lock and checks the same refusals there.
+		inst, err = s.lockedWrite(r, id, check, func() (*workflow.Instance, error) {
+			return s.eng.CompleteStep(r.Context(), engine.CompleteStepParams{ID: id, Step: stepID, Output: req.Output})
 		})
+	} else {
+		inst, err = s.conditionalWrite(r, id, cond, check,
+			func(inst *workflow.Instance) (*workflow.Instance, error) {
+				v := inst.Version
+				return s.eng.CompleteStep(r.Context(), engine.CompleteStepParams{
+					ID: inst.ID, Step: stepID, Output: req.Output, ExpectedVersion: &v,
+				})
+			})
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -25,6 +25,8 @@ type Metrics struct {
 	TasksClaimed     prometheus.Counter
 	TasksCompleted   *prometheus.CounterVec // result
 	LeaseExpirations prometheus.Counter
+
+	storage storageHealth // what flowd_storage_full and StorageFull report
 }
 
 // Results of flowd_state_updates_total.
@@ -89,7 +91,17 @@ func New() *Metrics {
 		}
 		m.UpdateDuration.WithLabelValues(op)
 	}
+	storageFull := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "flowd_storage_full",
+		Help: "1 while the database is out of space: a write failed for lack of it and none has stored anything since.",
+	}, func() float64 {
+		if m.storage.full.Load() {
+			return 1
+		}
+		return 0
+	})
 	m.Registry.MustRegister(
+		storageFull,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.StateUpdates, m.UpdateRetries, m.UpdateDuration,
@@ -157,7 +169,10 @@ func Result(err error) string {
 	return ResultError
 }
 
-func (m *Metrics) observe(op string, start time.Time, err error) {
-	m.StateUpdates.WithLabelValues(op, Result(err)).Inc()
-	m.UpdateDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+// observe records one write of op; wrote says whether a success stored
+// anything (see noteWrite).
+func (q instrumentedQuerier) observe(op string, start time.Time, err error, wrote bool) {
+	q.m.StateUpdates.WithLabelValues(op, Result(err)).Inc()
+	q.m.UpdateDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	q.noteWrite(err, wrote)
 }

@@ -35,16 +35,21 @@ type instrumentedStore struct {
 }
 
 func (s *instrumentedStore) WithTx(ctx context.Context, iso store.Isolation, fn func(store.Querier) error) error {
-	return s.base.WithTx(ctx, iso, func(tx store.Querier) error {
-		return fn(instrumentedQuerier{Querier: tx, m: s.m})
+	w := &txWrites{}
+	err := s.base.WithTx(ctx, iso, func(tx store.Querier) error {
+		return fn(instrumentedQuerier{Querier: tx, m: s.m, tx: w})
 	})
+	s.noteWrite(err, w.wrote.Load())
+	return err
 }
 
 func (s *instrumentedStore) Migrate(ctx context.Context) (store.MigrationReport, error) {
 	return s.base.Migrate(ctx)
 }
 func (s *instrumentedStore) PutDefinition(ctx context.Context, name string, spec json.RawMessage) (int, bool, error) {
-	return s.base.PutDefinition(ctx, name, spec)
+	rev, created, err := s.base.PutDefinition(ctx, name, spec)
+	s.noteWrite(err, created)
+	return rev, created, err
 }
 
 func (s *instrumentedStore) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
@@ -66,61 +71,63 @@ func (s *instrumentedStore) Close() error                     { return s.base.Cl
 // instrumentedQuerier records the writes of a Querier; reads pass through.
 type instrumentedQuerier struct {
 	store.Querier
-	m *Metrics
+	m  *Metrics
+	tx *txWrites // nil outside WithTx
 }
 
 func (q instrumentedQuerier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
 	start := time.Now()
 	inst, err := q.Querier.Create(ctx, p)
-	q.m.observe("create", start, err)
+	q.observe("create", start, err, true)
 	return inst, err
 }
 
 func (q instrumentedQuerier) ReplaceState(ctx context.Context, id string, v int64, st workflow.State, cause string) (*workflow.Instance, error) {
 	start := time.Now()
 	inst, err := q.Querier.ReplaceState(ctx, id, v, st, cause)
-	q.m.observe("update_state", start, err)
+	q.observe("update_state", start, err, true)
 	return inst, err
 }
 
 func (q instrumentedQuerier) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
 	start := time.Now()
 	inst, err := q.Querier.ModifyState(ctx, id, fn, cause)
-	q.m.observe("modify_state", start, err)
+	q.observe("modify_state", start, err, true)
 	return inst, err
 }
 
 func (q instrumentedQuerier) TransitionStatus(ctx context.Context, p store.TransitionParams) (*workflow.Instance, error) {
 	start := time.Now()
 	inst, err := q.Querier.TransitionStatus(ctx, p)
-	q.m.observe("transition_status", start, err)
+	q.observe("transition_status", start, err, true)
 	return inst, err
 }
 
 func (q instrumentedQuerier) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
 	start := time.Now()
 	inst, err := q.Querier.CompleteStep(ctx, p)
-	q.m.observe("complete_step", start, err)
+	q.observe("complete_step", start, err, true)
 	return inst, err
 }
 
 func (q instrumentedQuerier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
 	start := time.Now()
 	ids, err := q.Querier.BatchUpdateStatus(ctx, p)
-	q.m.observe("batch_status", start, err)
+	q.observe("batch_status", start, err, len(ids) > 0)
 	return ids, err
 }
 
 func (q instrumentedQuerier) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
 	start := time.Now()
 	v, err := q.Querier.CommitStep(ctx, c)
-	q.m.observe("commit_step", start, err)
+	q.observe("commit_step", start, err, true)
 	return v, err
 }
 
 func (q instrumentedQuerier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
 	start := time.Now()
 	vs, err := q.Querier.CommitSteps(ctx, cs)
+	q.noteWrite(err, len(cs) > 0)
 	// Every commit counts; the duration is the batch's, observed once.
 	q.m.StateUpdates.WithLabelValues("commit_step", Result(err)).Add(float64(len(cs)))
 	q.m.UpdateDuration.WithLabelValues("commit_step").Observe(time.Since(start).Seconds())
@@ -143,6 +150,7 @@ func (q instrumentedQuerier) CommitGroup(ctx context.Context, creates []store.Cr
 		}}
 	}
 	insts, vs, err := q.Querier.CommitGroup(ctx, creates, commits, claim)
+	q.noteWrite(err, len(creates)+len(commits)+writtenStates(writes) > 0)
 	// Every write of the group counts under its own op (the claim of a
 	// failed group once, if it got as far as deciding); the duration is
 	// the group's, observed once for each op in it.
@@ -173,6 +181,7 @@ func (q instrumentedQuerier) ClaimTasks(ctx context.Context, p store.ClaimParams
 	// Every instance written counts; the duration is the claim's, observed
 	// once, when it wrote or failed.
 	n := writtenStates(writes)
+	q.noteWrite(err, n > 0)
 	switch {
 	case err != nil:
 		q.m.StateUpdates.WithLabelValues("claim", Result(err)).Inc()
@@ -197,7 +206,9 @@ func writtenStates(writes []*store.ClaimWrite) int {
 }
 
 func (s *instrumentedStore) RecordWorker(ctx context.Context, w store.WorkerRecord) error {
-	return s.base.RecordWorker(ctx, w)
+	err := s.base.RecordWorker(ctx, w)
+	s.noteWrite(err, true)
+	return err
 }
 
 func (s *instrumentedStore) ListWorkers(ctx context.Context, since time.Time) ([]store.WorkerRecord, error) {
@@ -205,5 +216,7 @@ func (s *instrumentedStore) ListWorkers(ctx context.Context, since time.Time) ([
 }
 
 func (s *instrumentedStore) DeleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
-	return s.base.DeleteWorkersBefore(ctx, t)
+	n, err := s.base.DeleteWorkersBefore(ctx, t)
+	s.noteWrite(err, n > 0)
+	return n, err
 }

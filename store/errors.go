@@ -26,10 +26,21 @@ var (
 	ErrStatusMismatch = errors.New("status mismatch")
 	// ErrInvalidArgument: a parameter is out of range (limit, isolation, …).
 	ErrInvalidArgument = errors.New("invalid argument")
-	// ErrUnavailable: the database cannot be reached or is shutting down; the
-	// operation's outcome may be unknown (a write may or may not have
-	// committed), so retry only what is safe to retry.
+	// ErrUnavailable: the database cannot be reached or is shutting down.
+	// A write whose commit was under way when the connection broke returns
+	// ErrOutcomeUnknown, which is also an ErrUnavailable.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrOutcomeUnknown: the connection broke while the database was
+	// committing a write (during COMMIT, or while running a statement that
+	// commits on its own), so it may or may not have been stored. It is also
+	// an ErrUnavailable. Never repeat such a write blindly: read what is
+	// stored first. A plain ErrUnavailable from a write means it certainly
+	// did not happen.
+	ErrOutcomeUnknown = fmt.Errorf("%w: the write's outcome is unknown", ErrUnavailable)
+	// ErrStorageFull: the database is out of disk space (SQLite SQLITE_FULL,
+	// PostgreSQL disk_full): nothing was written. Retrying helps only once
+	// space is freed.
+	ErrStorageFull = errors.New("database storage is full")
 	// ErrInvalidCursor: a List cursor that this store did not produce.
 	ErrInvalidCursor = fmt.Errorf("%w: malformed cursor", ErrInvalidArgument)
 )

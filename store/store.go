@@ -114,6 +114,13 @@ type Store interface {
 	Close() error
 }
 
+// StorageReporter is implemented by a Store wrapper that watches every write
+// (the instrumented store of package metrics): StorageFull reports whether a
+// write failed with ErrStorageFull and none has stored anything since.
+type StorageReporter interface {
+	StorageFull() bool
+}
+
 // Capabilities describes backend differences that callers may rely on.
 type Capabilities struct {
 	// Name is "postgres" or "sqlite"; for messages only.

@@ -51,6 +51,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("StopCancelsSteps", func(t *testing.T) { testStopCancelsSteps(t, newServer) })
 	t.Run("Workers", func(t *testing.T) { testWorkers(t, newServer) })
 	t.Run("IDPrefix", func(t *testing.T) { testIDPrefix(t, newServer) })
+	t.Run("LockedWriters", func(t *testing.T) { testLockedWriters(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
@@ -297,6 +298,14 @@ func testPatch(t *testing.T, a *api) {
 	expect(t, a.do("POST", "/v1/workflows/patch-1/cancel", ""), 200, "cancel")
 	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"6"`), 409, "terminal instance")
 	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `"1"`), 409, "terminal instance beats stale tag")
+	expect(t, a.do("PATCH", "/v1/workflows/patch-1", `{"x":1}`, "If-Match", `*`), 409, "terminal instance, *")
+	expect(t, a.do("PATCH", "/v1/workflows/missing", `{"x":1}`, "If-Match", `*`), 404, "unknown instance, *")
+	a.create("patch-2", `{"variables":{"a":1}}`)
+	expect(t, a.do("PATCH", "/v1/workflows/patch-2", `{"variables":null,"steps":{"s":{"status":"WAITING"}}}`, "If-Match", `*`), 200, "patch, *")
+	r = a.do("GET", "/v1/workflows/patch-2", "")
+	if r.header.Get("ETag") != `"1"` || stepStatuses(t, r)["s"] != "WAITING" || bytes.Contains(r.body, []byte(`"a":1`)) {
+		t.Errorf("after PATCH with *: %s %s", r.header.Get("ETag"), r.body)
+	}
 }
 
 func testPatchOrder(t *testing.T, a *api) {
@@ -399,6 +408,22 @@ func testCompleteStep(t *testing.T, a *api) {
 	a.create("cs-2", `{"steps":{"x":{}}}`)
 	a.do("POST", "/v1/workflows/cs-2/cancel", "")
 	expect(t, a.do("POST", "/v1/workflows/cs-2/steps/x/complete", `{}`, "If-Match", `"0"`), 409, "terminal instance before 412")
+
+	// If-Match: * takes the locking path, with the same order of errors.
+	a.create("cs-3", `{"steps":{"w":{"status":"WAITING"},"done":{"status":"COMPLETED"}}}`)
+	expect(t, a.do("POST", "/v1/workflows/nope/steps/w/complete", `{"output":1}`, "If-Match", `*`), 404, "unknown workflow, *")
+	expect(t, a.do("POST", "/v1/workflows/cs-3/steps/nope/complete", `{"output":1}`, "If-Match", `*`), 404, "unknown step, *")
+	expect(t, a.do("POST", "/v1/workflows/cs-3/steps/done/complete", `{"output":1}`, "If-Match", `*`), 409, "completed step, *")
+	expect(t, a.do("POST", "/v1/workflows/cs-3/steps/w/complete", `{"outpt":1}`, "If-Match", `*`), 400, "unknown field, *")
+	r = a.do("POST", "/v1/workflows/cs-3/steps/w/complete", `{"output":7}`, "If-Match", `*`)
+	expect(t, r, 200, "complete, *")
+	if r.header.Get("ETag") != `"1"` || stepStatuses(t, r)["w"] != "COMPLETED" {
+		t.Errorf("after completion with *: %s %s", r.header.Get("ETag"), r.body)
+	}
+	expect(t, a.do("POST", "/v1/workflows/cs-3/steps/w/complete", `{"output":8}`, "If-Match", `*`), 409, "completed twice, *")
+	expect(t, a.do("POST", "/v1/workflows/cs-3/cancel", ""), 200, "cancel cs-3")
+	expect(t, a.do("POST", "/v1/workflows/cs-3/steps/nope/complete", `{"output":1}`, "If-Match", `*`), 404, "unknown step of a terminal instance, *: 404 before 409")
+	expect(t, a.do("POST", "/v1/workflows/cs-2/steps/x/complete", `{}`, "If-Match", `*`), 409, "terminal instance, *")
 }
 
 func testBatch(t *testing.T, a *api) {

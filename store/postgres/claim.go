@@ -140,10 +140,13 @@ func (q *querier) inPipelinedTx(ctx context.Context, fn func(conn *pgxpool.Conn)
 // Once decided, the claim is finished even if ctx ends meanwhile: a commit
 // whose answer a cancellation lost would leave the tasks leased to nobody
 // until their leases end. A ctx that ended before anything was sent ends it.
-func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWrite) error {
+func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWrite) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err // nothing sent yet: the caller rolls back
 	}
+	// The pipeline holds the COMMIT: a connection lost while reading any of
+	// its answers may have lost only the answers.
+	defer func() { err = commitOutcome(err) }()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	b := &pgx.Batch{}
@@ -152,7 +155,6 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWr
 	}
 	b.Queue("COMMIT")
 	br := conn.SendBatch(wctx, b)
-	var err error
 	for _, pw := range pws {
 		if err == nil {
 			err = pw.result(br.QueryRow())

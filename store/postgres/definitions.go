@@ -76,7 +76,7 @@ func (s *Store) PutDefinition(ctx context.Context, name string, spec json.RawMes
 		err := s.pool.QueryRow(ctx, putDefinitionSQL, name, string(spec), s.timestamp()).Scan(&created, &same)
 		switch {
 		case err != nil:
-			return 0, false, interpretError(err, "")
+			return 0, false, commitOutcome(interpretError(err, ""))
 		case created != nil:
 			return *created, true, nil
 		case same != nil:

@@ -21,6 +21,8 @@ const (
 	codeDeadlockDetected     = "40P01"
 	codeUniqueViolation      = "23505"
 	codeCheckViolation       = "23514"
+	// disk_full: the server could not extend a file; the statement failed.
+	codeDiskFull = "53100"
 	// Text the database cannot store (NUL, invalid UTF-8). The store checks
 	// strings before sending them; this is the backstop.
 	codeCharacterNotInRepertoire = "22021"
@@ -55,6 +57,8 @@ func interpretError(err error, id string) error {
 			return &store.ConflictError{ID: id, Actual: -1, Reason: "deadlock detected"}
 		case codeCommitConflict:
 			return &store.ConflictError{ID: id, Actual: -1, Reason: pgErr.Message}
+		case codeDiskFull:
+			return fmt.Errorf("%w: postgres: %s (SQLSTATE %s)", store.ErrStorageFull, pgErr.Message, pgErr.Code)
 		case codeUniqueViolation:
 			if pgErr.TableName == "workflow_tasks" {
 				// A task id or (instance, step) taken; Detail names the key.
@@ -68,7 +72,7 @@ func interpretError(err error, id string) error {
 		if strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") {
 			// Connection exceptions and operator intervention (shutdown,
 			// terminated backend, cannot connect now).
-			return fmt.Errorf("%w: postgres: %s (SQLSTATE %s)", store.ErrUnavailable, pgErr.Message, pgErr.Code)
+			return &unavailableError{msg: fmt.Sprintf("postgres: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code), sent: mayHaveSent(err)}
 		}
 		return &backendError{msg: fmt.Sprintf("postgres: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)}
 	}
@@ -78,7 +82,7 @@ func interpretError(err error, id string) error {
 		if ctx := contextCause(err); ctx != nil {
 			return &backendError{msg: "postgres: " + err.Error(), cause: ctx}
 		}
-		return fmt.Errorf("%w: postgres: %s", store.ErrUnavailable, err.Error())
+		return &unavailableError{msg: "postgres: " + err.Error(), sent: mayHaveSent(err)}
 	}
 	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, ctxErr) {
@@ -86,6 +90,50 @@ func interpretError(err error, id string) error {
 		}
 	}
 	return &backendError{msg: "postgres: " + err.Error()}
+}
+
+// unavailableError is a database that cannot be reached or a connection that
+// broke (errors.Is store.ErrUnavailable). sent is false when pgx knows that
+// nothing of the statement reached the server (pgconn.SafeToRetry): a
+// refused connection, a pool that could not connect.
+type unavailableError struct {
+	msg  string
+	sent bool
+}
+
+func (e *unavailableError) Error() string        { return store.ErrUnavailable.Error() + ": " + e.msg }
+func (e *unavailableError) Is(target error) bool { return target == store.ErrUnavailable }
+
+// mayHaveSent reports whether the statement that failed with err may have
+// reached the server: not when the connection could not be made (a
+// ConnectError, which pgx does not mark), nor when pgx says nothing was sent.
+func mayHaveSent(err error) bool {
+	var connectErr *pgconn.ConnectError
+	return !errors.As(err, &connectErr) && !pgconn.SafeToRetry(err)
+}
+
+// commitOutcome is for the error of a statement that commits: COMMIT, a
+// pipeline that ends with COMMIT, or a write outside a transaction (its own
+// implicit one). When the connection broke after the statement may have
+// reached the server, the server may have committed and only the answer is
+// lost: store.ErrOutcomeUnknown. Any other error, and every error of a
+// statement inside a transaction that has not sent COMMIT yet, means nothing
+// was written. err is already mapped by interpretError.
+func commitOutcome(err error) error {
+	var ue *unavailableError
+	if errors.As(err, &ue) && ue.sent {
+		return fmt.Errorf("%w: %s", store.ErrOutcomeUnknown, ue.msg)
+	}
+	return err
+}
+
+// settle applies commitOutcome to *err when q runs each write as a
+// transaction of its own (q is bound to the pool): deferred by the write
+// methods that send their statement on q.db.
+func (q *querier) settle(err *error) {
+	if q.pool != nil {
+		*err = commitOutcome(*err)
+	}
 }
 
 // backendError is a database failure with no meaning in the store contract

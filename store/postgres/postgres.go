@@ -208,7 +208,7 @@ func (q *querier) runTx(ctx context.Context, level pgx.TxIsoLevel, fn func(*quer
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return interpretError(err, "")
+		return commitOutcome(interpretError(err, ""))
 	}
 	return nil
 }

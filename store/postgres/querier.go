@@ -211,7 +211,8 @@ SELECT version FROM u`
 )
 
 // Create inserts the instance and its history row 0 in one statement.
-func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+func (q *querier) Create(ctx context.Context, p store.CreateParams) (_ *workflow.Instance, err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	pc, err := q.prepareCreate(p)
 	if err != nil {
 		return nil, err
@@ -395,7 +396,8 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 
 // ReplaceState writes newState with one conditional UPDATE (no read under a
 // lock); only when it matches no row does a second statement find out why.
-func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion int64, newState workflow.State, cause string) (*workflow.Instance, error) {
+func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion int64, newState workflow.State, cause string) (_ *workflow.Instance, err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	if err := newState.Validate(); err != nil {
 		return nil, err
 	}
@@ -553,7 +555,8 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 
 // TransitionStatus moves the instance from p.From to p.To with one
 // conditional UPDATE; a second statement runs only to explain a miss.
-func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams) (*workflow.Instance, error) {
+func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams) (_ *workflow.Instance, err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}
@@ -569,7 +572,7 @@ func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams
 	}
 	now := q.timestamp()
 	var inst *workflow.Instance
-	err := retryRaced(func() error {
+	err = retryRaced(func() error {
 		var err error
 		inst, err = scanInstance(q.db.QueryRow(ctx, transitionSQL, p.ID, string(p.From), string(p.To), now, expected, p.Cause))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -603,7 +606,8 @@ func (q *querier) diagnoseTransition(ctx context.Context, p store.TransitionPara
 
 // CompleteStep completes one step with a single UPDATE whose WHERE clause
 // holds every precondition; a second statement runs only to explain a miss.
-func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
+func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) (_ *workflow.Instance, err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}
@@ -627,7 +631,7 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 	inst := &workflow.Instance{ID: p.ID, UpdatedAt: now}
 	var status string
 	var state, input []byte
-	err := retryRaced(func() error {
+	err = retryRaced(func() error {
 		err := q.db.QueryRow(ctx, completeStepSQL, p.ID, p.StepID, []byte(p.Output), p.ExpectedVersion, now, p.Cause).
 			Scan(&inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt, &inst.DefinitionRevision, &inst.Deadline)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -650,7 +654,8 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 
 // BatchUpdateStatus moves at most p.Limit instances in one statement and
 // returns their ids, oldest updated_at first.
-func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
+func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) (_ []string, err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}

@@ -428,7 +428,8 @@ func (q *querier) LockTask(ctx context.Context, id string) (*store.Task, error) 
 // UpdateTask writes every mutable field of t and sets t.UpdatedAt (and
 // normalises t's times). ErrNotFound for an unknown id; ErrInvalidArgument
 // for values the schema would refuse.
-func (q *querier) UpdateTask(ctx context.Context, t *store.Task) error {
+func (q *querier) UpdateTask(ctx context.Context, t *store.Task) (err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	if t == nil {
 		return fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
 	}
@@ -528,7 +529,8 @@ func (q *querier) LockExpired(ctx context.Context, now time.Time, limit int) ([]
 // CancelOrphanTasks cancels up to limit live tasks of instances that are
 // neither RUNNING nor PAUSED, in one statement, and returns how many.
 // ErrInvalidArgument for a limit outside 1–store.MaxBatchLimit.
-func (q *querier) CancelOrphanTasks(ctx context.Context, limit int) (int, error) {
+func (q *querier) CancelOrphanTasks(ctx context.Context, limit int) (_ int, err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	if err := checkLimit(limit); err != nil {
 		return 0, err
 	}
@@ -543,7 +545,8 @@ func (q *querier) CancelOrphanTasks(ctx context.Context, limit int) (int, error)
 // TIMED_OUT in one statement and returns their ids, oldest deadline first
 // ([] when none). ErrInvalidArgument for a limit outside
 // 1–store.MaxBatchLimit.
-func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int) ([]string, error) {
+func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int) (_ []string, err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}
@@ -710,7 +713,8 @@ const commitStrictSQL = commitStepCTEs + `
 
 // CommitStep writes c in one statement; see store.EngineQuerier and
 // commitStepSQL.
-func (q *querier) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
+func (q *querier) CommitStep(ctx context.Context, c store.StepCommit) (_ int64, err error) {
+	defer q.settle(&err) // a write of its own on the pool
 	pc, err := q.prepareCommit(c)
 	if err != nil {
 		return 0, err
@@ -778,6 +782,9 @@ func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams,
 	switch {
 	case claim == nil:
 		if err := g.send(ctx, q.db); err != nil {
+			if q.pool != nil {
+				err = commitOutcome(err) // an implicit transaction of its own
+			}
 			return nil, nil, err
 		}
 	case q.pool == nil:

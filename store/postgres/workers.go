@@ -34,7 +34,7 @@ func (s *Store) RecordWorker(ctx context.Context, w store.WorkerRecord) error {
 		return err
 	}
 	_, err = s.pool.Exec(ctx, recordWorkerSQL, w.Worker, w.Node, string(handlers), w.LastPollAt)
-	return interpretError(err, "")
+	return commitOutcome(interpretError(err, ""))
 }
 
 // ListWorkers returns the workers that polled at or after since, the most
@@ -70,7 +70,7 @@ func (s *Store) ListWorkers(ctx context.Context, since time.Time) ([]store.Worke
 func (s *Store) DeleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
 	tag, err := s.pool.Exec(ctx, deleteWorkersSQL, store.Timestamp(t))
 	if err != nil {
-		return 0, interpretError(err, "")
+		return 0, commitOutcome(interpretError(err, ""))
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -57,6 +57,10 @@ func driverError(err error) error {
 		return fmt.Errorf("sqlite: %s: %w", err.Error(), store.ErrExists)
 	case code == sqlite3.SQLITE_CONSTRAINT_CHECK:
 		return fmt.Errorf("sqlite: %s: %w", err.Error(), store.ErrInvalidArgument)
+	case code&0xff == sqlite3.SQLITE_FULL:
+		// The disk (or max_page_count) left no room to grow the file or its
+		// WAL: SQLite rolled the statement back.
+		return fmt.Errorf("sqlite: %s: %w", err.Error(), store.ErrStorageFull)
 	case code&0xff == sqlite3.SQLITE_BUSY, code&0xff == sqlite3.SQLITE_LOCKED:
 		// SQLITE_BUSY (and BUSY_SNAPSHOT, BUSY_TIMEOUT, …) after busy_timeout,
 		// or SQLITE_LOCKED: another writer held the lock too long. Nothing was

@@ -1,0 +1,109 @@
+package metrics_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/sqlite"
+	"github.com/flowd/flowd/workflow"
+)
+
+// bigState needs new pages wherever it is written.
+func bigState() workflow.State {
+	blob, _ := json.Marshal(strings.Repeat("x", 256<<10))
+	return workflow.State{Variables: map[string]json.RawMessage{"blob": blob}}
+}
+
+// The instrumented store reports the database full from a write that failed
+// for lack of space until a write stores something again; writes that store
+// nothing (an empty claim, which the engine makes all the time) do not count.
+func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, "sqlite:"+t.TempDir()+"/full.db", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { base.Close() })
+	if _, err := base.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	s := m.InstrumentStore(base)
+	full := func() bool { return s.(store.StorageReporter).StorageFull() }
+	gauge := func() float64 {
+		mfs, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "flowd_storage_full" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no flowd_storage_full")
+		return -1
+	}
+	if _, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if full() || gauge() != 0 {
+		t.Fatal("full before any write failed")
+	}
+	if _, err := base.SetMaxPageCount(ctx, 1); err != nil { // clamped to the current size
+		t.Fatal(err)
+	}
+	_, err = s.ReplaceState(ctx, "w", 0, bigState(), "grow")
+	if !errors.Is(err, store.ErrStorageFull) {
+		t.Fatalf("a write past max_page_count = %v, want ErrStorageFull", err)
+	}
+	if !full() || gauge() != 1 {
+		t.Fatal("not full after a write failed with ErrStorageFull")
+	}
+	// An empty claim commits and stores nothing: still full.
+	claim := store.ClaimParams{Queues: []string{"none"}, Now: time.Now(), Limit: 1}
+	if err := s.ClaimTasks(ctx, claim, func([]store.Claimable) ([]*store.ClaimWrite, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !full() {
+		t.Fatal("an empty claim cleared the full flag")
+	}
+	// Inside a transaction: the failed statement reports it.
+	if _, err := base.SetMaxPageCount(ctx, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		_, err := tx.ModifyState(ctx, "w", func(inst *workflow.Instance) error {
+			inst.State = bigState()
+			return nil
+		}, "grow in a transaction")
+		return err
+	})
+	if err != nil || full() {
+		t.Fatalf("a transaction that stored the big state: %v, full %v", err, full())
+	}
+	if _, err := base.SetMaxPageCount(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		_, err := tx.Create(ctx, store.CreateParams{ID: "w2", State: bigState()})
+		return err
+	})
+	if !errors.Is(err, store.ErrStorageFull) || !full() {
+		t.Fatalf("a transaction past max_page_count = %v, full %v; want ErrStorageFull, full", err, full())
+	}
+	if _, err := base.SetMaxPageCount(ctx, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, store.CreateParams{ID: "w3", State: bigState()}); err != nil {
+		t.Fatal(err)
+	}
+	if full() || gauge() != 0 {
+		t.Fatal("still full after a write succeeded")
+	}
+}
