@@ -207,3 +207,7 @@ func (s *instrumentedStore) ListWorkers(ctx context.Context, since time.Time) ([
 func (s *instrumentedStore) DeleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
 	return s.base.DeleteWorkersBefore(ctx, t)
 }
+
+func (s *instrumentedStore) DeleteIdempotencyKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	return s.base.DeleteIdempotencyKeysBefore(ctx, t, limit)
+}
