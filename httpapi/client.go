@@ -249,13 +249,30 @@ func (c *Client) CreateWorkflow(ctx context.Context, req CreateWorkflowRequest, 
 	if o.idempotencyKey != "" {
 		hdr = http.Header{IdempotencyKeyHeader: {o.idempotencyKey}}
 	}
-	return c.instance(ctx, http.MethodPost, "/v1/workflows", hdr, body, "application/json")
+	inst, status, err := c.instanceStatus(ctx, http.MethodPost, "/v1/workflows", hdr, body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	if o.created != nil {
+		*o.created = status == http.StatusCreated
+	}
+	return inst, nil
 }
 
 // CreateOption is an option of CreateWorkflow.
 type CreateOption func(*createOptions)
 
-type createOptions struct{ idempotencyKey string }
+type createOptions struct {
+	idempotencyKey string
+	created        *bool
+}
+
+// WithCreated sets *created when CreateWorkflow succeeds: true when this
+// request created the instance (201), false when an earlier request with
+// the same idempotency key did (200).
+func WithCreated(created *bool) CreateOption {
+	return func(o *createOptions) { o.created = created }
+}
 
 // WithIdempotencyKey sends key as the Idempotency-Key header, which makes
 // the create safe to send again (after a timeout or a lost connection): a
@@ -573,15 +590,21 @@ func ifMatchHeader(v string) http.Header {
 
 // instance sends a request whose success body is one instance with its ETag.
 func (c *Client) instance(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*workflow.Instance, error) {
+	inst, _, err := c.instanceStatus(ctx, method, path, hdr, body, contentType)
+	return inst, err
+}
+
+// instanceStatus is instance that also returns the response's status.
+func (c *Client) instanceStatus(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*workflow.Instance, int, error) {
 	var inst workflow.Instance
-	resp, err := c.do(ctx, method, path, hdr, body, contentType, &inst)
+	status, resp, err := c.send(ctx, c.http, method, path, hdr, body, contentType, &inst)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if got, want := resp.Get("ETag"), ETag(inst.Version); got != want {
-		return nil, fmt.Errorf("flowd client: %s %s: the response's ETag is %q but the instance is at version %d (want ETag %s)", method, path, got, inst.Version, want)
+		return nil, 0, fmt.Errorf("flowd client: %s %s: the response's ETag is %q but the instance is at version %d (want ETag %s)", method, path, got, inst.Version, want)
 	}
-	return &inst, nil
+	return &inst, status, nil
 }
 
 // maxResponseBytes bounds what the client reads of one response.
