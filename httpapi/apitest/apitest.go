@@ -50,6 +50,9 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("StopCancelsSteps", func(t *testing.T) { testStopCancelsSteps(t, newServer) })
 	t.Run("Workers", func(t *testing.T) { testWorkers(t, newServer) })
 	t.Run("IDPrefix", func(t *testing.T) { testIDPrefix(t, newServer) })
+	t.Run("IdempotencyKey", func(t *testing.T) { testIdempotencyKey(t, newServer) })
+	t.Run("HistoryPages", func(t *testing.T) { testHistoryPages(t, newServer) })
+	t.Run("ListChunks", func(t *testing.T) { testListChunks(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
