@@ -11,17 +11,34 @@ import (
 )
 
 // Large responses must not pin memory per slow client: the list and history
-// routes read the store in chunks of pageChunk rows, encode row by row
-// straight to the connection, and end a page early, with its continuation
-// (next_cursor, next_since), once the encoded rows exceed the page byte
-// bound. So a response holds at most one chunk of rows in memory, whatever
-// limit asked for and however slowly the client reads.
+// routes read the store in chunks of rows, encode row by row straight to the
+// connection, and end a page early, with its continuation (next_cursor,
+// next_since), once the encoded rows reach the page byte bound. So a
+// response holds at most one chunk of rows in memory, whatever limit asked
+// for; and a client that does not read its page within the request timeout
+// is disconnected (a write deadline), so even that chunk is not held for
+// ever.
 
 // DefaultMaxPageBytes is the default of Config.MaxPageBytes.
 const DefaultMaxPageBytes = 8 << 20
 
-// pageChunk is how many rows a page handler reads from the store at once.
-const pageChunk = 50
+// Chunks: the first is firstChunk rows; each next one as many rows as the
+// rows so far suggest fit in chunkBytes, from 1 to maxChunk. Small rows are
+// read 50 at a time; rows of megabytes (large states) one or a few at a time.
+const (
+	firstChunk = 10
+	maxChunk   = 50
+	chunkBytes = 1 << 20
+)
+
+// nextChunk is the size of the next chunk after rows rows of bytes bytes.
+func nextChunk(rows, bytes int) int {
+	if rows == 0 {
+		return firstChunk
+	}
+	avg := max(bytes/rows, 1)
+	return max(1, min(maxChunk, chunkBytes/avg))
+}
 
 // DefaultHistoryLimit and MaxHistoryLimit bound the limit of GET …/history.
 const (
@@ -34,6 +51,7 @@ const (
 // error can still be answered with its own status.
 type pageWriter struct {
 	w       http.ResponseWriter
+	r       *http.Request
 	field   string
 	max     int // byte bound of the items
 	bytes   int
@@ -42,8 +60,8 @@ type pageWriter struct {
 	err     error // the first write error: the client is gone
 }
 
-func (s *Server) newPageWriter(w http.ResponseWriter, field string) *pageWriter {
-	return &pageWriter{w: w, field: field, max: s.cfg.MaxPageBytes}
+func (s *Server) newPageWriter(w http.ResponseWriter, r *http.Request, field string) *pageWriter {
+	return &pageWriter{w: w, r: r, field: field, max: s.cfg.MaxPageBytes}
 }
 
 func (p *pageWriter) start() {
@@ -51,6 +69,11 @@ func (p *pageWriter) start() {
 		return
 	}
 	p.started = true
+	if d, ok := p.r.Context().Deadline(); ok {
+		// Not every ResponseWriter can (httptest's recorder cannot): then
+		// there is no deadline to set.
+		_ = http.NewResponseController(p.w).SetWriteDeadline(d)
+	}
 	p.w.Header().Set("Content-Type", "application/json")
 	p.w.WriteHeader(http.StatusOK)
 	p.write([]byte(`{"` + p.field + `":[`))
@@ -140,11 +163,11 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	pw := s.newPageWriter(w, "workflows")
+	pw := s.newPageWriter(w, r, "workflows")
 	remaining, cursor := p.Limit, p.Cursor
 	for {
 		chunk := p
-		chunk.Limit, chunk.Cursor = min(remaining, pageChunk), cursor
+		chunk.Limit, chunk.Cursor = min(remaining, nextChunk(pw.items, pw.bytes)), cursor
 		page, err := s.cfg.Store.List(r.Context(), chunk)
 		if err != nil && !pw.started {
 			s.fail(w, r, err)
@@ -154,7 +177,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 			s.endEarly(r, pw, cursorTail(cursor), err)
 			return
 		}
-		for _, inst := range page.Instances {
+		for i, inst := range page.Instances {
 			if pw.full() {
 				pw.end(cursorTail(cursor)) // inst and maybe more follow
 				return
@@ -162,6 +185,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 			if err := pw.add(inst); err != nil {
 				return // the client is gone
 			}
+			page.Instances[i] = nil // written: free while the next rows are
 			cursor = store.EncodeCursor(store.Cursor{CreatedAt: inst.CreatedAt, ID: inst.ID})
 			remaining--
 		}
@@ -197,14 +221,14 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	id := r.PathValue("id")
-	pw := s.newPageWriter(w, "versions")
+	pw := s.newPageWriter(w, r, "versions")
 	remaining, next := limit, since
 	for {
 		// The last chunk reads one row more than it writes, to learn
 		// whether a next page exists.
-		want := min(remaining, pageChunk)
+		want := min(remaining, nextChunk(pw.items, pw.bytes))
 		ask := want
-		if remaining <= pageChunk {
+		if want == remaining {
 			ask++
 		}
 		versions, err := s.cfg.Store.History(r.Context(), id, next, ask)
@@ -224,6 +248,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 			if err := pw.add(v); err != nil {
 				return // the client is gone
 			}
+			versions[i] = store.HistoryEntry{} // written: free while the next rows are
 			next = v.Version + 1
 			remaining--
 		}

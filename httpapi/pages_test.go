@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store"
@@ -213,12 +215,12 @@ func TestPageCutByStoreError(t *testing.T) {
 	}
 	var p httpapi.ListWorkflowsResponse
 	getJSON(t, url+"/v1/workflows?limit=100", &p)
-	if len(p.Workflows) != 50 || p.NextCursor == "" {
-		t.Fatalf("page cut by an error: %d workflows, next_cursor %q; want the first chunk of 50 and a cursor", len(p.Workflows), p.NextCursor)
+	if len(p.Workflows) != 10 || p.NextCursor == "" || p.Workflows[9].ID != "w-50" {
+		t.Fatalf("page cut by an error: %d workflows, next_cursor %q; want the first chunk of 10 (w-59 to w-50) and a cursor", len(p.Workflows), p.NextCursor)
 	}
 	rest, err := st.List(t.Context(), store.ListParams{Cursor: p.NextCursor, Limit: 100})
-	if err != nil || len(rest.Instances) != 10 || rest.Instances[0].ID != "w-09" {
-		t.Errorf("the cut page's cursor continues with %d workflows from %v, %v; want w-09 and 9 more", len(rest.Instances), rest.Instances, err)
+	if err != nil || len(rest.Instances) != 50 || rest.Instances[0].ID != "w-49" {
+		t.Errorf("the cut page's cursor continues with %d workflows, %v; want w-49 and 49 more", len(rest.Instances), err)
 	}
 	res, err := http.Get(url + "/v1/workflows")
 	if err != nil {
@@ -227,5 +229,45 @@ func TestPageCutByStoreError(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a list whose first read fails: %d, want 503", res.StatusCode)
+	}
+}
+
+// TestSlowReaderDisconnected: a client that does not read its page is
+// disconnected once the request timeout has passed, so the handler, and
+// the rows it holds, do not wait for it for ever.
+func TestSlowReaderDisconnected(t *testing.T) {
+	st := backends[0].open(t)
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// 16 MiB of workflows: more than the connection's buffers hold.
+	for i := range 64 {
+		if _, err := st.Create(t.Context(), store.CreateParams{State: bigState(256 << 10)}); err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	h, err := httpapi.NewServer(httpapi.Config{Store: st, RequestTimeout: 500 * time.Millisecond, MaxPageBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		done <- struct{}{}
+	}))
+	t.Cleanup(srv.Close)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "GET /v1/workflows?limit=64 HTTP/1.1\r\nHost: %s\r\n\r\n", srv.Listener.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler still writes to a client that does not read, 30 s on")
 	}
 }
