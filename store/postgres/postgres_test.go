@@ -167,7 +167,7 @@ func TestIndexes(t *testing.T) {
 	s, _ := setup(t, Options{})
 	rows, err := s.pool.Query(t.Context(), `SELECT indexname, indexdef FROM pg_indexes
 		WHERE schemaname = current_schema()
-			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers')`)
+			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers', 'idempotency_keys')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +196,9 @@ func TestIndexes(t *testing.T) {
 		"workflow_tasks_expiry_idx":                       "(lease_until) WHERE (status = 'LEASED'::text)",
 		"workers_pkey":                                    "(worker, node)",
 		"workers_last_poll_at_idx":                        "(last_poll_at)",
+		"idempotency_keys_pkey":                           "(key)",
+		"idempotency_keys_created_at_idx":                 "(created_at)",
+		"idempotency_keys_workflow_id_idx":                "(workflow_id)",
 	}
 	if len(defs) != len(want) {
 		t.Errorf("indexes = %v, want exactly %v", defs, want)

@@ -147,6 +147,9 @@ func TestSchemaIndexes(t *testing.T) {
 	}
 	want := []string{
 		// Primary keys and the UNIQUE constraint (SQLite's automatic indexes).
+		"idempotency_keys.idempotency_keys_created_at_idx",
+		"idempotency_keys.idempotency_keys_workflow_id_idx",
+		"idempotency_keys.sqlite_autoindex_idempotency_keys_1",
 		"workers.sqlite_autoindex_workers_1",
 		"workers.workers_last_poll_at_idx",
 		"workflow_definitions.sqlite_autoindex_workflow_definitions_1",
