@@ -193,7 +193,7 @@ func (w *workflowScenario) verify(ctx context.Context, res *Result) error {
 				return nil
 			}
 		}
-		h, err := w.r.s.History(ctx, inst.ID)
+		h, err := w.r.s.History(ctx, inst.ID, 0, 0)
 		if err != nil {
 			return err
 		}

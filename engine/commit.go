@@ -238,9 +238,11 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 	defer cancel()
 	for _, r := range starts {
 		inst, err := e.st.Create(ctx, *r.create)
-		if errors.Is(err, store.ErrExists) && e.startLanded(ctx, r.create) {
+		var keyErr *store.IdempotencyKeyError
+		if errors.Is(err, store.ErrExists) && e.startLanded(ctx, r.create) ||
+			errors.As(err, &keyErr) && keyErr.WorkflowID == r.create.ID && e.startLanded(ctx, r.create) {
 			// The group was written and only its answer lost: this start's
-			// own row is what exists.
+			// own row (and key) is what exists.
 			inst, err = e.st.Get(ctx, r.create.ID)
 		}
 		r.done <- commitResult{inst: inst, err: err}

@@ -150,7 +150,7 @@ func (n *node) waitStatus(id string, want workflow.Status, timeout time.Duration
 // checkHistory asserts versions 0..current with no gap.
 func (n *node) checkHistory(inst *workflow.Instance) []store.HistoryEntry {
 	n.t.Helper()
-	h, err := n.st.History(context.Background(), inst.ID)
+	h, err := n.st.History(context.Background(), inst.ID, 0, 0)
 	if err != nil {
 		n.t.Fatal(err)
 	}

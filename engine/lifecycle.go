@@ -23,6 +23,11 @@ type StartParams struct {
 	// top-level keys; its steps come from the definition, so State.Steps
 	// must be empty (ErrInvalidArgument otherwise).
 	State *workflow.State
+	// IdempotencyKey and RequestHash, when the key is set, are recorded
+	// with the instance (store.CreateParams); a live key returns a
+	// *store.IdempotencyKeyError and starts nothing.
+	IdempotencyKey string
+	RequestHash    string
 }
 
 // StartWorkflow creates a RUNNING instance with every step in its state and
@@ -89,6 +94,7 @@ func (e *Engine) start(ctx context.Context, c *compiled, p StartParams, latest b
 		ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
 		Input: input, State: inst.State, Deadline: deadline, Cause: "start",
 		Tasks: pl.insert, Notify: pl.claimable(), LatestRevision: latest,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
 	})
 	if err != nil {
 		return nil, err

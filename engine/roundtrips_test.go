@@ -74,7 +74,7 @@ func TestClaimOfAnInstanceThatMovedOn(t *testing.T) {
 		if ms.claims.Load() < 2 {
 			t.Errorf("%d claims locked the task, want the missed one and one more", ms.claims.Load())
 		}
-		hist, err := n.st.History(context.Background(), inst.ID)
+		hist, err := n.st.History(context.Background(), inst.ID, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

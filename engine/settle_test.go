@@ -250,7 +250,7 @@ func TestBatchToRunningResumes(t *testing.T) {
 		}
 		// The new 100 ms deadline may have passed again by now: the history
 		// tells what the batch wrote.
-		h, err := n.st.History(ctx, to.ID)
+		h, err := n.st.History(ctx, to.ID, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,7 +35,8 @@ func (e *Engine) sweeper(ctx context.Context) {
 // Sweep does one round of the sweeper's work: instances past their deadline
 // become TIMED_OUT, expired leases use up their attempt and are re-queued (or
 // fail the step), tasks of instances that stopped running are cancelled, and
-// workers that stopped polling long ago are deleted.
+// idempotency keys past their 24 hours and workers that stopped polling
+// long ago are deleted.
 func (e *Engine) Sweep(ctx context.Context) error {
 	for {
 		ids, err := e.st.TimeOutInstances(ctx, e.clock(), sweepBatch)
@@ -61,7 +62,36 @@ func (e *Engine) Sweep(ctx context.Context) error {
 	if _, err := e.st.CancelOrphanTasks(ctx, 10*sweepBatch); err != nil {
 		return err
 	}
+	if err := e.deleteExpiredKeys(ctx); err != nil {
+		return err
+	}
 	return e.pruneWorkers(ctx)
+}
+
+// keySweepBatch bounds each delete of expired idempotency keys;
+// keySweepRounds bounds the deletes of one sweep, so that a backlog (a day
+// of keys expiring at once) is worked off over several sweeps instead of
+// holding this one up.
+const (
+	keySweepBatch  = 1000
+	keySweepRounds = 10
+)
+
+// deleteExpiredKeys deletes idempotency keys older than
+// store.IdempotencyKeyTTL, in batches. They no longer count (a create
+// replaces them), so this only keeps the table from growing.
+func (e *Engine) deleteExpiredKeys(ctx context.Context) error {
+	before := e.clock().Add(-store.IdempotencyKeyTTL)
+	for range keySweepRounds {
+		n, err := e.st.DeleteIdempotencyKeysBefore(ctx, before, keySweepBatch)
+		if err != nil {
+			return fmt.Errorf("deleting expired idempotency keys: %w", err)
+		}
+		if n < keySweepBatch {
+			break
+		}
+	}
+	return nil
 }
 
 // expireLeases handles one batch of expired leases: tasks locked first (SKIP

@@ -237,7 +237,7 @@ func TestKilledMidTransaction(t *testing.T) {
 		t.Errorf("second writer wrote version %d counter %d, want 1 and 1", r.inst.Version, counterOf(t, r.inst.State))
 	}
 	checkCounter(t, st, id)
-	h, err := st.History(ctx, id)
+	h, err := st.History(ctx, id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

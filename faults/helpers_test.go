@@ -141,7 +141,7 @@ func checkCounter(t *testing.T, st store.Store, id string) *workflow.Instance {
 	if n := counterOf(t, inst.State); n != inst.Version {
 		t.Errorf("%s: counter %d at version %d; every version must be exactly one increment", id, n, inst.Version)
 	}
-	h, err := st.History(ctx, id)
+	h, err := st.History(ctx, id, 0, 0)
 	if err != nil {
 		t.Fatalf("history %s: %v", id, err)
 	}
@@ -165,7 +165,7 @@ func checkCounter(t *testing.T, st store.Store, id string) *workflow.Instance {
 // 0..inst.Version and returns the history.
 func checkHistory(t *testing.T, st store.Store, inst *workflow.Instance) []store.HistoryEntry {
 	t.Helper()
-	h, err := st.History(context.Background(), inst.ID)
+	h, err := st.History(context.Background(), inst.ID, 0, 0)
 	if err != nil {
 		t.Fatalf("history %s: %v", inst.ID, err)
 	}

@@ -234,13 +234,54 @@ type ListOptions struct {
 var Actions = []string{"cancel", "pause", "resume", "retry"}
 
 // CreateWorkflow starts an instance. Errors: 404 unknown definition, 409 an
-// instance with req.ID exists, 400 invalid id or state.
-func (c *Client) CreateWorkflow(ctx context.Context, req CreateWorkflowRequest) (*workflow.Instance, error) {
+// instance with req.ID exists, 400 invalid id or state; with
+// WithIdempotencyKey, 422 for a key used with another request.
+func (c *Client) CreateWorkflow(ctx context.Context, req CreateWorkflowRequest, opts ...CreateOption) (*workflow.Instance, error) {
+	var o createOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("flowd client: encoding create request: %w", err)
 	}
-	return c.instance(ctx, http.MethodPost, "/v1/workflows", nil, body, "application/json")
+	var hdr http.Header
+	if o.idempotencyKey != "" {
+		hdr = http.Header{IdempotencyKeyHeader: {o.idempotencyKey}}
+	}
+	inst, status, err := c.instanceStatus(ctx, http.MethodPost, "/v1/workflows", hdr, body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	if o.created != nil {
+		*o.created = status == http.StatusCreated
+	}
+	return inst, nil
+}
+
+// CreateOption is an option of CreateWorkflow.
+type CreateOption func(*createOptions)
+
+type createOptions struct {
+	idempotencyKey string
+	created        *bool
+}
+
+// WithCreated sets *created when CreateWorkflow succeeds: true when this
+// request created the instance (201), false when an earlier request with
+// the same idempotency key did (200).
+func WithCreated(created *bool) CreateOption {
+	return func(o *createOptions) { o.created = created }
+}
+
+// WithIdempotencyKey sends key as the Idempotency-Key header, which makes
+// the create safe to send again (after a timeout or a lost connection): a
+// repeat with the same key and body within 24 hours returns the instance
+// the first request created, as it is now, instead of creating another;
+// the same key with a different body is a 422 *APIError. A key has 1–255
+// printable ASCII characters (400 otherwise).
+func WithIdempotencyKey(key string) CreateOption {
+	return func(o *createOptions) { o.idempotencyKey = key }
 }
 
 // GetWorkflow returns the instance. Errors: 404.
@@ -342,13 +383,54 @@ func (c *Client) BatchStatus(ctx context.Context, req BatchStatusRequest) ([]str
 	return out.IDs, nil
 }
 
-// History returns every version of the instance, oldest first. Errors: 404.
+// History returns every version of the instance, oldest first, following
+// the pages of GET …/history. Errors: 404.
 func (c *Client) History(ctx context.Context, id string) ([]store.HistoryEntry, error) {
+	var all []store.HistoryEntry
+	var since int64
+	for {
+		page, err := c.HistoryPage(ctx, id, HistoryOptions{Since: since})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Versions...)
+		if page.NextSince == nil {
+			return all, nil
+		}
+		if *page.NextSince <= since {
+			return nil, fmt.Errorf("flowd client: history of %s: next_since %d does not move on from %d", id, *page.NextSince, since)
+		}
+		since = *page.NextSince
+	}
+}
+
+// HistoryOptions select a page of HistoryPage.
+type HistoryOptions struct {
+	Since int64 // the first version to return; 0 for the first page
+	Limit int   // 1–1000; 0 means the server's default (1000)
+}
+
+// HistoryPage returns one page of versions, oldest first, from opts.Since
+// on; NextSince, when not nil, is the Since of the next page. A page may
+// hold fewer versions than Limit (the server bounds its bytes). Errors:
+// 404, 400 (bad since or limit).
+func (c *Client) HistoryPage(ctx context.Context, id string, opts HistoryOptions) (*HistoryResponse, error) {
+	q := url.Values{}
+	if opts.Since != 0 {
+		q.Set("since", strconv.FormatInt(opts.Since, 10))
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	path := workflowPath(id) + "/history"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var out HistoryResponse
-	if _, err := c.do(ctx, http.MethodGet, workflowPath(id)+"/history", nil, nil, "", &out); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, path, nil, nil, "", &out); err != nil {
 		return nil, err
 	}
-	return out.Versions, nil
+	return &out, nil
 }
 
 // Healthz returns nil when the server and its database answer; otherwise an
@@ -508,15 +590,21 @@ func ifMatchHeader(v string) http.Header {
 
 // instance sends a request whose success body is one instance with its ETag.
 func (c *Client) instance(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*workflow.Instance, error) {
+	inst, _, err := c.instanceStatus(ctx, method, path, hdr, body, contentType)
+	return inst, err
+}
+
+// instanceStatus is instance that also returns the response's status.
+func (c *Client) instanceStatus(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*workflow.Instance, int, error) {
 	var inst workflow.Instance
-	resp, err := c.do(ctx, method, path, hdr, body, contentType, &inst)
+	status, resp, err := c.send(ctx, c.http, method, path, hdr, body, contentType, &inst)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if got, want := resp.Get("ETag"), ETag(inst.Version); got != want {
-		return nil, fmt.Errorf("flowd client: %s %s: the response's ETag is %q but the instance is at version %d (want ETag %s)", method, path, got, inst.Version, want)
+		return nil, 0, fmt.Errorf("flowd client: %s %s: the response's ETag is %q but the instance is at version %d (want ETag %s)", method, path, got, inst.Version, want)
 	}
-	return &inst, nil
+	return &inst, status, nil
 }
 
 // maxResponseBytes bounds what the client reads of one response.

@@ -58,6 +58,8 @@ func statusFor(err error) int {
 		errors.Is(err, workflow.ErrInvalidTransition),
 		errors.Is(err, store.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, store.ErrIdempotencyKeyUsed):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, workflow.ErrInvalidState),
 		errors.Is(err, workflow.ErrInvalidID),
 		errors.Is(err, workflow.ErrInvalidDefinition),

@@ -51,6 +51,10 @@ type Config struct {
 	// names and ListenAddr: "host" (any port) or "host:port"; AnyHost
 	// answers every Host. Other requests get 421.
 	AllowedHosts []string
+	// MaxPageBytes bounds the encoded rows of one page of GET /v1/workflows
+	// and GET /v1/workflows/{id}/history (default DefaultMaxPageBytes): a
+	// page ends early, with its continuation, once its rows reach it.
+	MaxPageBytes int
 }
 
 // Server is the http.Handler of the flowd API.
@@ -77,6 +81,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.MaxPageBytes <= 0 {
+		cfg.MaxPageBytes = DefaultMaxPageBytes
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()

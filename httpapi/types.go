@@ -15,7 +15,9 @@ type CreateWorkflowRequest struct {
 	State      json.RawMessage `json:"state,omitempty"`
 }
 
-// ListWorkflowsResponse is the body of GET /v1/workflows.
+// ListWorkflowsResponse is the body of GET /v1/workflows. A page may hold
+// fewer workflows than its limit (it ends early at the server's page byte
+// bound); only an empty NextCursor means the last page.
 type ListWorkflowsResponse struct {
 	Workflows  []*workflow.Instance `json:"workflows"`
 	NextCursor string               `json:"next_cursor,omitempty"`
@@ -45,7 +47,10 @@ type BatchStatusResponse struct {
 	IDs []string `json:"ids"`
 }
 
-// HistoryResponse is the body of GET /v1/workflows/{id}/history.
+// HistoryResponse is the body of GET /v1/workflows/{id}/history: versions
+// from ?since= on, oldest first. NextSince, present only when more
+// versions exist, is the since of the next page.
 type HistoryResponse struct {
-	Versions []store.HistoryEntry `json:"versions"`
+	Versions  []store.HistoryEntry `json:"versions"`
+	NextSince *int64               `json:"next_since,omitempty"`
 }

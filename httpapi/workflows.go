@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +28,11 @@ func writeInstance(w http.ResponseWriter, status int, inst *workflow.Instance) {
 }
 
 func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
+	key, err := idempotencyKey(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	var req CreateWorkflowRequest
 	if err := decodeControl(r, &req, true); err != nil {
 		s.fail(w, r, err)
@@ -39,9 +43,16 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	var hash string
+	if key != "" {
+		if hash, err = requestHash(req); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	var inst *workflow.Instance
 	if req.Definition != "" {
-		p := engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input}
+		p := engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input, IdempotencyKey: key, RequestHash: hash}
 		if len(req.State) > 0 {
 			// Variables and other keys; the steps are the definition's.
 			if len(state.Steps) > 0 {
@@ -61,14 +72,18 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 			err = httpError(http.StatusNotFound, fmt.Sprintf("unknown definition %q", req.Definition))
 		}
 	} else {
-		inst, err = s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state})
+		inst, err = s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state,
+			IdempotencyKey: key, RequestHash: hash})
+	}
+	if ke := (*store.IdempotencyKeyError)(nil); errors.As(err, &ke) {
+		s.repeatedCreate(w, r, ke)
+		return
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/v1/workflows/"+inst.ID)
-	writeInstance(w, http.StatusCreated, inst)
+	writeCreated(w, http.StatusCreated, inst)
 }
 
 func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
@@ -92,44 +107,6 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeInstance(w, http.StatusOK, inst)
-}
-
-func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	p := store.ListParams{Definition: q.Get("definition"), Cursor: q.Get("cursor")}
-	if q.Has("id_prefix") {
-		v := q.Get("id_prefix")
-		if err := workflow.ValidateIDPrefix(v); err != nil {
-			s.fail(w, r, httpError(http.StatusBadRequest, err.Error()))
-			return
-		}
-		p.IDPrefix = v
-	}
-	if v := q.Get("status"); v != "" {
-		st, err := workflow.ParseStatus(v)
-		if err != nil {
-			s.fail(w, r, httpError(http.StatusBadRequest, err.Error()))
-			return
-		}
-		p.Status = st
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxListLimit {
-			s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d, not %q", store.MaxListLimit, v)))
-			return
-		}
-		p.Limit = n
-	}
-	page, err := s.cfg.Store.List(r.Context(), p)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if page.Instances == nil {
-		page.Instances = []*workflow.Instance{}
-	}
-	writeJSON(w, http.StatusOK, ListWorkflowsResponse{Workflows: page.Instances, NextCursor: page.NextCursor})
 }
 
 // ifMatch reads the If-Match header of a conditional write: missing → 428,
@@ -492,13 +469,4 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, BatchStatusResponse{IDs: ids})
-}
-
-func (s *Server) history(w http.ResponseWriter, r *http.Request) {
-	versions, err := s.cfg.Store.History(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, HistoryResponse{Versions: versions})
 }

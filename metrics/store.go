@@ -220,3 +220,7 @@ func (s *instrumentedStore) DeleteWorkersBefore(ctx context.Context, t time.Time
 	s.noteWrite(err, n > 0)
 	return n, err
 }
+
+func (s *instrumentedStore) DeleteIdempotencyKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	return s.base.DeleteIdempotencyKeysBefore(ctx, t, limit)
+}

@@ -60,6 +60,16 @@ func (p *CreateParams) Normalize() error {
 	if p.LatestRevision && (p.Definition == "" || p.DefinitionRevision < 1) {
 		return fmt.Errorf("%w: LatestRevision needs a definition and its revision", ErrInvalidArgument)
 	}
+	if p.IdempotencyKey != "" {
+		if err := ValidateIdempotencyKey(p.IdempotencyKey); err != nil {
+			return err
+		}
+		if err := ValidateIdempotencyKey(p.RequestHash); err != nil {
+			return fmt.Errorf("request hash: %w", err)
+		}
+	} else if p.RequestHash != "" {
+		return fmt.Errorf("%w: a request hash without an idempotency key", ErrInvalidArgument)
+	}
 	for _, t := range p.Tasks {
 		switch {
 		case t == nil:
@@ -69,6 +79,14 @@ func (p *CreateParams) Normalize() error {
 		case t.InstanceID != p.ID:
 			return fmt.Errorf("%w: task %q of workflow %q created with workflow %q", ErrInvalidArgument, t.ID, t.InstanceID, p.ID)
 		}
+	}
+	return nil
+}
+
+// CheckHistoryRange validates the since and limit of Querier.History.
+func CheckHistoryRange(since int64, limit int) error {
+	if since < 0 || limit < 0 {
+		return fmt.Errorf("%w: history since %d and limit %d must not be negative", ErrInvalidArgument, since, limit)
 	}
 	return nil
 }

@@ -33,6 +33,12 @@ type Querier interface {
 	// An empty ID gets a server-generated UUIDv7; an invalid client id or state
 	// returns an error wrapping workflow.ErrInvalidID / workflow.ErrInvalidState;
 	// an existing id returns ErrExists. Status defaults to PENDING.
+	// With p.IdempotencyKey, the key is recorded in the same atomic write;
+	// a key recorded less than IdempotencyKeyTTL ago writes nothing and
+	// returns an *IdempotencyKeyError (errors.Is ErrIdempotencyKeyUsed). Of
+	// concurrent creates with one key, exactly one creates. On PostgreSQL a
+	// keyed create whose id is taken fails its statement (inside WithTx,
+	// the caller's transaction).
 	Create(ctx context.Context, p CreateParams) (*workflow.Instance, error)
 
 	// Get returns the instance, or ErrNotFound.
@@ -80,9 +86,13 @@ type Querier interface {
 	// ErrInvalidArgument (limit outside 1–10000).
 	BatchUpdateStatus(ctx context.Context, p BatchStatusParams) ([]string, error)
 
-	// History returns every version of the instance, oldest first: versions
-	// 0, 1, …, current with no gap. ErrNotFound for an unknown id.
-	History(ctx context.Context, id string) ([]HistoryEntry, error)
+	// History returns the versions of the instance from version since on,
+	// oldest first, with no gap: at most limit of them, or all of them when
+	// limit is 0 (since 0, limit 0: versions 0, 1, …, current). A since
+	// beyond the current version gives an empty, non-nil slice.
+	// Errors: ErrNotFound for an unknown id; ErrInvalidArgument for a
+	// negative since or limit.
+	History(ctx context.Context, id string, since int64, limit int) ([]HistoryEntry, error)
 
 	// The task, deadline and notification operations the engine composes.
 	EngineQuerier
@@ -95,6 +105,7 @@ type Store interface {
 	DefinitionStore
 	Counter
 	WorkerStore
+	IdempotencyKeyStore
 
 	// WithTx runs fn in one transaction at iso. fn's error rolls back and is
 	// returned; so is a failed commit. Serialization failures and deadlocks are
@@ -153,6 +164,12 @@ type CreateParams struct {
 	// with its first tasks in one statement.
 	Tasks  []*Task
 	Notify bool
+	// IdempotencyKey, when not "", is recorded with the instance in the
+	// same atomic write, with RequestHash (an opaque digest of the request,
+	// compared to tell a repeat from a reuse of the key for another
+	// request); see Querier.Create.
+	IdempotencyKey string
+	RequestHash    string
 	// LatestRevision creates the instance only while DefinitionRevision is
 	// the latest revision of Definition: when a newer one is stored, nothing
 	// is written and an error that errors.Is ErrStaleRevision and

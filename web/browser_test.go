@@ -1005,3 +1005,34 @@ func TestMergePatchInBrowser(t *testing.T) {
 	}
 	b.checkNoErrors()
 }
+
+// TestDashboardHistoryPages: the history panel loads the first page of
+// versions (1,000) and says so; "Load more versions" loads the rest.
+func TestDashboardHistoryPages(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	f := newFixture(t)
+	ctx := t.Context()
+	if _, err := f.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "long"}); err != nil {
+		t.Fatal(err)
+	}
+	const versions = 1005
+	for v := 1; v < versions; v++ {
+		if _, err := f.client.PatchWorkflow(ctx, "long", "*", json.RawMessage(fmt.Sprintf(`{"variables":{"n":%d}}`, v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tab := b.tab()
+	b.run(tab, "open the long workflow",
+		chromedp.Navigate(f.url+"/#/workflows/long"),
+		waitFor(textOf("#history-count")+` === 'versions 0–999 of 1005, newest first'`),
+		waitFor(`document.querySelector('#history > li')?.dataset.version === '999'`),
+	)
+	b.run(tab, "load more",
+		chromedp.Click("#history-more", chromedp.ByID),
+		waitFor(textOf("#history-count")+` === '1005 versions, newest first'`),
+		waitFor(`!document.getElementById('history-more')`),
+		waitFor(`document.querySelector('#history > li')?.dataset.version === '1004'`),
+	)
+	b.checkNoErrors()
+}

@@ -223,6 +223,12 @@ func TestCLIGolden(t *testing.T) {
 	b.golden("list-status", 0, "", "list", "--status", "running")
 	b.golden("list-empty", 0, "", "list", "--status", "FAILED")
 
+	// A start with an idempotency key, repeated, and the key reused.
+	b.golden("start-idempotent", 0, "", "start", "--id", "keyed-1", "--idempotency-key", "order-A-1")
+	b.golden("start-idempotent-repeat", 0, "", "start", "--id", "keyed-1", "--idempotency-key", "order-A-1")
+	b.golden("start-idempotent-other", 1, "", "start", "--id", "keyed-2", "--idempotency-key", "order-A-1")
+	b.golden("start-bad-idempotency-key", 2, "", "start", "--idempotency-key", strings.Repeat("k", 256))
+
 	// Not found, usage errors: nothing is sent for these.
 	b.golden("get-not-found", 4, "", "get", "nope")
 	b.golden("history-not-found", 4, "", "history", "nope")

@@ -52,6 +52,9 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("Workers", func(t *testing.T) { testWorkers(t, newServer) })
 	t.Run("IDPrefix", func(t *testing.T) { testIDPrefix(t, newServer) })
 	t.Run("LockedWriters", func(t *testing.T) { testLockedWriters(t, newServer) })
+	t.Run("IdempotencyKey", func(t *testing.T) { testIdempotencyKey(t, newServer) })
+	t.Run("HistoryPages", func(t *testing.T) { testHistoryPages(t, newServer) })
+	t.Run("ListChunks", func(t *testing.T) { testListChunks(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests

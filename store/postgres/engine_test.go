@@ -370,7 +370,7 @@ func TestEngineStatementCounts(t *testing.T) {
 	if len(ids) != nInst || !slices.IsSorted(ids) { // same deadline: by id
 		t.Errorf("TimeOutInstances = %v, want all %d instances in id order", ids, nInst)
 	}
-	h, err := s.History(ctx, "w00")
+	h, err := s.History(ctx, "w00", 0, 0)
 	if err != nil || len(h) != 2 || h[1].Status != workflow.StatusTimedOut || h[1].Cause != "workflow timeout" || !h[1].At.Equal(now) {
 		t.Errorf("history of w00 = %+v, %v", h, err)
 	}

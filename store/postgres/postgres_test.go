@@ -167,7 +167,7 @@ func TestIndexes(t *testing.T) {
 	s, _ := setup(t, Options{})
 	rows, err := s.pool.Query(t.Context(), `SELECT indexname, indexdef FROM pg_indexes
 		WHERE schemaname = current_schema()
-			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers')`)
+			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers', 'idempotency_keys')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +196,9 @@ func TestIndexes(t *testing.T) {
 		"workflow_tasks_expiry_idx":                       "(lease_until) WHERE (status = 'LEASED'::text)",
 		"workers_pkey":                                    "(worker, node)",
 		"workers_last_poll_at_idx":                        "(last_poll_at)",
+		"idempotency_keys_pkey":                           "(key)",
+		"idempotency_keys_created_at_idx":                 "(created_at)",
+		"idempotency_keys_workflow_id_idx":                "(workflow_id)",
 	}
 	if len(defs) != len(want) {
 		t.Errorf("indexes = %v, want exactly %v", defs, want)
@@ -250,7 +253,7 @@ func TestSchemaConstraints(t *testing.T) {
 			t.Errorf("%s: err = %v, want the append-only trigger's error (SQLSTATE 23001)", sql, err)
 		}
 	}
-	h, err := s.History(ctx, inst.ID)
+	h, err := s.History(ctx, inst.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,7 +690,7 @@ func TestBatchUpdateStatusConcurrent(t *testing.T) {
 	if len(seen) != 4*30 {
 		t.Errorf("batches moved %d instances, want %d", len(seen), 4*30)
 	}
-	h, err := s.History(ctx, "w000")
+	h, err := s.History(ctx, "w000", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -791,11 +794,11 @@ func TestRoundTrip(t *testing.T) {
 	if _, err := s.List(ctx, store.ListParams{Cursor: "!!"}); !errors.Is(err, store.ErrInvalidCursor) {
 		t.Errorf("List(bad cursor) = %v", err)
 	}
-	h, err := s.History(ctx, "r1")
+	h, err := s.History(ctx, "r1", 0, 0)
 	if err != nil || len(h) != 2 || h[1].Status != workflow.StatusRunning || h[1].At != mod.UpdatedAt {
 		t.Errorf("History = %+v, %v", h, err)
 	}
-	if _, err := s.History(ctx, "none"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.History(ctx, "none", 0, 0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("History(none) = %v", err)
 	}
 }

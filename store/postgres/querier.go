@@ -82,43 +82,6 @@ const instanceColumns = "id, definition, status, state, input, version, created_
 // already has are not returned. "Not terminal" is spelled
 // status NOT IN ('COMPLETED', 'CANCELLED'), as workflow.Status.Terminal says.
 const (
-	// ON CONFLICT DO NOTHING rather than a unique violation: an existing id
-	// is reported by the empty result, so Create inside WithTx does not abort
-	// the caller's transaction (PostgreSQL aborts a transaction on any error,
-	// SQLite does not).
-	createSQL = createCTEs + `
-SELECT EXISTS (SELECT 1 FROM i), ` + createStale
-	// createCTEs inserts the instance and its history row unless the id is
-	// taken or, when $10, the definition has a revision newer than $8.
-	createCTEs = `WITH i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9
-	WHERE NOT (` + createStale + `)
-	ON CONFLICT (id) DO NOTHING
-	RETURNING id, status, state
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, 0, status, state, $6, $7 FROM i
-)`
-	createStale = `$10::boolean AND EXISTS (SELECT 1 FROM workflow_definitions WHERE name = $2 AND revision > $8)`
-
-	// createWithTasksSQL is createSQL with the first tasks ($11–$24, as
-	// insertTasksSQL's $1–$14) inserted only if the instance was, and a
-	// NOTIFY when $25. The tasks' foreign key is checked at the end of the
-	// statement, when the instance row exists (as the history row's is).
-	// Their ids are new and their instance too, so nothing can be taken;
-	// should a unique violation happen all the same, the whole statement
-	// fails and nothing is written.
-	createWithTasksSQL = createCTEs + `, t AS (
-	` + insertTasksPrefix + `$6, $6
-	FROM ` + newTasks11 + `
-	WHERE EXISTS (SELECT 1 FROM i)
-	RETURNING 1
-), n AS (
-	SELECT pg_notify('` + notifyChannel + `', '') FROM i WHERE $25::boolean
-)
-SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM n) >= 0 AND EXISTS (SELECT 1 FROM i), ` + createStale
-
 	replaceStateSQL = `WITH u AS (
 	UPDATE workflow_instances SET state = $3::jsonb, version = version + 1, updated_at = $4
 	WHERE id = $1 AND version = $2 AND status NOT IN ('COMPLETED', 'CANCELLED')
@@ -207,22 +170,12 @@ SELECT version FROM u`
 	// step ($2, possibly NULL) is read for CompleteStep only.
 	diagnoseSQL = `SELECT status, version, state->'steps'->$2::text FROM workflow_instances WHERE id = $1`
 
-	historySQL = `SELECT version, status, state, at, cause FROM workflow_history WHERE instance_id = $1 ORDER BY version`
-)
+	// LIMIT NULL is no limit.
+	historySQL = `SELECT version, status, state, at, cause FROM workflow_history
+	WHERE instance_id = $1 AND version >= $2 ORDER BY version LIMIT $3`
 
-// Create inserts the instance and its history row 0 in one statement.
-func (q *querier) Create(ctx context.Context, p store.CreateParams) (_ *workflow.Instance, err error) {
-	defer q.settle(&err) // a write of its own on the pool
-	pc, err := q.prepareCreate(p)
-	if err != nil {
-		return nil, err
-	}
-	var created, stale bool
-	if err := q.db.QueryRow(ctx, pc.sql, pc.args...).Scan(&created, &stale); err != nil {
-		return nil, interpretError(err, pc.p.ID)
-	}
-	return pc.result(created, stale)
-}
+	existsSQL = `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $1)`
+)
 
 // preparedCreate is a checked CreateParams with its statement.
 type preparedCreate struct {
@@ -262,21 +215,28 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	}
 	now := q.timestamp()
 	deadline := timestampPtr(p.Deadline)
-	pc := &preparedCreate{p: p, state: state, now: now, deadline: deadline, sql: createSQL, strict: createStrictSQL,
+	pc := &preparedCreate{p: p, state: state, now: now, deadline: deadline,
 		args: []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline, p.LatestRevision}}
-	if len(p.Tasks) > 0 || p.Notify {
+	withTasks := len(p.Tasks) > 0 || p.Notify
+	if withTasks {
 		rows, cols, err := prepareTasks(p.Tasks, now)
 		if err != nil {
 			return nil, err
 		}
 		pc.tasks = rows
-		pc.sql, pc.strict = createWithTasksSQL, createWithTasksStrictSQL
 		pc.args = append(append(pc.args, cols.args()...), p.Notify)
 	}
+	keyed := p.IdempotencyKey != ""
+	if keyed {
+		pc.args = append(pc.args, p.IdempotencyKey, p.RequestHash, now.Add(-store.IdempotencyKeyTTL))
+	}
+	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
+	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
 }
 
 // result is the outcome of the statement that reported created and stale.
+// A taken idempotency key is handled before (Create's keyUsed).
 func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error) {
 	p := pc.p
 	switch {
@@ -769,16 +729,23 @@ func ceilMicro(t time.Time) time.Time {
 }
 
 // History returns every version of the instance, oldest first.
-func (q *querier) History(ctx context.Context, id string) ([]store.HistoryEntry, error) {
+func (q *querier) History(ctx context.Context, id string, since int64, limit int) ([]store.HistoryEntry, error) {
+	if err := store.CheckHistoryRange(since, limit); err != nil {
+		return nil, err
+	}
 	if !storableText(id) {
 		return nil, store.NotFound(id)
 	}
-	rows, err := q.db.Query(ctx, historySQL, id)
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	rows, err := q.db.Query(ctx, historySQL, id, since, lim)
 	if err != nil {
 		return nil, interpretError(err, id)
 	}
 	defer rows.Close()
-	var out []store.HistoryEntry
+	out := []store.HistoryEntry{}
 	for rows.Next() {
 		var (
 			e      store.HistoryEntry
@@ -798,9 +765,16 @@ func (q *querier) History(ctx context.Context, id string) ([]store.HistoryEntry,
 	if err := rows.Err(); err != nil {
 		return nil, interpretError(err, id)
 	}
-	// Every instance has history row 0, so no rows means no instance.
 	if len(out) == 0 {
-		return nil, store.NotFound(id)
+		// An instance has every version from 0 on: since is beyond its
+		// current version, or there is no such instance.
+		var exists bool
+		if err := q.db.QueryRow(ctx, existsSQL, id).Scan(&exists); err != nil {
+			return nil, interpretError(err, id)
+		}
+		if !exists {
+			return nil, store.NotFound(id)
+		}
 	}
 	return out, nil
 }

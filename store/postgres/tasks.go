@@ -729,19 +729,6 @@ func (q *querier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int
 	return vs, err
 }
 
-// createStrict is a create statement (createSQL, createWithTasksSQL) that
-// also fails, with FD409, when it created nothing: in a group, any miss has
-// to roll back all of it.
-func createStrict(sql string) string {
-	return sql + `,
-	CASE WHEN NOT EXISTS (SELECT 1 FROM i) THEN flowd_conflict(format('workflow %s was not created', $1::text)) END`
-}
-
-var (
-	createStrictSQL          = createStrict(createSQL)
-	createWithTasksStrictSQL = createStrict(createWithTasksSQL)
-)
-
 // CommitGroup writes creates and commits as one implicit transaction:
 // their statements go out in one pipeline with a single Sync, so that an
 // error in any of them rolls back all of them (or, inside WithTx, aborts
@@ -903,8 +890,8 @@ func (g *preparedGroup) send(ctx context.Context, db dbtx) error {
 func (g *preparedGroup) read(br pgx.BatchResults) error {
 	var firstErr error
 	for i, pc := range g.pcs {
-		var stale bool
-		if err := br.QueryRow().Scan(&g.created[i], &stale, new(any)); err != nil && firstErr == nil {
+		var stale, keyUsed bool
+		if err := br.QueryRow().Scan(&g.created[i], &stale, &keyUsed, new(any)); err != nil && firstErr == nil {
 			firstErr = interpretError(err, pc.p.ID)
 		}
 	}

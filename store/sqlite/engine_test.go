@@ -147,6 +147,9 @@ func TestSchemaIndexes(t *testing.T) {
 	}
 	want := []string{
 		// Primary keys and the UNIQUE constraint (SQLite's automatic indexes).
+		"idempotency_keys.idempotency_keys_created_at_idx",
+		"idempotency_keys.idempotency_keys_workflow_id_idx",
+		"idempotency_keys.sqlite_autoindex_idempotency_keys_1",
 		"workers.sqlite_autoindex_workers_1",
 		"workers.workers_last_poll_at_idx",
 		"workflow_definitions.sqlite_autoindex_workflow_definitions_1",
@@ -199,7 +202,7 @@ func TestMigrationKeepsData(t *testing.T) {
 	}
 
 	rep := migrate(t, s)
-	if len(rep.Applied) != schemaVersion-1 || rep.Applied[0].Name != "00002_engine.sql" || rep.Version != schemaVersion {
+	if len(rep.Applied) != migrationCount-1 || rep.Applied[0].Name != "00002_engine.sql" || rep.Version != schemaVersion {
 		t.Fatalf("Migrate on a version 1 database = %+v, want the migrations from 00002_engine.sql on applied", rep)
 	}
 	got, err := s.Get(ctx, "old")
@@ -217,7 +220,7 @@ func TestMigrationKeepsData(t *testing.T) {
 	if got.DefinitionRevision != 0 || got.Deadline != nil {
 		t.Errorf("old instance: revision %d, deadline %v; want 0 and none", got.DefinitionRevision, got.Deadline)
 	}
-	hist, err := s.History(ctx, "old")
+	hist, err := s.History(ctx, "old", 0, 0)
 	if err != nil || len(hist) != 2 || hist[0].Cause != "create" || hist[1].Cause != "start" || !hist[1].At.Equal(fromMicros(created+1)) {
 		t.Errorf("history after the migration = %+v, %v", hist, err)
 	}

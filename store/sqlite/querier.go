@@ -78,6 +78,11 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 				return store.StaleRevision(p)
 			}
 		}
+		if p.IdempotencyKey != "" {
+			if err := checkIdempotencyKey(ctx, c, p, now); err != nil {
+				return err
+			}
+		}
 		var err error
 		inst, err = scanInstance(c.QueryRowContext(ctx,
 			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
@@ -93,6 +98,11 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		}
 		if err := appendHistory(ctx, c, p.ID, p.Cause); err != nil {
 			return err
+		}
+		if p.IdempotencyKey != "" {
+			if err := recordIdempotencyKey(ctx, c, p, now); err != nil {
+				return err
+			}
 		}
 		return insertTasks(ctx, c, tasks)
 	})
@@ -434,10 +444,17 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 
 // History returns every version of the instance, oldest first. An existing
 // instance always has its version 0 row, so no rows means no instance.
-func (q *querier) History(ctx context.Context, id string) ([]store.HistoryEntry, error) {
+func (q *querier) History(ctx context.Context, id string, since int64, limit int) ([]store.HistoryEntry, error) {
+	if err := store.CheckHistoryRange(since, limit); err != nil {
+		return nil, err
+	}
+	lim := int64(limit)
+	if limit == 0 {
+		lim = -1 // SQLite: no limit
+	}
 	rows, err := q.read.QueryContext(ctx,
 		`SELECT version, status, state, at, cause FROM workflow_history
-		WHERE instance_id = ?1 ORDER BY version`, id)
+		WHERE instance_id = ?1 AND version >= ?2 ORDER BY version LIMIT ?3`, id, since, lim)
 	if err != nil {
 		return nil, interpretError(ctx, err)
 	}
@@ -464,7 +481,15 @@ func (q *querier) History(ctx context.Context, id string) ([]store.HistoryEntry,
 		return nil, interpretError(ctx, err)
 	}
 	if len(entries) == 0 {
-		return nil, store.NotFound(id)
+		// An instance has every version from 0 on: since is beyond its
+		// current version, or there is no such instance.
+		var exists bool
+		if err := q.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = ?1)`, id).Scan(&exists); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		if !exists {
+			return nil, store.NotFound(id)
+		}
 	}
 	return entries, nil
 }

@@ -362,7 +362,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 	if locked.Load() != 0 {
 		t.Errorf("%d \"database is locked\" errors, want 0", locked.Load())
 	}
-	hist, err := a.History(ctx, inst.ID)
+	hist, err := a.History(ctx, inst.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,8 +371,12 @@ func TestTwoStoresOneFile(t *testing.T) {
 	}
 }
 
-// schemaVersion is the version of the newest embedded migration.
-const schemaVersion = 3
+// schemaVersion is the version of the newest embedded migration, and
+// migrationCount how many there are (the versions have no gap).
+const (
+	schemaVersion  = 4
+	migrationCount = 4
+)
 
 // TestConcurrentMigrate migrates fresh files from two Stores at once, several
 // times: both succeed, each migration is applied exactly once, and a further
@@ -422,8 +426,8 @@ func TestConcurrentMigrate(t *testing.T) {
 			}
 			applied += len(reports[i].Applied)
 		}
-		if applied != schemaVersion {
-			t.Errorf("round %d: %d migrations applied in all, want each of the %d once: %+v", round, applied, schemaVersion, reports)
+		if applied != migrationCount {
+			t.Errorf("round %d: %d migrations applied in all, want each of the %d once: %+v", round, applied, migrationCount, reports)
 		}
 		for i, s := range stores {
 			rep := migrate(t, s)
@@ -438,7 +442,7 @@ func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, fileURL(t))
 	first := migrate(t, s)
-	want := []store.AppliedMigration{{Version: 1, Name: "00001_init.sql"}, {Version: 2, Name: "00002_engine.sql"}, {Version: 3, Name: "00003_workers.sql"}}
+	want := []store.AppliedMigration{{Version: 1, Name: "00001_init.sql"}, {Version: 2, Name: "00002_engine.sql"}, {Version: 3, Name: "00003_workers.sql"}, {Version: 4, Name: "00004_idempotency_keys.sql"}}
 	if len(first.Applied) != len(want) || first.Version != schemaVersion {
 		t.Fatalf("first Migrate = %+v, want %+v at version %d", first, want, schemaVersion)
 	}
@@ -474,7 +478,7 @@ func TestSchemaGuards(t *testing.T) {
 			t.Errorf("%s: got %v, want the append-only trigger to abort it", stmt, err)
 		}
 	}
-	if hist, err := s.History(ctx, inst.ID); err != nil || len(hist) != 1 || hist[0].Cause != "create" {
+	if hist, err := s.History(ctx, inst.ID, 0, 0); err != nil || len(hist) != 1 || hist[0].Cause != "create" {
 		t.Errorf("history after the attempts: %+v, %v", hist, err)
 	}
 
@@ -574,7 +578,7 @@ func TestWithTxSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hist, err := s.History(ctx, inst.ID)
+	hist, err := s.History(ctx, inst.ID, 0, 0)
 	if err != nil || len(hist) != 2 || hist[1].Cause != "inc" {
 		t.Fatalf("history = %+v, %v; want versions 0 and 1 (inc)", hist, err)
 	}

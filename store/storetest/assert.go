@@ -250,7 +250,7 @@ func (b *bundle) unchanged(t testing.TB, what string, snap snapshot) {
 	if diff := cmp.Diff(viewOf(snap.inst), viewOf(inst)); diff != "" {
 		t.Errorf("%s: the failed operation changed the instance (-before +after):\n%s", what, diff)
 	}
-	h, err := b.s.History(b.ctx, snap.inst.ID)
+	h, err := b.s.History(b.ctx, snap.inst.ID, 0, 0)
 	if err != nil {
 		t.Errorf("%s: History after the failed operation: %v", what, err)
 		return
@@ -271,7 +271,7 @@ func (b *bundle) get(t testing.TB, id string) *workflow.Instance {
 
 func (b *bundle) history(t testing.TB, id string) []store.HistoryEntry {
 	t.Helper()
-	h, err := b.s.History(b.ctx, id)
+	h, err := b.s.History(b.ctx, id, 0, 0)
 	if err != nil {
 		t.Fatalf("History(%q): %v", id, err)
 	}

@@ -15,6 +15,7 @@ import (
 var historyTests = []conformanceTest{
 	{"History_ok", testHistoryOK},
 	{"History_notFound", testHistoryNotFound},
+	{"History_pages", testHistoryPages},
 }
 
 var migrateTests = []conformanceTest{
@@ -102,11 +103,64 @@ func testHistoryNotFound(t *testing.T, h Harness) {
 	b := setup(t, h)
 	b.create(t, store.CreateParams{ID: "exists"})
 	for _, id := range []string{"missing", "", "exists%"} {
-		hist, err := b.s.History(b.ctx, id)
+		hist, err := b.s.History(b.ctx, id, 0, 0)
 		wantErrorIs(t, fmt.Sprintf("History(%q)", id), err, store.ErrNotFound)
 		if len(hist) != 0 {
 			t.Errorf("History(%q) returned %d rows with an error", id, len(hist))
 		}
+	}
+}
+
+// Pages of History are contiguous: since, since+1, … up to limit, and
+// together every version once.
+func testHistoryPages(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst := b.create(t, store.CreateParams{State: counterState(0)})
+	for range 6 {
+		var err error
+		if inst, err = b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "inc"); err != nil {
+			t.Fatalf("ModifyState: %v", err)
+		}
+	}
+	all := b.history(t, inst.ID)
+	if len(all) != 7 {
+		t.Fatalf("%d versions, want 7", len(all))
+	}
+	for _, limit := range []int{1, 2, 3, 7, 100} {
+		var got []store.HistoryEntry
+		for since := int64(0); ; {
+			page, err := b.s.History(b.ctx, inst.ID, since, limit)
+			if err != nil {
+				t.Fatalf("History(since %d, limit %d): %v", since, limit, err)
+			}
+			if len(page) > limit {
+				t.Fatalf("History(since %d, limit %d) returned %d versions", since, limit, len(page))
+			}
+			if len(page) > 0 && page[0].Version != since {
+				t.Fatalf("History(since %d, limit %d) starts at version %d", since, limit, page[0].Version)
+			}
+			got = append(got, page...)
+			if len(page) < limit {
+				break
+			}
+			since = page[len(page)-1].Version + 1
+		}
+		assertHistory(t, fmt.Sprintf("pages of %d", limit), all, got)
+	}
+	if page, err := b.s.History(b.ctx, inst.ID, 4, 0); err != nil || len(page) != 3 || page[0].Version != 4 {
+		t.Errorf("History(since 4, no limit) = %d versions from %v, %v; want 4, 5, 6", len(page), page, err)
+	}
+	for _, since := range []int64{7, 1000} {
+		page, err := b.s.History(b.ctx, inst.ID, since, 10)
+		if err != nil || page == nil || len(page) != 0 {
+			t.Errorf("History(since %d) beyond the end = %v, %v; want an empty list", since, page, err)
+		}
+	}
+	_, err := b.s.History(b.ctx, "missing", 7, 10)
+	wantErrorIs(t, "History of a missing instance beyond version 0", err, store.ErrNotFound)
+	for _, r := range [][2]int64{{-1, 10}, {0, -1}} {
+		_, err := b.s.History(b.ctx, inst.ID, r[0], int(r[1]))
+		wantErrorIs(t, fmt.Sprintf("History(since %d, limit %d)", r[0], r[1]), err, store.ErrInvalidArgument)
 	}
 }
 
@@ -227,7 +281,7 @@ func testContextCancelled(t *testing.T, h Harness) {
 			_, err := b.s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: clockStart.Add(time.Hour), NewStatus: workflow.StatusPaused, Limit: 10})
 			return err
 		},
-		"History": func() error { _, err := b.s.History(ctx, inst.ID); return err },
+		"History": func() error { _, err := b.s.History(ctx, inst.ID, 0, 0); return err },
 		"WithTx": func() error {
 			return b.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 				_, err := tx.Create(ctx, store.CreateParams{ID: "new-tx"})

@@ -376,7 +376,7 @@ func testHostileInstanceIDsNotFound(t *testing.T, h Harness) {
 		what := func(op string) string { return fmt.Sprintf("%s(%q)", op, truncate(id)) }
 		_, err := b.s.Get(b.ctx, id)
 		wantErrorIs(t, what("Get"), err, store.ErrNotFound)
-		_, err = b.s.History(b.ctx, id)
+		_, err = b.s.History(b.ctx, id, 0, 0)
 		wantErrorIs(t, what("History"), err, store.ErrNotFound)
 		_, err = b.s.ReplaceState(b.ctx, id, 0, counterState(1), "x")
 		wantErrorIs(t, what("ReplaceState"), err, store.ErrNotFound)

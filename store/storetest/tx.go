@@ -75,7 +75,7 @@ func testWithTxRollback(t *testing.T, h Harness) {
 	wantErrorIs(t, "WithTx with a failing fn", err, errBoom)
 	_, err = b.s.Get(b.ctx, "tx-a")
 	wantErrorIs(t, "Get of an instance created in a rolled-back transaction", err, store.ErrNotFound)
-	_, err = b.s.History(b.ctx, "tx-a")
+	_, err = b.s.History(b.ctx, "tx-a", 0, 0)
 	wantErrorIs(t, "History of an instance created in a rolled-back transaction", err, store.ErrNotFound)
 	b.unchanged(t, "a rolled-back transaction", snap)
 }
@@ -184,7 +184,7 @@ func testWithTxOperations(t *testing.T, h Harness) {
 		if got.Version != 5 || counter(got.State) != 3 || got.Status != workflow.StatusRunning {
 			return fmt.Errorf("tx.Get inside the transaction: version %d, counter %d, status %s; want 5, 3, RUNNING", got.Version, counter(got.State), got.Status)
 		}
-		hist, err := tx.History(b.ctx, id)
+		hist, err := tx.History(b.ctx, id, 0, 0)
 		if err != nil {
 			return fmt.Errorf("tx.History: %w", err)
 		}

@@ -96,7 +96,9 @@ export const api = {
   getWorkflow: (id, knownVersion) => request('GET', `v1/workflows/${enc(id)}`, knownVersion == null ? {} : {
     headers: { 'If-None-Match': ifMatch(knownVersion) }, okStatuses: [304],
   }),
-  history: (id) => request('GET', `v1/workflows/${enc(id)}/history`),
+  // One page of versions from since on, oldest first; data.next_since is
+  // the since of the next page, absent on the last.
+  history: (id, since = 0) => request('GET', `v1/workflows/${enc(id)}/history` + (since ? `?since=${since}` : '')),
   transition: (id, from, to) => request('POST', `v1/workflows/${enc(id)}/status`, { body: { from, to } }),
   action: (id, name) => request('POST', `v1/workflows/${enc(id)}/${name}`, { body: {} }),
   patchState: (id, version, patch) => request('PATCH', `v1/workflows/${enc(id)}`, {

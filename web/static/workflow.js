@@ -29,7 +29,8 @@ export function mount(root, { id }) {
   const st = {
     inst: null,
     def: null, // the definition revision the instance runs (definition-based only)
-    history: null,
+    history: null, // the versions loaded, oldest first: 0, 1, … with no gap
+    historyNext: null, // the first version not loaded yet when more exist (next_since), else null
     historyAll: false,
     open: new Set(), // open <details> of step outputs, kept across refreshes
     completing: null, // {step, text} while the complete-step form is open
@@ -97,10 +98,26 @@ export function mount(root, { id }) {
     await setInstance(data);
   }
 
-  async function loadHistory() {
+  // The history loads a page at a time, oldest first (the server sends at
+  // most 1,000 versions a page). When the instance changes, the versions
+  // after those loaded are fetched, as long as every earlier one is loaded;
+  // otherwise "Load more versions" fetches the next page.
+  async function loadHistory(more = false) {
+    if (st.historyNext != null && !more) {
+      renderHistory();
+      return;
+    }
+    const have = st.history || [];
+    const since = have.length ? have[have.length - 1].version + 1 : 0;
     try {
-      const { data } = await api.history(id);
-      st.history = data.versions || [];
+      const { data } = await api.history(id, since);
+      // Another load may have appended meanwhile: keep versions in order, once.
+      const cur = st.history || [];
+      const last = cur.length ? cur[cur.length - 1].version : -1;
+      if (last === since - 1) {
+        st.history = cur.concat((data.versions || []).filter((v) => v.version > last));
+        st.historyNext = data.next_since ?? null;
+      }
     } catch (err) {
       errorBanner('Loading the history failed', err);
     }
@@ -504,12 +521,19 @@ export function mount(root, { id }) {
       items.push(historyItem(versions[i], versions[i - 1]));
       if (!st.historyAll && items.length >= HISTORY_SHOWN) break;
     }
+    const partial = st.historyNext != null;
+    const total = st.inst ? st.inst.version + 1 : versions.length;
+    let count = versions.length === 1 ? '1 version' : `${versions.length} versions, newest first`;
+    if (partial) count = `versions 0–${versions.length - 1} of ${total}, newest first`;
     replace(historyBox,
       h('div', { class: 'card-head' }, h('h2', {}, 'History'),
-        h('span', { class: 'muted small' }, versions.length === 1 ? '1 version' : `${versions.length} versions, newest first`)),
+        h('span', { class: 'muted small', id: 'history-count' }, count)),
+      partial
+        ? h('button', { type: 'button', class: 'link-button', id: 'history-more', onclick: () => loadHistory(true) }, 'Load more versions')
+        : null,
       h('ol', { class: 'history', id: 'history' }, items),
       !st.historyAll && versions.length > HISTORY_SHOWN
-        ? h('button', { type: 'button', class: 'link-button', onclick: () => { st.historyAll = true; renderHistory(); } }, `Show all ${versions.length} versions`)
+        ? h('button', { type: 'button', class: 'link-button', onclick: () => { st.historyAll = true; renderHistory(); } }, (partial ? `Show all ${versions.length} loaded versions` : `Show all ${versions.length} versions`))
         : null);
   }
 

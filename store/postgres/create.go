@@ -1,0 +1,176 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// The create statements. Each is one data-modifying CTE: the instance (i),
+// its history row (h) and, as asked, its first tasks (t), the NOTIFY (n) and
+// its idempotency key (k) are one statement, hence one round trip and atomic
+// without an explicit transaction. Every variant returns three columns:
+// created, stale (a newer revision under LatestRevision) and keyUsed (the
+// idempotency key is live, nothing was written).
+//
+// $1–$10 are the instance's; with tasks, $11–$24 the tasks' columns (as
+// insertTasksSQL's $1–$14) and $25 whether to notify; with a key, the three
+// parameters after those: the key, the request hash and the cut-off before
+// which a recorded key no longer counts.
+
+// createVariant selects a create statement.
+type createVariant struct{ withTasks, keyed bool }
+
+// createStatement is a variant's statement, and its strict form for
+// CommitGroup, which fails with FD409 when it creates nothing: in a group,
+// any miss has to roll back all of it.
+type createStatement struct{ plain, strict string }
+
+var createStatements = func() map[createVariant]createStatement {
+	m := map[createVariant]createStatement{}
+	for _, withTasks := range []bool{false, true} {
+		for _, keyed := range []bool{false, true} {
+			v := createVariant{withTasks: withTasks, keyed: keyed}
+			sql := buildCreateSQL(v)
+			m[v] = createStatement{plain: sql, strict: sql + `,
+	CASE WHEN NOT EXISTS (SELECT 1 FROM i) THEN flowd_conflict(format('workflow %s was not created', $1::text)) END`}
+		}
+	}
+	return m
+}()
+
+// createStale is true when, under LatestRevision ($10), the definition has
+// a revision newer than $8.
+const createStale = `$10::boolean AND EXISTS (SELECT 1 FROM workflow_definitions WHERE name = $2 AND revision > $8)`
+
+func buildCreateSQL(v createVariant) string {
+	var sql, guard string
+	if v.keyed {
+		n := 10
+		if v.withTasks {
+			n = 25
+		}
+		key, hash, cutoff := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
+		// The key row comes first and the instance only if it was written:
+		// of two statements with one key, the second waits on the first's
+		// uncommitted row and then finds it (nothing written) or, if the
+		// first rolled back, writes its own. A row older than the cut-off
+		// is replaced. The instance INSERT has no ON CONFLICT here: an id
+		// that is taken fails the statement with a unique violation, so
+		// that the key is never recorded for an instance this request did
+		// not create. The foreign key to the instance is checked at the end
+		// of the statement, when the instance row exists.
+		sql = `WITH k AS (
+	INSERT INTO idempotency_keys (key, request_hash, workflow_id, created_at)
+	SELECT ` + key + `, ` + hash + `, $1, $6
+	WHERE NOT (` + createStale + `)
+	ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, workflow_id = EXCLUDED.workflow_id, created_at = EXCLUDED.created_at
+	WHERE idempotency_keys.created_at < ` + cutoff + `
+	RETURNING 1
+), `
+		guard = ` AND EXISTS (SELECT 1 FROM k)`
+	} else {
+		sql = `WITH `
+	}
+	sql += `i AS (
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9
+	WHERE NOT (` + createStale + `)` + guard
+	if !v.keyed {
+		// ON CONFLICT DO NOTHING rather than a unique violation: an
+		// existing id is reported by the empty result, so Create inside
+		// WithTx does not abort the caller's transaction (PostgreSQL aborts
+		// a transaction on any error, SQLite does not).
+		sql += `
+	ON CONFLICT (id) DO NOTHING`
+	}
+	sql += `
+	RETURNING id, status, state
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, 0, status, state, $6, $7 FROM i
+)`
+	created := `EXISTS (SELECT 1 FROM i)`
+	if v.withTasks {
+		// The tasks' foreign key is checked at the end of the statement,
+		// when the instance row exists (as the history row's is). Their ids
+		// are new and their instance too, so nothing can be taken; should a
+		// unique violation happen all the same, the whole statement fails
+		// and nothing is written.
+		sql += `, t AS (
+	` + insertTasksPrefix + `$6, $6
+	FROM ` + newTasks11 + `
+	WHERE EXISTS (SELECT 1 FROM i)
+	RETURNING 1
+), n AS (
+	SELECT pg_notify('` + notifyChannel + `', '') FROM i WHERE $25::boolean
+)`
+		created = `(SELECT count(*) FROM t) + (SELECT count(*) FROM n) >= 0 AND ` + created
+	}
+	keyUsed := `false`
+	if v.keyed {
+		keyUsed = `NOT EXISTS (SELECT 1 FROM k) AND NOT (` + createStale + `)`
+	}
+	return sql + `
+SELECT ` + created + `, ` + createStale + `, ` + keyUsed
+}
+
+// keyOwnerSQL reads the instance and request hash an idempotency key names.
+const keyOwnerSQL = `SELECT workflow_id, request_hash FROM idempotency_keys WHERE key = $1`
+
+// Create inserts the instance, its history row 0 and, as asked, its tasks
+// and idempotency key in one statement. A live key is answered with an
+// *store.IdempotencyKeyError naming the instance it created.
+func (q *querier) Create(ctx context.Context, p store.CreateParams) (_ *workflow.Instance, err error) {
+	defer q.settle(&err) // a write of its own on the pool
+	pc, err := q.prepareCreate(p)
+	if err != nil {
+		return nil, err
+	}
+	// The key's row can go between the statement that found it and the
+	// read of its owner (its instance deleted, the key expired and swept):
+	// then the key is free and the create runs again.
+	for range 3 {
+		var created, stale, keyUsed bool
+		if err := q.db.QueryRow(ctx, pc.sql, pc.args...).Scan(&created, &stale, &keyUsed); err != nil {
+			return nil, interpretError(err, pc.p.ID)
+		}
+		if !keyUsed {
+			return pc.result(created, stale)
+		}
+		var owner, hash string
+		err := q.db.QueryRow(ctx, keyOwnerSQL, pc.p.IdempotencyKey).Scan(&owner, &hash)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, interpretError(err, pc.p.ID)
+		}
+		return nil, &store.IdempotencyKeyError{Key: pc.p.IdempotencyKey, WorkflowID: owner, SameRequest: hash == pc.p.RequestHash}
+	}
+	return nil, &store.ConflictError{ID: pc.p.ID, Actual: -1, Reason: fmt.Sprintf("idempotency key %q kept changing; try again", pc.p.IdempotencyKey)}
+}
+
+// deleteKeysSQL deletes a batch of expired keys; SKIP LOCKED keeps the
+// sweepers of several nodes from waiting for each other.
+const deleteKeysSQL = `DELETE FROM idempotency_keys WHERE key = ANY (ARRAY(
+	SELECT key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
+
+// DeleteIdempotencyKeysBefore deletes at most limit keys created before t.
+func (s *Store) DeleteIdempotencyKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	if limit < 1 {
+		return 0, fmt.Errorf("%w: limit %d is below 1", store.ErrInvalidArgument, limit)
+	}
+	tag, err := s.pool.Exec(ctx, deleteKeysSQL, store.Timestamp(t), limit)
+	if err != nil {
+		return 0, interpretError(err, "")
+	}
+	return int(tag.RowsAffected()), nil
+}
