@@ -50,6 +50,8 @@ func statusFor(err error) int {
 		errors.Is(err, workflow.ErrInvalidTransition),
 		errors.Is(err, store.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, workflow.ErrStateTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, workflow.ErrInvalidState),
 		errors.Is(err, workflow.ErrInvalidID),
 		errors.Is(err, workflow.ErrInvalidDefinition),

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
-
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -31,6 +29,10 @@ func writeInstance(w http.ResponseWriter, status int, inst *workflow.Instance) {
 func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	var req CreateWorkflowRequest
 	if err := decodeControl(r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := checkInput(req.Input); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -60,7 +62,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, store.ErrNotFound) {
 			err = httpError(http.StatusNotFound, fmt.Sprintf("unknown definition %q", req.Definition))
 		}
-	} else {
+	} else if err = s.eng.CheckStateSize(state); err == nil {
 		inst, err = s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state})
 	}
 	if err != nil {
@@ -69,6 +71,29 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/workflows/"+inst.ID)
 	writeInstance(w, http.StatusCreated, inst)
+}
+
+// checkInput requires a workflow's input to be a JSON object: templates
+// and handlers read its keys. Absent or null means {}.
+func checkInput(input json.RawMessage) error {
+	t := bytes.TrimSpace(input)
+	if len(t) == 0 || string(t) == "null" || t[0] == '{' {
+		return nil
+	}
+	return httpError(http.StatusBadRequest, `"input" must be a JSON object (or null or absent for {}), not `+describeValue(t))
+}
+
+// describeValue names the kind of a JSON value for messages.
+func describeValue(v []byte) string {
+	switch v[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
@@ -213,6 +238,9 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return nil, err
 			}
+			if err := s.eng.CheckStateSize(next); err != nil {
+				return nil, err
+			}
 			return s.cfg.Store.ReplaceState(r.Context(), inst.ID, inst.Version, next, "patch")
 		})
 	if err != nil {
@@ -242,7 +270,7 @@ func applyStatePatch(cur workflow.State, patch []byte) (workflow.State, error) {
 	if err != nil {
 		return workflow.State{}, err
 	}
-	merged, err := jsonpatch.MergePatch(doc, patch)
+	merged, err := mergePatch(doc, patch)
 	if err != nil {
 		return workflow.State{}, httpError(http.StatusBadRequest, "applying merge patch: "+err.Error())
 	}
@@ -258,7 +286,7 @@ func applyStatePatch(cur workflow.State, patch []byte) (workflow.State, error) {
 // touchesSteps reports whether the patch has a "steps" key at all (even
 // null or {}).
 func readMergePatch(r *http.Request) (patch []byte, touchesSteps bool, err error) {
-	b, err := readBody(r)
+	b, err := readJSONBody(r)
 	if err != nil {
 		return nil, false, err
 	}
