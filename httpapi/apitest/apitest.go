@@ -50,6 +50,8 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("StopCancelsSteps", func(t *testing.T) { testStopCancelsSteps(t, newServer) })
 	t.Run("Workers", func(t *testing.T) { testWorkers(t, newServer) })
 	t.Run("IDPrefix", func(t *testing.T) { testIDPrefix(t, newServer) })
+	t.Run("HostileJSON", func(t *testing.T) { testHostileJSON(t, newServer) })
+	t.Run("StateLimit", func(t *testing.T) { testStateLimit(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
