@@ -162,7 +162,7 @@ func TestStateLimitOnEveryWrite(t *testing.T) {
 			is413 := func(rec *httptest.ResponseRecorder, what string) {
 				t.Helper()
 				if rec.Code != 413 || rec.Header().Get("Content-Type") != "application/json" ||
-					!strings.Contains(rec.Body.String(), "more than the limit of 2000 bytes (--max-state-bytes)") {
+					!strings.Contains(rec.Body.String(), "more than the limit of 2000 bytes (--max-state-bytes); nothing was written") {
 					t.Errorf("%s: %d %s %s; want 413 naming the limit", what, rec.Code, rec.Header().Get("Content-Type"), rec.Body)
 				}
 			}

@@ -143,8 +143,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusFor(err)
 	msg := err.Error()
 	var ae *apiError
-	if errors.As(err, &ae) {
+	var tooLarge *workflow.StateTooLargeError
+	switch {
+	case errors.As(err, &ae):
 		msg = ae.msg // without the wrapping of the layers it passed through
+	case errors.As(err, &tooLarge):
+		msg = tooLarge.Error() + " (--max-state-bytes); nothing was written"
 	}
 	switch {
 	case status == http.StatusInternalServerError:

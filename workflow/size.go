@@ -9,7 +9,20 @@ import (
 // than the limit its server was given; nothing is written.
 var ErrStateTooLarge = errors.New("state too large")
 
-// CheckSize reports, with an error wrapping ErrStateTooLarge, a state whose
+// StateTooLargeError is the error of CheckSize: errors.Is(err,
+// ErrStateTooLarge), and errors.As gives the sizes.
+type StateTooLargeError struct {
+	Size, Max int
+}
+
+func (e *StateTooLargeError) Error() string {
+	return fmt.Sprintf("the state would be %d bytes, more than the limit of %d bytes", e.Size, e.Max)
+}
+
+// Is makes errors.Is(err, ErrStateTooLarge) hold.
+func (e *StateTooLargeError) Is(target error) bool { return target == ErrStateTooLarge }
+
+// CheckSize reports, with a *StateTooLargeError, a state whose
 // stored form (MarshalJSON) is larger than max bytes; max <= 0 means no
 // limit.
 //
@@ -28,7 +41,7 @@ func (s State) CheckSize(max int) error {
 		return fmt.Errorf("%w: %w", ErrInvalidState, err)
 	}
 	if len(b) > max {
-		return fmt.Errorf("%w: the state would be %d bytes, more than the limit of %d bytes (--max-state-bytes)", ErrStateTooLarge, len(b), max)
+		return &StateTooLargeError{Size: len(b), Max: max}
 	}
 	return nil
 }
