@@ -100,7 +100,14 @@ type Config struct {
 	NodeID string
 	// HTTPClient runs http steps [a client with a 30s timeout].
 	HTTPClient *http.Client
+	// MaxStateBytes bounds an instance's stored state after a change a
+	// client or a handler makes: a start, a step completed from outside, a
+	// task's output [DefaultMaxStateBytes]. Negative is an error.
+	MaxStateBytes int
 }
+
+// DefaultMaxStateBytes is Config.MaxStateBytes when it is 0: 4 MiB.
+const DefaultMaxStateBytes = 4 << 20
 
 // Engine orchestrates definition-based workflow instances.
 type Engine struct {
@@ -116,6 +123,7 @@ type Engine struct {
 	node     string
 	http     *http.Client
 	handlers map[string]Handler
+	maxState int
 
 	cacheMu sync.Mutex
 	cache   map[defKey]*compiled
@@ -172,7 +180,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		st: cfg.Store, defs: defs, log: cfg.Logger, m: cfg.Metrics,
 		workers: 8, lease: cfg.Lease, sweep: cfg.SweepInterval, poll: cfg.PollInterval,
-		now: cfg.Now, node: cfg.NodeID, http: cfg.HTTPClient,
+		now: cfg.Now, node: cfg.NodeID, http: cfg.HTTPClient, maxState: cfg.MaxStateBytes,
 		handlers: map[string]Handler{},
 		cache:    map[defKey]*compiled{},
 		latest:   map[string]*compiled{},
@@ -185,6 +193,12 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: Workers must not be negative, got %d", *cfg.Workers)
 		}
 		e.workers = *cfg.Workers
+	}
+	if e.maxState < 0 {
+		return nil, fmt.Errorf("engine: MaxStateBytes must not be negative, got %d", e.maxState)
+	}
+	if e.maxState == 0 {
+		e.maxState = DefaultMaxStateBytes
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -209,6 +223,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	return e, nil
 }
+
+// CheckStateSize reports a state larger than Config.MaxStateBytes once
+// stored, with an error wrapping workflow.ErrStateTooLarge. The engine checks
+// the states its starts and completions write; the API checks the states it
+// writes itself (a free-form create, a merge patch) with it.
+func (e *Engine) CheckStateSize(s workflow.State) error { return s.CheckSize(e.maxState) }
 
 // Register adds an in-process handler for task steps whose handler is name.
 // Call it before Start.

@@ -75,6 +75,8 @@ type nodeOpts struct {
 	noStart  bool
 	// wrap, if set, wraps the store the engine uses (not the node's st).
 	wrap func(store.Store) store.Store
+	// maxState is Config.MaxStateBytes.
+	maxState int
 }
 
 func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
@@ -95,7 +97,7 @@ func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
 		engineStore = o.wrap(st)
 	}
 	eng, err := engine.New(engine.Config{Store: engineStore, Workers: &o.workers, Lease: o.lease,
-		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState})
 	if err != nil {
 		t.Fatal(err)
 	}

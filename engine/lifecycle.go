@@ -89,6 +89,9 @@ func (e *Engine) start(ctx context.Context, c *compiled, p StartParams, latest b
 		// advance without existing tasks only inserts.
 		return nil, fmt.Errorf("engine: a new workflow re-schedules %d existing tasks", len(pl.update))
 	}
+	if err := e.CheckStateSize(inst.State); err != nil {
+		return nil, err
+	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
 	out, err := e.create(ctx, store.CreateParams{
 		ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
@@ -350,7 +353,10 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 					return &store.ConflictError{ID: inst.ID, Expected: *p.ExpectedVersion, Actual: inst.Version}
 				}
 				if inst.Definition == "" {
-					return inst.State.CompleteStep(p.Step, output)
+					if err := inst.State.CompleteStep(p.Step, output); err != nil {
+						return err
+					}
+					return e.CheckStateSize(inst.State)
 				}
 				if st.Status == workflow.StepPending || st.Status == workflow.StepSkipped {
 					return fmt.Errorf("%w: step %q of workflow %s is %s", ErrStepNotReady, p.Step, inst.ID, st.Status)
@@ -364,7 +370,7 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 					attempts = task.Attempt
 				}
 				e.completeStep(c, inst, p.Step, json.RawMessage(output), attempts, e.clock(), &pl)
-				return nil
+				return e.CheckStateSize(inst.State)
 			}, fmt.Sprintf("complete step %q", p.Step))
 			if err != nil {
 				return err

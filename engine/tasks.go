@@ -304,7 +304,10 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 // CompleteTask records the output of the attempt holding lease: step
 // completed, task done, ready steps scheduled, instance settled — one
 // transaction. A stale or expired lease, or an instance no longer running,
-// changes nothing (ErrLeaseLost / ErrNotRunning).
+// changes nothing (ErrLeaseLost / ErrNotRunning); nor does an output that
+// would make the state larger than Config.MaxStateBytes
+// (workflow.ErrStateTooLarge): the lease stays valid, so the worker may
+// complete the task with a smaller output or fail it.
 func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
 	_, err := e.completeTask(ctx, Task{ID: taskID, Lease: lease}, output, nil)
 	return err
@@ -342,6 +345,9 @@ func (e *Engine) completeTask(ctx context.Context, task Task, output json.RawMes
 	written, err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error {
 		next = nil
 		e.completeStep(c, inst, t.StepID, json.RawMessage(out), t.Attempt, now, p)
+		if err := e.CheckStateSize(inst.State); err != nil {
+			return err
+		}
 		t.Status = store.TaskDone
 		t.LastError = ""
 		clearLease(t)
@@ -386,6 +392,9 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	row := *t.row
 	var p plan
 	e.completeStep(c, &work, row.StepID, out, row.Attempt, now, &p)
+	if e.CheckStateSize(work.State) != nil {
+		return nil, false // the locking path refuses it and says why
+	}
 	row.Status = store.TaskDone
 	row.LastError = ""
 	clearLease(&row)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // runWorkers runs e.workers worker loops for the in-process handlers, the
@@ -154,6 +155,12 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []stri
 			queues = nil
 		}
 		next, err = e.completeTask(rctx, t, output, queues)
+		if errors.Is(err, workflow.ErrStateTooLarge) {
+			// The output cannot be stored, and running the handler again
+			// would most likely return it again: the attempt fails for
+			// good, as with output that is not JSON, naming the limit.
+			err = e.FailTask(rctx, t.ID, t.Lease, "the handler's output cannot be stored: "+err.Error(), false)
+		}
 	case runCtx.Err() != nil:
 		err = e.release(rctx, t.ID, t.Lease)
 	default:

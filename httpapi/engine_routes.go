@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -30,6 +31,14 @@ func (s *Server) putDefinition(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	// A definition is YAML or JSON; the JSON form (an object or array, as
+	// YAML flow style rarely starts) passes the guard of every JSON body.
+	if t := bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		if err := checkJSON(body); err != nil {
+			s.fail(w, r, httpError(http.StatusBadRequest, "invalid JSON body: "+err.Error()))
+			return
+		}
 	}
 	info, created, err := s.eng.PutDefinitionAs(r.Context(), r.PathValue("name"), body)
 	if err != nil {

@@ -60,6 +60,8 @@ func statusFor(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, store.ErrIdempotencyKeyUsed):
 		return http.StatusUnprocessableEntity
+	case errors.Is(err, workflow.ErrStateTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, workflow.ErrInvalidState),
 		errors.Is(err, workflow.ErrInvalidID),
 		errors.Is(err, workflow.ErrInvalidDefinition),

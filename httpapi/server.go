@@ -194,8 +194,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusFor(err)
 	msg := err.Error()
 	var ae *apiError
-	if errors.As(err, &ae) {
+	var tooLarge *workflow.StateTooLargeError
+	switch {
+	case errors.As(err, &ae):
 		msg = ae.msg // without the wrapping of the layers it passed through
+	case errors.As(err, &tooLarge):
+		msg = tooLarge.Error() + " (--max-state-bytes); nothing was written"
 	}
 	switch {
 	case status == http.StatusInternalServerError:
@@ -433,10 +437,23 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
+// readJSONBody reads a JSON body and passes it through checkJSON, the one
+// guard of every JSON a client sends, before anything decodes it.
+func readJSONBody(r *http.Request) ([]byte, error) {
+	b, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJSON(b); err != nil {
+		return nil, httpError(http.StatusBadRequest, "invalid JSON body: "+err.Error())
+	}
+	return b, nil
+}
+
 // decodeControl decodes a control body strictly: one JSON object, no unknown
 // fields, nothing after it. An empty body is allowed only when allowEmpty.
 func decodeControl(r *http.Request, v any, allowEmpty bool) error {
-	b, err := readBody(r)
+	b, err := readJSONBody(r)
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
-
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -35,6 +33,10 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	}
 	var req CreateWorkflowRequest
 	if err := decodeControl(r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := checkInput(req.Input); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -71,7 +73,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, store.ErrNotFound) {
 			err = httpError(http.StatusNotFound, fmt.Sprintf("unknown definition %q", req.Definition))
 		}
-	} else {
+	} else if err = s.eng.CheckStateSize(state); err == nil {
 		inst, err = s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state,
 			IdempotencyKey: key, RequestHash: hash})
 	}
@@ -84,6 +86,29 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeCreated(w, http.StatusCreated, inst)
+}
+
+// checkInput requires a workflow's input to be a JSON object: templates
+// and handlers read its keys. Absent or null means {}.
+func checkInput(input json.RawMessage) error {
+	t := bytes.TrimSpace(input)
+	if len(t) == 0 || string(t) == "null" || t[0] == '{' {
+		return nil
+	}
+	return httpError(http.StatusBadRequest, `"input" must be a JSON object (or null or absent for {}), not `+describeValue(t))
+}
+
+// describeValue names the kind of a JSON value for messages.
+func describeValue(v []byte) string {
+	switch v[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +237,7 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 				if err := check(inst); err != nil {
 					return err
 				}
-				next, err := applyStatePatch(inst.State, patch)
+				next, err := s.patchedState(inst.State, patch)
 				inst.State = next
 				return err
 			}, "patch")
@@ -220,7 +245,7 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 	} else {
 		inst, err = s.conditionalWrite(r, id, cond, check,
 			func(inst *workflow.Instance) (*workflow.Instance, error) {
-				next, err := applyStatePatch(inst.State, patch)
+				next, err := s.patchedState(inst.State, patch)
 				if err != nil {
 					return nil, err
 				}
@@ -247,6 +272,18 @@ func engineOwnsSteps(inst *workflow.Instance) error {
 		inst.ID, inst.Definition, inst.ID))
 }
 
+// patchedState is applyStatePatch within the state size limit (413).
+func (s *Server) patchedState(cur workflow.State, patch []byte) (workflow.State, error) {
+	next, err := applyStatePatch(cur, patch)
+	if err != nil {
+		return workflow.State{}, err
+	}
+	if err := s.eng.CheckStateSize(next); err != nil {
+		return workflow.State{}, err
+	}
+	return next, nil
+}
+
 // applyStatePatch applies a JSON Merge Patch (RFC 7396) to a state and
 // validates the result; a patch that makes the state invalid is a 400.
 func applyStatePatch(cur workflow.State, patch []byte) (workflow.State, error) {
@@ -254,7 +291,7 @@ func applyStatePatch(cur workflow.State, patch []byte) (workflow.State, error) {
 	if err != nil {
 		return workflow.State{}, err
 	}
-	merged, err := jsonpatch.MergePatch(doc, patch)
+	merged, err := mergePatch(doc, patch)
 	if err != nil {
 		return workflow.State{}, httpError(http.StatusBadRequest, "applying merge patch: "+err.Error())
 	}
@@ -270,7 +307,7 @@ func applyStatePatch(cur workflow.State, patch []byte) (workflow.State, error) {
 // touchesSteps reports whether the patch has a "steps" key at all (even
 // null or {}).
 func readMergePatch(r *http.Request) (patch []byte, touchesSteps bool, err error) {
-	b, err := readBody(r)
+	b, err := readJSONBody(r)
 	if err != nil {
 		return nil, false, err
 	}

@@ -81,6 +81,10 @@ type Config struct {
 	Lease time.Duration
 	// SweepInterval is how often timeouts and expired leases are swept [1s].
 	SweepInterval time.Duration
+	// MaxStateBytes bounds an instance's state after a change by a client
+	// or a handler: a larger one is refused (HTTP 413) and nothing is
+	// written [engine.DefaultMaxStateBytes, 4 MiB].
+	MaxStateBytes int
 	// ShutdownTimeout bounds the graceful shutdown of Run [30s].
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured log [discarded].
@@ -98,6 +102,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SweepInterval < 0 {
 		errs = append(errs, fmt.Errorf("server: SweepInterval must not be negative, got %s", c.SweepInterval))
+	}
+	if c.MaxStateBytes < 0 {
+		errs = append(errs, fmt.Errorf("server: MaxStateBytes must not be negative, got %d", c.MaxStateBytes))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("server: ShutdownTimeout must not be negative, got %s", c.ShutdownTimeout))
@@ -187,6 +194,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	m.RegisterWorkflowGauge(st.CountByStatus, log)
 	eng, err := engine.New(engine.Config{
 		Store: st, Logger: log, Metrics: m, Workers: cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
+		MaxStateBytes: cfg.MaxStateBytes,
 	})
 	if err != nil {
 		base.Close()

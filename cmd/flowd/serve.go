@@ -33,6 +33,8 @@ type serveConfig struct {
 	Workers       int
 	Lease         time.Duration
 	SweepInterval time.Duration
+	// MaxStateBytes bounds an instance's state after a change (413 above).
+	MaxStateBytes int
 	// ShutdownTimeout bounds the graceful shutdown on SIGTERM/SIGINT.
 	ShutdownTimeout time.Duration
 	LogLevel        string
@@ -51,6 +53,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--sweep-interval must be positive, got %s", c.SweepInterval))
+	}
+	if c.MaxStateBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--max-state-bytes must be positive, got %d", c.MaxStateBytes))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", c.ShutdownTimeout))
@@ -127,6 +132,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.IntVar(&cfg.Workers, "workers", 8, "in-process step concurrency")
 	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease for in-process steps and the default for remote workers")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
+	f.IntVar(&cfg.MaxStateBytes, "max-state-bytes", engine.DefaultMaxStateBytes, "largest instance state, in bytes, a change may leave: a create, patch or step completion beyond it is refused with 413 and nothing is written (env FLOWD_MAX_STATE_BYTES)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long in-flight requests and in-process steps may take to finish before their steps are cancelled and released (env FLOWD_SHUTDOWN_TIMEOUT)")
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
@@ -154,7 +160,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 	srv, err := server.New(ctx, server.Config{
 		DB: cfg.DB, Addr: cfg.Addr, Tokens: tokens, Insecure: cfg.Insecure, AllowedHosts: cfg.AllowedHosts,
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
-		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log,
+		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
 	})
 	if err != nil {
 		return err

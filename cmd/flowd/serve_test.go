@@ -212,6 +212,10 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--db", "sqlite::memory:", "--token-file", empty}, nil, exitError, "holds no token"},
 		{[]string{"--db", "sqlite::memory:", "--token-file", filepath.Join(dir, "missing")}, nil, exitError, "reading token file"},
 		{[]string{"--lease", "0s"}, nil, exitUsage, "--lease must be positive"},
+		{[]string{"--max-state-bytes", "0"}, nil, exitUsage, "--max-state-bytes must be positive, got 0"},
+		{[]string{"--max-state-bytes", "-5"}, nil, exitUsage, "--max-state-bytes must be positive, got -5"},
+		{nil, map[string]string{"FLOWD_MAX_STATE_BYTES": "0"}, exitUsage, "--max-state-bytes must be positive"},
+		{nil, map[string]string{"FLOWD_MAX_STATE_BYTES": "4MiB"}, exitUsage, "FLOWD_MAX_STATE_BYTES"},
 		{[]string{"--log-level", "loud"}, nil, exitUsage, "--log-level"},
 		{[]string{"--bogus"}, nil, exitUsage, "unknown flag"},
 		{nil, map[string]string{"FLOWD_WORKERS": "many"}, exitUsage, "FLOWD_WORKERS"},
@@ -305,5 +309,25 @@ func TestDemoCommand(t *testing.T) {
 	e, _, errOut = testEnv(map[string]string{"FLOWD_SERVER": "http://127.0.0.1:1"})
 	if code := run(context.Background(), []string{"demo"}, e); code != exitError || !strings.Contains(errOut.String(), "cannot reach the flowd server") {
 		t.Errorf("demo without a server: exit %d: %s", code, errOut.String())
+	}
+}
+
+// --max-state-bytes reaches the API: a create whose state passes it is a 413.
+func TestServeMaxStateBytes(t *testing.T) {
+	url, _ := startServe(t, "--db", "sqlite:"+filepath.Join(t.TempDir(), "f.db"), "--max-state-bytes", "100")
+	post := func(state string) int {
+		t.Helper()
+		res, err := http.Post(url+"/v1/workflows", "application/json", strings.NewReader(`{"state":`+state+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := post(`{"v":"` + strings.Repeat("x", 100) + `"}`); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 130-byte state with --max-state-bytes 100: %d, want 413", code)
+	}
+	if code := post(`{"v":"x"}`); code != http.StatusCreated {
+		t.Errorf("a small state: %d, want 201", code)
 	}
 }

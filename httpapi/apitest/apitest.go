@@ -55,6 +55,8 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("IdempotencyKey", func(t *testing.T) { testIdempotencyKey(t, newServer) })
 	t.Run("HistoryPages", func(t *testing.T) { testHistoryPages(t, newServer) })
 	t.Run("ListChunks", func(t *testing.T) { testListChunks(t, newServer) })
+	t.Run("HostileJSON", func(t *testing.T) { testHostileJSON(t, newServer) })
+	t.Run("StateLimit", func(t *testing.T) { testStateLimit(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
