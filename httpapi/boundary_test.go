@@ -39,6 +39,7 @@ func newHandler(t testing.TB, st store.Store, maxState int) http.Handler {
 
 func serve(h http.Handler, method, path, body string, headers ...string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Host = "localhost" // httptest's example.com is not a name of the server (421)
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])

@@ -60,7 +60,8 @@ type Querier interface {
 	// never conflicts with other writers (a server-side read-modify-write). fn is not called for a terminal instance
 	// (workflow.ErrTerminal). A status change must be in the transition table
 	// (workflow.ErrInvalidTransition); changes to other fields are ignored.
-	// fn's error aborts the change and is returned wrapped.
+	// fn's error aborts the change and is returned unchanged: it is the
+	// caller's own, and its message reaches API clients as it was written.
 	// Errors: ErrNotFound, workflow.ErrTerminal, workflow.ErrInvalidState,
 	// workflow.ErrInvalidTransition.
 	ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error)

@@ -17,7 +17,7 @@ import (
 // writing with a conditional UPDATE (ReplaceState) is as safe as locking,
 // comparing and writing, and costs one statement under the row lock instead of
 // two. Errors: ErrNotFound; workflow.ErrTerminal;
-// *ConflictError; fn's own error (wrapped), which changes nothing.
+// *ConflictError; fn's own error, unchanged, which changes nothing.
 func UpdateState(ctx context.Context, q Querier, id string, expectedVersion int64, fn func(*workflow.State) error, cause string) (*workflow.Instance, error) {
 	inst, err := q.Get(ctx, id)
 	if err != nil {
@@ -35,7 +35,7 @@ func applyAndReplace(ctx context.Context, q Querier, inst *workflow.Instance, ex
 	}
 	state := inst.State
 	if err := fn(&state); err != nil {
-		return nil, fmt.Errorf("update function: %w", err)
+		return nil, err // the caller's own error, as it made it
 	}
 	return q.ReplaceState(ctx, inst.ID, expectedVersion, state, cause)
 }

@@ -474,7 +474,7 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		work.Deadline = timestampPtr(cur.Deadline)
 		work.Input = append(json.RawMessage(nil), cur.Input...)
 		if err := fn(&work); err != nil {
-			return fmt.Errorf("update function: %w", err)
+			return err // the caller's own error, as it made it
 		}
 		if work.Status != cur.Status && !workflow.CanTransition(cur.Status, work.Status) {
 			return fmt.Errorf("workflow %q: %w: %s → %s", id, workflow.ErrInvalidTransition, cur.Status, work.Status)

@@ -250,7 +250,7 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		}
 		from := inst.Status
 		if err := fn(inst); err != nil {
-			return fmt.Errorf("update function: %w", err)
+			return err // the caller's own error, as it made it
 		}
 		if inst.Status != from && !workflow.CanTransition(from, inst.Status) {
 			return fmt.Errorf("workflow %q: %s → %s: %w", id, from, inst.Status, workflow.ErrInvalidTransition)
