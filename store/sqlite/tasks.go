@@ -729,9 +729,9 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 		if err != nil {
 			return claimDone{}, interpretError(ctx, err)
 		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			// Not reached: read is the instance as this transaction sees it.
-			return claimDone{}, fmt.Errorf("sqlite: claim of workflow %q updated %d rows: %v", read.ID, n, err)
+		// Not reached: read is the instance as this transaction sees it.
+		if err := oneRow(res, fmt.Sprintf("claim of workflow %q", read.ID)); err != nil {
+			return claimDone{}, err
 		}
 		if err := appendHistory(ctx, c, read.ID, w.Cause); err != nil {
 			return claimDone{}, err
@@ -749,8 +749,8 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 		if err != nil {
 			return claimDone{}, fmt.Errorf("task %q: %w", t.ID, interpretError(ctx, err))
 		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return claimDone{}, fmt.Errorf("sqlite: claim of task %q leased %d rows: %v", t.ID, n, err)
+		if err := oneRow(res, fmt.Sprintf("claim of task %q", t.ID)); err != nil {
+			return claimDone{}, err
 		}
 	}
 	return claimDone{written: written, report: func() {
@@ -823,4 +823,17 @@ func (q *querier) CommitGroup(ctx context.Context, creates []store.CreateParams,
 // transaction the caller holds.
 func (q *querier) on(c dbtx) *querier {
 	return &querier{read: c, write: func(_ context.Context, fn func(dbtx) error) error { return fn(c) }, now: q.now}
+}
+
+// oneRow checks that a statement the transaction's own reads guarantee
+// changed exactly one row did.
+func oneRow(res sql.Result, what string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("sqlite: %s changed %d rows, want 1", what, n)
+	}
+	return nil
 }
