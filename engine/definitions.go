@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -18,46 +19,12 @@ type DefinitionInfo struct {
 	Definition *workflow.Definition `json:"definition"`
 }
 
-// compiled is a definition revision with its templates compiled once: a
-// revision never changes, so it is cached for the life of the process.
-type compiled struct {
-	def     *workflow.Definition
-	inputs  map[string]*workflow.Template
-	urls    map[string]*workflow.Template
-	bodies  map[string]*workflow.Template
-	headers map[string]map[string]*workflow.Template
-}
+// compiled is a definition revision with its templates compiled
+// (rules.Definition), cached for the life of the process: a revision never
+// changes.
+type compiled = rules.Definition
 
-func compile(def *workflow.Definition) (*compiled, error) {
-	c := &compiled{def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
-		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{}}
-	has := def.HasStep
-	var err error
-	for _, s := range def.Steps {
-		if len(s.Input) > 0 {
-			if c.inputs[s.ID], err = workflow.CompileTemplate(s.Input, has); err != nil {
-				return nil, fmt.Errorf("step %s input: %w", s.ID, err)
-			}
-		}
-		if r := s.Request; r != nil {
-			if c.urls[s.ID], err = workflow.CompileStringTemplate(r.URL, has); err != nil {
-				return nil, fmt.Errorf("step %s url: %w", s.ID, err)
-			}
-			if len(r.Body) > 0 {
-				if c.bodies[s.ID], err = workflow.CompileTemplate(r.Body, has); err != nil {
-					return nil, fmt.Errorf("step %s body: %w", s.ID, err)
-				}
-			}
-			c.headers[s.ID] = map[string]*workflow.Template{}
-			for k, v := range r.Headers {
-				if c.headers[s.ID][k], err = workflow.CompileStringTemplate(v, has); err != nil {
-					return nil, fmt.Errorf("step %s header %s: %w", s.ID, k, err)
-				}
-			}
-		}
-	}
-	return c, nil
-}
+func compile(def *workflow.Definition) (*compiled, error) { return rules.Compile(def) }
 
 // PutDefinition parses (YAML or JSON), validates and stores a definition. It
 // returns the stored revision and whether it is new: putting the same
@@ -197,8 +164,8 @@ func (e *Engine) remember(info *DefinitionInfo, latest bool) (*compiled, error) 
 // noteLatest records c as its definition's latest revision unless a newer
 // one was seen. The caller holds cacheMu.
 func (e *Engine) noteLatest(c *compiled) {
-	if cur := e.latest[c.def.Name]; cur == nil || cur.def.Revision < c.def.Revision {
-		e.latest[c.def.Name] = c
+	if cur := e.latest[c.Def.Name]; cur == nil || cur.Def.Revision < c.Def.Revision {
+		e.latest[c.Def.Name] = c
 	}
 }
 

@@ -3,6 +3,13 @@
 // remote workers, applies completions and failures with retries, and sweeps
 // timeouts and expired leases.
 //
+// The workflow rules — what is ready, how a step is scheduled, when an
+// instance settles, retries and backoff, fencing, what each action does —
+// live in one pure package, engine/rules, tested without a database. The
+// engine reads what a decision needs, asks the rules, and writes what they
+// return; it keeps the I/O: transactions, the group commit, notifications,
+// the handlers and metrics.
+//
 // Every state change is one store transaction that locks rows in a fixed
 // order — task rows first, then their instance — and locks anything else only
 // with SKIP LOCKED, so concurrent completions, sweeps and actions on any
@@ -22,23 +29,25 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
-// Errors of the engine; the API maps them to status codes.
+// Errors of the engine; the API maps them to status codes. They are the
+// rules' errors (engine/rules), where the checks that return them live.
 var (
 	// ErrLeaseLost: the lease is stale, expired or revoked, or the task is no
 	// longer active. The caller's work is not recorded (fencing): 409.
-	ErrLeaseLost = errors.New("lease lost")
+	ErrLeaseLost = rules.ErrLeaseLost
 	// ErrNotRunning: the instance is not RUNNING or PAUSED, so its tasks were
 	// released: 409.
-	ErrNotRunning = errors.New("workflow is not running")
+	ErrNotRunning = rules.ErrNotRunning
 	// ErrStepNotReady: a step cannot be completed from outside in its status: 409.
-	ErrStepNotReady = errors.New("step cannot be completed now")
+	ErrStepNotReady = rules.ErrStepNotReady
 	// ErrActionNotAllowed: an action does not apply to the current status: 409.
-	ErrActionNotAllowed = errors.New("action not allowed")
+	ErrActionNotAllowed = rules.ErrActionNotAllowed
 )
 
 // Task is what a handler receives.
@@ -124,6 +133,8 @@ type Engine struct {
 	http     *http.Client
 	handlers map[string]Handler
 	maxState int
+	// decide holds the rules with this engine's ids, jitter and state bound.
+	decide rules.Env
 
 	cacheMu sync.Mutex
 	cache   map[defKey]*compiled
@@ -218,6 +229,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.node == "" {
 		e.node = "node-" + store.NewID()[24:]
 	}
+	e.decide = rules.Env{NewID: store.NewID, Jitter: rand.Float64, MaxStateBytes: e.maxState}
 	if e.http == nil {
 		e.http = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -377,8 +389,6 @@ func (e *Engine) waiter() (ch chan struct{}, release func()) {
 }
 
 func (e *Engine) clock() time.Time { return store.Timestamp(e.now()) }
-
-func (e *Engine) jitter() float64 { return rand.Float64() }
 
 func (e *Engine) countCompleted(result string) {
 	if e.m != nil {

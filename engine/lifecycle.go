@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
+	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -70,57 +70,35 @@ func (e *Engine) start(ctx context.Context, c *compiled, p StartParams, latest b
 	if !json.Valid(input) {
 		return nil, fmt.Errorf("%w: input is not valid JSON", store.ErrInvalidArgument)
 	}
-	now := e.clock()
-	inst := &workflow.Instance{ID: p.ID, Status: workflow.StatusRunning, State: c.def.InitialState(), Input: input}
+	inst := &workflow.Instance{ID: p.ID, State: c.Def.InitialState(), Input: input}
 	if p.State != nil {
 		if len(p.State.Steps) > 0 {
 			return nil, fmt.Errorf("%w: state.steps cannot be given with a definition: its steps are the definition's", store.ErrInvalidArgument)
 		}
 		inst.State.Variables, inst.State.Extra = p.State.Variables, p.State.Extra
 	}
-	var deadline *time.Time
-	if c.def.Timeout > 0 {
-		d := now.Add(time.Duration(c.def.Timeout))
-		deadline = &d
-	}
-	var pl plan
-	e.advance(c, inst, nil, now, &pl)
-	if len(pl.update) > 0 {
-		// advance without existing tasks only inserts.
-		return nil, fmt.Errorf("engine: a new workflow re-schedules %d existing tasks", len(pl.update))
-	}
-	if err := e.CheckStateSize(inst.State); err != nil {
+	ch, err := e.decide.Start(c, inst, e.clock())
+	if err != nil {
 		return nil, err
 	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
 	out, err := e.create(ctx, store.CreateParams{
-		ID: p.ID, Definition: c.def.Name, DefinitionRevision: c.def.Revision, Status: inst.Status,
-		Input: input, State: inst.State, Deadline: deadline, Cause: "start",
-		Tasks: pl.insert, Notify: pl.claimable(), LatestRevision: latest,
+		ID: p.ID, Definition: c.Def.Name, DefinitionRevision: c.Def.Revision, Status: ch.Status,
+		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
+		Tasks: newRows(ch.Insert), Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if pl.claimable() {
+	if ch.Notify {
 		e.wake()
 	}
 	return out, nil
 }
 
 // Actions are the lifecycle actions of the API.
-var Actions = []string{"cancel", "pause", "resume", "retry"}
-
-// actionTargets: the statuses each action may start from, and where it goes.
-var actionTargets = map[string]struct {
-	from []workflow.Status
-	to   workflow.Status
-}{
-	"cancel": {[]workflow.Status{workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused}, workflow.StatusCancelled},
-	"pause":  {[]workflow.Status{workflow.StatusRunning}, workflow.StatusPaused},
-	"resume": {[]workflow.Status{workflow.StatusPaused}, workflow.StatusRunning},
-	"retry":  {[]workflow.Status{workflow.StatusFailed, workflow.StatusTimedOut}, workflow.StatusRunning},
-}
+var Actions = rules.Actions
 
 // Action performs cancel, pause, resume or retry on any instance. For a
 // definition-based instance, resume schedules what became ready while paused,
@@ -133,7 +111,7 @@ var actionTargets = map[string]struct {
 // first RUNNING, the second COMPLETED or FAILED (PAUSED → COMPLETED is not a
 // transition of its own).
 func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Instance, error) {
-	if _, ok := actionTargets[action]; !ok {
+	if !rules.IsAction(action) {
 		return nil, fmt.Errorf("%w: unknown action %q", store.ErrInvalidArgument, action)
 	}
 	return e.act(ctx, id, action, "", action)
@@ -151,66 +129,51 @@ func (e *Engine) Transition(ctx context.Context, id string, from, to workflow.St
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}
-	for _, action := range Actions {
-		if t := actionTargets[action]; t.to == to && slices.Contains(t.from, from) {
-			return e.act(ctx, id, action, from, p.Cause)
-		}
+	if action, ok := rules.ActionFor(from, to); ok {
+		return e.act(ctx, id, action, from, p.Cause)
 	}
 	return e.st.TransitionStatus(ctx, p)
 }
 
 // act performs action; when from is set, only on an instance that is from.
+// The rules (rules.Env.Act) decide; act reads the tasks a resume or retry
+// re-queues, writes the version (and the settled one), and releases the
+// tasks of a cancelled instance.
 func (e *Engine) act(ctx context.Context, id, action string, from workflow.Status, cause string) (*workflow.Instance, error) {
-	target := actionTargets[action]
 	var out *workflow.Instance
-	var pl plan
+	var ch rules.Change
 	err := e.withDefs(ctx, func() error {
-		pl = plan{}
+		ch = rules.Change{}
 		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 			// Tasks first, then the instance: the fixed lock order.
-			existing := map[string]*store.Task{}
+			var existing map[string]*rules.Task
 			if action == "resume" || action == "retry" {
 				tasks, err := tx.TasksOfInstance(ctx, id, store.LockWait)
 				if err != nil {
 					return err
 				}
-				for _, t := range tasks {
-					existing[t.StepID] = t
-				}
+				existing = byStep(tasks)
 			}
-			var settled workflow.Status
 			var err error
 			out, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
 				if from != "" && inst.Status != from {
 					return &store.StatusMismatchError{ID: inst.ID, Expected: from, Actual: inst.Status}
 				}
-				if !slices.Contains(target.from, inst.Status) {
-					return &notAllowedError{fmt.Sprintf("cannot %s workflow %s: it is %s (allowed from %v)", action, inst.ID, inst.Status, target.from)}
-				}
-				was := inst.Status
-				inst.Status = target.to
-				if inst.Definition == "" {
-					return nil // free-form: the status change is all there is
-				}
-				c, err := e.cached(inst)
+				c, err := e.definitionOf(inst)
 				if err != nil {
 					return err
 				}
-				e.reopen(c, inst, existing, action == "retry", e.clock(), &pl)
-				if inst.Status != target.to && !workflow.CanTransition(was, inst.Status) {
-					// Nothing was left to run: RUNNING now, settled next.
-					settled, inst.Status = inst.Status, target.to
-				}
-				return nil
+				ch, err = e.decide.Act(c, inst, action, existing, e.clock())
+				return err
 			}, cause)
 			if err != nil {
 				return err
 			}
-			if settled != "" {
+			if ch.Settled != "" {
 				out, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
-					inst.Status = settled
+					inst.Status = ch.Settled
 					return nil
-				}, fmt.Sprintf("%s after %s", settled, action))
+				}, ch.SettledCause)
 				if err != nil {
 					return err
 				}
@@ -220,17 +183,11 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 					return err
 				}
 			}
-			if err := pl.write(ctx, tx); err != nil {
-				return err
-			}
-			if action == "resume" && !pl.claimable() {
-				// Tasks queued before the pause are claimable again.
-				return tx.Notify(ctx)
-			}
-			return nil
+			_, err = writeChange(ctx, tx, &ch)
+			return err
 		})
 	})
-	var na *notAllowedError
+	var na *rules.NotAllowedError
 	if errors.As(err, &na) {
 		return nil, na // without the store's wrapping: the message is for people
 	}
@@ -241,62 +198,25 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	if err != nil {
 		return nil, err
 	}
-	if pl.claimable() || action == "resume" {
+	if ch.Notify {
 		e.wake()
 	}
 	return out, nil
 }
 
-// notAllowedError says why an action does not apply (errors.Is ErrActionNotAllowed).
-type notAllowedError struct{ msg string }
-
-func (e *notAllowedError) Error() string        { return e.msg }
-func (e *notAllowedError) Is(target error) bool { return target == ErrActionNotAllowed }
-
-// reopen schedules what is ready in an instance that runs again (resume,
-// retry): a retry first resets its failed and interrupted steps and its
-// timeout (prepareRetry).
-func (e *Engine) reopen(c *compiled, inst *workflow.Instance, existing map[string]*store.Task, retry bool, now time.Time, p *plan) {
-	if retry {
-		e.prepareRetry(c, inst, now)
-	}
-	e.advance(c, inst, existing, now, p)
-}
-
-// prepareRetry gives a retried instance a new timeout and puts its failed,
-// cancelled and interrupted steps back to PENDING, so advance schedules them
-// again (on their existing task rows, with a fresh budget and a new lease; a
-// wait step WAITING again). PENDING steps stay PENDING until their
-// dependencies complete.
-func (e *Engine) prepareRetry(c *compiled, inst *workflow.Instance, now time.Time) {
-	inst.Deadline = nil
-	if c.def.Timeout > 0 {
-		d := now.Add(time.Duration(c.def.Timeout))
-		inst.Deadline = &d
-	}
-	for _, st := range inst.State.Steps {
-		if st.Status == workflow.StepFailed || st.Status == workflow.StepCancelled || st.Status.Active() {
-			st.Status = workflow.StepPending
-		}
-	}
-}
-
-// releaseTasks cancels the active tasks of an instance that stopped running.
-// The instance is already locked, so task rows are taken with SKIP LOCKED
-// only; a task locked by a completion in flight is refused by it (the instance
-// is no longer running) and cancelled later by the orphan sweep.
+// releaseTasks cancels the active tasks of an instance that stopped running
+// (rules.CancelTasks). The instance is already locked, so task rows are
+// taken with SKIP LOCKED only; a task locked by a completion in flight is
+// refused by it (the instance is no longer running) and cancelled later by
+// the orphan sweep.
 func releaseTasks(ctx context.Context, tx store.Querier, id string) error {
 	tasks, err := tx.TasksOfInstance(ctx, id, store.LockSkipLocked)
 	if err != nil {
 		return err
 	}
-	for _, t := range tasks {
-		if t.Status.Active() {
-			t.Status = store.TaskCancelled
-			clearLease(t)
-			if err := tx.UpdateTask(ctx, t); err != nil {
-				return err
-			}
+	for _, u := range rules.CancelTasks(views(tasks)) {
+		if err := tx.UpdateTask(ctx, newRow(&u.Task)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -327,68 +247,44 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 		return nil, fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
 	}
 	var out *workflow.Instance
-	var pl plan
+	var ch rules.Change
 	err := e.withDefs(ctx, func() error {
-		pl = plan{}
+		ch = rules.Change{}
 		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 			tasks, err := tx.TasksOfInstance(ctx, p.ID, store.LockWait)
 			if err != nil {
 				return err
 			}
-			var task *store.Task
+			ec := rules.ExternalCompletion{Step: p.Step, Output: json.RawMessage(output), ExpectedVersion: p.ExpectedVersion}
 			for _, t := range tasks {
 				if t.StepID == p.Step {
-					task = t
+					v := taskView(t)
+					ec.Task = &v
 				}
 			}
 			out, err = tx.ModifyState(ctx, p.ID, func(inst *workflow.Instance) error {
-				st, ok := inst.State.Steps[p.Step]
-				if !ok {
-					return fmt.Errorf("workflow %q has no step %q: %w", inst.ID, p.Step, workflow.ErrUnknownStep)
-				}
-				if st.Status == workflow.StepCompleted {
-					return fmt.Errorf("workflow %q step %q: %w", inst.ID, p.Step, workflow.ErrStepCompleted)
-				}
-				if p.ExpectedVersion != nil && inst.Version != *p.ExpectedVersion {
-					return &store.ConflictError{ID: inst.ID, Expected: *p.ExpectedVersion, Actual: inst.Version}
-				}
-				if inst.Definition == "" {
-					if err := inst.State.CompleteStep(p.Step, output); err != nil {
-						return err
-					}
-					return e.CheckStateSize(inst.State)
-				}
-				if st.Status == workflow.StepPending || st.Status == workflow.StepSkipped {
-					return fmt.Errorf("%w: step %q of workflow %s is %s", ErrStepNotReady, p.Step, inst.ID, st.Status)
-				}
-				c, err := e.cached(inst)
+				c, err := e.definitionOf(inst)
 				if err != nil {
 					return err
 				}
-				attempts := 0
-				if task != nil {
-					attempts = task.Attempt
+				ch, err = e.decide.CompleteStep(c, inst, ec, e.clock())
+				var stale *rules.VersionMismatchError
+				if errors.As(err, &stale) {
+					return &store.ConflictError{ID: stale.ID, Expected: stale.Expected, Actual: stale.Actual}
 				}
-				e.completeStep(c, inst, p.Step, json.RawMessage(output), attempts, e.clock(), &pl)
-				return e.CheckStateSize(inst.State)
-			}, fmt.Sprintf("complete step %q", p.Step))
+				return err
+			}, rules.CompleteStepCause(p.Step))
 			if err != nil {
 				return err
 			}
-			if task != nil && task.Status.Active() {
-				task.Status = store.TaskCancelled // revoked: its lease can no longer complete it
-				clearLease(task)
-				if err := tx.UpdateTask(ctx, task); err != nil {
-					return err
-				}
-			}
-			return pl.write(ctx, tx)
+			_, err = writeChange(ctx, tx, &ch)
+			return err
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
-	if pl.claimable() {
+	if ch.Notify {
 		e.wake()
 	}
 	return out, nil
@@ -413,20 +309,20 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 		cause = p.Cause + ": retry"
 	}
 	var ids []string
-	var pl plan
+	var tasks rules.Change
 	err := e.withDefs(ctx, func() error {
-		pl = plan{}
+		tasks = rules.Change{}
 		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 			var err error
 			if ids, err = tx.BatchUpdateStatus(ctx, p); err != nil {
 				return err
 			}
 			for _, id := range slices.Sorted(slices.Values(ids)) {
-				if err := e.afterBatch(ctx, tx, id, retry, cause, &pl); err != nil {
+				if err := e.afterBatch(ctx, tx, id, retry, cause, &tasks); err != nil {
 					return err
 				}
 			}
-			if err := pl.write(ctx, tx); err != nil {
+			if _, err := writeChange(ctx, tx, &tasks); err != nil {
 				return err
 			}
 			if len(ids) > 0 {
@@ -446,7 +342,8 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 
 // afterBatch resumes or retries instance id, which the batch of the same
 // transaction moved to RUNNING (and so holds locked), adding its tasks to
-// pl: it writes a version only when that changes something.
+// acc: it writes a version only when that changes something
+// (rules.Env.Reopen).
 //
 // The batch holds the instance before its tasks, against the lock order
 // (tasks first): so it takes the task rows with SKIP LOCKED and never waits
@@ -454,7 +351,7 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 // re-queues the rows of steps that were running when the instance failed or
 // timed out): the batch then fails with a conflict, to be tried again,
 // rather than deadlock with that worker's completion.
-func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, pl *plan) error {
+func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, acc *rules.Change) error {
 	cur, err := tx.Get(ctx, id)
 	if err != nil || cur.Definition == "" {
 		return err // a free-form instance: the status change is all there is
@@ -471,34 +368,29 @@ func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, re
 	if err != nil {
 		return err
 	}
-	existing := map[string]*store.Task{}
-	for _, t := range locked {
-		existing[t.StepID] = t
-	}
+	existing := byStep(locked)
 	for _, t := range all {
 		if existing[t.StepID] == nil {
 			return fmt.Errorf("%w: workflow %s: its task for step %q is in use by another transaction; try the batch again", store.ErrConflict, id, t.StepID)
 		}
 	}
-	// Worked out on cur, written only when it changes something; the write
+	// Decided on cur, written only when it changes something; the write
 	// below sees the same version (the instance is locked).
-	var own plan
-	ready := len(c.def.Ready(cur.State.Steps)) > 0 // what a resume schedules
-	e.reopen(c, cur, existing, retry, e.clock(), &own)
-	if !retry && !ready && cur.Status == workflow.StatusRunning {
-		return nil // nothing became ready while paused, nothing settled
+	ch, write := e.decide.Reopen(c, cur, existing, retry, e.clock())
+	if !write {
+		return nil
 	}
 	_, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
 		if inst.Version != cur.Version {
 			return fmt.Errorf("%w: workflow %s moved on during the batch", store.ErrConflict, id)
 		}
-		inst.State, inst.Status, inst.Deadline = cur.State, cur.Status, cur.Deadline
+		inst.State, inst.Status, inst.Deadline = ch.State, ch.Status, ch.Deadline
 		return nil
 	}, cause)
 	if err != nil {
 		return err
 	}
-	pl.insert = append(pl.insert, own.insert...)
-	pl.update = append(pl.update, own.update...)
+	acc.Insert = append(acc.Insert, ch.Insert...)
+	acc.Update = append(acc.Update, ch.Update...)
 	return nil
 }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -94,6 +94,10 @@ func (e *Engine) deleteExpiredKeys(ctx context.Context) error {
 	return nil
 }
 
+// errSkip: the instance of an expired lease no longer runs its step; its
+// task is cancelled and the instance is not written.
+var errSkip = errors.New("step no longer running")
+
 // expireLeases handles one batch of expired leases: tasks locked first (SKIP
 // LOCKED), then their instances in id order. An expired lease or a timed-out
 // attempt uses up the attempt, as a failure does, and is re-queued at once.
@@ -117,48 +121,44 @@ func (e *Engine) expireLeases(ctx context.Context) (int, error) {
 				}
 				return 0
 			})
-			for _, t := range tasks {
-				msg := "lease expired (attempt " + strconv.Itoa(t.Attempt) + ")"
-				if !t.AttemptDeadline.IsZero() && !now.Before(t.AttemptDeadline) {
-					msg = "attempt " + strconv.Itoa(t.Attempt) + " timed out"
-				}
-				if t.Queue == store.QueueSleep {
-					// A timer that lost its worker just runs again.
-					t.Status, t.RunAt = store.TaskQueued, now
-					t.MaxAttempts++
-					clearLease(t)
+			for _, row := range tasks {
+				t := taskView(row)
+				reason := rules.ExpiryReason(&t, now)
+				if rules.IsTimer(t.Queue) {
+					rules.ExpireTimer(&t, now)
 				} else {
+					var ch rules.Change
 					_, err := tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
-						if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
-							return errSkip
-						}
-						if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
-							return errSkip
-						}
 						c, err := e.cached(inst)
 						if err != nil {
 							return err
 						}
-						e.failAttempt(c, inst, t, msg, true, true, now)
+						var ok bool
+						if ch, ok = e.decide.ExpireLease(c, inst, &t, now); !ok {
+							return errSkip
+						}
 						return nil
-					}, fmt.Sprintf("step %q: %s", t.StepID, msg))
-					if errors.Is(err, errSkip) || errors.Is(err, workflow.ErrTerminal) {
-						t.Status = store.TaskCancelled
-						clearLease(t)
-					} else if err != nil {
+					}, rules.ExpiredCause(&t, reason))
+					switch {
+					case errors.Is(err, errSkip) || errors.Is(err, workflow.ErrTerminal):
+						rules.CancelTask(&t) // its instance no longer runs the step
+					case err != nil:
 						return err
+					default:
+						t = ch.Update[0].Task
 					}
 				}
-				if t.Status == store.TaskQueued {
+				if t.Status == rules.TaskQueued {
 					requeued = true
 				}
-				if err := tx.UpdateTask(ctx, t); err != nil {
+				setRow(row, &t)
+				if err := tx.UpdateTask(ctx, row); err != nil {
 					return err
 				}
 				if e.m != nil {
 					e.m.LeaseExpirations.Inc()
 				}
-				e.log.Info("lease expired", "task", t.ID, "workflow", t.InstanceID, "step", t.StepID, "attempt", t.Attempt, "reason", msg, "next", t.Status)
+				e.log.Info("lease expired", "task", t.ID, "workflow", t.InstanceID, "step", t.StepID, "attempt", t.Attempt, "reason", reason, "next", t.Status)
 			}
 			if requeued {
 				return tx.Notify(ctx)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -92,10 +93,13 @@ func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, e
 	var ids []string
 	for _, c := range locked {
 		t := c.Task
-		if t.Queue == store.QueueSleep {
+		if rules.IsTimer(t.Queue) {
 			// A timer changes no state when it is picked up.
+			v := taskView(t)
+			d.e.decide.DeliverTimer(&v, d.owner, d.now, d.lease)
+			setRow(t, &v)
 			d.writes = append(d.writes, &store.ClaimWrite{Tasks: []*store.Task{t}})
-			d.views = append(d.views, []Task{d.e.leaseTask(t, d.owner, d.now, d.lease, 0)})
+			d.views = append(d.views, []Task{handlerTask(t)})
 			continue
 		}
 		if byInstance[t.InstanceID] == nil {
@@ -166,139 +170,85 @@ func (e *Engine) leasedAsGiven(ctx context.Context, tasks []*store.Task) bool {
 }
 
 // deliver is the write that delivers the next attempt of the claimed tasks
-// of one instance: each step's attempts count the delivery, in the version
-// that leases them. Nil when the instance no longer runs them.
+// of one instance (rules.Env.Deliver): the locked rows get their leases, the
+// instance the new state. Nil when the instance no longer runs them.
 func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, lease time.Duration) (*store.ClaimWrite, []Task, error) {
 	inst := cs[0].Instance
-	if inst.Status != workflow.StatusRunning {
-		return nil, nil, nil
-	}
 	c, err := e.cached(inst)
 	if err != nil {
 		return nil, nil, err
 	}
-	state := inst.State.Clone()
-	w := &store.ClaimWrite{SetState: true, ExpectedVersion: inst.Version, State: state}
-	var view []Task
-	var taken []*store.Task
-	for _, cl := range cs {
-		t := cl.Task
-		st := state.Steps[t.StepID]
-		if st == nil || st.Status != workflow.StepRunning {
-			continue
-		}
-		st.Attempts = t.Attempt + 1
-		taken = append(taken, t)
+	vs := make([]rules.Task, len(cs))
+	for i, cl := range cs {
+		vs[i] = taskView(cl.Task)
 	}
-	if len(taken) == 0 {
+	ch, ok := e.decide.Deliver(c, inst, vs, owner, now, lease)
+	if !ok {
 		return nil, nil, nil
 	}
-	w.Cause = deliverCause(taken)
-	for _, t := range taken {
-		step, _ := c.def.Step(t.StepID)
-		view = append(view, e.leaseTask(t, owner, now, lease, time.Duration(step.Timeout)))
+	w := &store.ClaimWrite{SetState: true, ExpectedVersion: inst.Version, State: ch.State, Cause: ch.Cause}
+	view := make([]Task, 0, len(ch.Update))
+	for i := range ch.Update {
+		u := &ch.Update[i].Task
+		for _, cl := range cs {
+			if cl.Task.ID == u.ID {
+				setRow(cl.Task, u)
+				w.Tasks = append(w.Tasks, cl.Task)
+				view = append(view, handlerTask(cl.Task))
+				break
+			}
+		}
 	}
-	w.Tasks = taken
 	return w, view, nil
 }
 
-var errSkip = errors.New("nothing to claim")
-
-// deliverCause names the attempts a claim delivers, for the history.
-func deliverCause(tasks []*store.Task) string {
-	parts := make([]string, len(tasks))
-	for i, t := range tasks {
-		parts[i] = fmt.Sprintf("%q attempt %d", t.StepID, t.Attempt+1)
-	}
-	return "deliver step " + strings.Join(parts, ", step ")
-}
-
-// leaseTask marks t leased to owner and returns the handler's view of it.
-func (e *Engine) leaseTask(t *store.Task, owner string, now time.Time, lease, timeout time.Duration) Task {
-	t.Attempt++
-	t.Status = store.TaskLeased
-	t.Lease = store.NewID()
-	t.LeaseOwner = owner
-	t.LeaseUntil = now.Add(lease)
-	t.AttemptDeadline = time.Time{}
-	if timeout > 0 {
-		// A step timeout bounds the attempt: heartbeats never extend past it.
-		t.AttemptDeadline = now.Add(timeout)
-		if t.AttemptDeadline.Before(t.LeaseUntil) {
-			t.LeaseUntil = t.AttemptDeadline
-		}
-	}
-	return Task{
-		ID: t.ID, WorkflowID: t.InstanceID, Step: t.StepID, Handler: t.Queue, Attempt: t.Attempt,
-		// A copy: the handler may do what it likes with its input, and the
-		// row is written back by the completion.
-		Input: bytes.Clone(t.Input), IdempotencyKey: t.InstanceID + "/" + t.StepID, Lease: t.Lease, LeaseUntil: t.LeaseUntil,
-		row: t,
-	}
-}
-
-// checkLease is the fence: only the current, unexpired lease may act.
-func checkLease(t *store.Task, lease string, now time.Time) error {
-	if t.Status != store.TaskLeased || t.Lease != lease || lease == "" {
-		return fmt.Errorf("%w: task %s is %s and this lease is not its current one", ErrLeaseLost, t.ID, t.Status)
-	}
-	if !now.Before(t.LeaseUntil) {
-		return fmt.Errorf("%w: the lease of task %s expired at %s", ErrLeaseLost, t.ID, t.LeaseUntil.Format(time.RFC3339Nano))
-	}
-	return nil
-}
-
-// leaseHolderOp runs fn for the holder of a task's lease: in one transaction
-// it locks the task, checks the lease, locks the instance through ModifyState
-// (task, then instance) and writes fn's plan. fn gets the locked instance,
-// its compiled definition and the task, and may change all three. It
-// returns the instance as written.
-func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *store.Task) string, fn func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error) (*workflow.Instance, error) {
-	var pl plan
+// leaseHolderOp runs decide for the holder of a task's lease: in one
+// transaction it locks the task, checks the lease (before the instance is
+// locked: a stale lease waits for nobody), locks the instance through
+// ModifyState (task, then instance), lets decide — one of the rules — decide
+// on the locked instance and the task's view, and writes the change. It
+// returns the instance as written, the change and the rows it inserted.
+func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *rules.Task) string, decide func(c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
+	var ch rules.Change
 	var written *workflow.Instance
+	var inserted []*store.Task
 	err := e.withDefs(ctx, func() error {
-		pl = plan{}
+		ch = rules.Change{}
 		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 			now := e.clock()
-			t, err := tx.LockTask(ctx, taskID)
+			row, err := tx.LockTask(ctx, taskID)
 			if err != nil {
 				return err
 			}
-			if err := checkLease(t, lease, now); err != nil {
+			t := taskView(row)
+			if err := rules.CheckLease(&t, lease, now); err != nil {
 				return err
 			}
 			written, err = tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
-				if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
-					return fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
-				}
-				if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
-					return fmt.Errorf("%w: step %s is no longer running", ErrLeaseLost, t.StepID)
-				}
 				c, err := e.cached(inst)
 				if err != nil {
 					return err
 				}
-				return fn(c, inst, t, now, &pl)
-			}, cause(t))
+				ch, err = decide(c, inst, &t, now)
+				return err
+			}, cause(&t))
 			if errors.Is(err, workflow.ErrTerminal) {
 				return fmt.Errorf("%w: %w", ErrNotRunning, err)
 			}
 			if err != nil {
 				return err
 			}
-			if err := tx.UpdateTask(ctx, t); err != nil {
-				return err
-			}
-			return pl.write(ctx, tx)
+			inserted, err = writeChange(ctx, tx, &ch)
+			return err
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	if pl.claimable() {
+	if ch.Notify {
 		e.wake()
 	}
-	return written, nil
+	return written, &ch, inserted, nil
 }
 
 // CompleteTask records the output of the attempt holding lease: step
@@ -339,32 +289,22 @@ func (e *Engine) completeTask(ctx context.Context, task Task, output json.RawMes
 		e.countCompleted("completed")
 		return next, nil
 	}
-	taskID, lease := task.ID, task.Lease
-	var next *Task
-	cause := func(t *store.Task) string { return fmt.Sprintf("step %q completed (attempt %d)", t.StepID, t.Attempt) }
-	written, err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, p *plan) error {
-		next = nil
-		e.completeStep(c, inst, t.StepID, json.RawMessage(out), t.Attempt, now, p)
-		if err := e.CheckStateSize(inst.State); err != nil {
-			return err
-		}
-		t.Status = store.TaskDone
-		t.LastError = ""
-		clearLease(t)
-		next = e.leaseNext(c, inst, queues, now, p)
-		return nil
+	next := rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}
+	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.Lease, rules.CompletedCause, func(c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+		return e.decide.CompleteTask(c, inst, t, task.Lease, json.RawMessage(out), next, now)
 	})
 	e.countCompleted(result(err, "completed"))
 	if err != nil {
 		return nil, err
 	}
-	if next != nil {
-		next.inst = written
+	leased := nextTask(ch, inserted)
+	if leased != nil {
+		leased.inst = written
 		if e.m != nil {
 			e.m.TasksClaimed.Inc()
 		}
 	}
-	return next, nil
+	return leased, nil
 }
 
 // commitCompletion completes t with one CommitStep computed from t.inst, the
@@ -376,10 +316,6 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	if inst == nil || t.row == nil {
 		return nil, false
 	}
-	if st := inst.State.Steps[t.Step]; st == nil || st.Status != workflow.StepRunning ||
-		(inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused) {
-		return nil, false
-	}
 	c, err := e.cached(inst)
 	if err != nil {
 		return nil, false
@@ -389,29 +325,26 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	now := e.clock()
 	work := *inst
 	work.State = inst.State.Clone()
-	row := *t.row
-	var p plan
-	e.completeStep(c, &work, row.StepID, out, row.Attempt, now, &p)
-	if e.CheckStateSize(work.State) != nil {
-		return nil, false // the locking path refuses it and says why
-	}
-	row.Status = store.TaskDone
-	row.LastError = ""
-	clearLease(&row)
-	next = e.leaseNext(c, &work, queues, now, &p)
-	if len(p.update) > 0 {
+	row := taskView(t.row)
+	// The lease is checked against the row as its delivery left it; the
+	// write checks it again against the stored row.
+	ch, err := e.decide.CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
+	if err != nil || len(ch.Update) > 1 {
+		// Refused (the locking path says why), or existing tasks to
+		// re-queue, which CommitStep does not write.
 		return nil, false
 	}
+	inserted := newRows(ch.Insert)
+	next = nextTask(&ch, inserted)
 	// A worker this completion leaves free asks for its next task with it.
 	var claim []string
 	if next == nil {
 		claim = queues
 	}
 	res := e.commitStep(ctx, store.StepCommit{
-		Task: &row, Lease: t.Lease, Now: now,
-		ExpectedVersion: inst.Version, From: inst.Status, Status: work.Status, State: work.State,
-		Cause:  fmt.Sprintf("step %q completed (attempt %d)", row.StepID, row.Attempt),
-		Insert: p.insert, Notify: p.claimable(),
+		Task: newRow(&ch.Update[0].Task), Lease: t.Lease, Now: now,
+		ExpectedVersion: inst.Version, From: inst.Status, Status: ch.Status, State: ch.State,
+		Cause: ch.Cause, Insert: inserted, Notify: ch.Notify,
 	}, claim)
 	version, claimed, err := res.version, res.next, res.err
 	if err != nil && (claimed != nil || next != nil && e.landed(ctx, next)) {
@@ -432,7 +365,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 		}
 		return nil, false
 	}
-	if p.claimable() {
+	if ch.Notify {
 		e.wake()
 	}
 	if next != nil && claimed == nil {
@@ -455,46 +388,17 @@ func (e *Engine) landed(ctx context.Context, next *Task) bool {
 	return e.leasedAsGiven(ctx, []*store.Task{{ID: next.ID, Lease: next.Lease}})
 }
 
-// leaseNext leases to this node the first task p schedules that is due now
-// and belongs to one of queues, inside the transaction that schedules it: the
-// row is inserted already leased, and the step's state counts the delivered
-// attempt. Timers are left to the claim loop.
-func (e *Engine) leaseNext(c *compiled, inst *workflow.Instance, queues []string, now time.Time, p *plan) *Task {
-	if len(queues) == 0 || inst.Status != workflow.StatusRunning {
-		return nil
-	}
-	for _, nt := range p.insert {
-		if nt.Queue == store.QueueSleep || nt.RunAt.After(now) || !slices.Contains(queues, nt.Queue) {
-			continue
-		}
-		st := inst.State.Steps[nt.StepID]
-		if st == nil || st.Status != workflow.StepRunning {
-			continue
-		}
-		step, _ := c.def.Step(nt.StepID)
-		task := e.leaseTask(nt, e.node, now, e.lease, time.Duration(step.Timeout))
-		st.Attempts = nt.Attempt
-		return &task
-	}
-	return nil
-}
-
 // FailTask records a failed attempt: retried after the step's backoff while
 // attempts are left and retryable is true, else the step fails and with it a
 // RUNNING instance.
 func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
-	if strings.TrimSpace(msg) == "" {
-		msg = "failed without an error message"
-	}
 	outcome := "failed"
-	cause := func(t *store.Task) string { return fmt.Sprintf("step %q attempt %d failed", t.StepID, t.Attempt) }
-	_, err := e.leaseHolderOp(ctx, taskID, lease, cause, func(c *compiled, inst *workflow.Instance, t *store.Task, now time.Time, _ *plan) error {
-		e.failAttempt(c, inst, t, msg, retryable, false, now)
-		if t.Status == store.TaskQueued {
-			outcome = "retried"
-		}
-		return nil
+	_, ch, _, err := e.leaseHolderOp(ctx, taskID, lease, rules.FailedCause, func(c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+		return e.decide.FailTask(c, inst, t, lease, msg, retryable, now)
 	})
+	if err == nil && ch.Update[0].Task.Status == rules.TaskQueued {
+		outcome = "retried"
+	}
 	e.countCompleted(result(err, outcome))
 	return err
 }
@@ -518,46 +422,41 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Dur
 	var until time.Time
 	err := e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 		now := e.clock()
-		t, err := tx.LockTask(ctx, taskID)
+		row, err := tx.LockTask(ctx, taskID)
 		if err != nil {
 			return err
 		}
-		if err := checkLease(t, lease, now); err != nil {
+		t := taskView(row)
+		if err := rules.CheckLease(&t, lease, now); err != nil {
 			return err
 		}
 		inst, err := tx.Get(ctx, t.InstanceID)
 		if err != nil {
 			return err
 		}
-		if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
-			return fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
+		if until, err = rules.ExtendLease(&t, inst, now, d); err != nil {
+			return err
 		}
-		t.LeaseUntil = now.Add(d)
-		if !t.AttemptDeadline.IsZero() && t.AttemptDeadline.Before(t.LeaseUntil) {
-			t.LeaseUntil = t.AttemptDeadline
-		}
-		until = t.LeaseUntil
-		return tx.UpdateTask(ctx, t)
+		setRow(row, &t)
+		return tx.UpdateTask(ctx, row)
 	})
 	return until, err
 }
 
 // release gives a task back without using up its attempt (graceful
-// shutdown): it is queued again at once and the next claim delivers attempt+1.
+// shutdown; rules.GiveBack): the next claim delivers attempt+1.
 func (e *Engine) release(ctx context.Context, taskID, lease string) error {
 	return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		t, err := tx.LockTask(ctx, taskID)
+		row, err := tx.LockTask(ctx, taskID)
 		if err != nil {
 			return err
 		}
-		if err := checkLease(t, lease, e.clock()); err != nil {
+		t := taskView(row)
+		if err := rules.GiveBack(&t, lease, e.clock()); err != nil {
 			return err
 		}
-		t.Status = store.TaskQueued
-		t.RunAt = e.clock()
-		t.MaxAttempts++
-		clearLease(t)
-		if err := tx.UpdateTask(ctx, t); err != nil {
+		setRow(row, &t)
+		if err := tx.UpdateTask(ctx, row); err != nil {
 			return err
 		}
 		return tx.Notify(ctx)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -264,7 +265,7 @@ const maxResponseBody = 1 << 20
 // {"status", "body"} (body as JSON when it is JSON, else as a string); 408,
 // 429, 5xx and transport errors are retried; other statuses fail the step.
 func (e *Engine) runHTTP(ctx context.Context, t Task) (json.RawMessage, error) {
-	var in httpInput
+	var in rules.HTTPRequest
 	if err := json.Unmarshal(t.Input, &in); err != nil {
 		return nil, Permanent(fmt.Errorf("http step input: %w", err))
 	}

@@ -1,0 +1,136 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// Actions are the lifecycle actions of the API.
+var Actions = []string{"cancel", "pause", "resume", "retry"}
+
+// actionTargets: the statuses each action may start from, and where it goes.
+var actionTargets = map[string]struct {
+	from []workflow.Status
+	to   workflow.Status
+}{
+	"cancel": {[]workflow.Status{workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused}, workflow.StatusCancelled},
+	"pause":  {[]workflow.Status{workflow.StatusRunning}, workflow.StatusPaused},
+	"resume": {[]workflow.Status{workflow.StatusPaused}, workflow.StatusRunning},
+	"retry":  {[]workflow.Status{workflow.StatusFailed, workflow.StatusTimedOut}, workflow.StatusRunning},
+}
+
+// IsAction reports whether action is one of Actions.
+func IsAction(action string) bool {
+	_, ok := actionTargets[action]
+	return ok
+}
+
+// ActionFor returns the action a status transition from → to is (to
+// CANCELLED, RUNNING → PAUSED, PAUSED → RUNNING, FAILED or TIMED_OUT →
+// RUNNING): such a transition does what the action does, so that a
+// definition-based instance goes on running. ok is false for the others,
+// which change the status alone.
+func ActionFor(from, to workflow.Status) (action string, ok bool) {
+	for _, action := range Actions {
+		if t := actionTargets[action]; t.to == to && slices.Contains(t.from, from) {
+			return action, true
+		}
+	}
+	return "", false
+}
+
+// Act decides action on inst (c is nil for a free-form instance, whose
+// status change is all there is). A status the action does not start from
+// is refused with a *NotAllowedError. For a definition-based instance,
+// resume schedules what became ready while paused; retry gives the instance
+// a new workflow timeout and re-queues its failed and interrupted steps
+// with a fresh attempt budget; existing holds the instance's tasks by step
+// (resume and retry re-queue those rows rather than insert new ones).
+//
+// An instance whose steps all finished while it was paused (or, for retry,
+// stopped) resumes and settles in the same write: Change.Status is the
+// action's target and Change.Settled the status it settles in, a second
+// version. Cancel's tasks are released with CancelTasks. After a resume,
+// tasks queued before the pause are claimable again: Notify is set.
+func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existing map[string]*Task, now time.Time) (Change, error) {
+	target, ok := actionTargets[action]
+	if !ok {
+		return Change{}, fmt.Errorf("unknown action %q", action)
+	}
+	if !slices.Contains(target.from, inst.Status) {
+		return Change{}, &NotAllowedError{fmt.Sprintf("cannot %s workflow %s: it is %s (allowed from %v)", action, inst.ID, inst.Status, target.from)}
+	}
+	was := inst.Status
+	inst.Status = target.to
+	var ch Change
+	if c != nil {
+		env.reopen(c, inst, existing, action == "retry", now, &ch)
+		if inst.Status != target.to && !workflow.CanTransition(was, inst.Status) {
+			// Nothing was left to run: the action's status now, settled
+			// in a second version.
+			ch.Settled, ch.SettledCause = inst.Status, fmt.Sprintf("%s after %s", inst.Status, action)
+			inst.Status = target.to
+		}
+	}
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable() || action == "resume"
+	return ch, nil
+}
+
+// Reopen resumes (retry false) or retries an instance a batch already moved
+// to RUNNING, as Act would: existing holds its tasks by step. write is
+// false when that changes nothing (a resume with nothing ready and nothing
+// to settle): the batch's status change is all there is.
+func (env Env) Reopen(c *Definition, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time) (ch Change, write bool) {
+	ready := len(c.Def.Ready(inst.State.Steps)) > 0 // what a resume schedules
+	env.reopen(c, inst, existing, retry, now, &ch)
+	ch.setInstance(inst)
+	ch.Notify = true // tasks queued before a pause are claimable again
+	return ch, retry || ready || inst.Status != workflow.StatusRunning
+}
+
+// reopen schedules what is ready in an instance that runs again (resume,
+// retry): a retry first resets its failed and interrupted steps and its
+// timeout (prepareRetry).
+func (env Env) reopen(c *Definition, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time, ch *Change) {
+	if retry {
+		prepareRetry(c, inst, now)
+	}
+	env.advance(c, inst, existing, now, ch)
+}
+
+// prepareRetry gives a retried instance a new timeout and puts its failed,
+// cancelled and interrupted steps back to PENDING, so advance schedules them
+// again (on their existing task rows, with a fresh budget and a new lease; a
+// wait step WAITING again). PENDING steps stay PENDING until their
+// dependencies complete.
+func prepareRetry(c *Definition, inst *workflow.Instance, now time.Time) {
+	inst.Deadline = deadline(c, now)
+	for _, st := range inst.State.Steps {
+		if st.Status == workflow.StepFailed || st.Status == workflow.StepCancelled || st.Status.Active() {
+			st.Status = workflow.StepPending
+		}
+	}
+}
+
+// TimeOut decides the workflow timeout: a RUNNING or PAUSED instance whose
+// deadline has passed becomes TIMED_OUT, its RUNNING and WAITING steps
+// CANCELLED (its tasks are then cancelled as orphans). ok is false when
+// the timeout does not apply. The stores apply this rule in SQL for a
+// whole batch (store.EngineQuerier.TimeOutInstances); it is stated here so
+// that it lives next to the others, and so that the engine can apply it
+// through one guarded write.
+func TimeOut(inst *workflow.Instance, now time.Time) (ch Change, ok bool) {
+	if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused ||
+		inst.Deadline == nil || !inst.Deadline.Before(now) {
+		return Change{}, false
+	}
+	inst.Status = workflow.StatusTimedOut
+	inst.State.CancelActiveSteps()
+	ch.setInstance(inst)
+	ch.Cause = "workflow timeout"
+	return ch, true
+}

@@ -1,0 +1,69 @@
+package rules
+
+import (
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// Change is what one decision writes, atomically.
+type Change struct {
+	// Status, State and Deadline are the instance as the write leaves it
+	// (the same maps as the instance the decision was given).
+	Status   workflow.Status
+	State    workflow.State
+	Deadline *time.Time
+	// Cause is the history cause of the new version ("" when the caller
+	// names it: an action's or a transition's own cause).
+	Cause string
+	// Settled, when set, is a second version in the same write: the
+	// instance had nothing left to run when it was resumed or retried, so it
+	// moves from Status to Settled at once (PAUSED → COMPLETED is not a
+	// transition of its own). SettledCause is its history cause.
+	Settled      workflow.Status
+	SettledCause string
+	// Insert are new tasks; Update are existing ones to write back.
+	Insert []Task
+	Update []TaskUpdate
+	// Next, when set, points into Insert: a task leased in the same write to
+	// the worker whose completion scheduled it.
+	Next *Task
+	// Notify: some task became claimable, so workers (of every node) must
+	// look for work once the write is committed.
+	Notify bool
+}
+
+// setInstance records inst as the write leaves it.
+func (ch *Change) setInstance(inst *workflow.Instance) {
+	ch.Status, ch.State, ch.Deadline = inst.Status, inst.State, inst.Deadline
+}
+
+// claimable reports whether the change queues a task some worker has to
+// claim: a task leased in the same write needs no wake-up.
+func (ch *Change) claimable() bool {
+	for i := range ch.Insert {
+		if ch.Insert[i].Status == TaskQueued {
+			return true
+		}
+	}
+	for i := range ch.Update {
+		if ch.Update[i].Task.Status == TaskQueued {
+			return true
+		}
+	}
+	return false
+}
+
+// Env is what the rules take from the world besides data: fresh ids (task
+// ids, lease tokens), the jitter of retry backoff, and the bound of a
+// stored state. Injected, so that decisions are deterministic under test.
+type Env struct {
+	NewID func() string
+	// Jitter returns a number in [0, 1): the random part of a backoff.
+	Jitter func() float64
+	// MaxStateBytes bounds the state a start or a completion writes (0:
+	// no bound); a larger one is refused with workflow.ErrStateTooLarge.
+	MaxStateBytes int
+}
+
+func (env Env) checkSize(s workflow.State) error { return s.CheckSize(env.MaxStateBytes) }

@@ -1,0 +1,174 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// CompletedCause is the history cause of t's completion.
+func CompletedCause(t *Task) string {
+	return fmt.Sprintf("step %q completed (attempt %d)", t.StepID, t.Attempt)
+}
+
+// FailedCause is the history cause of a failed attempt of t.
+func FailedCause(t *Task) string {
+	return fmt.Sprintf("step %q attempt %d failed", t.StepID, t.Attempt)
+}
+
+// CompleteTask records the output of the attempt holding lease on t: step
+// COMPLETED, task DONE, ready steps scheduled, instance settled — and, with
+// next, the first due task of the worker's queues leased to it in the same
+// write (Change.Next).
+//
+// Fencing: only t's current, unexpired lease completes (ErrLeaseLost), and
+// only while the instance runs its step (ErrNotRunning, ErrLeaseLost). t is
+// the row the caller holds locked, or the row as its delivery left it (the
+// one-statement completion): then the write's guard checks the lease again
+// against the stored row. An output that makes the state larger than
+// env.MaxStateBytes is refused (workflow.ErrStateTooLarge): the lease stays
+// valid, so the worker may complete with less or fail.
+//
+// Change.Update[0] is t, DONE, guarded by its lease; further updates (none
+// today) would re-queue existing tasks.
+func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lease string, output json.RawMessage, next NextLease, now time.Time) (Change, error) {
+	if err := CheckLease(t, lease, now); err != nil {
+		return Change{}, err
+	}
+	if err := checkHolder(inst, t); err != nil {
+		return Change{}, err
+	}
+	ch := Change{Cause: CompletedCause(t)}
+	done := *t
+	done.Status = TaskDone
+	done.LastError = ""
+	done.clearLease()
+	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Lease: lease}})
+	env.completeStep(c, inst, t.StepID, output, t.Attempt, now, &ch)
+	if err := env.checkSize(inst.State); err != nil {
+		return Change{}, err
+	}
+	env.leaseNext(c, inst, next, now, &ch)
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable()
+	return ch, nil
+}
+
+// FailTask records a failed attempt of the lease holder of t: retried after
+// the step's backoff while attempts are left and the failure is retryable,
+// else the step fails and with it a RUNNING instance (its other active steps
+// CANCELLED). Fencing as for CompleteTask. Change.Update[0] is t, QUEUED
+// again or FAILED.
+func (env Env) FailTask(c *Definition, inst *workflow.Instance, t *Task, lease, msg string, retryable bool, now time.Time) (Change, error) {
+	if err := CheckLease(t, lease, now); err != nil {
+		return Change{}, err
+	}
+	if err := checkHolder(inst, t); err != nil {
+		return Change{}, err
+	}
+	if strings.TrimSpace(msg) == "" {
+		msg = "failed without an error message"
+	}
+	ch := Change{Cause: FailedCause(t)}
+	u := *t
+	env.failAttempt(c, inst, &u, msg, retryable, false, now)
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable()
+	return ch, nil
+}
+
+// failAttempt records a failed attempt of t's step. With attempts left (and
+// a retryable failure) the task is re-queued after the step's backoff — or
+// at once when requeueNow — and the step stays RUNNING; otherwise the step
+// and the task fail, which fails a RUNNING instance.
+func (env Env) failAttempt(c *Definition, inst *workflow.Instance, t *Task, msg string, retryable, requeueNow bool, now time.Time) {
+	st := inst.State.Steps[t.StepID]
+	st.Attempts = max(st.Attempts, t.Attempt)
+	st.Error = msg
+	t.LastError = msg
+	t.clearLease()
+	if retryable && t.Attempt < t.MaxAttempts {
+		t.Status = TaskQueued
+		t.RunAt = now
+		if !requeueNow {
+			step, _ := c.Def.Step(t.StepID)
+			policy := step.RetryPolicyOrDefault()
+			// Backoff counts from the start of the current budget, so a
+			// retried workflow starts again from the initial backoff.
+			n := t.Attempt - (t.MaxAttempts - policy.MaxAttempts)
+			t.RunAt = now.Add(policy.Backoff(max(n, 1), env.Jitter))
+		}
+		return
+	}
+	st.Status = workflow.StepFailed
+	t.Status = TaskFailed
+	settle(inst)
+}
+
+// ExpiryReason says why t's lease ended at now: its attempt's deadline
+// (the step timeout) or its lease, unrenewed.
+func ExpiryReason(t *Task, now time.Time) string {
+	if !t.AttemptDeadline.IsZero() && !now.Before(t.AttemptDeadline) {
+		return "attempt " + strconv.Itoa(t.Attempt) + " timed out"
+	}
+	return "lease expired (attempt " + strconv.Itoa(t.Attempt) + ")"
+}
+
+// ExpiredCause is the history cause of an expired lease of t.
+func ExpiredCause(t *Task, reason string) string {
+	return fmt.Sprintf("step %q: %s", t.StepID, reason)
+}
+
+// ExpireTimer re-queues a timer whose worker lost its lease: it just runs
+// again, at once, without using up an attempt.
+func ExpireTimer(t *Task, now time.Time) {
+	t.Status, t.RunAt = TaskQueued, now
+	t.MaxAttempts++
+	t.clearLease()
+}
+
+// ExpireLease decides an expired lease (or timed-out attempt) of a task
+// step: it uses up the attempt, as a failure does, and the task is
+// re-queued at once while attempts are left, else the step fails (and a
+// RUNNING instance with it). ok is false when the instance no longer runs
+// the step (stopped, or the step moved on): the instance is not written and
+// the task is cancelled (CancelTask).
+func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now time.Time) (ch Change, ok bool) {
+	if checkHolder(inst, t) != nil {
+		return Change{}, false
+	}
+	reason := ExpiryReason(t, now)
+	ch.Cause = ExpiredCause(t, reason)
+	u := *t
+	env.failAttempt(c, inst, &u, reason, true, true, now)
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease}})
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable()
+	return ch, true
+}
+
+// CancelTask ends a task whose step no longer runs (its instance stopped,
+// or its step was completed another way): CANCELLED, its lease revoked, so
+// that the holder's completion is refused.
+func CancelTask(t *Task) {
+	t.Status = TaskCancelled
+	t.clearLease()
+}
+
+// CancelTasks cancels the active tasks among tasks (of an instance that
+// stopped running) and returns them as updates.
+func CancelTasks(tasks []Task) []TaskUpdate {
+	var us []TaskUpdate
+	for _, t := range tasks {
+		if t.Status.Active() {
+			CancelTask(&t)
+			us = append(us, TaskUpdate{Task: t})
+		}
+	}
+	return us
+}

@@ -1,0 +1,90 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// Definition is a definition revision with its templates compiled once: a
+// revision never changes, so the engine caches it for the life of the
+// process.
+type Definition struct {
+	Def     *workflow.Definition
+	inputs  map[string]*workflow.Template
+	urls    map[string]*workflow.Template
+	bodies  map[string]*workflow.Template
+	headers map[string]map[string]*workflow.Template
+}
+
+// Compile compiles def's templates; an error names the step and field of
+// a template that does not compile.
+func Compile(def *workflow.Definition) (*Definition, error) {
+	c := &Definition{Def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
+		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{}}
+	has := def.HasStep
+	var err error
+	for _, s := range def.Steps {
+		if len(s.Input) > 0 {
+			if c.inputs[s.ID], err = workflow.CompileTemplate(s.Input, has); err != nil {
+				return nil, fmt.Errorf("step %s input: %w", s.ID, err)
+			}
+		}
+		if r := s.Request; r != nil {
+			if c.urls[s.ID], err = workflow.CompileStringTemplate(r.URL, has); err != nil {
+				return nil, fmt.Errorf("step %s url: %w", s.ID, err)
+			}
+			if len(r.Body) > 0 {
+				if c.bodies[s.ID], err = workflow.CompileTemplate(r.Body, has); err != nil {
+					return nil, fmt.Errorf("step %s body: %w", s.ID, err)
+				}
+			}
+			c.headers[s.ID] = map[string]*workflow.Template{}
+			for k, v := range r.Headers {
+				if c.headers[s.ID][k], err = workflow.CompileStringTemplate(v, has); err != nil {
+					return nil, fmt.Errorf("step %s header %s: %w", s.ID, k, err)
+				}
+			}
+		}
+	}
+	return c, nil
+}
+
+// HTTPRequest is the rendered request an http step's task carries as its
+// input.
+type HTTPRequest struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    json.RawMessage   `json:"body,omitempty"`
+}
+
+// render produces a step's task input from the workflow input and the
+// outputs of completed steps. An http step's input is its rendered request.
+func (c *Definition) render(id string, inst *workflow.Instance) (json.RawMessage, error) {
+	outputs := workflow.StepOutputs(inst.State.Steps)
+	step, _ := c.Def.Step(id)
+	if step.Type == workflow.StepTypeHTTP {
+		req := HTTPRequest{Method: step.Request.Method, Headers: map[string]string{}}
+		var err error
+		if req.URL, err = c.urls[id].RenderString(inst.Input, outputs); err != nil {
+			return nil, err
+		}
+		for k, t := range c.headers[id] {
+			if req.Headers[k], err = t.RenderString(inst.Input, outputs); err != nil {
+				return nil, err
+			}
+		}
+		if t := c.bodies[id]; t != nil {
+			if req.Body, err = t.Render(inst.Input, outputs); err != nil {
+				return nil, err
+			}
+		}
+		return json.Marshal(req)
+	}
+	if t := c.inputs[id]; t != nil {
+		return t.Render(inst.Input, outputs)
+	}
+	return json.RawMessage("null"), nil
+}

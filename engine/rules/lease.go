@@ -1,0 +1,169 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// CheckLease is the fence: only the current, unexpired lease of a leased
+// task may act on it (complete, fail, heartbeat, give back). A stale,
+// revoked or expired lease returns an error wrapping ErrLeaseLost.
+func CheckLease(t *Task, lease string, now time.Time) error {
+	if t.Status != TaskLeased || t.Lease != lease || lease == "" {
+		return fmt.Errorf("%w: task %s is %s and this lease is not its current one", ErrLeaseLost, t.ID, t.Status)
+	}
+	if !now.Before(t.LeaseUntil) {
+		return fmt.Errorf("%w: the lease of task %s expired at %s", ErrLeaseLost, t.ID, t.LeaseUntil.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// checkHolder is the instance's side of the fence: a lease holder acts only
+// while its instance runs (RUNNING or PAUSED: a paused instance records the
+// attempts in flight) and its step is still RUNNING.
+func checkHolder(inst *workflow.Instance, t *Task) error {
+	if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
+		return fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
+	}
+	if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
+		return fmt.Errorf("%w: step %s is no longer running", ErrLeaseLost, t.StepID)
+	}
+	return nil
+}
+
+// lease delivers the next attempt of t to owner: a fresh fencing token,
+// the lease ending after lease — or at the step's timeout, which bounds the
+// attempt whatever the heartbeats.
+func (env Env) lease(t *Task, owner string, now time.Time, lease, timeout time.Duration) {
+	t.Attempt++
+	t.Status = TaskLeased
+	t.Lease = env.NewID()
+	t.LeaseOwner = owner
+	t.LeaseUntil = now.Add(lease)
+	t.AttemptDeadline = time.Time{}
+	if timeout > 0 {
+		t.AttemptDeadline = now.Add(timeout)
+		if t.AttemptDeadline.Before(t.LeaseUntil) {
+			t.LeaseUntil = t.AttemptDeadline
+		}
+	}
+}
+
+// IsTimer reports whether tasks of queue are timers (sleep steps): picking
+// one up changes no state, and a timer that lost its worker just runs
+// again.
+func IsTimer(queue string) bool { return queue == QueueSleep }
+
+// DeliverTimer leases a claimed timer to owner; the instance is not
+// written (DeliverTimer leaves the step's attempts alone).
+func (env Env) DeliverTimer(t *Task, owner string, now time.Time, lease time.Duration) {
+	env.lease(t, owner, now, lease, 0)
+}
+
+// Deliver leases the claimed tasks of one instance to owner: each RUNNING
+// step's attempts count the delivery, in the version that leases them, so
+// that the state says which attempt runs. It does not change inst (the
+// claimed instance is shared by its tasks): the new state is a copy. ok is
+// false when the instance runs none of them (it stopped running, or the
+// steps moved on): nothing is written and the tasks stay queued.
+//
+// The leased tasks come back in Update, in the order given, each guarded by
+// its QUEUED status (the claim holds the rows).
+func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, owner string, now time.Time, lease time.Duration) (ch Change, ok bool) {
+	if inst.Status != workflow.StatusRunning {
+		return Change{}, false
+	}
+	state := inst.State.Clone()
+	for _, t := range tasks {
+		st := state.Steps[t.StepID]
+		if st == nil || st.Status != workflow.StepRunning {
+			continue
+		}
+		st.Attempts = t.Attempt + 1
+		step, _ := c.Def.Step(t.StepID)
+		env.lease(&t, owner, now, lease, time.Duration(step.Timeout))
+		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: Guard{Status: TaskQueued}})
+	}
+	if len(ch.Update) == 0 {
+		return Change{}, false
+	}
+	ch.Status, ch.State, ch.Deadline = inst.Status, state, inst.Deadline
+	ch.Cause = deliverCause(ch.Update)
+	return ch, true
+}
+
+// deliverCause names the attempts a claim delivers, for the history.
+func deliverCause(us []TaskUpdate) string {
+	parts := make([]string, len(us))
+	for i, u := range us {
+		parts[i] = fmt.Sprintf("%q attempt %d", u.Task.StepID, u.Task.Attempt)
+	}
+	return "deliver step " + strings.Join(parts, ", step ")
+}
+
+// NextLease asks a completion to lease, in its own write, the next task it
+// schedules to the worker that completed: one transaction per step instead
+// of two on a chain.
+type NextLease struct {
+	Queues []string // the queues the worker serves; none: lease nothing
+	Owner  string
+	Lease  time.Duration
+}
+
+// leaseNext leases the first task ch inserts that is due now and belongs to
+// one of the worker's queues; the step's state counts the delivered
+// attempt. Timers are left to the claim loop.
+func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease, now time.Time, ch *Change) {
+	if len(next.Queues) == 0 || inst.Status != workflow.StatusRunning {
+		return
+	}
+	for i := range ch.Insert {
+		nt := &ch.Insert[i]
+		if IsTimer(nt.Queue) || nt.RunAt.After(now) || !slices.Contains(next.Queues, nt.Queue) {
+			continue
+		}
+		st := inst.State.Steps[nt.StepID]
+		if st == nil || st.Status != workflow.StepRunning {
+			continue
+		}
+		step, _ := c.Def.Step(nt.StepID)
+		env.lease(nt, next.Owner, now, next.Lease, time.Duration(step.Timeout))
+		st.Attempts = nt.Attempt
+		ch.Next = nt
+		return
+	}
+}
+
+// ExtendLease is a heartbeat of t's lease holder, whose lease CheckLease
+// accepted: while the instance runs (RUNNING or PAUSED), the lease is
+// extended to now+d, never past the attempt's deadline. It returns the new
+// end.
+func ExtendLease(t *Task, inst *workflow.Instance, now time.Time, d time.Duration) (time.Time, error) {
+	if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
+		return time.Time{}, fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
+	}
+	t.LeaseUntil = now.Add(d)
+	if !t.AttemptDeadline.IsZero() && t.AttemptDeadline.Before(t.LeaseUntil) {
+		t.LeaseUntil = t.AttemptDeadline
+	}
+	return t.LeaseUntil, nil
+}
+
+// GiveBack returns a task without using up its attempt (a graceful
+// shutdown cut its handler short): queued again at once, with one more
+// attempt in its budget, so the next delivery is attempt+1 and no retry is
+// lost. Only the current lease may give it back.
+func GiveBack(t *Task, lease string, now time.Time) error {
+	if err := CheckLease(t, lease, now); err != nil {
+		return err
+	}
+	t.Status = TaskQueued
+	t.RunAt = now
+	t.MaxAttempts++
+	t.clearLease()
+	return nil
+}

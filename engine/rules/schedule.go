@@ -1,0 +1,135 @@
+package rules
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// Start decides a new instance of c: inst carries its id, input and initial
+// state (c.Def.InitialState with the caller's variables). It becomes
+// RUNNING, gets the workflow timeout as its deadline, and the steps without
+// dependencies are scheduled in the same write. A state larger than
+// env.MaxStateBytes is refused (workflow.ErrStateTooLarge).
+func (env Env) Start(c *Definition, inst *workflow.Instance, now time.Time) (Change, error) {
+	inst.Status = workflow.StatusRunning
+	inst.Deadline = deadline(c, now)
+	ch := Change{Cause: "start"}
+	env.advance(c, inst, nil, now, &ch)
+	if err := env.checkSize(inst.State); err != nil {
+		return Change{}, err
+	}
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable()
+	return ch, nil
+}
+
+// deadline is when an instance started (or retried) now times out; nil
+// without a workflow timeout.
+func deadline(c *Definition, now time.Time) *time.Time {
+	if c.Def.Timeout <= 0 {
+		return nil
+	}
+	d := now.Add(time.Duration(c.Def.Timeout))
+	return &d
+}
+
+// advance schedules every ready step of a RUNNING instance and settles its
+// status: FAILED when a step failed for good, COMPLETED when every step is
+// done. existing holds the instance's task rows by step, for steps that ran
+// before (a retry re-queues the same row instead of inserting a second
+// one). A PAUSED instance is left alone: nothing new is scheduled while
+// paused.
+func (env Env) advance(c *Definition, inst *workflow.Instance, existing map[string]*Task, now time.Time, ch *Change) {
+	if inst.Status != workflow.StatusRunning {
+		return
+	}
+	for _, id := range c.Def.Ready(inst.State.Steps) {
+		env.schedule(c, inst, id, existing[id], now, ch)
+	}
+	settle(inst)
+}
+
+// settle moves a RUNNING instance to FAILED or COMPLETED when its steps say
+// so. A FAILED instance runs nothing more: its other RUNNING and WAITING
+// steps become CANCELLED in the same write (a retry runs them again).
+func settle(inst *workflow.Instance) {
+	if inst.Status != workflow.StatusRunning {
+		return
+	}
+	done := true
+	for _, st := range inst.State.Steps {
+		switch st.Status {
+		case workflow.StepFailed:
+			inst.Status = workflow.StatusFailed
+			inst.State.CancelActiveSteps()
+			return
+		case workflow.StepCompleted, workflow.StepSkipped:
+		default:
+			done = false
+		}
+	}
+	if done {
+		inst.Status = workflow.StatusCompleted
+	}
+}
+
+// schedule starts one ready step: a wait step starts WAITING; the others
+// render their input and get a queued task. A template that references
+// something missing fails the step at once, without retry.
+func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev *Task, now time.Time, ch *Change) {
+	step, _ := c.Def.Step(id)
+	st := inst.State.Steps[id]
+	if st == nil {
+		st = &workflow.StepState{}
+		if inst.State.Steps == nil {
+			inst.State.Steps = map[string]*workflow.StepState{}
+		}
+		inst.State.Steps[id] = st
+	}
+	if step.Type == workflow.StepTypeWait {
+		st.Status = workflow.StepWaiting
+		return
+	}
+	input, err := c.render(id, inst)
+	if err != nil {
+		st.Status = workflow.StepFailed
+		st.Error = err.Error()
+		return
+	}
+	st.Status = workflow.StepRunning
+	st.Error = ""
+	queue, runAt, budget := step.Handler, now, step.RetryPolicyOrDefault().MaxAttempts
+	switch step.Type {
+	case workflow.StepTypeSleep:
+		queue, runAt, budget = QueueSleep, now.Add(time.Duration(step.Duration)), 1
+	case workflow.StepTypeHTTP:
+		queue = QueueHTTP
+	}
+	if prev != nil {
+		// The same row, re-queued with a fresh budget and no lease:
+		// whoever still holds the old lease is fenced off.
+		t := *prev
+		t.Queue, t.Status, t.RunAt, t.Input = queue, TaskQueued, runAt, input
+		t.MaxAttempts = t.Attempt + budget
+		t.clearLease()
+		t.LastError = ""
+		ch.Update = append(ch.Update, TaskUpdate{Task: t})
+		return
+	}
+	ch.Insert = append(ch.Insert, Task{
+		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Queue: queue, Status: TaskQueued,
+		MaxAttempts: budget, RunAt: runAt, Input: input,
+	})
+}
+
+// completeStep records a step's output and lets the instance move on.
+func (env Env) completeStep(c *Definition, inst *workflow.Instance, id string, output json.RawMessage, attempts int, now time.Time, ch *Change) {
+	st := inst.State.Steps[id]
+	st.Status = workflow.StepCompleted
+	st.Output = output
+	st.Error = ""
+	st.Attempts = max(st.Attempts, attempts)
+	env.advance(c, inst, nil, now, ch)
+}

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/store"
+)
+
+// The rules see a task row as a rules.Task; these convert between the
+// store's rows and that view. A view is a plain value: converting costs a
+// copy of the row's fields, no allocation.
+
+// taskView is the rules' view of row.
+func taskView(row *store.Task) rules.Task {
+	return rules.Task{
+		ID: row.ID, InstanceID: row.InstanceID, StepID: row.StepID, Queue: row.Queue,
+		Status: rules.TaskStatus(row.Status), Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+		RunAt: row.RunAt, Lease: row.Lease, LeaseOwner: row.LeaseOwner, LeaseUntil: row.LeaseUntil,
+		AttemptDeadline: row.AttemptDeadline, Input: row.Input, LastError: row.LastError,
+	}
+}
+
+// setRow writes the view v into row: every field the rules may change.
+func setRow(row *store.Task, v *rules.Task) {
+	row.ID, row.InstanceID, row.StepID, row.Queue = v.ID, v.InstanceID, v.StepID, v.Queue
+	row.Status, row.Attempt, row.MaxAttempts, row.RunAt = store.TaskStatus(v.Status), v.Attempt, v.MaxAttempts, v.RunAt
+	row.Lease, row.LeaseOwner, row.LeaseUntil, row.AttemptDeadline = v.Lease, v.LeaseOwner, v.LeaseUntil, v.AttemptDeadline
+	row.Input, row.LastError = v.Input, v.LastError
+}
+
+// newRow is a row to insert or write back from the view v.
+func newRow(v *rules.Task) *store.Task {
+	row := &store.Task{}
+	setRow(row, v)
+	return row
+}
+
+// newRows converts the tasks a change inserts.
+func newRows(vs []rules.Task) []*store.Task {
+	if len(vs) == 0 {
+		return nil
+	}
+	rows := make([]*store.Task, len(vs))
+	for i := range vs {
+		rows[i] = newRow(&vs[i])
+	}
+	return rows
+}
+
+// views returns the rules' views of rows.
+func views(rows []*store.Task) []rules.Task {
+	vs := make([]rules.Task, len(rows))
+	for i, row := range rows {
+		vs[i] = taskView(row)
+	}
+	return vs
+}
+
+// byStep returns the views of rows by step, for the rules that re-queue a
+// step's existing row.
+func byStep(rows []*store.Task) map[string]*rules.Task {
+	m := make(map[string]*rules.Task, len(rows))
+	for _, row := range rows {
+		v := taskView(row)
+		m[row.StepID] = &v
+	}
+	return m
+}
+
+// handlerTask is the handler's view of a leased row.
+func handlerTask(row *store.Task) Task {
+	return Task{
+		ID: row.ID, WorkflowID: row.InstanceID, Step: row.StepID, Handler: row.Queue, Attempt: row.Attempt,
+		// A copy: the handler may do what it likes with its input, and the
+		// row is written back by the completion.
+		Input: bytes.Clone(row.Input), IdempotencyKey: row.InstanceID + "/" + row.StepID, Lease: row.Lease, LeaseUntil: row.LeaseUntil,
+		row: row,
+	}
+}
+
+// nextTask is the handler's view of the task ch leased in the same write
+// (ch.Next), among the rows inserted for ch.Insert; nil without one.
+func nextTask(ch *rules.Change, inserted []*store.Task) *Task {
+	if ch.Next == nil {
+		return nil
+	}
+	for _, row := range inserted {
+		if row.ID == ch.Next.ID {
+			t := handlerTask(row)
+			return &t
+		}
+	}
+	return nil
+}
+
+// writeChange writes ch's task inserts and updates inside tx, and
+// notifies the other nodes when ch asks (delivered when tx commits). It
+// returns the inserted rows.
+func writeChange(ctx context.Context, tx store.Querier, ch *rules.Change) ([]*store.Task, error) {
+	rows := newRows(ch.Insert)
+	if len(rows) > 0 {
+		if err := tx.InsertTasks(ctx, rows); err != nil {
+			return nil, fmt.Errorf("scheduling tasks: %w", err)
+		}
+	}
+	for i := range ch.Update {
+		if err := tx.UpdateTask(ctx, newRow(&ch.Update[i].Task)); err != nil {
+			return nil, fmt.Errorf("writing task %s: %w", ch.Update[i].Task.ID, err)
+		}
+	}
+	if ch.Notify {
+		if err := tx.Notify(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
