@@ -57,6 +57,8 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("ListChunks", func(t *testing.T) { testListChunks(t, newServer) })
 	t.Run("HostileJSON", func(t *testing.T) { testHostileJSON(t, newServer) })
 	t.Run("StateLimit", func(t *testing.T) { testStateLimit(t, newServer) })
+	t.Run("DeleteWorkflow", func(t *testing.T) { testDeleteWorkflow(t, newServer) })
+	t.Run("DeleteDefinition", func(t *testing.T) { testDeleteDefinition(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
