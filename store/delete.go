@@ -12,7 +12,7 @@ import (
 // for it any more) at the expected version, when one is given, is deleted.
 func CheckDeletable(id string, status workflow.Status, version int64, expected *int64) error {
 	if !status.StopsSteps() {
-		return fmt.Errorf("workflow %q is %s, and only a finished workflow can be deleted: %w", id, status, ErrNotTerminal)
+		return fmt.Errorf("workflow %q is %s: %w; only a COMPLETED, FAILED, CANCELLED or TIMED_OUT workflow can be deleted", id, status, ErrNotTerminal)
 	}
 	if expected != nil && *expected != version {
 		return &ConflictError{ID: id, Expected: *expected, Actual: version}
