@@ -213,7 +213,7 @@ func testGet(t *testing.T, a *api) {
 	expect(t, a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `"5"`), 200, "If-None-Match other version")
 	expect(t, a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `5`), 400, "malformed If-None-Match")
 	expect(t, a.do("GET", "/v1/workflows/nope", ""), 404, "unknown id")
-	expect(t, a.do("DELETE", "/v1/workflows/get-1", ""), 405, "method not allowed")
+	expect(t, a.do("PUT", "/v1/workflows/get-1", ""), 405, "method not allowed")
 	expect(t, a.do("GET", "/v1/nothing-here", ""), 404, "unknown route")
 }
 
