@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,6 +77,35 @@ func (e *Engine) GetDefinition(ctx context.Context, name string, rev int) (*Defi
 	return toInfo(rec)
 }
 
+// DeleteDefinition deletes every revision of name
+// (store.DefinitionStore.DeleteDefinition: ErrNotFound, or
+// store.ErrDefinitionInUse while an instance of it is live) and forgets
+// them on this node, so that a start of name here answers "unknown
+// definition" at once. Other nodes find out on their next start of it:
+// the revision they remember fails the create's check in the store, and
+// reading the latest revision finds none.
+func (e *Engine) DeleteDefinition(ctx context.Context, name string) error {
+	if err := e.defs.DeleteDefinition(ctx, name); err != nil {
+		return err
+	}
+	e.forgetDefinition(name)
+	return nil
+}
+
+// forgetDefinition drops name's compiled revisions and its latest one from
+// this node's cache. Revision numbers are never reused, so a cached revision
+// is never wrong, only unneeded once the definition is deleted.
+func (e *Engine) forgetDefinition(name string) {
+	e.cacheMu.Lock()
+	defer e.cacheMu.Unlock()
+	delete(e.latest, name)
+	for k := range e.cache {
+		if k.name == name {
+			delete(e.cache, k)
+		}
+	}
+}
+
 // ListDefinitions returns the latest revision of every definition.
 func (e *Engine) ListDefinitions(ctx context.Context) ([]*DefinitionInfo, error) {
 	recs, err := e.defs.ListDefinitions(ctx)
@@ -112,6 +142,11 @@ func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled,
 		return c, nil
 	}
 	rec, err := e.defs.GetDefinition(ctx, name, rev)
+	if rev == 0 && errors.Is(err, store.ErrNotFound) {
+		// Deleted, perhaps through another node: the next start must not
+		// try the revision this node remembers first.
+		e.forgetDefinition(name)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,8 @@ func statusFor(err error) int {
 		errors.Is(err, engine.ErrActionNotAllowed),
 		errors.Is(err, store.ErrExists),
 		errors.Is(err, store.ErrStatusMismatch),
+		errors.Is(err, store.ErrNotTerminal),
+		errors.Is(err, store.ErrDefinitionInUse),
 		errors.Is(err, workflow.ErrTerminal),
 		errors.Is(err, workflow.ErrStepCompleted),
 		errors.Is(err, workflow.ErrInvalidTransition),

@@ -132,6 +132,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/workflows", s.listWorkflows)
 	mux.HandleFunc("GET /v1/workflows/{id}", s.getWorkflow)
 	mux.HandleFunc("PATCH /v1/workflows/{id}", s.patchWorkflow)
+	mux.HandleFunc("DELETE /v1/workflows/{id}", s.deleteWorkflow)
 	mux.Handle("POST /v1/workflows/{id}/status", s.takes(jsonBody, s.transitionWorkflow))
 	for _, name := range engine.Actions {
 		mux.Handle("POST /v1/workflows/{id}/"+name, s.takes(jsonBody, s.actionHandler(name)))
@@ -142,6 +143,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("PUT /v1/definitions/{name}", s.takes(definitionBody, s.putDefinition))
 	mux.HandleFunc("GET /v1/definitions", s.listDefinitions)
 	mux.HandleFunc("GET /v1/definitions/{name}", s.getDefinition)
+	mux.HandleFunc("DELETE /v1/definitions/{name}", s.deleteDefinition)
 	mux.Handle("POST /v1/tasks/poll", s.takes(jsonBody, s.pollTask))
 	mux.Handle("POST /v1/tasks/{task_id}/complete", s.takes(jsonBody, s.completeTask))
 	mux.Handle("POST /v1/tasks/{task_id}/fail", s.takes(jsonBody, s.failTask))

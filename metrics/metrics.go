@@ -43,7 +43,7 @@ var Results = []string{ResultOK, ResultConflict, ResultNotFound, ResultError}
 // Ops are the operations of flowd_state_updates_total and
 // flowd_update_duration_seconds: the store's writes the instrumented store
 // observes.
-var Ops = []string{"create", "update_state", "modify_state", "transition_status", "complete_step", "batch_status", "commit_step", "claim"}
+var Ops = []string{"create", "update_state", "modify_state", "transition_status", "complete_step", "batch_status", "commit_step", "claim", "delete"}
 
 // TaskResults are the results of flowd_tasks_completed_total: an attempt
 // completed its step, failed for good, failed and was queued again, was fenced
@@ -161,7 +161,7 @@ func Result(err error) string {
 	switch {
 	case err == nil:
 		return ResultOK
-	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrStatusMismatch):
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrStatusMismatch), errors.Is(err, store.ErrNotTerminal):
 		return ResultConflict
 	case errors.Is(err, store.ErrNotFound):
 		return ResultNotFound

@@ -52,6 +52,12 @@ func (s *instrumentedStore) PutDefinition(ctx context.Context, name string, spec
 	return rev, created, err
 }
 
+func (s *instrumentedStore) DeleteDefinition(ctx context.Context, name string) error {
+	err := s.base.DeleteDefinition(ctx, name)
+	s.noteWrite(err, true)
+	return err
+}
+
 func (s *instrumentedStore) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
 	return s.base.GetDefinition(ctx, name, rev)
 }
@@ -108,6 +114,13 @@ func (q instrumentedQuerier) CompleteStep(ctx context.Context, p store.CompleteS
 	inst, err := q.Querier.CompleteStep(ctx, p)
 	q.observe("complete_step", start, err, true)
 	return inst, err
+}
+
+func (q instrumentedQuerier) DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error {
+	start := time.Now()
+	err := q.Querier.DeleteInstance(ctx, id, expectedVersion)
+	q.observe("delete", start, err, true)
+	return err
 }
 
 func (q instrumentedQuerier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {

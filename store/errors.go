@@ -41,6 +41,14 @@ var (
 	// PostgreSQL disk_full): nothing was written. Retrying helps only once
 	// space is freed.
 	ErrStorageFull = errors.New("database storage is full")
+	// ErrNotTerminal: DeleteInstance found the instance live (PENDING,
+	// RUNNING or PAUSED): only an instance that nothing runs for any more
+	// can be deleted, so nothing was deleted.
+	ErrNotTerminal = errors.New("the workflow is not finished")
+	// ErrDefinitionInUse: DeleteDefinition found a live instance of the
+	// definition (PENDING, RUNNING or PAUSED): the engine still needs its
+	// revision, so nothing was deleted.
+	ErrDefinitionInUse = errors.New("the definition has live workflows")
 	// ErrInvalidCursor: a List cursor that this store did not produce.
 	ErrInvalidCursor = fmt.Errorf("%w: malformed cursor", ErrInvalidArgument)
 )

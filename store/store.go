@@ -95,6 +95,16 @@ type Querier interface {
 	// negative since or limit.
 	History(ctx context.Context, id string, since int64, limit int) ([]HistoryEntry, error)
 
+	// DeleteInstance deletes the instance, its history, its tasks and its
+	// idempotency key in one atomic write, only while its status is one of
+	// workflow.StopStatuses (nothing runs for it any more) and, when
+	// expectedVersion is not nil, its version is *expectedVersion; both are
+	// checked in the write itself, so a concurrent retry that makes it
+	// RUNNING again makes the delete fail, never delete a live instance.
+	// Errors, in this order: ErrNotFound; ErrNotTerminal (wrapped, naming
+	// the status); a *ConflictError carrying the actual version.
+	DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error
+
 	// The task, deadline and notification operations the engine composes.
 	EngineQuerier
 }
@@ -154,7 +164,10 @@ type CreateParams struct {
 	State      workflow.State
 	Cause      string // history cause; default "create"
 	// DefinitionRevision and Deadline are set by the engine for instances of a
-	// definition.
+	// definition. With a Definition and a DefinitionRevision above 0, that
+	// revision must be stored: otherwise nothing is written and an error
+	// wrapping ErrNotFound is returned (ErrStaleRevision under
+	// LatestRevision), so no live instance outlives a deleted definition.
 	DefinitionRevision int
 	Deadline           *time.Time
 	// Tasks are inserted with the instance, in the same atomic write, as
@@ -172,7 +185,8 @@ type CreateParams struct {
 	IdempotencyKey string
 	RequestHash    string
 	// LatestRevision creates the instance only while DefinitionRevision is
-	// the latest revision of Definition: when a newer one is stored, nothing
+	// the latest revision of Definition: when a newer one is stored, or that
+	// revision is not stored any more (the definition was deleted), nothing
 	// is written and an error that errors.Is ErrStaleRevision and
 	// ErrConflict is returned.
 	// The engine starts "the latest revision" this way without reading it
@@ -184,7 +198,7 @@ type CreateParams struct {
 // errors.Is ErrStaleRevision and ErrConflict.
 func StaleRevision(p CreateParams) error {
 	return fmt.Errorf("%w: %w", ErrStaleRevision, &ConflictError{ID: p.ID, Actual: -1,
-		Reason: fmt.Sprintf("definition %q has a revision newer than %d", p.Definition, p.DefinitionRevision)})
+		Reason: fmt.Sprintf("definition %q has a revision newer than %d, or no longer has that one", p.Definition, p.DefinitionRevision)})
 }
 
 // ListParams filter and page Querier.List.

@@ -245,6 +245,15 @@ type DefinitionStore interface {
 	GetDefinition(ctx context.Context, name string, rev int) (*DefinitionRecord, error)
 	// ListDefinitions returns the latest revision of every definition, by name.
 	ListDefinitions(ctx context.Context) ([]*DefinitionRecord, error)
+	// DeleteDefinition deletes every revision of name in one atomic write,
+	// unless an instance of the definition is live (PENDING, RUNNING or
+	// PAUSED). The check and the delete are atomic with respect to Create:
+	// a concurrent start of the definition either comes first (and the
+	// delete fails) or finds no revision (and creates nothing). The highest
+	// revision is kept, so a later PutDefinition of name continues after it.
+	// Finished instances of the definition stay, naming a revision that is
+	// gone. Errors: ErrNotFound; ErrDefinitionInUse (wrapped).
+	DeleteDefinition(ctx context.Context, name string) error
 }
 
 // Counter is implemented by stores that can count instances by status cheaply.

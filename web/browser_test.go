@@ -657,7 +657,8 @@ func TestDashboard(t *testing.T) {
 		waitFor(`document.querySelectorAll('#wf-table tbody tr[data-id]').length === 6`),
 		chromedp.SendKeys("#search", "order-1002"+kb.Enter, chromedp.ByID),
 		waitFor(`location.hash === '#/workflows/order-1002' && `+textOf("#wf-status")+` === 'CANCELLED'`),
-		waitFor(`!document.getElementById('wf-actions').querySelector('button')`),
+		// A cancelled workflow offers no action but Delete….
+		waitFor(`!document.getElementById('wf-actions').querySelector('button:not(#btn-delete)') && !!document.getElementById('btn-delete')`),
 		// A stopped instance has no deadline; the steps it stopped are
 		// CANCELLED, in the list and in the graph.
 		waitFor(`!document.getElementById('wf-deadline') && !`+textOf("#wf-head")+`.includes('Deadline')`),
@@ -724,6 +725,21 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("layers by depth: x of reserve, charge, approve, ship, notify = %v", columns)
 	}
 	b.shot(a, "definition")
+
+	// A finished workflow is deleted after a confirmation that names the
+	// version sent as If-Match; the list no longer shows it.
+	b.run(a, "delete a cancelled workflow",
+		chromedp.Navigate(f.url+"/#/workflows/order-1002"),
+		waitFor(textOf("#wf-status")+` === 'CANCELLED'`),
+		chromedp.Click("#btn-delete", chromedp.ByID),
+		waitFor(textOf("#delete-confirm")+`.includes('(version ')`),
+		chromedp.Click("#btn-delete-confirm", chromedp.ByID),
+		waitFor(`location.hash === '#/workflows'`),
+		waitFor(`!!document.querySelector('#wf-table tbody tr[data-id="order-1001"]') && !document.querySelector('tr[data-id="order-1002"]')`),
+	)
+	if _, err := f.client.GetWorkflow(t.Context(), "order-1002"); !httpapi.IsNotFound(err) {
+		t.Errorf("after the delete through the dashboard the API answers %v, want 404", err)
+	}
 	b.checkNoErrors()
 }
 

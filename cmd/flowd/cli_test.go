@@ -243,6 +243,19 @@ func TestCLIGolden(t *testing.T) {
 	b.golden("bad-status", 2, "", "list", "--status", "DONE")
 	b.golden("bad-id", 2, "", "start", "--id", "no spaces")
 	b.golden("help-patch", 0, "", "patch", "--help")
+
+	// delete: the errors first (nothing deleted), then the delete.
+	b.golden("delete-missing-if-match", 2, "", "delete", "order-2")
+	b.golden("delete-live", 1, "", "delete", "order-1", "--if-match", "*")
+	b.golden("delete-stale", 3, "", "delete", "order-2", "--if-match", "0")
+	b.golden("delete", 0, "", "delete", "order-2", "--if-match", "1")
+	b.golden("delete-not-found", 4, "", "delete", "order-2", "--if-match", "*")
+	b.golden("history-deleted", 4, "", "history", "order-2")
+	if res := b.run("", nil, "cancel", "keyed-1"); res.code != 0 {
+		t.Fatalf("cancel keyed-1: %+v", res)
+	}
+	b.golden("delete-json", 0, "", "delete", "keyed-1", "--if-match", "*", "-o", "json")
+	b.golden("help-delete", 0, "", "delete", "--help")
 }
 
 func between(s, start, end string) string {
@@ -377,6 +390,16 @@ func TestCLIDefinitions(t *testing.T) {
 	if again.code != 0 || again.stdout != "definition order revision 3 (created)\n" {
 		t.Errorf("re-applying revision 1 makes revision 3: %+v", again)
 	}
+
+	// def delete: refused while o-1 runs, then every revision goes, and
+	// applying the name again continues its revisions.
+	b.golden("def-delete-in-use", 1, "", "def", "delete", "order")
+	b.golden("def-delete-not-found", 4, "", "def", "delete", "nope")
+	b.golden("def-delete", 0, "", "def", "delete", "refund")
+	b.golden("def-get-deleted", 4, "", "def", "get", "refund")
+	b.golden("def-apply-after-delete", 0, "name: refund\nsteps: [{id: pay-back, type: task, handler: echo}]\n", "def", "apply", "-")
+	b.golden("def-delete-json", 0, "", "def", "delete", "refund", "-o", "json")
+	b.golden("def-delete-bad-args", 2, "", "def", "delete")
 }
 
 func TestCLIWorkerUsage(t *testing.T) {

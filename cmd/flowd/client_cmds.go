@@ -40,7 +40,7 @@ Exit status: 0 success, 1 error, 2 usage (bad flag, argument or JSON),
 func newClientCmds(e *env) []*cobra.Command {
 	cmds := []*cobra.Command{
 		newStartCmd(e), newGetCmd(e), newListCmd(e), newPatchCmd(e),
-		newCompleteCmd(e), newHistoryCmd(e), newWorkersCmd(e),
+		newCompleteCmd(e), newDeleteCmd(e), newHistoryCmd(e), newWorkersCmd(e),
 	}
 	for _, a := range actionCmds {
 		cmds = append(cmds, newActionCmd(e, a))

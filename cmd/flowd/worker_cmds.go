@@ -31,13 +31,13 @@ import (
 func newDefCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "def",
-		Short: "Manage workflow definitions (apply, list, get)",
+		Short: "Manage workflow definitions (apply, list, get, delete)",
 		Long: `def manages the workflow definitions of a server: the DAGs of steps that
 "flowd start DEFINITION" creates workflows from (YAML or JSON; see docs/definitions.md).`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newDefApplyCmd(e), newDefListCmd(e), newDefGetCmd(e))
+	cmd.AddCommand(newDefApplyCmd(e), newDefListCmd(e), newDefGetCmd(e), newDefDeleteCmd(e))
 	return cmd
 }
 

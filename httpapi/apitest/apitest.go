@@ -57,6 +57,8 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("ListChunks", func(t *testing.T) { testListChunks(t, newServer) })
 	t.Run("HostileJSON", func(t *testing.T) { testHostileJSON(t, newServer) })
 	t.Run("StateLimit", func(t *testing.T) { testStateLimit(t, newServer) })
+	t.Run("DeleteWorkflow", func(t *testing.T) { testDeleteWorkflow(t, newServer) })
+	t.Run("DeleteDefinition", func(t *testing.T) { testDeleteDefinition(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
@@ -211,7 +213,7 @@ func testGet(t *testing.T, a *api) {
 	expect(t, a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `"5"`), 200, "If-None-Match other version")
 	expect(t, a.do("GET", "/v1/workflows/get-1", "", "If-None-Match", `5`), 400, "malformed If-None-Match")
 	expect(t, a.do("GET", "/v1/workflows/nope", ""), 404, "unknown id")
-	expect(t, a.do("DELETE", "/v1/workflows/get-1", ""), 405, "method not allowed")
+	expect(t, a.do("PUT", "/v1/workflows/get-1", ""), 405, "method not allowed")
 	expect(t, a.do("GET", "/v1/nothing-here", ""), 404, "unknown route")
 }
 

@@ -17,7 +17,7 @@ import (
 // its history row (h) and, as asked, its first tasks (t), the NOTIFY (n) and
 // its idempotency key (k) are one statement, hence one round trip and atomic
 // without an explicit transaction. Every variant returns three columns:
-// created, stale (a newer revision under LatestRevision) and keyUsed (the
+// created, stale (the definition revision is not stored, or a newer one is under LatestRevision) and keyUsed (the
 // idempotency key is live, nothing was written).
 //
 // $1–$10 are the instance's; with tasks, $11–$24 the tasks' columns (as
@@ -46,9 +46,23 @@ var createStatements = func() map[createVariant]createStatement {
 	return m
 }()
 
-// createStale is true when, under LatestRevision ($10), the definition has
-// a revision newer than $8.
-const createStale = `$10::boolean AND EXISTS (SELECT 1 FROM workflow_definitions WHERE name = $2 AND revision > $8)`
+// createRevision (the CTE d) holds the definition revision $8 of $2 that an
+// instance of a definition starts with, locked FOR KEY SHARE: a
+// DeleteDefinition that deletes it first makes d empty (the row lock waits
+// for that delete and then skips the deleted row), and one that comes
+// second waits for this statement's transaction and then sees the new
+// instance. So no instance is created for a definition whose delete
+// succeeded. A free-form instance ($2 ” or $8 0) names no revision and
+// locks nothing.
+const createRevision = `d AS (
+	SELECT 1 FROM workflow_definitions WHERE $8 > 0 AND $2::text <> '' AND name = $2 AND revision = $8 FOR KEY SHARE
+)`
+
+// createStale is true when the instance names a definition revision that
+// is not stored (deleted), or, under LatestRevision ($10), the definition
+// has a revision newer than $8. Nothing is created then.
+const createStale = `(($8 > 0 AND $2::text <> '' AND NOT EXISTS (SELECT 1 FROM d))
+	OR ($10::boolean AND EXISTS (SELECT 1 FROM workflow_definitions WHERE name = $2 AND revision > $8)))`
 
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
@@ -67,7 +81,7 @@ func buildCreateSQL(v createVariant) string {
 		// that the key is never recorded for an instance this request did
 		// not create. The foreign key to the instance is checked at the end
 		// of the statement, when the instance row exists.
-		sql = `WITH k AS (
+		sql = `WITH ` + createRevision + `, k AS (
 	INSERT INTO idempotency_keys (key, request_hash, workflow_id, created_at)
 	SELECT ` + key + `, ` + hash + `, $1, $6
 	WHERE NOT (` + createStale + `)
@@ -77,7 +91,7 @@ func buildCreateSQL(v createVariant) string {
 ), `
 		guard = ` AND EXISTS (SELECT 1 FROM k)`
 	} else {
-		sql = `WITH `
+		sql = `WITH ` + createRevision + `, `
 	}
 	sql += `i AS (
 	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)

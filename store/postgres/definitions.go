@@ -22,7 +22,9 @@ const (
 	// json keeps the caller's bytes. A concurrent put of the same name
 	// that inserted the same revision first makes ON CONFLICT skip the
 	// insert (no error, both results NULL): the caller retries, and then
-	// sees that revision.
+	// sees that revision. A name that was deleted continues after the
+	// highest revision it had (its tombstone): a revision number is never
+	// used twice for one name.
 	putDefinitionSQL = `WITH latest AS (
 	SELECT revision, spec::jsonb = $2::text::jsonb AS same FROM workflow_definitions
 	WHERE name = $1
@@ -30,7 +32,8 @@ const (
 	LIMIT 1
 ), ins AS (
 	INSERT INTO workflow_definitions (name, revision, spec, created_at)
-	SELECT $1, COALESCE((SELECT revision FROM latest), 0) + 1, $2::text::json, $3
+	SELECT $1, GREATEST(COALESCE((SELECT revision FROM latest), 0),
+		COALESCE((SELECT revision FROM workflow_definition_tombstones WHERE name = $1), 0)) + 1, $2::text::json, $3
 	WHERE NOT EXISTS (SELECT 1 FROM latest WHERE same)
 	ON CONFLICT DO NOTHING
 	RETURNING revision

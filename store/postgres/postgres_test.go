@@ -245,8 +245,9 @@ func TestSchemaConstraints(t *testing.T) {
 	for _, sql := range []string{
 		`UPDATE workflow_history SET cause = 'rewritten'`,
 		`UPDATE workflow_history SET cause = 'rewritten' WHERE false`,
+		// The instance is live, so its history rows cannot go (only a
+		// finished instance's, with it: DeleteInstance).
 		`DELETE FROM workflow_history`,
-		`DELETE FROM workflow_history WHERE false`,
 		`TRUNCATE workflow_history CASCADE`,
 	} {
 		if _, err := s.pool.Exec(ctx, sql); err == nil || pgCode(err) != "23001" {

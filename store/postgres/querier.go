@@ -240,6 +240,8 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error) {
 	p := pc.p
 	switch {
+	case stale && !p.LatestRevision:
+		return nil, fmt.Errorf("definition %q revision %d: %w", p.Definition, p.DefinitionRevision, store.ErrNotFound)
 	case stale:
 		return nil, store.StaleRevision(p)
 	case !created:

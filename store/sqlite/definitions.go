@@ -67,6 +67,17 @@ func (q *querier) PutDefinition(ctx context.Context, name string, spec json.RawM
 			rev, created = latest, false
 			return nil
 		}
+		// A name that was deleted continues after the highest revision it
+		// had: a revision number is never used twice for one name.
+		var deleted int
+		err = c.QueryRowContext(ctx, `SELECT revision FROM workflow_definition_tombstones WHERE name = ?1`, name).Scan(&deleted)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return interpretError(ctx, err)
+		default:
+			latest = max(latest, deleted)
+		}
 		if _, err := c.ExecContext(ctx,
 			`INSERT INTO workflow_definitions (name, revision, spec, created_at) VALUES (?1, ?2, ?3, ?4)`,
 			name, latest+1, canonical.String(), now); err != nil {

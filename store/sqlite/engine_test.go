@@ -152,6 +152,7 @@ func TestSchemaIndexes(t *testing.T) {
 		"idempotency_keys.sqlite_autoindex_idempotency_keys_1",
 		"workers.sqlite_autoindex_workers_1",
 		"workers.workers_last_poll_at_idx",
+		"workflow_definition_tombstones.sqlite_autoindex_workflow_definition_tombstones_1",
 		"workflow_definitions.sqlite_autoindex_workflow_definitions_1",
 		"workflow_history.sqlite_autoindex_workflow_history_1",
 		"workflow_instances.sqlite_autoindex_workflow_instances_1",

@@ -68,15 +68,8 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	now := q.timestamp()
 	var inst *workflow.Instance
 	err = q.write(ctx, func(c dbtx) error {
-		if p.LatestRevision {
-			var stale bool
-			if err := c.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_definitions WHERE name = ?1 AND revision > ?2)`,
-				p.Definition, p.DefinitionRevision).Scan(&stale); err != nil {
-				return interpretError(ctx, err)
-			}
-			if stale {
-				return store.StaleRevision(p)
-			}
+		if err := checkRevision(ctx, c, p); err != nil {
+			return err
 		}
 		if p.IdempotencyKey != "" {
 			if err := checkIdempotencyKey(ctx, c, p, now); err != nil {

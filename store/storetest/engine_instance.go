@@ -35,6 +35,7 @@ func checkEngineFields(t testing.TB, what string, inst *workflow.Instance, rev i
 func testInstanceEngineFields(t *testing.T, h Harness) {
 	b := setup(t, h)
 	b.engine(t)
+	b.putRevisions(t, "order", 3)
 	// Not UTC and not a whole microsecond: stored through store.Timestamp.
 	deadline := clockStart.Add(10*time.Minute + 1)
 	timed, err := b.s.Create(b.ctx, store.CreateParams{
@@ -98,6 +99,7 @@ func testInstanceEngineFieldsKept(t *testing.T, h Harness) {
 	b.engine(t)
 	deadline := clockStart.Add(time.Hour + 1)
 	const rev = 2
+	b.putRevisions(t, "order", rev)
 	inst := b.create(t, store.CreateParams{
 		ID: "kept", Definition: "order", DefinitionRevision: rev, Status: workflow.StatusRunning,
 		State: stepState(), Deadline: &deadline,

@@ -108,6 +108,9 @@ export const api = {
   completeStep: (id, step, version, output) => request('POST', `v1/workflows/${enc(id)}/steps/${enc(step)}/complete`, {
     body: { output }, headers: { 'If-Match': ifMatch(version) },
   }),
+  // Deletes a finished workflow only while it is still at version (412 otherwise).
+  deleteWorkflow: (id, version) => request('DELETE', `v1/workflows/${enc(id)}`, { headers: { 'If-Match': ifMatch(version) } }),
+  deleteDefinition: (name) => request('DELETE', `v1/definitions/${enc(name)}`),
   listDefinitions: () => request('GET', 'v1/definitions'),
   listWorkers: () => request('GET', 'v1/workers'),
   getDefinition: (name, revision) => request('GET', `v1/definitions/${enc(name)}` + (revision ? `?revision=${enc(revision)}` : '')),

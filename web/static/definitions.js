@@ -4,7 +4,7 @@
 import { api } from './api.js';
 import { every } from './live.js';
 import { renderDAG, topoOrder } from './dag.js';
-import { h, replace, jsonView, when, errorBanner } from './ui.js';
+import { h, replace, jsonView, when, banner, errorBanner } from './ui.js';
 
 export function mount(root, params) {
   if (params.page === 'one') {
@@ -96,7 +96,8 @@ async function mountOne(root, name, revision) {
         h('h1', { class: 'mono', id: 'def-name' }, name),
         h('span', { class: 'tag' }, `revision ${info.revision}`),
         h('span', { class: 'spacer' }),
-        h('a', { class: 'button', href: '#/workflows?definition=' + encodeURIComponent(name) }, 'Workflows of this definition →')),
+        h('a', { class: 'button', href: '#/workflows?definition=' + encodeURIComponent(name) }, 'Workflows of this definition →'),
+        deleteControl(name)),
       h('dl', { class: 'facts' },
         h('div', { class: 'fact' }, h('dt', {}, 'Steps'), h('dd', {}, String(steps.length))),
         h('div', { class: 'fact' }, h('dt', {}, 'Timeout'), h('dd', {}, def.timeout || h('span', { class: 'muted' }, 'none'))),
@@ -131,4 +132,27 @@ function stepRow(s) {
     h('td', { class: 'mono' }, (s.depends_on || []).join(', ') || h('span', { class: 'muted' }, '—')),
     h('td', {}, retry || h('span', { class: 'muted' }, (s.type === 'task' || s.type === 'http') ? 'default' : '—')),
     h('td', { class: 'mono' }, s.timeout || h('span', { class: 'muted' }, '—')));
+}
+
+// deleteControl is the Delete… button of a definition, behind a
+// confirmation: every revision goes, and the server refuses (409) while a
+// workflow of it is not finished.
+function deleteControl(name) {
+  const box = h('span', { class: 'actions', id: 'def-delete' });
+  const ask = () => replace(box, h('button', { type: 'button', class: 'danger-outline', id: 'btn-def-delete', onclick: confirm }, 'Delete…'));
+  const confirm = () => replace(box, h('span', { class: 'confirm', id: 'def-delete-confirm' }, 'Delete every revision of this definition? ',
+    h('button', { type: 'button', class: 'danger', id: 'btn-def-delete-confirm', onclick: remove }, 'Yes, delete it'),
+    h('button', { type: 'button', onclick: ask }, 'No')));
+  const remove = async () => {
+    try {
+      await api.deleteDefinition(name);
+      banner('success', `Definition ${name} deleted.`);
+      location.hash = '#/definitions';
+    } catch (err) {
+      errorBanner(err.status === 409 ? 'The definition still has workflows that are not finished' : 'Could not delete the definition', err);
+      ask();
+    }
+  };
+  ask();
+  return box;
 }

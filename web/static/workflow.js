@@ -37,6 +37,7 @@ export function mount(root, { id }) {
     editor: null, // {base, baseVersion, text}
     conflict: null, // {base, baseVersion, mine, server, serverVersion}
     confirmCancel: false,
+    confirmDelete: false,
     busy: false,
     gone: false,
   };
@@ -145,6 +146,15 @@ export function mount(root, { id }) {
       const label = { pause: 'Pause', resume: 'Resume', retry: 'Retry' }[name];
       return h('button', { type: 'button', class: name === 'pause' ? '' : 'primary', id: `btn-${name}`, disabled: st.busy, onclick: () => act(name) }, label);
     });
+    if (ENDED.includes(w.status)) {
+      // Deleting is for good: a confirmation first, and If-Match with the
+      // version shown, so a workflow retried meanwhile is not deleted.
+      buttons.push(st.confirmDelete
+        ? h('span', { class: 'confirm', id: 'delete-confirm' }, `Delete this workflow and its history (version ${w.version}) for good? `,
+          h('button', { type: 'button', class: 'danger', id: 'btn-delete-confirm', disabled: st.busy, onclick: deleteWorkflow }, 'Yes, delete it'),
+          h('button', { type: 'button', onclick: () => { st.confirmDelete = false; renderHead(); } }, 'No'))
+        : h('button', { type: 'button', class: 'danger-outline', id: 'btn-delete', disabled: st.busy, onclick: () => { st.confirmDelete = true; renderHead(); } }, 'Delete…'));
+    }
     if (w.status === 'PENDING' && !w.definition) {
       // A free-form instance starts only when a client says so.
       buttons.unshift(h('button', { type: 'button', class: 'primary', id: 'btn-start', disabled: st.busy, onclick: () => act('start') }, 'Start'));
@@ -190,6 +200,28 @@ export function mount(root, { id }) {
     } catch (err) {
       st.busy = false;
       errorBanner(`Could not ${name} the workflow`, err);
+      await refresh().catch(() => {});
+      renderHead();
+    }
+  }
+
+  async function deleteWorkflow() {
+    const version = st.inst.version;
+    st.busy = true;
+    st.confirmDelete = false;
+    renderHead();
+    try {
+      await api.deleteWorkflow(id, version);
+      st.gone = true;
+      banner('success', `Workflow ${id} deleted.`);
+      location.hash = '#/workflows';
+    } catch (err) {
+      st.busy = false;
+      if (err.status === 412) {
+        errorBanner(`The workflow changed since version ${version}; check it and delete again`, err);
+      } else {
+        errorBanner('Could not delete the workflow', err);
+      }
       await refresh().catch(() => {});
       renderHead();
     }

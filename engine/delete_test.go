@@ -1,0 +1,82 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// A definition deleted through one node: a start on that node, and on
+// another node that still remembers the revision as the latest, answers
+// "unknown definition" (store.ErrNotFound) and creates nothing. A new PUT
+// of the name continues the revisions, and both nodes start it.
+func TestDeleteDefinitionAcrossNodes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		addr := b.newDB(t)
+		a := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true})
+		other := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true})
+		ctx := context.Background()
+		const yaml = "name: gone\nsteps:\n  - {id: a, type: task, handler: remote}\n"
+		a.define(yaml)
+		// other learns revision 1 as the latest by starting it once.
+		first, err := other.eng.StartWorkflow(ctx, engine.StartParams{ID: "first", Definition: "gone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.eng.Action(ctx, first.ID, "cancel"); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.eng.DeleteDefinition(ctx, "gone"); err != nil {
+			t.Fatalf("DeleteDefinition: %v", err)
+		}
+		for name, n := range map[string]*node{"the deleting node": a, "another node": other} {
+			_, err := n.eng.StartWorkflow(ctx, engine.StartParams{ID: "after", Definition: "gone"})
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("start on %s after the delete: %v, want ErrNotFound", name, err)
+			}
+			if _, err := n.st.Get(ctx, "after"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("start on %s after the delete created the instance: %v", name, err)
+			}
+		}
+		err = a.eng.DeleteDefinition(ctx, "gone")
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("deleting it again: %v, want ErrNotFound", err)
+		}
+		info, _, err := a.eng.PutDefinition(ctx, []byte(yaml))
+		if err != nil || info.Revision != 2 {
+			t.Fatalf("PUT after the delete: %+v, %v; want revision 2", info, err)
+		}
+		for name, n := range map[string]*node{"a": a, "other": other} {
+			inst, err := n.eng.StartWorkflow(ctx, engine.StartParams{ID: "new-" + name, Definition: "gone"})
+			if err != nil || inst.DefinitionRevision != 2 || inst.Status != workflow.StatusRunning {
+				t.Errorf("start on %s after the new PUT: %+v, %v; want RUNNING at revision 2", name, inst, err)
+			}
+		}
+		if _, err := a.st.Get(ctx, "first"); err != nil {
+			t.Errorf("a finished instance of the deleted revision: %v", err)
+		}
+	})
+}
+
+// A definition with a live instance is not deleted, and the engine keeps
+// starting it.
+func TestDeleteDefinitionInUse(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, noStart: true})
+		ctx := context.Background()
+		n.define("name: busy\nsteps:\n  - {id: a, type: task, handler: remote}\n")
+		if _, err := n.eng.StartWorkflow(ctx, engine.StartParams{ID: "w", Definition: "busy"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.eng.DeleteDefinition(ctx, "busy"); !errors.Is(err, store.ErrDefinitionInUse) {
+			t.Fatalf("DeleteDefinition with a RUNNING instance: %v, want ErrDefinitionInUse", err)
+		}
+		if _, err := n.eng.StartWorkflow(ctx, engine.StartParams{ID: "w2", Definition: "busy"}); err != nil {
+			t.Errorf("start after a refused delete: %v", err)
+		}
+	})
+}
