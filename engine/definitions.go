@@ -132,6 +132,11 @@ func toInfo(r *store.DefinitionRecord) (*DefinitionInfo, error) {
 	return &DefinitionInfo{Name: r.Name, Revision: r.Revision, CreatedAt: r.CreatedAt, Definition: &def}, nil
 }
 
+// ErrDefinitionDeleted: the definition revision an instance runs was deleted
+// (with its definition, once no live instance used it), so the instance cannot
+// be retried or resumed: 409.
+var ErrDefinitionDeleted = errors.New("definition deleted")
+
 // compiled returns the cached compiled revision, loading it once.
 func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled, error) {
 	key := defKey{name, rev}
@@ -146,6 +151,11 @@ func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled,
 		// Deleted, perhaps through another node: the next start must not
 		// try the revision this node remembers first.
 		e.forgetDefinition(name)
+	}
+	if rev != 0 && errors.Is(err, store.ErrNotFound) {
+		// An instance names this revision, so it existed: it was deleted
+		// with its definition, and the instance cannot run again.
+		return nil, fmt.Errorf("definition %q revision %d no longer exists: %w", name, rev, ErrDefinitionDeleted)
 	}
 	if err != nil {
 		return nil, err

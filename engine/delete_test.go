@@ -80,3 +80,33 @@ func TestDeleteDefinitionInUse(t *testing.T) {
 		}
 	})
 }
+
+// A finished instance whose definition was deleted cannot run again: its
+// retry is refused as such, and the instance stays as it was.
+func TestRetryAfterDefinitionDeleted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, noStart: true})
+		ctx := context.Background()
+		n.define("name: gone\nsteps:\n  - {id: a, type: task, handler: remote}\n")
+		if _, err := n.eng.StartWorkflow(ctx, engine.StartParams{ID: "w", Definition: "gone"}); err != nil {
+			t.Fatal(err)
+		}
+		failed, err := n.eng.Transition(ctx, "w", workflow.StatusRunning, workflow.StatusFailed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.eng.DeleteDefinition(ctx, "gone"); err != nil {
+			t.Fatalf("DeleteDefinition with only a FAILED instance: %v", err)
+		}
+		if _, err := n.eng.Action(ctx, "w", "retry"); !errors.Is(err, engine.ErrDefinitionDeleted) {
+			t.Fatalf("retry after the definition was deleted: %v, want ErrDefinitionDeleted", err)
+		}
+		got, err := n.st.Get(ctx, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != workflow.StatusFailed || got.Version != failed.Version {
+			t.Errorf("after the refused retry: %s at version %d, want FAILED at %d", got.Status, got.Version, failed.Version)
+		}
+	})
+}

@@ -51,6 +51,7 @@ func statusFor(err error) int {
 		errors.Is(err, engine.ErrNotRunning),
 		errors.Is(err, engine.ErrStepNotReady),
 		errors.Is(err, engine.ErrActionNotAllowed),
+		errors.Is(err, engine.ErrDefinitionDeleted),
 		errors.Is(err, store.ErrExists),
 		errors.Is(err, store.ErrStatusMismatch),
 		errors.Is(err, store.ErrNotTerminal),
