@@ -135,7 +135,7 @@ func testDeleteInstanceRolledBack(t *testing.T, h Harness) {
 			return err
 		}
 		if _, err := tx.Get(b.ctx, "w"); !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("Get in the transaction after the delete: %v, want ErrNotFound", err)
+			return fmt.Errorf("tx.Get after the delete in the transaction: %v, want ErrNotFound", err)
 		}
 		return errRollBack
 	})
