@@ -511,7 +511,7 @@ func TestTimeouts(t *testing.T) {
 			return json.RawMessage(`"second try"`), nil
 		}
 		n := newNode(t, b, b.newDB(t), nodeOpts{handlers: map[string]engine.Handler{"slow": slow}, lease: 5 * time.Second})
-		n.define(`{"name": "step-timeout", "steps": [{"id": "a", "type": "task", "handler": "slow", "timeout": "150ms", "retry": {"max_attempts": 2, "initial_backoff": "10ms"}}]}`)
+		n.define(`{"name": "step-timeout", "steps": [{"id": "a", "type": "task", "handler": "slow", "timeout": "1s", "retry": {"max_attempts": 2, "initial_backoff": "10ms"}}]}`)
 		inst := n.waitStatus(n.start("step-timeout", "", "").ID, workflow.StatusCompleted, 10*time.Second)
 		if a := inst.State.Steps["a"]; a.Attempts != 2 || string(a.Output) != `"second try"` {
 			t.Errorf("a timed-out attempt uses one attempt: %+v", a)
