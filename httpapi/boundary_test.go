@@ -7,9 +7,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
@@ -61,47 +59,6 @@ func manyKeys(n int) string {
 	}
 	b.WriteString(`}}`)
 	return b.String()
-}
-
-var patchRuns atomic.Int64
-
-// patchTime is the fastest of runs PATCHes of body, each on a new instance.
-func patchTime(t testing.TB, h http.Handler, body string, runs int) time.Duration {
-	t.Helper()
-	best := time.Duration(1<<63 - 1)
-	for range runs {
-		id := fmt.Sprintf("cost-%d", patchRuns.Add(1))
-		if rec := serve(h, "POST", "/v1/workflows", `{"id":"`+id+`"}`); rec.Code != 201 {
-			t.Fatalf("create: %d %s", rec.Code, rec.Body)
-		}
-		start := time.Now()
-		rec := serve(h, "PATCH", "/v1/workflows/"+id, body, "If-Match", `"0"`)
-		d := time.Since(start)
-		if rec.Code != 200 {
-			t.Fatalf("patch: %d %.300s", rec.Code, rec.Body)
-		}
-		best = min(best, d)
-	}
-	return best
-}
-
-// A merge patch costs time linear in its size: eight times the keys may take
-// at most sixteen times as long (the fastest of a few runs each, so that a
-// busy machine does not decide). The merge used before took 40 to 60 times
-// as long for eight times the keys (5,000 and 40,000 keys).
-func TestPatchCostIsLinear(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures PATCHes of 5,000 and 40,000 keys")
-	}
-	h := newHandler(t, backends[0].open(t), 0)
-	small, large := manyKeys(5_000), manyKeys(40_000)
-	patchTime(t, h, small, 1) // warm up
-	ts, tl := patchTime(t, h, small, 5), patchTime(t, h, large, 5)
-	ratio := float64(tl) / float64(ts)
-	t.Logf("5,000 keys: %v; 40,000 keys: %v; ratio %.1f", ts, tl, ratio)
-	if ratio > 16 {
-		t.Errorf("a 40,000-key patch took %.1f times as long as a 5,000-key one (%v vs %v): more than linear", ratio, tl, ts)
-	}
 }
 
 // BenchmarkPatch10kKeys is one PATCH of 10,000 variables through the
