@@ -202,45 +202,44 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 	return w, view, nil
 }
 
-// leaseHolderOp runs decide for the holder of a task's lease: in one
-// transaction it locks the task, checks the lease (before the instance is
-// locked: a stale lease waits for nobody), locks the instance through
-// ModifyState (task, then instance), lets decide — one of the rules — decide
-// on the locked instance and the task's view, and writes the change. It
-// returns the instance as written, the change and the rows it inserted.
+// leaseHolderOp runs decide for the holder of a task's lease: it reads the
+// task and checks the lease (a stale lease reads nothing more), reads the
+// instance, lets decide — one of the rules — decide on them, and writes the
+// change with one guarded store.Apply (the task's update guarded by the
+// lease, the instance by its version), deciding again on a fresh read when
+// something moved. It returns the instance as written, the change and the
+// rows it inserted.
 func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *rules.Task) string, decide func(c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
-	var ch rules.Change
+	var ch *rules.Change
 	var written *workflow.Instance
-	var inserted []*store.Task
+	var w *store.Write
 	err := e.withDefs(ctx, func() error {
-		ch = rules.Change{}
-		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			now := e.clock()
-			row, err := tx.LockTask(ctx, taskID)
+		var err error
+		written, w, ch, err = e.readDecideApply(ctx, func(now time.Time) (*decided, error) {
+			row, err := e.st.LockTask(ctx, taskID) // on the store: a plain read
 			if err != nil {
-				return err
+				return nil, err
 			}
 			t := taskView(row)
 			if err := rules.CheckLease(&t, lease, now); err != nil {
-				return err
+				return nil, err
 			}
-			written, err = tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
-				c, err := e.cached(inst)
-				if err != nil {
-					return err
-				}
-				ch, err = decide(c, inst, &t, now)
-				return err
-			}, cause(&t))
-			if errors.Is(err, workflow.ErrTerminal) {
-				return fmt.Errorf("%w: %w", ErrNotRunning, err)
-			}
+			inst, err := e.st.Get(ctx, t.InstanceID)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			inserted, err = writeChange(ctx, tx, &ch)
-			return err
+			if inst.Status.Terminal() {
+				return nil, fmt.Errorf("%w: %w", ErrNotRunning, terminal(inst))
+			}
+			c, err := e.cached(inst)
+			if err != nil {
+				return nil, err
+			}
+			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, cause: cause(&t), read: byID(row)}
+			d.ch, err = decide(c, inst, &t, now)
+			return d, err
 		})
+		return err
 	})
 	if err != nil {
 		return nil, nil, nil, err
@@ -248,7 +247,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 	if ch.Notify {
 		e.wake()
 	}
-	return written, &ch, inserted, nil
+	return written, ch, w.Insert, nil
 }
 
 // CompleteTask records the output of the attempt holding lease: step
