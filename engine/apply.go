@@ -15,7 +15,7 @@ import (
 // maxApplyAttempts bounds how often a decision is made again after its
 // write conflicted: enough for any real contention on one instance, and a
 // bound should a guard keep missing.
-const maxApplyAttempts = 64
+const maxApplyAttempts = 256
 
 // decided is one decision ready to be written: the instance as read (its
 // version and status are the write's guard) and the change.

@@ -57,8 +57,8 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 	if err != nil {
 		// The writes may have committed and only the answer been lost: the
 		// tasks stored under the leases given here are this worker's to run
-		// (without an instance snapshot, their completion takes the locking
-		// path); left alone, they would wait for their leases to end and
+		// (without an instance snapshot, their completion reads and decides
+		// again); left alone, they would wait for their leases to end and
 		// count an attempt that never ran.
 		if claimed = d.landed(ctx); len(claimed) == 0 {
 			return nil, false, err
@@ -271,11 +271,11 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 //
 // When the worker's claim (or the completion that leased it the task) left
 // the instance's state with the task, the completion is first tried as one
-// CommitStep from that state: one statement instead of a transaction of
-// about nine. If anything moved on in between (another step of the instance
-// completed, the instance was paused, the lease was lost), nothing was
-// written, and the completion runs the locking way, which also says why it
-// fails if it does.
+// CommitStep from that state, without reading anything. If anything moved
+// on in between (another step of the instance completed, the instance was
+// paused, the lease was lost), nothing was written, and the completion reads
+// the task and the instance and decides again (leaseHolderOp), which also
+// says why it fails if it does.
 func (e *Engine) completeTask(ctx context.Context, task Task, output json.RawMessage, queues []string) (*Task, error) {
 	out := bytes.TrimSpace(output)
 	if len(out) == 0 {
@@ -329,7 +329,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	// write checks it again against the stored row.
 	ch, err := e.decide.CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
 	if err != nil || len(ch.Update) > 1 {
-		// Refused (the locking path says why), or existing tasks to
+		// Refused (leaseHolderOp says why), or existing tasks to
 		// re-queue, which CommitStep does not write.
 		return nil, false
 	}
