@@ -39,16 +39,39 @@ type decided struct {
 // maxApplyAttempts). Errors of decide are returned as they are, never
 // retried. It returns the instance as written and the write (its inserted
 // tasks as stored).
-func (e *Engine) readDecideApply(ctx context.Context, decide func(now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
+//
+// A store whose writers are serialised anyway (SQLite) reads, decides and
+// applies in one transaction (store.Capabilities.ConcurrentWriters): the
+// reads then see what the write guards, so it never conflicts, and waits
+// its turn for the write lock rather than lose every race to writers that
+// hold it (a stream of If-Match: * writes would starve it).
+func (e *Engine) readDecideApply(ctx context.Context, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
 	backoff := time.Millisecond
+	serial := !e.st.Capabilities().ConcurrentWriters
 	for attempt := 1; ; attempt++ {
-		now := e.clock()
-		d, err := decide(now)
-		if err != nil {
-			return nil, nil, nil, err
+		var out *workflow.Instance
+		var w *store.Write
+		var d *decided
+		var decideErr error
+		once := func(q store.Querier) error {
+			now := e.clock()
+			if d, decideErr = decide(q, now); decideErr != nil {
+				return decideErr
+			}
+			w = d.write(now)
+			var err error
+			out, err = q.Apply(ctx, w)
+			return err
 		}
-		w := d.write(now)
-		out, err := e.st.Apply(ctx, w)
+		var err error
+		if serial {
+			err = e.st.WithTx(ctx, store.ReadCommitted, once)
+		} else {
+			err = once(e.st)
+		}
+		if decideErr != nil {
+			return nil, nil, nil, decideErr
+		}
 		if err == nil {
 			return out, w, &d.ch, nil
 		}

@@ -146,8 +146,8 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	var ch *rules.Change
 	err := e.withDefs(ctx, func() error {
 		var err error
-		out, _, ch, err = e.readDecideApply(ctx, func(now time.Time) (*decided, error) {
-			inst, err := e.st.Get(ctx, id)
+		out, _, ch, err = e.readDecideApply(ctx, func(q store.Querier, now time.Time) (*decided, error) {
+			inst, err := q.Get(ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -163,7 +163,7 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 			}
 			var tasks []*store.Task
 			if action == "resume" || action == "retry" || action == "cancel" {
-				if tasks, err = e.st.TasksOfInstance(ctx, id, store.LockNone); err != nil {
+				if tasks, err = q.TasksOfInstance(ctx, id, store.LockNone); err != nil {
 					return nil, err
 				}
 			}
@@ -226,15 +226,15 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 		// A stale ExpectedVersion is the decision's own error, returned to
 		// the caller; a write that conflicts is decided again, and then
 		// refused by that check if the version moved.
-		out, _, ch, err = e.readDecideApply(ctx, func(now time.Time) (*decided, error) {
-			inst, err := e.st.Get(ctx, p.ID)
+		out, _, ch, err = e.readDecideApply(ctx, func(q store.Querier, now time.Time) (*decided, error) {
+			inst, err := q.Get(ctx, p.ID)
 			if err != nil {
 				return nil, err
 			}
 			if inst.Status.Terminal() {
 				return nil, terminal(inst)
 			}
-			tasks, err := e.st.TasksOfInstance(ctx, p.ID, store.LockNone)
+			tasks, err := q.TasksOfInstance(ctx, p.ID, store.LockNone)
 			if err != nil {
 				return nil, err
 			}

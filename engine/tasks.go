@@ -215,8 +215,8 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 	var w *store.Write
 	err := e.withDefs(ctx, func() error {
 		var err error
-		written, w, ch, err = e.readDecideApply(ctx, func(now time.Time) (*decided, error) {
-			row, err := e.st.LockTask(ctx, taskID) // on the store: a plain read
+		written, w, ch, err = e.readDecideApply(ctx, func(q store.Querier, now time.Time) (*decided, error) {
+			row, err := q.LockTask(ctx, taskID) // on the store, a plain read
 			if err != nil {
 				return nil, err
 			}
@@ -224,7 +224,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 			if err := rules.CheckLease(&t, lease, now); err != nil {
 				return nil, err
 			}
-			inst, err := e.st.Get(ctx, t.InstanceID)
+			inst, err := q.Get(ctx, t.InstanceID)
 			if err != nil {
 				return nil, err
 			}
