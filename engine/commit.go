@@ -152,7 +152,8 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 	var starts []*commitReq
 	// Two completions of one workflow computed from the same version cannot
 	// both be written: the later ones conflict at once, without costing the
-	// others their batch, and take the locking path.
+	// others their batch, and are decided again from a fresh read
+	// (leaseHolderOp).
 	seen := make(map[string]bool, len(batch))
 	kept := batch[:0]
 	for _, r := range batch {

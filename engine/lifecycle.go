@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
@@ -136,56 +137,46 @@ func (e *Engine) Transition(ctx context.Context, id string, from, to workflow.St
 }
 
 // act performs action; when from is set, only on an instance that is from.
-// The rules (rules.Env.Act) decide; act reads the tasks a resume or retry
-// re-queues, writes the version (and the settled one), and releases the
-// tasks of a cancelled instance.
+// It reads the instance and its tasks, lets the rules decide
+// (rules.Env.Act; a cancel also releases the instance's active tasks,
+// rules.CancelTasks) and writes the version (and the settled one) with one
+// guarded store.Apply, deciding again on a fresh read when something moved.
 func (e *Engine) act(ctx context.Context, id, action string, from workflow.Status, cause string) (*workflow.Instance, error) {
 	var out *workflow.Instance
-	var ch rules.Change
+	var ch *rules.Change
 	err := e.withDefs(ctx, func() error {
-		ch = rules.Change{}
-		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			// Tasks first, then the instance: the fixed lock order.
-			var existing map[string]*rules.Task
-			if action == "resume" || action == "retry" {
-				tasks, err := tx.TasksOfInstance(ctx, id, store.LockWait)
-				if err != nil {
-					return err
-				}
-				existing = byStep(tasks)
-			}
-			var err error
-			out, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
-				if from != "" && inst.Status != from {
-					return &store.StatusMismatchError{ID: inst.ID, Expected: from, Actual: inst.Status}
-				}
-				c, err := e.definitionOf(inst)
-				if err != nil {
-					return err
-				}
-				ch, err = e.decide.Act(c, inst, action, existing, e.clock())
-				return err
-			}, cause)
+		var err error
+		out, _, ch, err = e.readDecideApply(ctx, func(q store.Querier, now time.Time) (*decided, error) {
+			inst, err := q.Get(ctx, id)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if ch.Settled != "" {
-				out, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
-					inst.Status = ch.Settled
-					return nil
-				}, ch.SettledCause)
-				if err != nil {
-					return err
+			if inst.Status.Terminal() {
+				return nil, terminal(inst)
+			}
+			if from != "" && inst.Status != from {
+				return nil, &store.StatusMismatchError{ID: inst.ID, Expected: from, Actual: inst.Status}
+			}
+			c, err := e.definitionOf(inst)
+			if err != nil {
+				return nil, err
+			}
+			var tasks []*store.Task
+			if action == "resume" || action == "retry" || action == "cancel" {
+				if tasks, err = q.TasksOfInstance(ctx, id, store.LockNone); err != nil {
+					return nil, err
 				}
+			}
+			d := &decided{id: id, version: inst.Version, from: inst.Status, cause: cause, read: byID(tasks...)}
+			if d.ch, err = e.decide.Act(c, inst, action, byStep(tasks), now); err != nil {
+				return nil, err
 			}
 			if action == "cancel" {
-				if err := releaseTasks(ctx, tx, id); err != nil {
-					return err
-				}
+				d.ch.Update = append(d.ch.Update, rules.CancelTasks(views(tasks))...)
 			}
-			_, err = writeChange(ctx, tx, &ch)
-			return err
+			return d, nil
 		})
+		return err
 	})
 	var na *rules.NotAllowedError
 	if errors.As(err, &na) {
@@ -202,24 +193,6 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 		e.wake()
 	}
 	return out, nil
-}
-
-// releaseTasks cancels the active tasks of an instance that stopped running
-// (rules.CancelTasks). The instance is already locked, so task rows are
-// taken with SKIP LOCKED only; a task locked by a completion in flight is
-// refused by it (the instance is no longer running) and cancelled later by
-// the orphan sweep.
-func releaseTasks(ctx context.Context, tx store.Querier, id string) error {
-	tasks, err := tx.TasksOfInstance(ctx, id, store.LockSkipLocked)
-	if err != nil {
-		return err
-	}
-	for _, u := range rules.CancelTasks(views(tasks)) {
-		if err := tx.UpdateTask(ctx, newRow(&u.Task)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // CompleteStepParams complete a step from outside (the API).
@@ -247,13 +220,23 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 		return nil, fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
 	}
 	var out *workflow.Instance
-	var ch rules.Change
+	var ch *rules.Change
 	err := e.withDefs(ctx, func() error {
-		ch = rules.Change{}
-		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			tasks, err := tx.TasksOfInstance(ctx, p.ID, store.LockWait)
+		var err error
+		// A stale ExpectedVersion is the decision's own error, returned to
+		// the caller; a write that conflicts is decided again, and then
+		// refused by that check if the version moved.
+		out, _, ch, err = e.readDecideApply(ctx, func(q store.Querier, now time.Time) (*decided, error) {
+			inst, err := q.Get(ctx, p.ID)
 			if err != nil {
-				return err
+				return nil, err
+			}
+			if inst.Status.Terminal() {
+				return nil, terminal(inst)
+			}
+			tasks, err := q.TasksOfInstance(ctx, p.ID, store.LockNone)
+			if err != nil {
+				return nil, err
 			}
 			ec := rules.ExternalCompletion{Step: p.Step, Output: json.RawMessage(output), ExpectedVersion: p.ExpectedVersion}
 			for _, t := range tasks {
@@ -262,24 +245,19 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 					ec.Task = &v
 				}
 			}
-			out, err = tx.ModifyState(ctx, p.ID, func(inst *workflow.Instance) error {
-				c, err := e.definitionOf(inst)
-				if err != nil {
-					return err
-				}
-				ch, err = e.decide.CompleteStep(c, inst, ec, e.clock())
-				var stale *rules.VersionMismatchError
-				if errors.As(err, &stale) {
-					return &store.ConflictError{ID: stale.ID, Expected: stale.Expected, Actual: stale.Actual}
-				}
-				return err
-			}, rules.CompleteStepCause(p.Step))
+			c, err := e.definitionOf(inst)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			_, err = writeChange(ctx, tx, &ch)
-			return err
+			d := &decided{id: p.ID, version: inst.Version, from: inst.Status, cause: rules.CompleteStepCause(p.Step), read: byID(tasks...)}
+			d.ch, err = e.decide.CompleteStep(c, inst, ec, now)
+			var stale *rules.VersionMismatchError
+			if errors.As(err, &stale) {
+				return nil, &store.ConflictError{ID: stale.ID, Expected: stale.Expected, Actual: stale.Actual}
+			}
+			return d, err
 		})
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -57,8 +57,8 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 	if err != nil {
 		// The writes may have committed and only the answer been lost: the
 		// tasks stored under the leases given here are this worker's to run
-		// (without an instance snapshot, their completion takes the locking
-		// path); left alone, they would wait for their leases to end and
+		// (without an instance snapshot, their completion reads and decides
+		// again); left alone, they would wait for their leases to end and
 		// count an attempt that never ran.
 		if claimed = d.landed(ctx); len(claimed) == 0 {
 			return nil, false, err
@@ -202,45 +202,44 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 	return w, view, nil
 }
 
-// leaseHolderOp runs decide for the holder of a task's lease: in one
-// transaction it locks the task, checks the lease (before the instance is
-// locked: a stale lease waits for nobody), locks the instance through
-// ModifyState (task, then instance), lets decide — one of the rules — decide
-// on the locked instance and the task's view, and writes the change. It
-// returns the instance as written, the change and the rows it inserted.
+// leaseHolderOp runs decide for the holder of a task's lease: it reads the
+// task and checks the lease (a stale lease reads nothing more), reads the
+// instance, lets decide — one of the rules — decide on them, and writes the
+// change with one guarded store.Apply (the task's update guarded by the
+// lease, the instance by its version), deciding again on a fresh read when
+// something moved. It returns the instance as written, the change and the
+// rows it inserted.
 func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *rules.Task) string, decide func(c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
-	var ch rules.Change
+	var ch *rules.Change
 	var written *workflow.Instance
-	var inserted []*store.Task
+	var w *store.Write
 	err := e.withDefs(ctx, func() error {
-		ch = rules.Change{}
-		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			now := e.clock()
-			row, err := tx.LockTask(ctx, taskID)
+		var err error
+		written, w, ch, err = e.readDecideApply(ctx, func(q store.Querier, now time.Time) (*decided, error) {
+			row, err := q.LockTask(ctx, taskID) // on the store, a plain read
 			if err != nil {
-				return err
+				return nil, err
 			}
 			t := taskView(row)
 			if err := rules.CheckLease(&t, lease, now); err != nil {
-				return err
+				return nil, err
 			}
-			written, err = tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
-				c, err := e.cached(inst)
-				if err != nil {
-					return err
-				}
-				ch, err = decide(c, inst, &t, now)
-				return err
-			}, cause(&t))
-			if errors.Is(err, workflow.ErrTerminal) {
-				return fmt.Errorf("%w: %w", ErrNotRunning, err)
-			}
+			inst, err := q.Get(ctx, t.InstanceID)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			inserted, err = writeChange(ctx, tx, &ch)
-			return err
+			if inst.Status.Terminal() {
+				return nil, fmt.Errorf("%w: %w", ErrNotRunning, terminal(inst))
+			}
+			c, err := e.cached(inst)
+			if err != nil {
+				return nil, err
+			}
+			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, cause: cause(&t), read: byID(row)}
+			d.ch, err = decide(c, inst, &t, now)
+			return d, err
 		})
+		return err
 	})
 	if err != nil {
 		return nil, nil, nil, err
@@ -248,7 +247,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 	if ch.Notify {
 		e.wake()
 	}
-	return written, &ch, inserted, nil
+	return written, ch, w.Insert, nil
 }
 
 // CompleteTask records the output of the attempt holding lease: step
@@ -272,11 +271,11 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 //
 // When the worker's claim (or the completion that leased it the task) left
 // the instance's state with the task, the completion is first tried as one
-// CommitStep from that state: one statement instead of a transaction of
-// about nine. If anything moved on in between (another step of the instance
-// completed, the instance was paused, the lease was lost), nothing was
-// written, and the completion runs the locking way, which also says why it
-// fails if it does.
+// CommitStep from that state, without reading anything. If anything moved
+// on in between (another step of the instance completed, the instance was
+// paused, the lease was lost), nothing was written, and the completion reads
+// the task and the instance and decides again (leaseHolderOp), which also
+// says why it fails if it does.
 func (e *Engine) completeTask(ctx context.Context, task Task, output json.RawMessage, queues []string) (*Task, error) {
 	out := bytes.TrimSpace(output)
 	if len(out) == 0 {
@@ -330,7 +329,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	// write checks it again against the stored row.
 	ch, err := e.decide.CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
 	if err != nil || len(ch.Update) > 1 {
-		// Refused (the locking path says why), or existing tasks to
+		// Refused (leaseHolderOp says why), or existing tasks to
 		// re-queue, which CommitStep does not write.
 		return nil, false
 	}

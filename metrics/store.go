@@ -102,6 +102,13 @@ func (q instrumentedQuerier) ModifyState(ctx context.Context, id string, fn func
 	return inst, err
 }
 
+func (q instrumentedQuerier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	start := time.Now()
+	inst, err := q.Querier.Apply(ctx, w)
+	q.observe("apply", start, err, true)
+	return inst, err
+}
+
 func (q instrumentedQuerier) TransitionStatus(ctx context.Context, p store.TransitionParams) (*workflow.Instance, error) {
 	start := time.Now()
 	inst, err := q.Querier.TransitionStatus(ctx, p)

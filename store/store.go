@@ -107,6 +107,9 @@ type Querier interface {
 
 	// The task, deadline and notification operations the engine composes.
 	EngineQuerier
+
+	// The one guarded write of a decided change.
+	Applier
 }
 
 // Store is a state store backend.

@@ -481,9 +481,7 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if work.Status != cur.Status && !workflow.CanTransition(cur.Status, work.Status) {
 			return fmt.Errorf("workflow %q: %w: %s → %s", id, workflow.ErrInvalidTransition, cur.Status, work.Status)
 		}
-		if work.Status != cur.Status && work.Status.StopsSteps() {
-			work.State.CancelActiveSteps()
-		}
+		store.StopSteps(cur.Status, work.Status, &work.State)
 		if err := work.State.Validate(); err != nil {
 			return err
 		}

@@ -313,6 +313,12 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, *taskColumn
 		r.CreatedAt, r.UpdatedAt = now, now
 		rows[i] = r
 	}
+	return rows, columnArrays(rows), nil
+}
+
+// columnArrays returns rows as one array per column, for unnest.
+func columnArrays(rows []store.Task) *taskColumnArrays {
+	n := len(rows)
 	c := &taskColumnArrays{
 		ids: make([]string, n), instances: make([]string, n), steps: make([]string, n), queues: make([]string, n),
 		statuses: make([]string, n), attempts: make([]int32, n), maxAttempts: make([]int32, n), runAt: make([]time.Time, n),
@@ -326,7 +332,7 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, *taskColumn
 		c.leases[i], c.owners[i], c.inputs[i], c.lastErrors[i] = r.Lease, r.LeaseOwner, string(r.Input), r.LastError
 		c.leaseUntil[i], c.attemptDeadline[i] = nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline)
 	}
-	return rows, c, nil
+	return c
 }
 
 // taskColumnArrays are new tasks as one array per column, for unnest.

@@ -248,9 +248,7 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if inst.Status != from && !workflow.CanTransition(from, inst.Status) {
 			return fmt.Errorf("workflow %q: %s → %s: %w", id, from, inst.Status, workflow.ErrInvalidTransition)
 		}
-		if inst.Status != from && inst.Status.StopsSteps() {
-			inst.State.CancelActiveSteps()
-		}
+		store.StopSteps(from, inst.Status, &inst.State)
 		if err := inst.State.Validate(); err != nil {
 			return err
 		}
@@ -309,7 +307,7 @@ func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams
 		if err != nil {
 			return interpretError(ctx, err)
 		}
-		if p.To.StopsSteps() && inst.State.CancelActiveSteps() {
+		if store.StopSteps(p.From, p.To, &inst.State) {
 			// Same version, written before the history row copies it.
 			if err := writeState(ctx, c, p.ID, inst.State); err != nil {
 				return err

@@ -53,7 +53,7 @@ func Run(t *testing.T, h Harness) {
 			historyTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, commitTests, timeoutTests, definitionTests,
 			deleteTests,
-			linearizabilityTests,
+			linearizabilityTests, applyTests,
 		} {
 			for _, tc := range groups {
 				t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// maxApplyAttempts bounds how often a decision is made again after its
+// write conflicted: enough for any real contention on one instance, and a
+// bound should a guard keep missing.
+const maxApplyAttempts = 256
+
+// decided is one decision ready to be written: the instance as read (its
+// version and status are the write's guard) and the change.
+type decided struct {
+	id      string
+	version int64
+	from    workflow.Status
+	ch      rules.Change
+	cause   string // the history cause; "" for the rules' own
+	// read holds the task rows the decision was made on, by id: an update
+	// the rules did not guard (a re-queue, a cancel) is written only while
+	// its row is as read.
+	read map[string]*store.Task
+}
+
+// readDecideApply is the engine's write: read and decide (the caller's
+// decide, which reads without locks and calls the rules), then apply the
+// change with one guarded store.Apply. When another write moved the
+// instance or one of its tasks in between, nothing was written: decide
+// runs again on a fresh read, after a short backoff, until ctx ends (or
+// maxApplyAttempts). Errors of decide are returned as they are, never
+// retried. It returns the instance as written and the write (its inserted
+// tasks as stored).
+//
+// A store whose writers are serialised anyway (SQLite) reads, decides and
+// applies in one transaction (store.Capabilities.ConcurrentWriters): the
+// reads then see what the write guards, so it never conflicts, and waits
+// its turn for the write lock rather than lose every race to writers that
+// hold it (a stream of If-Match: * writes would starve it).
+func (e *Engine) readDecideApply(ctx context.Context, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
+	backoff := time.Millisecond
+	serial := !e.st.Capabilities().ConcurrentWriters
+	for attempt := 1; ; attempt++ {
+		var out *workflow.Instance
+		var w *store.Write
+		var d *decided
+		var decideErr error
+		once := func(q store.Querier) error {
+			now := e.clock()
+			if d, decideErr = decide(q, now); decideErr != nil {
+				return decideErr
+			}
+			w = d.write(now)
+			var err error
+			out, err = q.Apply(ctx, w)
+			return err
+		}
+		var err error
+		if serial {
+			err = e.st.WithTx(ctx, store.ReadCommitted, once)
+		} else {
+			err = once(e.st)
+		}
+		if decideErr != nil {
+			return nil, nil, nil, decideErr
+		}
+		if err == nil {
+			return out, w, &d.ch, nil
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt == maxApplyAttempts {
+			return nil, nil, nil, err
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return nil, nil, nil, fmt.Errorf("%w (while retrying: %w)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// write is the store's form of d, guarded by the version read and by each
+// update's guard: the rules' lease guard, else the row as read (status and
+// attempt).
+func (d *decided) write(now time.Time) *store.Write {
+	ch := &d.ch
+	w := &store.Write{
+		ID: d.id, ExpectedVersion: d.version, From: d.from,
+		Status: ch.Status, State: ch.State, Deadline: ch.Deadline, Cause: d.cause,
+		Settled: ch.Settled, SettledCause: ch.SettledCause,
+		Insert: newRows(ch.Insert), Now: now, Notify: ch.Notify,
+	}
+	if w.Cause == "" {
+		w.Cause = ch.Cause
+	}
+	for i := range ch.Update {
+		u := &ch.Update[i]
+		g := store.TaskGuard{Lease: u.Guard.Lease}
+		if row := d.read[u.Task.ID]; g.Lease == "" && row != nil {
+			g.Status, g.Attempt = row.Status, row.Attempt
+		} else if g.Lease == "" {
+			// Not read: guarded by what the rules say it was.
+			g.Status = store.TaskStatus(u.Guard.Status)
+		}
+		w.Update = append(w.Update, store.TaskWrite{Task: newRow(&u.Task), Guard: g})
+	}
+	return w
+}
+
+// byID indexes rows by task id.
+func byID(rows ...*store.Task) map[string]*store.Task {
+	m := make(map[string]*store.Task, len(rows))
+	for _, r := range rows {
+		m[r.ID] = r
+	}
+	return m
+}
+
+// terminal is the error of a write to a terminal instance, as the store's
+// writes report it.
+func terminal(inst *workflow.Instance) error {
+	return fmt.Errorf("workflow %q is %s: %w", inst.ID, inst.Status, workflow.ErrTerminal)
+}

@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// Applier is the one guarded write of a decided change: the engine reads,
+// decides without locks, and applies; a guard that no longer holds changes
+// nothing and says what moved, so that the engine reads and decides again.
+type Applier interface {
+	// Apply writes w atomically and conditionally: the instance moves from
+	// version w.ExpectedVersion to +1 (+2 with w.Settled), with one history
+	// row per version; w.Insert are inserted and every w.Update written, each
+	// only while its guard holds. All of it or nothing: when the instance is
+	// no longer at w.ExpectedVersion it returns a *ConflictError carrying the
+	// actual version, when a task's guard misses a *TaskConflictError (both
+	// errors.Is ErrConflict), and nothing is written. A status that stops
+	// steps applies workflow.State.CancelActiveSteps to w.State (in place) as
+	// every status write does. It returns the instance as written.
+	// Other errors: ErrNotFound, ErrInvalidArgument (see Write.Validate),
+	// workflow.ErrTerminal (w.From is terminal), workflow.ErrInvalidTransition,
+	// workflow.ErrInvalidState, ErrExists (a new task's id or step is taken).
+	// On PostgreSQL it is one statement; on SQLite one BEGIN IMMEDIATE
+	// transaction (a savepoint inside WithTx).
+	Apply(ctx context.Context, w *Write) (*workflow.Instance, error)
+}
+
+// Write is one decided change of an instance, as Apply writes it.
+type Write struct {
+	// ID is the instance; ExpectedVersion the version the change was decided
+	// on (the guard), From its status at that version.
+	ID              string
+	ExpectedVersion int64
+	From            workflow.Status
+	// Status, State and Deadline are the instance as the first new version
+	// leaves it, Cause that version's history cause.
+	Status   workflow.Status
+	State    workflow.State
+	Deadline *time.Time
+	Cause    string
+	// Settled, when set, is a second version in the same write: the same
+	// state, this status (SettledCause its history cause).
+	Settled      workflow.Status
+	SettledCause string
+	// Insert are new tasks of the instance (filled in as stored on
+	// success); Update are existing ones to write back, each with its guard.
+	Insert []*Task
+	Update []TaskWrite
+	// Now is the engine's clock: a lease guard requires a lease running at
+	// Now.
+	Now time.Time
+	// Notify wakes the workers of every node once the write is committed.
+	Notify bool
+}
+
+// TaskWrite is a task row to write back (every mutable field, as UpdateTask
+// writes them) while its guard holds.
+type TaskWrite struct {
+	Task  *Task
+	Guard TaskGuard
+}
+
+// TaskGuard is what the stored row must still be for a TaskWrite to apply.
+// At least one of Lease and Status is set: a write that checks nothing could
+// overwrite a delivery or completion made since the row was read.
+type TaskGuard struct {
+	// Lease, when set: the row is LEASED under this lease, and the lease
+	// runs at Write.Now (the fence of a lease holder).
+	Lease string
+	// Status, when set: the row has this status and this Attempt (the row
+	// as the caller read it: every delivery counts an attempt, every
+	// completion changes the status).
+	Status  TaskStatus
+	Attempt int
+}
+
+// FinalStatus is the status w leaves the instance in.
+func (w *Write) FinalStatus() workflow.Status {
+	if w.Settled != "" {
+		return w.Settled
+	}
+	return w.Status
+}
+
+// NewVersion is the version w leaves the instance at.
+func (w *Write) NewVersion() int64 {
+	if w.Settled != "" {
+		return w.ExpectedVersion + 2
+	}
+	return w.ExpectedVersion + 1
+}
+
+// Prepare checks what does not need the database — a storable change, the
+// transitions the table allows, a valid state, tasks of this instance,
+// guarded updates — and applies CancelActiveSteps to w.State when its
+// first version stops the instance's steps (the store does the same for
+// the settled version's state).
+func (w *Write) Prepare() error {
+	switch {
+	case w.ID == "":
+		return fmt.Errorf("%w: write without an instance id", ErrInvalidArgument)
+	case w.ExpectedVersion < 0:
+		return fmt.Errorf("%w: write of workflow %q at version %d", ErrInvalidArgument, w.ID, w.ExpectedVersion)
+	case w.From.Terminal():
+		return fmt.Errorf("workflow %q is %s: %w", w.ID, w.From, workflow.ErrTerminal)
+	case w.Status != w.From && !workflow.CanTransition(w.From, w.Status):
+		return fmt.Errorf("workflow %q: %w: %s → %s", w.ID, workflow.ErrInvalidTransition, w.From, w.Status)
+	case w.Settled != "" && !workflow.CanTransition(w.Status, w.Settled):
+		return fmt.Errorf("workflow %q: %w: %s → %s", w.ID, workflow.ErrInvalidTransition, w.Status, w.Settled)
+	}
+	for _, t := range w.Insert {
+		if t == nil || t.InstanceID != w.ID {
+			return fmt.Errorf("%w: a write inserts tasks of its own instance %q only", ErrInvalidArgument, w.ID)
+		}
+	}
+	seen := make(map[string]bool, len(w.Update))
+	for _, u := range w.Update {
+		switch {
+		case u.Task == nil || u.Task.InstanceID != w.ID:
+			return fmt.Errorf("%w: a write updates tasks of its own instance %q only", ErrInvalidArgument, w.ID)
+		case u.Guard.Lease == "" && u.Guard.Status == "":
+			return fmt.Errorf("%w: the update of task %q has no guard", ErrInvalidArgument, u.Task.ID)
+		case seen[u.Task.ID]:
+			return fmt.Errorf("%w: task %q is updated twice", ErrInvalidArgument, u.Task.ID)
+		}
+		seen[u.Task.ID] = true
+	}
+	StopSteps(w.From, w.Status, &w.State)
+	return w.State.Validate()
+}
+
+// StopSteps is the rule every status write applies: a change of status to
+// one that stops steps (workflow.Status.StopsSteps) leaves no step RUNNING
+// or WAITING. It reports whether it changed state.
+func StopSteps(from, to workflow.Status, state *workflow.State) bool {
+	if from == to || !to.StopsSteps() {
+		return false
+	}
+	return state.CancelActiveSteps()
+}
+
+// TaskConflictError is an Apply whose task guard missed: the task moved
+// (delivered, completed, released, its lease ended) since it was read, and
+// nothing was written. errors.Is ErrConflict.
+type TaskConflictError struct {
+	InstanceID string
+	TaskID     string
+}
+
+func (e *TaskConflictError) Error() string {
+	return fmt.Sprintf("concurrent modification of workflow %s: task %s is no longer as it was read (moved on, or its lease ended)", e.InstanceID, e.TaskID)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *TaskConflictError) Is(target error) bool { return target == ErrConflict }
+
+// VersionConflict is the conflict of an Apply whose instance is at actual,
+// not at w.ExpectedVersion.
+func (w *Write) VersionConflict(actual int64) error {
+	return &ConflictError{ID: w.ID, Expected: w.ExpectedVersion, Actual: actual}
+}

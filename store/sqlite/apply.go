@@ -1,0 +1,129 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Apply writes w in one write transaction (a savepoint inside WithTx): the
+// version check, each guarded task update, the instance's new version (and
+// the settled one) with their history rows, the new tasks. A miss returns
+// its conflict from inside the transaction, which rolls everything back.
+// See store.Applier.
+func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	if err := w.Prepare(); err != nil {
+		return nil, err
+	}
+	state, err := marshalState(w.State)
+	if err != nil {
+		return nil, err
+	}
+	settledState := state
+	if w.Settled != "" {
+		final := w.State.Clone()
+		if store.StopSteps(w.Status, w.Settled, &final) {
+			if settledState, err = marshalState(final); err != nil {
+				return nil, err
+			}
+		}
+	}
+	now := q.now()
+	inserts, err := prepareTasks(w.Insert, now)
+	if err != nil {
+		return nil, err
+	}
+	updates := make([]store.Task, len(w.Update))
+	for i, u := range w.Update {
+		r := *u.Task
+		if r.Input, err = taskInput(r.Input); err != nil {
+			return nil, fmt.Errorf("task %q: %w", r.ID, err)
+		}
+		normaliseTaskTimes(&r)
+		r.UpdatedAt = store.Timestamp(now)
+		updates[i] = r
+	}
+	var out *workflow.Instance
+	err = q.write(ctx, func(c dbtx) error {
+		_, version, err := currentStatus(ctx, c, w.ID)
+		if err != nil {
+			return err
+		}
+		if version != w.ExpectedVersion {
+			return w.VersionConflict(version)
+		}
+		for i, u := range w.Update {
+			if err := applyTaskWrite(ctx, c, &updates[i], u.Guard, w); err != nil {
+				return err
+			}
+		}
+		if out, err = writeVersion(ctx, c, w.ID, w.Status, state, nullMicros(w.Deadline), w.Cause, micros(now)); err != nil {
+			return err
+		}
+		if w.Settled != "" {
+			if out, err = writeVersion(ctx, c, w.ID, w.Settled, settledState, nullMicros(w.Deadline), w.SettledCause, micros(now)); err != nil {
+				return err
+			}
+		}
+		return insertTasks(ctx, c, inserts)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range w.Insert {
+		*t = inserts[i]
+	}
+	for i, u := range w.Update {
+		*u.Task = updates[i]
+	}
+	return out, nil
+}
+
+// applyTaskWrite writes one updated task while its guard holds; a miss is a
+// *store.TaskConflictError.
+func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuard, w *store.Write) error {
+	var lease, status any // NULL: not guarded
+	if g.Lease != "" {
+		lease = g.Lease
+	}
+	if g.Status != "" {
+		status = string(g.Status)
+	}
+	res, err := c.ExecContext(ctx,
+		`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
+		lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
+		input = ?10, last_error = ?11, updated_at = ?12
+		WHERE id = ?1 AND instance_id = ?13
+			AND (?14 IS NULL OR (status = 'LEASED' AND lease = ?14 AND lease_until > ?15))
+			AND (?16 IS NULL OR (status = ?16 AND attempt = ?17))`,
+		r.ID, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
+		r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
+		string(r.Input), r.LastError, micros(r.UpdatedAt), w.ID, lease, micros(w.Now), status, g.Attempt)
+	if err != nil {
+		return fmt.Errorf("task %q: %w", r.ID, interpretError(ctx, err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return interpretError(ctx, err)
+	}
+	if n == 0 {
+		return &store.TaskConflictError{InstanceID: w.ID, TaskID: r.ID}
+	}
+	return nil
+}
+
+// writeVersion writes one new version of id (the caller checked the
+// version it moves from) and its history row.
+func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status, state string, deadline any, cause string, now int64) (*workflow.Instance, error) {
+	inst, err := scanInstance(c.QueryRowContext(ctx,
+		`UPDATE workflow_instances SET state = ?1, status = ?2, deadline = ?5, version = version + 1, updated_at = ?3
+		WHERE id = ?4
+		RETURNING `+instanceColumns,
+		state, string(status), now, id, deadline))
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return inst, appendHistory(ctx, c, id, cause)
+}

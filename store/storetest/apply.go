@@ -1,0 +1,357 @@
+package storetest
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Apply: one decided change written atomically, guarded by the instance's
+// version and each task's guard; a miss writes nothing and says what moved.
+
+var applyTests = []conformanceTest{
+	{"Apply_ok", testApplyOK},
+	{"Apply_settled", testApplySettled},
+	{"Apply_stopsSteps", testApplyStopsSteps},
+	{"Apply_staleVersion", testApplyStaleVersion},
+	{"Apply_taskGuardMiss", testApplyTaskGuardMiss},
+	{"Apply_invalid", testApplyInvalid},
+	{"Apply_inTx", testApplyInTx},
+	{"Apply_concurrent", testApplyConcurrent},
+}
+
+// applyFixture creates a RUNNING instance id (stepState: step a RUNNING),
+// a task for a leased until an hour from now, and a QUEUED task for w
+// (attempt 0). It returns the instance as stored and both tasks.
+func (b *bundle) applyFixture(t testing.TB, id string) (*workflow.Instance, *store.Task, *store.Task) {
+	t.Helper()
+	eq := b.engine(t)
+	inst, leased := b.commitFixture(t, eq, id)
+	queued := withID(id+"-w", newTask(id, "w", "q1", clockStart))
+	b.insertTasks(t, eq, queued)
+	return b.get(t, inst.ID), leased, b.lockTask(t, eq, queued.ID)
+}
+
+// applyCompletion is the write that completes step a of inst (its task
+// DONE, guarded by its lease), schedules b (a new task) and cancels the
+// queued task of w (guarded by its status and attempt).
+func applyCompletion(inst *workflow.Instance, leased, queued *store.Task, now time.Time) (*store.Write, *store.Task, *store.Task, *store.Task) {
+	c, next := completion(inst, leased, now)
+	cancelled := *queued
+	cancelled.Status = store.TaskCancelled
+	return &store.Write{
+		ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
+		Status: inst.Status, State: c.State, Deadline: inst.Deadline, Cause: "step a completed",
+		Insert: []*store.Task{next},
+		Update: []store.TaskWrite{
+			{Task: c.Task, Guard: store.TaskGuard{Lease: leased.Lease}},
+			{Task: &cancelled, Guard: store.TaskGuard{Status: queued.Status, Attempt: queued.Attempt}},
+		},
+		Now: now, Notify: true,
+	}, c.Task, &cancelled, next
+}
+
+func testApplyOK(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	inst, leased, queued := b.applyFixture(t, "w")
+	now := b.clock.Advance(time.Second)
+	deadline := store.Timestamp(now.Add(time.Hour))
+	w, done, cancelled, next := applyCompletion(inst, leased, queued, now)
+	w.Deadline = &deadline
+	wantState := w.State.Clone()
+	wantDone, wantCancelled := *done, *cancelled
+	got, err := b.s.Apply(b.ctx, w)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	want := *inst
+	want.Version, want.State, want.UpdatedAt, want.Deadline = inst.Version+1, wantState, store.Timestamp(now), &deadline
+	assertInstance(t, "Apply's result", &want, got)
+	assertInstance(t, "instance after Apply", &want, b.get(t, inst.ID))
+	hist := b.history(t, inst.ID)
+	if len(hist) != int(inst.Version)+2 {
+		t.Fatalf("history has %d rows after Apply, want %d", len(hist), inst.Version+2)
+	}
+	last := hist[len(hist)-1]
+	if last.Version != inst.Version+1 || last.Cause != "step a completed" || last.Status != workflow.StatusRunning {
+		t.Errorf("last history row: version %d, status %s, cause %q; want %d, RUNNING, %q", last.Version, last.Status, last.Cause, inst.Version+1, "step a completed")
+	}
+	assertState(t, "history state of the write", wantState, last.State)
+	checkTime(t, "history row time", last.At, now)
+
+	wantDone.UpdatedAt, wantCancelled.UpdatedAt = store.Timestamp(now), store.Timestamp(now)
+	assertTask(t, "the completed task", &wantDone, b.lockTask(t, eq, leased.ID))
+	assertTask(t, "the cancelled task", &wantCancelled, b.lockTask(t, eq, queued.ID))
+	assertTask(t, "the inserted task", stored(next, now), b.lockTask(t, eq, next.ID))
+	assertTask(t, "the caller's inserted task", stored(next, now), next)
+}
+
+// A settled second version: the action's status, then the one the instance
+// settles in, two history rows with their causes; the second version's
+// state has its active steps cancelled (the settled status stops steps),
+// the first's does not.
+func testApplySettled(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst := b.running(t, "w")
+	inst = b.transition(t, inst.ID, workflow.StatusRunning, workflow.StatusPaused)
+	now := b.clock.Advance(time.Second)
+	w := &store.Write{
+		ID: inst.ID, ExpectedVersion: inst.Version, From: workflow.StatusPaused,
+		Status: workflow.StatusRunning, State: inst.State.Clone(), Cause: "resume",
+		Settled: workflow.StatusFailed, SettledCause: "FAILED after resume", Now: now,
+	}
+	got, err := b.s.Apply(b.ctx, w)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if got.Version != inst.Version+2 || got.Status != workflow.StatusFailed {
+		t.Errorf("Apply returned version %d, status %s; want %d, FAILED", got.Version, got.Status, inst.Version+2)
+	}
+	stopped := inst.State.Clone()
+	stopped.CancelActiveSteps()
+	assertState(t, "state returned", stopped, got.State)
+	stored := b.get(t, inst.ID)
+	if stored.Version != inst.Version+2 || stored.Status != workflow.StatusFailed {
+		t.Errorf("stored version %d, status %s; want %d, FAILED", stored.Version, stored.Status, inst.Version+2)
+	}
+	assertState(t, "state stored", stopped, stored.State)
+	hist := b.history(t, inst.ID)
+	if len(hist) != int(inst.Version)+3 {
+		t.Fatalf("history has %d rows, want %d", len(hist), inst.Version+3)
+	}
+	first, second := hist[len(hist)-2], hist[len(hist)-1]
+	if first.Version != inst.Version+1 || first.Status != workflow.StatusRunning || first.Cause != "resume" {
+		t.Errorf("first new history row: version %d, status %s, cause %q", first.Version, first.Status, first.Cause)
+	}
+	assertState(t, "first new version's state", inst.State, first.State)
+	if second.Version != inst.Version+2 || second.Status != workflow.StatusFailed || second.Cause != "FAILED after resume" {
+		t.Errorf("second new history row: version %d, status %s, cause %q", second.Version, second.Status, second.Cause)
+	}
+	assertState(t, "settled version's state", stopped, second.State)
+}
+
+// A status that stops steps cancels the active ones, as every status write
+// does.
+func testApplyStopsSteps(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst := b.running(t, "w")
+	w := &store.Write{
+		ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
+		Status: workflow.StatusCancelled, State: inst.State.Clone(), Cause: "cancel", Now: b.clock.Now(),
+	}
+	got, err := b.s.Apply(b.ctx, w)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	want := inst.State.Clone()
+	want.CancelActiveSteps()
+	assertState(t, "state of the cancelled instance", want, got.State)
+	assertState(t, "stored state of the cancelled instance", want, b.get(t, inst.ID).State)
+	if h := b.history(t, inst.ID); h[len(h)-1].Status != workflow.StatusCancelled {
+		t.Errorf("last history row is %s, want CANCELLED", h[len(h)-1].Status)
+	}
+}
+
+// applyUnchanged fails t unless the instance, its history and its tasks
+// are as before a failed Apply, and the task it would insert is absent.
+func (b *bundle) applyUnchanged(t testing.TB, what string, snap snapshot, tasks []*store.Task) {
+	t.Helper()
+	eq := b.engine(t)
+	b.unchanged(t, what, snap)
+	got := b.tasksOf(t, eq, snap.inst.ID)
+	if len(got) != len(tasks) {
+		t.Errorf("%s: instance has %d tasks, want %d", what, len(got), len(tasks))
+	}
+	for _, tk := range tasks {
+		assertTask(t, what+": task "+tk.ID, tk, b.lockTask(t, eq, tk.ID))
+	}
+}
+
+func testApplyStaleVersion(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst, leased, queued := b.applyFixture(t, "w")
+	now := b.clock.Now()
+	w, _, _, _ := applyCompletion(inst, leased, queued, now)
+	w.ExpectedVersion = inst.Version + 1 // not yet written: as stale as an older one
+	snap := b.snapshot(t, inst.ID)
+	before := b.tasksOf(t, b.engine(t), inst.ID)
+	_, err := b.s.Apply(b.ctx, w)
+	wantConflict(t, "Apply at a stale version", err, inst.ID, inst.Version+1, inst.Version)
+	b.applyUnchanged(t, "after a stale Apply", snap, before)
+}
+
+func testApplyTaskGuardMiss(t *testing.T, h Harness) {
+	for _, tc := range []struct {
+		name   string
+		change func(w *store.Write)
+		taskID string // the task whose guard misses
+	}{
+		{"wrong lease", func(w *store.Write) { w.Update[0].Guard.Lease = "another lease" }, "w-a"},
+		{"lease ended", func(w *store.Write) { w.Now = w.Now.Add(2 * time.Hour) }, "w-a"},
+		{"lease guard on a task that is not leased", func(w *store.Write) {
+			w.Update[1].Guard = store.TaskGuard{Lease: "lease-w-a"}
+		}, "w-w"},
+		{"wrong status", func(w *store.Write) { w.Update[1].Guard.Status = store.TaskLeased }, "w-w"},
+		{"wrong attempt", func(w *store.Write) { w.Update[1].Guard.Attempt = 1 }, "w-w"},
+		{"only update misses", func(w *store.Write) {
+			w.Update = w.Update[1:]
+			w.Update[0].Guard.Attempt = 7
+		}, "w-w"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t, h)
+			inst, leased, queued := b.applyFixture(t, "w")
+			w, _, _, _ := applyCompletion(inst, leased, queued, b.clock.Now())
+			tc.change(w)
+			snap := b.snapshot(t, inst.ID)
+			before := b.tasksOf(t, b.engine(t), inst.ID)
+			_, err := b.s.Apply(b.ctx, w)
+			var tc2 *store.TaskConflictError
+			if !errors.As(err, &tc2) {
+				t.Fatalf("Apply = %v (%T), want a *store.TaskConflictError", err, err)
+			}
+			if tc2.TaskID != tc.taskID || tc2.InstanceID != inst.ID {
+				t.Errorf("TaskConflictError names task %q of %q, want %q of %q", tc2.TaskID, tc2.InstanceID, tc.taskID, inst.ID)
+			}
+			wantErrorIs(t, "task guard miss", err, store.ErrConflict)
+			b.applyUnchanged(t, "after a task guard miss", snap, before)
+		})
+	}
+}
+
+func testApplyInvalid(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst, leased, queued := b.applyFixture(t, "w")
+	now := b.clock.Now()
+	snap := b.snapshot(t, inst.ID)
+	before := b.tasksOf(t, b.engine(t), inst.ID)
+	for _, tc := range []struct {
+		name   string
+		change func(w *store.Write)
+		want   error
+	}{
+		{"unguarded update", func(w *store.Write) { w.Update[1].Guard = store.TaskGuard{} }, store.ErrInvalidArgument},
+		{"task of another instance", func(w *store.Write) { w.Update[1].Task.InstanceID = "other" }, store.ErrInvalidArgument},
+		{"task inserted for another instance", func(w *store.Write) { w.Insert[0].InstanceID = "other" }, store.ErrInvalidArgument},
+		{"task updated twice", func(w *store.Write) { w.Update[1] = w.Update[0] }, store.ErrInvalidArgument},
+		{"transition not allowed", func(w *store.Write) { w.Status = workflow.StatusPending }, workflow.ErrInvalidTransition},
+		{"terminal", func(w *store.Write) { w.From = workflow.StatusCompleted }, workflow.ErrTerminal},
+		{"unknown instance", func(w *store.Write) {
+			w.ID, w.Insert, w.Update = "nobody", nil, nil
+		}, store.ErrNotFound},
+		{"new task's step taken", func(w *store.Write) { w.Insert[0].StepID = "w" }, store.ErrExists},
+	} {
+		w, _, _, _ := applyCompletion(inst, leased, queued, now)
+		tc.change(w)
+		_, err := b.s.Apply(b.ctx, w)
+		wantErrorIs(t, tc.name, err, tc.want)
+		b.applyUnchanged(t, tc.name, snap, before)
+	}
+}
+
+func testApplyInTx(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst, leased, queued := b.applyFixture(t, "w")
+	snap := b.snapshot(t, inst.ID)
+	before := b.tasksOf(t, b.engine(t), inst.ID)
+	rollback := errors.New("roll back")
+	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
+		w, _, _, _ := applyCompletion(inst, leased, queued, b.clock.Now())
+		if _, err := tx.Apply(b.ctx, w); err != nil {
+			return err
+		}
+		return rollback
+	})
+	if !errors.Is(err, rollback) {
+		t.Fatalf("WithTx = %v, want the rollback error", err)
+	}
+	b.applyUnchanged(t, "after a rolled back Apply", snap, before)
+
+	// A miss inside a transaction leaves the transaction usable on SQLite
+	// and aborts it on PostgreSQL; either way nothing of it is written.
+	_ = b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
+		w, _, _, _ := applyCompletion(inst, leased, queued, b.clock.Now())
+		w.ExpectedVersion++
+		_, err := tx.Apply(b.ctx, w)
+		wantErrorIs(t, "stale Apply in WithTx", err, store.ErrConflict)
+		return err
+	})
+	b.applyUnchanged(t, "after a stale Apply in WithTx", snap, before)
+
+	err = b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
+		w, _, _, _ := applyCompletion(inst, leased, queued, b.clock.Now())
+		_, err := tx.Apply(b.ctx, w)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Apply in WithTx: %v", err)
+	}
+	if got := b.get(t, inst.ID); got.Version != inst.Version+1 {
+		t.Errorf("version %d after Apply in a committed transaction, want %d", got.Version, inst.Version+1)
+	}
+	if n := len(b.tasksOf(t, b.engine(t), inst.ID)); n != 3 {
+		t.Errorf("instance has %d tasks after a committed Apply, want 3", n)
+	}
+}
+
+// Eight writers increment one counter through read → decide → Apply,
+// reading again on every conflict: every increment lands exactly once,
+// and the history has every version once, in order, each with the value
+// its write decided.
+func testApplyConcurrent(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst := b.create(t, store.CreateParams{Status: workflow.StatusRunning, State: counterState(0)})
+	const writers, each = 8, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				for {
+					cur, err := b.s.Get(b.ctx, inst.ID)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if err := increment(&cur.State); err != nil {
+						errs <- err
+						return
+					}
+					_, err = b.s.Apply(b.ctx, &store.Write{
+						ID: cur.ID, ExpectedVersion: cur.Version, From: cur.Status, Status: cur.Status,
+						State: cur.State, Cause: "increment", Now: b.clock.Now(),
+					})
+					if errors.Is(err, store.ErrConflict) {
+						continue
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					break
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("writer: %v", err)
+	}
+	final := b.get(t, inst.ID)
+	if n := counter(final.State); n != writers*each || final.Version != writers*each {
+		t.Fatalf("counter %d at version %d, want %d at version %d", n, final.Version, writers*each, writers*each)
+	}
+	for i, e := range b.history(t, inst.ID) {
+		if e.Version != int64(i) || counter(e.State) != i {
+			t.Errorf("history row %d: version %d, counter %d", i, e.Version, counter(e.State))
+		}
+	}
+}
