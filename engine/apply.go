@@ -17,6 +17,13 @@ import (
 // bound should a guard keep missing.
 const maxApplyAttempts = 256
 
+// lockAfterConflicts is how many conflicts of an instance's writers a
+// decision loses before it reads under the instance's row lock instead: a
+// stream of writers that wait for that lock (PATCH with If-Match: *) could
+// otherwise win every race, and a read-modify-write must end by waiting for
+// its turn, never fail for contention alone.
+const lockAfterConflicts = 8
+
 // decided is one decision ready to be written: the instance as read (its
 // version and status are the write's guard) and the change.
 type decided struct {
@@ -40,12 +47,17 @@ type decided struct {
 // retried. It returns the instance as written and the write (its inserted
 // tasks as stored).
 //
+// With lockID (the instance the decision reads) the loop, after
+// lockAfterConflicts conflicts, reads under the row locks of the instance's
+// tasks and of the instance, in one transaction with the write, so it waits
+// for the other writers instead of racing them.
+//
 // A store whose writers are serialised anyway (SQLite) reads, decides and
 // applies in one transaction (store.Capabilities.ConcurrentWriters): the
 // reads then see what the write guards, so it never conflicts, and waits
 // its turn for the write lock rather than lose every race to writers that
 // hold it (a stream of If-Match: * writes would starve it).
-func (e *Engine) readDecideApply(ctx context.Context, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
+func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
 	backoff := time.Millisecond
 	serial := !e.st.Capabilities().ConcurrentWriters
 	for attempt := 1; ; attempt++ {
@@ -64,9 +76,20 @@ func (e *Engine) readDecideApply(ctx context.Context, decide func(q store.Querie
 			return err
 		}
 		var err error
-		if serial {
+		switch {
+		case serial:
 			err = e.st.WithTx(ctx, store.ReadCommitted, once)
-		} else {
+		case lockID != "" && attempt > lockAfterConflicts:
+			err = e.st.WithTx(ctx, store.ReadCommitted, func(q store.Querier) error {
+				if _, err := q.TasksOfInstance(ctx, lockID, store.LockWait); err != nil {
+					return err
+				}
+				if _, err := q.LockInstance(ctx, lockID); err != nil {
+					return err
+				}
+				return once(q)
+			})
+		default:
 			err = once(e.st)
 		}
 		if decideErr != nil {

@@ -215,7 +215,9 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 	var w *store.Write
 	err := e.withDefs(ctx, func() error {
 		var err error
-		written, w, ch, err = e.readDecideApply(ctx, func(q store.Querier, now time.Time) (*decided, error) {
+		// No lock fallback: only the lease holder writes through here, and
+		// its lease is the guard that matters.
+		written, w, ch, err = e.readDecideApply(ctx, "", func(q store.Querier, now time.Time) (*decided, error) {
 			row, err := q.LockTask(ctx, taskID) // on the store, a plain read
 			if err != nil {
 				return nil, err

@@ -98,6 +98,12 @@ type EngineQuerier interface {
 	UpdateTask(ctx context.Context, t *Task) error
 	// TasksOfInstance returns the instance's tasks, locked per mode.
 	TasksOfInstance(ctx context.Context, instanceID string, mode LockMode) ([]*Task, error)
+	// LockInstance is Get, and inside a transaction the instance's row stays
+	// locked (waiting for other writers) until the transaction ends, so a
+	// write decided on what it read cannot conflict. Lock the instance's
+	// tasks first (TasksOfInstance with LockWait): tasks, then instance is
+	// the lock order of every write.
+	LockInstance(ctx context.Context, id string) (*workflow.Instance, error)
 	// LockClaimable returns up to limit QUEUED tasks of the given queues with
 	// run_at <= now whose instance is RUNNING (or, for QueueSleep, RUNNING or
 	// PAUSED), oldest run_at first, locked with SKIP LOCKED. Call it inside

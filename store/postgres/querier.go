@@ -270,6 +270,11 @@ func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error
 	return q.getRow(ctx, getSQL, id)
 }
 
+// LockInstance is Get FOR NO KEY UPDATE (the lock ModifyState takes).
+func (q *querier) LockInstance(ctx context.Context, id string) (*workflow.Instance, error) {
+	return q.getRow(ctx, lockSQL, id)
+}
+
 func (q *querier) getRow(ctx context.Context, sql, id string) (*workflow.Instance, error) {
 	if !storableText(id) {
 		return nil, store.NotFound(id)

@@ -113,6 +113,12 @@ func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error
 	return getInstance(ctx, q.read, id)
 }
 
+// LockInstance is Get: a transaction holds the database's one write lock
+// from its start, so nothing else can change the row until it ends.
+func (q *querier) LockInstance(ctx context.Context, id string) (*workflow.Instance, error) {
+	return q.Get(ctx, id)
+}
+
 // List returns one page of instances, newest first, with keyset pagination on
 // (created_at, id).
 func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage, error) {

@@ -22,6 +22,7 @@ var applyTests = []conformanceTest{
 	{"Apply_invalid", testApplyInvalid},
 	{"Apply_inTx", testApplyInTx},
 	{"Apply_concurrent", testApplyConcurrent},
+	{"LockInstance", testLockInstance},
 }
 
 // applyFixture creates a RUNNING instance id (stepState: step a RUNNING),
@@ -353,5 +354,53 @@ func testApplyConcurrent(t *testing.T, h Harness) {
 		if e.Version != int64(i) || counter(e.State) != i {
 			t.Errorf("history row %d: version %d, counter %d", i, e.Version, counter(e.State))
 		}
+	}
+}
+
+// LockInstance inside a transaction keeps other writers of the instance
+// waiting until the transaction ends: a write decided on what it read lands
+// even when another writer tries in between, and that writer's change comes
+// after it. Unknown ids are ErrNotFound, inside a transaction and outside.
+func testLockInstance(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst, leased, queued := b.applyFixture(t, "w")
+	if _, err := b.s.LockInstance(b.ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("LockInstance of an unknown id: %v, want ErrNotFound", err)
+	}
+	other := make(chan error, 1)
+	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
+		if _, err := tx.TasksOfInstance(b.ctx, inst.ID, store.LockWait); err != nil {
+			return err
+		}
+		locked, err := tx.LockInstance(b.ctx, inst.ID)
+		if err != nil {
+			return err
+		}
+		if locked.Version != inst.Version || locked.Status != inst.Status {
+			t.Errorf("LockInstance = version %d %s, want %d %s", locked.Version, locked.Status, inst.Version, inst.Status)
+		}
+		go func() {
+			_, err := b.s.ModifyState(b.ctx, inst.ID, func(i *workflow.Instance) error {
+				return i.State.SetVar("other", true)
+			}, "other writer")
+			other <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // the other writer's chance to slip in, were the row not locked
+		w, _, _, _ := applyCompletion(locked, leased, queued, b.clock.Now())
+		_, err = tx.Apply(b.ctx, w)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Apply decided under LockInstance: %v, want it written", err)
+	}
+	if err := <-other; err != nil {
+		t.Fatalf("the other writer: %v", err)
+	}
+	got := b.get(t, inst.ID)
+	if got.Version != inst.Version+2 || got.State.Steps["a"].Status != workflow.StepCompleted {
+		t.Errorf("after both writes: version %d, step a %s; want version %d, a COMPLETED", got.Version, got.State.Steps["a"].Status, inst.Version+2)
+	}
+	if v, _ := got.State.Var("other", new(bool)); !v {
+		t.Error("the other writer's change is missing")
 	}
 }
