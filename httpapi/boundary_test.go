@@ -47,20 +47,6 @@ func serve(h http.Handler, method, path, body string, headers ...string) *httpte
 	return rec
 }
 
-// manyKeys is a merge patch setting n variables.
-func manyKeys(n int) string {
-	var b strings.Builder
-	b.WriteString(`{"variables":{`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `"k%d":%d`, i, i)
-	}
-	b.WriteString(`}}`)
-	return b.String()
-}
-
 // BenchmarkPatch10kKeys is one PATCH of 10,000 variables through the
 // handler on SQLite.
 func BenchmarkPatch10kKeys(b *testing.B) {
@@ -69,7 +55,7 @@ func BenchmarkPatch10kKeys(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := newHandler(b, st, 0)
-	body := manyKeys(10_000)
+	body := httpapi.VariablesPatch(10_000)
 	for i := 0; b.Loop(); i++ {
 		id := fmt.Sprintf("bench-%d", i)
 		b.StopTimer()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/store/sqlite"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -25,14 +24,7 @@ func bigState() workflow.State {
 // nothing (an empty claim, which the engine makes all the time) do not count.
 func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
 	ctx := context.Background()
-	base, err := sqlite.Open(ctx, "sqlite:"+t.TempDir()+"/full.db", sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { base.Close() })
-	if _, err := base.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	base := openSQLiteAt(t, "sqlite:"+t.TempDir()+"/full.db")
 	m := metrics.New()
 	s := m.InstrumentStore(base)
 	full := func() bool { return s.(store.StorageReporter).StorageFull() }
@@ -58,7 +50,7 @@ func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
 	if _, err := base.SetMaxPageCount(ctx, 1); err != nil { // clamped to the current size
 		t.Fatal(err)
 	}
-	_, err = s.ReplaceState(ctx, "w", 0, bigState(), "grow")
+	_, err := s.ReplaceState(ctx, "w", 0, bigState(), "grow")
 	if !errors.Is(err, store.ErrStorageFull) {
 		t.Fatalf("a write past max_page_count = %v, want ErrStorageFull", err)
 	}

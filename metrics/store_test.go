@@ -179,8 +179,14 @@ func gatherOps(t *testing.T, m *metrics.Metrics) map[string]bool {
 // openSQLite opens a migrated in-memory SQLite store, closed with the test.
 func openSQLite(t *testing.T) store.Store {
 	t.Helper()
+	return openSQLiteAt(t, "sqlite::memory:")
+}
+
+// openSQLiteAt opens and migrates the SQLite database at url.
+func openSQLiteAt(t *testing.T, url string) *sqlite.Store {
+	t.Helper()
 	ctx := context.Background()
-	base, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
+	base, err := sqlite.Open(ctx, url, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
