@@ -56,9 +56,11 @@ type Querier interface {
 	ReplaceState(ctx context.Context, id string, expectedVersion int64, newState workflow.State, cause string) (*workflow.Instance, error)
 
 	// ModifyState locks the row, calls fn with the current instance and writes
-	// what fn left in inst.State and inst.Status, all in one transaction: it
-	// never conflicts with other writers (a server-side read-modify-write). fn is not called for a terminal instance
-	// (workflow.ErrTerminal). A status change must be in the transition table
+	// what fn left in inst.State, inst.Status and inst.Deadline, all in one
+	// transaction: it never conflicts with other writers (a server-side
+	// read-modify-write). fn gets a copy of the instance (see Modify, which
+	// every backend uses) and is not called for a terminal instance
+	// (workflow.ErrTerminal); a nil fn is ErrInvalidArgument. A status change must be in the transition table
 	// (workflow.ErrInvalidTransition); changes to other fields are ignored.
 	// fn's error aborts the change and is returned unchanged: it is the
 	// caller's own, and its message reaches API clients as it was written.

@@ -471,45 +471,24 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if err != nil {
 			return err
 		}
-		if cur.Status.Terminal() {
-			return fmt.Errorf("workflow %q is %s: %w", id, cur.Status, workflow.ErrTerminal)
-		}
-		// fn gets its own copy: only State, Status and Deadline are taken
-		// from it.
-		work := *cur
-		work.State = cur.State.Clone()
-		work.Deadline = timestampPtr(cur.Deadline)
-		work.Input = append(json.RawMessage(nil), cur.Input...)
-		if err := fn(&work); err != nil {
-			return err // the caller's own error, as it made it
-		}
-		if work.Status != cur.Status && !workflow.CanTransition(cur.Status, work.Status) {
-			return fmt.Errorf("workflow %q: %w: %s → %s", id, workflow.ErrInvalidTransition, cur.Status, work.Status)
-		}
-		store.StopSteps(cur.Status, work.Status, &work.State)
-		if err := work.State.Validate(); err != nil {
+		work, err := store.Modify(cur, fn)
+		if err != nil {
 			return err
 		}
 		stateJSON, err := marshalState(work.State)
 		if err != nil {
 			return err
 		}
-		// A copy, not a re-parse of stateJSON (as in ReplaceState): fn may
-		// keep references into work.
-		state := work.State.Clone()
 		now := tq.timestamp()
 		deadline := timestampPtr(work.Deadline)
 		var version int64
 		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline).Scan(&version); err != nil {
 			return interpretError(err, id)
 		}
-		res := *cur
-		res.State = state
-		res.Status = work.Status
-		res.Deadline = deadline
-		res.Version = version
-		res.UpdatedAt = now
-		out = &res
+		work.Deadline = deadline
+		work.Version = version
+		work.UpdatedAt = now
+		out = work
 		return nil
 	})
 	if err != nil {

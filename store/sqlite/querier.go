@@ -234,28 +234,15 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 // IMMEDIATE already excludes every other writer, so no row lock is needed and
 // the write cannot conflict.
 func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
-	if fn == nil {
-		return nil, fmt.Errorf("%w: nil update function", store.ErrInvalidArgument)
-	}
 	now := q.timestamp()
 	var out *workflow.Instance
 	err := q.write(ctx, func(c dbtx) error {
-		inst, err := getInstance(ctx, c, id)
+		cur, err := getInstance(ctx, c, id)
 		if err != nil {
 			return err
 		}
-		if inst.Status.Terminal() {
-			return terminal(id, inst.Status)
-		}
-		from := inst.Status
-		if err := fn(inst); err != nil {
-			return err // the caller's own error, as it made it
-		}
-		if inst.Status != from && !workflow.CanTransition(from, inst.Status) {
-			return fmt.Errorf("workflow %q: %s → %s: %w", id, from, inst.Status, workflow.ErrInvalidTransition)
-		}
-		store.StopSteps(from, inst.Status, &inst.State)
-		if err := inst.State.Validate(); err != nil {
+		inst, err := store.Modify(cur, fn)
+		if err != nil {
 			return err
 		}
 		state, err := marshalState(inst.State)

@@ -23,6 +23,8 @@ var modifyTests = []conformanceTest{
 	{"ModifyState_invalidTransition", testModifyStateInvalidTransition},
 	{"ModifyState_invalidState", testModifyStateInvalidState},
 	{"ModifyState_concurrent", testModifyStateConcurrent},
+	{"ModifyState_nilFn", testModifyStateNilFn},
+	{"ModifyState_fnKeepsReference", testModifyStateFnKeepsReference},
 }
 
 var retryTests = []conformanceTest{
@@ -382,4 +384,41 @@ func testUpdateWithRetryTerminal(t *testing.T, h Harness) {
 		t.Errorf("%d retries for a terminal instance, want 0", retries.Load())
 	}
 	b.unchanged(t, "UpdateWithRetry on a COMPLETED instance", snap)
+}
+
+// Every backend refuses a nil function the same way, writing nothing.
+func testModifyStateNilFn(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst := b.create(t, store.CreateParams{State: counterState(0)})
+	snap := b.snapshot(t, inst.ID)
+	got, err := b.s.ModifyState(b.ctx, inst.ID, nil, "nil")
+	if got != nil {
+		t.Errorf("ModifyState with a nil fn returned an instance: %+v", got)
+	}
+	wantErrorIs(t, "ModifyState with a nil fn", err, store.ErrInvalidArgument)
+	b.unchanged(t, "ModifyState with a nil fn", snap)
+}
+
+// fn gets a copy: changing the state it was given after ModifyState
+// returned changes neither what is stored nor the instance returned.
+func testModifyStateFnKeepsReference(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst := b.create(t, store.CreateParams{State: counterState(0)})
+	var kept *workflow.Instance
+	got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+		kept = cur
+		return increment(&cur.State)
+	}, "keep")
+	if err != nil {
+		t.Fatalf("ModifyState: %v", err)
+	}
+	if err := kept.State.SetVar("later", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.State.Variables["later"]; ok {
+		t.Errorf("the instance ModifyState returned shares its state with fn's argument: %s", got.State.Variables)
+	}
+	if _, ok := b.get(t, inst.ID).State.Variables["later"]; ok {
+		t.Errorf("the stored state changed after ModifyState returned")
+	}
 }
