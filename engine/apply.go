@@ -36,6 +36,10 @@ type decided struct {
 	// the rules did not guard (a re-queue, a cancel) is written only while
 	// its row is as read.
 	read map[string]*store.Task
+	// tasksOnly: the change writes task rows alone (store.Write.TasksOnly),
+	// no version of the instance; from, when set, is then the status the
+	// instance must still have.
+	tasksOnly bool
 }
 
 // readDecideApply is the engine's write: read and decide (the caller's
@@ -44,8 +48,9 @@ type decided struct {
 // instance or one of its tasks in between, nothing was written: decide
 // runs again on a fresh read, after a short backoff, until ctx ends (or
 // maxApplyAttempts). Errors of decide are returned as they are, never
-// retried. It returns the instance as written and the write (its inserted
-// tasks as stored).
+// retried; a decide that returns nil decided there is nothing to write (and
+// readDecideApply returns nils). It returns the instance as written (nil for
+// a tasks-only write) and the write (its inserted tasks as stored).
 //
 // With lockID (the instance the decision reads) the loop, after
 // lockAfterConflicts conflicts, reads under the row locks of the instance's
@@ -67,7 +72,7 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		var decideErr error
 		once := func(q store.Querier) error {
 			now := e.clock()
-			if d, decideErr = decide(q, now); decideErr != nil {
+			if d, decideErr = decide(q, now); decideErr != nil || d == nil {
 				return decideErr
 			}
 			w = d.write(now)
@@ -84,9 +89,6 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 				if _, err := q.TasksOfInstance(ctx, lockID, store.LockWait); err != nil {
 					return err
 				}
-				if _, err := q.LockInstance(ctx, lockID); err != nil {
-					return err
-				}
 				return once(q)
 			})
 		default:
@@ -94,6 +96,9 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		}
 		if decideErr != nil {
 			return nil, nil, nil, decideErr
+		}
+		if err == nil && d == nil {
+			return nil, nil, nil, nil
 		}
 		if err == nil {
 			return out, w, &d.ch, nil
@@ -116,18 +121,19 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 // attempt).
 func (d *decided) write(now time.Time) *store.Write {
 	ch := &d.ch
-	w := &store.Write{
-		ID: d.id, ExpectedVersion: d.version, From: d.from,
-		Status: ch.Status, State: ch.State, Deadline: ch.Deadline, Cause: d.cause,
-		Settled: ch.Settled, SettledCause: ch.SettledCause,
-		Insert: newRows(ch.Insert), Now: now, Notify: ch.Notify,
-	}
-	if w.Cause == "" {
-		w.Cause = ch.Cause
+	w := &store.Write{ID: d.id, From: d.from, Now: now, Notify: ch.Notify, TasksOnly: d.tasksOnly}
+	if !d.tasksOnly {
+		w.ExpectedVersion = d.version
+		w.Status, w.State, w.Deadline, w.Cause = ch.Status, ch.State, ch.Deadline, d.cause
+		w.Settled, w.SettledCause = ch.Settled, ch.SettledCause
+		w.Insert = newRows(ch.Insert)
+		if w.Cause == "" {
+			w.Cause = ch.Cause
+		}
 	}
 	for i := range ch.Update {
 		u := &ch.Update[i]
-		g := store.TaskGuard{Lease: u.Guard.Lease}
+		g := store.TaskGuard{Lease: u.Guard.Lease, LeaseEnded: u.Guard.LeaseEnded}
 		if row := d.read[u.Task.ID]; g.Lease == "" && row != nil {
 			g.Status, g.Attempt = row.Status, row.Attempt
 		} else if g.Lease == "" {
@@ -137,6 +143,13 @@ func (d *decided) write(now time.Time) *store.Write {
 		w.Update = append(w.Update, store.TaskWrite{Task: newRow(&u.Task), Guard: g})
 	}
 	return w
+}
+
+// tasksOnly is the decision to write task rows alone (no version of
+// instance id), guarded as each update says; from, when set, is the status
+// the instance must still have.
+func tasksOnly(id string, from workflow.Status, notify bool, updates ...rules.TaskUpdate) *decided {
+	return &decided{id: id, from: from, tasksOnly: true, ch: rules.Change{Update: updates, Notify: notify}}
 }
 
 // byID indexes rows by task id.

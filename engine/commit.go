@@ -97,7 +97,7 @@ func (e *Engine) startLanded(ctx context.Context, p *store.CreateParams) bool {
 	if len(p.Tasks) == 0 || p.Tasks[0].ID == "" {
 		return false
 	}
-	t, err := e.st.LockTask(ctx, p.Tasks[0].ID) // on the store: a plain read
+	t, err := e.st.Task(ctx, p.Tasks[0].ID)
 	return err == nil && t.InstanceID == p.ID
 }
 

@@ -286,25 +286,21 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	if retry {
 		cause = p.Cause + ": retry"
 	}
+	// Tasks queued before a pause are claimable again: the batch wakes
+	// the workers even where it writes no task.
+	p.Notify = true
 	var ids []string
-	var tasks rules.Change
 	err := e.withDefs(ctx, func() error {
-		tasks = rules.Change{}
 		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 			var err error
 			if ids, err = tx.BatchUpdateStatus(ctx, p); err != nil {
 				return err
 			}
+			now := e.clock()
 			for _, id := range slices.Sorted(slices.Values(ids)) {
-				if err := e.afterBatch(ctx, tx, id, retry, cause, &tasks); err != nil {
+				if err := e.afterBatch(ctx, tx, id, retry, cause, now); err != nil {
 					return err
 				}
-			}
-			if _, err := writeChange(ctx, tx, &tasks); err != nil {
-				return err
-			}
-			if len(ids) > 0 {
-				return tx.Notify(ctx) // tasks queued before a pause are claimable again
 			}
 			return nil
 		})
@@ -319,9 +315,10 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 }
 
 // afterBatch resumes or retries instance id, which the batch of the same
-// transaction moved to RUNNING (and so holds locked), adding its tasks to
-// acc: it writes a version only when that changes something
-// (rules.Env.Reopen).
+// transaction moved to RUNNING (and so holds locked): it writes a version,
+// with its tasks, only when that changes something (rules.Env.Reopen), with
+// one Apply guarded by the version read under the batch's lock and by the
+// task rows as read.
 //
 // The batch holds the instance before its tasks, against the lock order
 // (tasks first): so it takes the task rows with SKIP LOCKED and never waits
@@ -329,7 +326,7 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 // re-queues the rows of steps that were running when the instance failed or
 // timed out): the batch then fails with a conflict, to be tried again,
 // rather than deadlock with that worker's completion.
-func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, acc *rules.Change) error {
+func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, now time.Time) error {
 	cur, err := tx.Get(ctx, id)
 	if err != nil || cur.Definition == "" {
 		return err // a free-form instance: the status change is all there is
@@ -353,22 +350,12 @@ func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, re
 		}
 	}
 	// Decided on cur, written only when it changes something; the write
-	// below sees the same version (the instance is locked).
-	ch, write := e.decide.Reopen(c, cur, existing, retry, e.clock())
-	if !write {
+	// sees the same version (the instance is locked).
+	d := &decided{id: id, version: cur.Version, from: cur.Status, cause: cause, read: byID(locked...)}
+	var write bool
+	if d.ch, write = e.decide.Reopen(c, cur, existing, retry, now); !write {
 		return nil
 	}
-	_, err = tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
-		if inst.Version != cur.Version {
-			return fmt.Errorf("%w: workflow %s moved on during the batch", store.ErrConflict, id)
-		}
-		inst.State, inst.Status, inst.Deadline = ch.State, ch.Status, ch.Deadline
-		return nil
-	}, cause)
-	if err != nil {
-		return err
-	}
-	acc.Insert = append(acc.Insert, ch.Insert...)
-	acc.Update = append(acc.Update, ch.Update...)
-	return nil
+	_, err = tx.Apply(ctx, d.write(now))
+	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/flowd/flowd/engine/rules"
@@ -15,8 +14,8 @@ import (
 // sweepBatch bounds every sweep transaction.
 const sweepBatch = 200
 
-// sweeper runs Sweep every SweepInterval until ctx ends. Every node runs one;
-// SKIP LOCKED keeps them from doing the same work twice.
+// sweeper runs Sweep every SweepInterval until ctx ends. Every node runs
+// one; the guards of the writes keep them from doing the same work twice.
 func (e *Engine) sweeper(ctx context.Context) {
 	t := time.NewTicker(e.sweep)
 	defer t.Stop()
@@ -37,35 +36,184 @@ func (e *Engine) sweeper(ctx context.Context) {
 // fail the step), tasks of instances that stopped running are cancelled, and
 // idempotency keys past their 24 hours and workers that stopped polling
 // long ago are deleted.
+//
+// Each item of work is read (store.EngineQuerier.Due, no locks), decided by
+// the rules and written with one guarded Apply, as every engine write is:
+// when another node's sweep, or any other write, moved the item in between,
+// the write misses and the item is decided again on a fresh read, which
+// finds it done or no longer due. So two nodes sweeping at once never
+// apply one item twice.
 func (e *Engine) Sweep(ctx context.Context) error {
-	for {
-		ids, err := e.st.TimeOutInstances(ctx, e.clock(), sweepBatch)
-		if err != nil {
+	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans} {
+		if err := e.sweepDue(ctx, kind); err != nil {
 			return err
 		}
-		for _, id := range ids {
-			e.log.Info("workflow timed out", "workflow", id)
-		}
-		if len(ids) < sweepBatch {
-			break
-		}
-	}
-	for {
-		n, err := e.expireLeases(ctx)
-		if err != nil {
-			return err
-		}
-		if n < sweepBatch {
-			break
-		}
-	}
-	if _, err := e.st.CancelOrphanTasks(ctx, 10*sweepBatch); err != nil {
-		return err
 	}
 	if err := e.deleteExpiredKeys(ctx); err != nil {
 		return err
 	}
 	return e.pruneWorkers(ctx)
+}
+
+// sweepRounds bounds the batches of one kind a sweep works off: a backlog
+// is worked off over several sweeps instead of holding this one up.
+const sweepRounds = 10
+
+// sweepDue works off the due items of kind, sweepBatch at a time, until a
+// batch is not full (or wrote nothing: what is left is left to the next
+// sweep).
+func (e *Engine) sweepDue(ctx context.Context, kind store.DueKind) error {
+	for range sweepRounds {
+		items, err := e.st.Due(ctx, store.DueParams{Kind: kind, Now: e.clock(), Limit: sweepBatch})
+		if err != nil {
+			return err
+		}
+		written, requeued := 0, false
+		for _, it := range items {
+			var w *store.Write
+			err := e.withDefs(ctx, func() error {
+				var err error
+				w, err = e.sweepItem(ctx, kind, it)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if w == nil {
+				continue
+			}
+			written++
+			requeued = requeued || w.Notify
+			e.logSwept(kind, it, w)
+		}
+		if requeued {
+			e.wake()
+		}
+		if len(items) < sweepBatch || written == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// sweepItem decides one due item and writes it: the item as Due read it
+// first, then, when that write missed, a fresh read. It returns the write,
+// or nil when there was nothing (left) to do.
+func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.DueItem) (*store.Write, error) {
+	fresh := false
+	lockID := it.Instance.ID
+	if kind != store.DueTimeouts {
+		lockID = "" // a task's guard decides; its instance is not written
+	}
+	_, w, _, err := e.readDecideApply(ctx, lockID, func(q store.Querier, now time.Time) (*decided, error) {
+		inst, row := it.Instance, it.Task
+		if fresh {
+			var err error
+			if inst, row, err = e.readDue(ctx, q, it); err != nil {
+				return nil, err
+			}
+		}
+		fresh = true
+		// The rules change the instance they decide on: a copy, since the
+		// items of one instance share it.
+		work := *inst
+		work.State = inst.State.Clone()
+		switch kind {
+		case store.DueTimeouts:
+			return decideTimeout(&work, now), nil
+		case store.DueLeases:
+			return e.decideExpiry(&work, row, now)
+		default:
+			return decideOrphan(&work, row), nil
+		}
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // deleted meanwhile: nothing left to do
+	}
+	return w, err
+}
+
+// readDue reads the item's instance and task again.
+func (e *Engine) readDue(ctx context.Context, q store.Querier, it store.DueItem) (*workflow.Instance, *store.Task, error) {
+	inst, err := q.Get(ctx, it.Instance.ID)
+	if err != nil || it.Task == nil {
+		return inst, nil, err
+	}
+	row, err := q.Task(ctx, it.Task.ID)
+	return inst, row, err
+}
+
+// decideTimeout is the workflow timeout of inst (rules.TimeOut), nil when
+// it no longer applies.
+func decideTimeout(inst *workflow.Instance, now time.Time) *decided {
+	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status}
+	var ok bool
+	if d.ch, ok = rules.TimeOut(inst, now); !ok {
+		return nil
+	}
+	return d
+}
+
+// decideExpiry is the expiry of row's lease, nil when the lease is no longer
+// one that ended: a timer is re-queued (rules.ExpireTimer) and a task of a
+// step its instance no longer runs cancelled, both as task rows alone; any
+// other expiry uses up the attempt (rules.Env.ExpireLease) in a version of
+// the instance. Every write is guarded by the lease having ended.
+func (e *Engine) decideExpiry(inst *workflow.Instance, row *store.Task, now time.Time) (*decided, error) {
+	if row.Status != store.TaskLeased || !row.LeaseUntil.Before(now) {
+		return nil, nil
+	}
+	t := taskView(row)
+	ended := rules.Guard{Lease: t.Lease, LeaseEnded: true}
+	if rules.IsTimer(t.Queue) {
+		rules.ExpireTimer(&t, now)
+		return tasksOnly(inst.ID, "", true, rules.TaskUpdate{Task: t, Guard: ended}), nil
+	}
+	if inst.Status.Terminal() {
+		rules.CancelTask(&t)
+		return tasksOnly(inst.ID, "", false, rules.TaskUpdate{Task: t, Guard: ended}), nil
+	}
+	c, err := e.cached(inst)
+	if err != nil {
+		return nil, err
+	}
+	ch, ok := e.decide.ExpireLease(c, inst, &t, now)
+	if !ok {
+		// Its instance no longer runs the step.
+		rules.CancelTask(&t)
+		return tasksOnly(inst.ID, "", false, rules.TaskUpdate{Task: t, Guard: ended}), nil
+	}
+	return &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch}, nil
+}
+
+// decideOrphan cancels row, an active task of an instance that no longer
+// runs (neither RUNNING nor PAUSED), nil when it is not one any more. The
+// write is guarded by the row as read and by the instance's status: a
+// retry that made the instance run again makes it miss.
+func decideOrphan(inst *workflow.Instance, row *store.Task) *decided {
+	t := taskView(row)
+	if !t.Status.Active() || inst.Status == workflow.StatusRunning || inst.Status == workflow.StatusPaused {
+		return nil
+	}
+	rules.CancelTask(&t)
+	d := tasksOnly(inst.ID, inst.Status, false, rules.TaskUpdate{Task: t})
+	d.read = byID(row)
+	return d
+}
+
+// logSwept logs and counts one item a sweep wrote.
+func (e *Engine) logSwept(kind store.DueKind, it store.DueItem, w *store.Write) {
+	switch kind {
+	case store.DueTimeouts:
+		e.log.Info("workflow timed out", "workflow", it.Instance.ID)
+	case store.DueLeases:
+		t := w.Update[0].Task
+		if e.m != nil {
+			e.m.LeaseExpirations.Inc()
+		}
+		e.log.Info("lease expired", "task", t.ID, "workflow", t.InstanceID, "step", t.StepID, "attempt", t.Attempt,
+			"reason", rules.ExpiryReason(&rules.Task{Attempt: it.Task.Attempt, AttemptDeadline: it.Task.AttemptDeadline}, w.Now), "next", t.Status)
+	}
 }
 
 // keySweepBatch bounds each delete of expired idempotency keys;
@@ -92,82 +240,4 @@ func (e *Engine) deleteExpiredKeys(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// errSkip: the instance of an expired lease no longer runs its step; its
-// task is cancelled and the instance is not written.
-var errSkip = errors.New("step no longer running")
-
-// expireLeases handles one batch of expired leases: tasks locked first (SKIP
-// LOCKED), then their instances in id order. An expired lease or a timed-out
-// attempt uses up the attempt, as a failure does, and is re-queued at once.
-func (e *Engine) expireLeases(ctx context.Context) (int, error) {
-	var n int
-	requeued := false
-	err := e.withDefs(ctx, func() error {
-		n, requeued = 0, false
-		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			now := e.clock()
-			tasks, err := tx.LockExpired(ctx, now, sweepBatch)
-			if err != nil {
-				return err
-			}
-			n = len(tasks)
-			slices.SortFunc(tasks, func(a, b *store.Task) int {
-				if a.InstanceID < b.InstanceID {
-					return -1
-				} else if a.InstanceID > b.InstanceID {
-					return 1
-				}
-				return 0
-			})
-			for _, row := range tasks {
-				t := taskView(row)
-				reason := rules.ExpiryReason(&t, now)
-				if rules.IsTimer(t.Queue) {
-					rules.ExpireTimer(&t, now)
-				} else {
-					var ch rules.Change
-					_, err := tx.ModifyState(ctx, t.InstanceID, func(inst *workflow.Instance) error {
-						c, err := e.cached(inst)
-						if err != nil {
-							return err
-						}
-						var ok bool
-						if ch, ok = e.decide.ExpireLease(c, inst, &t, now); !ok {
-							return errSkip
-						}
-						return nil
-					}, rules.ExpiredCause(&t, reason))
-					switch {
-					case errors.Is(err, errSkip) || errors.Is(err, workflow.ErrTerminal):
-						rules.CancelTask(&t) // its instance no longer runs the step
-					case err != nil:
-						return err
-					default:
-						t = ch.Update[0].Task
-					}
-				}
-				if t.Status == rules.TaskQueued {
-					requeued = true
-				}
-				setRow(row, &t)
-				if err := tx.UpdateTask(ctx, row); err != nil {
-					return err
-				}
-				if e.m != nil {
-					e.m.LeaseExpirations.Inc()
-				}
-				e.log.Info("lease expired", "task", t.ID, "workflow", t.InstanceID, "step", t.StepID, "attempt", t.Attempt, "reason", reason, "next", t.Status)
-			}
-			if requeued {
-				return tx.Notify(ctx)
-			}
-			return nil
-		})
-	})
-	if requeued && err == nil {
-		e.wake()
-	}
-	return n, err
 }

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
@@ -94,27 +92,4 @@ func nextTask(ch *rules.Change, inserted []*store.Task) *Task {
 		}
 	}
 	return nil
-}
-
-// writeChange writes ch's task inserts and updates inside tx, and
-// notifies the other nodes when ch asks (delivered when tx commits). It
-// returns the inserted rows.
-func writeChange(ctx context.Context, tx store.Querier, ch *rules.Change) ([]*store.Task, error) {
-	rows := newRows(ch.Insert)
-	if len(rows) > 0 {
-		if err := tx.InsertTasks(ctx, rows); err != nil {
-			return nil, fmt.Errorf("scheduling tasks: %w", err)
-		}
-	}
-	for i := range ch.Update {
-		if err := tx.UpdateTask(ctx, newRow(&ch.Update[i].Task)); err != nil {
-			return nil, fmt.Errorf("writing task %s: %w", ch.Update[i].Task.ID, err)
-		}
-	}
-	if ch.Notify {
-		if err := tx.Notify(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return rows, nil
 }

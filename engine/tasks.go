@@ -161,7 +161,7 @@ func (d *claimDecision) landed(ctx context.Context) []Task {
 // lease this node gave it.
 func (e *Engine) leasedAsGiven(ctx context.Context, tasks []*store.Task) bool {
 	for _, t := range tasks {
-		row, err := e.st.LockTask(ctx, t.ID) // on the store: a plain read
+		row, err := e.st.Task(ctx, t.ID)
 		if err != nil || row.Status != store.TaskLeased || row.Lease != t.Lease {
 			return false
 		}
@@ -218,7 +218,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 		// No lock fallback: only the lease holder writes through here, and
 		// its lease is the guard that matters.
 		written, w, ch, err = e.readDecideApply(ctx, "", func(q store.Querier, now time.Time) (*decided, error) {
-			row, err := q.LockTask(ctx, taskID) // on the store, a plain read
+			row, err := q.Task(ctx, taskID)
 			if err != nil {
 				return nil, err
 			}
@@ -415,53 +415,51 @@ func result(err error, ok string) string {
 }
 
 // Heartbeat extends the lease by d (the engine's lease when d <= 0), never
-// past the attempt's deadline, and returns the new expiry.
+// past the attempt's deadline, and returns the new expiry. It writes the
+// task row alone, guarded by the lease and by the instance's status as
+// read (rules.ExtendLease decides on it).
 func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Duration) (time.Time, error) {
 	if d <= 0 {
 		d = e.lease
 	}
 	var until time.Time
-	err := e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		now := e.clock()
-		row, err := tx.LockTask(ctx, taskID)
+	_, _, _, err := e.readDecideApply(ctx, "", func(q store.Querier, now time.Time) (*decided, error) {
+		row, err := q.Task(ctx, taskID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		t := taskView(row)
 		if err := rules.CheckLease(&t, lease, now); err != nil {
-			return err
+			return nil, err
 		}
-		inst, err := tx.Get(ctx, t.InstanceID)
+		inst, err := q.Get(ctx, t.InstanceID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if until, err = rules.ExtendLease(&t, inst, now, d); err != nil {
-			return err
+			return nil, err
 		}
-		setRow(row, &t)
-		return tx.UpdateTask(ctx, row)
+		return tasksOnly(inst.ID, inst.Status, false, rules.TaskUpdate{Task: t, Guard: rules.Guard{Lease: lease}}), nil
 	})
 	return until, err
 }
 
 // release gives a task back without using up its attempt (graceful
-// shutdown; rules.GiveBack): the next claim delivers attempt+1.
+// shutdown; rules.GiveBack): the next claim delivers attempt+1. It writes
+// the task row alone, guarded by the lease.
 func (e *Engine) release(ctx context.Context, taskID, lease string) error {
-	return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		row, err := tx.LockTask(ctx, taskID)
+	_, _, _, err := e.readDecideApply(ctx, "", func(q store.Querier, now time.Time) (*decided, error) {
+		row, err := q.Task(ctx, taskID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		t := taskView(row)
-		if err := rules.GiveBack(&t, lease, e.clock()); err != nil {
-			return err
+		if err := rules.GiveBack(&t, lease, now); err != nil {
+			return nil, err
 		}
-		setRow(row, &t)
-		if err := tx.UpdateTask(ctx, row); err != nil {
-			return err
-		}
-		return tx.Notify(ctx)
+		return tasksOnly(t.InstanceID, "", true, rules.TaskUpdate{Task: t, Guard: rules.Guard{Lease: lease}}), nil
 	})
+	return err
 }
 
 // PollParams are a remote worker's long poll.

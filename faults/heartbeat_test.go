@@ -24,29 +24,20 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// hookedStore is the PostgreSQL store with a one-shot hook that runs inside
-// a transaction right before its next LockTask. While a handler runs, the
-// only transaction that locks a task is its heartbeat's, so the hook can
-// inject a fault into exactly that heartbeat.
+// hookedStore is the PostgreSQL store with a one-shot hook that runs right
+// before its next Task read. While a handler runs, the only reader of its
+// task is its heartbeat, so the hook can inject a fault into exactly that
+// heartbeat.
 type hookedStore struct {
 	*postgres.Store
-	beforeLockTask atomic.Pointer[func()]
+	beforeTask atomic.Pointer[func()]
 }
 
-func (s *hookedStore) WithTx(ctx context.Context, iso store.Isolation, fn func(tx store.Querier) error) error {
-	return s.Store.WithTx(ctx, iso, func(tx store.Querier) error { return fn(hookedTx{tx, s}) })
-}
-
-type hookedTx struct {
-	store.Querier
-	s *hookedStore
-}
-
-func (q hookedTx) LockTask(ctx context.Context, id string) (*store.Task, error) {
-	if hook := q.s.beforeLockTask.Swap(nil); hook != nil {
+func (s *hookedStore) Task(ctx context.Context, id string) (*store.Task, error) {
+	if hook := s.beforeTask.Swap(nil); hook != nil {
 		(*hook)()
 	}
-	return q.Querier.LockTask(ctx, id)
+	return s.Store.Task(ctx, id)
 }
 
 // terminateAll terminates every other backend of admin's database and waits
@@ -151,9 +142,9 @@ steps:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler did not start within 10s")
 	}
-	// Arm the fault for the first heartbeat: its transaction has begun on a
-	// pooled connection; terminate that (and every other) backend before the
-	// heartbeat's first statement.
+	// Arm the fault for the first heartbeat: terminate every backend, those
+	// of the pooled connections it will use included, before its first
+	// statement.
 	hook := func() {
 		n, err := terminateAll(context.Background(), admin)
 		if err == nil && n == 0 {
@@ -161,7 +152,7 @@ steps:
 		}
 		injected <- err
 	}
-	st.beforeLockTask.Store(&hook)
+	st.beforeTask.Store(&hook)
 
 	select {
 	case err := <-injected:

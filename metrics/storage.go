@@ -1,10 +1,8 @@
 package metrics
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/flowd/flowd/store"
 )
@@ -45,29 +43,3 @@ func (q instrumentedQuerier) noteWrite(err error, wrote bool) {
 func (s *instrumentedStore) StorageFull() bool { return s.m.storage.full.Load() }
 
 var _ store.StorageReporter = (*instrumentedStore)(nil)
-
-// The engine's task writes, passed through so their outcome counts.
-
-func (q instrumentedQuerier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
-	err := q.Querier.InsertTasks(ctx, tasks)
-	q.noteWrite(err, len(tasks) > 0)
-	return err
-}
-
-func (q instrumentedQuerier) UpdateTask(ctx context.Context, t *store.Task) error {
-	err := q.Querier.UpdateTask(ctx, t)
-	q.noteWrite(err, true)
-	return err
-}
-
-func (q instrumentedQuerier) CancelOrphanTasks(ctx context.Context, limit int) (int, error) {
-	n, err := q.Querier.CancelOrphanTasks(ctx, limit)
-	q.noteWrite(err, n > 0)
-	return n, err
-}
-
-func (q instrumentedQuerier) TimeOutInstances(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	ids, err := q.Querier.TimeOutInstances(ctx, now, limit)
-	q.noteWrite(err, len(ids) > 0)
-	return ids, err
-}

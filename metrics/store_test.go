@@ -48,7 +48,13 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 		t.Fatalf("CommitGroup = %v, want a conflict", err)
 	}
 	// A claim counts each instance it wrote; a failed claim counts once.
-	if err := eq.InsertTasks(ctx, []*store.Task{{ID: "t3", InstanceID: "w", StepID: "c", Queue: "q", MaxAttempts: 1}}); err != nil {
+	w, err := s.Get(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Apply(ctx, &store.Write{ID: "w", ExpectedVersion: w.Version, From: w.Status, Status: w.Status, State: w.State,
+		Cause: "schedule c", Insert: []*store.Task{{ID: "t3", InstanceID: "w", StepID: "c", Queue: "q", MaxAttempts: 1}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	claim := store.ClaimParams{Queues: []string{"q"}, Now: time.Now().Add(time.Second), Limit: 1}

@@ -26,6 +26,9 @@ type Applier interface {
 	// workflow.ErrInvalidState, ErrExists (a new task's id or step is taken).
 	// On PostgreSQL it is one statement; on SQLite one BEGIN IMMEDIATE
 	// transaction (a savepoint inside WithTx).
+	//
+	// With w.TasksOnly it writes task rows alone (see Write.TasksOnly): no
+	// version, no history row, and it returns a nil instance.
 	Apply(ctx context.Context, w *Write) (*workflow.Instance, error)
 }
 
@@ -55,10 +58,24 @@ type Write struct {
 	Now time.Time
 	// Notify wakes the workers of every node once the write is committed.
 	Notify bool
+
+	// TasksOnly makes the write one of task rows alone: a heartbeat, a
+	// task given back, a timer's lease expiry, a cancelled orphan task
+	// change no instance, so they add no version and no history row, and
+	// they do not conflict with the instance's other writers. Only ID, From,
+	// Update, Now and Notify are used: every Update is a task of instance ID
+	// written while its guard holds; From, when set, is the status the
+	// instance must still have (a status guard without a version: the
+	// write misses, with a *ConflictError, only when the status changed).
+	// A TasksOnly write with Insert, a new status or state, a deadline, a
+	// cause, a settled version, an expected version or no Update at all is
+	// ErrInvalidArgument.
+	TasksOnly bool
 }
 
-// TaskWrite is a task row to write back (every mutable field, as UpdateTask
-// writes them) while its guard holds.
+// TaskWrite is a task row to write back (every mutable field: status,
+// attempt, max attempts, run_at, lease fields, input, last error) while its
+// guard holds.
 type TaskWrite struct {
 	Task  *Task
 	Guard TaskGuard
@@ -76,6 +93,10 @@ type TaskGuard struct {
 	// completion changes the status).
 	Status  TaskStatus
 	Attempt int
+	// LeaseEnded turns the Lease guard around: the row is LEASED under
+	// Lease and that lease has ended by Write.Now (the guard of a lease
+	// expiry: a heartbeat that extended the lease since makes it miss).
+	LeaseEnded bool
 }
 
 // FinalStatus is the status w leaves the instance in.
@@ -100,6 +121,9 @@ func (w *Write) NewVersion() int64 {
 // first version stops the instance's steps (the store does the same for
 // the settled version's state).
 func (w *Write) Prepare() error {
+	if w.TasksOnly {
+		return w.prepareTasksOnly()
+	}
 	switch {
 	case w.ID == "":
 		return fmt.Errorf("%w: write without an instance id", ErrInvalidArgument)
@@ -117,6 +141,16 @@ func (w *Write) Prepare() error {
 			return fmt.Errorf("%w: a write inserts tasks of its own instance %q only", ErrInvalidArgument, w.ID)
 		}
 	}
+	if err := w.checkUpdates(); err != nil {
+		return err
+	}
+	StopSteps(w.From, w.Status, &w.State)
+	return w.State.Validate()
+}
+
+// checkUpdates checks w.Update: tasks of instance w.ID, each once, each
+// guarded.
+func (w *Write) checkUpdates() error {
 	seen := make(map[string]bool, len(w.Update))
 	for _, u := range w.Update {
 		switch {
@@ -124,13 +158,41 @@ func (w *Write) Prepare() error {
 			return fmt.Errorf("%w: a write updates tasks of its own instance %q only", ErrInvalidArgument, w.ID)
 		case u.Guard.Lease == "" && u.Guard.Status == "":
 			return fmt.Errorf("%w: the update of task %q has no guard", ErrInvalidArgument, u.Task.ID)
+		case u.Guard.LeaseEnded && u.Guard.Lease == "":
+			return fmt.Errorf("%w: the update of task %q guards on an ended lease without naming it", ErrInvalidArgument, u.Task.ID)
 		case seen[u.Task.ID]:
 			return fmt.Errorf("%w: task %q is updated twice", ErrInvalidArgument, u.Task.ID)
 		}
 		seen[u.Task.ID] = true
 	}
-	StopSteps(w.From, w.Status, &w.State)
-	return w.State.Validate()
+	return nil
+}
+
+// prepareTasksOnly is Prepare for a TasksOnly write: task updates and
+// nothing of the instance.
+func (w *Write) prepareTasksOnly() error {
+	switch {
+	case w.ID == "":
+		return fmt.Errorf("%w: write without an instance id", ErrInvalidArgument)
+	case len(w.Insert) > 0:
+		return fmt.Errorf("%w: a tasks-only write of workflow %q inserts no task", ErrInvalidArgument, w.ID)
+	case len(w.Update) == 0:
+		return fmt.Errorf("%w: a tasks-only write of workflow %q updates no task", ErrInvalidArgument, w.ID)
+	case w.ExpectedVersion != 0 || w.Status != "" || w.Deadline != nil || w.Cause != "" ||
+		w.Settled != "" || w.SettledCause != "" ||
+		w.State.Variables != nil || w.State.Steps != nil || w.State.Extra != nil:
+		return fmt.Errorf("%w: a tasks-only write of workflow %q changes no instance", ErrInvalidArgument, w.ID)
+	case w.From != "" && !w.From.Valid():
+		return fmt.Errorf("%w: unknown status %q", ErrInvalidArgument, w.From)
+	}
+	return w.checkUpdates()
+}
+
+// StatusConflict is the conflict of a TasksOnly Apply whose instance is no
+// longer in status w.From but in actual.
+func (w *Write) StatusConflict(actual workflow.Status) error {
+	return &ConflictError{ID: w.ID, Expected: -1, Actual: -1,
+		Reason: fmt.Sprintf("the workflow is %s, no longer %s", actual, w.From)}
 }
 
 // StopSteps is the rule every status write applies: a change of status to

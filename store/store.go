@@ -107,7 +107,7 @@ type Querier interface {
 	// the status); a *ConflictError carrying the actual version.
 	DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error
 
-	// The task, deadline and notification operations the engine composes.
+	// The reads, claims and commits the engine composes.
 	EngineQuerier
 
 	// The one guarded write of a decided change.
@@ -176,7 +176,7 @@ type CreateParams struct {
 	DefinitionRevision int
 	Deadline           *time.Time
 	// Tasks are inserted with the instance, in the same atomic write, as
-	// EngineQuerier.InsertTasks inserts them (filled in on success); a task
+	// Apply inserts them (filled in on success); a task
 	// without an InstanceID gets ID, one with another gets
 	// ErrInvalidArgument. Notify wakes the workers of every node once the
 	// instance is stored. Both are for the engine, which starts a workflow
@@ -250,12 +250,16 @@ type BatchStatusParams struct {
 	NewStatus     workflow.Status
 	Limit         int // 1–10000
 	Cause         string
+	// Notify wakes the workers of every node once the batch is committed,
+	// when it moved at least one instance: a batch to RUNNING makes tasks
+	// queued before a pause claimable again without writing them.
+	Notify bool
 }
 
 // MaxBatchLimit bounds BatchStatusParams.Limit.
 const MaxBatchLimit = 10000
 
-// MaxClaimQueues bounds how many queues one LockClaimable call may name.
+// MaxClaimQueues bounds how many queues one claim may name.
 const MaxClaimQueues = 1000
 
 // HistoryEntry is one version of an instance, as it was written.

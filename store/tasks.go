@@ -83,37 +83,33 @@ type DefinitionRecord struct {
 	CreatedAt time.Time
 }
 
-// EngineQuerier holds the operations the engine composes inside WithTx. On
-// SQLite every transaction holds the single write lock, so lock modes are
-// satisfied trivially.
+// EngineQuerier holds the operations the engine composes: reads, the claim
+// and the commits of a lease holder. Every other engine write is an Apply.
 type EngineQuerier interface {
-	// InsertTasks inserts new tasks (ID set by the caller or generated).
-	// A task for an (instance, step) that already has one returns ErrExists.
-	InsertTasks(ctx context.Context, tasks []*Task) error
-	// LockTask returns the task, locked FOR UPDATE (waiting) when inside a
-	// transaction. ErrNotFound for an unknown id.
-	LockTask(ctx context.Context, id string) (*Task, error)
-	// UpdateTask writes every mutable field of t (status, attempt, max attempts,
-	// run_at, lease fields, input, last error) and sets UpdatedAt.
-	UpdateTask(ctx context.Context, t *Task) error
-	// TasksOfInstance returns the instance's tasks, locked per mode.
+	// Task returns the task: a plain read, which locks nothing (a write
+	// decided on it guards on what it read). ErrNotFound for an unknown id.
+	Task(ctx context.Context, id string) (*Task, error)
+	// TasksOfInstance returns the instance's tasks ordered by step id ([]
+	// for an instance without tasks, or unknown). With LockNone it is a
+	// plain read. Inside a transaction, LockSkipLocked locks the rows no
+	// other transaction holds and leaves the others out, and LockWait
+	// locks all the instance's task rows and then the instance's row
+	// (waiting for other writers; the lock order tasks → instance of every
+	// write), so that a write decided on what the transaction reads cannot
+	// conflict. On the store (not in a transaction) a lock would end with
+	// the statement: every mode reads.
 	TasksOfInstance(ctx context.Context, instanceID string, mode LockMode) ([]*Task, error)
-	// LockInstance is Get, and inside a transaction the instance's row stays
-	// locked (waiting for other writers) until the transaction ends, so a
-	// write decided on what it read cannot conflict. Lock the instance's
-	// tasks first (TasksOfInstance with LockWait): tasks, then instance is
-	// the lock order of every write.
-	LockInstance(ctx context.Context, id string) (*workflow.Instance, error)
-	// LockClaimable returns up to limit QUEUED tasks of the given queues with
-	// run_at <= now whose instance is RUNNING (or, for QueueSleep, RUNNING or
-	// PAUSED), oldest run_at first, locked with SKIP LOCKED. Call it inside
-	// WithTx and claim what it returns in the same transaction.
-	// ErrInvalidArgument for a limit outside 1–MaxBatchLimit or more than
-	// MaxClaimQueues queues.
-	LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*Task, error)
+	// Due reads what the sweeper has to do, at most p.Limit items of
+	// p.Kind (see DueKind), without locking anything: the engine decides
+	// each item and writes it with Apply, guarded by what Due read, so
+	// that two sweepers never both write one item. ErrInvalidArgument for
+	// an unknown kind or a limit outside 1–MaxBatchLimit.
+	Due(ctx context.Context, p DueParams) ([]DueItem, error)
 	// ClaimTasks claims tasks in one transaction — on PostgreSQL, called on
 	// the store, in two round trips. It locks up to p.Limit claimable tasks
-	// of p.Queues as LockClaimable does, reads each one's instance (without
+	// of p.Queues — QUEUED tasks with run_at <= p.Now whose instance is
+	// RUNNING (or, for QueueSleep, RUNNING or PAUSED), oldest run_at first,
+	// with SKIP LOCKED — reads each one's instance (without
 	// locking it) and calls decide with them, oldest run_at first. decide
 	// returns the writes to make (see ClaimWrite); ClaimTasks checks them
 	// (ErrInvalidArgument, nothing written) and makes them. A write whose
@@ -122,22 +118,9 @@ type EngineQuerier interface {
 	// writing, rolls everything back and is returned (inside WithTx on
 	// PostgreSQL, it aborts the caller's transaction). Once the writes are
 	// sent, a cancelled ctx no longer stops them: a claim that committed
-	// must not be reported as failed.
+	// must not be reported as failed. ErrInvalidArgument for a limit
+	// outside 1–MaxBatchLimit or more than MaxClaimQueues queues.
 	ClaimTasks(ctx context.Context, p ClaimParams, decide func([]Claimable) ([]*ClaimWrite, error)) error
-	// LockExpired returns up to limit LEASED tasks with lease_until < now,
-	// locked with SKIP LOCKED.
-	LockExpired(ctx context.Context, now time.Time, limit int) ([]*Task, error)
-	// CancelOrphanTasks marks CANCELLED up to limit QUEUED or LEASED tasks whose
-	// instance is neither RUNNING nor PAUSED (SKIP LOCKED) and returns how many.
-	CancelOrphanTasks(ctx context.Context, limit int) (int, error)
-	// TimeOutInstances moves up to limit RUNNING or PAUSED instances whose
-	// deadline is before now to TIMED_OUT (oldest deadline first, FOR UPDATE
-	// SKIP LOCKED like BatchUpdateStatus, version+1 and a history row each,
-	// their RUNNING and WAITING steps CANCELLED) and returns their ids.
-	TimeOutInstances(ctx context.Context, now time.Time, limit int) ([]string, error)
-	// Notify wakes the workers of every node once the transaction commits
-	// (PostgreSQL NOTIFY; a no-op where there is only one process).
-	Notify(ctx context.Context) error
 	// CommitStep writes a lease holder's whole change — its task's new row,
 	// the instance's new version, new tasks — as one atomic, versioned write
 	// (one statement on PostgreSQL), without holding a lock across round
@@ -201,7 +184,7 @@ func (g *GroupClaim) Check() error {
 // StepCommit is the change CommitStep writes.
 type StepCommit struct {
 	// Task is the leased task's new row: every mutable field is written,
-	// as UpdateTask writes them. Lease is the lease it must still hold.
+	// as Apply writes them. Lease is the lease it must still hold.
 	Task  *Task
 	Lease string
 	// Now is the engine's clock: the lease must not have ended by then.
@@ -212,7 +195,7 @@ type StepCommit struct {
 	From, Status    workflow.Status
 	State           workflow.State
 	Cause           string
-	// Insert are new tasks of the same instance, inserted as InsertTasks
+	// Insert are new tasks of the same instance, inserted as Apply
 	// inserts them (IDs, statuses, times and inputs are filled in on
 	// success).
 	Insert []*Task
@@ -274,8 +257,8 @@ type Listener interface {
 	Listen(ctx context.Context) (<-chan struct{}, error)
 }
 
-// ClaimParams selects the tasks ClaimTasks locks: as LockClaimable's
-// arguments.
+// ClaimParams selects the tasks ClaimTasks locks: claimable tasks of
+// Queues at Now, at most Limit of them.
 type ClaimParams struct {
 	Queues []string
 	Now    time.Time
@@ -348,4 +331,48 @@ func CheckClaimWrites(locked []Claimable, writes []*ClaimWrite) error {
 		}
 	}
 	return nil
+}
+
+// DueKind is what a sweep reads with EngineQuerier.Due.
+type DueKind int
+
+// The kinds of due work. Every item carries the instance as read; task
+// items the task too.
+const (
+	// DueTimeouts are RUNNING or PAUSED instances whose deadline is before
+	// Now, the oldest deadline first (DueItem.Task is nil).
+	DueTimeouts DueKind = iota + 1
+	// DueLeases are LEASED tasks whose lease ended before Now, the longest
+	// ended first, with their instance.
+	DueLeases
+	// DueOrphans are QUEUED or LEASED tasks whose instance is neither
+	// RUNNING nor PAUSED (a QUEUED task of a PAUSED instance runs on
+	// resume), with their instance.
+	DueOrphans
+)
+
+// DueParams are the inputs of EngineQuerier.Due.
+type DueParams struct {
+	Kind  DueKind
+	Now   time.Time
+	Limit int // 1–MaxBatchLimit
+}
+
+// Check reports parameters Due refuses (ErrInvalidArgument).
+func (p DueParams) Check() error {
+	if p.Kind < DueTimeouts || p.Kind > DueOrphans {
+		return fmt.Errorf("%w: unknown kind of due work %d", ErrInvalidArgument, int(p.Kind))
+	}
+	if p.Limit < 1 || p.Limit > MaxBatchLimit {
+		return fmt.Errorf("%w: limit %d is outside 1–%d", ErrInvalidArgument, p.Limit, MaxBatchLimit)
+	}
+	return nil
+}
+
+// DueItem is one item of due work, as read: an instance, and for the kinds
+// of tasks one of its tasks. Items of one instance may share the Instance;
+// a caller that changes it changes it for all of them.
+type DueItem struct {
+	Instance *workflow.Instance
+	Task     *Task
 }

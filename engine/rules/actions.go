@@ -119,10 +119,7 @@ func prepareRetry(c *Definition, inst *workflow.Instance, now time.Time) {
 // TimeOut decides the workflow timeout: a RUNNING or PAUSED instance whose
 // deadline has passed becomes TIMED_OUT, its RUNNING and WAITING steps
 // CANCELLED (its tasks are then cancelled as orphans). ok is false when
-// the timeout does not apply. The stores apply this rule in SQL for a
-// whole batch (store.EngineQuerier.TimeOutInstances); it is stated here so
-// that it lives next to the others, and so that the engine can apply it
-// through one guarded write.
+// the timeout does not apply.
 func TimeOut(inst *workflow.Instance, now time.Time) (ch Change, ok bool) {
 	if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused ||
 		inst.Deadline == nil || !inst.Deadline.Before(now) {

@@ -146,7 +146,7 @@ func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now 
 	ch.Cause = ExpiredCause(t, reason)
 	u := *t
 	env.failAttempt(c, inst, &u, reason, true, true, now)
-	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease}})
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
 	return ch, true

@@ -190,6 +190,10 @@ steps:
 	if !ok || ch.Cause != `step "a": lease expired (attempt 1)` {
 		t.Fatalf("expiry: %+v, %v", ch, ok)
 	}
+	// Guarded by the lease having ended: a renewal since makes it miss.
+	if g := ch.Update[0].Guard; g.Lease != w.tasks["a"].Lease || g.Lease == "" || !g.LeaseEnded {
+		t.Errorf("expiry guard %+v, want the expired lease %q, ended", g, w.tasks["a"].Lease)
+	}
 	w.apply(ch)
 	if a := w.tasks["a"]; a.Status != TaskQueued || !a.RunAt.Equal(w.now) || a.Lease != "" {
 		t.Errorf("re-queued at once, without backoff: %+v", a)

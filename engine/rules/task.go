@@ -69,6 +69,10 @@ type Guard struct {
 	// Status, when set, is the status the row must still have (a QUEUED
 	// task a claim leases, an active task a cancel releases).
 	Status TaskStatus
+	// LeaseEnded turns the Lease guard around: the row must still hold
+	// Lease, ended by the write (the fence of a lease expiry: a holder
+	// that renewed the lease in between keeps it).
+	LeaseEnded bool
 }
 
 // TaskUpdate is a task row to write back, with its guard.

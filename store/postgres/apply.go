@@ -32,19 +32,20 @@ import (
 // its expected version, $35–$38 the first new version's status, state,
 // deadline and cause, $39–$41 the settled version's status (” for none),
 // state (NULL: the same) and cause, $42 the engine's now, $43 the number of
-// updates, $44 whether to notify, $45 the number of new versions.
+// updates, $44 whether to notify, $45 the number of new versions, $46 the
+// updates' LeaseEnded guards.
 const applySQL = `WITH x AS (
 	SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int4[], $21::int4[],
 		$22::timestamptz[], $23::text[], $24::text[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
-		$29::text[], $30::text[], $31::int4[])
-		AS x (` + newTaskColumns + `, g_lease, g_status, g_attempt)
+		$29::text[], $30::text[], $31::int4[], $46::boolean[])
+		AS x (` + newTaskColumns + `, g_lease, g_status, g_attempt, g_ended)
 ), tu AS (
 	UPDATE workflow_tasks t SET status = x.status, attempt = x.attempt, max_attempts = x.max_attempts, run_at = x.run_at,
 		lease = x.lease, lease_owner = x.lease_owner, lease_until = x.lease_until, attempt_deadline = x.attempt_deadline,
 		input = x.input::jsonb, last_error = x.last_error, updated_at = $32
 	FROM x
 	WHERE t.id = x.id AND t.instance_id = $33
-		AND (x.g_lease IS NULL OR (t.status = 'LEASED' AND t.lease = x.g_lease AND t.lease_until > $42))
+		AND (x.g_lease IS NULL OR (t.status = 'LEASED' AND t.lease = x.g_lease AND (t.lease_until > $42) <> x.g_ended))
 		AND (x.g_status IS NULL OR (t.status = x.g_status AND t.attempt = x.g_attempt))
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
 	RETURNING t.id
@@ -85,6 +86,9 @@ const applyTaskMiss = "apply: task guard missed: "
 // Apply writes w in one statement (applySQL); see store.Applier.
 func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instance, err error) {
 	defer q.settle(&err) // a write of its own on the pool
+	if w.TasksOnly {
+		return nil, q.applyTasks(ctx, w)
+	}
 	pa, err := q.prepareApply(w)
 	if err != nil {
 		return nil, err
@@ -128,10 +132,38 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	if err != nil {
 		return nil, err
 	}
-	updates := make([]store.Task, len(w.Update))
-	gLease, gStatus := make([]*string, len(w.Update)), make([]*string, len(w.Update))
-	gAttempt := make([]int32, len(w.Update))
-	for i, u := range w.Update {
+	gu, err := prepareTaskWrites(w.Update)
+	if err != nil {
+		return nil, err
+	}
+	versions := 1
+	if w.Settled != "" {
+		versions = 2
+	}
+	args := append(insertCols.args(), columnArrays(gu.rows).args()...)
+	args = append(args, gu.lease, gu.status, gu.attempt, now, w.ID, w.ExpectedVersion,
+		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
+		string(w.Settled), settledState, w.SettledCause,
+		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, gu.ended)
+	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
+}
+
+// guardedUpdates are the task writes of an Apply as statement arguments:
+// the rows and, per row, its guard (NULL: not guarded by that).
+type guardedUpdates struct {
+	rows          []store.Task
+	lease, status []*string
+	attempt       []int32
+	ended         []bool
+}
+
+// prepareTaskWrites checks the task writes of an Apply and returns them as
+// statement arguments.
+func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
+	n := len(ws)
+	gu := &guardedUpdates{rows: make([]store.Task, n), lease: make([]*string, n), status: make([]*string, n),
+		attempt: make([]int32, n), ended: make([]bool, n)}
+	for i, u := range ws {
 		r := *u.Task
 		if r.Input == nil {
 			r.Input = []byte("null")
@@ -143,26 +175,18 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 			return nil, err
 		}
 		normaliseTaskTimes(&r)
-		updates[i] = r
+		gu.rows[i] = r
 		if u.Guard.Lease != "" {
-			gLease[i] = &u.Guard.Lease
+			gu.lease[i] = &u.Guard.Lease
 		}
 		if u.Guard.Status != "" {
 			s := string(u.Guard.Status)
-			gStatus[i] = &s
+			gu.status[i] = &s
 		}
-		gAttempt[i] = int32(u.Guard.Attempt)
+		gu.attempt[i] = int32(u.Guard.Attempt)
+		gu.ended[i] = u.Guard.LeaseEnded
 	}
-	versions := 1
-	if w.Settled != "" {
-		versions = 2
-	}
-	args := append(insertCols.args(), columnArrays(updates).args()...)
-	args = append(args, gLease, gStatus, gAttempt, now, w.ID, w.ExpectedVersion,
-		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
-		string(w.Settled), settledState, w.SettledCause,
-		store.Timestamp(w.Now), len(w.Update), w.Notify, versions)
-	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
+	return gu, nil
 }
 
 // result reads the statement's row: the instance as written, or what moved.

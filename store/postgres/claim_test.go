@@ -22,10 +22,8 @@ func claimFixture(t *testing.T) (*Store, time.Time) {
 	s, _ := setup(t, Options{})
 	now := time.Now().UTC()
 	for _, id := range []string{"a", "b"} {
-		create(t, s, store.CreateParams{ID: id, Status: workflow.StatusRunning, State: stepsState(map[string]workflow.StepStatus{"s": workflow.StepRunning})})
-		if err := s.InsertTasks(t.Context(), []*store.Task{{ID: "t" + id, InstanceID: id, StepID: "s", Queue: "q", MaxAttempts: 1, RunAt: now.Add(-time.Second)}}); err != nil {
-			t.Fatal(err)
-		}
+		create(t, s, store.CreateParams{ID: id, Status: workflow.StatusRunning, State: stepsState(map[string]workflow.StepStatus{"s": workflow.StepRunning}),
+			Tasks: []*store.Task{{ID: "t" + id, InstanceID: id, StepID: "s", Queue: "q", MaxAttempts: 1, RunAt: now.Add(-time.Second)}}})
 	}
 	return s, now
 }
@@ -60,7 +58,7 @@ func claimClean(t *testing.T, s *Store, want store.TaskStatus, claimable int) {
 		t.Errorf("%d pool connections are still acquired", n)
 	}
 	for _, id := range []string{"ta", "tb"} {
-		tk, err := s.LockTask(t.Context(), id)
+		tk, err := s.Task(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +209,7 @@ func TestGroupClaimSkipsLockedInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]store.TaskStatus{"ta": store.TaskLeased, "tb": store.TaskQueued} {
-		if tk, err := s.LockTask(t.Context(), id); err != nil || tk.Status != want {
+		if tk, err := s.Task(t.Context(), id); err != nil || tk.Status != want {
 			t.Errorf("task %s: %v, %v; want %s", id, tk, err, want)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -162,9 +163,9 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 		name, sql, index string
 		args             []any
 	}{
-		{"LockClaimable", claimSQL(2, 10), "workflow_tasks_claim_idx", []any{now, "reserve", store.QueueSleep}},
-		{"LockExpired", expiredSQL, "workflow_tasks_expiry_idx", []any{now, 100}},
-		{"TimeOutInstances", timeOutSQL, "workflow_instances_deadline_idx", []any{now, 100, now, timeoutCause}},
+		{"claim", claimSQL(2, 10), "workflow_tasks_claim_idx", []any{now, "reserve", store.QueueSleep}},
+		{"Due(leases)", dueLeasesSQL, "workflow_tasks_expiry_idx", []any{now, 100}},
+		{"Due(timeouts)", dueTimeoutsSQL, "workflow_instances_deadline_idx", []any{now, 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			custom, generic := explain(t, s, "", tc.sql, tc.args...)
@@ -180,20 +181,20 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 		})
 	}
 	// The orphan sweep reads live tasks through the two partial indexes.
-	custom, _ := explain(t, s, "", cancelOrphansSQL, 100, now)
+	custom, _ := explain(t, s, "", dueOrphansSQL, 100)
 	if strings.Contains(custom, "Seq Scan on workflow_tasks") {
-		t.Errorf("CancelOrphanTasks scans the task table:\n%s", custom)
+		t.Errorf("Due(orphans) scans the task table:\n%s", custom)
 	}
-	t.Logf("CancelOrphanTasks plan:\n%s", custom)
+	t.Logf("Due(orphans) plan:\n%s", custom)
 
 	// And the claim query returns what it should on that data: the queued
 	// tasks of the two queues due by now, oldest first.
-	claimed, err := s.LockClaimable(t.Context(), []string{"reserve", store.QueueSleep}, now, 10)
+	claimed, err := storetest.Claimable(t.Context(), s, []string{"reserve", store.QueueSleep}, now, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(claimed) != 10 {
-		t.Fatalf("LockClaimable returned %d tasks, want 10", len(claimed))
+		t.Fatalf("the claim locked %d tasks, want 10", len(claimed))
 	}
 	for i, tk := range claimed {
 		if tk.Status != store.TaskQueued || (tk.Queue != "reserve" && tk.Queue != store.QueueSleep) || tk.RunAt.After(now) {
@@ -273,9 +274,9 @@ func TestClaimIgnoresBacklog(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		got, err := s.LockClaimable(ctx, queues, now, limit)
+		got, err := storetest.Claimable(ctx, s, queues, now, limit)
 		if err != nil || len(got) != limit {
-			t.Fatalf("LockClaimable = %d tasks, %v; want %d", len(got), err, limit)
+			t.Fatalf("claim = %d tasks, %v; want %d", len(got), err, limit)
 		}
 		t.Logf("%d queues: claimed %d of 100,000 due tasks in %v", len(queues), len(got), time.Since(start))
 		// The oldest of the queues asked for: t99999, t99998, … of their queues.
@@ -303,8 +304,9 @@ func statementsBetween(sqls []string) []string {
 	return out
 }
 
-// InsertTasks of many rows and TimeOutInstances of many instances are one
-// statement each (no per-row round trips).
+// An Apply that inserts many tasks, one that writes many task rows alone,
+// and the read of many due instances are one statement each (no per-row
+// round trips).
 func TestEngineStatementCounts(t *testing.T) {
 	t.Parallel()
 	tr := &recordingTracer{}
@@ -317,115 +319,66 @@ func TestEngineStatementCounts(t *testing.T) {
 	for i := range nInst {
 		create(t, s, store.CreateParams{ID: fmt.Sprintf("w%02d", i), Status: workflow.StatusRunning, Deadline: &past})
 	}
-	newTasks := func(step string) []*store.Task {
+	insert := func(q store.Querier, step string) []*store.Task {
 		var tasks []*store.Task
-		for i := range nInst {
-			for j := range perInst {
-				tasks = append(tasks, &store.Task{InstanceID: fmt.Sprintf("w%02d", i), StepID: fmt.Sprintf("%s%02d", step, j),
-					Queue: "q", MaxAttempts: 1, RunAt: now, Input: json.RawMessage(`{"j":1}`)})
-			}
+		for j := range perInst {
+			tasks = append(tasks, &store.Task{InstanceID: "w00", StepID: fmt.Sprintf("%s%02d", step, j),
+				Queue: "q", MaxAttempts: 1, RunAt: now, Input: json.RawMessage(`{"j":1}`)})
+		}
+		inst, err := s.Get(ctx, "w00")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := tr.record()
+		_, err = q.Apply(ctx, &store.Write{ID: "w00", ExpectedVersion: inst.Version, From: inst.Status, Status: inst.Status,
+			State: inst.State, Deadline: inst.Deadline, Cause: "schedule", Insert: tasks})
+		if err != nil {
+			t.Fatalf("Apply of %d new tasks: %v", perInst, err)
+		}
+		if got := statementsBetween(stop()); len(got) != 1 {
+			t.Errorf("Apply of %d new tasks sent %d statements, want 1: %.300q", perInst, len(got), got)
 		}
 		return tasks
 	}
-
-	// Inside a transaction, as the engine calls it.
-	tasks := newTasks("a")
-	stop := tr.record()
-	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		return tx.(store.EngineQuerier).InsertTasks(ctx, tasks)
-	})
-	if err != nil {
-		t.Fatalf("InsertTasks in WithTx: %v", err)
+	// Inside a transaction, and on the pool.
+	if err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error { insert(tx, "a"); return nil }); err != nil {
+		t.Fatal(err)
 	}
-	if got := statementsBetween(stop()); len(got) != 1 {
-		t.Errorf("InsertTasks of %d tasks in a transaction sent %d statements, want 1: %.300q", len(tasks), len(got), got)
-	}
-	// On the pool: the same statement, in a transaction of its own.
-	tasks = newTasks("b")
-	stop = tr.record()
-	if err := s.InsertTasks(ctx, tasks); err != nil {
-		t.Fatalf("InsertTasks: %v", err)
-	}
-	if got := statementsBetween(stop()); len(got) != 1 {
-		t.Errorf("InsertTasks of %d tasks sent %d statements, want 1: %.300q", len(tasks), len(got), got)
-	}
+	tasks := insert(s, "b")
 	for _, tk := range tasks {
 		if tk.ID == "" || tk.Status != store.TaskQueued || !tk.CreatedAt.Equal(now) {
-			t.Fatalf("InsertTasks did not complete the task: %+v", tk)
+			t.Fatalf("Apply did not complete the new task: %+v", tk)
 		}
 	}
-	var n int
-	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM workflow_tasks").Scan(&n); err != nil || n != 2*nInst*perInst {
-		t.Errorf("%d tasks stored (%v), want %d", n, err, 2*nInst*perInst)
+	// Task rows alone.
+	w := &store.Write{ID: "w00", TasksOnly: true, Now: now}
+	for _, tk := range tasks {
+		c := *tk
+		c.Status = store.TaskCancelled
+		w.Update = append(w.Update, store.TaskWrite{Task: &c, Guard: store.TaskGuard{Status: tk.Status, Attempt: tk.Attempt}})
+	}
+	stop := tr.record()
+	if _, err := s.Apply(ctx, w); err != nil {
+		t.Fatalf("tasks-only Apply: %v", err)
+	}
+	if got := stop(); len(got) != 1 {
+		t.Errorf("a tasks-only Apply of %d tasks sent %d statements, want 1: %.300q", len(tasks), len(got), got)
 	}
 
 	stop = tr.record()
-	ids, err := s.TimeOutInstances(ctx, now, 1000)
+	due, err := s.Due(ctx, store.DueParams{Kind: store.DueTimeouts, Now: now, Limit: 1000})
 	if err != nil {
-		t.Fatalf("TimeOutInstances: %v", err)
+		t.Fatalf("Due: %v", err)
 	}
 	if got := stop(); len(got) != 1 {
-		t.Errorf("TimeOutInstances of %d instances sent %d statements, want 1: %q", nInst, len(got), got)
+		t.Errorf("Due of %d instances sent %d statements, want 1: %q", nInst, len(got), got)
+	}
+	ids := make([]string, len(due))
+	for i, it := range due {
+		ids[i] = it.Instance.ID
 	}
 	if len(ids) != nInst || !slices.IsSorted(ids) { // same deadline: by id
-		t.Errorf("TimeOutInstances = %v, want all %d instances in id order", ids, nInst)
-	}
-	h, err := s.History(ctx, "w00", 0, 0)
-	if err != nil || len(h) != 2 || h[1].Status != workflow.StatusTimedOut || h[1].Cause != "workflow timeout" || !h[1].At.Equal(now) {
-		t.Errorf("history of w00 = %+v, %v", h, err)
-	}
-}
-
-// InsertTasks inside a transaction reports a taken step or an unknown
-// instance without aborting the transaction (PostgreSQL aborts a
-// transaction on any error) and without inserting any of the batch.
-func TestInsertTasksErrorsKeepTransaction(t *testing.T) {
-	t.Parallel()
-	s, _ := setup(t, Options{})
-	ctx := t.Context()
-	create(t, s, store.CreateParams{ID: "w", Status: workflow.StatusRunning})
-	task := func(instance, step string) *store.Task {
-		return &store.Task{InstanceID: instance, StepID: step, Queue: "q", MaxAttempts: 1}
-	}
-	if err := s.InsertTasks(ctx, []*store.Task{task("w", "taken")}); err != nil {
-		t.Fatal(err)
-	}
-	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		eq := tx.(store.EngineQuerier)
-		for _, tc := range []struct {
-			tasks []*store.Task
-			want  error
-		}{
-			{[]*store.Task{task("w", "new1"), task("w", "taken")}, store.ErrExists},
-			{[]*store.Task{task("w", "new1"), task("nope", "x")}, store.ErrNotFound},
-			{[]*store.Task{task("w", "new1"), task("w", "new1")}, store.ErrExists},
-			{[]*store.Task{task("w", "new1"), {InstanceID: "w", StepID: "new2", Queue: "q"}}, store.ErrInvalidArgument},
-			{[]*store.Task{task("w", "new1"), {InstanceID: "w", StepID: "new2", Queue: "q", MaxAttempts: 1, Input: json.RawMessage(`{`)}}, store.ErrInvalidArgument},
-			{[]*store.Task{task("w", "new1"), {InstanceID: "w", StepID: "new2", Queue: "q", MaxAttempts: 1, Status: "DONE?"}}, store.ErrInvalidArgument},
-			{[]*store.Task{task("w", "new1"), task("w", "a\x00b")}, store.ErrInvalidArgument},
-		} {
-			if err := eq.InsertTasks(ctx, tc.tasks); !errors.Is(err, tc.want) {
-				return fmt.Errorf("InsertTasks(%s, %s) = %v, want %v", tc.tasks[0].StepID, tc.tasks[1].StepID, err, tc.want)
-			}
-			if tc.tasks[0].ID != "" {
-				return fmt.Errorf("a failed InsertTasks changed the caller's task: %+v", tc.tasks[0])
-			}
-		}
-		tasks, err := eq.TasksOfInstance(ctx, "w", store.LockWait)
-		if err != nil {
-			return err
-		}
-		if len(tasks) != 1 || tasks[0].StepID != "taken" {
-			return fmt.Errorf("tasks after the failed inserts: %d, want only the first one", len(tasks))
-		}
-		return eq.InsertTasks(ctx, []*store.Task{task("w", "new1")})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := s.TasksOfInstance(ctx, "w", store.LockNone)
-	if err != nil || len(tasks) != 2 {
-		t.Errorf("TasksOfInstance = %d tasks, %v; want 2", len(tasks), err)
+		t.Errorf("Due(timeouts) = %v, want all %d instances in id order", ids, nInst)
 	}
 }
 
@@ -527,9 +480,9 @@ func TestJSONRefusedByJSONB(t *testing.T) {
 		if !json.Valid([]byte(doc)) {
 			t.Fatalf("%s is not valid JSON", doc)
 		}
-		err := s.InsertTasks(ctx, []*store.Task{{InstanceID: "w", StepID: "a", Queue: "q", MaxAttempts: 1, Input: json.RawMessage(doc)}})
+		err := storetest.InsertTasks(ctx, s, []*store.Task{{InstanceID: "w", StepID: "a", Queue: "q", MaxAttempts: 1, Input: json.RawMessage(doc)}})
 		if !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("InsertTasks(input %s) = %v, want ErrInvalidArgument", doc, err)
+			t.Errorf("Apply inserting a task with input %s = %v, want ErrInvalidArgument", doc, err)
 		}
 		if _, _, err := s.PutDefinition(ctx, "d", json.RawMessage(doc)); !errors.Is(err, store.ErrInvalidArgument) {
 			t.Errorf("PutDefinition(%s) = %v, want ErrInvalidArgument", doc, err)
@@ -593,13 +546,33 @@ func drain(ch <-chan struct{}) {
 	}
 }
 
-// A Notify committed through another Store (another node) on the same
-// database wakes the listener within a second; one inside a transaction
-// only once it commits, and not at all if it rolls back.
+// notifier returns a write that notifies: task "n" of instance "n" (created
+// on s), written alone and unchanged, with Notify.
+func notifier(t *testing.T, s *Store) func(q store.Querier) error {
+	t.Helper()
+	create(t, s, store.CreateParams{ID: "n", Status: workflow.StatusRunning})
+	if err := storetest.InsertTasks(t.Context(), s, []*store.Task{{ID: "n", InstanceID: "n", StepID: "a", Queue: "q", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	return func(q store.Querier) error {
+		tk, err := q.Task(t.Context(), "n")
+		if err != nil {
+			return err
+		}
+		_, err = q.Apply(t.Context(), &store.Write{ID: "n", TasksOnly: true, Notify: true,
+			Update: []store.TaskWrite{{Task: tk, Guard: store.TaskGuard{Status: tk.Status, Attempt: tk.Attempt}}}})
+		return err
+	}
+}
+
+// A write's Notify committed through another Store (another node) on the
+// same database wakes the listener within a second; one inside a
+// transaction only once it commits, and not at all if it rolls back.
 func TestListenOtherStore(t *testing.T) {
 	t.Parallel()
 	s, url := setup(t, Options{})
 	other := open(t, url, Options{})
+	notify := notifier(t, s)
 	ctx := t.Context()
 	ch, err := s.Listen(ctx)
 	if err != nil {
@@ -609,7 +582,7 @@ func TestListenOtherStore(t *testing.T) {
 		t.Fatal("wake-up without a Notify")
 	}
 
-	if err := other.Notify(ctx); err != nil {
+	if err := notify(other); err != nil {
 		t.Fatalf("Notify: %v", err)
 	}
 	if !received(ch, time.Second) {
@@ -618,7 +591,7 @@ func TestListenOtherStore(t *testing.T) {
 
 	errRollback := errors.New("rollback")
 	err = other.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if err := tx.(store.EngineQuerier).Notify(ctx); err != nil {
+		if err := notify(tx); err != nil {
 			return err
 		}
 		return errRollback
@@ -635,7 +608,7 @@ func TestListenOtherStore(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- other.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			err := tx.(store.EngineQuerier).Notify(ctx)
+			err := notify(tx)
 			close(notified)
 			<-commit
 			return err
@@ -658,7 +631,7 @@ func TestListenOtherStore(t *testing.T) {
 	// Many notifications while nobody reads coalesce into one pending
 	// wake-up, and the listener keeps going.
 	for range 20 {
-		if err := other.Notify(ctx); err != nil {
+		if err := notify(other); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -667,7 +640,7 @@ func TestListenOtherStore(t *testing.T) {
 	}
 	waitFor(t, time.Second, "the listener is stuck", func() bool {
 		drain(ch)
-		if err := other.Notify(ctx); err != nil {
+		if err := notify(other); err != nil {
 			t.Fatal(err)
 		}
 		return received(ch, 100*time.Millisecond)
@@ -681,6 +654,7 @@ func TestListenReconnects(t *testing.T) {
 	t.Parallel()
 	s, url := setup(t, Options{})
 	other := open(t, url, Options{})
+	notify := notifier(t, s)
 	ctx := t.Context()
 	ch, err := s.Listen(ctx)
 	if err != nil {
@@ -703,7 +677,7 @@ func TestListenReconnects(t *testing.T) {
 			t.Errorf("round %d: no wake-up after reconnecting", round)
 		}
 		drain(ch)
-		if err := other.Notify(ctx); err != nil {
+		if err := notify(other); err != nil {
 			t.Fatal(err)
 		}
 		if !received(ch, time.Second) {
@@ -764,42 +738,6 @@ func TestListenStops(t *testing.T) {
 	}
 }
 
-// The task insert checks for taken ids and steps and for a missing instance
-// by probing the primary key and the (instance, step) index, whatever the
-// statistics say: pgx caches the statement, and a generic plan made while
-// the table was still empty and never analysed (a fresh database, the first
-// workflows) must not hash the whole task table on every later insert.
-func TestInsertTasksProbesIndexes(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	two := func(s string) []string { return []string{s, s} }
-	null := []*time.Time{nil, nil}
-	args := []any{[]string{"t1", "t2"}, two("w1"), []string{"a", "b"}, two("q"), two("QUEUED"),
-		[]int32{0, 0}, []int32{1, 1}, []time.Time{now, now}, two(""), two(""), null, null, two("null"), two(""), now}
-	check := func(t *testing.T, s *Store) {
-		custom, generic := explain(t, s, "", insertTasksSQL, args...)
-		for kind, plan := range map[string]string{"custom": custom, "generic": generic} {
-			for _, bad := range []string{"Seq Scan on workflow_tasks", "Seq Scan on workflow_instances", "hashed SubPlan"} {
-				if strings.Contains(plan, bad) {
-					t.Errorf("%s plan has %q:\n%s", kind, bad, plan)
-				}
-			}
-		}
-		t.Logf("generic plan:\n%s", generic)
-	}
-	t.Run("empty", func(t *testing.T) {
-		t.Parallel()
-		s, _ := setup(t, Options{})
-		check(t, s)
-	})
-	t.Run("analysed", func(t *testing.T) {
-		t.Parallel()
-		s, _ := setup(t, Options{})
-		taskFixture(t, s, now)
-		check(t, s)
-	})
-}
-
 // pgx prepares every statement once per connection; PostgreSQL plans the
 // first five executions for their values and then keeps a generic plan if
 // it does not look costlier. A hot-path statement whose generic plan looks
@@ -830,18 +768,13 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			eq := tx.(store.EngineQuerier)
 			for _, queues := range [][]string{{"q"}, {"q", store.QueueSleep, store.QueueHTTP}} {
-				if _, err := eq.LockClaimable(ctx, queues, now, 1); err != nil {
+				if _, err := storetest.Claimable(ctx, tx, queues, now, 1); err != nil {
 					return err
 				}
 			}
 			task := &store.Task{InstanceID: id, StepID: "b", Queue: "q", MaxAttempts: 1, RunAt: now}
-			if err := eq.InsertTasks(ctx, []*store.Task{task}); err != nil {
-				return err
-			}
-			locked, err := eq.LockTask(ctx, task.ID)
-			if err != nil {
+			if err := storetest.InsertTasks(ctx, tx, []*store.Task{task}); err != nil {
 				return err
 			}
 			if _, err := tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
@@ -850,11 +783,14 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			}, "claim"); err != nil {
 				return err
 			}
-			locked.Status = store.TaskLeased
-			if err := eq.UpdateTask(ctx, locked); err != nil {
+			locked, err := tx.Task(ctx, task.ID)
+			if err != nil {
 				return err
 			}
-			return eq.Notify(ctx)
+			locked.Status = store.TaskLeased
+			_, err = tx.Apply(ctx, &store.Write{ID: id, TasksOnly: true, Now: now, Notify: true,
+				Update: []store.TaskWrite{{Task: locked, Guard: store.TaskGuard{Status: store.TaskQueued}}}})
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -270,11 +270,6 @@ func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error
 	return q.getRow(ctx, getSQL, id)
 }
 
-// LockInstance is Get FOR NO KEY UPDATE (the lock ModifyState takes).
-func (q *querier) LockInstance(ctx context.Context, id string) (*workflow.Instance, error) {
-	return q.getRow(ctx, lockSQL, id)
-}
-
 func (q *querier) getRow(ctx context.Context, sql, id string) (*workflow.Instance, error) {
 	if !storableText(id) {
 		return nil, store.NotFound(id)
@@ -617,6 +612,13 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 	}
 	if ids == nil {
 		ids = []string{}
+	}
+	if p.Notify && len(ids) > 0 {
+		// Inside a transaction delivered at its commit; on the pool once
+		// the batch is committed.
+		if _, err := q.db.Exec(ctx, notifySQL); err != nil {
+			return nil, interpretError(err, "")
+		}
 	}
 	return ids, nil
 }

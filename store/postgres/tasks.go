@@ -17,11 +17,10 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// The engine's operations (store.EngineQuerier). They run on the pool or,
-// composed by the engine, inside WithTx. Locks are taken in one order
-// everywhere: a task row first, then its instance; every query that would
-// lock against that order uses SKIP LOCKED, and the claim query never locks
-// the instance at all.
+// The engine's operations (store.EngineQuerier). They run on the pool or
+// inside WithTx. Locks are taken in one order everywhere: a task row first,
+// then its instance; every query that would lock against that order uses
+// SKIP LOCKED, and the claim query never locks the instance at all.
 
 var (
 	_ store.EngineQuerier = (*querier)(nil)
@@ -51,103 +50,45 @@ const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attem
 	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at`
 
 const (
-	// insertTasksSQL inserts the whole slice in one statement: one array
-	// parameter per column, unnested into rows. It never fails on an
-	// existing task (ON CONFLICT DO NOTHING, so a transaction is not
-	// aborted) and inserts nothing when a task id or (instance, step) is
-	// taken or an instance is missing; the result says which. Only a task
-	// inserted concurrently and committed after this statement's snapshot
-	// gets past the pre-check: then ON CONFLICT skips that one row, the
-	// count falls short, and the caller must roll back (the pool path does).
-	//
-	// The pre-checks must probe the indexes, one lookup per new task,
-	// whatever the statistics say. Written as plain EXISTS, PostgreSQL may
-	// turn them into semi-joins or "hashed SubPlans" that read the whole
-	// task table on every insert, and it does when it plans while the table
-	// is empty and never analysed; pgx caches the statement, so a fresh
-	// database kept that plan as the table grew (68 % of the server's time
-	// in the workflow benchmark, docs/BENCHMARKS.md). OFFSET 0 keeps each
-	// EXISTS a correlated subquery, which can only be an index probe per
-	// row; TestInsertTasksProbesIndexes checks the plans.
-	insertTasksSQL = `WITH x AS (
-	SELECT * FROM ` + newTasks1 + `
-), missing AS (
-	SELECT x.instance_id FROM x
-	WHERE NOT EXISTS (SELECT 1 FROM workflow_instances i WHERE i.id = x.instance_id OFFSET 0)
-	LIMIT 1
-), taken AS (
-	SELECT x.instance_id, x.step_id FROM x
-	WHERE EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.id = x.id OFFSET 0)
-		OR EXISTS (SELECT 1 FROM workflow_tasks t WHERE t.instance_id = x.instance_id AND t.step_id = x.step_id OFFSET 0)
-	LIMIT 1
-), ins AS (
-	` + insertTasksPrefix + `$15, $15
-	FROM x
-	WHERE NOT EXISTS (SELECT 1 FROM missing) AND NOT EXISTS (SELECT 1 FROM taken)
-	ON CONFLICT DO NOTHING
-	RETURNING 1
-)
-SELECT (SELECT instance_id FROM missing), (SELECT instance_id FROM taken), (SELECT step_id FROM taken),
-	(SELECT count(*) FROM ins)`
+	getTaskSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
 
-	getTaskSQL  = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
-	lockTaskSQL = getTaskSQL + ` FOR UPDATE`
-
-	updateTaskSQL = `UPDATE workflow_tasks SET status = $2, attempt = $3, max_attempts = $4, run_at = $5,
-	lease = $6, lease_owner = $7, lease_until = $8, attempt_deadline = $9, input = $10::jsonb,
-	last_error = $11, updated_at = $12
-WHERE id = $1`
+	// lockInstanceSQL takes the lock an instance's writes take (see lockSQL),
+	// reading nothing.
+	lockInstanceSQL = `SELECT FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE`
 
 	// Step ids are ordered bytewise (COLLATE "C"), as SQLite and Go do,
 	// whatever the database's default collation.
 	tasksOfInstanceSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = $1 ORDER BY step_id COLLATE "C"`
 
-	// expiredSQL is served by the partial expiry index.
-	expiredSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks
-WHERE status = 'LEASED' AND lease_until < $1
-ORDER BY lease_until, id COLLATE "C"
-LIMIT $2
-FOR UPDATE SKIP LOCKED`
-
-	// cancelOrphansSQL picks the tasks in a materialized CTE (the LIMIT
-	// applies once, SKIP LOCKED leaves tasks that a claim or a completion
-	// holds to the next sweep) and updates them through the primary key.
-	// The status test is an OR, not IN, so that the planner can combine
-	// the two partial indexes (claim and expiry) in a BitmapOr instead of
-	// scanning every finished task.
-	cancelOrphansSQL = `WITH picked AS MATERIALIZED (
-	SELECT t.id FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
-	WHERE (t.status = 'QUEUED' OR t.status = 'LEASED') AND i.status NOT IN ('RUNNING', 'PAUSED')
-	LIMIT $1
-	FOR UPDATE OF t SKIP LOCKED
-)
-UPDATE workflow_tasks SET status = 'CANCELLED', lease = '', updated_at = $2
-WHERE id = ANY (ARRAY(SELECT id FROM picked))`
-
-	// timeOutSQL is batchSQL with the deadline filter (served by the
-	// partial deadline index: deadline < $1 implies deadline IS NOT NULL).
-	timeOutSQL = `WITH picked AS MATERIALIZED (
-	SELECT id, deadline FROM workflow_instances
-	WHERE status IN ('RUNNING', 'PAUSED') AND deadline < $1
-	ORDER BY deadline, id COLLATE "C"
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-), u AS (
-	UPDATE workflow_instances SET status = 'TIMED_OUT', state = ` + stoppedState + `'TIMED_OUT'` + stoppedStateEnd + `, version = version + 1, updated_at = $3
-	WHERE id = ANY (ARRAY(SELECT id FROM picked))
-	RETURNING id, version, status, state
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, $3, $4 FROM u
-)
-SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.deadline, picked.id COLLATE "C"`
-
 	// notifySQL wakes the listeners of every node; inside a transaction
 	// PostgreSQL delivers it at commit (and not at all on rollback).
 	notifySQL = `SELECT pg_notify('` + notifyChannel + `', '')`
+)
 
-	// timeoutCause is the history cause of TimeOutInstances.
-	timeoutCause = "workflow timeout"
+// The reads of Due, one per store.DueKind: plain reads, no row locks (the
+// engine's writes guard on what they read).
+const (
+	// dueTimeoutsSQL is served by the partial deadline index (deadline <
+	// $1 implies deadline IS NOT NULL).
+	dueTimeoutsSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances
+WHERE status IN ('RUNNING', 'PAUSED') AND deadline < $1
+ORDER BY deadline, id COLLATE "C"
+LIMIT $2`
+
+	// dueLeasesSQL is served by the partial expiry index.
+	dueLeasesSQL = `SELECT ` + taskPrefixedColumns + claimInstanceColumns + `
+FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
+WHERE t.status = 'LEASED' AND t.lease_until < $1
+ORDER BY t.lease_until, t.id COLLATE "C"
+LIMIT $2`
+
+	// dueOrphansSQL tests the status with an OR, not IN, so that the
+	// planner can combine the two partial indexes (claim and expiry) in a
+	// BitmapOr instead of scanning every finished task.
+	dueOrphansSQL = `SELECT ` + taskPrefixedColumns + claimInstanceColumns + `
+FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
+WHERE (t.status = 'QUEUED' OR t.status = 'LEASED') AND i.status NOT IN ('RUNNING', 'PAUSED')
+LIMIT $1`
 )
 
 // taskPrefixedColumns is taskColumns qualified with the alias t.
@@ -174,7 +115,7 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // claimer is never starved by rows others hold. The price: with several
 // queues up to limit tasks per queue are locked, and those that the outer
 // LIMIT drops stay locked (unclaimed) until the caller's transaction ends.
-// The queues must be distinct (LockClaimable sees to it): the
+// The queues must be distinct (claimArgs sees to it): the
 // transaction's own locks do not make it skip a row.
 //
 // The queues are a VALUES list and the limit a literal, not an array and a
@@ -227,56 +168,9 @@ ORDER BY c.run_at, c.id COLLATE "C"
 LIMIT %[2]d`, values.String(), limit)
 }
 
-// InsertTasks inserts tasks with one statement; see store.EngineQuerier.
-// It fills in each task's ID (when empty), Status (QUEUED when empty),
-// CreatedAt and UpdatedAt, normalises its times and sets a nil Input to JSON
-// null. Errors: ErrExists for an id or (instance, step) that already has a
-// task (also for duplicates within tasks), ErrNotFound for an unknown
-// instance, ErrInvalidArgument for a task the schema would refuse. Nothing is
-// inserted on error; inside a transaction, see insertTasksSQL for the one
-// exception, after which the caller must roll back.
-func (q *querier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
-	if len(tasks) == 0 {
-		return nil
-	}
-	now := q.timestamp()
-	rows, cols, err := prepareTasks(tasks, now)
-	if err != nil {
-		return err
-	}
-	n := len(rows)
-	err = q.atomically(ctx, func(tq *querier) error {
-		var (
-			missing, takenInstance, takenStep *string
-			inserted                          int
-		)
-		err := tq.db.QueryRow(ctx, insertTasksSQL, append(cols.args(), now)...).
-			Scan(&missing, &takenInstance, &takenStep, &inserted)
-		switch {
-		case err != nil:
-			return interpretError(err, "")
-		case missing != nil:
-			return fmt.Errorf("task for an unknown instance: %w", store.NotFound(*missing))
-		case takenInstance != nil:
-			return fmt.Errorf("task for workflow %q step %q: %w", *takenInstance, *takenStep, store.ErrExists)
-		case inserted != n:
-			// Inserted concurrently: the pool path rolls back here.
-			return fmt.Errorf("%d of %d tasks: %w", n-inserted, n, store.ErrExists)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for i, t := range tasks {
-		*t = rows[i]
-	}
-	return nil
-}
-
 // prepareTasks checks new tasks and completes copies of them as they will be
 // stored (ID, status, input, times), and returns those and the columns of
-// the unnest parameters ($1–$14 of insertTasksSQL).
+// the unnest parameters ($1–$14 of createSQL and applySQL).
 func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, *taskColumnArrays, error) {
 	n := len(tasks)
 	// Everything is checked, on copies, before anything is sent; the
@@ -413,62 +307,23 @@ func interpretTaskError(err error, id string) error {
 
 func taskNotFound(id string) error { return fmt.Errorf("task %q: %w", id, store.ErrNotFound) }
 
-// LockTask returns the task, locked FOR UPDATE inside a transaction (a plain
-// read on the pool, where a lock would end with the statement).
+// Task returns the task: a plain read, also inside a transaction.
 // ErrNotFound for an unknown id.
-func (q *querier) LockTask(ctx context.Context, id string) (*store.Task, error) {
+func (q *querier) Task(ctx context.Context, id string) (*store.Task, error) {
 	if !storableText(id) {
 		return nil, taskNotFound(id)
 	}
-	sql := lockTaskSQL
-	if q.pool != nil {
-		sql = getTaskSQL
-	}
-	t, err := scanTask(q.db.QueryRow(ctx, sql, id))
+	t, err := scanTask(q.db.QueryRow(ctx, getTaskSQL, id))
 	if err != nil {
 		return nil, interpretTaskError(err, id)
 	}
 	return t, nil
 }
 
-// UpdateTask writes every mutable field of t and sets t.UpdatedAt (and
-// normalises t's times). ErrNotFound for an unknown id; ErrInvalidArgument
-// for values the schema would refuse.
-func (q *querier) UpdateTask(ctx context.Context, t *store.Task) (err error) {
-	defer q.settle(&err) // a write of its own on the pool
-	if t == nil {
-		return fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
-	}
-	if !storableText(t.ID) {
-		return taskNotFound(t.ID)
-	}
-	input := t.Input
-	if input == nil {
-		input = json.RawMessage("null")
-	}
-	check := *t
-	check.Input = input
-	if err := checkTask(&check); err != nil {
-		return err
-	}
-	now := q.timestamp()
-	normaliseTaskTimes(&check)
-	tag, err := q.db.Exec(ctx, updateTaskSQL, t.ID, string(t.Status), int32(t.Attempt), int32(t.MaxAttempts), check.RunAt,
-		t.Lease, t.LeaseOwner, nullTime(check.LeaseUntil), nullTime(check.AttemptDeadline), string(input), t.LastError, now)
-	if err != nil {
-		return interpretTaskError(err, t.ID)
-	}
-	if tag.RowsAffected() == 0 {
-		return taskNotFound(t.ID)
-	}
-	t.Input = input
-	t.RunAt, t.LeaseUntil, t.AttemptDeadline = check.RunAt, check.LeaseUntil, check.AttemptDeadline
-	t.UpdatedAt = now
-	return nil
-}
-
-// TasksOfInstance returns the instance's tasks ordered by step id, locked per
-// mode inside a transaction ([] for an instance without tasks, or unknown).
+// TasksOfInstance returns the instance's tasks ordered by step id, locked
+// per mode inside a transaction ([] for an instance without tasks, or
+// unknown); with LockWait the instance's row is locked after them (FOR NO
+// KEY UPDATE, the lock its writes take), the lock order tasks → instance.
 func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
 	sql := tasksOfInstanceSQL
 	switch mode {
@@ -484,20 +339,16 @@ func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode s
 		return []*store.Task{}, nil
 	}
 	if q.pool != nil {
-		sql = tasksOfInstanceSQL
+		return q.queryTasks(ctx, tasksOfInstanceSQL, instanceID)
 	}
-	return q.queryTasks(ctx, sql, instanceID)
-}
-
-// LockClaimable returns up to limit claimable tasks of queues, locked with
-// SKIP LOCKED; see claimSQL. ErrInvalidArgument for a limit outside
-// 1–store.MaxBatchLimit or more than store.MaxClaimQueues queues.
-func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
-	n, args, err := claimArgs(queues, now, limit)
-	if err != nil || n == 0 {
-		return []*store.Task{}, err
+	tasks, err := q.queryTasks(ctx, sql, instanceID)
+	if err != nil || mode != store.LockWait {
+		return tasks, err
 	}
-	return q.queryTasks(ctx, claimSQL(n, limit), args...)
+	if _, err := q.db.Exec(ctx, lockInstanceSQL, instanceID); err != nil {
+		return nil, interpretError(err, instanceID)
+	}
+	return tasks, nil
 }
 
 // claimArgs checks a claim's arguments and returns how many distinct queues
@@ -522,65 +373,46 @@ func claimArgs(queues []string, now time.Time, limit int) (int, []any, error) {
 	return len(args) - 1, args, nil
 }
 
-// LockExpired returns up to limit LEASED tasks whose lease ended before now,
-// locked with SKIP LOCKED. ErrInvalidArgument for a limit outside
-// 1–store.MaxBatchLimit.
-func (q *querier) LockExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
-	if err := checkLimit(limit); err != nil {
+// Due reads up to p.Limit items of due work; see store.EngineQuerier.
+func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, error) {
+	if err := p.Check(); err != nil {
 		return nil, err
 	}
-	return q.queryTasks(ctx, expiredSQL, store.Timestamp(now), limit)
-}
-
-// CancelOrphanTasks cancels up to limit live tasks of instances that are
-// neither RUNNING nor PAUSED, in one statement, and returns how many.
-// ErrInvalidArgument for a limit outside 1–store.MaxBatchLimit.
-func (q *querier) CancelOrphanTasks(ctx context.Context, limit int) (_ int, err error) {
-	defer q.settle(&err) // a write of its own on the pool
-	if err := checkLimit(limit); err != nil {
-		return 0, err
+	if p.Kind == store.DueTimeouts {
+		rows, err := q.db.Query(ctx, dueTimeoutsSQL, store.Timestamp(p.Now), p.Limit)
+		if err != nil {
+			return nil, interpretError(err, "")
+		}
+		insts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*workflow.Instance, error) { return scanInstance(row) })
+		if err != nil {
+			return nil, interpretError(err, "")
+		}
+		items := make([]store.DueItem, len(insts))
+		for i, inst := range insts {
+			items[i].Instance = inst
+		}
+		return items, nil
 	}
-	tag, err := q.db.Exec(ctx, cancelOrphansSQL, limit, q.timestamp())
-	if err != nil {
-		return 0, interpretError(err, "")
+	sql, args := dueLeasesSQL, []any{store.Timestamp(p.Now), p.Limit}
+	if p.Kind == store.DueOrphans {
+		sql, args = dueOrphansSQL, []any{p.Limit}
 	}
-	return int(tag.RowsAffected()), nil
-}
-
-// TimeOutInstances moves up to limit instances past their deadline to
-// TIMED_OUT in one statement and returns their ids, oldest deadline first
-// ([] when none). ErrInvalidArgument for a limit outside
-// 1–store.MaxBatchLimit.
-func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int) (_ []string, err error) {
-	defer q.settle(&err) // a write of its own on the pool
-	if err := checkLimit(limit); err != nil {
-		return nil, err
-	}
-	rows, err := q.db.Query(ctx, timeOutSQL, store.Timestamp(now), limit, q.timestamp(), timeoutCause)
+	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, interpretError(err, "")
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	cs, err := scanClaimables(rows)
 	if err != nil {
-		return nil, interpretError(err, "")
+		return nil, err
 	}
-	if ids == nil {
-		ids = []string{}
+	items := make([]store.DueItem, len(cs))
+	for i, c := range cs {
+		items[i] = store.DueItem{Instance: c.Instance, Task: c.Task}
 	}
-	return ids, nil
+	return items, nil
 }
 
-// Notify wakes every node's listener (see Store.Listen) when the transaction
-// commits, or at once on the pool.
-func (q *querier) Notify(ctx context.Context) error {
-	if _, err := q.db.Exec(ctx, notifySQL); err != nil {
-		return interpretError(err, "")
-	}
-	return nil
-}
-
-// checkLimit bounds the limit of the sweeps and of the claim query, like
-// BatchUpdateStatus.
+// checkLimit bounds the limit of the claim query, like BatchUpdateStatus.
 func checkLimit(limit int) error {
 	if limit < 1 || limit > store.MaxBatchLimit {
 		return fmt.Errorf("%w: limit %d is outside 1–%d", store.ErrInvalidArgument, limit, store.MaxBatchLimit)

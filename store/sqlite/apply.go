@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -14,6 +15,9 @@ import (
 // its conflict from inside the transaction, which rolls everything back.
 // See store.Applier.
 func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	if w.TasksOnly {
+		return nil, q.applyTasks(ctx, w)
+	}
 	if err := w.Prepare(); err != nil {
 		return nil, err
 	}
@@ -35,15 +39,9 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance
 	if err != nil {
 		return nil, err
 	}
-	updates := make([]store.Task, len(w.Update))
-	for i, u := range w.Update {
-		r := *u.Task
-		if r.Input, err = taskInput(r.Input); err != nil {
-			return nil, fmt.Errorf("task %q: %w", r.ID, err)
-		}
-		normaliseTaskTimes(&r)
-		r.UpdatedAt = store.Timestamp(now)
-		updates[i] = r
+	updates, err := prepareTaskWrites(w.Update, now)
+	if err != nil {
+		return nil, err
 	}
 	var out *workflow.Instance
 	err = q.write(ctx, func(c dbtx) error {
@@ -81,6 +79,23 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance
 	return out, nil
 }
 
+// prepareTaskWrites returns the rows of task writes as they will be stored
+// at now.
+func prepareTaskWrites(ws []store.TaskWrite, now time.Time) ([]store.Task, error) {
+	updates := make([]store.Task, len(ws))
+	for i, u := range ws {
+		r := *u.Task
+		var err error
+		if r.Input, err = taskInput(r.Input); err != nil {
+			return nil, fmt.Errorf("task %q: %w", r.ID, err)
+		}
+		normaliseTaskTimes(&r)
+		r.UpdatedAt = store.Timestamp(now)
+		updates[i] = r
+	}
+	return updates, nil
+}
+
 // applyTaskWrite writes one updated task while its guard holds; a miss is a
 // *store.TaskConflictError.
 func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuard, w *store.Write) error {
@@ -96,11 +111,11 @@ func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuar
 		lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
 		input = ?10, last_error = ?11, updated_at = ?12
 		WHERE id = ?1 AND instance_id = ?13
-			AND (?14 IS NULL OR (status = 'LEASED' AND lease = ?14 AND lease_until > ?15))
+			AND (?14 IS NULL OR (status = 'LEASED' AND lease = ?14 AND (lease_until > ?15) <> ?18))
 			AND (?16 IS NULL OR (status = ?16 AND attempt = ?17))`,
 		r.ID, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
 		r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
-		string(r.Input), r.LastError, micros(r.UpdatedAt), w.ID, lease, micros(w.Now), status, g.Attempt)
+		string(r.Input), r.LastError, micros(r.UpdatedAt), w.ID, lease, micros(w.Now), status, g.Attempt, g.LeaseEnded)
 	if err != nil {
 		return fmt.Errorf("task %q: %w", r.ID, interpretError(ctx, err))
 	}

@@ -16,6 +16,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -91,11 +92,11 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND run_at<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
 		{"claim, several queues", claimSQL, []any{`["q1","q2","flowd:sleep"]`, 1, 10, store.QueueSleep},
 			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND run_at<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
-		{"lease expiry", expiredSQL, []any{1, 10},
-			[]string{"SEARCH workflow_tasks USING INDEX workflow_tasks_expiry_idx (lease_until<?)"}},
-		{"timeout sweep", timedOutSQL, []any{1, 10},
+		{"lease expiry", dueLeasesSQL, []any{1, 10},
+			[]string{"SEARCH t USING INDEX workflow_tasks_expiry_idx (lease_until<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
+		{"timeout sweep", dueTimeoutsSQL, []any{1, 10},
 			[]string{"USING INDEX workflow_instances_deadline_idx (deadline>? AND deadline<?)"}},
-		{"orphan sweep", cancelOrphansSQL, []any{10, 1},
+		{"orphan sweep", dueOrphansSQL, []any{10},
 			[]string{"USING INDEX workflow_tasks_claim_idx", "USING INDEX workflow_tasks_expiry_idx", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
 	} {
 		plan := queryPlan(t, s, c.query, c.args...)
@@ -227,19 +228,24 @@ func TestMigrationKeepsData(t *testing.T) {
 	}
 
 	// The engine works on the old instance straight away.
-	if err := s.InsertTasks(ctx, []*store.Task{{ID: "t1", InstanceID: "old", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: t0}}); err != nil {
-		t.Fatalf("InsertTasks for the old instance: %v", err)
+	if err := storetest.InsertTasks(ctx, s, []*store.Task{{ID: "t1", InstanceID: "old", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: t0}}); err != nil {
+		t.Fatalf("inserting a task for the old instance: %v", err)
 	}
 	deadline := t0
 	if _, err := s.ModifyState(ctx, "old", func(inst *workflow.Instance) error { inst.Deadline = &deadline; return nil }, "deadline"); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := s.TimeOutInstances(ctx, t0.Add(time.Second), 10)
-	if err != nil || !slices.Equal(ids, []string{"old"}) {
-		t.Errorf("TimeOutInstances = %v, %v; want [old]", ids, err)
+	due, err := s.Due(ctx, store.DueParams{Kind: store.DueTimeouts, Now: t0.Add(time.Second), Limit: 10})
+	if err != nil || len(due) != 1 || due[0].Instance.ID != "old" {
+		t.Fatalf("Due(timeouts) = %v, %v; want [old]", due, err)
 	}
-	if n, err := s.CancelOrphanTasks(ctx, 10); err != nil || n != 1 {
-		t.Errorf("CancelOrphanTasks = %d, %v; want 1", n, err)
+	inst := due[0].Instance
+	if _, err := s.Apply(ctx, &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
+		Status: workflow.StatusTimedOut, State: inst.State, Deadline: inst.Deadline, Cause: "workflow timeout"}); err != nil {
+		t.Fatalf("timing the old instance out: %v", err)
+	}
+	if due, err := s.Due(ctx, store.DueParams{Kind: store.DueOrphans, Limit: 10}); err != nil || len(due) != 1 || due[0].Task.ID != "t1" {
+		t.Errorf("Due(orphans) = %v, %v; want [t1]", due, err)
 	}
 }
 
@@ -307,63 +313,53 @@ func TestEngineErrors(t *testing.T) {
 		return &store.Task{ID: id, InstanceID: "inst", StepID: step, Queue: "q", MaxAttempts: 1, RunAt: t0}
 	}
 
-	err := s.InsertTasks(ctx, []*store.Task{task("t1", "a"), {ID: "t2", InstanceID: "ghost", StepID: "a", Queue: "q", MaxAttempts: 1}})
-	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"ghost"`) {
-		t.Errorf("InsertTasks for a missing instance = %v, want ErrNotFound naming it", err)
+	insert := func(tasks ...*store.Task) error {
+		inst, err := s.Get(ctx, "inst")
+		if err != nil {
+			return err
+		}
+		_, err = s.Apply(ctx, &store.Write{ID: "inst", ExpectedVersion: inst.Version, From: inst.Status, Status: inst.Status,
+			State: inst.State, Cause: "insert", Insert: tasks})
+		return err
 	}
 	bad := task("t1", "a")
 	bad.MaxAttempts = 0
-	if err := s.InsertTasks(ctx, []*store.Task{bad}); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("InsertTasks with max_attempts 0 = %v, want ErrInvalidArgument", err)
+	if err := insert(bad); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("inserting a task with max_attempts 0 = %v, want ErrInvalidArgument", err)
 	}
 	bad = task("t1", "a")
 	bad.Input = json.RawMessage(`{"a":`)
-	if err := s.InsertTasks(ctx, []*store.Task{bad}); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("InsertTasks with bad input = %v, want ErrInvalidArgument", err)
+	if err := insert(bad); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("inserting a task with bad input = %v, want ErrInvalidArgument", err)
 	}
-	if err := s.InsertTasks(ctx, []*store.Task{task("t1", "a"), nil}); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("InsertTasks with a nil task = %v, want ErrInvalidArgument", err)
+	if err := insert(task("t1", "a"), nil); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("inserting a nil task = %v, want ErrInvalidArgument", err)
 	}
-	// Two tasks for one step in one call: the first is not kept either.
-	err = s.InsertTasks(ctx, []*store.Task{task("t1", "a"), task("t2", "a")})
+	// Two tasks for one step in one write: the first is not kept either.
+	err := insert(task("t1", "a"), task("t2", "a"))
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"t2"`) {
-		t.Errorf("InsertTasks of two tasks for one step = %v, want ErrExists naming t2", err)
+		t.Errorf("inserting two tasks for one step = %v, want ErrExists naming t2", err)
 	}
 	if tasks, err := s.TasksOfInstance(ctx, "inst", store.LockNone); err != nil || len(tasks) != 0 {
 		t.Errorf("tasks after the failed inserts = %v, %v; want none", tasks, err)
 	}
-	if err := s.InsertTasks(ctx, nil); err != nil {
-		t.Errorf("InsertTasks(nil) = %v", err)
-	}
 
 	tk := task("t1", "a")
-	if err := s.InsertTasks(ctx, []*store.Task{tk}); err != nil {
+	if err := insert(tk); err != nil {
 		t.Fatal(err)
 	}
 	upd := *tk
 	upd.Status = "RUNNING"
-	if err := s.UpdateTask(ctx, &upd); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("UpdateTask to an unknown status = %v, want ErrInvalidArgument", err)
+	if err := storetest.UpdateTask(ctx, s, &upd, t0); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("writing a task with an unknown status = %v, want ErrInvalidArgument", err)
 	}
-	if err := s.UpdateTask(ctx, nil); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("UpdateTask(nil) = %v, want ErrInvalidArgument", err)
-	}
-	if got, err := s.LockTask(ctx, "t1"); err != nil || got.Status != store.TaskQueued || !got.UpdatedAt.Equal(tk.UpdatedAt) {
+	if got, err := s.Task(ctx, "t1"); err != nil || got.Status != store.TaskQueued || !got.UpdatedAt.Equal(tk.UpdatedAt) {
 		t.Errorf("task after refused updates = %+v, %v", got, err)
 	}
 
 	for _, limit := range []int{0, -1, store.MaxBatchLimit + 1} {
-		if _, err := s.LockClaimable(ctx, []string{"q"}, t0, limit); !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("LockClaimable(limit %d) = %v, want ErrInvalidArgument", limit, err)
-		}
-		if _, err := s.LockExpired(ctx, t0, limit); !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("LockExpired(limit %d) = %v, want ErrInvalidArgument", limit, err)
-		}
-		if _, err := s.CancelOrphanTasks(ctx, limit); !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("CancelOrphanTasks(limit %d) = %v, want ErrInvalidArgument", limit, err)
-		}
-		if _, err := s.TimeOutInstances(ctx, t0, limit); !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("TimeOutInstances(limit %d) = %v, want ErrInvalidArgument", limit, err)
+		if _, err := storetest.Claimable(ctx, s, []string{"q"}, t0, limit); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("claim(limit %d) = %v, want ErrInvalidArgument", limit, err)
 		}
 	}
 	if _, err := s.TasksOfInstance(ctx, "inst", store.LockMode(7)); !errors.Is(err, store.ErrInvalidArgument) {
@@ -379,13 +375,13 @@ func TestEngineErrors(t *testing.T) {
 	// Queues are data: a repeated queue returns its tasks once, an empty
 	// list nothing, and a queue name that looks like SQL or JSON is a name.
 	for _, queues := range [][]string{{"q", "q"}, {"q", `"]`, `') OR 1=1 --`, "q"}} {
-		got, err := s.LockClaimable(ctx, queues, t0, 10)
+		got, err := storetest.Claimable(ctx, s, queues, t0, 10)
 		if err != nil || len(got) != 1 || got[0].ID != "t1" {
-			t.Errorf("LockClaimable(%q) = %v, %v; want [t1]", queues, got, err)
+			t.Errorf("claim(%q) = %v, %v; want [t1]", queues, got, err)
 		}
 	}
-	if got, err := s.LockClaimable(ctx, nil, t0, 10); err != nil || got == nil || len(got) != 0 {
-		t.Errorf("LockClaimable(no queues) = %#v, %v; want an empty, non-nil slice", got, err)
+	if got, err := storetest.Claimable(ctx, s, nil, t0, 10); err != nil || len(got) != 0 {
+		t.Errorf("claim(no queues) = %#v, %v; want nothing", got, err)
 	}
 }
 
@@ -401,28 +397,30 @@ func TestEngineInTxSavepoint(t *testing.T) {
 	task := func(id, step string) *store.Task {
 		return &store.Task{ID: id, InstanceID: "inst", StepID: step, Queue: "q", MaxAttempts: 1, RunAt: t0}
 	}
-	if err := s.InsertTasks(ctx, []*store.Task{task("t1", "a")}); err != nil {
+	if err := storetest.InsertTasks(ctx, s, []*store.Task{task("t1", "a")}); err != nil {
 		t.Fatal(err)
 	}
 	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		// New tasks before a duplicate in one call: none of them stays.
-		if err := tx.InsertTasks(ctx, []*store.Task{task("t2", "b"), task("t3", "a")}); !errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("InsertTasks with a duplicate step: %v, want ErrExists", err)
+		// New tasks before a duplicate in one write: none of them stays.
+		if err := storetest.InsertTasks(ctx, tx, []*store.Task{task("t2", "b"), task("t3", "a")}); !errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("inserting a duplicate step: %v, want ErrExists", err)
 		}
-		if err := tx.UpdateTask(ctx, task("ghost", "z")); !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("UpdateTask of an unknown task: %v, want ErrNotFound", err)
+		ghost := task("ghost", "z")
+		if _, err := tx.Apply(ctx, &store.Write{ID: "inst", TasksOnly: true,
+			Update: []store.TaskWrite{{Task: ghost, Guard: store.TaskGuard{Status: store.TaskQueued}}}}); !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("writing an unknown task: %v, want a conflict", err)
 		}
-		claimed, err := tx.LockClaimable(ctx, []string{"q"}, t0, 10)
-		if err != nil || len(claimed) != 1 {
-			return fmt.Errorf("LockClaimable = %v, %v; want [t1]", claimed, err)
-		}
-		claimed[0].Status = store.TaskLeased
-		claimed[0].Lease = "L"
-		claimed[0].LeaseUntil = t0.Add(time.Minute)
-		if err := tx.UpdateTask(ctx, claimed[0]); err != nil {
+		claimed, err := tx.Task(ctx, "t1")
+		if err != nil {
 			return err
 		}
-		return tx.InsertTasks(ctx, []*store.Task{task("t4", "c")})
+		claimed.Status = store.TaskLeased
+		claimed.Lease = "L"
+		claimed.LeaseUntil = t0.Add(time.Minute)
+		if err := storetest.UpdateTask(ctx, tx, claimed, t0); err != nil {
+			return err
+		}
+		return storetest.InsertTasks(ctx, tx, []*store.Task{task("t4", "c")})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +459,7 @@ func TestClaimTwoStores(t *testing.T) {
 		for j := range stepsEach {
 			tasks = append(tasks, &store.Task{InstanceID: id, StepID: fmt.Sprintf("s%d", j), Queue: []string{"q1", "q2"}[j%2], MaxAttempts: 3, RunAt: t0.Add(-time.Duration(j) * time.Second)})
 		}
-		if err := a.InsertTasks(ctx, tasks); err != nil {
+		if err := storetest.InsertTasks(ctx, a, tasks); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -478,19 +476,16 @@ func TestClaimTwoStores(t *testing.T) {
 		wg.Go(func() {
 			for {
 				var got []*store.Task
-				err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-					var err error
-					got, err = tx.LockClaimable(ctx, []string{"q1", "q2"}, t0, 3)
-					if err != nil {
-						return err
-					}
-					for _, tk := range got {
+				err := s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"q1", "q2"}, Now: t0, Limit: 3}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+					got = got[:0]
+					var writes []*store.ClaimWrite
+					for _, c := range locked {
+						tk := c.Task
 						tk.Status, tk.Attempt, tk.Lease, tk.LeaseOwner, tk.LeaseUntil = store.TaskLeased, tk.Attempt+1, store.NewID(), owner, t0.Add(time.Minute)
-						if err := tx.UpdateTask(ctx, tk); err != nil {
-							return err
-						}
+						writes = append(writes, &store.ClaimWrite{Tasks: []*store.Task{tk}})
+						got = append(got, tk)
 					}
-					return nil
+					return writes, nil
 				})
 				if err != nil {
 					errs <- err
@@ -518,9 +513,9 @@ func TestClaimTwoStores(t *testing.T) {
 	if len(claimed) != instances*stepsEach {
 		t.Errorf("%d tasks claimed, want %d", len(claimed), instances*stepsEach)
 	}
-	expired, err := b.LockExpired(ctx, t0.Add(time.Hour), store.MaxBatchLimit)
+	expired, err := b.Due(ctx, store.DueParams{Kind: store.DueLeases, Now: t0.Add(time.Hour), Limit: store.MaxBatchLimit})
 	if err != nil || len(expired) != instances*stepsEach {
-		t.Errorf("LockExpired an hour later = %d tasks, %v; want all %d", len(expired), err, instances*stepsEach)
+		t.Errorf("Due(leases) an hour later = %d tasks, %v; want all %d", len(expired), err, instances*stepsEach)
 	}
 }
 
@@ -591,18 +586,24 @@ func TestEngineMemory(t *testing.T) {
 	if _, err := s.Create(ctx, store.CreateParams{ID: "inst", Status: workflow.StatusRunning, DefinitionRevision: 2, Deadline: &deadline}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.InsertTasks(ctx, []*store.Task{{ID: "t1", InstanceID: "inst", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: t0}}); err != nil {
+	if err := storetest.InsertTasks(ctx, s, []*store.Task{{ID: "t1", InstanceID: "inst", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
 	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		got, err := tx.LockClaimable(ctx, []string{"q"}, t0, 1)
+		got, err := storetest.Claimable(ctx, tx, []string{"q"}, t0, 1)
 		if err != nil || len(got) != 1 {
-			return fmt.Errorf("LockClaimable = %v, %v", got, err)
+			return fmt.Errorf("claim = %v, %v", got, err)
 		}
 		if _, err := tx.TasksOfInstance(ctx, "inst", store.LockWait); err != nil {
 			return err
 		}
-		_, err = tx.TimeOutInstances(ctx, t0.Add(time.Second), 10)
+		due, err := tx.Due(ctx, store.DueParams{Kind: store.DueTimeouts, Now: t0.Add(time.Second), Limit: 10})
+		if err != nil || len(due) != 1 {
+			return fmt.Errorf("Due(timeouts) = %v, %v", due, err)
+		}
+		inst := due[0].Instance
+		_, err = tx.Apply(ctx, &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
+			Status: workflow.StatusTimedOut, State: inst.State, Deadline: inst.Deadline, Cause: "workflow timeout"})
 		return err
 	})
 	if err != nil {
@@ -612,20 +613,20 @@ func TestEngineMemory(t *testing.T) {
 	if err != nil || counts[workflow.StatusTimedOut] != 1 || len(counts) != 1 {
 		t.Errorf("CountByStatus = %v, %v; want TIMED_OUT: 1", counts, err)
 	}
-	if n, err := s.CancelOrphanTasks(ctx, 10); err != nil || n != 1 {
-		t.Errorf("CancelOrphanTasks = %d, %v; want 1", n, err)
+	if due, err := s.Due(ctx, store.DueParams{Kind: store.DueOrphans, Limit: 10}); err != nil || len(due) != 1 {
+		t.Errorf("Due(orphans) = %v, %v; want one", due, err)
 	}
 }
 
-// BenchmarkLockClaimable claims from a backlog of ready tasks, most of them in
+// BenchmarkClaimable claims from a backlog of ready tasks, most of them in
 // other queues or of paused instances: the cost must not grow with the
 // backlog (see claimSQL).
-func BenchmarkLockClaimable(b *testing.B) {
+func BenchmarkClaimable(b *testing.B) {
 	s := openStoreAt(b, fileURL(b), func() time.Time { return t0 })
 	migrate(b, s)
 	ctx := b.Context()
 	const backlog = 20000
-	// Bulk fixture in SQL: going through InsertTasks would take longer than
+	// Bulk fixture in SQL: going through Apply would take longer than
 	// the benchmark.
 	for _, stmt := range []string{
 		`WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?1)
@@ -642,13 +643,10 @@ func BenchmarkLockClaimable(b *testing.B) {
 	for _, queues := range [][]string{{"q1"}, {"q0", "q1", "q2", "q3", store.QueueSleep}} {
 		b.Run(fmt.Sprintf("queues=%d", len(queues)), func(b *testing.B) {
 			for b.Loop() {
-				err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-					got, err := tx.LockClaimable(ctx, queues, fromMicros(backlog), 10)
-					if err == nil && len(got) != 10 {
-						err = fmt.Errorf("claimed %d tasks, want 10", len(got))
-					}
-					return err
-				})
+				got, err := storetest.Claimable(ctx, s, queues, fromMicros(backlog), 10)
+				if err == nil && len(got) != 10 {
+					err = fmt.Errorf("claimed %d tasks, want 10", len(got))
+				}
 				if err != nil {
 					b.Fatal(err)
 				}

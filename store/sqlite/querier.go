@@ -113,12 +113,6 @@ func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error
 	return getInstance(ctx, q.read, id)
 }
 
-// LockInstance is Get: a transaction holds the database's one write lock
-// from its start, so nothing else can change the row until it ends.
-func (q *querier) LockInstance(ctx context.Context, id string) (*workflow.Instance, error) {
-	return q.Get(ctx, id)
-}
-
 // List returns one page of instances, newest first, with keyset pagination on
 // (created_at, id).
 func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage, error) {
@@ -635,26 +629,51 @@ type scanner interface{ Scan(dest ...any) error }
 // scanInstance reads the instanceColumns of one row. Errors are returned as
 // they are (sql.ErrNoRows included) for the caller to interpret.
 func scanInstance(row scanner) (*workflow.Instance, error) {
-	var (
-		inst                 workflow.Instance
-		status, state, input string
-		createdAt, updatedAt int64
-		deadline             sql.NullInt64
-	)
-	if err := row.Scan(&inst.ID, &inst.Definition, &status, &state, &input, &inst.Version, &createdAt, &updatedAt,
-		&inst.DefinitionRevision, &deadline); err != nil {
+	var r instanceScan
+	if err := row.Scan(r.dest()...); err != nil {
 		return nil, err
 	}
-	if deadline.Valid {
-		d := fromMicros(deadline.Int64)
+	return r.instance()
+}
+
+// instanceScan receives the instanceColumns of a row.
+type instanceScan struct {
+	inst                 workflow.Instance
+	status, state, input string
+	createdAt, updatedAt int64
+	deadline             sql.NullInt64
+}
+
+func (r *instanceScan) dest() []any {
+	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.createdAt, &r.updatedAt,
+		&r.inst.DefinitionRevision, &r.deadline}
+}
+
+// instance decodes what was scanned.
+func (r *instanceScan) instance() (*workflow.Instance, error) {
+	inst := r.inst
+	if r.deadline.Valid {
+		d := fromMicros(r.deadline.Int64)
 		inst.Deadline = &d
 	}
-	inst.Status = workflow.Status(status)
-	if err := inst.State.UnmarshalJSON([]byte(state)); err != nil {
+	inst.Status = workflow.Status(r.status)
+	if err := inst.State.UnmarshalJSON([]byte(r.state)); err != nil {
 		return nil, fmt.Errorf("sqlite: workflow %q: stored state: %w", inst.ID, err)
 	}
-	inst.Input = json.RawMessage(input)
-	inst.CreatedAt = fromMicros(createdAt)
-	inst.UpdatedAt = fromMicros(updatedAt)
+	inst.Input = json.RawMessage(r.input)
+	inst.CreatedAt = fromMicros(r.createdAt)
+	inst.UpdatedAt = fromMicros(r.updatedAt)
 	return &inst, nil
+}
+
+// taskThenInstance scans a row of a task's columns followed by its
+// instance's: the task's scanner fills its own destinations, inst the
+// rest.
+type taskThenInstance struct {
+	row  scanner
+	inst *instanceScan
+}
+
+func (s taskThenInstance) Scan(dest ...any) error {
+	return s.row.Scan(append(dest, s.inst.dest()...)...)
 }

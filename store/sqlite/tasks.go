@@ -54,31 +54,6 @@ func qualify(alias, columns string) string {
 const insertTaskSQL = `INSERT INTO workflow_tasks (` + taskColumns + `)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)`
 
-// InsertTasks inserts the tasks in one transaction (one savepoint inside
-// WithTx): all or none. An empty ID gets store.NewID(), an empty Status is
-// QUEUED, nil Input is JSON null; CreatedAt and UpdatedAt are the store clock.
-// On success every *Task holds exactly what was stored (times normalised,
-// input compacted). Errors: ErrExists when a task id, or a task for the same
-// (instance, step), exists already (also within tasks); ErrNotFound when the
-// instance does not exist; ErrInvalidArgument for a nil task, input that is
-// not JSON, or a value the schema rejects (status, attempts).
-func (q *querier) InsertTasks(ctx context.Context, tasks []*store.Task) error {
-	if len(tasks) == 0 {
-		return nil
-	}
-	rows, err := prepareTasks(tasks, q.now())
-	if err != nil {
-		return err
-	}
-	if err := q.write(ctx, func(c dbtx) error { return insertTasks(ctx, c, rows) }); err != nil {
-		return err
-	}
-	for i, t := range tasks {
-		*t = rows[i]
-	}
-	return nil
-}
-
 // prepareTasks returns copies of new tasks completed as they will be stored.
 func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
 	rows := make([]store.Task, len(tasks))
@@ -137,80 +112,23 @@ func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
 	return nil
 }
 
-// LockTask returns the task. Inside WithTx the transaction already holds the
-// write lock; on the Store it reads in a write transaction of its own.
+// Task returns the task: a plain read (inside WithTx, in the transaction).
 // Errors: ErrNotFound ("task %q").
-func (q *querier) LockTask(ctx context.Context, id string) (*store.Task, error) {
-	var t *store.Task
-	err := q.write(ctx, func(c dbtx) error {
-		var err error
-		t, err = scanTask(c.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM workflow_tasks WHERE id = ?1`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return taskNotFound(id)
-		}
-		if err != nil {
-			return interpretError(ctx, err)
-		}
-		return nil
-	})
+func (q *querier) Task(ctx context.Context, id string) (*store.Task, error) {
+	t, err := scanTask(q.read.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM workflow_tasks WHERE id = ?1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, taskNotFound(id)
+	}
 	if err != nil {
-		return nil, err
+		return nil, interpretError(ctx, err)
 	}
 	return t, nil
 }
 
-// UpdateTask writes every mutable field of t and sets t.UpdatedAt to the store
-// clock; instance, step, queue and created_at never change. Zero LeaseUntil
-// and AttemptDeadline are stored as NULL, nil Input as JSON null. On success t
-// holds what was stored. Errors: ErrNotFound ("task %q"); ErrInvalidArgument
-// for input that is not JSON or a value the schema rejects.
-func (q *querier) UpdateTask(ctx context.Context, t *store.Task) error {
-	if t == nil {
-		return fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
-	}
-	r := *t
-	input, err := taskInput(r.Input)
-	if err != nil {
-		return fmt.Errorf("task %q: %w", r.ID, err)
-	}
-	r.Input = input
-	normaliseTaskTimes(&r)
-	r.UpdatedAt = store.Timestamp(q.now())
-	err = q.write(ctx, func(c dbtx) error {
-		res, err := c.ExecContext(ctx,
-			`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
-			lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
-			input = ?10, last_error = ?11, updated_at = ?12
-			WHERE id = ?1`,
-			r.ID, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
-			r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
-			string(r.Input), r.LastError, micros(r.UpdatedAt))
-		if err != nil {
-			return fmt.Errorf("task %q: %w", r.ID, interpretError(ctx, err))
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return interpretError(ctx, err)
-		}
-		if n == 0 {
-			return taskNotFound(r.ID)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	// What the caller did not give (created_at, the immutable columns) stays
-	// as the caller had it; everything written is as stored.
-	t.Status, t.Attempt, t.MaxAttempts, t.RunAt = r.Status, r.Attempt, r.MaxAttempts, r.RunAt
-	t.Lease, t.LeaseOwner, t.LeaseUntil, t.AttemptDeadline = r.Lease, r.LeaseOwner, r.LeaseUntil, r.AttemptDeadline
-	t.Input, t.LastError, t.UpdatedAt = r.Input, r.LastError, r.UpdatedAt
-	return nil
-}
-
 // TasksOfInstance returns the instance's tasks ordered by step id ([] when it
 // has none, also for an unknown instance). Every mode runs the same query (see
-// Locks); LockNone called on the Store reads from the read pool, the locking
+// Locks): LockWait's lock of the instance is the write lock the transaction
+// holds. LockNone called on the Store reads from the read pool, the locking
 // modes in a write transaction. Errors: ErrInvalidArgument for an unknown mode.
 func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
 	const query = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = ?1 ORDER BY step_id`
@@ -258,13 +176,13 @@ CROSS JOIN workflow_tasks AS t ON t.rowid IN (
 ORDER BY t.run_at, t.id
 LIMIT ?3`
 
-// LockClaimable returns up to limit QUEUED tasks of queues with run_at <= now
+// claimable returns up to limit QUEUED tasks of queues with run_at <= now
 // whose instance is RUNNING (for store.QueueSleep: RUNNING or PAUSED), oldest
-// run_at first (then id); [] when none. Call it inside WithTx and claim the
-// tasks in the same transaction: no other transaction can claim them before it
-// ends (see Locks). Errors: ErrInvalidArgument (limit outside 1–10000, more
-// than store.MaxClaimQueues queues).
-func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.Time, limit int) ([]*store.Task, error) {
+// run_at first (then id); [] when none. c is the write transaction that
+// claims them: no other transaction can claim them before it ends (see
+// Locks). Errors: ErrInvalidArgument (limit outside 1–10000, more than
+// store.MaxClaimQueues queues).
+func claimable(ctx context.Context, c dbtx, queues []string, now time.Time, limit int) ([]*store.Task, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}
@@ -279,138 +197,101 @@ func (q *querier) LockClaimable(ctx context.Context, queues []string, now time.T
 	if err != nil {
 		return nil, err
 	}
-	var tasks []*store.Task
-	err = q.write(ctx, func(c dbtx) error {
-		var err error
-		tasks, err = queryTasks(ctx, c, claimSQL, string(list), micros(now), limit, store.QueueSleep)
-		return err
-	})
-	return tasks, err
+	return queryTasks(ctx, c, claimSQL, string(list), micros(now), limit, store.QueueSleep)
 }
 
-// expiredSQL uses the partial index workflow_tasks_expiry_idx (lease_until).
-const expiredSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks
-WHERE status = 'LEASED' AND lease_until < ?1
-ORDER BY lease_until, id
-LIMIT ?2`
-
-// LockExpired returns up to limit LEASED tasks whose lease_until is before
-// now, the longest expired first; [] when none. Errors: ErrInvalidArgument
-// (limit outside 1–10000).
-func (q *querier) LockExpired(ctx context.Context, now time.Time, limit int) ([]*store.Task, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, err
-	}
-	var tasks []*store.Task
-	err := q.write(ctx, func(c dbtx) error {
-		var err error
-		tasks, err = queryTasks(ctx, c, expiredSQL, micros(now), limit)
-		return err
-	})
-	return tasks, err
-}
-
-// cancelOrphansSQL finds the active tasks through the two partial indexes
-// (claim for QUEUED, expiry for LEASED), so the sweep never reads finished
-// tasks, however many have accumulated, and looks up each one's instance by
-// primary key. A QUEUED task of a PAUSED instance stays: it runs on resume.
-const cancelOrphansSQL = `UPDATE workflow_tasks SET status = 'CANCELLED', lease = '', updated_at = ?2
-WHERE id IN (
-    SELECT a.id FROM (
-        SELECT id, instance_id FROM workflow_tasks WHERE status = 'QUEUED'
-        UNION ALL
-        SELECT id, instance_id FROM workflow_tasks WHERE status = 'LEASED'
-    ) AS a
-    JOIN workflow_instances AS i ON i.id = a.instance_id
-    WHERE i.status NOT IN ('RUNNING', 'PAUSED')
-    LIMIT ?1
-)`
-
-// CancelOrphanTasks marks CANCELLED (lease cleared) up to limit QUEUED or
-// LEASED tasks whose instance is neither RUNNING nor PAUSED, and returns how
-// many it changed. Errors: ErrInvalidArgument (limit outside 1–10000).
-func (q *querier) CancelOrphanTasks(ctx context.Context, limit int) (int, error) {
-	if err := checkLimit(limit); err != nil {
-		return 0, err
-	}
-	now := q.timestamp()
-	var n int64
-	err := q.write(ctx, func(c dbtx) error {
-		res, err := c.ExecContext(ctx, cancelOrphansSQL, limit, now)
-		if err != nil {
-			return interpretError(ctx, err)
-		}
-		n, err = res.RowsAffected()
-		return interpretError(ctx, err)
-	})
-	if err != nil {
-		return 0, err
-	}
-	return int(n), nil
-}
-
-// timedOutSQL selects the instances past their deadline. The status and
-// deadline terms are spelt exactly as the WHERE clause of the partial index
-// workflow_instances_deadline_idx, so SQLite uses it; deadline < ?1 also
-// implies its "deadline IS NOT NULL".
-const timedOutSQL = `SELECT id FROM workflow_instances INDEXED BY workflow_instances_deadline_idx
+// The reads of Due, one per store.DueKind. They run on the read pool (or in
+// the caller's transaction): the engine's writes guard on what they read.
+var (
+	// dueTimeoutsSQL spells the status and deadline terms exactly as the
+	// WHERE clause of the partial index workflow_instances_deadline_idx, so
+	// SQLite uses it; deadline < ?1 also implies its "deadline IS NOT NULL".
+	dueTimeoutsSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances INDEXED BY workflow_instances_deadline_idx
 WHERE status IN ('RUNNING', 'PAUSED') AND deadline IS NOT NULL AND deadline < ?1
 ORDER BY deadline, id
 LIMIT ?2`
 
-// timeoutCause is the history cause of TimeOutInstances.
-const timeoutCause = "workflow timeout"
+	// dueLeasesSQL uses the partial index workflow_tasks_expiry_idx
+	// (lease_until) and looks up each task's instance by primary key.
+	dueLeasesSQL = `SELECT ` + dueTaskColumns + `
+FROM workflow_tasks AS t CROSS JOIN workflow_instances AS i ON i.id = t.instance_id
+WHERE t.status = 'LEASED' AND t.lease_until < ?1
+ORDER BY t.lease_until, t.id
+LIMIT ?2`
 
-// TimeOutInstances moves up to limit RUNNING or PAUSED instances whose
-// deadline is before now to TIMED_OUT, the earliest deadline first (then id),
-// each with version+1, updated_at = the store clock and a history row (cause
-// "workflow timeout"), and returns their ids in that order ([] when none).
-// Like BatchUpdateStatus it takes three statements whatever the number, and two
-// sweeps cannot pick the same instance (the second runs after the first
-// committed). Errors: ErrInvalidArgument (limit outside 1–10000).
-func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	if err := checkLimit(limit); err != nil {
+	// dueOrphansSQL finds the active tasks through the two partial indexes
+	// (claim for QUEUED, expiry for LEASED), so the sweep never reads
+	// finished tasks, however many have accumulated, and looks up each
+	// one's instance by primary key.
+	dueOrphansSQL = `SELECT ` + dueTaskColumns + `
+FROM (
+    SELECT id FROM workflow_tasks WHERE status = 'QUEUED'
+    UNION ALL
+    SELECT id FROM workflow_tasks WHERE status = 'LEASED'
+) AS a
+CROSS JOIN workflow_tasks AS t ON t.id = a.id
+CROSS JOIN workflow_instances AS i ON i.id = t.instance_id
+WHERE i.status NOT IN ('RUNNING', 'PAUSED')
+LIMIT ?1`
+
+	// dueTaskColumns are a task's columns followed by its instance's.
+	dueTaskColumns = qualify("t", taskColumns) + ", " + qualify("i", instanceColumns)
+)
+
+// Due reads up to p.Limit items of due work; see store.EngineQuerier.
+func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, error) {
+	if err := p.Check(); err != nil {
 		return nil, err
 	}
-	updatedAt := q.timestamp()
-	var ids []string
-	err := q.write(ctx, func(c dbtx) error {
-		var err error
-		ids, err = queryIDs(ctx, c, timedOutSQL, micros(now), limit)
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		list, err := json.Marshal(ids)
+	items := []store.DueItem{}
+	if p.Kind == store.DueTimeouts {
+		rows, err := q.read.QueryContext(ctx, dueTimeoutsSQL, micros(p.Now), p.Limit)
 		if err != nil {
-			return err
+			return nil, interpretError(ctx, err)
 		}
-		if _, err := c.ExecContext(ctx,
-			`UPDATE workflow_instances SET status = 'TIMED_OUT', version = version + 1, updated_at = ?2
-			WHERE id IN (SELECT value FROM json_each(?1))`,
-			string(list), updatedAt); err != nil {
-			return interpretError(ctx, err)
+		defer rows.Close()
+		for rows.Next() {
+			inst, err := scanInstance(rows)
+			if err != nil {
+				return nil, interpretError(ctx, err)
+			}
+			items = append(items, store.DueItem{Instance: inst})
 		}
-		if err := cancelActiveSteps(ctx, c, string(list)); err != nil {
-			return err
+		if err := rows.Err(); err != nil {
+			return nil, interpretError(ctx, err)
 		}
-		if _, err := c.ExecContext(ctx,
-			`INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-			SELECT id, version, status, state, updated_at, ?2 FROM workflow_instances
-			WHERE id IN (SELECT value FROM json_each(?1))`,
-			string(list), timeoutCause); err != nil {
-			return interpretError(ctx, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		return items, nil
 	}
-	return ids, nil
+	query, args := dueLeasesSQL, []any{micros(p.Now), p.Limit}
+	if p.Kind == store.DueOrphans {
+		query, args = dueOrphansSQL, []any{p.Limit}
+	}
+	rows, err := q.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	insts := map[string]*workflow.Instance{}
+	for rows.Next() {
+		var ir instanceScan
+		t, err := scanTask(taskThenInstance{rows, &ir})
+		if err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		inst := insts[t.InstanceID]
+		if inst == nil {
+			if inst, err = ir.instance(); err != nil {
+				return nil, err
+			}
+			insts[t.InstanceID] = inst
+		}
+		items = append(items, store.DueItem{Instance: inst, Task: t})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return items, nil
 }
-
-// Notify does nothing: a SQLite database has one flowd process writing it,
-// whose workers the engine wakes in process.
-func (q *querier) Notify(ctx context.Context) error { return nil }
 
 // checkLimit bounds the limit of the engine's batch queries like
 // BatchStatusParams.Limit.
@@ -468,27 +349,6 @@ func queryTasks(ctx context.Context, c dbtx, query string, args ...any) ([]*stor
 		return nil, interpretError(ctx, err)
 	}
 	return tasks, nil
-}
-
-// queryIDs runs a query that selects one text column; [] when no row.
-func queryIDs(ctx context.Context, c dbtx, query string, args ...any) ([]string, error) {
-	rows, err := c.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	defer rows.Close()
-	ids := []string{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, interpretError(ctx, err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	return ids, nil
 }
 
 // scanTask reads the taskColumns of one row. Errors are returned as they are
@@ -662,7 +522,7 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 // claimOn is ClaimTasks on c, inside the write transaction the caller holds;
 // the caller reports what it returns once that is committed.
 func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) ([]claimDone, error) {
-	tasks, err := q.on(c).LockClaimable(ctx, p.Queues, p.Now, p.Limit)
+	tasks, err := claimable(ctx, c, p.Queues, p.Now, p.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ var applyTests = []conformanceTest{
 	{"Apply_invalid", testApplyInvalid},
 	{"Apply_inTx", testApplyInTx},
 	{"Apply_concurrent", testApplyConcurrent},
-	{"LockInstance", testLockInstance},
+	{"TasksOfInstance_lockWaitLocksInstance", testTasksOfInstanceLocksInstance},
 }
 
 // applyFixture creates a RUNNING instance id (stepState: step a RUNNING),
@@ -33,7 +33,7 @@ func (b *bundle) applyFixture(t testing.TB, id string) (*workflow.Instance, *sto
 	eq := b.engine(t)
 	inst, leased := b.commitFixture(t, eq, id)
 	queued := withID(id+"-w", newTask(id, "w", "q1", clockStart))
-	b.insertTasks(t, eq, queued)
+	b.insertTasks(t, queued)
 	return b.get(t, inst.ID), leased, b.lockTask(t, eq, queued.ID)
 }
 
@@ -357,27 +357,28 @@ func testApplyConcurrent(t *testing.T, h Harness) {
 	}
 }
 
-// LockInstance inside a transaction keeps other writers of the instance
-// waiting until the transaction ends: a write decided on what it read lands
-// even when another writer tries in between, and that writer's change comes
-// after it. Unknown ids are ErrNotFound, inside a transaction and outside.
-func testLockInstance(t *testing.T, h Harness) {
+// TasksOfInstance with LockWait inside a transaction locks the instance's
+// tasks and then the instance: other writers of the instance wait until the
+// transaction ends, so a write decided on what it read lands even when
+// another writer tries in between, and that writer's change comes after it.
+func testTasksOfInstanceLocksInstance(t *testing.T, h Harness) {
 	b := setup(t, h)
 	inst, leased, queued := b.applyFixture(t, "w")
-	if _, err := b.s.LockInstance(b.ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("LockInstance of an unknown id: %v, want ErrNotFound", err)
-	}
 	other := make(chan error, 1)
 	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if _, err := tx.TasksOfInstance(b.ctx, inst.ID, store.LockWait); err != nil {
+		tasks, err := tx.TasksOfInstance(b.ctx, inst.ID, store.LockWait)
+		if err != nil {
 			return err
 		}
-		locked, err := tx.LockInstance(b.ctx, inst.ID)
+		if len(tasks) != 2 {
+			t.Errorf("TasksOfInstance(LockWait) = %v, want the instance's two tasks", taskIDs(tasks))
+		}
+		locked, err := tx.Get(b.ctx, inst.ID)
 		if err != nil {
 			return err
 		}
 		if locked.Version != inst.Version || locked.Status != inst.Status {
-			t.Errorf("LockInstance = version %d %s, want %d %s", locked.Version, locked.Status, inst.Version, inst.Status)
+			t.Errorf("Get under the lock = version %d %s, want %d %s", locked.Version, locked.Status, inst.Version, inst.Status)
 		}
 		go func() {
 			_, err := b.s.ModifyState(b.ctx, inst.ID, func(i *workflow.Instance) error {
@@ -391,7 +392,7 @@ func testLockInstance(t *testing.T, h Harness) {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("Apply decided under LockInstance: %v, want it written", err)
+		t.Fatalf("Apply decided under TasksOfInstance(LockWait): %v, want it written", err)
 	}
 	if err := <-other; err != nil {
 		t.Fatalf("the other writer: %v", err)

@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -42,7 +41,7 @@ func pick(all map[string]*store.Task, ids ...string) []*store.Task {
 }
 
 // newClaimFixture creates instances in every relevant status and tasks that
-// LockClaimable must or must not return at clockStart, and returns them all.
+// a claim must or must not lock at clockStart, and returns them all.
 func (b *bundle) newClaimFixture(t testing.TB, eq store.EngineQuerier) map[string]*store.Task {
 	t.Helper()
 	t0, sec := clockStart, time.Second
@@ -52,7 +51,7 @@ func (b *bundle) newClaimFixture(t testing.TB, eq store.EngineQuerier) map[strin
 	b.running(t, "done")
 	b.running(t, "failed")
 	b.running(t, "timedout")
-	b.insertTasks(t, eq,
+	b.insertTasks(t,
 		withID("c1", newTask("run", "s1", "q1", t0.Add(-3*sec))),
 		withID("c2", newTask("run", "s2", store.QueueHTTP, t0.Add(-2*sec))),
 		// A tie on run_at, inserted out of id order.
@@ -72,7 +71,7 @@ func (b *bundle) newClaimFixture(t testing.TB, eq store.EngineQuerier) map[strin
 		withID("p-http", newTask("paused", "s3", store.QueueHTTP, t0.Add(-5*sec))),
 	)
 	for _, inst := range []string{"pending", "done", "failed", "timedout"} {
-		b.insertTasks(t, eq,
+		b.insertTasks(t,
 			withID(inst+"-q1", newTask(inst, "s1", "q1", t0.Add(-5*sec))),
 			withID(inst+"-sleep", newTask(inst, "s2", store.QueueSleep, t0.Add(-5*sec))),
 		)
@@ -109,9 +108,9 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 		{[]string{"nope"}, 100, []string{}},
 		{[]string{"Q1"}, 100, []string{}},
 	} {
-		what := fmt.Sprintf("LockClaimable(%q, now, %d)", c.queues, c.limit)
+		what := fmt.Sprintf("claim(%q, now, %d)", c.queues, c.limit)
 		err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
-			got, err := teq.LockClaimable(b.ctx, c.queues, now, c.limit)
+			got, err := Claimable(b.ctx, teq, c.queues, now, c.limit)
 			if err != nil {
 				return err
 			}
@@ -123,19 +122,19 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 		}
 	}
 	// The store itself claims too; an earlier now sees less.
-	got, err := eq.LockClaimable(b.ctx, []string{"q1"}, now.Add(-time.Second), 100)
+	got, err := Claimable(b.ctx, eq, []string{"q1"}, now.Add(-time.Second), 100)
 	if err != nil {
-		t.Fatalf("LockClaimable on the store: %v", err)
+		t.Fatalf("claim on the store: %v", err)
 	}
-	assertTasks(t, "LockClaimable on the store, one second earlier", pick(all, "c1", "c3a", "c3b"), got)
+	assertTasks(t, "claim on the store, one second earlier", pick(all, "c1", "c3a", "c3b"), got)
 	// A later now sees the late task.
-	got, err = eq.LockClaimable(b.ctx, []string{"q1"}, store.Timestamp(now).Add(time.Microsecond), 100)
+	got, err = Claimable(b.ctx, eq, []string{"q1"}, store.Timestamp(now).Add(time.Microsecond), 100)
 	if err != nil {
-		t.Fatalf("LockClaimable on the store: %v", err)
+		t.Fatalf("claim on the store: %v", err)
 	}
-	assertTasks(t, "LockClaimable one microsecond later", pick(all, "c1", "c3a", "c3b", "c4", "late"), got)
-	// Claiming alone changes nothing.
-	b.tasksUnchanged(t, eq, "after LockClaimable", all)
+	assertTasks(t, "claim one microsecond later", pick(all, "c1", "c3a", "c3b", "c4", "late"), got)
+	// A claim that writes nothing changes nothing.
+	b.tasksUnchanged(t, eq, "after claims that wrote nothing", all)
 
 	// Bad arguments are the caller's mistake, not the database's.
 	tooMany := make([]string, store.MaxClaimQueues+1)
@@ -146,12 +145,12 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 		queues []string
 		limit  int
 	}{{[]string{"q1"}, 0}, {[]string{"q1"}, store.MaxBatchLimit + 1}, {tooMany, 1}} {
-		_, err := eq.LockClaimable(b.ctx, c.queues, now, c.limit)
-		wantErrorIs(t, fmt.Sprintf("LockClaimable(%d queues, limit %d)", len(c.queues), c.limit), err, store.ErrInvalidArgument)
+		_, err := Claimable(b.ctx, eq, c.queues, now, c.limit)
+		wantErrorIs(t, fmt.Sprintf("claim(%d queues, limit %d)", len(c.queues), c.limit), err, store.ErrInvalidArgument)
 	}
 	// The most queues allowed is fine.
-	if _, err := eq.LockClaimable(b.ctx, tooMany[:store.MaxClaimQueues], now, 1); err != nil {
-		t.Errorf("LockClaimable of %d queues: %v", store.MaxClaimQueues, err)
+	if _, err := Claimable(b.ctx, eq, tooMany[:store.MaxClaimQueues], now, 1); err != nil {
+		t.Errorf("claim of %d queues: %v", store.MaxClaimQueues, err)
 	}
 }
 
@@ -160,28 +159,30 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 func (b *bundle) claimAndLease(queue string, now time.Time, limit int, owner string, pause func() error) ([]string, error) {
 	var ids []string
 	err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
-		got, err := teq.LockClaimable(b.ctx, []string{queue}, now, limit)
-		if err != nil {
-			return fmt.Errorf("LockClaimable: %w", err)
-		}
-		if pause != nil {
-			if err := pause(); err != nil {
-				return err
+		ids = nil
+		return teq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{queue}, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+			if pause != nil {
+				if err := pause(); err != nil {
+					return nil, err
+				}
 			}
-		}
-		for _, tk := range got {
-			tk.Status = store.TaskLeased
-			tk.Attempt++
-			tk.Lease = "lease-" + owner
-			tk.LeaseOwner = owner
-			tk.LeaseUntil = now.Add(time.Minute)
-			if err := teq.UpdateTask(b.ctx, tk); err != nil {
-				return fmt.Errorf("UpdateTask(%q): %w", tk.ID, err)
+			var writes []*store.ClaimWrite
+			for _, c := range locked {
+				tk := c.Task
+				tk.Status = store.TaskLeased
+				tk.Attempt++
+				tk.Lease = "lease-" + owner
+				tk.LeaseOwner = owner
+				tk.LeaseUntil = now.Add(time.Minute)
+				writes = append(writes, &store.ClaimWrite{Tasks: []*store.Task{tk}})
+				ids = append(ids, tk.ID)
 			}
-		}
-		ids = taskIDs(got)
-		return nil
+			return writes, nil
+		})
 	})
+	if ids == nil {
+		ids = []string{}
+	}
 	return ids, err
 }
 
@@ -197,7 +198,7 @@ func testTasksClaimConcurrent(t *testing.T, h Harness) {
 	for i := range n {
 		tasks = append(tasks, withID(fmt.Sprintf("t%02d", i), newTask(inst.ID, fmt.Sprintf("s%02d", i), "q1", clockStart.Add(time.Duration(i-n)*time.Millisecond))))
 	}
-	b.insertTasks(t, eq, tasks...)
+	b.insertTasks(t, tasks...)
 	owners := [2]string{"node-a", "node-b"}
 	var (
 		claims [2][]string
@@ -254,12 +255,11 @@ func testTasksClaimConcurrent(t *testing.T, h Harness) {
 // that another transaction has locked.
 func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
 	b := setup(t, h)
-	eq := b.engine(t)
 	if !b.s.Capabilities().ConcurrentWriters {
 		t.Skip("the backend serialises transactions: there are no row locks")
 	}
 	inst := b.running(t, "inst")
-	b.insertTasks(t, eq,
+	b.insertTasks(t,
 		withID("t-a", newTask(inst.ID, "a", "q1", clockStart.Add(-time.Second))),
 		withID("t-b", newTask(inst.ID, "b", "q1", clockStart)),
 	)
@@ -269,7 +269,7 @@ func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
 	var claimed []*store.Task
 	done := b.holdTx(func(_ store.Querier, teq store.EngineQuerier) error {
 		var err error
-		claimed, err = teq.LockClaimable(b.ctx, []string{"q1"}, clockStart, 1)
+		claimed, err = Claimable(b.ctx, teq, []string{"q1"}, clockStart, 1)
 		return err
 	}, held, release, nil)
 	<-held
@@ -300,201 +300,21 @@ func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
 		if err != nil {
 			return err
 		}
-		got, err := teq.LockClaimable(ctx, []string{"q1"}, clockStart, 10)
+		got, err := Claimable(ctx, teq, []string{"q1"}, clockStart, 10)
 		if err != nil {
 			return err
 		}
 		if ids := taskIDs(got); !slices.Equal(ids, []string{"t-a", "t-b"}) {
-			t.Errorf("LockClaimable while another transaction locks the instance = %v, want [t-a t-b]", ids)
+			t.Errorf("a claim while another transaction locks the instance = %v, want [t-a t-b]", ids)
 		}
 		return nil
 	})
 	cancel()
 	if err != nil {
-		t.Errorf("LockClaimable while another transaction locks the instance: %v", err)
+		t.Errorf("a claim while another transaction locks the instance: %v", err)
 	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatalf("transaction holding the instance: %v", err)
-	}
-}
-
-func testTasksExpired(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	t0, sec := clockStart, time.Second
-	b.running(t, "run")
-	b.create(t, store.CreateParams{ID: "paused", Status: workflow.StatusPaused})
-	var tasks []*store.Task
-	for _, c := range []struct{ id, inst string }{
-		{"e1", "run"}, {"e2", "paused"}, {"e3", "run"}, {"edge", "run"}, {"future", "run"},
-		{"queued", "run"}, {"done", "run"}, {"nolease", "run"},
-	} {
-		tasks = append(tasks, withID(c.id, newTask(c.inst, "s-"+c.id, "q1", t0.Add(-time.Hour))))
-	}
-	b.insertTasks(t, eq, tasks...)
-	b.lease(t, eq, "e1", t0.Add(-3*sec))
-	b.lease(t, eq, "e2", t0.Add(-sec))
-	b.lease(t, eq, "e3", t0.Add(-2*sec))
-	b.lease(t, eq, "edge", t0) // lease_until == now has not expired
-	b.lease(t, eq, "future", t0.Add(sec))
-	// lease_until in the past but not LEASED.
-	tk := b.lockTask(t, eq, "queued")
-	tk.LeaseUntil = t0.Add(-time.Minute)
-	b.updateTask(t, eq, tk)
-	b.lease(t, eq, "done", t0.Add(-time.Minute))
-	b.setTaskStatus(t, eq, "done", store.TaskDone)
-	// LEASED without lease_until.
-	b.lease(t, eq, "nolease", time.Time{})
-	all := b.readTasks(t, eq, "run", "paused")
-	b.clock.Set(t0.Add(time.Hour))
-
-	for _, c := range []struct {
-		limit int
-		want  []string
-	}{
-		{100, []string{"e1", "e3", "e2"}},
-		{2, []string{"e1", "e3"}},
-		{1, []string{"e1"}},
-	} {
-		err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
-			got, err := teq.LockExpired(b.ctx, t0, c.limit)
-			if err != nil {
-				return err
-			}
-			assertTasks(t, fmt.Sprintf("tx.LockExpired(now, %d)", c.limit), pick(all, c.want...), got)
-			return nil
-		})
-		if err != nil {
-			t.Errorf("tx.LockExpired(now, %d): %v", c.limit, err)
-		}
-	}
-	got, err := eq.LockExpired(b.ctx, t0.Add(-2500*time.Millisecond), 100)
-	if err != nil {
-		t.Fatalf("LockExpired on the store: %v", err)
-	}
-	assertTasks(t, "LockExpired 2.5s earlier", pick(all, "e1"), got)
-	got, err = eq.LockExpired(b.ctx, store.Timestamp(t0).Add(time.Microsecond), 100)
-	if err != nil {
-		t.Fatalf("LockExpired on the store: %v", err)
-	}
-	assertTasks(t, "LockExpired one microsecond later", pick(all, "e1", "e3", "e2", "edge"), got)
-	b.tasksUnchanged(t, eq, "after LockExpired", all)
-
-	if b.s.Capabilities().ConcurrentWriters {
-		// Locked with SKIP LOCKED: a task locked elsewhere is left out, at once.
-		held, release := make(chan struct{}), make(chan struct{})
-		done := b.holdLock("e1", held, release, nil)
-		<-held
-		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		err := b.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			teq, err := engineTx(tx)
-			if err != nil {
-				return err
-			}
-			got, err := teq.LockExpired(ctx, t0, 100)
-			if err != nil {
-				return err
-			}
-			assertTasks(t, "LockExpired while e1 is locked", pick(all, "e3", "e2"), got)
-			return nil
-		})
-		cancel()
-		close(release)
-		if err != nil {
-			t.Errorf("LockExpired while e1 is locked: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("transaction locking e1: %v", err)
-		}
-	}
-}
-
-func testTasksCancelOrphans(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	live := []string{"run", "paused"}
-	dead := []string{"pending", "completed", "cancelled", "failed", "timedout"}
-	b.running(t, "run")
-	b.create(t, store.CreateParams{ID: "paused", Status: workflow.StatusPaused})
-	b.create(t, store.CreateParams{ID: "pending"})
-	for _, id := range dead[1:] {
-		b.running(t, id)
-	}
-	for _, inst := range append(slices.Clone(live), dead...) {
-		b.insertTasks(t, eq,
-			withID(inst+"-q", newTask(inst, "q", "q1", clockStart)),
-			withID(inst+"-l", newTask(inst, "l", "q1", clockStart)),
-			withID(inst+"-d", newTask(inst, "d", "q1", clockStart)),
-			withID(inst+"-f", newTask(inst, "f", store.QueueSleep, clockStart)),
-			withID(inst+"-c", newTask(inst, "c", store.QueueHTTP, clockStart)),
-		)
-		b.lease(t, eq, inst+"-l", clockStart.Add(time.Minute))
-		b.setTaskStatus(t, eq, inst+"-d", store.TaskDone)
-		b.setTaskStatus(t, eq, inst+"-f", store.TaskFailed)
-		b.setTaskStatus(t, eq, inst+"-c", store.TaskCancelled)
-	}
-	b.transition(t, "completed", workflow.StatusRunning, workflow.StatusCompleted)
-	b.transition(t, "cancelled", workflow.StatusRunning, workflow.StatusCancelled)
-	b.transition(t, "failed", workflow.StatusRunning, workflow.StatusFailed)
-	b.transition(t, "timedout", workflow.StatusRunning, workflow.StatusTimedOut)
-	before := b.readTasks(t, eq, append(slices.Clone(live), dead...)...)
-	snaps := map[string]snapshot{}
-	for _, id := range append(slices.Clone(live), dead...) {
-		snaps[id] = b.snapshot(t, id)
-	}
-	orphans := map[string]bool{}
-	for _, inst := range dead {
-		orphans[inst+"-q"], orphans[inst+"-l"] = true, true
-	}
-
-	t1 := b.clock.Set(clockStart.Add(time.Hour + 1))
-	n, err := eq.CancelOrphanTasks(b.ctx, 4)
-	if err != nil || n != 4 {
-		t.Fatalf("CancelOrphanTasks(4) = %d, %v; want 4", n, err)
-	}
-	cancelledNow := 0
-	for id := range orphans {
-		if b.lockTask(t, eq, id).Status == store.TaskCancelled {
-			cancelledNow++
-		}
-	}
-	if cancelledNow != 4 {
-		t.Errorf("after CancelOrphanTasks(4): %d orphan tasks are CANCELLED, want 4", cancelledNow)
-	}
-	t2 := b.clock.Set(clockStart.Add(2*time.Hour + 1))
-	err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
-		n, err = teq.CancelOrphanTasks(b.ctx, 100)
-		return err
-	})
-	if err != nil || n != len(orphans)-4 {
-		t.Fatalf("tx.CancelOrphanTasks(100) = %d, %v; want %d", n, err, len(orphans)-4)
-	}
-	if n, err := eq.CancelOrphanTasks(b.ctx, 100); err != nil || n != 0 {
-		t.Errorf("CancelOrphanTasks with no orphan left = %d, %v; want 0, nil", n, err)
-	}
-
-	at := map[int64]int{} // by updated_at in microseconds
-	for id, old := range before {
-		got := b.lockTask(t, eq, id)
-		if !orphans[id] {
-			assertTask(t, "task "+id+" (not an orphan)", old, got)
-			continue
-		}
-		want := *old
-		want.Status = store.TaskCancelled
-		want.Lease = ""
-		// What a cancellation does to the other lease fields is not specified.
-		want.LeaseOwner, want.LeaseUntil = got.LeaseOwner, got.LeaseUntil
-		want.UpdatedAt = got.UpdatedAt
-		assertTask(t, "orphan task "+id, &want, got)
-		at[got.UpdatedAt.UnixMicro()]++
-	}
-	if want := map[int64]int{t1.UnixMicro(): 4, t2.UnixMicro(): len(orphans) - 4}; !maps.Equal(at, want) {
-		t.Errorf("orphans cancelled at %v, want %v (µs: the store's clock at each call)", at, want)
-	}
-	// Instances are not touched.
-	for id, snap := range snaps {
-		b.unchanged(t, "instance "+id+" after CancelOrphanTasks", snap)
 	}
 }

@@ -76,7 +76,7 @@ func testClaimTasksOK(t *testing.T, h Harness) {
 					t.Errorf("task %s: its instance as read (-stored +read):\n%s", c.Task.ID, diff)
 				}
 			}
-			// In run_at order, as LockClaimable returns them.
+			// In run_at order, as a claim locks them.
 			assertTasks(t, "ClaimTasks locked", pick(all, "q3", "sleep-run", "p-sleep", "c1", "c2", "c3a", "c3b", "c4"), tasks)
 			byID := map[string]store.Claimable{}
 			for _, c := range locked {
@@ -151,9 +151,8 @@ func testClaimTasksOK(t *testing.T, h Harness) {
 func testClaimTasksMovedOn(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
-	b.running(t, "a")
-	b.running(t, "b")
-	b.insertTasks(t, eq, withID("ta", newTask("a", "a", "q1", clockStart.Add(-time.Second))), withID("tb", newTask("b", "a", "q1", clockStart)))
+	b.runningWith(t, "a", withID("ta", newTask("a", "a", "q1", clockStart.Add(-time.Second))))
+	b.runningWith(t, "b", withID("tb", newTask("b", "a", "q1", clockStart)))
 	before := b.readTasks(t, eq, "a", "b")
 	snapA, snapB := b.snapshot(t, "a"), b.snapshot(t, "b")
 	var writes []*store.ClaimWrite
@@ -196,8 +195,7 @@ func testClaimTasksMovedOn(t *testing.T, h Harness) {
 func testClaimTasksTwoWrites(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
-	inst := b.running(t, "a")
-	b.insertTasks(t, eq, withID("t1", newTask("a", "a", "q1", clockStart.Add(-time.Second))), withID("t2", newTask("a", "b", "q1", clockStart)))
+	inst := b.runningWith(t, "a", withID("t1", newTask("a", "a", "q1", clockStart.Add(-time.Second))), withID("t2", newTask("a", "b", "q1", clockStart)))
 	before := b.readTasks(t, eq, "a")
 	var writes []*store.ClaimWrite
 	err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 10}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
@@ -233,7 +231,7 @@ func testClaimTasksInvalid(t *testing.T, h Harness) {
 	eq := b.engine(t)
 	b.running(t, "a")
 	b.running(t, "b")
-	b.insertTasks(t, eq,
+	b.insertTasks(t,
 		withID("ta1", newTask("a", "a", "q1", clockStart.Add(-3*time.Second))),
 		withID("tb1", newTask("b", "a", "q1", clockStart.Add(-2*time.Second))),
 		withID("ta2", newTask("a", "b", "q1", clockStart.Add(-time.Second))),
@@ -313,8 +311,7 @@ func testClaimTasksInvalid(t *testing.T, h Harness) {
 func testClaimTasksInTx(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
-	b.running(t, "a")
-	b.insertTasks(t, eq, withID("ta", newTask("a", "a", "q1", clockStart)))
+	b.runningWith(t, "a", withID("ta", newTask("a", "a", "q1", clockStart)))
 	before := b.readTasks(t, eq, "a")
 	snap := b.snapshot(t, "a")
 	claim := func(teq store.EngineQuerier) (*store.ClaimWrite, error) {
@@ -378,12 +375,11 @@ func testClaimTasksConcurrent(t *testing.T, h Harness) {
 	v0 := map[string]int64{}
 	for i := range instances {
 		id := fmt.Sprintf("i%d", i)
-		v0[id] = b.running(t, id).Version
 		var tasks []*store.Task
 		for j := range perInstance {
 			tasks = append(tasks, withID(fmt.Sprintf("%s-t%d", id, j), newTask(id, fmt.Sprintf("s%d", j), "q1", clockStart.Add(-time.Duration(i+j*instances)*time.Millisecond))))
 		}
-		b.insertTasks(t, eq, tasks...)
+		v0[id] = b.runningWith(t, id, tasks...).Version
 	}
 	var (
 		mu      sync.Mutex

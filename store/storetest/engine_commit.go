@@ -34,8 +34,7 @@ var commitTests = []conformanceTest{
 // instance and the leased task.
 func (b *bundle) commitFixture(t testing.TB, eq store.EngineQuerier, id string) (*workflow.Instance, *store.Task) {
 	t.Helper()
-	inst := b.running(t, id)
-	b.insertTasks(t, eq, withID(id+"-a", newTask(id, "a", "q1", clockStart)))
+	inst := b.runningWith(t, id, withID(id+"-a", newTask(id, "a", "q1", clockStart)))
 	tk := b.lease(t, eq, id+"-a", b.clock.Now().Add(time.Hour))
 	return inst, tk
 }
@@ -92,7 +91,7 @@ func testCommitStepOK(t *testing.T, h Harness) {
 	wantDone.UpdatedAt = store.Timestamp(now)
 	assertTask(t, "committed task", &wantDone, b.lockTask(t, eq, tk.ID))
 	assertTask(t, "the caller's committed task", &wantDone, c.Task)
-	// The new task is inserted as InsertTasks inserts, and completed likewise.
+	// The new task is inserted as Apply inserts, and completed likewise.
 	assertTask(t, "inserted task", stored(next, now), b.lockTask(t, eq, next.ID))
 	assertTask(t, "the caller's inserted task", stored(next, now), next)
 
@@ -104,7 +103,7 @@ func testCommitStepOK(t *testing.T, h Harness) {
 
 	// A commit without new tasks and a status change: the last step ends
 	// the instance.
-	b.insertTasks(t, eq, withID("w2-a", newTask(b.running(t, "w2").ID, "a", "q1", now)))
+	b.runningWith(t, "w2", withID("w2-a", newTask("w2", "a", "q1", now)))
 	tk2 := b.lease(t, eq, "w2-a", now.Add(time.Hour))
 	inst2 := b.get(t, "w2")
 	c2, _ := completion(inst2, tk2, now)
@@ -129,7 +128,7 @@ func testCommitStepConflicts(t *testing.T, h Harness) {
 		{name: "lease ended", change: func(c *store.StepCommit) { c.Now = c.Now.Add(2 * time.Hour) }},
 		{name: "lease ends at now", before: func(t *testing.T, _ *workflow.Instance, tk *store.Task) {
 			tk.LeaseUntil = b.clock.Now()
-			b.updateTask(t, eq, tk)
+			b.updateTask(t, tk)
 		}},
 		{name: "task released", before: func(t *testing.T, _ *workflow.Instance, tk *store.Task) {
 			b.setTaskStatus(t, eq, tk.ID, store.TaskQueued)
@@ -172,8 +171,8 @@ func testCommitStepConflicts(t *testing.T, h Harness) {
 			b.unchanged(t, "after a conflicting CommitStep", snap)
 			assertTask(t, "task after a conflicting CommitStep", task, b.lockTask(t, eq, tk.ID))
 			assertTask(t, "the caller's task after a conflicting CommitStep", &caller, c.Task)
-			if _, err := eq.LockTask(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("the new task of a conflicting CommitStep: LockTask = %v, want ErrNotFound", err)
+			if _, err := eq.Task(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the new task of a conflicting CommitStep: Task = %v, want ErrNotFound", err)
 			}
 		})
 	}
@@ -183,8 +182,8 @@ func testCommitStepInvalid(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	inst, tk := b.commitFixture(t, eq, "w")
+	b.insertTasks(t, withID("w-c", newTask(inst.ID, "c", "q1", clockStart)))
 	inst = b.get(t, inst.ID)
-	b.insertTasks(t, eq, withID("w-c", newTask(inst.ID, "c", "q1", clockStart)))
 	now := b.clock.Now()
 	for _, tc := range []struct {
 		name   string
@@ -276,8 +275,7 @@ func testCommitStepConcurrent(t *testing.T, h Harness) {
 		state.Steps[step] = &workflow.StepState{Status: workflow.StepRunning}
 		tasks = append(tasks, withID("t-"+step, newTask("w", step, "q1", clockStart)))
 	}
-	b.create(t, store.CreateParams{ID: "w", Status: workflow.StatusRunning, State: state})
-	b.insertTasks(t, eq, tasks...)
+	b.create(t, store.CreateParams{ID: "w", Status: workflow.StatusRunning, State: state, Tasks: tasks})
 	for i, tk := range tasks {
 		tasks[i] = b.lease(t, eq, tk.ID, b.clock.Now().Add(time.Hour))
 	}
@@ -476,8 +474,8 @@ func testCommitStepsOK(t *testing.T, h Harness) {
 	// Two commits of one instance, in the order they apply: the second
 	// starts from the version the first writes.
 	two := b.create(t, store.CreateParams{ID: "two", Status: workflow.StatusRunning, State: workflow.State{Steps: map[string]*workflow.StepState{
-		"x": {Status: workflow.StepRunning}, "y": {Status: workflow.StepRunning}}}})
-	b.insertTasks(t, eq, withID("two-x", newTask("two", "x", "q1", now)), withID("two-y", newTask("two", "y", "q1", now)))
+		"x": {Status: workflow.StepRunning}, "y": {Status: workflow.StepRunning}}},
+		Tasks: []*store.Task{withID("two-x", newTask("two", "x", "q1", now)), withID("two-y", newTask("two", "y", "q1", now))}})
 	tx, ty := b.lease(t, eq, "two-x", now.Add(time.Hour)), b.lease(t, eq, "two-y", now.Add(time.Hour))
 	for i, tk := range []*store.Task{tx, ty} {
 		state := workflow.State{Steps: map[string]*workflow.StepState{"x": {Status: workflow.StepRunning}, "y": {Status: workflow.StepRunning}}}
@@ -523,10 +521,12 @@ func testCommitStepsAllOrNothing(t *testing.T, h Harness) {
 	var tasks []*store.Task
 	for _, id := range ids {
 		_, tk := b.commitFixture(t, eq, id)
+		if id == "w3" {
+			b.insertTasks(t, withID("taken", newTask("w3", "c", "q1", now)))
+		}
 		snaps = append(snaps, b.snapshot(t, id))
 		tasks = append(tasks, tk)
 	}
-	b.insertTasks(t, eq, withID("taken", newTask("w3", "c", "q1", now)))
 	for _, tc := range []struct {
 		name   string
 		at     int
@@ -551,8 +551,8 @@ func testCommitStepsAllOrNothing(t *testing.T, h Harness) {
 			for i, id := range ids {
 				b.unchanged(t, id+" after CommitSteps with "+tc.name, snaps[i])
 				assertTask(t, id+"'s task after CommitSteps with "+tc.name, tasks[i], b.lockTask(t, eq, tasks[i].ID))
-				if _, err := eq.LockTask(b.ctx, id+"-b"); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("%s's new task after CommitSteps with %s: LockTask = %v, want ErrNotFound", id, tc.name, err)
+				if _, err := eq.Task(b.ctx, id+"-b"); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("%s's new task after CommitSteps with %s: Task = %v, want ErrNotFound", id, tc.name, err)
 				}
 			}
 		})
@@ -664,8 +664,8 @@ func testCommitGroupAllOrNothing(t *testing.T, h Harness) {
 			}
 			b.unchanged(t, "w1 after CommitGroup with "+tc.name, snap)
 			assertTask(t, "w1's task after CommitGroup with "+tc.name, tk, b.lockTask(t, eq, tk.ID))
-			if _, err := eq.LockTask(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("the completion's new task after CommitGroup with %s: LockTask = %v, want ErrNotFound", tc.name, err)
+			if _, err := eq.Task(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the completion's new task after CommitGroup with %s: Task = %v, want ErrNotFound", tc.name, err)
 			}
 		})
 	}

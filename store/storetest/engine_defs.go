@@ -265,40 +265,6 @@ func testCountByStatus(t *testing.T, h Harness) {
 	}
 }
 
-func testNotify(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	if err := eq.Notify(b.ctx); err != nil {
-		t.Errorf("Notify outside a transaction: %v", err)
-	}
-	err := b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
-		if _, err := tx.Create(b.ctx, store.CreateParams{ID: "before"}); err != nil {
-			return err
-		}
-		if err := teq.Notify(b.ctx); err != nil {
-			return fmt.Errorf("tx.Notify: %w", err)
-		}
-		if err := teq.Notify(b.ctx); err != nil {
-			return fmt.Errorf("second tx.Notify: %w", err)
-		}
-		_, err := tx.Create(b.ctx, store.CreateParams{ID: "after"})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("WithTx with Notify: %v", err)
-	}
-	b.get(t, "before")
-	b.get(t, "after")
-	// A rolled-back transaction with a Notify.
-	err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
-		if err := teq.Notify(b.ctx); err != nil {
-			return err
-		}
-		return errBoom
-	})
-	wantErrorIs(t, "WithTx with Notify rolled back", err, errBoom)
-}
-
 // wakeups reads what a Listen channel delivers.
 type wakeups struct {
 	ch <-chan struct{}
@@ -329,9 +295,18 @@ func testListen(t *testing.T, h Harness) {
 		t.Skip("backend does not implement store.Listener")
 	}
 	other := h.Open(t, b.addr, nil)
-	oeq, ok := other.(store.EngineQuerier)
-	if !ok {
-		t.Fatalf("a second store %T does not implement store.EngineQuerier", other)
+	// Every write that asks to notify does: here a task row written alone,
+	// unchanged.
+	b.running(t, "n")
+	b.insertTasks(t, withID("t-n", newTask("n", "a", "q1", clockStart)))
+	notifyOn := func(q store.Querier) error {
+		tk, err := q.Task(b.ctx, "t-n")
+		if err != nil {
+			return err
+		}
+		_, err = q.Apply(b.ctx, &store.Write{ID: "n", TasksOnly: true, Notify: true,
+			Update: []store.TaskWrite{{Task: tk, Guard: store.TaskGuard{Status: tk.Status, Attempt: tk.Attempt}}}})
+		return err
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
@@ -342,8 +317,8 @@ func testListen(t *testing.T, h Harness) {
 	w := wakeups{ch}
 	notify := func(what string) {
 		t.Helper()
-		if err := oeq.Notify(b.ctx); err != nil {
-			t.Fatalf("%s: Notify on the other store: %v", what, err)
+		if err := notifyOn(other); err != nil {
+			t.Fatalf("%s: a notifying write on the other store: %v", what, err)
 		}
 	}
 
@@ -373,10 +348,7 @@ func testListen(t *testing.T, h Harness) {
 	committed := make(chan error, 1)
 	go func() {
 		committed <- other.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-			teq, err := engineTx(tx)
-			if err == nil {
-				err = teq.Notify(b.ctx)
-			}
+			err := notifyOn(tx)
 			close(held)
 			if err != nil {
 				return err
@@ -400,11 +372,7 @@ func testListen(t *testing.T, h Harness) {
 
 	// A rolled-back Notify is not delivered.
 	err = other.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		teq, err := engineTx(tx)
-		if err != nil {
-			return err
-		}
-		if err := teq.Notify(b.ctx); err != nil {
+		if err := notifyOn(tx); err != nil {
 			return err
 		}
 		return errBoom
@@ -447,30 +415,36 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	inst := b.running(t, "inst")
-	b.insertTasks(t, eq, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
+	b.insertTasks(t, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
 	task := b.lockTask(t, eq, "t-a")
 	due := clockStart.Add(-time.Hour)
 	b.create(t, store.CreateParams{ID: "due", Status: workflow.StatusRunning, Deadline: &due})
 	b.create(t, store.CreateParams{ID: "pending"})
-	b.insertTasks(t, eq, withID("t-orphan", newTask("pending", "a", "q1", clockStart)))
+	b.insertTasks(t, withID("t-orphan", newTask("pending", "a", "q1", clockStart)))
 	snaps := []snapshot{b.snapshot(t, "inst"), b.snapshot(t, "due")}
 	ctx, cancel := context.WithCancel(b.ctx)
 	cancel()
+	dueCall := func(kind store.DueKind) func() error {
+		return func() error {
+			_, err := eq.Due(ctx, store.DueParams{Kind: kind, Now: clockStart, Limit: 10})
+			return err
+		}
+	}
 	calls := map[string]func() error{
-		"InsertTasks": func() error {
-			return eq.InsertTasks(ctx, []*store.Task{withID("t-new", newTask(inst.ID, "new", "q1", clockStart))})
+		"Apply inserting": func() error {
+			return InsertTasks(ctx, b.s, []*store.Task{withID("t-new", newTask(inst.ID, "new", "q1", clockStart))})
 		},
-		"LockTask": func() error { _, err := eq.LockTask(ctx, "t-a"); return err },
-		"UpdateTask": func() error {
+		"Task": func() error { _, err := eq.Task(ctx, "t-a"); return err },
+		"Apply of a task alone": func() error {
 			c := *task
 			c.Attempt = 5
-			return eq.UpdateTask(ctx, &c)
+			return UpdateTask(ctx, b.s, &c, clockStart)
 		},
-		"TasksOfInstance":   func() error { _, err := eq.TasksOfInstance(ctx, inst.ID, store.LockNone); return err },
-		"LockClaimable":     func() error { _, err := eq.LockClaimable(ctx, []string{"q1"}, clockStart, 10); return err },
-		"LockExpired":       func() error { _, err := eq.LockExpired(ctx, clockStart, 10); return err },
-		"CancelOrphanTasks": func() error { _, err := eq.CancelOrphanTasks(ctx, 10); return err },
-		"TimeOutInstances":  func() error { _, err := eq.TimeOutInstances(ctx, clockStart, 10); return err },
+		"TasksOfInstance": func() error { _, err := eq.TasksOfInstance(ctx, inst.ID, store.LockNone); return err },
+		"ClaimTasks":      func() error { _, err := Claimable(ctx, eq, []string{"q1"}, clockStart, 10); return err },
+		"Due(timeouts)":   dueCall(store.DueTimeouts),
+		"Due(leases)":     dueCall(store.DueLeases),
+		"Due(orphans)":    dueCall(store.DueOrphans),
 	}
 	if d, ok := b.s.(store.DefinitionStore); ok {
 		calls["PutDefinition"] = func() error { _, _, err := d.PutDefinition(ctx, "order", json.RawMessage(orderSpec1)); return err }
@@ -487,11 +461,8 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 		b.unchanged(t, "engine operations with a cancelled context", s)
 	}
 	assertTask(t, "task after operations with a cancelled context", task, b.lockTask(t, eq, "t-a"))
-	if got := b.lockTask(t, eq, "t-orphan"); got.Status != store.TaskQueued {
-		t.Errorf("orphan task after CancelOrphanTasks with a cancelled context: status %s, want QUEUED", got.Status)
-	}
-	_, err := eq.LockTask(b.ctx, "t-new")
-	wantErrorIs(t, "LockTask of a task inserted with a cancelled context", err, store.ErrNotFound)
+	_, err := eq.Task(b.ctx, "t-new")
+	wantErrorIs(t, "Task of a task inserted with a cancelled context", err, store.ErrNotFound)
 	if d, ok := b.s.(store.DefinitionStore); ok {
 		_, err := d.GetDefinition(b.ctx, "order", 0)
 		wantErrorIs(t, "GetDefinition of a definition put with a cancelled context", err, store.ErrNotFound)

@@ -44,8 +44,7 @@ func testGroupClaimOK(t *testing.T, h Harness) {
 	inst, tk := b.commitFixture(t, eq, "w1")
 	c, next := completion(b.get(t, inst.ID), tk, now)
 	p1, first := groupStart("s1", now)
-	b.running(t, "other")
-	b.insertTasks(t, eq, withID("other-a", newTask("other", "a", "q2", clockStart)))
+	b.runningWith(t, "other", withID("other-a", newTask("other", "a", "q2", clockStart)))
 	other := b.readTasks(t, eq, "other")
 	until := now.Add(time.Minute)
 	read := map[string]int64{}
@@ -116,8 +115,7 @@ func testGroupClaimAllOrNothing(t *testing.T, h Harness) {
 	now := b.clock.Now()
 	inst, tk := b.commitFixture(t, eq, "w1")
 	snap := b.snapshot(t, "w1")
-	b.running(t, "p")
-	b.insertTasks(t, eq, withID("p-a", newTask("p", "a", "q1", clockStart)))
+	b.runningWith(t, "p", withID("p-a", newTask("p", "a", "q1", clockStart)))
 	pSnap, pTasks := b.snapshot(t, "p"), b.readTasks(t, eq, "p")
 	until := now.Add(time.Minute)
 	errDecide := errors.New("decide failed")
@@ -177,8 +175,8 @@ func testGroupClaimAllOrNothing(t *testing.T, h Harness) {
 			}
 			b.unchanged(t, "w1 after CommitGroup with "+tc.name, snap)
 			assertTask(t, "w1's task after CommitGroup with "+tc.name, tk, b.lockTask(t, eq, tk.ID))
-			if _, err := eq.LockTask(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("the completion's new task after CommitGroup with %s: LockTask = %v, want ErrNotFound", tc.name, err)
+			if _, err := eq.Task(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the completion's new task after CommitGroup with %s: Task = %v, want ErrNotFound", tc.name, err)
 			}
 			b.unchanged(t, "p after CommitGroup with "+tc.name, pSnap)
 			b.tasksUnchanged(t, eq, "p's task after CommitGroup with "+tc.name, pTasks)
@@ -191,8 +189,7 @@ func testGroupClaimAllOrNothing(t *testing.T, h Harness) {
 func testGroupClaimInTx(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
-	b.running(t, "a")
-	b.insertTasks(t, eq, withID("ta", newTask("a", "a", "q1", clockStart)))
+	b.runningWith(t, "a", withID("ta", newTask("a", "a", "q1", clockStart)))
 	before := b.readTasks(t, eq, "a")
 	snap := b.snapshot(t, "a")
 	until := clockStart.Add(time.Minute)

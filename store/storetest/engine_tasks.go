@@ -25,7 +25,7 @@ func testTasksInsertDefaults(t *testing.T, h Harness) {
 
 	// No id, no status, no input: the store fills them.
 	bare := &store.Task{InstanceID: inst.ID, StepID: "a", Queue: "q1", MaxAttempts: 3, RunAt: runAt}
-	b.insertTasks(t, eq, bare)
+	b.insertTasks(t, bare)
 	tasks := b.tasksOf(t, eq, inst.ID)
 	if len(tasks) != 1 {
 		t.Fatalf("TasksOfInstance after inserting one task = %d tasks", len(tasks))
@@ -35,7 +35,7 @@ func testTasksInsertDefaults(t *testing.T, h Harness) {
 		t.Errorf("generated task id %q is not a UUIDv7 (store.NewID): %v", got.ID, err)
 	}
 	if bare.ID != "" && bare.ID != got.ID {
-		t.Errorf("InsertTasks set the caller's task id to %q but stored %q", bare.ID, got.ID)
+		t.Errorf("Apply set the caller's task id to %q but stored %q", bare.ID, got.ID)
 	}
 	want := stored(bare, now)
 	want.ID = got.ID
@@ -45,7 +45,7 @@ func testTasksInsertDefaults(t *testing.T, h Harness) {
 			got.Status, got.Attempt, got.Lease, got.LeaseUntil, got.AttemptDeadline)
 	}
 	assertJSON(t, "input of a task inserted without one", []byte(`null`), got.Input)
-	assertTask(t, "LockTask of the new task", want, b.lockTask(t, eq, got.ID))
+	assertTask(t, "Task of the new task", want, b.lockTask(t, eq, got.ID))
 
 	// Several tasks at once, with ids and inputs given, across instances.
 	other := b.running(t, "other")
@@ -58,20 +58,12 @@ func testTasksInsertDefaults(t *testing.T, h Harness) {
 	batch[1].Input = json.RawMessage(bigDoc)
 	batch[2].Status = store.TaskQueued
 	batch[2].MaxAttempts = 1
-	b.insertTasks(t, eq, batch...)
+	b.insertTasks(t, batch...)
 	for _, tk := range batch {
-		assertTask(t, "LockTask("+tk.ID+")", stored(tk, now), b.lockTask(t, eq, tk.ID))
+		assertTask(t, "Task("+tk.ID+")", stored(tk, now), b.lockTask(t, eq, tk.ID))
 	}
 	if n := len(b.tasksOf(t, eq, inst.ID)); n != 3 {
 		t.Errorf("instance inst has %d tasks, want 3", n)
-	}
-
-	// Inserting nothing is not an error.
-	if err := eq.InsertTasks(b.ctx, nil); err != nil {
-		t.Errorf("InsertTasks(nil): %v", err)
-	}
-	if err := eq.InsertTasks(b.ctx, []*store.Task{}); err != nil {
-		t.Errorf("InsertTasks([]): %v", err)
 	}
 
 	// Inside a transaction, for an instance created in it.
@@ -79,15 +71,15 @@ func testTasksInsertDefaults(t *testing.T, h Harness) {
 		if _, err := tx.Create(b.ctx, store.CreateParams{ID: "tx-inst", Status: workflow.StatusRunning}); err != nil {
 			return fmt.Errorf("tx.Create: %w", err)
 		}
-		if err := teq.InsertTasks(b.ctx, []*store.Task{withID("t-tx", newTask("tx-inst", "a", "q1", runAt))}); err != nil {
-			return fmt.Errorf("tx.InsertTasks: %w", err)
+		if err := InsertTasks(b.ctx, tx, []*store.Task{withID("t-tx", newTask("tx-inst", "a", "q1", runAt))}); err != nil {
+			return fmt.Errorf("tx.Apply inserting: %w", err)
 		}
-		tk, err := teq.LockTask(b.ctx, "t-tx")
+		tk, err := teq.Task(b.ctx, "t-tx")
 		if err != nil {
-			return fmt.Errorf("tx.LockTask: %w", err)
+			return fmt.Errorf("tx.Task: %w", err)
 		}
 		if tk.InstanceID != "tx-inst" || tk.Status != store.TaskQueued {
-			return fmt.Errorf("tx.LockTask = instance %q, status %s; want tx-inst, QUEUED", tk.InstanceID, tk.Status)
+			return fmt.Errorf("tx.Task = instance %q, status %s; want tx-inst, QUEUED", tk.InstanceID, tk.Status)
 		}
 		return nil
 	})
@@ -102,7 +94,7 @@ func testTasksInsertDuplicate(t *testing.T, h Harness) {
 	eq := b.engine(t)
 	inst := b.running(t, "inst")
 	orig := withID("t-a", newTask(inst.ID, "a", "q1", clockStart))
-	b.insertTasks(t, eq, orig)
+	b.insertTasks(t, orig)
 	before := b.lockTask(t, eq, "t-a")
 	b.clock.Advance(time.Second)
 
@@ -113,93 +105,31 @@ func testTasksInsertDuplicate(t *testing.T, h Harness) {
 		"a batch with one duplicate":    {withID("t-x", newTask(inst.ID, "x", "q1", clockStart)), withID("t-a3", newTask(inst.ID, "a", "q1", clockStart))},
 		"a batch duplicating in itself": {withID("t-y1", newTask(inst.ID, "y", "q1", clockStart)), withID("t-y2", newTask(inst.ID, "y", "q1", clockStart))},
 	} {
-		err := eq.InsertTasks(b.ctx, tasks)
-		wantErrorIs(t, "InsertTasks with "+what, err, store.ErrExists)
+		err := InsertTasks(b.ctx, b.s, tasks)
+		wantErrorIs(t, "inserting tasks with "+what, err, store.ErrExists)
 	}
 	// The existing task was not overwritten.
 	assertTask(t, "the original task", before, b.lockTask(t, eq, "t-a"))
 	for _, id := range []string{"t-a2", "t-a3"} {
-		_, err := eq.LockTask(b.ctx, id)
-		wantErrorIs(t, "LockTask of a task refused as a duplicate", err, store.ErrNotFound)
+		_, err := eq.Task(b.ctx, id)
+		wantErrorIs(t, "Task of a task refused as a duplicate", err, store.ErrNotFound)
 	}
 	// The same step of another instance is no duplicate.
 	other := b.running(t, "other")
-	b.insertTasks(t, eq, withID("t-other-a", newTask(other.ID, "a", "q1", clockStart)))
-}
-
-// testTasksInsertDuplicateInTx: a duplicate inside a transaction returns
-// ErrExists and leaves the transaction usable (PostgreSQL: not aborted).
-func testTasksInsertDuplicateInTx(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	inst := b.running(t, "inst")
-	b.insertTasks(t, eq, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
-	before := b.lockTask(t, eq, "t-a")
-	now := b.clock.Advance(time.Second)
-	err := b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
-		if _, err := tx.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("before", 1) }, "before"); err != nil {
-			return fmt.Errorf("tx.ModifyState before the duplicate: %w", err)
-		}
-		for what, tk := range map[string]*store.Task{
-			"the same (instance, step)": withID("t-dup", newTask(inst.ID, "a", "q1", clockStart)),
-			"the same id":               withID("t-a", newTask(inst.ID, "z", "q1", clockStart)),
-		} {
-			if err := teq.InsertTasks(b.ctx, []*store.Task{tk}); !errors.Is(err, store.ErrExists) {
-				return fmt.Errorf("tx.InsertTasks with %s: error %v (%T), want errors.Is(err, store.ErrExists)", what, err, err)
-			}
-		}
-		// The transaction goes on.
-		if err := teq.InsertTasks(b.ctx, []*store.Task{withID("t-b", newTask(inst.ID, "b", "q1", clockStart))}); err != nil {
-			return fmt.Errorf("tx.InsertTasks after the duplicate: %w", err)
-		}
-		if _, err := tx.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("after", 2) }, "after"); err != nil {
-			return fmt.Errorf("tx.ModifyState after the duplicate: %w", err)
-		}
-		if _, err := tx.Create(b.ctx, store.CreateParams{ID: "created-after"}); err != nil {
-			return fmt.Errorf("tx.Create after the duplicate: %w", err)
-		}
-		if _, err := teq.LockTask(b.ctx, "t-a"); err != nil {
-			return fmt.Errorf("tx.LockTask after the duplicate: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("WithTx: %v", err)
-	}
-	// Everything the transaction did after the duplicate was committed.
-	got := b.get(t, inst.ID)
-	if got.Version != 2 {
-		t.Errorf("instance version after the transaction = %d, want 2", got.Version)
-	}
-	var v int
-	if ok, _ := got.State.Var("after", &v); !ok || v != 2 {
-		t.Errorf("variable \"after\" written after the duplicate is missing: %v", got.State.Variables)
-	}
-	b.get(t, "created-after")
-	assertTask(t, "task inserted after the duplicate", stored(withID("t-b", newTask(inst.ID, "b", "q1", clockStart)), now), b.lockTask(t, eq, "t-b"))
-	assertTask(t, "the original task", before, b.lockTask(t, eq, "t-a"))
-	if ids := taskIDs(b.tasksOf(t, eq, inst.ID)); !slices.Equal(ids, []string{"t-a", "t-b"}) {
-		t.Errorf("tasks of the instance = %v, want [t-a t-b]", ids)
-	}
+	b.insertTasks(t, withID("t-other-a", newTask(other.ID, "a", "q1", clockStart)))
 }
 
 func testTasksNotFound(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	inst := b.running(t, "inst")
-	b.insertTasks(t, eq, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
+	b.insertTasks(t, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
 	before := b.lockTask(t, eq, "t-a")
 	check := func(where string, eq store.EngineQuerier) error {
 		for _, id := range []string{"missing", "T-A", "", "' OR '1'='1"} {
-			tk, err := eq.LockTask(b.ctx, id)
+			tk, err := eq.Task(b.ctx, id)
 			if !errors.Is(err, store.ErrNotFound) || tk != nil {
-				return fmt.Errorf("%s: LockTask(%q) = %v, %v (%T); want nil, errors.Is(err, store.ErrNotFound)", where, id, tk, err, err)
-			}
-			missing := *before
-			missing.ID = id
-			missing.Attempt = 1
-			if err := eq.UpdateTask(b.ctx, &missing); !errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%s: UpdateTask(%q): error %v (%T), want errors.Is(err, store.ErrNotFound)", where, id, err, err)
+				return fmt.Errorf("%s: Task(%q) = %v, %v (%T); want nil, errors.Is(err, store.ErrNotFound)", where, id, tk, err, err)
 			}
 		}
 		tasks, err := eq.TasksOfInstance(b.ctx, "missing", store.LockNone)
@@ -226,11 +156,13 @@ func testTasksNotFound(t *testing.T, h Harness) {
 	assertTask(t, "the existing task", before, b.lockTask(t, eq, "t-a"))
 }
 
+// testTasksUpdateRoundTrip: a task row written alone (a TasksOnly Apply)
+// keeps every field as given.
 func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	inst := b.running(t, "inst")
-	b.insertTasks(t, eq, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)), withID("t-b", newTask(inst.ID, "b", "q1", clockStart)))
+	b.insertTasks(t, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)), withID("t-b", newTask(inst.ID, "b", "q1", clockStart)))
 	created := b.lockTask(t, eq, "t-a")
 	otherBefore := b.lockTask(t, eq, "t-b")
 
@@ -247,9 +179,7 @@ func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 	tk.AttemptDeadline = clockStart.Add(25*time.Minute + 1)
 	tk.Input = json.RawMessage(bigDoc)
 	tk.LastError = "attempt 1: connection refused"
-	if err := eq.UpdateTask(b.ctx, &tk); err != nil {
-		t.Fatalf("UpdateTask: %v", err)
-	}
+	b.updateTask(t, &tk)
 	checkTime(t, "UpdatedAt set on the caller's task", tk.UpdatedAt, now)
 	want := tk
 	want.RunAt = store.Timestamp(tk.RunAt)
@@ -257,7 +187,7 @@ func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 	want.AttemptDeadline = store.Timestamp(tk.AttemptDeadline)
 	want.UpdatedAt = store.Timestamp(now)
 	want.CreatedAt = created.CreatedAt
-	assertTask(t, "LockTask after UpdateTask", &want, b.lockTask(t, eq, "t-a"))
+	assertTask(t, "Task after the write", &want, b.lockTask(t, eq, "t-a"))
 
 	// Zero times are stored as NULL and read back as zero; empty strings stay empty.
 	now = b.clock.Advance(time.Minute)
@@ -267,43 +197,43 @@ func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 	tk2.LeaseUntil, tk2.AttemptDeadline = time.Time{}, time.Time{}
 	tk2.LastError = ""
 	tk2.Input = json.RawMessage(`null`)
-	b.updateTask(t, eq, &tk2)
+	b.updateTask(t, &tk2)
 	got := b.lockTask(t, eq, "t-a")
 	if !got.LeaseUntil.IsZero() || !got.AttemptDeadline.IsZero() {
-		t.Errorf("after UpdateTask with zero times: lease_until %v, attempt_deadline %v; want zero times", got.LeaseUntil, got.AttemptDeadline)
+		t.Errorf("after a write with zero times: lease_until %v, attempt_deadline %v; want zero times", got.LeaseUntil, got.AttemptDeadline)
 	}
 	want2 := tk2
 	want2.UpdatedAt = store.Timestamp(now)
-	assertTask(t, "LockTask after UpdateTask with zero times", &want2, got)
+	assertTask(t, "Task after the write with zero times", &want2, got)
 
 	// Every status round-trips.
 	for _, st := range []store.TaskStatus{store.TaskLeased, store.TaskDone, store.TaskFailed, store.TaskCancelled, store.TaskQueued} {
 		cur := b.lockTask(t, eq, "t-a")
 		cur.Status = st
-		b.updateTask(t, eq, cur)
+		b.updateTask(t, cur)
 		if got := b.lockTask(t, eq, "t-a"); got.Status != st {
-			t.Errorf("status after UpdateTask to %s = %s", st, got.Status)
+			t.Errorf("status after a write of %s = %s", st, got.Status)
 		}
 	}
 
 	// Inside a transaction: the write is visible in it and committed with it.
 	now = b.clock.Advance(time.Minute)
 	err := b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
-		cur, err := teq.LockTask(b.ctx, "t-a")
+		cur, err := teq.Task(b.ctx, "t-a")
 		if err != nil {
-			return fmt.Errorf("tx.LockTask: %w", err)
+			return fmt.Errorf("tx.Task: %w", err)
 		}
 		cur.Attempt = 9
 		cur.LastError = "in tx"
-		if err := teq.UpdateTask(b.ctx, cur); err != nil {
-			return fmt.Errorf("tx.UpdateTask: %w", err)
+		if err := UpdateTask(b.ctx, tx, cur, now); err != nil {
+			return fmt.Errorf("tx.Apply: %w", err)
 		}
-		again, err := teq.LockTask(b.ctx, "t-a")
+		again, err := teq.Task(b.ctx, "t-a")
 		if err != nil {
-			return fmt.Errorf("tx.LockTask again: %w", err)
+			return fmt.Errorf("tx.Task again: %w", err)
 		}
 		if again.Attempt != 9 || again.LastError != "in tx" {
-			return fmt.Errorf("tx.LockTask after tx.UpdateTask: attempt %d, last error %q; want 9, \"in tx\"", again.Attempt, again.LastError)
+			return fmt.Errorf("tx.Task after tx.Apply: attempt %d, last error %q; want 9, \"in tx\"", again.Attempt, again.LastError)
 		}
 		return nil
 	})
@@ -317,19 +247,19 @@ func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 	checkTime(t, "updated_at after the transaction", got.UpdatedAt, now)
 	// A rolled-back update is gone.
 	err = b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
-		cur, err := teq.LockTask(b.ctx, "t-a")
+		cur, err := teq.Task(b.ctx, "t-a")
 		if err != nil {
 			return err
 		}
 		cur.Attempt = 100
-		if err := teq.UpdateTask(b.ctx, cur); err != nil {
+		if err := UpdateTask(b.ctx, tx, cur, now); err != nil {
 			return err
 		}
 		return errBoom
 	})
 	wantErrorIs(t, "WithTx rolled back", err, errBoom)
 	if got := b.lockTask(t, eq, "t-a"); got.Attempt != 9 {
-		t.Errorf("attempt after a rolled-back UpdateTask = %d, want 9", got.Attempt)
+		t.Errorf("attempt after a rolled-back write = %d, want 9", got.Attempt)
 	}
 	assertTask(t, "the other task", otherBefore, b.lockTask(t, eq, "t-b"))
 }
@@ -345,9 +275,9 @@ func testTasksOfInstanceOrder(t *testing.T, h Harness) {
 	for i, s := range steps {
 		tasks = append(tasks, withID(fmt.Sprintf("t%d", 9-i), newTask(inst.ID, s, "q1", clockStart.Add(time.Duration(i)*time.Second))))
 	}
-	b.insertTasks(t, eq, tasks[:2]...)
-	b.insertTasks(t, eq, tasks[2:]...)
-	b.insertTasks(t, eq, withID("o1", newTask(other.ID, "alpha", "q1", clockStart)))
+	b.insertTasks(t, tasks[:2]...)
+	b.insertTasks(t, tasks[2:]...)
+	b.insertTasks(t, withID("o1", newTask(other.ID, "alpha", "q1", clockStart)))
 	now := b.clock.Now()
 	byStep := slices.Clone(tasks)
 	slices.SortFunc(byStep, func(x, y *store.Task) int { return strings.Compare(x.StepID, y.StepID) })
@@ -411,35 +341,57 @@ func (b *bundle) holdTx(first func(store.Querier, store.EngineQuerier) error, he
 	return done
 }
 
-// holdLock is holdTx with a LockTask of id first; then gets the locked task.
-func (b *bundle) holdLock(id string, held chan<- struct{}, release <-chan struct{}, then func(teq store.EngineQuerier, tk *store.Task) error) <-chan error {
+// holdLock is holdTx with a claim that locks task id first (a QUEUED task
+// due at clockStart, the only one of its queue); then gets the locked task.
+func (b *bundle) holdLock(id string, held chan<- struct{}, release <-chan struct{}, then func(tx store.Querier, tk *store.Task) error) <-chan error {
 	var tk *store.Task
 	first := func(_ store.Querier, teq store.EngineQuerier) error {
-		var err error
-		if tk, err = teq.LockTask(b.ctx, id); err != nil {
-			return fmt.Errorf("tx.LockTask(%q): %w", id, err)
+		row, err := teq.Task(b.ctx, id)
+		if err != nil {
+			return err
 		}
+		got, err := Claimable(b.ctx, teq, []string{row.Queue}, clockStart, 10)
+		if err != nil {
+			return fmt.Errorf("claim of %q: %w", id, err)
+		}
+		if ids := taskIDs(got); !slices.Equal(ids, []string{id}) {
+			return fmt.Errorf("the claim that locks %q locked %v", id, ids)
+		}
+		tk = got[0]
 		return nil
 	}
 	var after func(store.Querier, store.EngineQuerier) error
 	if then != nil {
-		after = func(_ store.Querier, teq store.EngineQuerier) error { return then(teq, tk) }
+		after = func(tx store.Querier, _ store.EngineQuerier) error { return then(tx, tk) }
 	}
 	return b.holdTx(first, held, release, after)
+}
+
+// Claimable locks what a claim of queues at now would claim, through eq
+// (inside a transaction, until it ends), writes nothing and returns it.
+func Claimable(ctx context.Context, eq store.EngineQuerier, queues []string, now time.Time, limit int) ([]*store.Task, error) {
+	var tasks []*store.Task
+	err := eq.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+		tasks = make([]*store.Task, len(locked))
+		for i, c := range locked {
+			tasks[i] = c.Task
+		}
+		return nil, nil
+	})
+	return tasks, err
 }
 
 // testTasksOfInstanceLockModes: with row locks, SkipLocked leaves out the
 // tasks another transaction locked and None reads them without waiting.
 func testTasksOfInstanceLockModes(t *testing.T, h Harness) {
 	b := setup(t, h)
-	eq := b.engine(t)
 	if !b.s.Capabilities().ConcurrentWriters {
 		t.Skip("the backend serialises transactions: lock modes are satisfied trivially")
 	}
 	inst := b.running(t, "inst")
-	b.insertTasks(t, eq,
+	b.insertTasks(t,
 		withID("t-a", newTask(inst.ID, "a", "q1", clockStart)),
-		withID("t-b", newTask(inst.ID, "b", "q1", clockStart)),
+		withID("t-b", newTask(inst.ID, "b", "q2", clockStart)),
 		withID("t-c", newTask(inst.ID, "c", "q1", clockStart)),
 	)
 	locked, release := make(chan struct{}), make(chan struct{})
@@ -477,18 +429,18 @@ func testTasksOfInstanceLockModes(t *testing.T, h Harness) {
 	}
 }
 
-// testTasksLockTaskWaits: LockTask in a transaction waits for another
-// transaction's lock on the task and then reads what it committed.
-func testTasksLockTaskWaits(t *testing.T, h Harness) {
+// testTasksLockWaitWaits: TasksOfInstance with LockWait in a transaction
+// waits for another transaction's lock on one of the tasks and then reads
+// what it committed.
+func testTasksLockWaitWaits(t *testing.T, h Harness) {
 	b := setup(t, h)
-	eq := b.engine(t)
 	inst := b.running(t, "inst")
-	b.insertTasks(t, eq, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
+	b.insertTasks(t, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
 	locked, release := make(chan struct{}), make(chan struct{})
-	first := b.holdLock("t-a", locked, release, func(teq store.EngineQuerier, tk *store.Task) error {
+	first := b.holdLock("t-a", locked, release, func(tx store.Querier, tk *store.Task) error {
 		tk.Attempt = 1
 		tk.LastError = "first"
-		return teq.UpdateTask(b.ctx, tk)
+		return UpdateTask(b.ctx, tx, tk, clockStart)
 	})
 	<-locked
 	type result struct {
@@ -499,15 +451,17 @@ func testTasksLockTaskWaits(t *testing.T, h Harness) {
 	go func() {
 		var r result
 		r.err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
-			var err error
-			r.tk, err = teq.LockTask(b.ctx, "t-a")
+			tasks, err := teq.TasksOfInstance(b.ctx, inst.ID, store.LockWait)
+			if err == nil && len(tasks) == 1 {
+				r.tk = tasks[0]
+			}
 			return err
 		})
 		second <- r
 	}()
 	select {
 	case r := <-second:
-		t.Errorf("a second LockTask returned (%v, %v) while the first transaction held the lock", taskIDs([]*store.Task{r.tk}), r.err)
+		t.Errorf("TasksOfInstance(LockWait) returned (%v, %v) while the first transaction held the lock", taskIDs([]*store.Task{r.tk}), r.err)
 		close(release)
 		<-first
 		return
@@ -522,11 +476,11 @@ func testTasksLockTaskWaits(t *testing.T, h Harness) {
 		if r.err != nil {
 			t.Fatalf("second transaction: %v", r.err)
 		}
-		if r.tk.Attempt != 1 || r.tk.LastError != "first" {
-			t.Errorf("second LockTask read attempt %d, last error %q; want the first transaction's 1, \"first\"", r.tk.Attempt, r.tk.LastError)
+		if r.tk == nil || r.tk.Attempt != 1 || r.tk.LastError != "first" {
+			t.Errorf("TasksOfInstance(LockWait) read %+v; want the first transaction's attempt 1, \"first\"", r.tk)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the second LockTask still waits 10s after the first transaction committed")
+		t.Fatal("TasksOfInstance(LockWait) still waits 10s after the first transaction committed")
 	}
 }
 
@@ -545,15 +499,15 @@ func testTasksInsertLeased(t *testing.T, h Harness) {
 	}
 	want := stored(tk, now)
 	want.LeaseUntil, want.AttemptDeadline = store.Timestamp(tk.LeaseUntil), store.Timestamp(tk.AttemptDeadline)
-	b.insertTasks(t, eq, tk)
+	b.insertTasks(t, tk)
 	assertTask(t, "task inserted leased", want, b.lockTask(t, eq, tk.ID))
 	// It is not claimable, and it expires like any lease.
-	claimable, err := eq.LockClaimable(b.ctx, []string{"q1"}, now.Add(time.Minute), 10)
-	if err != nil || len(claimable) != 0 {
-		t.Errorf("LockClaimable found %d tasks (%v): a leased task is not claimable", len(claimable), err)
+	got, err := Claimable(b.ctx, eq, []string{"q1"}, now.Add(time.Minute), 10)
+	if err != nil || len(got) != 0 {
+		t.Errorf("a claim found %d tasks (%v): a leased task is not claimable", len(got), err)
 	}
-	expired, err := eq.LockExpired(b.ctx, now.Add(time.Minute), 10)
-	if err != nil || len(expired) != 1 || expired[0].ID != tk.ID {
-		t.Errorf("LockExpired after the lease: %v, %v", expired, err)
+	expired, err := eq.Due(b.ctx, store.DueParams{Kind: store.DueLeases, Now: now.Add(time.Minute), Limit: 10})
+	if err != nil || len(expired) != 1 || expired[0].Task.ID != tk.ID {
+		t.Errorf("Due(DueLeases) after the lease: %v, %v", expired, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // A status that stops an instance (COMPLETED, CANCELLED, FAILED, TIMED_OUT)
 // turns its RUNNING and WAITING steps CANCELLED in the same write, on every
 // path that changes a status: ModifyState, TransitionStatus,
-// BatchUpdateStatus and TimeOutInstances.
+// BatchUpdateStatus and the timeout the sweeper writes with Apply.
 var stopStepsTests = []conformanceTest{
 	{"StopSteps_modifyState", testStopStepsModifyState},
 	{"StopSteps_transitionStatus", testStopStepsTransition},
@@ -192,9 +192,19 @@ func testStopStepsTimeout(t *testing.T, h Harness) {
 	b.transition(t, "p", workflow.StatusRunning, workflow.StatusPaused)
 	plain := quietState(t)
 	b.create(t, store.CreateParams{ID: "plain", Status: workflow.StatusRunning, State: plain, DefinitionRevision: 1, Deadline: &past})
-	ids, err := eq.TimeOutInstances(b.ctx, b.clock.Now(), 10)
-	if err != nil || len(ids) != 3 {
-		t.Fatalf("TimeOutInstances = %v, %v", ids, err)
+	items := b.due(t, eq, store.DueTimeouts, b.clock.Now(), 10)
+	if len(items) != 3 {
+		t.Fatalf("Due(timeouts) = %d items, want 3", len(items))
+	}
+	// The timeout as the sweeper writes it: the status alone, as read; the
+	// store stops the steps.
+	for _, it := range items {
+		inst := it.Instance
+		_, err := b.s.Apply(b.ctx, &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
+			Status: workflow.StatusTimedOut, State: inst.State, Deadline: inst.Deadline, Cause: "workflow timeout"})
+		if err != nil {
+			t.Fatalf("Apply of the timeout of %s: %v", inst.ID, err)
+		}
 	}
 	b.wantStopped(t, "timeout of a RUNNING instance", "r", workflow.StatusTimedOut)
 	b.wantStopped(t, "timeout of a PAUSED instance", "p", workflow.StatusTimedOut)

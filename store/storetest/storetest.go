@@ -51,9 +51,9 @@ func Run(t *testing.T, h Harness) {
 			createTests, listTests, idPrefixTests, workerTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
-			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, commitTests, timeoutTests, definitionTests,
+			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, commitTests, dueTests, definitionTests,
 			deleteTests,
-			linearizabilityTests, applyTests,
+			linearizabilityTests, applyTests, applyTasksTests,
 		} {
 			for _, tc := range groups {
 				t.Run(tc.name, func(t *testing.T) {

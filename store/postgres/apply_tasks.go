@@ -1,0 +1,98 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// applyTasksSQL is a TasksOnly Apply in one statement: the guarded task
+// updates (tu) and the notification (n); the instance is read (its status
+// for the From guard), never written. When some rows of tu matched and
+// others did not, flowd_conflict raises SQLSTATE FD409 and the statement is
+// rolled back; when none matched, nothing was written and the last columns
+// say why.
+//
+// $1–$14 are the updated tasks' columns (as applySQL's $15–$28), $15–$18
+// their guards (lease, status, attempt, lease ended; NULL: not guarded),
+// $19 the instance, $20 the store's clock, $21 the engine's now, $22 the
+// status the instance must have (” for any), $23 whether to notify, $24
+// the number of updates.
+const applyTasksSQL = `WITH x AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
+		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[],
+		$15::text[], $16::text[], $17::int4[], $18::boolean[])
+		AS x (` + newTaskColumns + `, g_lease, g_status, g_attempt, g_ended)
+), tu AS (
+	UPDATE workflow_tasks t SET status = x.status, attempt = x.attempt, max_attempts = x.max_attempts, run_at = x.run_at,
+		lease = x.lease, lease_owner = x.lease_owner, lease_until = x.lease_until, attempt_deadline = x.attempt_deadline,
+		input = x.input::jsonb, last_error = x.last_error, updated_at = $20
+	FROM x
+	WHERE t.id = x.id AND t.instance_id = $19
+		AND (x.g_lease IS NULL OR (t.status = 'LEASED' AND t.lease = x.g_lease AND (t.lease_until > $21) <> x.g_ended))
+		AND (x.g_status IS NULL OR (t.status = x.g_status AND t.attempt = x.g_attempt))
+		AND ($22 = '' OR EXISTS (SELECT 1 FROM workflow_instances WHERE id = $19 AND status = $22))
+	RETURNING t.id
+), n AS (
+	SELECT pg_notify('` + notifyChannel + `', '') WHERE $23::boolean AND (SELECT count(*) FROM tu) = $24
+), miss AS (
+	SELECT x.id FROM x WHERE x.id NOT IN (SELECT id FROM tu) LIMIT 1
+)
+SELECT (SELECT count(*) FROM tu), (SELECT status FROM workflow_instances WHERE id = $19), (SELECT id FROM miss),
+	(SELECT count(*) FROM n),
+	CASE WHEN (SELECT count(*) FROM tu) BETWEEN 1 AND $24 - 1
+		THEN flowd_conflict('` + applyTaskMiss + `' || (SELECT id FROM miss)) END`
+
+// applyTasks writes a TasksOnly w in one statement (applyTasksSQL); see
+// store.Write.TasksOnly.
+func (q *querier) applyTasks(ctx context.Context, w *store.Write) error {
+	if err := w.Prepare(); err != nil {
+		return err
+	}
+	if !storableText(w.ID) {
+		return store.NotFound(w.ID)
+	}
+	gu, err := prepareTaskWrites(w.Update)
+	if err != nil {
+		return err
+	}
+	now := q.timestamp()
+	args := append(columnArrays(gu.rows).args(), gu.lease, gu.status, gu.attempt, gu.ended,
+		w.ID, now, store.Timestamp(w.Now), string(w.From), w.Notify, len(w.Update))
+	var (
+		written, notified int
+		status, missing   *string
+	)
+	err = q.db.QueryRow(ctx, applyTasksSQL, args...).Scan(&written, &status, &missing, &notified, new(any))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == codeCommitConflict {
+		if id, ok := strings.CutPrefix(pgErr.Message, applyTaskMiss); ok {
+			return &store.TaskConflictError{InstanceID: w.ID, TaskID: id}
+		}
+	}
+	switch {
+	case err != nil:
+		return interpretError(err, w.ID)
+	case written == len(w.Update):
+	case status == nil:
+		return store.NotFound(w.ID)
+	case w.From != "" && workflow.Status(*status) != w.From:
+		return w.StatusConflict(workflow.Status(*status))
+	case missing != nil:
+		return &store.TaskConflictError{InstanceID: w.ID, TaskID: *missing}
+	default:
+		// Not reached: a partial write raised FD409.
+		return fmt.Errorf("postgres: tasks-only apply to workflow %q wrote %d of %d tasks", w.ID, written, len(w.Update))
+	}
+	for i, u := range w.Update {
+		*u.Task = gu.rows[i]
+		u.Task.UpdatedAt = now
+	}
+	return nil
+}
