@@ -19,6 +19,14 @@ import (
 // rolled back; when none matched, nothing was written and the last columns
 // say why.
 //
+// The From guard ($22) is read twice: in tu, from the statement's snapshot,
+// and, once the task rows are locked, again in held under a share lock of
+// the instance row, which waits for a writer of the instance and sees what
+// it committed. The snapshot alone would let an orphan's cancel that waited
+// for a task row a retry was writing cancel the task the retry had just
+// made runnable again. Locking the instance after its tasks keeps the lock
+// order of every write.
+//
 // $1–$14 are the updated tasks' columns (as applySQL's $15–$28), $15–$18
 // their guards (lease, status, attempt, lease ended; NULL: not guarded),
 // $19 the instance, $20 the store's clock, $21 the engine's now, $22 the
@@ -43,11 +51,20 @@ const applyTasksSQL = `WITH x AS (
 	SELECT pg_notify('` + notifyChannel + `', '') WHERE $23::boolean AND (SELECT count(*) FROM tu) = $24
 ), miss AS (
 	SELECT x.id FROM x WHERE x.id NOT IN (SELECT id FROM tu) LIMIT 1
+), held AS (
+	SELECT status FROM workflow_instances WHERE id = $19 AND $22 <> '' AND EXISTS (SELECT 1 FROM tu) FOR SHARE
 )
 SELECT (SELECT count(*) FROM tu), (SELECT status FROM workflow_instances WHERE id = $19), (SELECT id FROM miss),
 	(SELECT count(*) FROM n),
 	CASE WHEN (SELECT count(*) FROM tu) BETWEEN 1 AND $24 - 1
-		THEN flowd_conflict('` + applyTaskMiss + `' || (SELECT id FROM miss)) END`
+		THEN flowd_conflict('` + applyTaskMiss + `' || (SELECT id FROM miss))
+	WHEN EXISTS (SELECT 1 FROM held WHERE status <> $22)
+		THEN flowd_conflict('` + applyStatusMoved + `' || (SELECT status FROM held)) END`
+
+// applyStatusMoved starts the FD409 message of a TasksOnly Apply rolled
+// back because its instance left the From status while the write waited
+// for its task rows; the status follows.
+const applyStatusMoved = "apply: the status of the instance is now "
 
 // applyTasks writes a TasksOnly w in one statement (applyTasksSQL); see
 // store.Write.TasksOnly.
@@ -74,6 +91,9 @@ func (q *querier) applyTasks(ctx context.Context, w *store.Write) error {
 	if errors.As(err, &pgErr) && pgErr.Code == codeCommitConflict {
 		if id, ok := strings.CutPrefix(pgErr.Message, applyTaskMiss); ok {
 			return &store.TaskConflictError{InstanceID: w.ID, TaskID: id}
+		}
+		if st, ok := strings.CutPrefix(pgErr.Message, applyStatusMoved); ok {
+			return w.StatusConflict(workflow.Status(st))
 		}
 	}
 	switch {
