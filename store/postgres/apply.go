@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,31 @@ import (
 // deadline and cause, $39–$41 the settled version's status (” for none),
 // state (NULL: the same) and cause, $42 the engine's now, $43 the number of
 // updates, $44 whether to notify, $45 the number of new versions.
-const applySQL = `WITH x AS (
+const applySQL = applyCTEs + `
+	CASE WHEN u.version IS NULL AND EXISTS (SELECT 1 FROM tu)
+		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM miss)
+			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
+			ELSE format('workflow %s is no longer at version %s', $33::text, $34::bigint) END) END` + applyFrom
+
+// applyStrictSQL is applySQL that raises FD409 whenever the instance's
+// write did not happen, whatever missed: in a pipeline of several writes
+// (ApplyGroup), every miss has to roll all of them back, and PostgreSQL
+// rolls back an implicit transaction only on an error. The message says
+// what moved, in a form applyConflict reads back: the task whose guard
+// missed, the instance's actual version, or that it does not exist.
+const applyStrictSQL = applyCTEs + `
+	CASE WHEN u.version IS NULL THEN flowd_conflict(CASE
+		WHEN NOT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33)
+			THEN '` + applyNotFound + `'
+		WHEN NOT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
+			THEN '` + applyVersionMiss + `' || (SELECT version FROM workflow_instances WHERE id = $33)
+		WHEN EXISTS (SELECT 1 FROM miss)
+			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
+		ELSE '` + applyChanged + `' END) END` + applyFrom
+
+// applyCTEs is applySQL up to its last column, the conflict check, which
+// applyFrom follows.
+const applyCTEs = `WITH x AS (
 	SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int4[], $21::int4[],
 		$22::timestamptz[], $23::text[], $24::text[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
 		$29::text[], $30::text[], $31::int4[])
@@ -71,16 +96,48 @@ const applySQL = `WITH x AS (
 )
 SELECT u.definition, u.input, u.version, u.created_at, u.definition_revision,
 	(SELECT version FROM workflow_instances WHERE id = $33), (SELECT id FROM miss),
-	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),
-	CASE WHEN u.version IS NULL AND EXISTS (SELECT 1 FROM tu)
-		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM miss)
-			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
-			ELSE format('workflow %s is no longer at version %s', $33::text, $34::bigint) END) END
+	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
+
+const applyFrom = `
 FROM (SELECT 1) one LEFT JOIN u ON true`
 
-// applyTaskMiss starts the FD409 message of an Apply rolled back because a
-// task's guard missed; the task id follows.
-const applyTaskMiss = "apply: task guard missed: "
+// The FD409 messages of a write rolled back by applySQL or applyStrictSQL,
+// read back by applyConflict: applyTaskMiss is followed by the id of the
+// task whose guard missed, applyVersionMiss by the instance's version.
+const (
+	applyTaskMiss    = "apply: task guard missed: "
+	applyVersionMiss = "apply: workflow at version "
+	applyNotFound    = "apply: workflow not found"
+	applyChanged     = "apply: the instance changed during the write"
+)
+
+// applyConflict is the error of w whose statement raised FD409 with msg,
+// typed as a miss of its own statement would be; ok is false for another
+// message.
+func applyConflict(w *store.Write, msg string) (err error, ok bool) {
+	if id, ok := strings.CutPrefix(msg, applyTaskMiss); ok {
+		return &store.TaskConflictError{InstanceID: w.ID, TaskID: id}, true
+	}
+	if v, ok := strings.CutPrefix(msg, applyVersionMiss); ok {
+		if actual, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return w.VersionConflict(actual), true
+		}
+	}
+	switch msg {
+	case applyNotFound:
+		return store.NotFound(w.ID), true
+	case applyChanged:
+		return changedDuringWrite(w), true
+	}
+	return nil, false
+}
+
+// changedDuringWrite is the conflict of w whose instance moved on between
+// the statement's snapshot and its write.
+func changedDuringWrite(w *store.Write) error {
+	return &store.ConflictError{ID: w.ID, Expected: w.ExpectedVersion, Actual: -1,
+		Reason: "the instance changed during the write"}
+}
 
 // Apply writes w in one statement (applySQL); see store.Applier.
 func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instance, err error) {
@@ -89,7 +146,12 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instan
 	if err != nil {
 		return nil, err
 	}
-	return pa.result(q.db.QueryRow(ctx, applySQL, pa.args...))
+	inst, err := pa.result(q.db.QueryRow(ctx, applySQL, pa.args...))
+	if err != nil {
+		return nil, err
+	}
+	pa.fill()
+	return inst, nil
 }
 
 // preparedApply is a checked Write with its statement's arguments.
@@ -165,7 +227,9 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 
-// result reads the statement's row: the instance as written, or what moved.
+// result reads the row of applySQL or applyStrictSQL: the instance as
+// written, or what moved. The caller's tasks are filled in by fill, once the
+// write is committed (or part of the caller's transaction).
 func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.Instance, error) {
 	w := pa.w
 	var (
@@ -179,8 +243,8 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 	err := row.Scan(&definition, &input, &version, &created, &revision, &actual, &missing, &inserted, &notified, new(any))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == codeCommitConflict {
-		if id, ok := strings.CutPrefix(pgErr.Message, applyTaskMiss); ok {
-			return nil, &store.TaskConflictError{InstanceID: w.ID, TaskID: id}
+		if cerr, ok := applyConflict(w, pgErr.Message); ok {
+			return nil, cerr
 		}
 	}
 	switch {
@@ -193,24 +257,25 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 	case version == nil && missing != nil:
 		return nil, &store.TaskConflictError{InstanceID: w.ID, TaskID: *missing}
 	case version == nil:
-		// The instance moved on between the statement's snapshot and its
-		// write.
-		return nil, &store.ConflictError{ID: w.ID, Expected: w.ExpectedVersion, Actual: -1,
-			Reason: "the instance changed during the write"}
+		return nil, changedDuringWrite(w)
 	case inserted != len(pa.inserts):
 		// Not reached: a unique violation failed the statement.
 		return nil, fmt.Errorf("postgres: apply to workflow %q inserted %d of %d tasks", w.ID, inserted, len(pa.inserts))
-	}
-	for i, t := range w.Insert {
-		*t = pa.inserts[i]
-	}
-	for _, u := range w.Update {
-		normaliseTaskTimes(u.Task)
-		u.Task.UpdatedAt = pa.now
 	}
 	return &workflow.Instance{
 		ID: w.ID, Definition: *definition, DefinitionRevision: *revision, Status: w.FinalStatus(),
 		State: pa.state, Input: compactJSON(input), Version: *version,
 		CreatedAt: created.UTC(), UpdatedAt: pa.now, Deadline: utcPtr(timestampPtr(w.Deadline)),
 	}, nil
+}
+
+// fill gives the caller's tasks what was stored.
+func (pa *preparedApply) fill() {
+	for i, t := range pa.w.Insert {
+		*t = pa.inserts[i]
+	}
+	for _, u := range pa.w.Update {
+		normaliseTaskTimes(u.Task)
+		u.Task.UpdatedAt = pa.now
+	}
 }

@@ -51,7 +51,7 @@ func Run(t *testing.T, h Harness) {
 			createTests, listTests, idPrefixTests, workerTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
-			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, commitTests, timeoutTests, definitionTests,
+			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, timeoutTests, definitionTests,
 			deleteTests,
 			linearizabilityTests, applyTests,
 		} {
