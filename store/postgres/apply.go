@@ -34,19 +34,34 @@ import (
 // deadline and cause, $39–$41 the settled version's status (” for none),
 // state (NULL: the same) and cause, $42 the engine's now, $43 the number of
 // updates, $44 whether to notify, $45 the number of new versions.
-const applySQL = applyCTEs + `
-	CASE WHEN u.version IS NULL AND EXISTS (SELECT 1 FROM tu)
-		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM miss)
-			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
-			ELSE format('workflow %s is no longer at version %s', $33::text, $34::bigint) END) END` + applyFrom
+var applySQL, applyStrictSQL = applyStatement(false, false), applyStatement(false, true)
 
-// applyStrictSQL is applySQL that raises FD409 whenever the instance's
-// write did not happen, whatever missed: in a pipeline of several writes
-// (ApplyGroup), every miss has to roll all of them back, and PostgreSQL
-// rolls back an implicit transaction only on an error. The message says
-// what moved, in a form applyConflict reads back: the task whose guard
-// missed, the instance's actual version, or that it does not exist.
-const applyStrictSQL = applyCTEs + `
+// applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
+// write that updates exactly one task, the common case (a completion): its
+// row and guard are scalar parameters in the same positions ($15–$31)
+// instead of arrays, a lighter statement for PostgreSQL to plan and run on
+// the engine's hot path.
+var applyOneSQL, applyOneStrictSQL = applyStatement(true, false), applyStatement(true, true)
+
+// applyStatement builds the four shapes of applySQL: the updated tasks as
+// arrays or as one row (oneTask), and the conflict check of Apply or, when
+// strict, of ApplyGroup:
+//
+// applyStrictSQL raises FD409 whenever the instance's write did not happen,
+// whatever missed: in a pipeline of several writes (ApplyGroup), every miss
+// has to roll all of them back, and PostgreSQL rolls back an implicit
+// transaction only on an error. The message says what moved, in a form
+// applyConflict reads back: the task whose guard missed, the instance's
+// actual version, or that it does not exist.
+func applyStatement(oneTask, strict bool) string {
+	sql := applyTasks
+	miss := applyMissArray
+	if oneTask {
+		sql, miss = applyOneTask, applyMissOne
+	}
+	sql += applyInstance + miss + applySelect
+	if strict {
+		return sql + `
 	CASE WHEN u.version IS NULL THEN flowd_conflict(CASE
 		WHEN NOT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33)
 			THEN '` + applyNotFound + `'
@@ -55,10 +70,19 @@ const applyStrictSQL = applyCTEs + `
 		WHEN EXISTS (SELECT 1 FROM miss)
 			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
 		ELSE '` + applyChanged + `' END) END` + applyFrom
+	}
+	return sql + `
+	CASE WHEN u.version IS NULL AND EXISTS (SELECT 1 FROM tu)
+		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM miss)
+			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
+			ELSE format('workflow %s is no longer at version %s', $33::text, $34::bigint) END) END` + applyFrom
+}
 
-// applyCTEs is applySQL up to its last column, the conflict check, which
-// applyFrom follows.
-const applyCTEs = `WITH x AS (
+// The parts of applyStatement. applyTasks is the guarded updates of
+// tasks given as arrays, applyOneTask of one task given as scalars; both
+// return the ids they updated (tu), and miss is an id that did not match.
+const (
+	applyTasks = `WITH x AS (
 	SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int4[], $21::int4[],
 		$22::timestamptz[], $23::text[], $24::text[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
 		$29::text[], $30::text[], $31::int4[])
@@ -73,7 +97,18 @@ const applyCTEs = `WITH x AS (
 		AND (x.g_status IS NULL OR (t.status = x.g_status AND t.attempt = x.g_attempt))
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
 	RETURNING t.id
-), u AS (
+`
+	applyOneTask = `WITH tu AS (
+	UPDATE workflow_tasks t SET status = $19, attempt = $20, max_attempts = $21, run_at = $22,
+		lease = $23, lease_owner = $24, lease_until = $25, attempt_deadline = $26,
+		input = $27::jsonb, last_error = $28, updated_at = $32
+	WHERE t.id = $15 AND t.instance_id = $33
+		AND ($29::text IS NULL OR (t.status = 'LEASED' AND t.lease = $29 AND t.lease_until > $42))
+		AND ($30::text IS NULL OR (t.status = $30 AND t.attempt = $31))
+		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
+	RETURNING t.id
+`
+	applyInstance = `), u AS (
 	UPDATE workflow_instances SET status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
 		state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
 		deadline = $37, version = version + $45, updated_at = $32
@@ -91,12 +126,22 @@ const applyCTEs = `WITH x AS (
 	RETURNING 1
 ), n AS (
 	SELECT pg_notify('` + notifyChannel + `', '') FROM u WHERE $44::boolean
-), miss AS (
+`
+	applyMissArray = `), miss AS (
 	SELECT x.id FROM x WHERE x.id NOT IN (SELECT id FROM tu) LIMIT 1
 )
-SELECT u.definition, u.input, u.version, u.created_at, u.definition_revision,
+`
+	// The row's instance, step and queue ($16–$18) are not written (they
+	// never change); they are named here so that every parameter has a type.
+	applyMissOne = `), miss AS (
+	SELECT $15::text AS id, $16::text AS instance_id, $17::text AS step_id, $18::text AS queue
+	WHERE NOT EXISTS (SELECT 1 FROM tu)
+)
+`
+	applySelect = `SELECT u.definition, u.input, u.version, u.created_at, u.definition_revision,
 	(SELECT version FROM workflow_instances WHERE id = $33), (SELECT id FROM miss),
 	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
+)
 
 const applyFrom = `
 FROM (SELECT 1) one LEFT JOIN u ON true`
@@ -139,14 +184,15 @@ func changedDuringWrite(w *store.Write) error {
 		Reason: "the instance changed during the write"}
 }
 
-// Apply writes w in one statement (applySQL); see store.Applier.
+// Apply writes w in one statement (applySQL, or applyOneSQL); see
+// store.Applier.
 func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instance, err error) {
 	defer q.settle(&err) // a write of its own on the pool
 	pa, err := q.prepareApply(w)
 	if err != nil {
 		return nil, err
 	}
-	inst, err := pa.result(q.db.QueryRow(ctx, applySQL, pa.args...))
+	inst, err := pa.result(q.db.QueryRow(ctx, pa.sql(false), pa.args...))
 	if err != nil {
 		return nil, err
 	}
@@ -219,12 +265,36 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	if w.Settled != "" {
 		versions = 2
 	}
-	args := append(insertCols.args(), columnArrays(updates).args()...)
-	args = append(args, gLease, gStatus, gAttempt, now, w.ID, w.ExpectedVersion,
+	args := insertCols.args()
+	if len(updates) == 1 {
+		// applyOneSQL: the row and its guard as scalars.
+		r := &updates[0]
+		args = append(args, r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), int32(r.Attempt), int32(r.MaxAttempts),
+			r.RunAt, r.Lease, r.LeaseOwner, nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline), string(r.Input), r.LastError,
+			gLease[0], gStatus[0], gAttempt[0])
+	} else {
+		args = append(args, columnArrays(updates).args()...)
+		args = append(args, gLease, gStatus, gAttempt)
+	}
+	args = append(args, now, w.ID, w.ExpectedVersion,
 		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
 		string(w.Settled), settledState, w.SettledCause,
 		store.Timestamp(w.Now), len(w.Update), w.Notify, versions)
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
+}
+
+// sql is the statement that writes pa: applySQL's shape for its updates,
+// strict (applyStrictSQL) in a group.
+func (pa *preparedApply) sql(strict bool) string {
+	switch one := len(pa.w.Update) == 1; {
+	case one && strict:
+		return applyOneStrictSQL
+	case one:
+		return applyOneSQL
+	case strict:
+		return applyStrictSQL
+	}
+	return applySQL
 }
 
 // result reads the row of applySQL or applyStrictSQL: the instance as

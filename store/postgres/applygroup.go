@@ -15,7 +15,7 @@ import (
 // statements go out in one pipeline with a single Sync, so that an error in
 // any of them rolls back all of them (or, inside WithTx, aborts the
 // caller's transaction). Creates run as createStrict statements and writes
-// as applyStrictSQL, which raise FD409 for an instance not created or a
+// as applyStrictSQL (or applyOneStrictSQL), which raise FD409 for an instance not created or a
 // write that missed: there is no partial result. See store.EngineQuerier.
 //
 // With a claim it is an explicit transaction in two pipelines: BEGIN, the
@@ -151,7 +151,7 @@ func (g *preparedGroup) queue(b *pgx.Batch) {
 		b.Queue(pc.strict, pc.args...)
 	}
 	for _, pa := range g.pas {
-		b.Queue(applyStrictSQL, pa.args...)
+		b.Queue(pa.sql(true), pa.args...)
 	}
 }
 
