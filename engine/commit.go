@@ -14,17 +14,16 @@ import (
 
 // Group commit. The in-process workers' one-statement completions, and the
 // starts made while the workers run, go through committers that write every
-// completion and start waiting at that moment with one CommitGroup: one
-// transaction, one WAL flush and, on PostgreSQL, one round trip for several
-// workflows. On this
-// project's benchmark machine the WAL flush, not the statements, was what a
-// completion waited for most (synchronous_commit off: +40–50 % workflows/s;
-// docs/BENCHMARKS.md). A lone completion is written on its own, as before,
-// so nothing waits for company. Each completion stays one atomic, versioned
-// CommitStep: when any of a batch fails (a conflict aborts a PostgreSQL
-// transaction), the batch is rolled back and every completion in it is
-// written on its own, so one conflict cannot fail the others. Several
-// completions of one workflow are never in one batch.
+// completion and start waiting at that moment with one store ApplyGroup:
+// one transaction, one WAL flush and, on PostgreSQL, one round trip for
+// several workflows. On this project's benchmark machine the WAL flush, not
+// the statements, was what a completion waited for most (synchronous_commit
+// off: +40–50 % workflows/s; docs/BENCHMARKS.md). A lone completion is
+// written on its own with Apply, so nothing waits for company. Each
+// completion stays one guarded write: when any of a batch fails (a conflict
+// aborts a PostgreSQL transaction), the batch is rolled back and every
+// completion in it is written on its own, so one conflict cannot fail the
+// others. Several completions of one workflow are never in one batch.
 
 // maxCommitBatch bounds the completions in one transaction.
 const maxCommitBatch = 16
@@ -39,16 +38,16 @@ const committers = 2
 // gets its next task with its completion's commit instead of claiming in a
 // transaction of its own.
 type commitReq struct {
-	c      store.StepCommit
+	w      *store.Write
 	claim  []string
 	create *store.CreateParams
 	done   chan commitResult
 }
 
 type commitResult struct {
-	version int64
-	inst    *workflow.Instance // a start's instance
-	next    *Task              // a task claimed for the completion's worker
+	// inst is a start's instance, or a completion's instance as written.
+	inst *workflow.Instance
+	next *Task // a task claimed for the completion's worker
 	// moved is the completion's instance as the group's claim left it,
 	// when the claim delivered another of its tasks after the completion.
 	moved *workflow.Instance
@@ -102,8 +101,9 @@ func (e *Engine) startLanded(ctx context.Context, p *store.CreateParams) bool {
 }
 
 // runCommitters serves e.commits until stop is closed; the workers, the only
-// senders, have ended by then.
-func (e *Engine) runCommitters(stop <-chan struct{}) {
+// senders, have ended by then. ctx carries the engine's run, without its
+// cancellation: a batch taken is written even while the engine stops.
+func (e *Engine) runCommitters(ctx context.Context, stop <-chan struct{}) {
 	var wg sync.WaitGroup
 	for range committers {
 		wg.Go(func() {
@@ -124,30 +124,31 @@ func (e *Engine) runCommitters(stop <-chan struct{}) {
 						break more
 					}
 				}
-				e.commitBatch(batch)
+				e.commitBatch(ctx, batch)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// commitStep writes c through the committers when the workers run, else
-// directly. With claim (queues), the committers may also claim a task of
-// those queues for the caller and return it as next.
-func (e *Engine) commitStep(ctx context.Context, c store.StepCommit, claim []string) commitResult {
+// applyCompletion writes w, a completion, through the committers when the
+// workers run, else directly. With claim (queues), the committers may also
+// claim a task of those queues for the caller and return it as next.
+func (e *Engine) applyCompletion(ctx context.Context, w *store.Write, claim []string) commitResult {
 	if e.commits == nil {
-		version, err := e.st.CommitStep(ctx, c)
-		return commitResult{version: version, err: err}
+		inst, err := e.st.Apply(ctx, w)
+		return commitResult{inst: inst, err: err}
 	}
-	req := &commitReq{c: c, claim: claim, done: make(chan commitResult, 1)}
+	req := &commitReq{w: w, claim: claim, done: make(chan commitResult, 1)}
 	e.commits <- req
 	return <-req.done
 }
 
 // commitBatch writes the batch in one transaction, or each start and
-// completion on its own when there is one or the transaction fails.
-func (e *Engine) commitBatch(batch []*commitReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// completion on its own when there is one or the transaction fails. base is
+// the committers' context: each attempt gets a bounded time of its own.
+func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
+	ctx, cancel := context.WithTimeout(base, 10*time.Second)
 	defer cancel()
 	var starts []*commitReq
 	// Two completions of one workflow computed from the same version cannot
@@ -161,7 +162,7 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 			starts = append(starts, r)
 			continue
 		}
-		id := r.c.Task.InstanceID
+		id := r.w.ID
 		if seen[id] {
 			r.done <- commitResult{err: &store.ConflictError{ID: id, Actual: -1,
 				Reason: "another completion of this workflow is in the same group commit"}}
@@ -169,7 +170,7 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		}
 		seen[id] = true
 		// The lease is checked at the time of writing, not of queueing.
-		r.c.Now = e.clock()
+		r.w.Now = e.clock()
 		kept = append(kept, r)
 	}
 	batch = kept
@@ -190,7 +191,7 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		// complete steps of the same instances lock them in the same order
 		// and cannot deadlock. New instances lock nothing that exists.
 		slices.SortStableFunc(batch, func(a, b *commitReq) int {
-			return strings.Compare(a.c.Task.InstanceID, b.c.Task.InstanceID)
+			return strings.Compare(a.w.ID, b.w.ID)
 		})
 		// New instances in id order too: two groups starting the same ids
 		// (a client retrying) wait for each other's inserts in one order.
@@ -199,16 +200,16 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 		for i, r := range starts {
 			ps[i] = *r.create
 		}
-		cs := make([]store.StepCommit, len(batch))
+		ws := make([]*store.Write, len(batch))
 		for i, r := range batch {
-			cs[i] = r.c
+			ws[i] = r.w
 		}
 		var claim *store.GroupClaim
 		if len(claimers) > 0 {
 			d = &claimDecision{e: e, owner: e.node, lease: e.lease, now: e.clock(), inGroup: true}
 			claim = &store.GroupClaim{Params: store.ClaimParams{Queues: claimers[0].claim, Now: d.now, Limit: len(claimers)}, Decide: d.decide}
 		}
-		if insts, versions, err := e.st.CommitGroup(ctx, ps, cs, claim); err == nil {
+		if insts, written, err := e.st.ApplyGroup(ctx, ps, ws, claim); err == nil {
 			var next []Task
 			moved := map[string]*workflow.Instance{}
 			if d != nil {
@@ -224,7 +225,7 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 				r.done <- commitResult{inst: insts[i]}
 			}
 			for i, r := range batch {
-				res := commitResult{version: versions[i], moved: moved[r.c.Task.InstanceID]}
+				res := commitResult{inst: written[i], moved: moved[r.w.ID]}
 				if r.claim != nil && len(next) > 0 {
 					res.next, next = &next[0], next[1:]
 				}
@@ -235,7 +236,7 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 	}
 	// One by one, with time of their own: a group that timed out must not
 	// leave them an expired context.
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel = context.WithTimeout(base, 10*time.Second)
 	defer cancel()
 	for _, r := range starts {
 		inst, err := e.st.Create(ctx, *r.create)
@@ -251,8 +252,8 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 	results := make([]commitResult, len(batch))
 	lost := false
 	for i, r := range batch {
-		v, err := e.st.CommitStep(ctx, r.c)
-		results[i] = commitResult{version: v, err: err}
+		inst, err := e.st.Apply(ctx, r.w)
+		results[i] = commitResult{inst: inst, err: err}
 		lost = lost || r.claim != nil && errors.Is(err, store.ErrConflict)
 	}
 	// A group whose answer was lost may have been written: then its
@@ -262,7 +263,7 @@ func (e *Engine) commitBatch(batch []*commitReq) {
 	// still committing when its answer was lost has committed by then.
 	var next []Task
 	if lost {
-		next = d.landed(ctx)
+		next = d.storedUnderLeases(ctx)
 		e.countClaimed(len(next))
 	}
 	for i, r := range batch {

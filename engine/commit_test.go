@@ -25,41 +25,106 @@ func settle(done func() bool) {
 	}
 }
 
-// commitCounter counts the engine's one-statement completions; with
+// completedTask is the task w completes as a lease holder (DONE, guarded
+// by its lease), or "".
+func completedTask(w *store.Write) string {
+	if len(w.Update) == 1 && w.Update[0].Guard.Lease != "" && w.Update[0].Task.Status == store.TaskDone {
+		return w.Update[0].Task.ID
+	}
+	return ""
+}
+
+// readTracking tells the engine's two ways of completing a task apart when
+// both reach Apply: the fallback (leaseHolderOp) reads the task and its
+// instance and then writes, the one-statement completion writes without
+// reading either. (On SQLite the fallback reads and writes inside WithTx,
+// past this wrapper.)
+type readTracking struct {
+	store.Store
+	mu           sync.Mutex
+	tasks, insts map[string]bool // read since the last completing write
+}
+
+func (r *readTracking) Task(ctx context.Context, id string) (*store.Task, error) {
+	t, err := r.Store.Task(ctx, id)
+	if err == nil {
+		r.mu.Lock()
+		if r.tasks == nil {
+			r.tasks = map[string]bool{}
+		}
+		r.tasks[id] = true
+		r.mu.Unlock()
+	}
+	return t, err
+}
+
+func (r *readTracking) Get(ctx context.Context, id string) (*workflow.Instance, error) {
+	inst, err := r.Store.Get(ctx, id)
+	if err == nil {
+		r.mu.Lock()
+		if r.insts == nil {
+			r.insts = map[string]bool{}
+		}
+		r.insts[id] = true
+		r.mu.Unlock()
+	}
+	return inst, err
+}
+
+// oneStatement reports whether w completes a task without the task and its
+// instance having been read first, and forgets those reads.
+func (r *readTracking) oneStatement(w *store.Write) bool {
+	id := completedTask(w)
+	if id == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	read := r.tasks[id] && r.insts[w.ID]
+	delete(r.tasks, id)
+	delete(r.insts, w.ID)
+	return !read
+}
+
+// commitCounter counts the engine's one-statement completions: the writes
+// of a group, and the completing writes made without reading. With
 // conflictAll it refuses each of them with a conflict, as if another writer
 // had always just moved the instance on, without writing anything.
 type commitCounter struct {
-	store.Store
+	readTracking
 	conflictAll                 bool
 	landed, conflicts, notifies atomic.Int64
-	mu                          sync.Mutex
 	others                      []error // neither landed nor a conflict
 }
 
-// CommitGroup (group commit) counts each commit of the group as CommitStep
+// ApplyGroup (group commit) counts each write of the group as Apply
 // does.
-func (c *commitCounter) CommitGroup(ctx context.Context, creates []store.CreateParams, cs []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
+func (c *commitCounter) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	for _, w := range ws {
+		if w.Notify {
+			c.notifies.Add(1)
+		}
+	}
 	if c.conflictAll {
-		c.conflicts.Add(int64(len(cs)))
+		c.conflicts.Add(int64(len(ws)))
 		return nil, nil, &store.ConflictError{Actual: -1, Reason: "refused by the test"}
 	}
-	insts, vs, err := c.Store.CommitGroup(ctx, creates, cs, claim)
+	created, written, err := c.Store.ApplyGroup(ctx, creates, ws, claim)
+	c.count(err, len(ws))
+	return created, written, err
+}
+
+func (c *commitCounter) count(err error, n int) {
 	switch {
 	case err == nil:
-		c.landed.Add(int64(len(cs)))
+		c.landed.Add(int64(n))
 	case errors.Is(err, store.ErrConflict):
-		c.conflicts.Add(int64(len(cs)))
+		c.conflicts.Add(int64(n))
 	default:
 		c.mu.Lock()
 		c.others = append(c.others, err)
 		c.mu.Unlock()
 	}
-	for _, sc := range cs {
-		if sc.Notify {
-			c.notifies.Add(1)
-		}
-	}
-	return insts, vs, err
 }
 
 func (c *commitCounter) errs() []error {
@@ -68,26 +133,20 @@ func (c *commitCounter) errs() []error {
 	return append([]error(nil), c.others...)
 }
 
-func (c *commitCounter) CommitStep(ctx context.Context, sc store.StepCommit) (int64, error) {
-	if sc.Notify {
+func (c *commitCounter) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	if !c.oneStatement(w) {
+		return c.Store.Apply(ctx, w)
+	}
+	if w.Notify {
 		c.notifies.Add(1)
 	}
 	if c.conflictAll {
 		c.conflicts.Add(1)
-		return 0, &store.ConflictError{ID: sc.Task.InstanceID, Actual: -1, Reason: "refused by the test"}
+		return nil, &store.ConflictError{ID: w.ID, Actual: -1, Reason: "refused by the test"}
 	}
-	v, err := c.Store.CommitStep(ctx, sc)
-	switch {
-	case err == nil:
-		c.landed.Add(1)
-	case errors.Is(err, store.ErrConflict):
-		c.conflicts.Add(1)
-	default:
-		c.mu.Lock()
-		c.others = append(c.others, err)
-		c.mu.Unlock()
-	}
-	return v, err
+	inst, err := c.Store.Apply(ctx, w)
+	c.count(err, 1)
+	return inst, err
 }
 
 // checkChainRun checks a completed chainDef workflow started with input n:
@@ -111,8 +170,9 @@ func checkChainRun(t *testing.T, n *node, done *workflow.Instance, input int) []
 }
 
 // Each step of a chain run by in-process workers completes with one
-// CommitStep, not a locking transaction, and the chain ends exactly as the
-// locking path ends it: same versions, same history causes.
+// guarded write decided without reading, and the chain ends exactly as the
+// path that reads and decides again ends it: same versions, same history
+// causes.
 func TestChainCompletesWithOneStatementEach(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		for _, refuse := range []bool{false, true} {
@@ -198,24 +258,26 @@ func TestFanOutCompletionsRace(t *testing.T) {
 	})
 }
 
-// batchingStore makes group commit observable: single CommitSteps take a
-// while (so that other workers' completions queue up behind them), and
+// batchingStore makes group commit observable: single completions (Apply)
+// take a while (so that other workers' completions queue up behind them), and
 // batches are counted. With failFirst every batch is refused as a conflict
 // before anything is written; with failLast it is written in a transaction
 // that then fails, so all of it must be rolled back. Either way the
 // completions must then be written one by one.
 type batchingStore struct {
-	store.Store
+	readTracking
 	failFirst, failLast        bool
 	direct, inTx, batches, txs atomic.Int64
 	// Starts: written alone, and in committed groups.
 	createsDirect, createsInTx atomic.Int64
 }
 
-func (s *batchingStore) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
-	s.direct.Add(1)
-	time.Sleep(5 * time.Millisecond)
-	return s.Store.CommitStep(ctx, c)
+func (s *batchingStore) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	if s.oneStatement(w) {
+		s.direct.Add(1)
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s.Store.Apply(ctx, w)
 }
 
 func (s *batchingStore) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
@@ -226,18 +288,15 @@ func (s *batchingStore) Create(ctx context.Context, p store.CreateParams) (*work
 
 var errRefused = &store.ConflictError{Actual: -1, Reason: "refused by the test"}
 
-func (s *batchingStore) CommitGroup(ctx context.Context, creates []store.CreateParams, cs []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
+func (s *batchingStore) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	s.txs.Add(1)
 	if s.failFirst {
 		return nil, nil, errRefused
 	}
-	var (
-		insts    []*workflow.Instance
-		versions []int64
-	)
+	var created, written []*workflow.Instance
 	err := s.Store.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 		var err error
-		if insts, versions, err = tx.CommitGroup(ctx, creates, cs, claim); err != nil {
+		if created, written, err = tx.ApplyGroup(ctx, creates, ws, claim); err != nil {
 			return err
 		}
 		if s.failLast {
@@ -249,9 +308,9 @@ func (s *batchingStore) CommitGroup(ctx context.Context, creates []store.CreateP
 		return nil, nil, err
 	}
 	s.batches.Add(1)
-	s.inTx.Add(int64(len(cs)))
+	s.inTx.Add(int64(len(ws)))
 	s.createsInTx.Add(int64(len(creates)))
-	return insts, versions, nil
+	return created, written, nil
 }
 
 // Completions that wait at the same time are written in one transaction, and
@@ -376,14 +435,14 @@ func TestIdleWorkersClaimTogether(t *testing.T) {
 	}
 }
 
-// lostAckStore writes every one-statement completion and then reports an
-// error, as a connection that breaks after the commit would.
+// lostAckStore writes every one-statement completion (a group, or a lone
+// completing write) and then reports an error, as a connection that breaks
+// after the commit would.
 type lostAckStore struct {
-	store.Store
+	readTracking
 	lost       atomic.Int64
 	lostStarts atomic.Int64 // starts of groups whose answer was lost
-	mu         sync.Mutex
-	failed     []error // writes that failed for real
+	failed     []error      // writes that failed for real
 }
 
 var errLostAck = errors.New("connection reset after the commit (test)")
@@ -394,21 +453,24 @@ func (s *lostAckStore) fail(err error) {
 	s.mu.Unlock()
 }
 
-func (s *lostAckStore) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
-	if _, err := s.Store.CommitStep(ctx, c); err != nil {
+func (s *lostAckStore) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	if !s.oneStatement(w) {
+		return s.Store.Apply(ctx, w)
+	}
+	if _, err := s.Store.Apply(ctx, w); err != nil {
 		s.fail(err)
-		return 0, err
+		return nil, err
 	}
 	s.lost.Add(1)
-	return 0, errLostAck
+	return nil, errLostAck
 }
 
-func (s *lostAckStore) CommitGroup(ctx context.Context, creates []store.CreateParams, cs []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
-	if _, _, err := s.Store.CommitGroup(ctx, creates, cs, claim); err != nil {
+func (s *lostAckStore) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	if _, _, err := s.Store.ApplyGroup(ctx, creates, ws, claim); err != nil {
 		s.fail(err)
 		return nil, nil, err
 	}
-	s.lost.Add(int64(len(cs)))
+	s.lost.Add(int64(len(ws)))
 	s.lostStarts.Add(int64(len(creates)))
 	return nil, nil, errLostAck
 }
@@ -488,9 +550,9 @@ func (s *slowStarts) Create(ctx context.Context, p store.CreateParams) (*workflo
 	return s.Store.Create(context.WithoutCancel(ctx), p)
 }
 
-func (s *slowStarts) CommitGroup(ctx context.Context, creates []store.CreateParams, cs []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
+func (s *slowStarts) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	time.Sleep(time.Second)
-	return s.Store.CommitGroup(ctx, creates, cs, claim)
+	return s.Store.ApplyGroup(ctx, creates, ws, claim)
 }
 
 // A start handed to the committers still ends with its caller's context.

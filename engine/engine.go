@@ -66,7 +66,8 @@ type Task struct {
 
 	row *store.Task // the claimed row, for the claim transaction
 	// inst is the instance as the transaction that leased this task left it
-	// (in-process workers only): the base of a completion in one CommitStep.
+	// (in-process workers only): the base of a completion in one guarded
+	// write decided without reading (commitCompletion).
 	inst *workflow.Instance
 }
 

@@ -260,21 +260,21 @@ func (s *claimCounter) ClaimTasks(ctx context.Context, p store.ClaimParams, deci
 	return err
 }
 
-func (s *claimCounter) CommitGroup(ctx context.Context, creates []store.CreateParams, cs []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
-	var ws []*store.ClaimWrite
+func (s *claimCounter) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	var claimed []*store.ClaimWrite
 	if claim != nil {
 		decide := claim.Decide
 		claim = &store.GroupClaim{Params: claim.Params, Decide: func(l []store.Claimable) ([]*store.ClaimWrite, error) {
 			var err error
-			ws, err = decide(l)
-			return ws, err
+			claimed, err = decide(l)
+			return claimed, err
 		}}
 	}
-	insts, vs, err := s.Store.CommitGroup(ctx, creates, cs, claim)
+	created, written, err := s.Store.ApplyGroup(ctx, creates, ws, claim)
 	if err == nil {
-		s.inGroup.Add(writtenTasks(ws))
+		s.inGroup.Add(writtenTasks(claimed))
 	}
-	return insts, vs, err
+	return created, written, err
 }
 
 // gatedEcho is echo that reports each workflow whose step a it runs on

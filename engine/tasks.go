@@ -60,7 +60,7 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 		// (without an instance snapshot, their completion reads and decides
 		// again); left alone, they would wait for their leases to end and
 		// count an attempt that never ran.
-		if claimed = d.landed(ctx); len(claimed) == 0 {
+		if claimed = d.storedUnderLeases(ctx); len(claimed) == 0 {
 			return nil, false, err
 		}
 		e.log.Warn("claim: the writes landed but the answer was lost", "error", err, "tasks", len(claimed))
@@ -142,9 +142,9 @@ func (d *claimDecision) claimed() (claimed []Task, missed bool) {
 	return claimed, missed
 }
 
-// landed returns, after a claim that failed, the tasks that are stored
-// under the leases it gave them: its answer was lost, not its writes.
-func (d *claimDecision) landed(ctx context.Context) []Task {
+// storedUnderLeases returns, after a claim that failed, the tasks that are
+// stored under the leases it gave them: its answer was lost, not its writes.
+func (d *claimDecision) storedUnderLeases(ctx context.Context) []Task {
 	if d == nil {
 		return nil
 	}
@@ -260,11 +260,11 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 // (workflow.ErrStateTooLarge): the lease stays valid, so the worker may
 // complete the task with a smaller output or fail it.
 func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
-	_, err := e.completeTask(ctx, Task{ID: taskID, Lease: lease}, output, nil)
+	_, err := e.completeAndLeaseNext(ctx, Task{ID: taskID, Lease: lease}, output, nil)
 	return err
 }
 
-// completeTask is CompleteTask for an in-process worker: when the completion
+// completeAndLeaseNext is CompleteTask for an in-process worker: when the completion
 // schedules a step of one of the queues the worker serves, that task is leased
 // to this node in the same transaction and returned, so the worker runs it
 // next without a claim transaction of its own (one transaction per step
@@ -273,12 +273,12 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 //
 // When the worker's claim (or the completion that leased it the task) left
 // the instance's state with the task, the completion is first tried as one
-// CommitStep from that state, without reading anything. If anything moved
-// on in between (another step of the instance completed, the instance was
-// paused, the lease was lost), nothing was written, and the completion reads
-// the task and the instance and decides again (leaseHolderOp), which also
-// says why it fails if it does.
-func (e *Engine) completeTask(ctx context.Context, task Task, output json.RawMessage, queues []string) (*Task, error) {
+// guarded write decided on that state, without reading anything. If
+// anything moved on in between (another step of the instance completed, the
+// instance was paused, the lease was lost), nothing was written, and the
+// completion reads the task and the instance and decides again
+// (leaseHolderOp), which also says why it fails if it does.
+func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output json.RawMessage, queues []string) (*Task, error) {
 	out := bytes.TrimSpace(output)
 	if len(out) == 0 {
 		out = []byte("null")
@@ -308,10 +308,12 @@ func (e *Engine) completeTask(ctx context.Context, task Task, output json.RawMes
 	return leased, nil
 }
 
-// commitCompletion completes t with one CommitStep computed from t.inst, the
-// instance as t's lease left it. ok is false when that is not possible —
-// no such state, a plan that re-queues existing tasks, or anything that
-// changed since (a conflict) — and then nothing was written.
+// commitCompletion completes t with one store.Write decided on t.inst, the
+// instance as t's lease left it, and on t.row, the task as its delivery
+// left it: the write is guarded by the instance's version and t's lease.
+// ok is false when that is not possible — no such state, a plan that
+// re-queues existing tasks, or anything that changed since (a conflict) —
+// and then nothing was written.
 func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessage, queues []string) (next *Task, ok bool) {
 	inst := t.inst
 	if inst == nil || t.row == nil {
@@ -332,37 +334,36 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	ch, err := e.decide.CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
 	if err != nil || len(ch.Update) > 1 {
 		// Refused (leaseHolderOp says why), or existing tasks to
-		// re-queue, which CommitStep does not write.
+		// re-queue, whose guards need rows this completion did not read.
 		return nil, false
 	}
-	inserted := newRows(ch.Insert)
-	next = nextTask(&ch, inserted)
+	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch}
+	w := d.write(now)
+	next = nextTask(&ch, w.Insert)
 	// A worker this completion leaves free asks for its next task with it.
 	var claim []string
 	if next == nil {
 		claim = queues
 	}
-	res := e.commitStep(ctx, store.StepCommit{
-		Task: newRow(&ch.Update[0].Task), Lease: t.Lease, Now: now,
-		ExpectedVersion: inst.Version, From: inst.Status, Status: ch.Status, State: ch.State,
-		Cause: ch.Cause, Insert: inserted, Notify: ch.Notify,
-	}, claim)
-	version, claimed, err := res.version, res.next, res.err
-	if err != nil && (claimed != nil || next != nil && e.landed(ctx, next)) {
+	res := e.applyCompletion(ctx, w, claim)
+	written, claimed, err := res.inst, res.next, res.err
+	if err != nil && (claimed != nil || next != nil && e.storedUnderLease(ctx, next)) {
 		// The write landed although its answer was lost (a connection that
 		// broke after the commit; a group commit whose COMMIT failed to
 		// report and whose completions then conflicted with themselves):
-		// the task this commit leased, or its group's claim did, is stored
+		// the task this write leased, or its group's claim did, is stored
 		// under the lease given. Going on with it is the only way it runs
 		// before its lease ends, and with it, the attempt the lease counts.
-		err, version = nil, inst.Version+1
+		err = nil
+		written = &work
+		written.Version, written.Status, written.State = w.NewVersion(), w.FinalStatus(), w.State
 	}
 	if next == nil {
 		next = claimed
 	}
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
-			e.log.Debug("one-statement completion failed; completing with locks", "task", t.ID, "err", err)
+			e.log.Debug("one-statement completion failed; reading and deciding again", "task", t.ID, "err", err)
 		}
 		return nil, false
 	}
@@ -370,8 +371,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 		e.wake()
 	}
 	if next != nil && claimed == nil {
-		work.Version = version
-		next.inst = &work
+		next.inst = written
 		if res.moved != nil {
 			// The group's claim delivered another step of the instance
 			// after this completion: the instance as that write left it.
@@ -382,10 +382,10 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	return next, true
 }
 
-// landed reports whether next, inserted by a completion whose result is not
-// known, is stored under the lease that completion gave it: the lease is a
-// fresh token, so only that write can have stored it.
-func (e *Engine) landed(ctx context.Context, next *Task) bool {
+// storedUnderLease reports whether next, inserted by a completion whose
+// result is not known, is stored under the lease that completion gave it:
+// the lease is a fresh token, so only that write can have stored it.
+func (e *Engine) storedUnderLease(ctx context.Context, next *Task) bool {
 	return e.leasedAsGiven(ctx, []*store.Task{{ID: next.ID, Lease: next.Lease}})
 }
 

@@ -35,7 +35,7 @@ func (e *Engine) runWorkers(claimCtx, runCtx context.Context, groupDone chan<- s
 	claims := make(chan *claimReq)
 	var helpers sync.WaitGroup
 	helpers.Go(func() {
-		e.runCommitters(stop)
+		e.runCommitters(context.WithoutCancel(runCtx), stop)
 		close(groupDone) // starts sent from now on are written directly
 	})
 	helpers.Go(func() { e.runClaimer(claimCtx, queues, claims, stop) })
@@ -155,7 +155,7 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []stri
 		if claimCtx.Err() != nil {
 			queues = nil
 		}
-		next, err = e.completeTask(rctx, t, output, queues)
+		next, err = e.completeAndLeaseNext(rctx, t, output, queues)
 		if errors.Is(err, workflow.ErrStateTooLarge) {
 			// The output cannot be stored, and running the handler again
 			// would most likely return it again: the attempt fails for

@@ -137,57 +137,40 @@ func (q instrumentedQuerier) BatchUpdateStatus(ctx context.Context, p store.Batc
 	return ids, err
 }
 
-func (q instrumentedQuerier) CommitStep(ctx context.Context, c store.StepCommit) (int64, error) {
-	start := time.Now()
-	v, err := q.Querier.CommitStep(ctx, c)
-	q.observe("commit_step", start, err, true)
-	return v, err
-}
-
-func (q instrumentedQuerier) CommitSteps(ctx context.Context, cs []store.StepCommit) ([]int64, error) {
-	start := time.Now()
-	vs, err := q.Querier.CommitSteps(ctx, cs)
-	q.noteWrite(err, len(cs) > 0)
-	// Every commit counts; the duration is the batch's, observed once.
-	q.m.StateUpdates.WithLabelValues("commit_step", Result(err)).Add(float64(len(cs)))
-	q.m.UpdateDuration.WithLabelValues("commit_step").Observe(time.Since(start).Seconds())
-	return vs, err
-}
-
-func (q instrumentedQuerier) CommitGroup(ctx context.Context, creates []store.CreateParams, commits []store.StepCommit, claim *store.GroupClaim) ([]*workflow.Instance, []int64, error) {
+func (q instrumentedQuerier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	start := time.Now()
 	var (
-		writes  []*store.ClaimWrite
-		decided bool
+		claimWrites []*store.ClaimWrite
+		decided     bool
 	)
 	if claim != nil && claim.Decide != nil {
 		decide := claim.Decide
 		claim = &store.GroupClaim{Params: claim.Params, Decide: func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
 			var err error
 			decided = true
-			writes, err = decide(locked)
-			return writes, err
+			claimWrites, err = decide(locked)
+			return claimWrites, err
 		}}
 	}
-	insts, vs, err := q.Querier.CommitGroup(ctx, creates, commits, claim)
-	q.noteWrite(err, len(creates)+len(commits)+writtenStates(writes) > 0)
+	created, written, err := q.Querier.ApplyGroup(ctx, creates, writes, claim)
+	q.noteWrite(err, len(creates)+len(writes)+writtenStates(claimWrites) > 0)
 	// Every write of the group counts under its own op (the claim of a
 	// failed group once, if it got as far as deciding); the duration is
 	// the group's, observed once for each op in it.
-	claimed := writtenStates(writes)
+	claimed := writtenStates(claimWrites)
 	if err != nil && decided {
 		claimed = 1
 	}
 	for _, g := range []struct {
 		op string
 		n  int
-	}{{"create", len(creates)}, {"commit_step", len(commits)}, {"claim", claimed}} {
+	}{{"create", len(creates)}, {"apply", len(writes)}, {"claim", claimed}} {
 		if g.n > 0 {
 			q.m.StateUpdates.WithLabelValues(g.op, Result(err)).Add(float64(g.n))
 			q.m.UpdateDuration.WithLabelValues(g.op).Observe(time.Since(start).Seconds())
 		}
 	}
-	return insts, vs, err
+	return created, written, err
 }
 
 func (q instrumentedQuerier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {

@@ -23,29 +23,27 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	if _, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning}); err != nil {
 		t.Fatal(err)
 	}
-	// A commit for a task that is not leased: a conflict, nothing written.
-	commit := store.StepCommit{Task: &store.Task{ID: "t", InstanceID: "w", StepID: "a", Queue: "q", Status: store.TaskDone, MaxAttempts: 1},
-		Lease: "l", From: workflow.StatusRunning, Status: workflow.StatusRunning}
-	if _, err := s.CommitStep(ctx, commit); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("CommitStep = %v, want a conflict", err)
+	// A completion of a task that does not exist: a conflict, nothing
+	// written.
+	completion := func(task string) *store.Write {
+		return &store.Write{ID: "w", From: workflow.StatusRunning, Status: workflow.StatusRunning, Now: time.Now(),
+			Update: []store.TaskWrite{{Task: &store.Task{ID: task, InstanceID: "w", StepID: "a", Queue: "q", Status: store.TaskDone, MaxAttempts: 1},
+				Guard: store.TaskGuard{Lease: "l"}}}}
+	}
+	if _, err := s.Apply(ctx, completion("t")); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Apply = %v, want a conflict", err)
 	}
 	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		_, err := tx.CommitStep(ctx, commit)
+		_, err := tx.Apply(ctx, completion("t"))
 		return err
 	})
 	if !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("CommitStep in WithTx = %v, want a conflict", err)
-	}
-	// A group commit counts each of its commits.
-	second := commit
-	second.Task = &store.Task{ID: "t2", InstanceID: "w", StepID: "b", Queue: "q", Status: store.TaskDone, MaxAttempts: 1}
-	if _, err := s.CommitSteps(ctx, []store.StepCommit{commit, second}); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("CommitSteps = %v, want a conflict", err)
+		t.Fatalf("Apply in WithTx = %v, want a conflict", err)
 	}
 	// A group counts each of its writes under its op.
 	eq := s.(store.EngineQuerier)
-	if _, _, err := eq.CommitGroup(ctx, []store.CreateParams{{ID: "g"}}, []store.StepCommit{commit}, nil); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("CommitGroup = %v, want a conflict", err)
+	if _, _, err := eq.ApplyGroup(ctx, []store.CreateParams{{ID: "g"}}, []*store.Write{completion("t"), completion("t2")}, nil); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ApplyGroup = %v, want a conflict", err)
 	}
 	// A claim counts each instance it wrote; a failed claim counts once.
 	w, err := s.Get(ctx, "w")
@@ -76,7 +74,7 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	for _, c := range []struct {
 		op, result string
 		want       float64
-	}{{"create", metrics.ResultOK, 1}, {"commit_step", metrics.ResultConflict, 5}, {"create", metrics.ResultConflict, 1}, {"claim", metrics.ResultOK, 1}, {"claim", metrics.ResultError, 1}} {
+	}{{"create", metrics.ResultOK, 1}, {"apply", metrics.ResultConflict, 4}, {"create", metrics.ResultConflict, 1}, {"claim", metrics.ResultOK, 1}, {"claim", metrics.ResultError, 1}} {
 		if got := stateUpdates(t, m, c.op, c.result); got != c.want {
 			t.Errorf("flowd_state_updates_total{op=%q,result=%q} = %v, want %v", c.op, c.result, got, c.want)
 		}

@@ -121,47 +121,36 @@ type EngineQuerier interface {
 	// must not be reported as failed. ErrInvalidArgument for a limit
 	// outside 1–MaxBatchLimit or more than MaxClaimQueues queues.
 	ClaimTasks(ctx context.Context, p ClaimParams, decide func([]Claimable) ([]*ClaimWrite, error)) error
-	// CommitStep writes a lease holder's whole change — its task's new row,
-	// the instance's new version, new tasks — as one atomic, versioned write
-	// (one statement on PostgreSQL), without holding a lock across round
-	// trips. It writes everything or nothing: when the task is no longer
-	// LEASED under c.Lease with its lease running at c.Now, or the instance
-	// is no longer at c.ExpectedVersion in c.From, it returns a
-	// *ConflictError (errors.Is ErrConflict) and changes nothing. It returns
-	// the instance's new version. Other errors: ErrInvalidArgument (bad
-	// values), workflow.ErrInvalidTransition, workflow.ErrInvalidState,
-	// workflow.ErrTerminal (From is terminal), ErrExists (a new task's id or
-	// step is taken). On PostgreSQL
-	// an error inside WithTx aborts the caller's transaction; the engine
-	// calls it on the store.
-	CommitStep(ctx context.Context, c StepCommit) (int64, error)
-	// CommitSteps writes several commits as one atomic write (one round
-	// trip on PostgreSQL) and returns their new versions in order: all of
-	// them, or none — any conflict (a stale lease included) or error rolls
-	// all of them back and is returned. Commits of the same instance must
-	// come in the order they apply.
-	CommitSteps(ctx context.Context, cs []StepCommit) ([]int64, error)
-	// CommitGroup writes new instances (each as Create writes it, first
-	// tasks included) and commits (as CommitSteps) as one atomic write: all
-	// of them or none, one round trip on PostgreSQL. An instance that Create
-	// would not create (its id taken, a newer revision under LatestRevision)
-	// fails the group like any other error; the caller writes each on its
-	// own to learn which. It returns the created instances and the commits'
-	// new versions, in order.
+	// ApplyGroup writes new instances (each as Create writes it, first
+	// tasks included) and writes (each as Applier.Apply writes it) as one
+	// atomic write: all of them or none, one round trip on PostgreSQL. Any
+	// write that misses — a task guard, the instance's version (a
+	// *TaskConflictError or *ConflictError, errors.Is ErrConflict), an
+	// unknown instance (ErrNotFound) — or a create that Create would refuse
+	// (its id taken, a newer revision under LatestRevision, a used
+	// idempotency key) fails the group and nothing of it is written; the
+	// caller writes each on its own to learn which. Writes of the same
+	// instance must come in the order they apply: each is guarded by the
+	// version the one before it leaves. It returns the created instances
+	// and the instances as written, in order, and fills in the writes'
+	// tasks (as Apply does) only when the group is written. Other errors as
+	// Create's and Apply's, wrapped with the position of the create or
+	// write that caused them. Inside WithTx the group is part of the
+	// caller's transaction (on PostgreSQL a failed group aborts it).
 	//
 	// With a claim (not nil), the group then claims tasks in the same
 	// transaction, as ClaimTasks does (see GroupClaim): a worker whose
 	// completion leaves it free gets its next task with that completion's
-	// commit. On PostgreSQL the group is then two round trips.
-	CommitGroup(ctx context.Context, creates []CreateParams, commits []StepCommit, claim *GroupClaim) ([]*workflow.Instance, []int64, error)
+	// write. On PostgreSQL the group is then two round trips.
+	ApplyGroup(ctx context.Context, creates []CreateParams, writes []*Write, claim *GroupClaim) (created, written []*workflow.Instance, err error)
 }
 
-// GroupClaim is the claim a CommitGroup makes after its creates and commits,
-// in the same transaction: it sees them (a task a create or commit queued can
+// GroupClaim is the claim an ApplyGroup makes after its creates and writes,
+// in the same transaction: it sees them (a task a create or write queued can
 // be claimed at once) and is written, and reported, with them or not at all.
 // It locks tasks as ClaimTasks does and, unlike ClaimTasks, also their
 // instances, skipping a task whose instance another transaction holds: its
-// writes wait for nobody, so a group holding instance locks of its commits
+// writes wait for nobody, so a group holding instance locks of its writes
 // cannot deadlock with another one. Decide's error, or a write it returns
 // that CheckClaimWrites refuses, fails the group. A write is reported
 // (Written, Instance) only once the group is committed; inside WithTx, once
@@ -173,56 +162,12 @@ type GroupClaim struct {
 	Decide func([]Claimable) ([]*ClaimWrite, error)
 }
 
-// Check reports a claim CommitGroup cannot make: no decide function.
+// Check reports a claim ApplyGroup cannot make: no decide function.
 func (g *GroupClaim) Check() error {
 	if g != nil && g.Decide == nil {
 		return fmt.Errorf("%w: group claim without a decide function", ErrInvalidArgument)
 	}
 	return nil
-}
-
-// StepCommit is the change CommitStep writes.
-type StepCommit struct {
-	// Task is the leased task's new row: every mutable field is written,
-	// as Apply writes them. Lease is the lease it must still hold.
-	Task  *Task
-	Lease string
-	// Now is the engine's clock: the lease must not have ended by then.
-	Now time.Time
-	// The instance Task belongs to moves from version ExpectedVersion in
-	// status From to Status and State, with a history row with Cause.
-	ExpectedVersion int64
-	From, Status    workflow.Status
-	State           workflow.State
-	Cause           string
-	// Insert are new tasks of the same instance, inserted as Apply
-	// inserts them (IDs, statuses, times and inputs are filled in on
-	// success).
-	Insert []*Task
-	// Notify wakes the workers of every node once the change is committed.
-	Notify bool
-}
-
-// Validate checks what does not need the database: a task and lease, a
-// storable cause, a transition CanTransition allows, a valid state, new
-// tasks of the same instance.
-func (c *StepCommit) Validate() error {
-	switch {
-	case c.Task == nil:
-		return fmt.Errorf("%w: commit without a task", ErrInvalidArgument)
-	case c.Lease == "":
-		return fmt.Errorf("%w: commit of task %q without a lease", ErrInvalidArgument, c.Task.ID)
-	case c.From.Terminal():
-		return fmt.Errorf("workflow %q is %s: %w", c.Task.InstanceID, c.From, workflow.ErrTerminal)
-	case c.Status != c.From && !workflow.CanTransition(c.From, c.Status):
-		return fmt.Errorf("workflow %q: %w: %s → %s", c.Task.InstanceID, workflow.ErrInvalidTransition, c.From, c.Status)
-	}
-	for _, t := range c.Insert {
-		if t == nil || t.InstanceID != c.Task.InstanceID {
-			return fmt.Errorf("%w: a commit inserts tasks of its own instance %q only", ErrInvalidArgument, c.Task.InstanceID)
-		}
-	}
-	return c.State.Validate()
 }
 
 // DefinitionStore stores workflow definitions with revisions.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,8 +34,56 @@ import (
 // deadline and cause, $39–$41 the settled version's status (” for none),
 // state (NULL: the same) and cause, $42 the engine's now, $43 the number of
 // updates, $44 whether to notify, $45 the number of new versions, $46 the
-// updates' LeaseEnded guards.
-const applySQL = `WITH x AS (
+// updates' LeaseEnded guards (an array, or one boolean for one update).
+var applySQL, applyStrictSQL = applyStatement(false, false), applyStatement(false, true)
+
+// applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
+// write that updates exactly one task, the common case (a completion): its
+// row and guard are scalar parameters in the same positions ($15–$31)
+// instead of arrays, a lighter statement for PostgreSQL to plan and run on
+// the engine's hot path.
+var applyOneSQL, applyOneStrictSQL = applyStatement(true, false), applyStatement(true, true)
+
+// applyStatement builds the four shapes of applySQL: the updated tasks as
+// arrays or as one row (oneTask), and the conflict check of Apply or, when
+// strict, of ApplyGroup:
+//
+// applyStrictSQL raises FD409 whenever the instance's write did not happen,
+// whatever missed: in a pipeline of several writes (ApplyGroup), every miss
+// has to roll all of them back, and PostgreSQL rolls back an implicit
+// transaction only on an error. The message says what moved, in a form
+// applyConflict reads back: the task whose guard missed, the instance's
+// actual version, or that it does not exist.
+func applyStatement(oneTask, strict bool) string {
+	sql := applyTasks
+	miss := applyMissArray
+	if oneTask {
+		sql, miss = applyOneTask, applyMissOne
+	}
+	sql += applyInstance + miss + applySelect
+	if strict {
+		return sql + `
+	CASE WHEN u.version IS NULL THEN flowd_conflict(CASE
+		WHEN NOT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33)
+			THEN '` + applyNotFound + `'
+		WHEN NOT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
+			THEN '` + applyVersionMiss + `' || (SELECT version FROM workflow_instances WHERE id = $33)
+		WHEN EXISTS (SELECT 1 FROM miss)
+			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
+		ELSE '` + applyChanged + `' END) END` + applyFrom
+	}
+	return sql + `
+	CASE WHEN u.version IS NULL AND EXISTS (SELECT 1 FROM tu)
+		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM miss)
+			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
+			ELSE format('workflow %s is no longer at version %s', $33::text, $34::bigint) END) END` + applyFrom
+}
+
+// The parts of applyStatement. applyTasks is the guarded updates of
+// tasks given as arrays, applyOneTask of one task given as scalars; both
+// return the ids they updated (tu), and miss is an id that did not match.
+const (
+	applyTasks = `WITH x AS (
 	SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int4[], $21::int4[],
 		$22::timestamptz[], $23::text[], $24::text[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
 		$29::text[], $30::text[], $31::int4[], $46::boolean[])
@@ -49,7 +98,18 @@ const applySQL = `WITH x AS (
 		AND (x.g_status IS NULL OR (t.status = x.g_status AND t.attempt = x.g_attempt))
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
 	RETURNING t.id
-), u AS (
+`
+	applyOneTask = `WITH tu AS (
+	UPDATE workflow_tasks t SET status = $19, attempt = $20, max_attempts = $21, run_at = $22,
+		lease = $23, lease_owner = $24, lease_until = $25, attempt_deadline = $26,
+		input = $27::jsonb, last_error = $28, updated_at = $32
+	WHERE t.id = $15 AND t.instance_id = $33
+		AND ($29::text IS NULL OR (t.status = 'LEASED' AND t.lease = $29 AND (t.lease_until > $42) <> $46::boolean))
+		AND ($30::text IS NULL OR (t.status = $30 AND t.attempt = $31))
+		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
+	RETURNING t.id
+`
+	applyInstance = `), u AS (
 	UPDATE workflow_instances SET status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
 		state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
 		deadline = $37, version = version + $45, updated_at = $32
@@ -67,23 +127,66 @@ const applySQL = `WITH x AS (
 	RETURNING 1
 ), n AS (
 	SELECT pg_notify('` + notifyChannel + `', '') FROM u WHERE $44::boolean
-), miss AS (
+`
+	applyMissArray = `), miss AS (
 	SELECT x.id FROM x WHERE x.id NOT IN (SELECT id FROM tu) LIMIT 1
 )
-SELECT u.definition, u.input, u.version, u.created_at, u.definition_revision,
+`
+	// The row's instance, step and queue ($16–$18) are not written (they
+	// never change); they are named here so that every parameter has a type.
+	applyMissOne = `), miss AS (
+	SELECT $15::text AS id, $16::text AS instance_id, $17::text AS step_id, $18::text AS queue
+	WHERE NOT EXISTS (SELECT 1 FROM tu)
+)
+`
+	applySelect = `SELECT u.definition, u.input, u.version, u.created_at, u.definition_revision,
 	(SELECT version FROM workflow_instances WHERE id = $33), (SELECT id FROM miss),
-	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),
-	CASE WHEN u.version IS NULL AND EXISTS (SELECT 1 FROM tu)
-		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM miss)
-			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
-			ELSE format('workflow %s is no longer at version %s', $33::text, $34::bigint) END) END
+	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
+)
+
+const applyFrom = `
 FROM (SELECT 1) one LEFT JOIN u ON true`
 
-// applyTaskMiss starts the FD409 message of an Apply rolled back because a
-// task's guard missed; the task id follows.
-const applyTaskMiss = "apply: task guard missed: "
+// The FD409 messages of a write rolled back by applySQL or applyStrictSQL,
+// read back by applyConflict: applyTaskMiss is followed by the id of the
+// task whose guard missed, applyVersionMiss by the instance's version.
+const (
+	applyTaskMiss    = "apply: task guard missed: "
+	applyVersionMiss = "apply: workflow at version "
+	applyNotFound    = "apply: workflow not found"
+	applyChanged     = "apply: the instance changed during the write"
+)
 
-// Apply writes w in one statement (applySQL); see store.Applier.
+// applyConflict is the error of w whose statement raised FD409 with msg,
+// typed as a miss of its own statement would be; ok is false for another
+// message.
+func applyConflict(w *store.Write, msg string) (err error, ok bool) {
+	if id, ok := strings.CutPrefix(msg, applyTaskMiss); ok {
+		return &store.TaskConflictError{InstanceID: w.ID, TaskID: id}, true
+	}
+	if v, ok := strings.CutPrefix(msg, applyVersionMiss); ok {
+		if actual, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return w.VersionConflict(actual), true
+		}
+	}
+	switch msg {
+	case applyNotFound:
+		return store.NotFound(w.ID), true
+	case applyChanged:
+		return changedDuringWrite(w), true
+	}
+	return nil, false
+}
+
+// changedDuringWrite is the conflict of w whose instance moved on between
+// the statement's snapshot and its write.
+func changedDuringWrite(w *store.Write) error {
+	return &store.ConflictError{ID: w.ID, Expected: w.ExpectedVersion, Actual: -1,
+		Reason: "the instance changed during the write"}
+}
+
+// Apply writes w in one statement (applySQL, or applyOneSQL); see
+// store.Applier.
 func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instance, err error) {
 	defer q.settle(&err) // a write of its own on the pool
 	if w.TasksOnly {
@@ -93,7 +196,12 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instan
 	if err != nil {
 		return nil, err
 	}
-	return pa.result(q.db.QueryRow(ctx, applySQL, pa.args...))
+	inst, err := pa.result(q.db.QueryRow(ctx, pa.sql(false), pa.args...))
+	if err != nil {
+		return nil, err
+	}
+	pa.fill()
+	return inst, nil
 }
 
 // preparedApply is a checked Write with its statement's arguments.
@@ -140,11 +248,23 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	if w.Settled != "" {
 		versions = 2
 	}
-	args := append(insertCols.args(), columnArrays(gu.rows).args()...)
-	args = append(args, gu.lease, gu.status, gu.attempt, now, w.ID, w.ExpectedVersion,
+	args := insertCols.args()
+	var ended any = gu.ended
+	if len(gu.rows) == 1 {
+		// applyOneSQL: the row and its guard as scalars.
+		r := &gu.rows[0]
+		args = append(args, r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), int32(r.Attempt), int32(r.MaxAttempts),
+			r.RunAt, r.Lease, r.LeaseOwner, nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline), string(r.Input), r.LastError,
+			gu.lease[0], gu.status[0], gu.attempt[0])
+		ended = gu.ended[0]
+	} else {
+		args = append(args, columnArrays(gu.rows).args()...)
+		args = append(args, gu.lease, gu.status, gu.attempt)
+	}
+	args = append(args, now, w.ID, w.ExpectedVersion,
 		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
 		string(w.Settled), settledState, w.SettledCause,
-		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, gu.ended)
+		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended)
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 
@@ -189,7 +309,23 @@ func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 	return gu, nil
 }
 
-// result reads the statement's row: the instance as written, or what moved.
+// sql is the statement that writes pa: applySQL's shape for its updates,
+// strict (applyStrictSQL) in a group.
+func (pa *preparedApply) sql(strict bool) string {
+	switch one := len(pa.w.Update) == 1; {
+	case one && strict:
+		return applyOneStrictSQL
+	case one:
+		return applyOneSQL
+	case strict:
+		return applyStrictSQL
+	}
+	return applySQL
+}
+
+// result reads the row of applySQL or applyStrictSQL: the instance as
+// written, or what moved. The caller's tasks are filled in by fill, once the
+// write is committed (or part of the caller's transaction).
 func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.Instance, error) {
 	w := pa.w
 	var (
@@ -203,8 +339,8 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 	err := row.Scan(&definition, &input, &version, &created, &revision, &actual, &missing, &inserted, &notified, new(any))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == codeCommitConflict {
-		if id, ok := strings.CutPrefix(pgErr.Message, applyTaskMiss); ok {
-			return nil, &store.TaskConflictError{InstanceID: w.ID, TaskID: id}
+		if cerr, ok := applyConflict(w, pgErr.Message); ok {
+			return nil, cerr
 		}
 	}
 	switch {
@@ -217,24 +353,25 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 	case version == nil && missing != nil:
 		return nil, &store.TaskConflictError{InstanceID: w.ID, TaskID: *missing}
 	case version == nil:
-		// The instance moved on between the statement's snapshot and its
-		// write.
-		return nil, &store.ConflictError{ID: w.ID, Expected: w.ExpectedVersion, Actual: -1,
-			Reason: "the instance changed during the write"}
+		return nil, changedDuringWrite(w)
 	case inserted != len(pa.inserts):
 		// Not reached: a unique violation failed the statement.
 		return nil, fmt.Errorf("postgres: apply to workflow %q inserted %d of %d tasks", w.ID, inserted, len(pa.inserts))
-	}
-	for i, t := range w.Insert {
-		*t = pa.inserts[i]
-	}
-	for _, u := range w.Update {
-		normaliseTaskTimes(u.Task)
-		u.Task.UpdatedAt = pa.now
 	}
 	return &workflow.Instance{
 		ID: w.ID, Definition: *definition, DefinitionRevision: *revision, Status: w.FinalStatus(),
 		State: pa.state, Input: compactJSON(input), Version: *version,
 		CreatedAt: created.UTC(), UpdatedAt: pa.now, Deadline: utcPtr(timestampPtr(w.Deadline)),
 	}, nil
+}
+
+// fill gives the caller's tasks what was stored.
+func (pa *preparedApply) fill() {
+	for i, t := range pa.w.Insert {
+		*t = pa.inserts[i]
+	}
+	for _, u := range pa.w.Update {
+		normaliseTaskTimes(u.Task)
+		u.Task.UpdatedAt = pa.now
+	}
 }

@@ -199,8 +199,8 @@ func TestGroupClaimSkipsLockedInstances(t *testing.T) {
 		ws = leaseAll(l, now, false)
 		return ws, nil
 	}}
-	if _, _, err := s.CommitGroup(ctx, nil, nil, claim); err != nil {
-		t.Fatalf("CommitGroup with a claim while b is locked: %v", err)
+	if _, _, err := s.ApplyGroup(ctx, nil, nil, claim); err != nil {
+		t.Fatalf("ApplyGroup with a claim while b is locked: %v", err)
 	}
 	if len(locked) != 1 || locked[0] != "ta" || !ws[0].Written {
 		t.Fatalf("the claim locked %v (written: %v), want ta alone", locked, ws)
@@ -226,8 +226,8 @@ func TestGroupClaimServerErrorInTheWrites(t *testing.T) {
 		return ws, nil
 	}}
 	create := store.CreateParams{ID: "c", Status: workflow.StatusRunning, State: stepsState(map[string]workflow.StepStatus{"s": workflow.StepRunning})}
-	if _, _, err := s.CommitGroup(t.Context(), []store.CreateParams{create}, nil, claim); err == nil || len(ws) != 2 {
-		t.Fatalf("CommitGroup = %v with %d claim writes; want an error from the second", err, len(ws))
+	if _, _, err := s.ApplyGroup(t.Context(), []store.CreateParams{create}, nil, claim); err == nil || len(ws) != 2 {
+		t.Fatalf("ApplyGroup = %v with %d claim writes; want an error from the second", err, len(ws))
 	}
 	for _, w := range ws {
 		if w.Written {

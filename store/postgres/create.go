@@ -29,7 +29,7 @@ import (
 type createVariant struct{ withTasks, keyed bool }
 
 // createStatement is a variant's statement, and its strict form for
-// CommitGroup, which fails with FD409 when it creates nothing: in a group,
+// ApplyGroup, which fails with FD409 when it creates nothing: in a group,
 // any miss has to roll back all of it.
 type createStatement struct{ plain, strict string }
 

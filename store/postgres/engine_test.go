@@ -773,7 +773,7 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 					return err
 				}
 			}
-			task := &store.Task{InstanceID: id, StepID: "b", Queue: "q", MaxAttempts: 1, RunAt: now}
+			task := &store.Task{ID: id + "-b", InstanceID: id, StepID: "b", Queue: "q", MaxAttempts: 1, RunAt: now}
 			if err := storetest.InsertTasks(ctx, tx, []*store.Task{task}); err != nil {
 				return err
 			}
@@ -813,6 +813,25 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			return []*store.ClaimWrite{{Tasks: []*store.Task{c.Task}, SetState: true, ExpectedVersion: c.Instance.Version, State: c.Instance.State, Cause: "deliver"}}, nil
 		})
 		if err != nil {
+			t.Fatal(err)
+		}
+		// The engine's completions: alone (Apply) and in a group (ApplyGroup),
+		// each updating one task.
+		done := *first
+		done.Status, done.Attempt, done.Lease, done.LeaseUntil = store.TaskDone, 1, "", time.Time{}
+		if _, err := s.Apply(ctx, &store.Write{ID: id + "-e", ExpectedVersion: 1, From: workflow.StatusRunning, Status: workflow.StatusRunning,
+			State: state, Cause: "completed", Now: now,
+			Update: []store.TaskWrite{{Task: &done, Guard: store.TaskGuard{Lease: "l"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.Task(ctx, id+"-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Status = store.TaskDone
+		if _, _, err := s.ApplyGroup(ctx, nil, []*store.Write{{ID: id, ExpectedVersion: 5, From: workflow.StatusPaused, Status: workflow.StatusPaused,
+			State: state, Cause: "completed", Now: now,
+			Update: []store.TaskWrite{{Task: b, Guard: store.TaskGuard{Status: store.TaskLeased}}}}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

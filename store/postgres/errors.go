@@ -31,8 +31,9 @@ const (
 	// surrogate escape ("\ud800"), a number beyond numeric's range (1e1000000).
 	codeInvalidTextRepresentation = "22P02"
 	codeNumericValueOutOfRange    = "22003"
-	// Raised by flowd_conflict (migration 00003): a CommitStep found its
-	// instance moved on after its task matched, and rolled itself back.
+	// Raised by flowd_conflict (migration 00003): a write (Apply, a create
+	// or write of ApplyGroup) missed after part of it matched, or missed in
+	// a group, and rolled itself back with everything in its transaction.
 	codeCommitConflict = "FD409"
 )
 

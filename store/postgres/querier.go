@@ -185,7 +185,7 @@ type preparedCreate struct {
 	deadline *time.Time
 	tasks    []store.Task
 	sql      string
-	strict   string // sql failing with FD409 when it creates nothing (CommitGroup)
+	strict   string // sql failing with FD409 when it creates nothing (ApplyGroup)
 	args     []any
 }
 

@@ -18,6 +18,31 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance
 	if w.TasksOnly {
 		return nil, q.applyTasks(ctx, w)
 	}
+	pa, err := q.prepareApply(w)
+	if err != nil {
+		return nil, err
+	}
+	var out *workflow.Instance
+	err = q.write(ctx, func(c dbtx) error {
+		out, err = pa.write(ctx, c)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	pa.fill()
+	return out, nil
+}
+
+// preparedApply is a checked Write with its rows as they will be stored.
+type preparedApply struct {
+	w                   *store.Write
+	state, settledState string
+	inserts, updates    []store.Task
+	now                 time.Time
+}
+
+func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	if err := w.Prepare(); err != nil {
 		return nil, err
 	}
@@ -43,40 +68,7 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance
 	if err != nil {
 		return nil, err
 	}
-	var out *workflow.Instance
-	err = q.write(ctx, func(c dbtx) error {
-		_, version, err := currentStatus(ctx, c, w.ID)
-		if err != nil {
-			return err
-		}
-		if version != w.ExpectedVersion {
-			return w.VersionConflict(version)
-		}
-		for i, u := range w.Update {
-			if err := applyTaskWrite(ctx, c, &updates[i], u.Guard, w); err != nil {
-				return err
-			}
-		}
-		if out, err = writeVersion(ctx, c, w.ID, w.Status, state, nullMicros(w.Deadline), w.Cause, micros(now)); err != nil {
-			return err
-		}
-		if w.Settled != "" {
-			if out, err = writeVersion(ctx, c, w.ID, w.Settled, settledState, nullMicros(w.Deadline), w.SettledCause, micros(now)); err != nil {
-				return err
-			}
-		}
-		return insertTasks(ctx, c, inserts)
-	})
-	if err != nil {
-		return nil, err
-	}
-	for i, t := range w.Insert {
-		*t = inserts[i]
-	}
-	for i, u := range w.Update {
-		*u.Task = updates[i]
-	}
-	return out, nil
+	return &preparedApply{w: w, state: state, settledState: settledState, inserts: inserts, updates: updates, now: now}, nil
 }
 
 // prepareTaskWrites returns the rows of task writes as they will be stored
@@ -94,6 +86,44 @@ func prepareTaskWrites(ws []store.TaskWrite, now time.Time) ([]store.Task, error
 		updates[i] = r
 	}
 	return updates, nil
+}
+
+// write makes the write on c, inside the write transaction the caller
+// holds, and returns the instance as written.
+func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance, error) {
+	w := pa.w
+	_, version, err := currentStatus(ctx, c, w.ID)
+	if err != nil {
+		return nil, err
+	}
+	if version != w.ExpectedVersion {
+		return nil, w.VersionConflict(version)
+	}
+	for i, u := range w.Update {
+		if err := applyTaskWrite(ctx, c, &pa.updates[i], u.Guard, w); err != nil {
+			return nil, err
+		}
+	}
+	out, err := writeVersion(ctx, c, w.ID, w.Status, pa.state, nullMicros(w.Deadline), w.Cause, micros(pa.now))
+	if err != nil {
+		return nil, err
+	}
+	if w.Settled != "" {
+		if out, err = writeVersion(ctx, c, w.ID, w.Settled, pa.settledState, nullMicros(w.Deadline), w.SettledCause, micros(pa.now)); err != nil {
+			return nil, err
+		}
+	}
+	return out, insertTasks(ctx, c, pa.inserts)
+}
+
+// fill gives the caller's tasks what was stored, once it is committed.
+func (pa *preparedApply) fill() {
+	for i, t := range pa.w.Insert {
+		*t = pa.inserts[i]
+	}
+	for i, u := range pa.w.Update {
+		*u.Task = pa.updates[i]
+	}
 }
 
 // applyTaskWrite writes one updated task while its guard holds; a miss is a

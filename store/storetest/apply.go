@@ -31,7 +31,7 @@ var applyTests = []conformanceTest{
 func (b *bundle) applyFixture(t testing.TB, id string) (*workflow.Instance, *store.Task, *store.Task) {
 	t.Helper()
 	eq := b.engine(t)
-	inst, leased := b.commitFixture(t, eq, id)
+	inst, leased := b.leasedFixture(t, eq, id)
 	queued := withID(id+"-w", newTask(id, "w", "q1", clockStart))
 	b.insertTasks(t, queued)
 	return b.get(t, inst.ID), leased, b.lockTask(t, eq, queued.ID)
@@ -41,19 +41,11 @@ func (b *bundle) applyFixture(t testing.TB, id string) (*workflow.Instance, *sto
 // DONE, guarded by its lease), schedules b (a new task) and cancels the
 // queued task of w (guarded by its status and attempt).
 func applyCompletion(inst *workflow.Instance, leased, queued *store.Task, now time.Time) (*store.Write, *store.Task, *store.Task, *store.Task) {
-	c, next := completion(inst, leased, now)
+	w, next := completion(inst, leased, now)
 	cancelled := *queued
 	cancelled.Status = store.TaskCancelled
-	return &store.Write{
-		ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
-		Status: inst.Status, State: c.State, Deadline: inst.Deadline, Cause: "step a completed",
-		Insert: []*store.Task{next},
-		Update: []store.TaskWrite{
-			{Task: c.Task, Guard: store.TaskGuard{Lease: leased.Lease}},
-			{Task: &cancelled, Guard: store.TaskGuard{Status: queued.Status, Attempt: queued.Attempt}},
-		},
-		Now: now, Notify: true,
-	}, c.Task, &cancelled, next
+	w.Update = append(w.Update, store.TaskWrite{Task: &cancelled, Guard: store.TaskGuard{Status: queued.Status, Attempt: queued.Attempt}})
+	return w, w.Update[0].Task, &cancelled, next
 }
 
 func testApplyOK(t *testing.T, h Harness) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -24,6 +25,8 @@ var createTests = []conformanceTest{
 	{"Create_history", testCreateHistory},
 	{"UnstorableText_keptOrRefused", testUnstorableText},
 	{"Get_notFound", testGetNotFound},
+	{"Create_withTasks", testCreateWithTasks},
+	{"Create_latestRevision", testCreateLatestRevision},
 }
 
 func testCreateDefaults(t *testing.T, h Harness) {
@@ -295,4 +298,106 @@ func testUnstorableText(t *testing.T, h Harness) {
 			wantErrorIs(t, fmt.Sprintf("List(definition %q)", def), err, store.ErrInvalidArgument)
 		}
 	}
+}
+
+// The engine starts a workflow with its first tasks in one write.
+func testCreateWithTasks(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	now := b.clock.Advance(time.Second)
+	first := withID("t-a", newTask("", "a", "q1", now))
+	second := newTask("w", "b", store.QueueSleep, now.Add(time.Minute))
+	inst, err := b.s.Create(b.ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning, State: stepState(),
+		Tasks: []*store.Task{first, second}, Notify: true})
+	if err != nil {
+		t.Fatalf("Create with tasks: %v", err)
+	}
+	assertInstance(t, "Create with tasks", b.get(t, "w"), inst)
+	if first.InstanceID != "w" || second.ID == "" {
+		t.Errorf("the caller's tasks were not filled in: %+v, %+v", first, second)
+	}
+	assertTasks(t, "tasks created with the instance", []*store.Task{stored(first, now), stored(second, now)}, b.tasksOf(t, eq, "w"))
+	assertTask(t, "the caller's first task", stored(first, now), first)
+
+	// Nothing at all when any part fails.
+	for _, tc := range []struct {
+		name  string
+		id    string
+		tasks []*store.Task
+		want  error
+	}{
+		{"existing instance", "w", []*store.Task{newTask("w", "c", "q1", now)}, store.ErrExists},
+		{"task of another instance", "x1", []*store.Task{newTask("other", "a", "q1", now)}, store.ErrInvalidArgument},
+		{"invalid task", "x2", []*store.Task{{StepID: "a", Queue: "q1", MaxAttempts: 0}}, store.ErrInvalidArgument},
+		{"nil task", "x3", []*store.Task{nil}, store.ErrInvalidArgument},
+		{"two tasks for one step", "x4", []*store.Task{newTask("", "a", "q1", now), newTask("", "a", "q1", now)}, store.ErrExists},
+		{"taken task id", "x5", []*store.Task{withID("t-a", newTask("", "a", "q1", now))}, store.ErrExists},
+	} {
+		before := b.countAll(t)
+		_, err := b.s.Create(b.ctx, store.CreateParams{ID: tc.id, Status: workflow.StatusRunning, Tasks: tc.tasks})
+		wantErrorIs(t, "Create with "+tc.name, err, tc.want)
+		if tc.name == "taken task id" && err != nil && !strings.Contains(err.Error(), "task") {
+			t.Errorf("Create with a taken task id: %q does not say that a task exists", err)
+		}
+		if n := b.countAll(t); n != before {
+			t.Errorf("Create with %s: %d instances, want %d", tc.name, n, before)
+		}
+		if tasks := b.tasksOf(t, eq, "w"); len(tasks) != 2 {
+			t.Errorf("Create with %s: w has %d tasks, want 2", tc.name, len(tasks))
+		}
+		if tc.id != "w" {
+			if tasks := b.tasksOf(t, eq, tc.id); len(tasks) != 0 {
+				t.Errorf("Create with %s: %d tasks stored for %s", tc.name, len(tasks), tc.id)
+			}
+		}
+	}
+}
+
+// Under LatestRevision an instance is created only while its revision is the
+// definition's latest: with or without tasks, nothing is written otherwise.
+func testCreateLatestRevision(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	d := b.defs(t)
+	b.putDefinition(t, d, "d", `{"v":1}`, 1, true)
+	now := b.clock.Now()
+	create := func(id string, rev int, latest, withTasks bool) error {
+		p := store.CreateParams{ID: id, Definition: "d", DefinitionRevision: rev, LatestRevision: latest, Status: workflow.StatusRunning}
+		if withTasks {
+			p.Tasks, p.Notify = []*store.Task{newTask("", "a", "q1", now)}, true
+		}
+		_, err := b.s.Create(b.ctx, p)
+		return err
+	}
+	for _, withTasks := range []bool{false, true} {
+		if err := create(fmt.Sprintf("r1-%v", withTasks), 1, true, withTasks); err != nil {
+			t.Errorf("Create at the latest revision (tasks %v): %v", withTasks, err)
+		}
+	}
+	b.putDefinition(t, d, "d", `{"v":2}`, 2, true)
+	for _, withTasks := range []bool{false, true} {
+		id := fmt.Sprintf("stale-%v", withTasks)
+		before := b.countAll(t)
+		err := create(id, 1, true, withTasks)
+		wantErrorIs(t, fmt.Sprintf("Create at an older revision (tasks %v)", withTasks), err, store.ErrConflict)
+		wantErrorIs(t, fmt.Sprintf("Create at an older revision (tasks %v)", withTasks), err, store.ErrStaleRevision)
+		if err != nil && !strings.Contains(err.Error(), "newer than 1") {
+			t.Errorf("Create at an older revision: %q does not say that a newer revision exists", err)
+		}
+		if n := b.countAll(t); n != before {
+			t.Errorf("Create at an older revision: %d instances, want %d", n, before)
+		}
+		if tasks := b.tasksOf(t, eq, id); len(tasks) != 0 {
+			t.Errorf("Create at an older revision: %d tasks stored", len(tasks))
+		}
+		if err := create(id, 1, false, withTasks); err != nil {
+			t.Errorf("Create at an older revision without LatestRevision (tasks %v): %v", withTasks, err)
+		}
+		if err := create(fmt.Sprintf("r2-%v", withTasks), 2, true, withTasks); err != nil {
+			t.Errorf("Create at the new latest revision (tasks %v): %v", withTasks, err)
+		}
+	}
+	wantErrorIs(t, "Create of a taken id at the latest revision", create("r2-false", 2, true, false), store.ErrExists)
+	_, err := b.s.Create(b.ctx, store.CreateParams{ID: "free", LatestRevision: true})
+	wantErrorIs(t, "Create of a free-form instance with LatestRevision", err, store.ErrInvalidArgument)
 }

@@ -172,8 +172,8 @@ func testIdempotencyKeyGroup(t *testing.T, h Harness) {
 	now := b.clock.Now()
 	p1, _ := groupStart("g1", now)
 	p1.IdempotencyKey, p1.RequestHash = "k1", "h"
-	if _, _, err := eq.CommitGroup(b.ctx, []store.CreateParams{p1}, nil, nil); err != nil {
-		t.Fatalf("CommitGroup: %v", err)
+	if _, _, err := eq.ApplyGroup(b.ctx, []store.CreateParams{p1}, nil, nil); err != nil {
+		t.Fatalf("ApplyGroup: %v", err)
 	}
 	_, err := b.s.Create(b.ctx, keyed("k1", "h"))
 	wantKeyUsed(t, "create with the group's key", err, "g1", true)
@@ -181,9 +181,9 @@ func testIdempotencyKeyGroup(t *testing.T, h Harness) {
 	p2, _ := groupStart("g2", now)
 	p3, _ := groupStart("g3", now)
 	p3.IdempotencyKey, p3.RequestHash = "k1", "h"
-	_, _, err = eq.CommitGroup(b.ctx, []store.CreateParams{p2, p3}, nil, nil)
+	_, _, err = eq.ApplyGroup(b.ctx, []store.CreateParams{p2, p3}, nil, nil)
 	if !errors.Is(err, store.ErrIdempotencyKeyUsed) && !errors.Is(err, store.ErrConflict) {
-		t.Errorf("CommitGroup with a used key: %v, want ErrIdempotencyKeyUsed or ErrConflict", err)
+		t.Errorf("ApplyGroup with a used key: %v, want ErrIdempotencyKeyUsed or ErrConflict", err)
 	}
 	if n := b.countAll(t); n != 1 {
 		t.Errorf("%d instances after the failed group, want 1", n)

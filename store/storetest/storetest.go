@@ -51,7 +51,7 @@ func Run(t *testing.T, h Harness) {
 			createTests, listTests, idPrefixTests, workerTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
-			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, commitTests, dueTests, definitionTests,
+			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
 			deleteTests,
 			linearizabilityTests, applyTests, applyTasksTests,
 		} {

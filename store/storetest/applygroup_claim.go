@@ -9,13 +9,13 @@ import (
 	"github.com/flowd/flowd/store"
 )
 
-// Conformance of store.GroupClaim: the claim a CommitGroup makes after its
-// creates and commits, in their transaction.
+// Conformance of store.GroupClaim: the claim an ApplyGroup makes after its
+// creates and writes, in their transaction.
 
 var groupClaimTests = []conformanceTest{
-	{"CommitGroup_claim", testGroupClaimOK},
-	{"CommitGroup_claimAllOrNothing", testGroupClaimAllOrNothing},
-	{"CommitGroup_claimInTx", testGroupClaimInTx},
+	{"ApplyGroup_claim", testGroupClaimOK},
+	{"ApplyGroup_claimAllOrNothing", testGroupClaimAllOrNothing},
+	{"ApplyGroup_claimInTx", testGroupClaimInTx},
 }
 
 // deliverAll is a decide function that leases every locked task to "n",
@@ -41,26 +41,26 @@ func testGroupClaimOK(t *testing.T, h Harness) {
 	eq := b.engine(t)
 	b.putDefinition(t, b.defs(t), "d", `{"v":1}`, 1, true)
 	now := b.clock.Now()
-	inst, tk := b.commitFixture(t, eq, "w1")
-	c, next := completion(b.get(t, inst.ID), tk, now)
+	inst, tk := b.leasedFixture(t, eq, "w1")
+	w, next := completion(b.get(t, inst.ID), tk, now)
 	p1, first := groupStart("s1", now)
 	b.runningWith(t, "other", withID("other-a", newTask("other", "a", "q2", clockStart)))
 	other := b.readTasks(t, eq, "other")
 	until := now.Add(time.Minute)
 	read := map[string]int64{}
-	var writes []*store.ClaimWrite
-	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q1"}, Now: now, Limit: 5}, Decide: deliverAll(t, until, read, &writes)}
-	insts, vs, err := eq.CommitGroup(b.ctx, []store.CreateParams{p1}, []store.StepCommit{c}, claim)
+	var claimed []*store.ClaimWrite
+	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q1"}, Now: now, Limit: 5}, Decide: deliverAll(t, until, read, &claimed)}
+	created, written, err := eq.ApplyGroup(b.ctx, []store.CreateParams{p1}, []*store.Write{w}, claim)
 	if err != nil {
-		t.Fatalf("CommitGroup with a claim: %v", err)
+		t.Fatalf("ApplyGroup with a claim: %v", err)
 	}
-	if len(insts) != 1 || len(vs) != 1 || vs[0] != inst.Version+1 {
-		t.Fatalf("CommitGroup = %d instances, versions %v; want 1 and [%d]", len(insts), vs, inst.Version+1)
+	if len(created) != 1 || len(written) != 1 || written[0].Version != inst.Version+1 {
+		t.Fatalf("ApplyGroup = %v created, %v written; want 1 and version %d", created, written, inst.Version+1)
 	}
-	if want := map[string]int64{"s1": 0, "w1": vs[0]}; fmt.Sprint(read) != fmt.Sprint(want) {
+	if want := map[string]int64{"s1": 0, "w1": written[0].Version}; fmt.Sprint(read) != fmt.Sprint(want) {
 		t.Errorf("the claim read instances at versions %v, want %v (the group's own writes)", read, want)
 	}
-	for _, w := range writes {
+	for _, w := range claimed {
 		id := w.Tasks[0].InstanceID
 		got := b.get(t, id)
 		if !w.Written || w.Instance == nil || w.Instance.Version != read[id]+1 || got.Version != read[id]+1 {
@@ -95,25 +95,25 @@ func testGroupClaimOK(t *testing.T, h Harness) {
 			}
 			return nil, nil
 		}}
-	if insts, _, err := eq.CommitGroup(b.ctx, []store.CreateParams{p2}, nil, claim); err != nil || len(insts) != 1 || !called {
-		t.Errorf("CommitGroup with a claim of nothing = %v, %v (decide called: %v); want the instance", insts, err, called)
+	if created, _, err := eq.ApplyGroup(b.ctx, []store.CreateParams{p2}, nil, claim); err != nil || len(created) != 1 || !called {
+		t.Errorf("ApplyGroup with a claim of nothing = %v, %v (decide called: %v); want the instance", created, err, called)
 	}
 	// A claim alone.
 	read = map[string]int64{}
-	claim = &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q1"}, Now: now, Limit: 5}, Decide: deliverAll(t, until, read, &writes)}
-	if _, _, err := eq.CommitGroup(b.ctx, nil, nil, claim); err != nil || len(writes) != 1 || !writes[0].Written || writes[0].Tasks[0].InstanceID != "s2" {
-		t.Errorf("CommitGroup with a claim alone: %v; writes %v; want s2's task claimed", err, writes)
+	claim = &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q1"}, Now: now, Limit: 5}, Decide: deliverAll(t, until, read, &claimed)}
+	if _, _, err := eq.ApplyGroup(b.ctx, nil, nil, claim); err != nil || len(claimed) != 1 || !claimed[0].Written || claimed[0].Tasks[0].InstanceID != "s2" {
+		t.Errorf("ApplyGroup with a claim alone: %v; writes %v; want s2's task claimed", err, claimed)
 	}
 }
 
-// Whatever fails in a group with a claim — a commit, decide, a write decide
-// returns — writes nothing of it: no instance, no commit, no lease.
+// Whatever fails in a group with a claim — a write, decide, a write decide
+// returns — writes nothing of it: no instance, no write, no lease.
 func testGroupClaimAllOrNothing(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	b.putDefinition(t, b.defs(t), "d", `{"v":1}`, 1, true)
 	now := b.clock.Now()
-	inst, tk := b.commitFixture(t, eq, "w1")
+	inst, tk := b.leasedFixture(t, eq, "w1")
 	snap := b.snapshot(t, "w1")
 	b.runningWith(t, "p", withID("p-a", newTask("p", "a", "q1", clockStart)))
 	pSnap, pTasks := b.snapshot(t, "p"), b.readTasks(t, eq, "p")
@@ -121,11 +121,11 @@ func testGroupClaimAllOrNothing(t *testing.T, h Harness) {
 	errDecide := errors.New("decide failed")
 	for _, tc := range []struct {
 		name   string
-		commit func(c *store.StepCommit)
+		change func(w *store.Write)
 		claim  func(read map[string]int64, writes *[]*store.ClaimWrite) *store.GroupClaim
 		want   error
 	}{
-		{"a stale lease of the commit", func(c *store.StepCommit) { c.Lease = "stale" },
+		{"a stale lease of the write", func(w *store.Write) { w.Update[0].Guard.Lease = "stale" },
 			func(read map[string]int64, writes *[]*store.ClaimWrite) *store.GroupClaim {
 				return &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q1"}, Now: now, Limit: 5}, Decide: deliverAll(t, until, read, writes)}
 			}, store.ErrConflict},
@@ -158,28 +158,28 @@ func testGroupClaimAllOrNothing(t *testing.T, h Harness) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := b.countAll(t)
 			p1, _ := groupStart("g1", now)
-			c, next := completion(b.get(t, inst.ID), tk, now)
-			if tc.commit != nil {
-				tc.commit(&c)
+			w, next := completion(b.get(t, inst.ID), tk, now)
+			if tc.change != nil {
+				tc.change(w)
 			}
-			var writes []*store.ClaimWrite
-			_, _, err := eq.CommitGroup(b.ctx, []store.CreateParams{p1}, []store.StepCommit{c}, tc.claim(map[string]int64{}, &writes))
-			wantErrorIs(t, "CommitGroup with "+tc.name, err, tc.want)
-			for _, w := range writes {
-				if w.Written || w.Instance != nil {
-					t.Errorf("CommitGroup with %s: a claim write reported written: %+v", tc.name, w)
+			var claimed []*store.ClaimWrite
+			_, _, err := eq.ApplyGroup(b.ctx, []store.CreateParams{p1}, []*store.Write{w}, tc.claim(map[string]int64{}, &claimed))
+			wantErrorIs(t, "ApplyGroup with "+tc.name, err, tc.want)
+			for _, cw := range claimed {
+				if cw.Written || cw.Instance != nil {
+					t.Errorf("ApplyGroup with %s: a claim write reported written: %+v", tc.name, cw)
 				}
 			}
 			if n := b.countAll(t); n != before {
-				t.Errorf("CommitGroup with %s: %d instances, want %d", tc.name, n, before)
+				t.Errorf("ApplyGroup with %s: %d instances, want %d", tc.name, n, before)
 			}
-			b.unchanged(t, "w1 after CommitGroup with "+tc.name, snap)
-			assertTask(t, "w1's task after CommitGroup with "+tc.name, tk, b.lockTask(t, eq, tk.ID))
+			b.unchanged(t, "w1 after ApplyGroup with "+tc.name, snap)
+			assertTask(t, "w1's task after ApplyGroup with "+tc.name, tk, b.lockTask(t, eq, tk.ID))
 			if _, err := eq.Task(b.ctx, next.ID); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("the completion's new task after CommitGroup with %s: Task = %v, want ErrNotFound", tc.name, err)
+				t.Errorf("the completion's new task after ApplyGroup with %s: Task = %v, want ErrNotFound", tc.name, err)
 			}
-			b.unchanged(t, "p after CommitGroup with "+tc.name, pSnap)
-			b.tasksUnchanged(t, eq, "p's task after CommitGroup with "+tc.name, pTasks)
+			b.unchanged(t, "p after ApplyGroup with "+tc.name, pSnap)
+			b.tasksUnchanged(t, eq, "p's task after ApplyGroup with "+tc.name, pTasks)
 		})
 	}
 }
@@ -199,7 +199,7 @@ func testGroupClaimInTx(t *testing.T, h Harness) {
 		err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
 			claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 1},
 				Decide: deliverAll(t, until, map[string]int64{}, &writes)}
-			if _, _, err := teq.CommitGroup(b.ctx, nil, nil, claim); err != nil {
+			if _, _, err := teq.ApplyGroup(b.ctx, nil, nil, claim); err != nil {
 				return err
 			}
 			if len(writes) != 1 || !writes[0].Written {

@@ -1,0 +1,210 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// ApplyGroup writes creates and writes as one implicit transaction: their
+// statements go out in one pipeline with a single Sync, so that an error in
+// any of them rolls back all of them (or, inside WithTx, aborts the
+// caller's transaction). Creates run as createStrict statements and writes
+// as applyStrictSQL (or applyOneStrictSQL), which raise FD409 for an instance not created or a
+// write that missed: there is no partial result. See store.EngineQuerier.
+//
+// With a claim it is an explicit transaction in two pipelines: BEGIN, the
+// creates, the writes and the claim query (claimLockingInstancesSQL); then,
+// once decided, the claim's writes and COMMIT (finishClaim). Inside WithTx
+// the claim runs after the group in the caller's transaction.
+func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	if err := claim.Check(); err != nil {
+		return nil, nil, err
+	}
+	g, err := q.prepareGroup(creates, writes)
+	if err != nil {
+		return nil, nil, err
+	}
+	var claimSQL string
+	var claimArgv []any
+	if claim != nil {
+		p := claim.Params
+		n, args, err := claimArgs(p.Queues, p.Now, p.Limit)
+		if err != nil {
+			return nil, nil, err
+		}
+		if n == 0 {
+			// No queue: nothing to lock, and nothing decide may write.
+			if err := decideNothing(claim.Decide); err != nil {
+				return nil, nil, err
+			}
+			claim = nil
+		} else {
+			claimSQL, claimArgv = claimLockingInstancesSQL(n, p.Limit), args
+		}
+	}
+	switch {
+	case claim == nil:
+		if err := g.send(ctx, q.db); err != nil {
+			if q.pool != nil {
+				err = commitOutcome(err) // an implicit transaction of its own
+			}
+			return nil, nil, err
+		}
+	case q.pool == nil:
+		// Inside WithTx: the group and then the claim, in the caller's
+		// transaction.
+		if err := g.send(ctx, q.db); err != nil {
+			return nil, nil, err
+		}
+		if err := q.claimInTx(ctx, claimSQL, claimArgv, claim.Decide); err != nil {
+			return nil, nil, err
+		}
+	default:
+		err := q.inPipelinedTx(ctx, func(conn *pgxpool.Conn) error {
+			b := &pgx.Batch{}
+			b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+			g.queue(b)
+			b.Queue(claimSQL, claimArgv...)
+			br := conn.SendBatch(ctx, b)
+			var locked []store.Claimable
+			_, err := br.Exec()
+			if err != nil {
+				err = interpretError(err, "")
+			} else if err = g.read(br); err == nil {
+				locked, err = readClaimables(br)
+			}
+			if cerr := br.Close(); err == nil && cerr != nil {
+				err = interpretError(cerr, "")
+			}
+			if err != nil {
+				return err
+			}
+			pws, err := q.decideClaim(locked, claim.Decide)
+			if err != nil {
+				return err
+			}
+			return finishClaim(ctx, conn, pws)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return g.results()
+}
+
+// decideNothing calls decide for a claim that locked nothing: it may write
+// nothing.
+func decideNothing(decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	writes, err := decide([]store.Claimable{})
+	if err != nil {
+		return err
+	}
+	return store.CheckClaimWrites(nil, writes)
+}
+
+// preparedGroup is a checked ApplyGroup's statements and, once read, their
+// results.
+type preparedGroup struct {
+	pcs     []*preparedCreate
+	pas     []*preparedApply
+	created []bool
+	written []*workflow.Instance
+}
+
+func (q *querier) prepareGroup(creates []store.CreateParams, writes []*store.Write) (*preparedGroup, error) {
+	n := len(creates) + len(writes)
+	g := &preparedGroup{
+		pcs: make([]*preparedCreate, len(creates)), pas: make([]*preparedApply, len(writes)),
+		created: make([]bool, len(creates)), written: make([]*workflow.Instance, len(writes)),
+	}
+	for i, p := range creates {
+		pc, err := q.prepareCreate(p)
+		if err != nil {
+			return nil, fmt.Errorf("create %d of %d: %w", i+1, n, err)
+		}
+		g.pcs[i] = pc
+	}
+	for i, w := range writes {
+		if w == nil {
+			return nil, fmt.Errorf("%w: write %d of %d is nil", store.ErrInvalidArgument, len(creates)+i+1, n)
+		}
+		pa, err := q.prepareApply(w)
+		if err != nil {
+			return nil, fmt.Errorf("write %d of %d: %w", len(creates)+i+1, n, err)
+		}
+		g.pas[i] = pa
+	}
+	return g, nil
+}
+
+func (g *preparedGroup) empty() bool { return len(g.pcs)+len(g.pas) == 0 }
+
+// queue adds the group's statements to b.
+func (g *preparedGroup) queue(b *pgx.Batch) {
+	for _, pc := range g.pcs {
+		b.Queue(pc.strict, pc.args...)
+	}
+	for _, pa := range g.pas {
+		b.Queue(pa.sql(true), pa.args...)
+	}
+}
+
+// send writes the group in one pipeline on db (an implicit transaction, or
+// part of the caller's) and reads the results.
+func (g *preparedGroup) send(ctx context.Context, db dbtx) error {
+	if g.empty() {
+		return nil
+	}
+	b := &pgx.Batch{}
+	g.queue(b)
+	br := db.SendBatch(ctx, b)
+	err := g.read(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = interpretError(cerr, "")
+	}
+	return err
+}
+
+// read reads the results of the statements queue added: the first error.
+func (g *preparedGroup) read(br pgx.BatchResults) error {
+	var firstErr error
+	n := len(g.pcs) + len(g.pas)
+	for i, pc := range g.pcs {
+		var stale, keyUsed bool
+		if err := br.QueryRow().Scan(&g.created[i], &stale, &keyUsed, new(any)); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("create %d of %d: %w", i+1, n, interpretError(err, pc.p.ID))
+		}
+	}
+	for i, pa := range g.pas {
+		inst, err := pa.result(br.QueryRow())
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("write %d of %d: %w", len(g.pcs)+i+1, n, err)
+		}
+		g.written[i] = inst
+	}
+	return firstErr
+}
+
+// results reports a committed group: the created instances and the
+// written ones; the caller's tasks are filled in.
+func (g *preparedGroup) results() ([]*workflow.Instance, []*workflow.Instance, error) {
+	insts := make([]*workflow.Instance, len(g.pcs))
+	for i, pc := range g.pcs {
+		inst, err := pc.result(g.created[i], false)
+		if err != nil {
+			// Not reached: the statement raised FD409.
+			return nil, nil, err
+		}
+		insts[i] = inst
+	}
+	for _, pa := range g.pas {
+		pa.fill()
+	}
+	return insts, g.written, nil
+}
