@@ -52,7 +52,7 @@ func Run(t *testing.T, h Harness) {
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, commitTests, timeoutTests, definitionTests,
-			deleteTests,
+			deleteTests, retentionTests,
 			linearizabilityTests, applyTests,
 		} {
 			for _, tc := range groups {
