@@ -114,6 +114,11 @@ type Config struct {
 	// client or a handler makes: a start, a step completed from outside, a
 	// task's output [DefaultMaxStateBytes]. Negative is an error.
 	MaxStateBytes int
+	// Retention is how long a finished instance (COMPLETED, FAILED,
+	// CANCELLED, TIMED_OUT) is kept after its last change before the
+	// sweeper deletes it; a definition's own `retention` replaces it for
+	// its instances [0: kept for ever]. Negative is an error.
+	Retention time.Duration
 }
 
 // DefaultMaxStateBytes is Config.MaxStateBytes when it is 0: 4 MiB.
@@ -134,6 +139,10 @@ type Engine struct {
 	http     *http.Client
 	handlers map[string]Handler
 	maxState int
+	// retention is Config.Retention; expiry schedules its sweep
+	// (retention.go).
+	retention time.Duration
+	expiry    retentionSweep
 	// decide holds the rules with this engine's ids, jitter and state bound.
 	decide rules.Env
 
@@ -192,7 +201,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		st: cfg.Store, defs: defs, log: cfg.Logger, m: cfg.Metrics,
 		workers: 8, lease: cfg.Lease, sweep: cfg.SweepInterval, poll: cfg.PollInterval,
-		now: cfg.Now, node: cfg.NodeID, http: cfg.HTTPClient, maxState: cfg.MaxStateBytes,
+		now: cfg.Now, node: cfg.NodeID, http: cfg.HTTPClient, maxState: cfg.MaxStateBytes, retention: cfg.Retention,
 		handlers: map[string]Handler{},
 		cache:    map[defKey]*compiled{},
 		latest:   map[string]*compiled{},
@@ -211,6 +220,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if e.maxState == 0 {
 		e.maxState = DefaultMaxStateBytes
+	}
+	if e.retention < 0 {
+		return nil, fmt.Errorf("engine: Retention must not be negative, got %s", e.retention)
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

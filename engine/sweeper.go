@@ -52,6 +52,9 @@ func (e *Engine) Sweep(ctx context.Context) error {
 	if err := e.deleteExpiredKeys(ctx); err != nil {
 		return err
 	}
+	if err := e.deleteExpired(ctx); err != nil {
+		return err
+	}
 	return e.pruneWorkers(ctx)
 }
 

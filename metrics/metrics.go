@@ -25,6 +25,10 @@ type Metrics struct {
 	TasksClaimed     prometheus.Counter
 	TasksCompleted   *prometheus.CounterVec // result
 	LeaseExpirations prometheus.Counter
+	// WorkflowsDeleted counts the instances deleted, by DeleteInstance
+	// (DELETE /v1/workflows/{id}) and by the retention sweep alike: the
+	// instrumented store counts every delete that was stored.
+	WorkflowsDeleted prometheus.Counter
 
 	storage storageHealth // what flowd_storage_full and StorageFull report
 }
@@ -80,6 +84,10 @@ func New() *Metrics {
 			Name: "flowd_lease_expirations_total",
 			Help: "Task leases that expired and were re-queued or failed.",
 		}),
+		WorkflowsDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowd_workflows_deleted_total",
+			Help: "Finished workflow instances deleted with their history, tasks and idempotency key: by DELETE /v1/workflows/{id} and by the retention sweep (--retention, a definition's retention).",
+		}),
 	}
 	// Known labels exist from the start, so a scrape shows them at 0.
 	for _, r := range TaskResults {
@@ -105,7 +113,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.StateUpdates, m.UpdateRetries, m.UpdateDuration,
-		m.TasksClaimed, m.TasksCompleted, m.LeaseExpirations,
+		m.TasksClaimed, m.TasksCompleted, m.LeaseExpirations, m.WorkflowsDeleted,
 	)
 	return m
 }

@@ -20,6 +20,9 @@ type storageHealth struct {
 // has committed.
 type txWrites struct {
 	wrote atomic.Bool
+	// deleted counts the instances deleted in the transaction, added to
+	// flowd_workflows_deleted_total once it has committed.
+	deleted atomic.Int64
 }
 
 // noteWrite records the outcome of a write. wrote says whether a successful

@@ -40,6 +40,9 @@ func (s *instrumentedStore) WithTx(ctx context.Context, iso store.Isolation, fn 
 		return fn(instrumentedQuerier{Querier: tx, m: s.m, tx: w})
 	})
 	s.noteWrite(err, w.wrote.Load())
+	if err == nil {
+		s.m.WorkflowsDeleted.Add(float64(w.deleted.Load()))
+	}
 	return err
 }
 
@@ -127,7 +130,20 @@ func (q instrumentedQuerier) DeleteInstance(ctx context.Context, id string, expe
 	start := time.Now()
 	err := q.Querier.DeleteInstance(ctx, id, expectedVersion)
 	q.observe("delete", start, err, true)
+	if err == nil {
+		q.deleted(1)
+	}
 	return err
+}
+
+// deleted counts n instances deleted: at once outside a transaction, at
+// its commit inside one (a rolled-back delete deleted nothing).
+func (q instrumentedQuerier) deleted(n int) {
+	if q.tx != nil {
+		q.tx.deleted.Add(int64(n))
+		return
+	}
+	q.m.WorkflowsDeleted.Add(float64(n))
 }
 
 func (q instrumentedQuerier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
@@ -222,6 +238,13 @@ func (s *instrumentedStore) DeleteWorkersBefore(ctx context.Context, t time.Time
 	n, err := s.base.DeleteWorkersBefore(ctx, t)
 	s.noteWrite(err, n > 0)
 	return n, err
+}
+
+func (s *instrumentedStore) DeleteFinished(ctx context.Context, p store.DeleteFinishedParams) ([]string, error) {
+	ids, err := s.base.DeleteFinished(ctx, p)
+	s.noteWrite(err, len(ids) > 0)
+	s.deleted(len(ids))
+	return ids, err
 }
 
 func (s *instrumentedStore) DeleteIdempotencyKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {

@@ -124,6 +124,7 @@ func TestMetricsExistBeforeAnyWrite(t *testing.T) {
 		"flowd_tasks_claimed_total":     1,
 		"flowd_tasks_completed_total":   len(metrics.TaskResults),
 		"flowd_lease_expirations_total": 1,
+		"flowd_workflows_deleted_total": 1,
 	} {
 		if series[name] != want {
 			t.Errorf("%s has %d series on a fresh registry, want %d", name, series[name], want)

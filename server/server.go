@@ -85,6 +85,11 @@ type Config struct {
 	// or a handler: a larger one is refused (HTTP 413) and nothing is
 	// written [engine.DefaultMaxStateBytes, 4 MiB].
 	MaxStateBytes int
+	// Retention is how long a finished workflow (COMPLETED, FAILED,
+	// CANCELLED, TIMED_OUT) is kept after its last change: the sweeper then
+	// deletes it with its history. A definition's own `retention` replaces
+	// it for its instances [0: kept for ever].
+	Retention time.Duration
 	// ShutdownTimeout bounds the graceful shutdown of Run [30s].
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured log [discarded].
@@ -108,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("server: ShutdownTimeout must not be negative, got %s", c.ShutdownTimeout))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("server: Retention must not be negative, got %s", c.Retention))
 	}
 	addr := c.Addr
 	if addr == "" {
@@ -194,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	m.RegisterWorkflowGauge(st.CountByStatus, log)
 	eng, err := engine.New(engine.Config{
 		Store: st, Logger: log, Metrics: m, Workers: cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
-		MaxStateBytes: cfg.MaxStateBytes,
+		MaxStateBytes: cfg.MaxStateBytes, Retention: cfg.Retention,
 	})
 	if err != nil {
 		base.Close()

@@ -122,6 +122,7 @@ type Store interface {
 	Counter
 	WorkerStore
 	IdempotencyKeyStore
+	RetentionStore
 
 	// WithTx runs fn in one transaction at iso. fn's error rolls back and is
 	// returned; so is a failed commit. Serialization failures and deadlocks are

@@ -717,6 +717,8 @@ func TestDashboard(t *testing.T) {
 		chromedp.Click(`tr[data-name="order"] a`, chromedp.ByQuery),
 		waitFor(`document.querySelectorAll('#def-dag svg g.node').length === 5`),
 		waitFor(`document.querySelectorAll('#def-dag svg path.edge').length === 5`),
+		// order has no retention of its own: the server's applies.
+		waitFor(`[...document.querySelectorAll('.fact')].some(f => f.textContent === "Retentionthe server's")`),
 	)
 	var columns []float64
 	b.run(a, "read the layout", chromedp.Evaluate(`['reserve','charge','approve','ship','notify'].map(id =>

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,12 @@ type Definition struct {
 	Name     string   `json:"name"`
 	Revision int      `json:"revision,omitempty"` // set by the store, not the author
 	Timeout  Duration `json:"timeout,omitempty"`  // whole-workflow timeout; 0 = none
-	Steps    []Step   `json:"steps"`
+	// Retention, when set, replaces the server's retention for the
+	// instances of this definition: a finished instance is deleted once
+	// it has not changed for that long. 0 keeps them for ever, whatever
+	// the server's retention; nil (absent) follows the server's.
+	Retention *Duration `json:"retention,omitempty"`
+	Steps     []Step    `json:"steps"`
 }
 
 // StepType says how a step runs.
@@ -98,8 +104,9 @@ func (e *DefinitionError) Error() string {
 func (e *DefinitionError) Is(target error) bool { return target == ErrInvalidDefinition }
 
 // Duration is a time.Duration written in JSON and YAML as a Go duration string
-// ("30s", "10m", "1h30m"). Decoding rejects numbers, unparsable strings and
-// negative values.
+// ("30s", "10m", "1h30m"). Decoding rejects numbers other than 0 (YAML
+// reads an unquoted 0 as one; it means the zero duration, as "0" does),
+// unparsable strings and negative values.
 type Duration time.Duration
 
 // String formats d like time.Duration.String without trailing zero units:
@@ -123,12 +130,19 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if isNull(b) {
 		return nil
 	}
+	if string(bytes.TrimSpace(b)) == "0" {
+		*d = 0
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf(`want a duration string with a unit such as "30s", "10m" or "1h30m", not %s`, describeJSON(b))
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
+		if strings.HasSuffix(s, "d") {
+			return fmt.Errorf(`invalid duration %q (want a Go duration such as "30s", "10m" or "1h30m"; its largest unit is h: 720h is 30 days)`, truncate(s))
+		}
 		return fmt.Errorf(`invalid duration %q (want a Go duration such as "30s", "10m" or "1h30m")`, truncate(s))
 	}
 	if v < 0 {

@@ -37,10 +37,13 @@ type serveConfig struct {
 	MaxStateBytes int
 	// ShutdownTimeout bounds the graceful shutdown on SIGTERM/SIGINT.
 	ShutdownTimeout time.Duration
-	LogLevel        string
-	LogFormat       string
-	DemoHandlers    bool
-	Demo            bool
+	// Retention: finished workflows unchanged for this long are deleted
+	// (0 keeps them).
+	Retention    retentionFlag
+	LogLevel     string
+	LogFormat    string
+	DemoHandlers bool
+	Demo         bool
 }
 
 func (c *serveConfig) Validate() error {
@@ -60,6 +63,9 @@ func (c *serveConfig) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", c.ShutdownTimeout))
 	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("--retention must not be negative (0 keeps finished workflows for ever), got %s", time.Duration(c.Retention)))
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
@@ -76,6 +82,33 @@ func (c *serveConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--allowed-hosts: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// retentionFlag is --retention: a Go duration, like the other duration
+// flags, whose error says how to write days (a unit Go durations lack).
+type retentionFlag time.Duration
+
+// String is "0" for the default, so that the help shows no "(default 0s)"
+// beside a text that says what 0 means.
+func (r *retentionFlag) String() string {
+	if *r == 0 {
+		return "0"
+	}
+	return time.Duration(*r).String()
+}
+
+func (r *retentionFlag) Type() string { return "duration" }
+
+func (r *retentionFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if strings.HasSuffix(s, "d") {
+			return fmt.Errorf("%q is not a duration: write days in hours, e.g. 720h for 30 days", s)
+		}
+		return fmt.Errorf("%q is not a duration such as 720h or 90m", s)
+	}
+	*r = retentionFlag(d)
+	return nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -133,6 +166,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease for in-process steps and the default for remote workers")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
 	f.IntVar(&cfg.MaxStateBytes, "max-state-bytes", engine.DefaultMaxStateBytes, "largest instance state, in bytes, a change may leave: a create, patch or step completion beyond it is refused with 413 and nothing is written (env FLOWD_MAX_STATE_BYTES)")
+	f.Var(&cfg.Retention, "retention", "delete finished workflows (COMPLETED, FAILED, CANCELLED, TIMED_OUT) with their history once unchanged for this long, e.g. 720h for 30 days; a definition's own retention: replaces it for its workflows; 0, the default, keeps them for ever (env FLOWD_RETENTION)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long in-flight requests and in-process steps may take to finish before their steps are cancelled and released (env FLOWD_SHUTDOWN_TIMEOUT)")
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
@@ -161,6 +195,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		DB: cfg.DB, Addr: cfg.Addr, Tokens: tokens, Insecure: cfg.Insecure, AllowedHosts: cfg.AllowedHosts,
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
+		Retention: time.Duration(cfg.Retention),
 	})
 	if err != nil {
 		return err

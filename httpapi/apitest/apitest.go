@@ -59,6 +59,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("StateLimit", func(t *testing.T) { testStateLimit(t, newServer) })
 	t.Run("DeleteWorkflow", func(t *testing.T) { testDeleteWorkflow(t, newServer) })
 	t.Run("DeleteDefinition", func(t *testing.T) { testDeleteDefinition(t, newServer) })
+	t.Run("DefinitionRetention", func(t *testing.T) { testDefinitionRetention(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests

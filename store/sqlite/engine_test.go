@@ -116,9 +116,18 @@ func TestQueryPlans(t *testing.T) {
 		}
 	}
 
+	// The retention sweep reads finished instances through the (status,
+	// updated_at) index, bounded by the latest cutoff.
+	plan := queryPlan(t, s, expiredFinishedSQL, 1, `{"audit":null,"noisy":5}`, 5, 1000)
+	if !slices.ContainsFunc(plan, func(line string) bool {
+		return strings.Contains(line, "SEARCH i USING INDEX workflow_instances_status_updated_at_idx (status=? AND updated_at<?)")
+	}) {
+		t.Errorf("DeleteFinished plan:\n%s", strings.Join(plan, "\n"))
+	}
+
 	// The tasks of an instance come in step order from the UNIQUE index,
 	// without sorting.
-	plan := queryPlan(t, s, `SELECT `+taskColumns+` FROM workflow_tasks WHERE instance_id = ?1 ORDER BY step_id`, "x")
+	plan = queryPlan(t, s, `SELECT `+taskColumns+` FROM workflow_tasks WHERE instance_id = ?1 ORDER BY step_id`, "x")
 	if len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX sqlite_autoindex_workflow_tasks_2 (instance_id=?)") {
 		t.Errorf("TasksOfInstance plan:\n%s", strings.Join(plan, "\n"))
 	}

@@ -52,7 +52,7 @@ func Run(t *testing.T, h Harness) {
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
-			deleteTests,
+			deleteTests, retentionTests,
 			linearizabilityTests, applyTests, applyTasksTests,
 		} {
 			for _, tc := range groups {

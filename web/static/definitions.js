@@ -101,6 +101,7 @@ async function mountOne(root, name, revision) {
       h('dl', { class: 'facts' },
         h('div', { class: 'fact' }, h('dt', {}, 'Steps'), h('dd', {}, String(steps.length))),
         h('div', { class: 'fact' }, h('dt', {}, 'Timeout'), h('dd', {}, def.timeout || h('span', { class: 'muted' }, 'none'))),
+        h('div', { class: 'fact' }, h('dt', {}, 'Retention'), h('dd', {}, retentionText(def.retention))),
         h('div', { class: 'fact' }, h('dt', {}, 'Stored'), h('dd', {}, when(info.created_at))),
         h('div', { class: 'fact' }, h('dt', {}, 'Revisions'), h('dd', { class: 'revs' }, revLinks)))),
     h('section', { class: 'card' },
@@ -114,6 +115,14 @@ async function mountOne(root, name, revision) {
         h('tbody', {}, topoOrder(steps).map(stepRow)))),
     h('section', { class: 'card' },
       h('details', { class: 'json-box' }, h('summary', {}, 'Definition JSON'), jsonView(def, { id: 'def-json' }))));
+}
+
+// retentionText says how long finished workflows of the definition are
+// kept: its own retention, for ever (0s), or the server's (--retention).
+function retentionText(r) {
+  if (r === undefined || r === null) return h('span', { class: 'muted' }, "the server's");
+  if (r === '0s') return 'for ever';
+  return r;
 }
 
 function stepRow(s) {

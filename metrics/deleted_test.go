@@ -1,0 +1,87 @@
+package metrics_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// flowd_workflows_deleted_total counts every stored delete: DeleteInstance
+// (the DELETE route) outside and inside a committed transaction, and each
+// instance of a DeleteFinished batch (the retention sweep); a refused
+// delete and one rolled back count nothing.
+func TestWorkflowsDeletedCounts(t *testing.T) {
+	ctx := t.Context()
+	m := metrics.New()
+	s := m.InstrumentStore(openSQLite(t))
+	for i := range 6 {
+		id := fmt.Sprintf("w%d", i)
+		if _, err := s.Create(ctx, store.CreateParams{ID: id, Status: workflow.StatusRunning}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TransitionStatus(ctx, store.TransitionParams{ID: id, From: workflow.StatusRunning, To: workflow.StatusCompleted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(ctx, store.CreateParams{ID: "live", Status: workflow.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := func() float64 { t.Helper(); return counterValue(t, m, "flowd_workflows_deleted_total") }
+
+	if err := s.DeleteInstance(ctx, "live", nil); !errors.Is(err, store.ErrNotTerminal) {
+		t.Fatalf("DeleteInstance(live) = %v, want ErrNotTerminal", err)
+	}
+	if err := s.DeleteInstance(ctx, "w0", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := deleted(); got != 1 {
+		t.Errorf("after one delete and one refused: %v, want 1", got)
+	}
+	errRollBack := errors.New("roll back")
+	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		if err := tx.DeleteInstance(ctx, "w1", nil); err != nil {
+			return err
+		}
+		return errRollBack
+	})
+	if !errors.Is(err, errRollBack) {
+		t.Fatalf("WithTx = %v", err)
+	}
+	if got := deleted(); got != 1 {
+		t.Errorf("after a rolled-back delete: %v, want 1", got)
+	}
+	if err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error { return tx.DeleteInstance(ctx, "w1", nil) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := deleted(); got != 2 {
+		t.Errorf("after a committed delete in a transaction: %v, want 2", got)
+	}
+	ids, err := s.DeleteFinished(ctx, store.DeleteFinishedParams{Before: time.Now().Add(time.Hour), Limit: 3})
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("DeleteFinished = %v, %v; want 3 ids", ids, err)
+	}
+	if got := deleted(); got != 5 {
+		t.Errorf("after a batch of 3: %v, want 5", got)
+	}
+}
+
+// counterValue reads the counter name (without labels) from the registry.
+func counterValue(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
