@@ -127,7 +127,7 @@ WHERE id = ANY (ARRAY(SELECT id FROM picked))`
 	// timeOutSQL is batchSQL with the deadline filter (served by the
 	// partial deadline index: deadline < $1 implies deadline IS NOT NULL).
 	timeOutSQL = `WITH picked AS MATERIALIZED (
-	SELECT id, deadline FROM workflow_instances
+	SELECT id, deadline, state FROM workflow_instances
 	WHERE status IN ('RUNNING', 'PAUSED') AND deadline < $1
 	ORDER BY deadline, id COLLATE "C"
 	LIMIT $2
@@ -138,7 +138,7 @@ WHERE id = ANY (ARRAY(SELECT id FROM picked))`
 	RETURNING id, version, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, $3, $4 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, picked.state, u.state), $3, $4 FROM u JOIN picked USING (id)
 )
 SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.deadline, picked.id COLLATE "C"`
 
@@ -695,7 +695,7 @@ const commitStepCTEs = `WITH t AS (
 	RETURNING id, version, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, $15, $34 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $29), state), $15, $34 FROM u
 ), ins AS (
 	` + insertTasksPrefix + `$15, $15
 	FROM ` + newTasks1 + `
