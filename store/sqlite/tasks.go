@@ -380,6 +380,10 @@ func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int
 		if err != nil || len(ids) == 0 {
 			return err
 		}
+		prev, err := priorStates(ctx, c, ids)
+		if err != nil {
+			return err
+		}
 		list, err := json.Marshal(ids)
 		if err != nil {
 			return err
@@ -393,14 +397,7 @@ func (q *querier) TimeOutInstances(ctx context.Context, now time.Time, limit int
 		if err := cancelActiveSteps(ctx, c, string(list)); err != nil {
 			return err
 		}
-		if _, err := c.ExecContext(ctx,
-			`INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-			SELECT id, version, status, state, updated_at, ?2 FROM workflow_instances
-			WHERE id IN (SELECT value FROM json_each(?1))`,
-			string(list), timeoutCause); err != nil {
-			return interpretError(ctx, err)
-		}
-		return nil
+		return appendHistories(ctx, c, ids, timeoutCause, prev)
 	})
 	if err != nil {
 		return nil, err
@@ -617,6 +614,10 @@ func (pc *preparedCommit) write(ctx context.Context, tx dbtx) (int64, error) {
 		return 0, &store.ConflictError{ID: task.InstanceID, Actual: -1,
 			Reason: fmt.Sprintf("task %q is no longer leased under this lease, or its lease ended", task.ID)}
 	}
+	prev, err := priorState(ctx, tx, task.InstanceID)
+	if err != nil {
+		return 0, err
+	}
 	var version int64
 	err = tx.QueryRowContext(ctx,
 		`UPDATE workflow_instances SET state = ?1, status = ?2, version = version + 1, updated_at = ?3
@@ -630,7 +631,7 @@ func (pc *preparedCommit) write(ctx context.Context, tx dbtx) (int64, error) {
 	if err != nil {
 		return 0, interpretError(ctx, err)
 	}
-	if err := appendHistory(ctx, tx, task.InstanceID, c.Cause); err != nil {
+	if err := appendHistory(ctx, tx, task.InstanceID, c.Cause, prev); err != nil {
 		return 0, err
 	}
 	return version, insertTasks(ctx, tx, pc.rows)
@@ -723,6 +724,10 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 		if err != nil {
 			return claimDone{}, err
 		}
+		prev, err := priorState(ctx, c, read.ID)
+		if err != nil {
+			return claimDone{}, err
+		}
 		res, err := c.ExecContext(ctx,
 			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3 AND version = ?4 AND status = 'RUNNING'`,
 			state, now, read.ID, w.ExpectedVersion)
@@ -733,7 +738,7 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 		if err := oneRow(res, fmt.Sprintf("claim of workflow %q", read.ID)); err != nil {
 			return claimDone{}, err
 		}
-		if err := appendHistory(ctx, c, read.ID, w.Cause); err != nil {
+		if err := appendHistory(ctx, c, read.ID, w.Cause, prev); err != nil {
 			return claimDone{}, err
 		}
 		inst := *read
