@@ -866,3 +866,28 @@ func compactJSON(b []byte) json.RawMessage {
 	}
 	return buf.Bytes()
 }
+
+// historySizeSQL measures one instance's history (store.HistorySize).
+const historySizeSQL = `SELECT (SELECT octet_length(state::text) FROM workflow_instances WHERE id = $1),
+	count(*), count(*) FILTER (WHERE jsonb_typeof(state) = 'object'),
+	coalesce(sum(octet_length(state::text) + octet_length(status) + octet_length(cause)), 0)
+FROM workflow_history WHERE instance_id = $1`
+
+// HistorySize measures the history of id; see store.HistorySizer.
+func (s *Store) HistorySize(ctx context.Context, id string) (store.HistorySize, error) {
+	if !storableText(id) {
+		return store.HistorySize{}, store.NotFound(id)
+	}
+	var hs store.HistorySize
+	var stateBytes *int64
+	if err := s.pool.QueryRow(ctx, historySizeSQL, id).Scan(&stateBytes, &hs.Versions, &hs.Snapshots, &hs.Bytes); err != nil {
+		return store.HistorySize{}, interpretError(err, id)
+	}
+	if stateBytes == nil {
+		return store.HistorySize{}, store.NotFound(id)
+	}
+	hs.StateBytes = *stateBytes
+	return hs, nil
+}
+
+var _ store.HistorySizer = (*Store)(nil)

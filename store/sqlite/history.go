@@ -169,3 +169,23 @@ func (q *querier) History(ctx context.Context, id string, since int64, limit int
 	}
 	return entries, nil
 }
+
+// HistorySize measures the history of id; see store.HistorySizer.
+func (s *Store) HistorySize(ctx context.Context, id string) (store.HistorySize, error) {
+	var hs store.HistorySize
+	var stateBytes sql.NullInt64
+	err := s.readDB.QueryRowContext(ctx, `SELECT (SELECT length(CAST(state AS BLOB)) FROM workflow_instances WHERE id = ?1),
+		count(*), coalesce(sum(json_type(state) = 'object'), 0),
+		coalesce(sum(length(CAST(state AS BLOB)) + length(CAST(status AS BLOB)) + length(CAST(cause AS BLOB))), 0)
+	FROM workflow_history WHERE instance_id = ?1`, id).Scan(&stateBytes, &hs.Versions, &hs.Snapshots, &hs.Bytes)
+	if err != nil {
+		return store.HistorySize{}, interpretError(ctx, err)
+	}
+	if !stateBytes.Valid {
+		return store.HistorySize{}, store.NotFound(id)
+	}
+	hs.StateBytes = stateBytes.Int64
+	return hs, nil
+}
+
+var _ store.HistorySizer = (*Store)(nil)
