@@ -11,8 +11,8 @@ import (
 // history stores states through Entry as a store does and checks that
 // every version replays exactly from its base snapshot.
 type history struct {
-	rows   [][]byte
-	states [][]byte
+	rows                  [][]byte
+	states                [][]byte
 	patchBytes, snapshots int64
 }
 
