@@ -119,4 +119,3 @@ func TestHistoryMigration(t *testing.T) {
 	}
 	storetest.CheckHistory(t, s, grown.ID, want)
 }
-
