@@ -38,10 +38,13 @@ const (
 	ScenarioBatch Scenario = "batch"
 	// ScenarioWorkflow: 3-step workflows end to end through an in-process engine.
 	ScenarioWorkflow Scenario = "workflow"
+	// ScenarioHistory: one workflow of Steps steps, each outputting
+	// OutputSize bytes, then its history's size measured from the database.
+	ScenarioHistory Scenario = "history"
 )
 
 // Scenarios lists every scenario, in the documented order.
-var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow}
+var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory}
 
 // Modes of the contended scenario.
 const (
@@ -86,8 +89,12 @@ type Config struct {
 	// StateSize is the approximate size in bytes of the JSON state of the
 	// update and contended instances (a counter and padding).
 	StateSize int
-	// Steps is the number of steps of each complete-step instance.
+	// Steps is the number of steps of each complete-step instance, and of
+	// the history scenario's workflow.
 	Steps int
+	// OutputSize is the bytes of random text each step of the history
+	// scenario outputs.
+	OutputSize int
 	// Rows is the size of the batch table; BatchSize the limit of each batch.
 	Rows      int
 	BatchSize int
@@ -112,7 +119,7 @@ func DefaultConfig() Config {
 	return Config{
 		Clients: 8, Duration: 10 * time.Second, ProgressInterval: time.Second,
 		Retry:     store.DefaultRetryPolicy,
-		StateSize: 1024, Steps: 200, Rows: 20000, BatchSize: 100,
+		StateSize: 1024, Steps: 200, OutputSize: 2048, Rows: 20000, BatchSize: 100,
 		Workers: 8, Drain: 10 * time.Second,
 	}
 }
@@ -164,9 +171,15 @@ func (c Config) Validate() error {
 		if c.StateSize < 0 {
 			bad("--state-size must not be negative, got %d", c.StateSize)
 		}
-	case ScenarioCompleteStep:
+	case ScenarioCompleteStep, ScenarioHistory:
 		if c.Steps < 1 || c.Steps > 10000 {
 			bad("--steps must be in 1–10000, got %d", c.Steps)
+		}
+		if c.Scenario == ScenarioHistory && (c.OutputSize < 0 || c.OutputSize > 1<<20) {
+			bad("--output-size must be in 0–1048576, got %d", c.OutputSize)
+		}
+		if c.Scenario == ScenarioHistory && c.Workers < 1 {
+			bad("--workers must be at least 1, got %d", c.Workers)
 		}
 	case ScenarioBatch:
 		if c.Rows < 1 {
@@ -236,6 +249,19 @@ type Result struct {
 	Completed   int64   `json:"completed,omitempty"`
 	StepsPerSec float64 `json:"steps_per_sec,omitempty"`
 	DrainS      float64 `json:"drain_s,omitempty"`
+	// History scenario: the workflow's steps and their output size; its
+	// history as measured from the database (store.HistorySize: text bytes
+	// of the rows' state, status and cause): rows, how many hold a whole
+	// state, bytes, bytes per version, the final state's bytes and
+	// history bytes / final state bytes.
+	Steps                  int     `json:"steps,omitempty"`
+	OutputSize             int     `json:"output_size,omitempty"`
+	HistoryVersions        int64   `json:"history_versions,omitempty"`
+	HistorySnapshots       int64   `json:"history_snapshots,omitempty"`
+	HistoryBytes           int64   `json:"history_bytes,omitempty"`
+	HistoryBytesPerVersion float64 `json:"history_bytes_per_version,omitempty"`
+	FinalStateBytes        int64   `json:"final_state_bytes,omitempty"`
+	HistoryRatio           float64 `json:"history_ratio,omitempty"`
 	// Interrupted: the caller's context ended the run early.
 	Interrupted bool    `json:"interrupted,omitempty"`
 	PrepareS    float64 `json:"prepare_s"`
@@ -288,6 +314,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		sc = &batchScenario{r: r}
 	case ScenarioWorkflow:
 		sc = &workflowScenario{r: r}
+	case ScenarioHistory:
+		sc = &historyScenario{r: r}
 	}
 	defer sc.close()
 	if err := sc.prepare(ctx); err != nil {

@@ -411,3 +411,39 @@ func TestMeasuringSpansTheClients(t *testing.T) {
 		t.Errorf("writes: %d before Measuring, %d when stopped, %d in all, %d ops; want 0, all of them, ops ≤ writes", atStart, atStop, total, res.Ops)
 	}
 }
+
+// The history scenario runs one workflow and measures its history from the
+// database: the ratio is computed, within 3× the final state on both
+// stores, and the history reads back.
+func TestHistoryScenario(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			progress := &syncBuffer{}
+			cfg := short(open(t, b.newDB(t)), bench.ScenarioHistory, progress)
+			cfg.Steps, cfg.OutputSize, cfg.Workers = 30, 2048, 2
+			cfg.Duration = time.Hour // the run ends with its workflow
+			res, err := bench.Run(t.Context(), cfg)
+			if err != nil {
+				t.Fatalf("Run: %v\nprogress:\n%s", err, progress)
+			}
+			if res.Failed() || res.Ops != 1 {
+				t.Fatalf("lost_updates %d, errors %d, ops %d; want 0, 0, 1\nprogress:\n%s", res.LostUpdates, res.Errors, res.Ops, progress)
+			}
+			if res.HistoryVersions < int64(cfg.Steps)+1 || res.FinalStateBytes < int64(cfg.Steps*cfg.OutputSize) || res.HistoryBytes <= 0 {
+				t.Errorf("measured %d versions, %d history bytes, final state %d bytes; want at least %d versions and %d bytes of state",
+					res.HistoryVersions, res.HistoryBytes, res.FinalStateBytes, cfg.Steps+1, cfg.Steps*cfg.OutputSize)
+			}
+			want := round3(float64(res.HistoryBytes) / float64(res.FinalStateBytes))
+			if res.HistoryRatio != want || res.HistoryRatio > 3 {
+				t.Errorf("history_ratio %v (history %d / final state %d bytes), want %v and at most 3", res.HistoryRatio, res.HistoryBytes, res.FinalStateBytes, want)
+			}
+			if res.HistoryBytesPerVersion <= 0 || !strings.Contains(progress.String(), "ratio") {
+				t.Errorf("history_bytes_per_version %v; progress:\n%s", res.HistoryBytesPerVersion, progress)
+			}
+			checkJSON(t, res)
+		})
+	}
+}
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }

@@ -127,7 +127,9 @@ func (c *client) do(op, id string, fn func() error) error {
 }
 
 // runClients runs fn in cfg.Clients goroutines until cfg.Duration has passed
-// (or ctx ends) and they have all returned, printing progress meanwhile. It
+// (or ctx ends, or every client has returned of its own accord, as the
+// history scenario's do) and they have all returned, printing progress
+// meanwhile. It
 // returns the time from the start to the last client's return: operations in
 // flight at the deadline are finished, not abandoned, so they are counted.
 func (r *runner) runClients(ctx context.Context, fn func(ctx context.Context, c *client)) time.Duration {
@@ -143,10 +145,14 @@ func (r *runner) runClients(ctx context.Context, fn func(ctx context.Context, c 
 	var pw sync.WaitGroup
 	pw.Go(func() { r.printProgress(done) })
 
+	returned := make(chan struct{})
+	go func() { wg.Wait(); close(returned) }()
 	timer := time.NewTimer(r.cfg.Duration)
 	select {
 	case <-timer.C:
 	case <-ctx.Done():
+		timer.Stop()
+	case <-returned:
 		timer.Stop()
 	}
 	r.stopped = time.Now()

@@ -40,6 +40,10 @@ Scenarios:
   batch          move --batch-size rows RUNNING→PAUSED and back over a table of
                  --rows rows (needs a database with no other RUNNING/PAUSED instances)
   workflow       3-step workflows through an in-process engine with --workers workers
+  history        one workflow of --steps steps each outputting --output-size bytes of
+                 random text; reports the bytes of history per version and history
+                 bytes / final state bytes, measured from the database (--duration
+                 does not apply: the run ends when the workflow has)
 
 lost_updates is checked from the data (e.g. final counters against acknowledged
 increments). The exit code is 1 when it is not 0 or when any operation failed.
@@ -47,7 +51,8 @@ increments). The exit code is 1 when it is not 0 or when any operation failed.
 --db is required and must be on the command line: FLOWD_DB is not read, so that
 a shell set up for a server never fills that server's database with bench data.`,
 		Example: `  flowd bench --db sqlite:bench.db --scenario contended --clients 8 --duration 10s
-  flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario workflow --workers 16`,
+  flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario workflow --workers 16
+  flowd bench --db sqlite:bench.db --scenario history --steps 200 --output-size 2048`,
 		Args: cobra.NoArgs,
 		// Every flag but --db may come from FLOWD_<FLAG>, as for serve.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -108,7 +113,7 @@ a shell set up for a server never fills that server's database with bench data.`
 	}
 	f := cmd.Flags()
 	f.StringVar(&db, "db", "", "database to fill with bench data, required: postgres://… or sqlite:PATH (FLOWD_DB is not read)")
-	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch or workflow")
+	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow or history")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the clients run")
 	f.StringVar(&cfg.Mode, "mode", "", "contended: modify (default) or retry")
@@ -117,7 +122,8 @@ a shell set up for a server never fills that server's database with bench data.`
 	f.IntVar(&cfg.Retry.MaxAttempts, "retry-attempts", cfg.Retry.MaxAttempts, "--mode retry: attempts per increment, the first included")
 	f.IntVar(&cfg.Instances, "instances", 0, "update: instances written to (default max(1000, 10×clients))")
 	f.IntVar(&cfg.StateSize, "state-size", cfg.StateSize, "update, contended: bytes of JSON state per instance")
-	f.IntVar(&cfg.Steps, "steps", cfg.Steps, "complete-step: steps per instance")
+	f.IntVar(&cfg.Steps, "steps", cfg.Steps, "complete-step: steps per instance; history: steps of the workflow")
+	f.IntVar(&cfg.OutputSize, "output-size", cfg.OutputSize, "history: bytes each step outputs")
 	f.IntVar(&cfg.Rows, "rows", cfg.Rows, "batch: rows in the table")
 	f.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "batch: rows moved per call (1–10000)")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workflow: in-process step concurrency")

@@ -19,7 +19,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow)`},
+		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history)`},
 		{[]string{"--clients", "0"}, "--clients must be at least 1, got 0"},
 		{[]string{"--clients", "-3"}, "--clients must be at least 1, got -3"},
 		{[]string{"--duration", "0s"}, "--duration must be positive, got 0s"},

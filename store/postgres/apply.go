@@ -16,7 +16,9 @@ import (
 
 // applySQL is Apply in one statement, so one implicit transaction: the
 // guarded task updates (tu), the instance's versioned update (u) with its
-// history rows (h), the new tasks (ins) and the notification (n).
+// history rows (h, and h2 for the settled version, whose previous row is
+// h's, not visible to the statement: it is handed over), the new tasks (ins)
+// and the notification (n).
 //
 // tu runs only while the instance is at the expected version, and each row
 // only while its guard holds; u runs only when every guarded row matched.
@@ -117,9 +119,11 @@ const (
 	RETURNING definition, input, version, created_at, definition_revision
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT $33, $34 + 1, $35, $36::jsonb, $32, $38 FROM u
-	UNION ALL
-	SELECT $33, $34 + 2, $39, coalesce($40::jsonb, $36::jsonb), $32, $41 FROM u WHERE $39 <> ''
+	SELECT $33, $34 + 1, $35, flowd_history_entry($33, $34 + 1, (SELECT state FROM workflow_instances WHERE id = $33), $36::jsonb), $32, $38 FROM u
+	RETURNING state
+), h2 AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT $33, $34 + 2, $39, flowd_history_entry($33, $34 + 2, $36::jsonb, coalesce($40::jsonb, $36::jsonb), (SELECT state FROM h)), $32, $41 FROM u WHERE $39 <> ''
 ), ins AS (
 	` + insertTasksPrefix + `$32, $32
 	FROM ` + newTasks1 + `

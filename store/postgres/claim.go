@@ -29,7 +29,7 @@ const claimWriteSQL = `WITH u AS (
 	RETURNING id, version, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, $5, $3 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), $5, $3 FROM u
 ), t AS (
 	UPDATE workflow_tasks w SET status = 'LEASED', attempt = x.attempt, lease = x.lease, lease_owner = x.owner,
 		lease_until = x.lease_until, attempt_deadline = x.attempt_deadline, updated_at = $5

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/flowd/flowd/internal/jsondelta"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -77,7 +78,12 @@ const instanceColumns = "id, definition, status, state, input, version, created_
 
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
-// hence one round trip and atomic without an explicit transaction. JSON goes
+// hence one round trip and atomic without an explicit transaction. The
+// history row is flowd_history_entry of the state the version replaces
+// (migration 00007): a statement guarded by a version its caller read sees
+// that version in its snapshot, so it reads the old state from the table;
+// one that is not (TransitionStatus without a version, the batches) takes
+// it from the row it locked. JSON goes
 // in as text parameters with explicit ::jsonb casts; columns the caller
 // already has are not returned. "Not terminal" is spelled
 // status NOT IN ('COMPLETED', 'CANCELLED'), as workflow.Status.Terminal says.
@@ -88,18 +94,21 @@ const (
 	RETURNING ` + instanceColumns + `
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, updated_at, $5 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5 FROM u
 )
 SELECT definition, status, input, version, created_at, definition_revision, deadline FROM u`
 
-	// $5 is NULL when no version is expected.
+	// $5 is NULL when no version is expected: then the row may change after
+	// the statement's snapshot, so the state it replaces is read from the
+	// row as locked (old), not from the snapshot.
 	transitionSQL = `WITH u AS (
 	UPDATE workflow_instances SET status = $3, state = ` + stoppedState + `$3::text` + stoppedStateEnd + `, version = version + 1, updated_at = $4
-	WHERE id = $1 AND status = $2 AND ($5::bigint IS NULL OR version = $5::bigint)
-	RETURNING ` + instanceColumns + `
+	FROM (SELECT id AS old_id, state AS old_state FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE) old
+	WHERE id = old_id AND status = $2 AND ($5::bigint IS NULL OR version = $5::bigint)
+	RETURNING ` + instanceColumns + `, old_state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, updated_at, $6 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, old_state, state), updated_at, $6 FROM u
 )
 SELECT ` + instanceColumns + ` FROM u`
 
@@ -122,7 +131,7 @@ SELECT ` + instanceColumns + ` FROM u`
 	RETURNING ` + instanceColumns + `
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, updated_at, $6 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $6 FROM u
 )
 SELECT definition, status, state, input, version, created_at, definition_revision, deadline FROM u`
 
@@ -134,7 +143,7 @@ SELECT definition, status, state, input, version, created_at, definition_revisio
 	// thinks of a join with the CTE (it chose a sequential scan of the
 	// table for one).
 	batchSQL = `WITH picked AS MATERIALIZED (
-	SELECT id, updated_at FROM workflow_instances
+	SELECT id, updated_at, state FROM workflow_instances
 	WHERE status = $1 AND updated_at < $2
 	ORDER BY updated_at, id
 	LIMIT $3
@@ -145,7 +154,7 @@ SELECT definition, status, state, input, version, created_at, definition_revisio
 	RETURNING id, version, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, $5, $6 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, picked.state, u.state), $5, $6 FROM u JOIN picked USING (id)
 )
 SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
 
@@ -160,7 +169,7 @@ SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
 	RETURNING id, version, status, state, updated_at
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, state, updated_at, $5 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5 FROM u
 )
 SELECT version FROM u`
 
@@ -170,9 +179,14 @@ SELECT version FROM u`
 	// step ($2, possibly NULL) is read for CompleteStep only.
 	diagnoseSQL = `SELECT status, version, state->'steps'->$2::text FROM workflow_instances WHERE id = $1`
 
-	// LIMIT NULL is no limit.
+	// historySQL reads from the snapshot that version $2's row starts from
+	// (a patch row's first element; a snapshot is its own) up to $2 + $3
+	// (NULL: no limit).
 	historySQL = `SELECT version, status, state, at, cause FROM workflow_history
-	WHERE instance_id = $1 AND version >= $2 ORDER BY version LIMIT $3`
+	WHERE instance_id = $1
+		AND version >= coalesce((SELECT coalesce((state->>0)::bigint, version) FROM workflow_history WHERE instance_id = $1 AND version = $2), $2)
+		AND ($3::bigint IS NULL OR version < $2 + $3)
+	ORDER BY version`
 
 	existsSQL = `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $1)`
 )
@@ -732,18 +746,26 @@ func (q *querier) History(ctx context.Context, id string, since int64, limit int
 	}
 	defer rows.Close()
 	out := []store.HistoryEntry{}
+	replay := jsondelta.NewReplay(jsondelta.JSONB)
 	for rows.Next() {
 		var (
 			e      store.HistoryEntry
 			status string
-			state  []byte
+			row    []byte
 		)
-		if err := rows.Scan(&e.Version, &status, &state, &e.At, &e.Cause); err != nil {
+		if err := rows.Scan(&e.Version, &status, &row, &e.At, &e.Cause); err != nil {
 			return nil, interpretError(err, id)
+		}
+		// The replay keeps references into the row.
+		if err := replay.Next(bytes.Clone(row)); err != nil {
+			return nil, fmt.Errorf("postgres: workflow %q history version %d: %w", id, e.Version, err)
+		}
+		if e.Version < since {
+			continue // on the way from the snapshot
 		}
 		e.Status = workflow.Status(status)
 		e.At = e.At.UTC()
-		if e.State, err = decodeState(state); err != nil {
+		if e.State, err = decodeState(replay.State()); err != nil {
 			return nil, err
 		}
 		out = append(out, e)
@@ -825,3 +847,28 @@ func compactJSON(b []byte) json.RawMessage {
 	}
 	return buf.Bytes()
 }
+
+// historySizeSQL measures one instance's history (store.HistorySize).
+const historySizeSQL = `SELECT (SELECT octet_length(state::text) FROM workflow_instances WHERE id = $1),
+	count(*), count(*) FILTER (WHERE jsonb_typeof(state) = 'object'),
+	coalesce(sum(octet_length(state::text) + octet_length(status) + octet_length(cause)), 0)
+FROM workflow_history WHERE instance_id = $1`
+
+// HistorySize measures the history of id; see store.HistorySizer.
+func (s *Store) HistorySize(ctx context.Context, id string) (store.HistorySize, error) {
+	if !storableText(id) {
+		return store.HistorySize{}, store.NotFound(id)
+	}
+	var hs store.HistorySize
+	var stateBytes *int64
+	if err := s.pool.QueryRow(ctx, historySizeSQL, id).Scan(&stateBytes, &hs.Versions, &hs.Snapshots, &hs.Bytes); err != nil {
+		return store.HistorySize{}, interpretError(err, id)
+	}
+	if stateBytes == nil {
+		return store.HistorySize{}, store.NotFound(id)
+	}
+	hs.StateBytes = *stateBytes
+	return hs, nil
+}
+
+var _ store.HistorySizer = (*Store)(nil)

@@ -162,6 +162,10 @@ func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuar
 // writeVersion writes one new version of id (the caller checked the
 // version it moves from) and its history row.
 func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status, state string, deadline any, cause string, now int64) (*workflow.Instance, error) {
+	prev, err := priorState(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
 	inst, err := scanInstance(c.QueryRowContext(ctx,
 		`UPDATE workflow_instances SET state = ?1, status = ?2, deadline = ?5, version = version + 1, updated_at = ?3
 		WHERE id = ?4
@@ -170,5 +174,5 @@ func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status
 	if err != nil {
 		return nil, interpretError(ctx, err)
 	}
-	return inst, appendHistory(ctx, c, id, cause)
+	return inst, appendHistory(ctx, c, id, cause, prev)
 }

@@ -43,7 +43,7 @@ func (s *Store) Migrate(ctx context.Context) (store.MigrationReport, error) {
 	for attempt := 1; ; attempt++ {
 		// A fresh provider per attempt: a provider remembers that it has
 		// ensured its version table, even when that failed.
-		p, err := goose.NewProvider(goose.DialectSQLite3, s.writeDB, fsys, goose.WithDisableGlobalRegistry(true))
+		p, err := s.migrationProvider(fsys)
 		if err != nil {
 			return report, fmt.Errorf("sqlite: migrate: %w", err)
 		}
@@ -86,6 +86,14 @@ func (s *Store) lostRace(ctx context.Context, p *goose.Provider, err error, part
 	// process's transaction.
 	current, verr := p.GetDBVersion(ctx)
 	return verr == nil && current >= partial.Failed.Source.Version
+}
+
+// migrationProvider is goose over the embedded SQL files and the Go
+// migrations (migrate_history.go).
+func (s *Store) migrationProvider(fsys fs.FS) (*goose.Provider, error) {
+	return goose.NewProvider(goose.DialectSQLite3, s.writeDB, fsys,
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithGoMigrations(historyPatchesMigration()))
 }
 
 func appendApplied(applied []store.AppliedMigration, results []*goose.MigrationResult) []store.AppliedMigration {

@@ -43,11 +43,6 @@ type querier struct {
 // in the order scanInstance reads them.
 const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline`
 
-// appendHistorySQL copies the instance row as it is now into its history: the
-// history row is exactly what was written, with at = the new updated_at.
-const appendHistorySQL = `INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-SELECT id, version, status, state, updated_at, ?2 FROM workflow_instances WHERE id = ?1`
-
 // Create inserts a new instance at version 0 with its history row 0.
 func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
 	if err := p.Normalize(); err != nil {
@@ -89,7 +84,7 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 			}
 			return err
 		}
-		if err := appendHistory(ctx, c, p.ID, p.Cause); err != nil {
+		if err := appendHistory(ctx, c, p.ID, p.Cause, nil); err != nil {
 			return err
 		}
 		if p.IdempotencyKey != "" {
@@ -195,7 +190,10 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 	now := q.timestamp()
 	var inst *workflow.Instance
 	err = q.write(ctx, func(c dbtx) error {
-		var err error
+		prev, err := priorState(ctx, c, id)
+		if err != nil {
+			return err
+		}
 		inst, err = scanInstance(c.QueryRowContext(ctx,
 			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2
 			WHERE id = ?3 AND version = ?4 AND status NOT IN ('COMPLETED', 'CANCELLED')
@@ -215,7 +213,7 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 		if err != nil {
 			return interpretError(ctx, err)
 		}
-		return appendHistory(ctx, c, id, cause)
+		return appendHistory(ctx, c, id, cause, prev)
 	})
 	if err != nil {
 		return nil, err
@@ -243,6 +241,10 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if err != nil {
 			return err
 		}
+		prev, err := priorState(ctx, c, id)
+		if err != nil {
+			return err
+		}
 		out, err = scanInstance(c.QueryRowContext(ctx,
 			`UPDATE workflow_instances SET state = ?1, status = ?2, deadline = ?5, version = version + 1, updated_at = ?3
 			WHERE id = ?4
@@ -251,7 +253,7 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if err != nil {
 			return interpretError(ctx, err)
 		}
-		return appendHistory(ctx, c, id, cause)
+		return appendHistory(ctx, c, id, cause, prev)
 	})
 	if err != nil {
 		return nil, err
@@ -269,7 +271,10 @@ func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams
 	now := q.timestamp()
 	var inst *workflow.Instance
 	err := q.write(ctx, func(c dbtx) error {
-		var err error
+		prev, err := priorState(ctx, c, p.ID)
+		if err != nil {
+			return err
+		}
 		// ?5 is NULL when no version is expected.
 		inst, err = scanInstance(c.QueryRowContext(ctx,
 			`UPDATE workflow_instances SET status = ?1, version = version + 1, updated_at = ?2
@@ -300,7 +305,7 @@ func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams
 				return err
 			}
 		}
-		return appendHistory(ctx, c, p.ID, p.Cause)
+		return appendHistory(ctx, c, p.ID, p.Cause, prev)
 	})
 	if err != nil {
 		return nil, err
@@ -338,6 +343,10 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 		if err != nil {
 			return err
 		}
+		prev, err := priorState(ctx, c, p.ID)
+		if err != nil {
+			return err
+		}
 		out, err = scanInstance(c.QueryRowContext(ctx,
 			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2
 			WHERE id = ?3
@@ -346,7 +355,7 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 		if err != nil {
 			return interpretError(ctx, err)
 		}
-		return appendHistory(ctx, c, p.ID, p.Cause)
+		return appendHistory(ctx, c, p.ID, p.Cause, prev)
 	})
 	if err != nil {
 		return nil, err
@@ -389,6 +398,10 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 		if len(ids) == 0 {
 			return nil
 		}
+		prev, err := priorStates(ctx, c, ids)
+		if err != nil {
+			return err
+		}
 		// The ids travel as one JSON array parameter, never as SQL text.
 		list, err := json.Marshal(ids)
 		if err != nil {
@@ -405,71 +418,12 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 				return err
 			}
 		}
-		if _, err := c.ExecContext(ctx,
-			`INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-			SELECT id, version, status, state, updated_at, ?2 FROM workflow_instances
-			WHERE id IN (SELECT value FROM json_each(?1))`,
-			string(list), p.Cause); err != nil {
-			return interpretError(ctx, err)
-		}
-		return nil
+		return appendHistories(ctx, c, ids, p.Cause, prev)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return ids, nil
-}
-
-// History returns every version of the instance, oldest first. An existing
-// instance always has its version 0 row, so no rows means no instance.
-func (q *querier) History(ctx context.Context, id string, since int64, limit int) ([]store.HistoryEntry, error) {
-	if err := store.CheckHistoryRange(since, limit); err != nil {
-		return nil, err
-	}
-	lim := int64(limit)
-	if limit == 0 {
-		lim = -1 // SQLite: no limit
-	}
-	rows, err := q.read.QueryContext(ctx,
-		`SELECT version, status, state, at, cause FROM workflow_history
-		WHERE instance_id = ?1 AND version >= ?2 ORDER BY version LIMIT ?3`, id, since, lim)
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	defer rows.Close()
-	entries := []store.HistoryEntry{}
-	for rows.Next() {
-		var (
-			e      store.HistoryEntry
-			status string
-			state  string
-			at     int64
-		)
-		if err := rows.Scan(&e.Version, &status, &state, &at, &e.Cause); err != nil {
-			return nil, interpretError(ctx, err)
-		}
-		e.Status = workflow.Status(status)
-		if err := e.State.UnmarshalJSON([]byte(state)); err != nil {
-			return nil, fmt.Errorf("sqlite: workflow %q history version %d: stored state: %w", id, e.Version, err)
-		}
-		e.At = fromMicros(at)
-		entries = append(entries, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	if len(entries) == 0 {
-		// An instance has every version from 0 on: since is beyond its
-		// current version, or there is no such instance.
-		var exists bool
-		if err := q.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = ?1)`, id).Scan(&exists); err != nil {
-			return nil, interpretError(ctx, err)
-		}
-		if !exists {
-			return nil, store.NotFound(id)
-		}
-	}
-	return entries, nil
 }
 
 // timestamp is the time of a write, as stored: unix microseconds of the
@@ -532,14 +486,6 @@ func currentStatus(ctx context.Context, c dbtx, id string) (workflow.Status, int
 		return "", 0, interpretError(ctx, err)
 	}
 	return workflow.Status(status), version, nil
-}
-
-// appendHistory writes the history row of the change just made to id.
-func appendHistory(ctx context.Context, c dbtx, id, cause string) error {
-	if _, err := c.ExecContext(ctx, appendHistorySQL, id, cause); err != nil {
-		return interpretError(ctx, err)
-	}
-	return nil
 }
 
 func terminal(id string, status workflow.Status) error {

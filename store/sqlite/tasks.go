@@ -461,6 +461,10 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 		if err != nil {
 			return claimDone{}, err
 		}
+		prev, err := priorState(ctx, c, read.ID)
+		if err != nil {
+			return claimDone{}, err
+		}
 		res, err := c.ExecContext(ctx,
 			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3 AND version = ?4 AND status = 'RUNNING'`,
 			state, now, read.ID, w.ExpectedVersion)
@@ -471,7 +475,7 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 		if err := oneRow(res, fmt.Sprintf("claim of workflow %q", read.ID)); err != nil {
 			return claimDone{}, err
 		}
-		if err := appendHistory(ctx, c, read.ID, w.Cause); err != nil {
+		if err := appendHistory(ctx, c, read.ID, w.Cause, prev); err != nil {
 			return claimDone{}, err
 		}
 		inst := *read

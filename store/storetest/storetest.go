@@ -50,7 +50,7 @@ func Run(t *testing.T, h Harness) {
 		for _, groups := range [][]conformanceTest{
 			createTests, listTests, idPrefixTests, workerTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
-			historyTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
+			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
 			deleteTests, retentionTests,
 			linearizabilityTests, applyTests, applyTasksTests,

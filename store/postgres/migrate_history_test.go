@@ -1,0 +1,121 @@
+package postgres
+
+import (
+	"encoding/json"
+	"io/fs"
+	"testing"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/store/storetest"
+)
+
+// historyPatchesVersion is the migration that stores history as patches.
+const historyPatchesVersion = 7
+
+// migrateProvider is goose over the embedded migrations, without the
+// session lock (one test, one database).
+func migrateProvider(t *testing.T, s *Store) *goose.Provider {
+	t.Helper()
+	fsys, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*s.pool.Config().ConnConfig.Copy())
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestHistoryMigration fills a database at the schema before history
+// patches with whole states, migrates it and reads every version back;
+// then writes on, migrates down and reads again.
+func TestHistoryMigration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, pgtest.NewDatabase(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	p := migrateProvider(t, s)
+	if _, err := p.UpTo(ctx, historyPatchesVersion-1); err != nil {
+		t.Fatalf("migrate to %d: %v", historyPatchesVersion-1, err)
+	}
+	legacy := storetest.LegacyHistories()
+	for _, inst := range legacy {
+		last := inst.States[len(inst.States)-1]
+		if _, err := s.pool.Exec(ctx, `INSERT INTO workflow_instances (id, status, state, input, version, created_at, updated_at)
+			VALUES ($1, 'RUNNING', $2::jsonb, 'null', $3, now(), now())`, inst.ID, last, len(inst.States)-1); err != nil {
+			t.Fatal(err)
+		}
+		for v, st := range inst.States {
+			if _, err := s.pool.Exec(ctx, `INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+				VALUES ($1, $2, 'RUNNING', $3::jsonb, now(), 'legacy')`, inst.ID, v, st); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := map[string][][]byte{}
+	for _, inst := range legacy {
+		before[inst.ID] = storetest.HistoryStates(t, s, inst.ID)
+		if len(before[inst.ID]) != len(inst.States) {
+			t.Fatalf("%s: %d versions before the migration", inst.ID, len(before[inst.ID]))
+		}
+	}
+	rep, err := s.Migrate(ctx)
+	if err != nil || len(rep.Applied) == 0 || rep.Applied[0].Version != historyPatchesVersion {
+		t.Fatalf("Migrate = %+v, %v; want %d applied first", rep, err, historyPatchesVersion)
+	}
+	for _, inst := range legacy {
+		storetest.CheckHistory(t, s, inst.ID, before[inst.ID])
+	}
+	size, err := s.HistorySize(ctx, "legacy-growing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size.Snapshots >= size.Versions/2 {
+		t.Errorf("after the migration %d of %d versions are snapshots", size.Snapshots, size.Versions)
+	}
+
+	// Writes continue from the migrated rows.
+	grown := legacy[0]
+	want := before[grown.ID]
+	cur, err := s.Get(ctx, grown.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.State.Variables["after"] = json.RawMessage(`[null]`)
+	if _, err := s.ReplaceState(ctx, grown.ID, cur.Version, cur.State, "after"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Get(ctx, grown.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := after.State.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, js)
+	storetest.CheckHistory(t, s, grown.ID, want)
+
+	// Down writes every state whole (flowd_json_apply); the history reads
+	// the same.
+	if _, err := p.DownTo(ctx, historyPatchesVersion-1); err != nil {
+		t.Fatalf("migrate down: %v", err)
+	}
+	var patches int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM workflow_history WHERE jsonb_typeof(state) <> 'object'`).Scan(&patches); err != nil {
+		t.Fatal(err)
+	}
+	if patches != 0 {
+		t.Errorf("%d patch rows after the down migration", patches)
+	}
+	storetest.CheckHistory(t, s, grown.ID, want)
+}

@@ -1,0 +1,177 @@
+-- History stores what changed: a version's row in workflow_history holds
+-- either its whole state (a snapshot, a JSON object) or the patch row
+-- [base, cost, patch] (a JSON array): patch turns the previous version's
+-- state into this one's, base is the snapshot the run of patches starts
+-- from, cost the bytes a read of this version goes through (the snapshot's
+-- text and every patch's since). The patch format, the key order and the
+-- snapshot policy are those of internal/jsondelta, which also rebuilds the
+-- states on read; this migration holds the writing side in SQL, so that
+-- every statement that writes a version keeps writing its history row in
+-- the same statement.
+--
+-- Existing rows (all snapshots) are rewritten as patches where the policy
+-- says so. The rewrite leaves dead row versions behind; autovacuum makes
+-- their space reusable (VACUUM FULL workflow_history returns it to the
+-- operating system).
+
+-- +goose Up
+
+-- +goose StatementBegin
+-- flowd_json_diff returns the patch that turns the object a into the
+-- object b: "d" the keys to delete, "s" the keys to set whole (null, arrays
+-- and scalars included), "m" the patches of keys that are objects on both
+-- sides. Values compare by text, not by jsonb equality, which holds 1 and
+-- 1.0 equal: a history must give back exactly the state that was written.
+CREATE FUNCTION flowd_json_diff(a jsonb, b jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    del   jsonb;
+    sets  jsonb;
+    subs  jsonb;
+    patch jsonb := '{}';
+BEGIN
+    SELECT jsonb_agg(o.key) FILTER (WHERE n.key IS NULL),
+           jsonb_object_agg(n.key, n.value) FILTER (WHERE o.key IS NULL OR (n.key IS NOT NULL AND NOT c.same AND NOT c.objects)),
+           jsonb_object_agg(n.key, flowd_json_diff(o.value, n.value)) FILTER (WHERE c.objects AND NOT c.same)
+    INTO del, sets, subs
+    FROM jsonb_each(a) o FULL JOIN jsonb_each(b) n ON n.key = o.key
+    CROSS JOIN LATERAL (SELECT
+        CASE WHEN o.value = n.value THEN o.value::text = n.value::text ELSE false END AS same,
+        jsonb_typeof(o.value) = 'object' AND jsonb_typeof(n.value) = 'object' AS objects) c;
+    IF del IS NOT NULL THEN
+        patch := patch || jsonb_build_object('d', del);
+    END IF;
+    IF subs IS NOT NULL THEN
+        patch := patch || jsonb_build_object('m', subs);
+    END IF;
+    IF sets IS NOT NULL THEN
+        patch := patch || jsonb_build_object('s', sets);
+    END IF;
+    RETURN patch;
+END;
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+-- flowd_json_apply applies a flowd_json_diff patch (for the Down migration
+-- and for looking at history in SQL; flowd rebuilds states in Go).
+CREATE FUNCTION flowd_json_apply(doc jsonb, patch jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    k text;
+    v jsonb;
+BEGIN
+    IF patch ? 'd' THEN
+        doc := doc - ARRAY(SELECT jsonb_array_elements_text(patch->'d'));
+    END IF;
+    IF patch ? 's' THEN
+        doc := doc || (patch->'s');
+    END IF;
+    FOR k, v IN SELECT key, value FROM jsonb_each(coalesce(patch->'m', '{}')) LOOP
+        doc := jsonb_set(doc, ARRAY[k], flowd_json_apply(doc->k, v));
+    END LOOP;
+    RETURN doc;
+END;
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+-- flowd_history_entry is what every statement that writes a version stores
+-- in workflow_history.state: p_new's snapshot or patch row, p_old being
+-- the state of the previous version (NULL: there is none). The previous
+-- version's stored row is read from the table, or given as p_prev when the
+-- same statement writes it (it is not visible there yet). The policy is
+-- jsondelta.SnapshotFactor (2): a patch while the read cost stays within
+-- twice the state's text, else a snapshot; see internal/jsondelta for the
+-- bounds that follow. VOLATILE: the previous row is read with a fresh
+-- snapshot, so a statement that waited for the writer of the previous
+-- version still finds that version's row.
+CREATE FUNCTION flowd_history_entry(p_instance text, p_version bigint, p_old jsonb, p_new jsonb, p_prev jsonb DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    base  bigint;
+    cost  bigint;
+    patch jsonb;
+BEGIN
+    IF p_old IS NULL OR p_version = 0 THEN
+        RETURN p_new;
+    END IF;
+    IF p_prev IS NULL THEN
+        SELECT state INTO p_prev FROM workflow_history WHERE instance_id = p_instance AND version = p_version - 1;
+        IF p_prev IS NULL THEN
+            RETURN p_new;
+        END IF;
+    END IF;
+    IF jsonb_typeof(p_prev) = 'array' THEN
+        base := (p_prev->>0)::bigint;
+        cost := (p_prev->>1)::bigint;
+    ELSE
+        base := p_version - 1;
+        cost := octet_length(p_prev::text);
+    END IF;
+    patch := flowd_json_diff(p_old, p_new);
+    cost := cost + octet_length(patch::text);
+    IF cost > 2 * octet_length(p_new::text) THEN
+        RETURN p_new;
+    END IF;
+    RETURN jsonb_build_array(base, cost, patch);
+END;
+$$;
+-- +goose StatementEnd
+
+ALTER TABLE workflow_history DISABLE TRIGGER workflow_history_append_only;
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    r          record;
+    prev_id    text;
+    prev_v     bigint;
+    prev_state jsonb;
+    prev_row   jsonb;
+    entry      jsonb;
+BEGIN
+    FOR r IN SELECT instance_id, version, state FROM workflow_history ORDER BY instance_id, version LOOP
+        entry := r.state;
+        IF r.instance_id = prev_id AND r.version = prev_v + 1 THEN
+            entry := flowd_history_entry(r.instance_id, r.version, prev_state, r.state, prev_row);
+            IF jsonb_typeof(entry) = 'array' THEN
+                UPDATE workflow_history SET state = entry WHERE instance_id = r.instance_id AND version = r.version;
+            END IF;
+        END IF;
+        prev_id := r.instance_id;
+        prev_v := r.version;
+        prev_state := r.state;
+        prev_row := entry;
+    END LOOP;
+END;
+$$;
+-- +goose StatementEnd
+
+ALTER TABLE workflow_history ENABLE TRIGGER workflow_history_append_only;
+
+-- +goose Down
+ALTER TABLE workflow_history DISABLE TRIGGER workflow_history_append_only;
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    r    record;
+    cur  jsonb;
+BEGIN
+    FOR r IN SELECT instance_id, version, state FROM workflow_history ORDER BY instance_id, version LOOP
+        IF jsonb_typeof(r.state) = 'array' THEN
+            cur := flowd_json_apply(cur, r.state->2);
+            UPDATE workflow_history SET state = cur WHERE instance_id = r.instance_id AND version = r.version;
+        ELSE
+            cur := r.state;
+        END IF;
+    END LOOP;
+END;
+$$;
+-- +goose StatementEnd
+
+ALTER TABLE workflow_history ENABLE TRIGGER workflow_history_append_only;
+DROP FUNCTION flowd_history_entry(text, bigint, jsonb, jsonb, jsonb);
+DROP FUNCTION flowd_json_apply(jsonb, jsonb);
+DROP FUNCTION flowd_json_diff(jsonb, jsonb);

@@ -1,0 +1,191 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/flowd/flowd/internal/jsondelta"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// History stores, per version, the state whole (a snapshot) or what changed
+// since the previous version (a patch row); internal/jsondelta has the
+// format and the snapshot policy. Every write of a version reads the state
+// it replaces first (priorState), inside its write transaction, and hands
+// it to appendHistory after the write.
+
+// priorState returns the state of id as stored now, before a write of a new
+// version; nil when there is no such instance (the write will say so).
+func priorState(ctx context.Context, c dbtx, id string) ([]byte, error) {
+	var state string
+	err := c.QueryRowContext(ctx, `SELECT state FROM workflow_instances WHERE id = ?1`, id).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return []byte(state), nil
+}
+
+// priorStates is priorState for each of ids.
+func priorStates(ctx context.Context, c dbtx, ids []string) (map[string][]byte, error) {
+	prev := make(map[string][]byte, len(ids))
+	for _, id := range ids {
+		s, err := priorState(ctx, c, id)
+		if err != nil {
+			return nil, err
+		}
+		prev[id] = s
+	}
+	return prev, nil
+}
+
+// appendHistory writes the history row of the version just written to id,
+// at = its updated_at; prev is the state that version replaced (nil: id's
+// first version).
+func appendHistory(ctx context.Context, c dbtx, id, cause string, prev []byte) error {
+	var (
+		version int64
+		status  string
+		state   string
+		at      int64
+	)
+	err := c.QueryRowContext(ctx, `SELECT version, status, state, updated_at FROM workflow_instances WHERE id = ?1`, id).
+		Scan(&version, &status, &state, &at)
+	if err != nil {
+		return interpretError(ctx, err)
+	}
+	row, err := historyEntry(ctx, c, id, version, prev, []byte(state))
+	if err != nil {
+		return err
+	}
+	if _, err := c.ExecContext(ctx,
+		`INSERT INTO workflow_history (instance_id, version, status, state, at, cause) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
+		id, version, status, string(row), at, cause); err != nil {
+		return interpretError(ctx, err)
+	}
+	return nil
+}
+
+// appendHistories is appendHistory for each of ids.
+func appendHistories(ctx context.Context, c dbtx, ids []string, cause string, prev map[string][]byte) error {
+	for _, id := range ids {
+		if err := appendHistory(ctx, c, id, cause, prev[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// historyEntry is what the history row of version of id stores: see
+// jsondelta.Entry. Without a previous state or row it is a snapshot.
+func historyEntry(ctx context.Context, c dbtx, id string, version int64, prev, state []byte) ([]byte, error) {
+	if prev == nil || version == 0 {
+		return state, nil
+	}
+	var prevRow string
+	err := c.QueryRowContext(ctx, `SELECT state FROM workflow_history WHERE instance_id = ?1 AND version = ?2`, id, version-1).Scan(&prevRow)
+	if errors.Is(err, sql.ErrNoRows) {
+		return state, nil
+	}
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	row, err := jsondelta.Entry([]byte(prevRow), version-1, prev, state, jsondelta.Bytewise)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: workflow %q history version %d: %w", id, version, err)
+	}
+	return row, nil
+}
+
+// historySQL reads from the snapshot that version ?2's row starts from (a
+// patch row's first element; a snapshot is its own) up to ?2 + ?3 (?3
+// negative: no limit).
+const historySQL = `SELECT version, status, state, at, cause FROM workflow_history
+WHERE instance_id = ?1
+	AND version >= coalesce((SELECT CASE WHEN json_type(state) = 'array' THEN json_extract(state, '$[0]') ELSE version END
+		FROM workflow_history WHERE instance_id = ?1 AND version = ?2), ?2)
+	AND (?3 < 0 OR version < ?2 + ?3)
+ORDER BY version`
+
+// History returns the versions of the instance from since on, oldest first,
+// rebuilt from the snapshot before since. An existing instance always has
+// its version 0 row, so no rows means no instance.
+func (q *querier) History(ctx context.Context, id string, since int64, limit int) ([]store.HistoryEntry, error) {
+	if err := store.CheckHistoryRange(since, limit); err != nil {
+		return nil, err
+	}
+	lim := int64(limit)
+	if limit == 0 {
+		lim = -1
+	}
+	rows, err := q.read.QueryContext(ctx, historySQL, id, since, lim)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	entries := []store.HistoryEntry{}
+	replay := jsondelta.NewReplay(jsondelta.Bytewise)
+	for rows.Next() {
+		var (
+			e      store.HistoryEntry
+			status string
+			row    string
+			at     int64
+		)
+		if err := rows.Scan(&e.Version, &status, &row, &at, &e.Cause); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		if err := replay.Next([]byte(row)); err != nil {
+			return nil, fmt.Errorf("sqlite: workflow %q history version %d: %w", id, e.Version, err)
+		}
+		if e.Version < since {
+			continue // on the way from the snapshot
+		}
+		e.Status = workflow.Status(status)
+		if err := e.State.UnmarshalJSON(replay.State()); err != nil {
+			return nil, fmt.Errorf("sqlite: workflow %q history version %d: stored state: %w", id, e.Version, err)
+		}
+		e.At = fromMicros(at)
+		entries = append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	if len(entries) == 0 {
+		// An instance has every version from 0 on: since is beyond its
+		// current version, or there is no such instance.
+		var exists bool
+		if err := q.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = ?1)`, id).Scan(&exists); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		if !exists {
+			return nil, store.NotFound(id)
+		}
+	}
+	return entries, nil
+}
+
+// HistorySize measures the history of id; see store.HistorySizer.
+func (s *Store) HistorySize(ctx context.Context, id string) (store.HistorySize, error) {
+	var hs store.HistorySize
+	var stateBytes sql.NullInt64
+	err := s.readDB.QueryRowContext(ctx, `SELECT (SELECT length(CAST(state AS BLOB)) FROM workflow_instances WHERE id = ?1),
+		count(*), coalesce(sum(json_type(state) = 'object'), 0),
+		coalesce(sum(length(CAST(state AS BLOB)) + length(CAST(status AS BLOB)) + length(CAST(cause AS BLOB))), 0)
+	FROM workflow_history WHERE instance_id = ?1`, id).Scan(&stateBytes, &hs.Versions, &hs.Snapshots, &hs.Bytes)
+	if err != nil {
+		return store.HistorySize{}, interpretError(ctx, err)
+	}
+	if !stateBytes.Valid {
+		return store.HistorySize{}, store.NotFound(id)
+	}
+	hs.StateBytes = stateBytes.Int64
+	return hs, nil
+}
+
+var _ store.HistorySizer = (*Store)(nil)

@@ -1,0 +1,114 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"testing"
+
+	"github.com/flowd/flowd/store/storetest"
+)
+
+// migrateTo applies the migrations up to version only.
+func (s *Store) migrateTo(ctx context.Context, version int64) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := s.migrationProvider(fsys)
+	if err != nil {
+		return err
+	}
+	_, err = p.UpTo(ctx, version)
+	return err
+}
+
+// TestHistoryMigration fills a database at the schema before history
+// patches with whole states, migrates it and reads every version back;
+// then writes on, migrates down and reads again.
+func TestHistoryMigration(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, fileURL(t))
+	ctx := t.Context()
+	if err := s.migrateTo(ctx, historyPatchesVersion-1); err != nil {
+		t.Fatalf("migrate to %d: %v", historyPatchesVersion-1, err)
+	}
+	legacy := storetest.LegacyHistories()
+	for _, inst := range legacy {
+		last := inst.States[len(inst.States)-1]
+		if _, err := s.writeDB.ExecContext(ctx, `INSERT INTO workflow_instances (id, status, state, input, version, created_at, updated_at)
+			VALUES (?1, 'RUNNING', ?2, 'null', ?3, 1, 1)`, inst.ID, last, len(inst.States)-1); err != nil {
+			t.Fatal(err)
+		}
+		for v, st := range inst.States {
+			if _, err := s.writeDB.ExecContext(ctx, `INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+				VALUES (?1, ?2, 'RUNNING', ?3, ?2, 'legacy')`, inst.ID, v, st); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := map[string][][]byte{}
+	for _, inst := range legacy {
+		before[inst.ID] = storetest.HistoryStates(t, s, inst.ID)
+		if len(before[inst.ID]) != len(inst.States) {
+			t.Fatalf("%s: %d versions before the migration", inst.ID, len(before[inst.ID]))
+		}
+	}
+	if rep := migrate(t, s); len(rep.Applied) != 1 || rep.Applied[0].Version != historyPatchesVersion {
+		t.Fatalf("Migrate = %+v, want %d applied", rep, historyPatchesVersion)
+	}
+	for _, inst := range legacy {
+		storetest.CheckHistory(t, s, inst.ID, before[inst.ID])
+	}
+	size, err := s.HistorySize(ctx, "legacy-growing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size.Snapshots >= size.Versions/2 {
+		t.Errorf("after the migration %d of %d versions are snapshots", size.Snapshots, size.Versions)
+	}
+
+	// Writes continue from the migrated rows.
+	grown := legacy[0]
+	want := before[grown.ID]
+	cur, err := s.Get(ctx, grown.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.State.Variables["after"] = json.RawMessage(`[null]`)
+	if _, err := s.ReplaceState(ctx, grown.ID, cur.Version, cur.State, "after"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Get(ctx, grown.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := after.State.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, js)
+	storetest.CheckHistory(t, s, grown.ID, want)
+
+	// Down writes every state whole; the history reads the same.
+	p, err := s.migrationProvider(mustSub(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, historyPatchesVersion-1); err != nil {
+		t.Fatalf("migrate down: %v", err)
+	}
+	if size, err := s.HistorySize(ctx, grown.ID); err != nil || size.Snapshots != size.Versions {
+		t.Errorf("after the down migration: %+v, %v; want every version whole", size, err)
+	}
+	storetest.CheckHistory(t, s, grown.ID, want)
+}
+
+func mustSub(t *testing.T) fs.FS {
+	t.Helper()
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fsys
+}
