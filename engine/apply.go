@@ -40,6 +40,10 @@ type decided struct {
 	// no version of the instance; from, when set, is then the status the
 	// instance must still have.
 	tasksOnly bool
+	// prior, when the decision kept it, is the state as read (the rules
+	// change the instance they are given): the store then writes the
+	// history of the change from it (store.Write.Prior).
+	prior *workflow.State
 }
 
 // readDecideApply is the engine's write: read and decide (the caller's
@@ -127,6 +131,7 @@ func (d *decided) write(now time.Time) *store.Write {
 		w.Status, w.State, w.Deadline, w.Cause = ch.Status, ch.State, ch.Deadline, d.cause
 		w.Settled, w.SettledCause = ch.Settled, ch.SettledCause
 		w.Insert = newRows(ch.Insert)
+		w.Prior = d.prior
 		if w.Cause == "" {
 			w.Cause = ch.Cause
 		}

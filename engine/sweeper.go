@@ -33,8 +33,9 @@ func (e *Engine) sweeper(ctx context.Context) {
 
 // Sweep does one round of the sweeper's work: instances past their deadline
 // become TIMED_OUT, expired leases use up their attempt and are re-queued (or
-// fail the step), tasks of instances that stopped running are cancelled, and
-// idempotency keys past their 24 hours and workers that stopped polling
+// fail the step), tasks of instances that stopped running are cancelled,
+// finished instances past their retention are deleted (engine/retention.go),
+// and idempotency keys past their 24 hours and workers that stopped polling
 // long ago are deleted.
 //
 // Each item of work is read (store.EngineQuerier.Due, no locks), decided by

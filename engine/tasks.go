@@ -237,7 +237,10 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 			if err != nil {
 				return nil, err
 			}
-			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, cause: cause(&t), read: byID(row)}
+			// The rules change inst: the state as read is kept for the
+			// history of the change.
+			prior := inst.State.Clone()
+			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, cause: cause(&t), read: byID(row), prior: &prior}
 			d.ch, err = decide(c, inst, &t, now)
 			return d, err
 		})
@@ -337,7 +340,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 		// re-queue, whose guards need rows this completion did not read.
 		return nil, false
 	}
-	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch}
+	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch, prior: &inst.State}
 	w := d.write(now)
 	next = nextTask(&ch, w.Insert)
 	// A worker this completion leaves free asks for its next task with it.

@@ -58,6 +58,13 @@ type Write struct {
 	Now time.Time
 	// Notify wakes the workers of every node once the write is committed.
 	Notify bool
+	// Prior, when the caller has it, is the instance's state at
+	// ExpectedVersion, the state the change was decided on; it is never
+	// changed. A backend may use it to store the new version's history as
+	// a patch without working out the previous state itself (the engine's
+	// frequent writes give it). A Prior that is not that state makes the
+	// history wrong: leave it nil when in doubt.
+	Prior *workflow.State
 
 	// TasksOnly makes the write one of task rows alone: a heartbeat, a
 	// task given back, a timer's lease expiry, a cancelled orphan task

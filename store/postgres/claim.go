@@ -22,14 +22,15 @@ import (
 //
 // $1 the instance, $2 its expected version, $3 the cause, $4 the new state,
 // $5 the store's clock, $6 SetState, $7–$12 the tasks' ids, attempts,
-// leases, owners, lease ends and attempt deadlines.
-const claimWriteSQL = `WITH u AS (
+// leases, owners, lease ends and attempt deadlines, $13 the history patch
+// (NULL: made in SQL; see historyPatch).
+var claimWriteSQL = `WITH u AS (
 	UPDATE workflow_instances SET state = $4::jsonb, version = version + 1, updated_at = $5
 	WHERE $6::boolean AND id = $1 AND version = $2 AND status = 'RUNNING'
 	RETURNING id, version, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), $5, $3 FROM u
+	SELECT id, version, status, ` + historyRow("$1", "$2", "$4", "$13") + `, $5, $3 FROM u
 ), t AS (
 	UPDATE workflow_tasks w SET status = 'LEASED', attempt = x.attempt, lease = x.lease, lease_owner = x.owner,
 		lease_until = x.lease_until, attempt_deadline = x.attempt_deadline, updated_at = $5
@@ -254,6 +255,7 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 		// Without SetState the state is not written, but a parameter that
 		// PostgreSQL may cast while planning has to be valid JSON.
 		state := []byte("{}")
+		var patch any
 		if w.SetState {
 			if err := checkText("cause", w.Cause); err != nil {
 				return nil, err
@@ -261,6 +263,11 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 			var err error
 			if state, err = marshalState(w.State); err != nil {
 				return nil, err
+			}
+			// The instance as the claim read it is the state the write
+			// is guarded by (ExpectedVersion).
+			if inst.Version == w.ExpectedVersion {
+				patch = historyPatch(&inst.State, state)
 			}
 		}
 		n := len(w.Tasks)
@@ -279,7 +286,7 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 		}
 		pws[i] = &preparedClaimWrite{w: w, read: inst, now: now, args: []any{
 			inst.ID, w.ExpectedVersion, w.Cause, string(state), now, w.SetState,
-			ids, attempts, leases, owners, until, deadlines,
+			ids, attempts, leases, owners, until, deadlines, patch,
 		}}
 	}
 	return pws, nil

@@ -19,6 +19,7 @@ var historyStorageTests = []conformanceTest{
 	{"HistoryStorage_exactStates", testHistoryExactStates},
 	{"HistoryStorage_growingState", testHistoryGrowingState},
 	{"HistoryStorage_sinceInPatchRuns", testHistorySinceInPatchRuns},
+	{"HistoryStorage_applyWithPrior", testHistoryApplyWithPrior},
 }
 
 // historyWriter writes versions of one instance and keeps each version's
@@ -64,6 +65,19 @@ func (w *historyWriter) modify(t *testing.T, fn func(*workflow.State)) {
 	t.Helper()
 	if _, err := w.b.s.ModifyState(w.b.ctx, w.inst.ID, func(i *workflow.Instance) error { fn(&i.State); return nil }, "modify"); err != nil {
 		t.Fatalf("ModifyState: %v", err)
+	}
+	w.record(t)
+}
+
+// apply changes the state through Apply as the next version, giving the
+// state it was decided on as the write's Prior, as the engine does.
+func (w *historyWriter) apply(t *testing.T, fn func(*workflow.State)) {
+	t.Helper()
+	prior, next := w.inst.State.Clone(), w.inst.State.Clone()
+	fn(&next)
+	if _, err := w.b.s.Apply(w.b.ctx, &store.Write{ID: w.inst.ID, ExpectedVersion: w.inst.Version, From: w.inst.Status,
+		Status: w.inst.Status, State: next, Deadline: w.inst.Deadline, Cause: "apply", Prior: &prior}); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 	w.record(t)
 }
@@ -230,5 +244,27 @@ func testHistorySinceInPatchRuns(t *testing.T, h Harness) {
 	if limit := 5 * size.StateBytes * size.Versions / 16; size.Bytes > limit {
 		t.Errorf("history takes %d bytes, want at most %d", size.Bytes, limit)
 	}
+	w.check(t)
+}
+
+// Writes that give the state they were decided on (Write.Prior, the
+// engine's writes) store the same exact history as the others: nulls,
+// nested values in any key order, numbers spelled differently, keys added
+// before existing ones, interleaved with writes that give no Prior.
+func testHistoryApplyWithPrior(t *testing.T, h Harness) {
+	b := setup(t, h)
+	w := newHistoryWriter(t, b, workflow.State{
+		Variables: map[string]json.RawMessage{"n": raw(`null`), "deep": raw(`{"a":{"b":{"c":1,"d":null}}}`)},
+		Steps:     map[string]*workflow.StepState{"a": {Status: workflow.StepRunning}, "b": {Status: workflow.StepPending}},
+	})
+	w.apply(t, func(s *workflow.State) { s.Variables["added"] = raw(`{"z":1,"a":[null,{"y":2,"b":1}]}`) })
+	w.apply(t, func(s *workflow.State) {
+		s.Steps["a"].Status, s.Steps["a"].Attempts, s.Steps["a"].Output = workflow.StepCompleted, 1, raw(`{"z":1,"a":null}`)
+	})
+	w.modify(t, func(s *workflow.State) { s.Variables["n"] = raw(`{"now":"an object"}`) })
+	w.apply(t, func(s *workflow.State) { s.Variables["deep"] = raw(`{"a":{"b":{"c":1.0,"e":[]}}}`) })
+	w.apply(t, func(s *workflow.State) { delete(s.Variables, "added"); s.Variables["0first"] = raw(`"é<&>"`) })
+	w.apply(t, func(s *workflow.State) { s.Steps["b"].Status = workflow.StepRunning; s.Steps["b"].Error = "x" })
+	w.apply(t, func(s *workflow.State) { s.Extra = map[string]json.RawMessage{"meta": raw(`{"k":null}`)} })
 	w.check(t)
 }
