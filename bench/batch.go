@@ -96,7 +96,7 @@ type idStatus struct {
 }
 
 // listAll calls fn for every instance of status st.
-func listAll(ctx context.Context, s store.Store, st workflow.Status, fn func(*workflow.Instance)) error {
+func listAll(ctx context.Context, s store.Backend, st workflow.Status, fn func(*workflow.Instance)) error {
 	cursor := ""
 	for {
 		page, err := s.List(ctx, store.ListParams{Status: st, Limit: store.MaxListLimit, Cursor: cursor})

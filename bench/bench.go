@@ -3,7 +3,7 @@
 // that no update was lost.
 //
 // It owns the scenarios, the data they prepare and the checks they make. It
-// must not know any SQL: it works through store.Store and engine.Engine only,
+// must not know any SQL: it works through store.Backend and engine.Engine only,
 // so every backend runs the same scenarios. `flowd bench` is a thin command
 // around Run.
 package bench
@@ -63,7 +63,7 @@ var ErrInvalidConfig = errors.New("invalid bench configuration")
 // must be set (Validate says which), except those marked "0:" below.
 // Validation messages name the flags of `flowd bench`.
 type Config struct {
-	Store    store.Store
+	Store    store.Backend
 	Scenario Scenario
 	Clients  int           // concurrent clients, at least 1
 	Duration time.Duration // how long clients start new operations

@@ -30,7 +30,7 @@ var backends = []struct {
 	{"postgres", func(t *testing.T) string { return pgtest.NewDatabase(t) }},
 }
 
-func open(t *testing.T, url string) store.Store {
+func open(t *testing.T, url string) store.Backend {
 	t.Helper()
 	s, err := storeopen.Open(t.Context(), url, storeopen.Options{})
 	if err != nil {
@@ -44,7 +44,7 @@ func open(t *testing.T, url string) store.Store {
 type syncBuffer = testkit.SyncBuffer
 
 // short is a config for a ~1 s run of 4 clients with small tables.
-func short(s store.Store, sc bench.Scenario, progress *syncBuffer) bench.Config {
+func short(s store.Backend, sc bench.Scenario, progress *syncBuffer) bench.Config {
 	cfg := bench.DefaultConfig()
 	cfg.Store, cfg.Scenario, cfg.Progress = s, sc, progress
 	cfg.Clients, cfg.Duration, cfg.ProgressInterval = 4, time.Second, 250*time.Millisecond
@@ -237,7 +237,7 @@ func TestBatchRefusesForeignRows(t *testing.T) {
 // lyingStore acknowledges every fifth write without making it (or, for
 // batches, returns an id twice): the bench must notice from the data.
 type lyingStore struct {
-	store.Store
+	store.Backend
 	calls, lies atomic.Int64
 }
 
@@ -251,9 +251,9 @@ func (l *lyingStore) lie() bool {
 
 func (l *lyingStore) ReplaceState(ctx context.Context, id string, expected int64, st workflow.State, cause string) (*workflow.Instance, error) {
 	if !l.lie() {
-		return l.Store.ReplaceState(ctx, id, expected, st, cause)
+		return l.Backend.ReplaceState(ctx, id, expected, st, cause)
 	}
-	inst, err := l.Store.Get(ctx, id)
+	inst, err := l.Backend.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -263,9 +263,9 @@ func (l *lyingStore) ReplaceState(ctx context.Context, id string, expected int64
 
 func (l *lyingStore) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
 	if !l.lie() {
-		return l.Store.ModifyState(ctx, id, fn, cause)
+		return l.Backend.ModifyState(ctx, id, fn, cause)
 	}
-	inst, err := l.Store.Get(ctx, id)
+	inst, err := l.Backend.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -275,9 +275,9 @@ func (l *lyingStore) ModifyState(ctx context.Context, id string, fn func(*workfl
 
 func (l *lyingStore) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
 	if !l.lie() {
-		return l.Store.CompleteStep(ctx, p)
+		return l.Backend.CompleteStep(ctx, p)
 	}
-	inst, err := l.Store.Get(ctx, p.ID)
+	inst, err := l.Backend.Get(ctx, p.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +286,7 @@ func (l *lyingStore) CompleteStep(ctx context.Context, p store.CompleteStepParam
 }
 
 func (l *lyingStore) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
-	ids, err := l.Store.BatchUpdateStatus(ctx, p)
+	ids, err := l.Backend.BatchUpdateStatus(ctx, p)
 	if err == nil && len(ids) > 0 && l.lie() {
 		ids = append(ids, ids[0])
 	}
@@ -307,7 +307,7 @@ func TestLostUpdatesAreReported(t *testing.T) {
 	} {
 		t.Run(string(c.sc)+"/"+c.mode, func(t *testing.T) {
 			t.Parallel()
-			liar := &lyingStore{Store: open(t, backends[0].newDB(t))}
+			liar := &lyingStore{Backend: open(t, backends[0].newDB(t))}
 			progress := &syncBuffer{}
 			cfg := short(liar, c.sc, progress)
 			cfg.Mode = c.mode
@@ -378,19 +378,19 @@ func TestConfigValidate(t *testing.T) {
 
 // countingStore counts the update scenario's writes.
 type countingStore struct {
-	store.Store
+	store.Backend
 	writes atomic.Int64
 }
 
 func (c *countingStore) ReplaceState(ctx context.Context, id string, expected int64, st workflow.State, cause string) (*workflow.Instance, error) {
 	c.writes.Add(1)
-	return c.Store.ReplaceState(ctx, id, expected, st, cause)
+	return c.Backend.ReplaceState(ctx, id, expected, st, cause)
 }
 
 // Measuring spans exactly the clients' operations: none before it is
 // called, none after the function it returns is.
 func TestMeasuringSpansTheClients(t *testing.T) {
-	st := &countingStore{Store: open(t, backends[0].newDB(t))}
+	st := &countingStore{Backend: open(t, backends[0].newDB(t))}
 	cfg := short(st, bench.ScenarioUpdate, &syncBuffer{})
 	cfg.Duration = 300 * time.Millisecond
 	var starts, stops int

@@ -27,7 +27,7 @@ var errEmpty = errors.New("nothing to do")
 type runner struct {
 	cfg    Config
 	ctx    context.Context // the caller's; its end interrupts the run
-	s      store.Store
+	s      store.Backend
 	out    *lockedWriter // nil: no output
 	runID  string
 	prefix string // of every instance id this run creates

@@ -14,7 +14,7 @@ import (
 // its race, as it would to a stream of writers that hold the instance's row
 // lock (PATCH with If-Match: *); writes inside a transaction go through.
 type losingApplies struct {
-	store.Store
+	store.Backend
 	lost atomic.Int64
 }
 
@@ -30,7 +30,7 @@ func TestActionsEndByWaitingForTheRowLock(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		losing := &losingApplies{}
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, noStart: true,
-			wrap: func(st store.Store) store.Store { losing.Store = st; return losing }})
+			wrap: func(st store.Backend) store.Backend { losing.Backend = st; return losing }})
 		ctx := context.Background()
 		n.define("name: contended\nsteps:\n  - {id: a, type: wait}\n  - {id: b, type: wait}\n")
 		n.start("contended", "w", "")

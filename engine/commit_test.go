@@ -40,13 +40,13 @@ func completedTask(w *store.Write) string {
 // reading either. (On SQLite the fallback reads and writes inside WithTx,
 // past this wrapper.)
 type readTracking struct {
-	store.Store
+	store.Backend
 	mu           sync.Mutex
 	tasks, insts map[string]bool // read since the last completing write
 }
 
 func (r *readTracking) Task(ctx context.Context, id string) (*store.Task, error) {
-	t, err := r.Store.Task(ctx, id)
+	t, err := r.Backend.Task(ctx, id)
 	if err == nil {
 		r.mu.Lock()
 		if r.tasks == nil {
@@ -59,7 +59,7 @@ func (r *readTracking) Task(ctx context.Context, id string) (*store.Task, error)
 }
 
 func (r *readTracking) Get(ctx context.Context, id string) (*workflow.Instance, error) {
-	inst, err := r.Store.Get(ctx, id)
+	inst, err := r.Backend.Get(ctx, id)
 	if err == nil {
 		r.mu.Lock()
 		if r.insts == nil {
@@ -109,7 +109,7 @@ func (c *commitCounter) ApplyGroup(ctx context.Context, creates []store.CreatePa
 		c.conflicts.Add(int64(len(ws)))
 		return nil, nil, &store.ConflictError{Actual: -1, Reason: "refused by the test"}
 	}
-	created, written, err := c.Store.ApplyGroup(ctx, creates, ws, claim)
+	created, written, err := c.Backend.ApplyGroup(ctx, creates, ws, claim)
 	c.count(err, len(ws))
 	return created, written, err
 }
@@ -135,7 +135,7 @@ func (c *commitCounter) errs() []error {
 
 func (c *commitCounter) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
 	if !c.oneStatement(w) {
-		return c.Store.Apply(ctx, w)
+		return c.Backend.Apply(ctx, w)
 	}
 	if w.Notify {
 		c.notifies.Add(1)
@@ -144,7 +144,7 @@ func (c *commitCounter) Apply(ctx context.Context, w *store.Write) (*workflow.In
 		c.conflicts.Add(1)
 		return nil, &store.ConflictError{ID: w.ID, Actual: -1, Reason: "refused by the test"}
 	}
-	inst, err := c.Store.Apply(ctx, w)
+	inst, err := c.Backend.Apply(ctx, w)
 	c.count(err, 1)
 	return inst, err
 }
@@ -178,7 +178,7 @@ func TestChainCompletesWithOneStatementEach(t *testing.T) {
 		for _, refuse := range []bool{false, true} {
 			cc := &commitCounter{conflictAll: refuse}
 			n := newNode(t, b, b.newDB(t), nodeOpts{handlers: map[string]engine.Handler{"echo": echo},
-				wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
+				wrap: func(st store.Backend) store.Backend { cc.Backend = st; return cc }})
 			n.define(chainDef)
 			inst := n.start("chain", "", `{"n": 1, "id": "x"}`)
 			done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
@@ -227,7 +227,7 @@ func TestFanOutCompletionsRace(t *testing.T) {
 				joins.Add(1)
 				return tk.Input, nil
 			},
-		}, wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
+		}, wrap: func(st store.Backend) store.Backend { cc.Backend = st; return cc }})
 		var def strings.Builder
 		def.WriteString("name: fan\nsteps:\n  - {id: a, type: task, handler: echo}\n")
 		var deps, refs []string
@@ -277,13 +277,13 @@ func (s *batchingStore) Apply(ctx context.Context, w *store.Write) (*workflow.In
 		s.direct.Add(1)
 		time.Sleep(5 * time.Millisecond)
 	}
-	return s.Store.Apply(ctx, w)
+	return s.Backend.Apply(ctx, w)
 }
 
 func (s *batchingStore) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
 	s.createsDirect.Add(1)
 	time.Sleep(5 * time.Millisecond)
-	return s.Store.Create(ctx, p)
+	return s.Backend.Create(ctx, p)
 }
 
 var errRefused = &store.ConflictError{Actual: -1, Reason: "refused by the test"}
@@ -294,7 +294,7 @@ func (s *batchingStore) ApplyGroup(ctx context.Context, creates []store.CreatePa
 		return nil, nil, errRefused
 	}
 	var created, written []*workflow.Instance
-	err := s.Store.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+	err := s.Backend.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 		var err error
 		if created, written, err = tx.ApplyGroup(ctx, creates, ws, claim); err != nil {
 			return err
@@ -323,7 +323,7 @@ func TestCompletionsAreGroupCommitted(t *testing.T) {
 			failFirst := mode != "ok"
 			bs := &batchingStore{failFirst: mode == "failFirst", failLast: mode == "failLast"}
 			n := newNode(t, b, b.newDB(t), nodeOpts{workers: 8, handlers: map[string]engine.Handler{"echo": echo},
-				wrap: func(st store.Store) store.Store { bs.Store = st; return bs }})
+				wrap: func(st store.Backend) store.Backend { bs.Backend = st; return bs }})
 			n.define(chainDef)
 			const workflows = 24
 			for i := range workflows {
@@ -363,7 +363,7 @@ func TestStartsJoinGroupCommits(t *testing.T) {
 		for _, mode := range []string{"ok", "failFirst", "failLast"} {
 			bs := &batchingStore{failFirst: mode == "failFirst", failLast: mode == "failLast"}
 			n := newNode(t, b, b.newDB(t), nodeOpts{workers: 8, handlers: map[string]engine.Handler{"echo": echo},
-				wrap: func(st store.Store) store.Store { bs.Store = st; return bs }})
+				wrap: func(st store.Backend) store.Backend { bs.Backend = st; return bs }})
 			n.define(chainDef)
 			const starters, each = 8, 5
 			n.startChainsAtOnce(t, "s", starters, each)
@@ -417,7 +417,7 @@ func TestIdleWorkersClaimTogether(t *testing.T) {
 	cc := &claimCounter{}
 	const workers, poll, idle = 8, 50 * time.Millisecond, time.Second
 	n := newNode(t, b, b.newDB(t), nodeOpts{workers: workers, handlers: map[string]engine.Handler{"echo": echo},
-		wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
+		wrap: func(st store.Backend) store.Backend { cc.Backend = st; return cc }})
 	time.Sleep(idle)
 	// newNode's engine polls every 50 ms; eight separate loops would have
 	// claimed about 8 × 20 = 160 times.
@@ -455,9 +455,9 @@ func (s *lostAckStore) fail(err error) {
 
 func (s *lostAckStore) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
 	if !s.oneStatement(w) {
-		return s.Store.Apply(ctx, w)
+		return s.Backend.Apply(ctx, w)
 	}
-	if _, err := s.Store.Apply(ctx, w); err != nil {
+	if _, err := s.Backend.Apply(ctx, w); err != nil {
 		s.fail(err)
 		return nil, err
 	}
@@ -466,7 +466,7 @@ func (s *lostAckStore) Apply(ctx context.Context, w *store.Write) (*workflow.Ins
 }
 
 func (s *lostAckStore) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
-	if _, _, err := s.Store.ApplyGroup(ctx, creates, ws, claim); err != nil {
+	if _, _, err := s.Backend.ApplyGroup(ctx, creates, ws, claim); err != nil {
 		s.fail(err)
 		return nil, nil, err
 	}
@@ -483,7 +483,7 @@ func TestCompletionWithLostAnswer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ls := &lostAckStore{}
 		n := newNode(t, b, b.newDB(t), nodeOpts{handlers: map[string]engine.Handler{"echo": echo},
-			wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
+			wrap: func(st store.Backend) store.Backend { ls.Backend = st; return ls }})
 		n.define(chainDef)
 		for i := range 3 {
 			inst := n.start("chain", fmt.Sprintf("lost-%d", i), `{"n": 7, "id": "x"}`)
@@ -525,7 +525,7 @@ func TestStartWithLostGroupAnswer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ls := &lostAckStore{}
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 8, handlers: map[string]engine.Handler{"echo": echo},
-			wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
+			wrap: func(st store.Backend) store.Backend { ls.Backend = st; return ls }})
 		n.define(chainDef)
 		const starters, each = 8, 5
 		n.startChainsAtOnce(t, "l", starters, each)
@@ -543,23 +543,23 @@ func TestStartWithLostGroupAnswer(t *testing.T) {
 }
 
 // slowStarts makes a start's write take a second.
-type slowStarts struct{ store.Store }
+type slowStarts struct{ store.Backend }
 
 func (s *slowStarts) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
 	time.Sleep(time.Second)
-	return s.Store.Create(context.WithoutCancel(ctx), p)
+	return s.Backend.Create(context.WithoutCancel(ctx), p)
 }
 
 func (s *slowStarts) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	time.Sleep(time.Second)
-	return s.Store.ApplyGroup(ctx, creates, ws, claim)
+	return s.Backend.ApplyGroup(ctx, creates, ws, claim)
 }
 
 // A start handed to the committers still ends with its caller's context.
 func TestStartHonoursItsContextInTheGroup(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, handlers: map[string]engine.Handler{"echo": echo},
-			wrap: func(st store.Store) store.Store { return &slowStarts{st} }})
+			wrap: func(st store.Backend) store.Backend { return &slowStarts{st} }})
 		n.define(chainDef)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()

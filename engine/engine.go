@@ -14,7 +14,7 @@
 // order — task rows first, then their instance — and locks anything else only
 // with SKIP LOCKED, so concurrent completions, sweeps and actions on any
 // number of nodes cannot deadlock. The engine knows no SQL: it composes the
-// operations of store.Querier inside store.Store.WithTx.
+// operations of store.Querier inside store.Backend.WithTx.
 package engine
 
 import (
@@ -91,7 +91,7 @@ func IsPermanent(err error) bool {
 
 // Config configures an Engine. Zero values take the defaults in brackets.
 type Config struct {
-	Store   store.Store
+	Store   store.Backend
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics // optional
 	// Workers is the in-process step concurrency [8]; 0 runs no in-process
@@ -126,7 +126,7 @@ const DefaultMaxStateBytes = 4 << 20
 
 // Engine orchestrates definition-based workflow instances.
 type Engine struct {
-	st       store.Store
+	st       store.Backend
 	defs     store.DefinitionStore
 	log      *slog.Logger
 	m        *metrics.Metrics

@@ -27,13 +27,13 @@ type backend struct {
 	name string
 	// newDB returns the address of a fresh database; open opens a store on it.
 	newDB func(t *testing.T) string
-	open  func(t *testing.T, addr string) store.Store
+	open  func(t *testing.T, addr string) store.Backend
 }
 
 var backends = []backend{
 	{"sqlite",
 		func(t *testing.T) string { return "sqlite:" + t.TempDir() + "/flowd.db" },
-		func(t *testing.T, addr string) store.Store {
+		func(t *testing.T, addr string) store.Backend {
 			st, err := sqlite.Open(context.Background(), addr, sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -42,7 +42,7 @@ var backends = []backend{
 		}},
 	{"postgres",
 		func(t *testing.T) string { return pgtest.NewDatabase(t) },
-		func(t *testing.T, addr string) store.Store {
+		func(t *testing.T, addr string) store.Backend {
 			st, err := postgres.Open(context.Background(), addr, postgres.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +64,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 // node is one engine on a store.
 type node struct {
 	t   *testing.T
-	st  store.Store
+	st  store.Backend
 	eng *engine.Engine
 }
 
@@ -74,7 +74,7 @@ type nodeOpts struct {
 	handlers map[string]engine.Handler
 	noStart  bool
 	// wrap, if set, wraps the store the engine uses (not the node's st).
-	wrap func(store.Store) store.Store
+	wrap func(store.Backend) store.Backend
 	// maxState is Config.MaxStateBytes.
 	maxState int
 }

@@ -70,10 +70,10 @@ func TestSweepDeletesExpiredIdempotencyKeys(t *testing.T) {
 
 // openWithClock opens a migrated store of backend b on a fresh database,
 // writing its timestamps at now.
-func openWithClock(t *testing.T, b backend, now func() time.Time) store.Store {
+func openWithClock(t *testing.T, b backend, now func() time.Time) store.Backend {
 	t.Helper()
 	addr := b.newDB(t)
-	var st store.Store
+	var st store.Backend
 	var err error
 	if b.name == "postgres" {
 		st, err = postgres.Open(context.Background(), addr, postgres.Options{Now: now})

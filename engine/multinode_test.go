@@ -85,7 +85,7 @@ var checkStepsSettleOnce = testkit.CheckStepsSettleOnce
 // It polls the status counts (one query: the database holds only these
 // instances) and fails at once when an instance leaves RUNNING for anything
 // but COMPLETED, or after timeout.
-func waitAllCompleted(t *testing.T, st store.Store, ids []string, timeout time.Duration) map[string]*workflow.Instance {
+func waitAllCompleted(t *testing.T, st store.Backend, ids []string, timeout time.Duration) map[string]*workflow.Instance {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)

@@ -22,10 +22,10 @@ import (
 
 // openAtClock opens a migrated store of backend b on addr, writing its
 // timestamps at now.
-func openAtClock(t *testing.T, b backend, addr string, now func() time.Time) store.Store {
+func openAtClock(t *testing.T, b backend, addr string, now func() time.Time) store.Backend {
 	t.Helper()
 	var (
-		st  store.Store
+		st  store.Backend
 		err error
 	)
 	if b.name == "postgres" {
@@ -45,7 +45,7 @@ func openAtClock(t *testing.T, b backend, addr string, now func() time.Time) sto
 
 // finishMany creates n instances named prefix-0000… of def and moves
 // them through RUNNING to status, all in one transaction.
-func finishMany(t *testing.T, st store.Store, prefix, def string, n int, status workflow.Status) []string {
+func finishMany(t *testing.T, st store.Backend, prefix, def string, n int, status workflow.Status) []string {
 	t.Helper()
 	ids := make([]string, n)
 	err := st.WithTx(t.Context(), store.ReadCommitted, func(tx store.Querier) error {

@@ -22,19 +22,19 @@ import (
 // moveOnClaim changes the instance of the first task a claim locks after the
 // claim read it and before it writes, as a concurrent writer would.
 type moveOnClaim struct {
-	store.Store
+	store.Backend
 	once   sync.Once
 	err    error
 	claims atomic.Int64 // claims that locked a task
 }
 
 func (s *moveOnClaim) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
-	return s.Store.ClaimTasks(ctx, p, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+	return s.Backend.ClaimTasks(ctx, p, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
 		writes, err := decide(locked)
 		if len(locked) > 0 {
 			s.claims.Add(1)
 			s.once.Do(func() {
-				_, s.err = s.Store.ModifyState(ctx, locked[0].Task.InstanceID, func(inst *workflow.Instance) error {
+				_, s.err = s.Backend.ModifyState(ctx, locked[0].Task.InstanceID, func(inst *workflow.Instance) error {
 					return inst.State.SetVar("moved", true)
 				}, "moved on")
 			})
@@ -58,7 +58,7 @@ func TestClaimOfAnInstanceThatMovedOn(t *testing.T) {
 		}
 		ms := &moveOnClaim{}
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, handlers: map[string]engine.Handler{"count": count},
-			wrap: func(st store.Store) store.Store { ms.Store = st; return ms }})
+			wrap: func(st store.Backend) store.Backend { ms.Backend = st; return ms }})
 		n.define("name: one\nsteps:\n  - {id: a, type: task, handler: count}\n")
 		inst := n.start("one", "", `{}`)
 		done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
@@ -92,7 +92,7 @@ func TestClaimOfAnInstanceThatMovedOn(t *testing.T) {
 
 // defReads counts the reads of a definition's latest revision.
 type defReads struct {
-	store.Store
+	store.Backend
 	latest atomic.Int64
 }
 
@@ -100,7 +100,7 @@ func (s *defReads) GetDefinition(ctx context.Context, name string, rev int) (*st
 	if rev == 0 {
 		s.latest.Add(1)
 	}
-	return s.Store.GetDefinition(ctx, name, rev)
+	return s.Backend.GetDefinition(ctx, name, rev)
 }
 
 // A start uses the latest revision the node knows without reading it, and
@@ -109,7 +109,7 @@ func TestStartUsesTheLatestRevisionWithoutReadingIt(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		dr := &defReads{}
 		addr := b.newDB(t)
-		n := newNode(t, b, addr, nodeOpts{workers: -1, wrap: func(st store.Store) store.Store { dr.Store = st; return dr }})
+		n := newNode(t, b, addr, nodeOpts{workers: -1, wrap: func(st store.Backend) store.Backend { dr.Backend = st; return dr }})
 		n.define("name: d\nsteps:\n  - {id: a, type: wait}\n")
 		for i := range 3 {
 			if inst := n.start("d", "", `{}`); inst.DefinitionRevision != 1 {
@@ -142,7 +142,7 @@ func TestStartUsesTheLatestRevisionWithoutReadingIt(t *testing.T) {
 		}
 		// A node that has not stored the definition reads it once.
 		dr2 := &defReads{}
-		other := newNode(t, b, addr, nodeOpts{workers: -1, wrap: func(st store.Store) store.Store { dr2.Store = st; return dr2 }})
+		other := newNode(t, b, addr, nodeOpts{workers: -1, wrap: func(st store.Backend) store.Backend { dr2.Backend = st; return dr2 }})
 		for range 2 {
 			if inst := other.start("d", "", `{}`); inst.DefinitionRevision != 2 {
 				t.Errorf("start on a second node: revision %d, want 2", inst.DefinitionRevision)
@@ -162,13 +162,13 @@ func TestStartUsesTheLatestRevisionWithoutReadingIt(t *testing.T) {
 // lostClaimAnswer makes the claims that wrote something fail after they
 // committed, as a connection lost before the answer arrived would.
 type lostClaimAnswer struct {
-	store.Store
+	store.Backend
 	lost atomic.Int64
 }
 
 func (s *lostClaimAnswer) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	var writes []*store.ClaimWrite
-	err := s.Store.ClaimTasks(ctx, p, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+	err := s.Backend.ClaimTasks(ctx, p, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
 		var err error
 		writes, err = decide(locked)
 		return writes, err
@@ -193,7 +193,7 @@ func TestClaimWithLostAnswer(t *testing.T) {
 		}
 		ls := &lostClaimAnswer{}
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, lease: time.Minute, handlers: map[string]engine.Handler{"count": count},
-			wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
+			wrap: func(st store.Backend) store.Backend { ls.Backend = st; return ls }})
 		n.define("name: one\nsteps:\n  - {id: a, type: task, handler: count, retry: {max_attempts: 1}}\n")
 		inst := n.start("one", "", `{}`)
 		done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
@@ -207,7 +207,7 @@ func TestClaimWithLostAnswer(t *testing.T) {
 // busyCreate refuses every Create with a conflict that is not a stale
 // revision (a lock timeout, a deadlock).
 type busyCreate struct {
-	store.Store
+	store.Backend
 	creates atomic.Int64
 }
 
@@ -220,7 +220,7 @@ func (s *busyCreate) Create(ctx context.Context, p store.CreateParams) (*workflo
 func TestStartDoesNotRetryOtherConflicts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		bc := &busyCreate{}
-		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, wrap: func(st store.Store) store.Store { bc.Store = st; return bc }})
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, wrap: func(st store.Backend) store.Backend { bc.Backend = st; return bc }})
 		n.define("name: d\nsteps:\n  - {id: a, type: wait}\n")
 		_, err := n.eng.StartWorkflow(context.Background(), engine.StartParams{Definition: "d"})
 		if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrStaleRevision) || bc.creates.Load() != 1 {
@@ -232,7 +232,7 @@ func TestStartDoesNotRetryOtherConflicts(t *testing.T) {
 // claimCounter counts the claims of their own a node makes (ClaimTasks),
 // and the tasks leased by them and by the claims of group commits.
 type claimCounter struct {
-	store.Store
+	store.Backend
 	claims, own, inGroup atomic.Int64
 }
 
@@ -249,7 +249,7 @@ func writtenTasks(ws []*store.ClaimWrite) int64 {
 func (s *claimCounter) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	s.claims.Add(1)
 	var ws []*store.ClaimWrite
-	err := s.Store.ClaimTasks(ctx, p, func(l []store.Claimable) ([]*store.ClaimWrite, error) {
+	err := s.Backend.ClaimTasks(ctx, p, func(l []store.Claimable) ([]*store.ClaimWrite, error) {
 		var err error
 		ws, err = decide(l)
 		return ws, err
@@ -270,7 +270,7 @@ func (s *claimCounter) ApplyGroup(ctx context.Context, creates []store.CreatePar
 			return claimed, err
 		}}
 	}
-	created, written, err := s.Store.ApplyGroup(ctx, creates, ws, claim)
+	created, written, err := s.Backend.ApplyGroup(ctx, creates, ws, claim)
 	if err == nil {
 		s.inGroup.Add(writtenTasks(claimed))
 	}
@@ -321,7 +321,7 @@ func twoChainsOnOneWorker(t *testing.T, b backend, o nodeOpts) {
 func TestFreedWorkerClaimsWithItsCompletion(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		cc := &claimCounter{}
-		twoChainsOnOneWorker(t, b, nodeOpts{wrap: func(st store.Store) store.Store { cc.Store = st; return cc }})
+		twoChainsOnOneWorker(t, b, nodeOpts{wrap: func(st store.Backend) store.Backend { cc.Backend = st; return cc }})
 		settle(func() bool { return cc.own.Load()+cc.inGroup.Load() >= 2 })
 		if cc.own.Load() != 1 || cc.inGroup.Load() != 1 {
 			t.Errorf("tasks leased by claims of their own: %d, by group commits: %d; want 1 (the first workflow's first step) and 1 (the second's)",
@@ -339,6 +339,6 @@ func TestGroupClaimWithLostAnswer(t *testing.T) {
 		ls := &lostAckStore{}
 		// The lease outlives the test: only the hand-over can run the
 		// second workflow in time.
-		twoChainsOnOneWorker(t, b, nodeOpts{lease: time.Minute, wrap: func(st store.Store) store.Store { ls.Store = st; return ls }})
+		twoChainsOnOneWorker(t, b, nodeOpts{lease: time.Minute, wrap: func(st store.Backend) store.Backend { ls.Backend = st; return ls }})
 	})
 }

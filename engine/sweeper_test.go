@@ -110,7 +110,7 @@ func countHistory(h []store.HistoryEntry, match func(store.HistoryEntry) bool) i
 	return n
 }
 
-func tasksOf(t *testing.T, st store.Store, id string) []*store.Task {
+func tasksOf(t *testing.T, st store.Backend, id string) []*store.Task {
 	t.Helper()
 	tasks, err := st.TasksOfInstance(context.Background(), id, store.LockNone)
 	if err != nil {

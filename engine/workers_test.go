@@ -36,18 +36,18 @@ func (c *manualClock) Advance(d time.Duration) {
 
 // recordCounter counts the worker records that reach the store.
 type recordCounter struct {
-	store.Store
+	store.Backend
 	n atomic.Int64
 }
 
 func (r *recordCounter) RecordWorker(ctx context.Context, w store.WorkerRecord) error {
 	r.n.Add(1)
-	return r.Store.RecordWorker(ctx, w)
+	return r.Backend.RecordWorker(ctx, w)
 }
 
 // pollingEngine is an engine without workers, as a node that serves only the
 // tasks API, on a manual clock.
-func pollingEngine(t *testing.T, st store.Store, node string, clock *manualClock) *engine.Engine {
+func pollingEngine(t *testing.T, st store.Backend, node string, clock *manualClock) *engine.Engine {
 	t.Helper()
 	none := 0
 	eng, err := engine.New(engine.Config{Store: st, Workers: &none, NodeID: node, Now: clock.Now})
@@ -85,7 +85,7 @@ func TestPollRecordsWorkerThrottled(t *testing.T) {
 		if _, err := st.Migrate(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		counted := &recordCounter{Store: st}
+		counted := &recordCounter{Backend: st}
 		start := time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)
 		clock := &manualClock{now: start}
 		eng := pollingEngine(t, counted, "node-a", clock)

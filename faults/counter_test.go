@@ -70,7 +70,7 @@ func (tg *target) path() string {
 // workload runs the writers and classifies every outcome.
 type workload struct {
 	t       *testing.T
-	st      store.Store
+	st      store.Backend
 	targets []*target
 
 	faultEnd   atomic.Int64 // unix nanos; 0 until the fault is over
@@ -83,7 +83,7 @@ type workload struct {
 	kinds map[string]int // error class → count
 }
 
-func newWorkload(t *testing.T, st store.Store, prefix string) *workload {
+func newWorkload(t *testing.T, st store.Backend, prefix string) *workload {
 	w := &workload{t: t, st: st, kinds: map[string]int{}}
 	for i := range 2 * instancesPerPath {
 		tg := &target{id: fmt.Sprintf("%s-%d", prefix, i), modify: i >= instancesPerPath}
@@ -202,7 +202,7 @@ func (w *workload) kindsString() string {
 
 // runCounterFault runs the workload, injects fault in its middle, and
 // checks the invariants.
-func runCounterFault(t *testing.T, st store.Store, prefix string, fault func(ctx context.Context) (string, error)) {
+func runCounterFault(t *testing.T, st store.Backend, prefix string, fault func(ctx context.Context) (string, error)) {
 	w := newWorkload(t, st, prefix)
 	ctx, cancel := context.WithCancel(context.Background())
 	wait := w.run(ctx)

@@ -229,7 +229,7 @@ func TestEngineRestart(t *testing.T) {
 
 // waitCompleted waits until every instance is COMPLETED and returns them. It
 // fails at once when one ends otherwise (FAILED, TIMED_OUT …).
-func waitCompleted(t *testing.T, st store.Store, ids []string, timeout time.Duration) map[string]*workflow.Instance {
+func waitCompleted(t *testing.T, st store.Backend, ids []string, timeout time.Duration) map[string]*workflow.Instance {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)

@@ -118,7 +118,7 @@ func counterOf(t *testing.T, s workflow.State) int64 {
 }
 
 // createCounter creates a RUNNING instance whose counter is 0 at version 0.
-func createCounter(t *testing.T, st store.Store, id string) {
+func createCounter(t *testing.T, st store.Backend, id string) {
 	t.Helper()
 	_, err := st.Create(context.Background(), store.CreateParams{ID: id, Status: workflow.StatusRunning, State: counterState()})
 	if err != nil {
@@ -131,7 +131,7 @@ func createCounter(t *testing.T, st store.Store, id string) {
 // and bumps the version once), history versions exactly 0..version, and the
 // state of history version v has counter v (no increment lost, applied twice
 // or written under the wrong version). It returns the instance.
-func checkCounter(t *testing.T, st store.Store, id string) *workflow.Instance {
+func checkCounter(t *testing.T, st store.Backend, id string) *workflow.Instance {
 	t.Helper()
 	ctx := context.Background()
 	inst, err := st.Get(ctx, id)
@@ -163,7 +163,7 @@ func checkCounter(t *testing.T, st store.Store, id string) *workflow.Instance {
 
 // checkHistory asserts that inst's history versions are exactly
 // 0..inst.Version and returns the history.
-func checkHistory(t *testing.T, st store.Store, inst *workflow.Instance) []store.HistoryEntry {
+func checkHistory(t *testing.T, st store.Backend, inst *workflow.Instance) []store.HistoryEntry {
 	t.Helper()
 	h, err := st.History(context.Background(), inst.ID, 0, 0)
 	if err != nil {

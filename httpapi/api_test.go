@@ -21,16 +21,16 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // backends opens a fresh store of each kind.
 var backends = []struct {
 	name string
-	open func(t *testing.T) store.Store
+	open func(t *testing.T) store.Backend
 }{
-	{"sqlite", func(t *testing.T) store.Store {
+	{"sqlite", func(t *testing.T) store.Backend {
 		st, err := sqlite.Open(context.Background(), "sqlite:"+t.TempDir()+"/flowd.db", sqlite.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st
 	}},
-	{"postgres", func(t *testing.T) store.Store {
+	{"postgres", func(t *testing.T) store.Backend {
 		st, err := postgres.Open(context.Background(), pgtest.NewDatabase(t), postgres.Options{})
 		if err != nil {
 			t.Fatal(err)

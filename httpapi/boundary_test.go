@@ -17,7 +17,7 @@ import (
 
 // newHandler is the API over st, migrated here, with an engine (without
 // workers) whose state limit is maxState (0: the default).
-func newHandler(t testing.TB, st store.Store, maxState int) http.Handler {
+func newHandler(t testing.TB, st store.Backend, maxState int) http.Handler {
 	t.Helper()
 	t.Cleanup(func() { st.Close() })
 	if _, err := st.Migrate(context.Background()); err != nil {

@@ -20,7 +20,7 @@ import (
 
 // pageServer serves the API over a fresh store of backend b with a page
 // byte bound of maxBytes (0: the default); wrap, if set, wraps the store.
-func pageServer(t *testing.T, open func(*testing.T) store.Store, maxBytes int, wrap func(store.Store) store.Store) (store.Store, string) {
+func pageServer(t *testing.T, open func(*testing.T) store.Backend, maxBytes int, wrap func(store.Backend) store.Backend) (store.Backend, string) {
 	t.Helper()
 	st := open(t)
 	t.Cleanup(func() { st.Close() })
@@ -181,7 +181,7 @@ func TestHistoryPageByteBound(t *testing.T) {
 
 // failingReads fails every List and History call after the first.
 type failingReads struct {
-	store.Store
+	store.Backend
 	calls atomic.Int32
 }
 
@@ -189,14 +189,14 @@ func (f *failingReads) List(ctx context.Context, p store.ListParams) (store.List
 	if f.calls.Add(1) > 1 {
 		return store.ListPage{}, fmt.Errorf("list: %w", store.ErrUnavailable)
 	}
-	return f.Store.List(ctx, p)
+	return f.Backend.List(ctx, p)
 }
 
 func (f *failingReads) History(ctx context.Context, id string, since int64, limit int) ([]store.HistoryEntry, error) {
 	if f.calls.Add(1) > 1 {
 		return nil, fmt.Errorf("history: %w", store.ErrUnavailable)
 	}
-	return f.Store.History(ctx, id, since, limit)
+	return f.Backend.History(ctx, id, since, limit)
 }
 
 // TestPageCutByStoreError: when the store fails after a page has begun,
@@ -204,8 +204,8 @@ func (f *failingReads) History(ctx context.Context, id string, since int64, limi
 // there; when it fails at once, the error is the answer.
 func TestPageCutByStoreError(t *testing.T) {
 	var f *failingReads
-	st, url := pageServer(t, backends[0].open, 0, func(s store.Store) store.Store {
-		f = &failingReads{Store: s}
+	st, url := pageServer(t, backends[0].open, 0, func(s store.Backend) store.Backend {
+		f = &failingReads{Backend: s}
 		return f
 	})
 	for i := range 60 {

@@ -31,7 +31,7 @@ const MaxBodyBytes = 1 << 20
 
 // Config holds what the API needs; zero values get sensible defaults.
 type Config struct {
-	Store store.Store
+	Store store.Backend
 	// Engine runs definition-based workflows; nil gets an engine without
 	// workers over Store (the API then still starts and advances instances,
 	// but runs no steps itself).

@@ -25,10 +25,10 @@ func TestWorkersOfEveryServer(t *testing.T) {
 	for _, b := range []struct {
 		name string
 		addr func(t *testing.T) string
-		open func(t *testing.T, addr string) store.Store
+		open func(t *testing.T, addr string) store.Backend
 	}{
 		{"sqlite", func(t *testing.T) string { return "sqlite:" + t.TempDir() + "/flowd.db" },
-			func(t *testing.T, addr string) store.Store {
+			func(t *testing.T, addr string) store.Backend {
 				st, err := sqlite.Open(context.Background(), addr, sqlite.Options{})
 				if err != nil {
 					t.Fatal(err)
@@ -36,7 +36,7 @@ func TestWorkersOfEveryServer(t *testing.T) {
 				return st
 			}},
 		{"postgres", func(t *testing.T) string { return pgtest.NewDatabase(t) },
-			func(t *testing.T, addr string) store.Store {
+			func(t *testing.T, addr string) store.Backend {
 				st, err := postgres.Open(context.Background(), addr, postgres.Options{})
 				if err != nil {
 					t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package metrics owns flowd's Prometheus metrics on a private
-// registry, and an instrumented store.Store that records every state update.
+// registry, and an instrumented store.Backend that records every state update.
 // It observes; it never changes what it wraps.
 package metrics
 

@@ -12,7 +12,7 @@ import (
 // InstrumentStore returns s with every write recorded in
 // flowd_state_updates_total and flowd_update_duration_seconds, including writes
 // made inside WithTx.
-func (m *Metrics) InstrumentStore(s store.Store) store.Store {
+func (m *Metrics) InstrumentStore(s store.Backend) store.Backend {
 	is := &instrumentedStore{instrumentedQuerier: instrumentedQuerier{Querier: s, m: m}, base: s}
 	if l, ok := s.(store.Listener); ok {
 		return &listeningStore{instrumentedStore: is, Listener: l}
@@ -28,10 +28,10 @@ type listeningStore struct {
 }
 
 // instrumentedStore takes the Querier methods from instrumentedQuerier and
-// passes the rest of store.Store through.
+// passes the rest of store.Backend through.
 type instrumentedStore struct {
 	instrumentedQuerier
-	base store.Store
+	base store.Backend
 }
 
 func (s *instrumentedStore) WithTx(ctx context.Context, iso store.Isolation, fn func(store.Querier) error) error {

@@ -182,7 +182,7 @@ func gatherOps(t *testing.T, m *metrics.Metrics) map[string]bool {
 }
 
 // openSQLite opens a migrated in-memory SQLite store, closed with the test.
-func openSQLite(t *testing.T) store.Store {
+func openSQLite(t *testing.T) store.Backend {
 	t.Helper()
 	return openSQLiteAt(t, "sqlite::memory:")
 }

@@ -148,8 +148,8 @@ func IsLoopback(host string) bool {
 type Server struct {
 	cfg           Config
 	log           *slog.Logger
-	base          store.Store // closed last
-	st            store.Store // base, instrumented
+	base          store.Backend // closed last
+	st            store.Backend // base, instrumented
 	eng           *engine.Engine
 	registry      *prometheus.Registry
 	schemaVersion int64
@@ -239,7 +239,7 @@ func (s *Server) Register(name string, h engine.Handler) error {
 func (s *Server) Engine() *engine.Engine { return s.eng }
 
 // Store returns the store the server writes through (instrumented for /metrics).
-func (s *Server) Store() store.Store { return s.st }
+func (s *Server) Store() store.Backend { return s.st }
 
 // SchemaVersion is the database schema version after New's migration.
 func (s *Server) SchemaVersion() int64 { return s.schemaVersion }

@@ -114,14 +114,14 @@ type Querier interface {
 	Applier
 }
 
-// Store is a state store backend.
+// Store is the state store: workflow instances, their history and their
+// tasks, the atomic operations on them and the engine's guarded writes —
+// what the engine and the API need of a database to run workflows. What a
+// database keeps beside it for flowd (definitions, the worker registry,
+// idempotency keys' expiry, counts, its schema and connections) is the rest
+// of Backend.
 type Store interface {
 	Querier
-	Migrator
-	DefinitionStore
-	Counter
-	WorkerStore
-	IdempotencyKeyStore
 	RetentionStore
 
 	// WithTx runs fn in one transaction at iso. fn's error rolls back and is
@@ -134,6 +134,18 @@ type Store interface {
 	// Capabilities tells the conformance suite and the engine what the backend
 	// can do, so they never branch on a type name.
 	Capabilities() Capabilities
+}
+
+// Backend is one database behind flowd (store/postgres, store/sqlite): the
+// state store and what is kept beside it. Both backends pass the
+// conformance suite in store/storetest.
+type Backend interface {
+	Store
+	DefinitionStore
+	WorkerStore
+	IdempotencyKeyStore
+	Counter
+	Migrator
 
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error

@@ -28,7 +28,7 @@ type Options struct {
 var ErrUnknownScheme = errors.New("unsupported database URL")
 
 // Open opens the store that url names. It does not migrate.
-func Open(ctx context.Context, url string, opts Options) (store.Store, error) {
+func Open(ctx context.Context, url string, opts Options) (store.Backend, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return postgres.Open(ctx, url, postgres.Options{Now: opts.Now})

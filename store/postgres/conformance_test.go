@@ -21,7 +21,7 @@ func harness() storetest.Harness {
 	return storetest.Harness{
 		Name:  "postgres",
 		NewDB: pgtest.NewDatabase,
-		Open: func(tb testing.TB, addr string, now func() time.Time) store.Store {
+		Open: func(tb testing.TB, addr string, now func() time.Time) store.Backend {
 			tb.Helper()
 			s, err := Open(tb.Context(), addr, Options{Now: now})
 			if err != nil {

@@ -1,5 +1,5 @@
 // Package postgres is the PostgreSQL implementation of the flowd state store
-// (store.Store), on pgx v5 and a pgxpool connection pool.
+// (store.Backend), on pgx v5 and a pgxpool connection pool.
 //
 // It owns the PostgreSQL schema (embedded goose migrations in migrations/),
 // the SQL of every store operation, and the mapping of PostgreSQL errors to the
@@ -56,7 +56,7 @@ const (
 	commitTimeout = 10 * time.Second
 )
 
-// Store is a store.Store on a PostgreSQL database. It is safe for concurrent
+// Store is a store.Backend on a PostgreSQL database. It is safe for concurrent
 // use; its methods (the embedded querier) run on the pool, each write being
 // atomic on its own.
 type Store struct {
@@ -72,7 +72,7 @@ type Store struct {
 	listeners sync.WaitGroup
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.Backend = (*Store)(nil)
 
 // Open connects to the PostgreSQL database at url (postgres://… or
 // postgresql://…) and checks that it answers. It does not migrate.
@@ -169,7 +169,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// WithTx runs fn in one transaction at iso; see store.Store. fn's error is
+// WithTx runs fn in one transaction at iso; see store.Backend. fn's error is
 // returned unchanged; a failed commit is mapped (40001 and 40P01 become a
 // *store.ConflictError).
 func (s *Store) WithTx(ctx context.Context, iso store.Isolation, fn func(tx store.Querier) error) error {

@@ -23,7 +23,7 @@ func harness() storetest.Harness {
 			// so after the store is closed.
 			return "sqlite:" + filepath.Join(tb.TempDir(), "flowd.db")
 		},
-		Open: func(tb testing.TB, addr string, now func() time.Time) store.Store {
+		Open: func(tb testing.TB, addr string, now func() time.Time) store.Backend {
 			tb.Helper()
 			s, err := Open(tb.Context(), addr, Options{Now: now})
 			if err != nil {

@@ -1,5 +1,5 @@
 // Package sqlite is the embedded SQLite implementation of the flowd state store
-// (store.Store), on the pure-Go driver modernc.org/sqlite through database/sql:
+// (store.Backend), on the pure-Go driver modernc.org/sqlite through database/sql:
 // one file, no server, no cgo.
 //
 // It owns the SQLite schema (embedded goose migrations in migrations/), the SQL
@@ -67,7 +67,7 @@ const busyTimeout = 10 * time.Second
 // URLForms names the database URLs Open accepts, for error messages.
 const URLForms = "sqlite:PATH (a relative or absolute file path) or sqlite::memory: (a throwaway in-memory database)"
 
-// Store is a store.Store on one SQLite database. It is safe for concurrent use
+// Store is a store.Backend on one SQLite database. It is safe for concurrent use
 // by many goroutines, and several Stores (in one process or several) may share
 // one database file.
 type Store struct {
@@ -77,7 +77,7 @@ type Store struct {
 	memory  bool
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.Backend = (*Store)(nil)
 
 // Open opens the SQLite database that url names (see URLForms), creating the
 // file if it does not exist, and checks that it can be used. It does not

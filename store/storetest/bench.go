@@ -43,7 +43,7 @@ func RunBenchmarks(b *testing.B, h Harness) {
 type benchFixture struct {
 	h     Harness
 	owner *testing.B // outlives every round: owns the database
-	s     store.Store
+	s     store.Backend
 	data  any
 }
 
@@ -59,7 +59,7 @@ func (l longLived) TempDir() string          { return l.owner.TempDir() }
 func (l longLived) Context() context.Context { return l.owner.Context() }
 
 // store opens and migrates the benchmark's database on first use.
-func (f *benchFixture) store(b *testing.B) store.Store {
+func (f *benchFixture) store(b *testing.B) store.Backend {
 	b.Helper()
 	if f.s == nil {
 		tb := longLived{TB: b, owner: f.owner}
@@ -74,7 +74,7 @@ func (f *benchFixture) store(b *testing.B) store.Store {
 
 // createMany creates n instances from p, in parallel transactions where the
 // backend has concurrent writers, and returns their ids.
-func createMany(b *testing.B, s store.Store, n int, p func(i int) store.CreateParams) []string {
+func createMany(b *testing.B, s store.Backend, n int, p func(i int) store.CreateParams) []string {
 	b.Helper()
 	ctx := b.Context()
 	ids := make([]string, n)
@@ -227,7 +227,7 @@ func benchUpdateStateContendedRetry(b *testing.B, f *benchFixture) {
 }
 
 // checkNoLostUpdates fails b unless counter and version both grew by ops.
-func checkNoLostUpdates(b *testing.B, s store.Store, id string, before *workflow.Instance, ops int64) {
+func checkNoLostUpdates(b *testing.B, s store.Backend, id string, before *workflow.Instance, ops int64) {
 	b.Helper()
 	after, err := s.Get(b.Context(), id)
 	if err != nil {

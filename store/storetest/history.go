@@ -218,7 +218,7 @@ func testMigrateConcurrent(t *testing.T, h Harness) {
 		t.Fatalf("reference Migrate: %v", err)
 	}
 	addr := h.NewDB(t)
-	stores := []store.Store{h.Open(t, addr, nil), h.Open(t, addr, nil)}
+	stores := []store.Backend{h.Open(t, addr, nil), h.Open(t, addr, nil)}
 	reports := make([]store.MigrationReport, len(stores))
 	errs := make([]error, len(stores))
 	runConcurrently(len(stores), func(i int) { reports[i], errs[i] = stores[i].Migrate(t.Context()) })

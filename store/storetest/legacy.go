@@ -43,7 +43,7 @@ func LegacyHistories() []LegacyInstance {
 
 // HistoryStates returns the states of id's versions as History gives them
 // (as the state encoder writes them), version 0 first.
-func HistoryStates(t *testing.T, s store.Store, id string) [][]byte {
+func HistoryStates(t *testing.T, s store.Backend, id string) [][]byte {
 	t.Helper()
 	hist, err := s.History(t.Context(), id, 0, 0)
 	if err != nil {
@@ -63,7 +63,7 @@ func HistoryStates(t *testing.T, s store.Store, id string) [][]byte {
 
 // CheckHistory checks that History of id gives back want exactly, from
 // every since.
-func CheckHistory(t *testing.T, s store.Store, id string, want [][]byte) {
+func CheckHistory(t *testing.T, s store.Backend, id string, want [][]byte) {
 	t.Helper()
 	for since := range want {
 		hist, err := s.History(t.Context(), id, int64(since), 0)

@@ -34,7 +34,7 @@ type Harness struct {
 	NewDB func(tb testing.TB) string
 	// Open opens a store on addr WITHOUT migrating it. now == nil means
 	// time.Now. The harness registers Close with tb.Cleanup.
-	Open func(tb testing.TB, addr string, now func() time.Time) store.Store
+	Open func(tb testing.TB, addr string, now func() time.Time) store.Backend
 }
 
 // conformanceTest is one subtest of Run.
@@ -79,7 +79,7 @@ func NewInstance(tb testing.TB, q store.Querier, p store.CreateParams) *workflow
 // bundle is what one subtest works with: a migrated store on a fresh database
 // and the clock that store reads.
 type bundle struct {
-	s     store.Store
+	s     store.Backend
 	clock *clock
 	addr  string
 	ctx   context.Context
