@@ -38,7 +38,7 @@ func (e *Engine) sweeper(ctx context.Context) {
 // and idempotency keys past their 24 hours and workers that stopped polling
 // long ago are deleted.
 //
-// Each item of work is read (store.EngineQuerier.Due, no locks), decided by
+// Each item of work is read (store.TaskQuerier.Due, no locks), decided by
 // the rules and written with one guarded Apply, as every engine write is:
 // when another node's sweep, or any other write, moved the item in between,
 // the write misses and the item is decided again on a fresh read, which

@@ -41,7 +41,7 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 		t.Fatalf("Apply in WithTx = %v, want a conflict", err)
 	}
 	// A group counts each of its writes under its op.
-	eq := s.(store.EngineQuerier)
+	eq := s.(store.TaskQuerier)
 	if _, _, err := eq.ApplyGroup(ctx, []store.CreateParams{{ID: "g"}}, []*store.Write{completion("t"), completion("t2")}, nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("ApplyGroup = %v, want a conflict", err)
 	}

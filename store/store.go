@@ -107,8 +107,8 @@ type Querier interface {
 	// the status); a *ConflictError carrying the actual version.
 	DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error
 
-	// The reads, claims and commits the engine composes.
-	EngineQuerier
+	// Task reads, due work, claims and the group write.
+	TaskQuerier
 
 	// The one guarded write of a decided change.
 	Applier

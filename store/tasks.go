@@ -83,9 +83,10 @@ type DefinitionRecord struct {
 	CreatedAt time.Time
 }
 
-// EngineQuerier holds the operations the engine composes: reads, the claim
-// and the commits of a lease holder. Every other engine write is an Apply.
-type EngineQuerier interface {
+// TaskQuerier holds the operations on an instance's tasks: reading them,
+// reading the work that is due, claiming tasks and the group form of Apply
+// that the group commit writes completions and starts with.
+type TaskQuerier interface {
 	// Task returns the task: a plain read, which locks nothing (a write
 	// decided on it guards on what it read). ErrNotFound for an unknown id.
 	Task(ctx context.Context, id string) (*Task, error)
@@ -278,7 +279,7 @@ func CheckClaimWrites(locked []Claimable, writes []*ClaimWrite) error {
 	return nil
 }
 
-// DueKind is what a sweep reads with EngineQuerier.Due.
+// DueKind is what a sweep reads with TaskQuerier.Due.
 type DueKind int
 
 // The kinds of due work. Every item carries the instance as read; task
@@ -296,7 +297,7 @@ const (
 	DueOrphans
 )
 
-// DueParams are the inputs of EngineQuerier.Due.
+// DueParams are the inputs of TaskQuerier.Due.
 type DueParams struct {
 	Kind  DueKind
 	Now   time.Time

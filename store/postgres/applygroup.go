@@ -16,7 +16,7 @@ import (
 // any of them rolls back all of them (or, inside WithTx, aborts the
 // caller's transaction). Creates run as createStrict statements and writes
 // as applyStrictSQL (or applyOneStrictSQL), which raise FD409 for an instance not created or a
-// write that missed: there is no partial result. See store.EngineQuerier.
+// write that missed: there is no partial result. See store.TaskQuerier.
 //
 // With a claim it is an explicit transaction in two pipelines: BEGIN, the
 // creates, the writes and the claim query (claimLockingInstancesSQL); then,

@@ -42,7 +42,7 @@ var claimWriteSQL = `WITH u AS (
 SELECT (SELECT version FROM u), (SELECT count(*) FROM t)`
 
 // ClaimTasks locks claimable tasks with their instances, lets decide choose
-// the writes and makes them; see store.EngineQuerier. On the store it is two
+// the writes and makes them; see store.TaskQuerier. On the store it is two
 // round trips: BEGIN and the claim query go out together, then the writes
 // and COMMIT. Inside WithTx the statements run one by one in the caller's
 // transaction.

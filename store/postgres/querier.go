@@ -112,29 +112,6 @@ SELECT definition, status, input, version, created_at, definition_revision, dead
 )
 SELECT ` + instanceColumns + ` FROM u`
 
-	// The step id $2 is only ever a parameter: an element of text[] paths
-	// and the right operand of ?, never part of SQL text or of a JSON path
-	// literal. The WHERE clause holds every
-	// precondition of workflow.State.CompleteStep: the step exists as an
-	// object and is not COMPLETED. The result matches State.CompleteStep:
-	// status COMPLETED, output set, error removed; the step object is
-	// rebuilt and set once, so the document is rewritten once.
-	completeStepSQL = `WITH u AS (
-	UPDATE workflow_instances
-	SET state = jsonb_set(state, ARRAY['steps', $2::text],
-			((state->'steps'->$2::text) - 'error') || jsonb_build_object('status', 'COMPLETED', 'output', $3::jsonb)),
-		version = version + 1, updated_at = $5
-	WHERE id = $1 AND version = $4 AND status NOT IN ('COMPLETED', 'CANCELLED')
-		AND state->'steps' ? $2::text
-		AND jsonb_typeof(state->'steps'->$2::text) = 'object'
-		AND (state->'steps'->$2::text->>'status') IS DISTINCT FROM 'COMPLETED'
-	RETURNING ` + instanceColumns + `
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $6 FROM u
-)
-SELECT definition, status, state, input, version, created_at, definition_revision, deadline FROM u`
-
 	// The ids are chosen in a CTE with FOR UPDATE SKIP LOCKED (never
 	// UPDATE … LIMIT, which PostgreSQL does not have): concurrent batches skip each
 	// other's rows instead of waiting or returning the same id. MATERIALIZED
@@ -163,16 +140,6 @@ SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
 	// of rows referencing the instance (its history, later its tasks).
 	lockSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE`
 
-	modifySQL = `WITH u AS (
-	UPDATE workflow_instances SET state = $2::jsonb, status = $3, deadline = $6, version = version + 1, updated_at = $4
-	WHERE id = $1
-	RETURNING id, version, status, state, updated_at
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5 FROM u
-)
-SELECT version FROM u`
-
 	getSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1`
 
 	// diagnoseSQL explains a conditional write that matched no row. The
@@ -190,6 +157,46 @@ SELECT version FROM u`
 
 	existsSQL = `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $1)`
 )
+
+// modifySQL is ModifyState's write once fn has run; $7 is the history
+// patch from the state fn was given (historyPatch), $8 the version it
+// replaces.
+var modifySQL = `WITH u AS (
+	UPDATE workflow_instances SET state = $2::jsonb, status = $3, deadline = $6, version = version + 1, updated_at = $4
+	WHERE id = $1
+	RETURNING id, version, status, state, updated_at
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, ` + historyRow("$1", "$8", "u.state", "$7") + `, updated_at, $5 FROM u
+)
+SELECT version FROM u`
+
+// completedStepPatch is the history patch of completeStepSQL, made from
+// what it writes rather than by a diff: the step's new object, set whole.
+const completedStepPatch = `jsonb_build_object('m', jsonb_build_object('steps', jsonb_build_object('s', jsonb_build_object($2::text, u.state->'steps'->$2::text))))`
+
+// The step id $2 is only ever a parameter: an element of text[] paths
+// and the right operand of ?, never part of SQL text or of a JSON path
+// literal. The WHERE clause holds every
+// precondition of workflow.State.CompleteStep: the step exists as an
+// object and is not COMPLETED. The result matches State.CompleteStep:
+// status COMPLETED, output set, error removed; the step object is
+// rebuilt and set once, so the document is rewritten once.
+var completeStepSQL = `WITH u AS (
+	UPDATE workflow_instances
+	SET state = jsonb_set(state, ARRAY['steps', $2::text],
+			((state->'steps'->$2::text) - 'error') || jsonb_build_object('status', 'COMPLETED', 'output', $3::jsonb)),
+		version = version + 1, updated_at = $5
+	WHERE id = $1 AND version = $4 AND status NOT IN ('COMPLETED', 'CANCELLED')
+		AND state->'steps' ? $2::text
+		AND jsonb_typeof(state->'steps'->$2::text) = 'object'
+		AND (state->'steps'->$2::text->>'status') IS DISTINCT FROM 'COMPLETED'
+	RETURNING ` + instanceColumns + `
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
+	SELECT id, version, status, ` + historyRow("$1", "$4", "u.state", completedStepPatch) + `, updated_at, $6 FROM u
+)
+SELECT definition, status, state, input, version, created_at, definition_revision, deadline FROM u`
 
 // preparedCreate is a checked CreateParams with its statement.
 type preparedCreate struct {
@@ -491,7 +498,8 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		now := tq.timestamp()
 		deadline := timestampPtr(work.Deadline)
 		var version int64
-		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline).Scan(&version); err != nil {
+		patch := historyPatch(&cur.State, stateJSON)
+		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline, patch, cur.Version).Scan(&version); err != nil {
 			return interpretError(err, id)
 		}
 		work.Deadline = deadline

@@ -16,14 +16,14 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// The engine's operations (store.EngineQuerier). They run on the pool or
+// The engine's operations (store.TaskQuerier). They run on the pool or
 // inside WithTx. Locks are taken in one order everywhere: a task row first,
 // then its instance; every query that would lock against that order uses
 // SKIP LOCKED, and the claim query never locks the instance at all.
 
 var (
-	_ store.EngineQuerier = (*querier)(nil)
-	_ store.EngineQuerier = (*Store)(nil)
+	_ store.TaskQuerier = (*querier)(nil)
+	_ store.TaskQuerier = (*Store)(nil)
 )
 
 // newTasks1 is the row source of new tasks: the arrays of prepareTasks
@@ -372,7 +372,7 @@ func claimArgs(queues []string, now time.Time, limit int) (int, []any, error) {
 	return len(args) - 1, args, nil
 }
 
-// Due reads up to p.Limit items of due work; see store.EngineQuerier.
+// Due reads up to p.Limit items of due work; see store.TaskQuerier.
 func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, error) {
 	if err := p.Check(); err != nil {
 		return nil, err

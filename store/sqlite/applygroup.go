@@ -13,7 +13,7 @@ import (
 // miss rolls all of it back. The creates' and writes' tasks and the claim's
 // writes are filled in only when all of it is written. Nothing else writes
 // meanwhile, so the claim's instances need no lock of their own. See
-// store.EngineQuerier.
+// store.TaskQuerier.
 func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	if err := claim.Check(); err != nil {
 		return nil, nil, err

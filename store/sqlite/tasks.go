@@ -14,7 +14,7 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// The engine's operations (store.EngineQuerier) on SQLite.
+// The engine's operations (store.TaskQuerier) on SQLite.
 //
 // # Locks
 //
@@ -33,8 +33,8 @@ import (
 // when the method returns); reads with LockNone use the read pool.
 
 var (
-	_ store.EngineQuerier = (*querier)(nil)
-	_ store.EngineQuerier = (*Store)(nil)
+	_ store.TaskQuerier = (*querier)(nil)
+	_ store.TaskQuerier = (*Store)(nil)
 )
 
 // taskColumns is the column list every task query selects, in the order
@@ -238,7 +238,7 @@ LIMIT ?1`
 	dueTaskColumns = qualify("t", taskColumns) + ", " + qualify("i", instanceColumns)
 )
 
-// Due reads up to p.Limit items of due work; see store.EngineQuerier.
+// Due reads up to p.Limit items of due work; see store.TaskQuerier.
 func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
@@ -376,7 +376,7 @@ func scanTask(row scanner) (*store.Task, error) {
 
 // ClaimTasks locks the claimable tasks, reads their instances, lets decide
 // choose the writes and makes them, in one write transaction (a savepoint
-// inside WithTx); see store.EngineQuerier. Nothing else writes meanwhile, so
+// inside WithTx); see store.TaskQuerier. Nothing else writes meanwhile, so
 // only a wrong ExpectedVersion makes a write miss.
 func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	if decide == nil {

@@ -209,7 +209,7 @@ func testApplyTasksInTx(t *testing.T, h Harness) {
 	now := b.clock.Now()
 	cancelled := *queued
 	cancelled.Status = store.TaskCancelled
-	err := b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
+	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
 		stale := *leased
 		stale.Lease = "stale"
 		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: leased, Guard: leaseGuard(&stale)})); !errors.Is(err, store.ErrConflict) {
@@ -232,7 +232,7 @@ func testApplyTasksInTx(t *testing.T, h Harness) {
 
 	extended := *leased
 	extended.LeaseUntil = leased.LeaseUntil.Add(time.Hour)
-	err = b.inEngineTx(func(tx store.Querier, _ store.EngineQuerier) error {
+	err = b.inEngineTx(func(tx store.Querier, _ store.TaskQuerier) error {
 		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: &extended, Guard: leaseGuard(leased)})); err != nil {
 			return err
 		}

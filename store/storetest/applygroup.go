@@ -24,7 +24,7 @@ var applyGroupTests = []conformanceTest{
 // leasedFixture creates a RUNNING instance id with stepState (step a
 // RUNNING) and a task for a, leased until an hour from now; it returns the
 // instance and the leased task.
-func (b *bundle) leasedFixture(t testing.TB, eq store.EngineQuerier, id string) (*workflow.Instance, *store.Task) {
+func (b *bundle) leasedFixture(t testing.TB, eq store.TaskQuerier, id string) (*workflow.Instance, *store.Task) {
 	t.Helper()
 	inst := b.runningWith(t, id, withID(id+"-a", newTask(id, "a", "q1", clockStart)))
 	tk := b.lease(t, eq, id+"-a", b.clock.Now().Add(time.Hour))
@@ -303,7 +303,7 @@ func testApplyGroupInTx(t *testing.T, h Harness) {
 	task := b.lockTask(t, eq, tk.ID)
 	now := b.clock.Now()
 	rollback := errors.New("roll back")
-	err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+	err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 		w, _ := completion(inst, tk, now)
 		p, _ := groupStart("s", now)
 		if _, _, err := teq.ApplyGroup(b.ctx, []store.CreateParams{p}, []*store.Write{w}, nil); err != nil {
@@ -322,7 +322,7 @@ func testApplyGroupInTx(t *testing.T, h Harness) {
 	if _, err := b.s.Get(b.ctx, "s"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the instance created by a rolled back ApplyGroup: %v, want ErrNotFound", err)
 	}
-	err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+	err = b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 		w, _ := completion(inst, tk, now)
 		p, _ := groupStart("s", now)
 		_, _, err := teq.ApplyGroup(b.ctx, []store.CreateParams{p}, []*store.Write{w}, nil)

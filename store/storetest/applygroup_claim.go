@@ -196,7 +196,7 @@ func testGroupClaimInTx(t *testing.T, h Harness) {
 	errAbort := errors.New("abort")
 	for _, abort := range []bool{true, false} {
 		var writes []*store.ClaimWrite
-		err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 			claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 1},
 				Decide: deliverAll(t, until, map[string]int64{}, &writes)}
 			if _, _, err := teq.ApplyGroup(b.ctx, nil, nil, claim); err != nil {

@@ -335,7 +335,7 @@ func testDeleteDefinitionStartHeld(t *testing.T, h Harness) {
 	d := b.defs(t)
 	b.putRevisions(t, "d", 1)
 	held, release := make(chan struct{}), make(chan struct{})
-	txDone := b.holdTx(func(tx store.Querier, _ store.EngineQuerier) error {
+	txDone := b.holdTx(func(tx store.Querier, _ store.TaskQuerier) error {
 		_, err := tx.Create(b.ctx, store.CreateParams{ID: "w", Definition: "d", DefinitionRevision: 1, LatestRevision: true,
 			Status: workflow.StatusRunning, State: stepState()})
 		return err

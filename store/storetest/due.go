@@ -28,7 +28,7 @@ var dueTests = []conformanceTest{
 }
 
 // due reads items of kind at now through eq and fails t on error.
-func (b *bundle) due(t testing.TB, eq store.EngineQuerier, kind store.DueKind, now time.Time, limit int) []store.DueItem {
+func (b *bundle) due(t testing.TB, eq store.TaskQuerier, kind store.DueKind, now time.Time, limit int) []store.DueItem {
 	t.Helper()
 	items, err := eq.Due(b.ctx, store.DueParams{Kind: kind, Now: now, Limit: limit})
 	if err != nil {
@@ -101,7 +101,7 @@ func testDueTimeouts(t *testing.T, h Harness) {
 			t.Errorf("Due(timeouts, limit %d) (-want +got):\n%s", limit, diff)
 		}
 	}
-	err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+	err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 		items, err := teq.Due(b.ctx, store.DueParams{Kind: store.DueTimeouts, Now: t0, Limit: 100})
 		if diff := cmp.Diff(wantDue, ids(items)); diff != "" {
 			t.Errorf("tx.Due(timeouts) (-want +got):\n%s", diff)

@@ -48,32 +48,32 @@ var definitionTests = []conformanceTest{
 }
 
 // skipEngine is the reason a backend without the engine operations skips.
-const skipEngine = "backend does not implement store.EngineQuerier yet"
+const skipEngine = "backend does not implement store.TaskQuerier yet"
 
-// engine returns the bundle's store as an EngineQuerier, or skips t.
-func (b *bundle) engine(t testing.TB) store.EngineQuerier {
+// engine returns the bundle's store as an TaskQuerier, or skips t.
+func (b *bundle) engine(t testing.TB) store.TaskQuerier {
 	t.Helper()
-	eq, ok := b.s.(store.EngineQuerier)
+	eq, ok := b.s.(store.TaskQuerier)
 	if !ok {
 		t.Skip(skipEngine)
 	}
 	return eq
 }
 
-// engineTx returns the querier WithTx hands to fn as an EngineQuerier: a
+// engineTx returns the querier WithTx hands to fn as an TaskQuerier: a
 // backend whose Store has the engine operations must have them inside a
 // transaction too.
-func engineTx(tx store.Querier) (store.EngineQuerier, error) {
-	eq, ok := tx.(store.EngineQuerier)
+func engineTx(tx store.Querier) (store.TaskQuerier, error) {
+	eq, ok := tx.(store.TaskQuerier)
 	if !ok {
-		return nil, fmt.Errorf("the transaction's querier %T does not implement store.EngineQuerier, the store does", tx)
+		return nil, fmt.Errorf("the transaction's querier %T does not implement store.TaskQuerier, the store does", tx)
 	}
 	return eq, nil
 }
 
 // inEngineTx runs fn in a READ COMMITTED transaction with the tx querier as an
-// EngineQuerier.
-func (b *bundle) inEngineTx(fn func(tx store.Querier, eq store.EngineQuerier) error) error {
+// TaskQuerier.
+func (b *bundle) inEngineTx(fn func(tx store.Querier, eq store.TaskQuerier) error) error {
 	return b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
 		eq, err := engineTx(tx)
 		if err != nil {
@@ -151,7 +151,7 @@ func InsertTasks(ctx context.Context, q store.Querier, tasks []*store.Task) erro
 }
 
 // lockTask reads one task through eq and fails t on error.
-func (b *bundle) lockTask(t testing.TB, eq store.EngineQuerier, id string) *store.Task {
+func (b *bundle) lockTask(t testing.TB, eq store.TaskQuerier, id string) *store.Task {
 	t.Helper()
 	tk, err := eq.Task(b.ctx, id)
 	if err != nil {
@@ -183,7 +183,7 @@ func UpdateTask(ctx context.Context, q store.Querier, tk *store.Task, now time.T
 }
 
 // lease moves task id to LEASED until until, as a claim does, and returns it.
-func (b *bundle) lease(t testing.TB, eq store.EngineQuerier, id string, until time.Time) *store.Task {
+func (b *bundle) lease(t testing.TB, eq store.TaskQuerier, id string, until time.Time) *store.Task {
 	t.Helper()
 	tk := b.lockTask(t, eq, id)
 	tk.Status = store.TaskLeased
@@ -196,7 +196,7 @@ func (b *bundle) lease(t testing.TB, eq store.EngineQuerier, id string, until ti
 }
 
 // setTaskStatus moves task id to status and returns it.
-func (b *bundle) setTaskStatus(t testing.TB, eq store.EngineQuerier, id string, status store.TaskStatus) *store.Task {
+func (b *bundle) setTaskStatus(t testing.TB, eq store.TaskQuerier, id string, status store.TaskStatus) *store.Task {
 	t.Helper()
 	tk := b.lockTask(t, eq, id)
 	tk.Status = status
@@ -304,7 +304,7 @@ func taskIDs(tasks []*store.Task) []string {
 }
 
 // tasksOf returns the tasks of instance (no lock) and fails t on error.
-func (b *bundle) tasksOf(t testing.TB, eq store.EngineQuerier, instance string) []*store.Task {
+func (b *bundle) tasksOf(t testing.TB, eq store.TaskQuerier, instance string) []*store.Task {
 	t.Helper()
 	tasks, err := eq.TasksOfInstance(b.ctx, instance, store.LockNone)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 // readTasks returns every task of the instances, by id, as stored now.
-func (b *bundle) readTasks(t testing.TB, eq store.EngineQuerier, instances ...string) map[string]*store.Task {
+func (b *bundle) readTasks(t testing.TB, eq store.TaskQuerier, instances ...string) map[string]*store.Task {
 	t.Helper()
 	all := map[string]*store.Task{}
 	for _, id := range instances {
@@ -24,7 +24,7 @@ func (b *bundle) readTasks(t testing.TB, eq store.EngineQuerier, instances ...st
 }
 
 // tasksUnchanged fails t unless every task in before is still as it was.
-func (b *bundle) tasksUnchanged(t testing.TB, eq store.EngineQuerier, what string, before map[string]*store.Task) {
+func (b *bundle) tasksUnchanged(t testing.TB, eq store.TaskQuerier, what string, before map[string]*store.Task) {
 	t.Helper()
 	for id, tk := range before {
 		assertTask(t, what+": task "+id, tk, b.lockTask(t, eq, id))
@@ -42,7 +42,7 @@ func pick(all map[string]*store.Task, ids ...string) []*store.Task {
 
 // newClaimFixture creates instances in every relevant status and tasks that
 // a claim must or must not lock at clockStart, and returns them all.
-func (b *bundle) newClaimFixture(t testing.TB, eq store.EngineQuerier) map[string]*store.Task {
+func (b *bundle) newClaimFixture(t testing.TB, eq store.TaskQuerier) map[string]*store.Task {
 	t.Helper()
 	t0, sec := clockStart, time.Second
 	b.running(t, "run")
@@ -109,7 +109,7 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 		{[]string{"Q1"}, 100, []string{}},
 	} {
 		what := fmt.Sprintf("claim(%q, now, %d)", c.queues, c.limit)
-		err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 			got, err := Claimable(b.ctx, teq, c.queues, now, c.limit)
 			if err != nil {
 				return err
@@ -158,7 +158,7 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 // pause (when not nil) while holding them, leases them to owner and commits.
 func (b *bundle) claimAndLease(queue string, now time.Time, limit int, owner string, pause func() error) ([]string, error) {
 	var ids []string
-	err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+	err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 		ids = nil
 		return teq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{queue}, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
 			if pause != nil {
@@ -267,7 +267,7 @@ func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
 	// A transaction holds claimed tasks; the instance can still be written.
 	held, release := make(chan struct{}), make(chan struct{})
 	var claimed []*store.Task
-	done := b.holdTx(func(_ store.Querier, teq store.EngineQuerier) error {
+	done := b.holdTx(func(_ store.Querier, teq store.TaskQuerier) error {
 		var err error
 		claimed, err = Claimable(b.ctx, teq, []string{"q1"}, clockStart, 1)
 		return err
@@ -289,7 +289,7 @@ func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
 
 	// A transaction holds the instance; its tasks can still be claimed.
 	held, release = make(chan struct{}), make(chan struct{})
-	done = b.holdTx(func(tx store.Querier, _ store.EngineQuerier) error {
+	done = b.holdTx(func(tx store.Querier, _ store.TaskQuerier) error {
 		_, err := tx.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("y", 1) }, "holding")
 		return err
 	}, held, release, nil)

@@ -15,7 +15,7 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// Conformance of store.EngineQuerier.ClaimTasks: the claim the engine's
+// Conformance of store.TaskQuerier.ClaimTasks: the claim the engine's
 // workers make, as one transaction with the instances read alongside.
 
 var claimTaskTests = []conformanceTest{
@@ -314,7 +314,7 @@ func testClaimTasksInTx(t *testing.T, h Harness) {
 	b.runningWith(t, "a", withID("ta", newTask("a", "a", "q1", clockStart)))
 	before := b.readTasks(t, eq, "a")
 	snap := b.snapshot(t, "a")
-	claim := func(teq store.EngineQuerier) (*store.ClaimWrite, error) {
+	claim := func(teq store.TaskQuerier) (*store.ClaimWrite, error) {
 		var w *store.ClaimWrite
 		err := teq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 1}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
 			if len(locked) != 1 {
@@ -328,7 +328,7 @@ func testClaimTasksInTx(t *testing.T, h Harness) {
 		return w, err
 	}
 	errAbort := errors.New("abort")
-	err := b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+	err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 		w, err := claim(teq)
 		if err != nil {
 			return err
@@ -342,7 +342,7 @@ func testClaimTasksInTx(t *testing.T, h Harness) {
 	b.unchanged(t, "after the rolled-back claim", snap)
 	b.tasksUnchanged(t, eq, "after the rolled-back claim", before)
 
-	err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+	err = b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 		_, err := claim(teq)
 		return err
 	})
@@ -354,7 +354,7 @@ func testClaimTasksInTx(t *testing.T, h Harness) {
 
 // claimCommitted fails t unless a claim of task, committed since snap, left
 // the instance one version on and the task LEASED.
-func (b *bundle) claimCommitted(t testing.TB, eq store.EngineQuerier, what string, snap snapshot, task string) {
+func (b *bundle) claimCommitted(t testing.TB, eq store.TaskQuerier, what string, snap snapshot, task string) {
 	t.Helper()
 	if got := b.get(t, snap.inst.ID); got.Version != snap.inst.Version+1 {
 		t.Errorf("%s: version %d, want %d", what, got.Version, snap.inst.Version+1)

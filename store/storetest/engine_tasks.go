@@ -67,7 +67,7 @@ func testTasksInsertDefaults(t *testing.T, h Harness) {
 	}
 
 	// Inside a transaction, for an instance created in it.
-	err := b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
+	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
 		if _, err := tx.Create(b.ctx, store.CreateParams{ID: "tx-inst", Status: workflow.StatusRunning}); err != nil {
 			return fmt.Errorf("tx.Create: %w", err)
 		}
@@ -125,7 +125,7 @@ func testTasksNotFound(t *testing.T, h Harness) {
 	inst := b.running(t, "inst")
 	b.insertTasks(t, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
 	before := b.lockTask(t, eq, "t-a")
-	check := func(where string, eq store.EngineQuerier) error {
+	check := func(where string, eq store.TaskQuerier) error {
 		for _, id := range []string{"missing", "T-A", "", "' OR '1'='1"} {
 			tk, err := eq.Task(b.ctx, id)
 			if !errors.Is(err, store.ErrNotFound) || tk != nil {
@@ -142,7 +142,7 @@ func testTasksNotFound(t *testing.T, h Harness) {
 		t.Error(err)
 	}
 	// Inside a transaction, which stays usable.
-	err := b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
+	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
 		if err := check("in a transaction", teq); err != nil {
 			return err
 		}
@@ -218,7 +218,7 @@ func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 
 	// Inside a transaction: the write is visible in it and committed with it.
 	now = b.clock.Advance(time.Minute)
-	err := b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
+	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
 		cur, err := teq.Task(b.ctx, "t-a")
 		if err != nil {
 			return fmt.Errorf("tx.Task: %w", err)
@@ -246,7 +246,7 @@ func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 	}
 	checkTime(t, "updated_at after the transaction", got.UpdatedAt, now)
 	// A rolled-back update is gone.
-	err = b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
+	err = b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
 		cur, err := teq.Task(b.ctx, "t-a")
 		if err != nil {
 			return err
@@ -291,7 +291,7 @@ func testTasksOfInstanceOrder(t *testing.T, h Harness) {
 			t.Fatalf("TasksOfInstance(mode %d): %v", mode, err)
 		}
 		assertTasks(t, fmt.Sprintf("TasksOfInstance(mode %d)", mode), want, got)
-		err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		err = b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 			got, err := teq.TasksOfInstance(b.ctx, inst.ID, mode)
 			if err != nil {
 				return err
@@ -316,12 +316,12 @@ func testTasksOfInstanceOrder(t *testing.T, h Harness) {
 // transaction open until release is closed; held is closed once first has
 // returned. Then it runs then (if not nil) and commits. The returned channel
 // yields the transaction's error.
-func (b *bundle) holdTx(first func(store.Querier, store.EngineQuerier) error, held chan<- struct{}, release <-chan struct{},
-	then func(store.Querier, store.EngineQuerier) error,
+func (b *bundle) holdTx(first func(store.Querier, store.TaskQuerier) error, held chan<- struct{}, release <-chan struct{},
+	then func(store.Querier, store.TaskQuerier) error,
 ) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		done <- b.inEngineTx(func(tx store.Querier, teq store.EngineQuerier) error {
+		done <- b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
 			err := first(tx, teq)
 			close(held)
 			if err != nil {
@@ -345,7 +345,7 @@ func (b *bundle) holdTx(first func(store.Querier, store.EngineQuerier) error, he
 // due at clockStart, the only one of its queue); then gets the locked task.
 func (b *bundle) holdLock(id string, held chan<- struct{}, release <-chan struct{}, then func(tx store.Querier, tk *store.Task) error) <-chan error {
 	var tk *store.Task
-	first := func(_ store.Querier, teq store.EngineQuerier) error {
+	first := func(_ store.Querier, teq store.TaskQuerier) error {
 		row, err := teq.Task(b.ctx, id)
 		if err != nil {
 			return err
@@ -360,16 +360,16 @@ func (b *bundle) holdLock(id string, held chan<- struct{}, release <-chan struct
 		tk = got[0]
 		return nil
 	}
-	var after func(store.Querier, store.EngineQuerier) error
+	var after func(store.Querier, store.TaskQuerier) error
 	if then != nil {
-		after = func(tx store.Querier, _ store.EngineQuerier) error { return then(tx, tk) }
+		after = func(tx store.Querier, _ store.TaskQuerier) error { return then(tx, tk) }
 	}
 	return b.holdTx(first, held, release, after)
 }
 
 // Claimable locks what a claim of queues at now would claim, through eq
 // (inside a transaction, until it ends), writes nothing and returns it.
-func Claimable(ctx context.Context, eq store.EngineQuerier, queues []string, now time.Time, limit int) ([]*store.Task, error) {
+func Claimable(ctx context.Context, eq store.TaskQuerier, queues []string, now time.Time, limit int) ([]*store.Task, error) {
 	var tasks []*store.Task
 	err := eq.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
 		tasks = make([]*store.Task, len(locked))
@@ -450,7 +450,7 @@ func testTasksLockWaitWaits(t *testing.T, h Harness) {
 	second := make(chan result, 1)
 	go func() {
 		var r result
-		r.err = b.inEngineTx(func(_ store.Querier, teq store.EngineQuerier) error {
+		r.err = b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
 			tasks, err := teq.TasksOfInstance(b.ctx, inst.ID, store.LockWait)
 			if err == nil && len(tasks) == 1 {
 				r.tk = tasks[0]
