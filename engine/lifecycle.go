@@ -290,21 +290,35 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	// the workers even where it writes no task.
 	p.Notify = true
 	var ids []string
-	err := e.withDefs(ctx, func() error {
-		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			var err error
-			if ids, err = tx.BatchUpdateStatus(ctx, p); err != nil {
-				return err
-			}
-			now := e.clock()
-			for _, id := range slices.Sorted(slices.Values(ids)) {
-				if err := e.afterBatch(ctx, tx, id, retry, cause, now); err != nil {
+	batch := func() error {
+		return e.withDefs(ctx, func() error {
+			return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+				var err error
+				if ids, err = tx.BatchUpdateStatus(ctx, p); err != nil {
 					return err
 				}
-			}
-			return nil
+				now := e.clock()
+				for _, id := range slices.Sorted(slices.Values(ids)) {
+					if err := e.afterBatch(ctx, tx, id, retry, cause, now); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		})
-	})
+	}
+	// A task row another transaction holds for a moment (a worker's
+	// completion, the sweeper cancelling the task of a stopped instance)
+	// fails the batch with a conflict and rolls it back whole: it is run
+	// again a few times before the client is told to.
+	err := batch()
+	for attempt := 1; attempt < batchAttempts && errors.Is(err, store.ErrConflict) && ctx.Err() == nil; attempt++ {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+		}
+		err = batch()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -313,6 +327,10 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	}
 	return ids, nil
 }
+
+// batchAttempts bounds how often BatchStatus runs a batch to RUNNING that
+// conflicted with another transaction.
+const batchAttempts = 5
 
 // afterBatch resumes or retries instance id, which the batch of the same
 // transaction moved to RUNNING (and so holds locked): it writes a version,
