@@ -68,7 +68,9 @@ func run(t *testing.T, cfg bench.Config) bench.Result {
 	if res.LostUpdates != 0 || res.Errors != 0 || !progressed || res.Failed() {
 		t.Errorf("%s: lost_updates %d, errors %d, ops %d; want 0, 0, > 0\nprogress:\n%s", cfg.Scenario, res.LostUpdates, res.Errors, res.Ops, progress)
 	}
-	if !strings.Contains(progress.String(), " ops=") {
+	// The history scenario runs one workflow, often within the first
+	// progress interval: it reports its own lines instead.
+	if cfg.Scenario != bench.ScenarioHistory && !strings.Contains(progress.String(), " ops=") {
 		t.Errorf("no progress line in:\n%s", progress)
 	}
 	checkJSON(t, res)

@@ -43,7 +43,7 @@ func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.In
 		if p.Revision != 0 || c == nil {
 			break
 		}
-		inst, err := e.start(ctx, c, p, true)
+		inst, err := e.createInstance(ctx, c, p, true)
 		if !errors.Is(err, store.ErrStaleRevision) {
 			return inst, err
 		}
@@ -55,12 +55,12 @@ func (e *Engine) StartWorkflow(ctx context.Context, p StartParams) (*workflow.In
 	if err != nil {
 		return nil, err
 	}
-	return e.start(ctx, c, p, false)
+	return e.createInstance(ctx, c, p, false)
 }
 
-// start creates the instance of c; under latest only while c is the
+// createInstance starts an instance of c; under latest only while c is the
 // latest revision of its definition (store.ErrConflict otherwise).
-func (e *Engine) start(ctx context.Context, c *compiled, p StartParams, latest bool) (*workflow.Instance, error) {
+func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams, latest bool) (*workflow.Instance, error) {
 	if p.ID == "" {
 		p.ID = store.NewID()
 	}

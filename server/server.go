@@ -123,7 +123,7 @@ func (c *Config) Validate() error {
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("server: Addr %q: %v (want host:port, e.g. 127.0.0.1:8080)", addr, err))
+		errs = append(errs, fmt.Errorf("server: Addr %q: %w (want host:port, e.g. 127.0.0.1:8080)", addr, err))
 	} else if len(c.Tokens) == 0 && !c.Insecure && !IsLoopback(host) {
 		errs = append(errs, fmt.Errorf("server: refusing to listen on non-loopback address %s without authentication: set Tokens, or Insecure to accept the risk", addr))
 	}

@@ -23,14 +23,14 @@ import (
 // $1 the instance, $2 its expected version, $3 the cause, $4 the new state,
 // $5 the store's clock, $6 SetState, $7–$12 the tasks' ids, attempts,
 // leases, owners, lease ends and attempt deadlines, $13 the history patch
-// (NULL: made in SQL; see historyPatch).
+// (NULL: made in SQL; see historyPatch), $14 the new state's length.
 var claimWriteSQL = `WITH u AS (
 	UPDATE workflow_instances SET state = $4::jsonb, version = version + 1, updated_at = $5
 	WHERE $6::boolean AND id = $1 AND version = $2 AND status = 'RUNNING'
 	RETURNING id, version, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, ` + historyRow("$1", "$2", "$4", "$13") + `, $5, $3 FROM u
+	SELECT id, version, status, ` + historyRow("$1", "$2", "$4", "$14::int", "$13") + `, $5, $3 FROM u
 ), t AS (
 	UPDATE workflow_tasks w SET status = 'LEASED', attempt = x.attempt, lease = x.lease, lease_owner = x.owner,
 		lease_until = x.lease_until, attempt_deadline = x.attempt_deadline, updated_at = $5
@@ -286,7 +286,7 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 		}
 		pws[i] = &preparedClaimWrite{w: w, read: inst, now: now, args: []any{
 			inst.ID, w.ExpectedVersion, w.Cause, string(state), now, w.SetState,
-			ids, attempts, leases, owners, until, deadlines, patch,
+			ids, attempts, leases, owners, until, deadlines, patch, len(state),
 		}}
 	}
 	return pws, nil

@@ -158,16 +158,16 @@ SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
 	existsSQL = `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $1)`
 )
 
-// modifySQL is ModifyState's write once fn has run; $7 is the history
-// patch from the state fn was given (historyPatch), $8 the version it
-// replaces.
+// modifySQL is ModifyState's write once fn has run. Its history row is
+// flowd_history_entry's: a patch made in Go here (as the engine's writes
+// send one) made PostgreSQL plan the statement anew on every call.
 var modifySQL = `WITH u AS (
 	UPDATE workflow_instances SET state = $2::jsonb, status = $3, deadline = $6, version = version + 1, updated_at = $4
 	WHERE id = $1
 	RETURNING id, version, status, state, updated_at
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, ` + historyRow("$1", "$8", "u.state", "$7") + `, updated_at, $5 FROM u
+	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5 FROM u
 )
 SELECT version FROM u`
 
@@ -194,7 +194,7 @@ var completeStepSQL = `WITH u AS (
 	RETURNING ` + instanceColumns + `
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, ` + historyRow("$1", "$4", "u.state", completedStepPatch) + `, updated_at, $6 FROM u
+	SELECT id, version, status, ` + historyRow("$1", "$4", "u.state", "octet_length(u.state::text)", completedStepPatch) + `, updated_at, $6 FROM u
 )
 SELECT definition, status, state, input, version, created_at, definition_revision, deadline FROM u`
 
@@ -498,8 +498,7 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		now := tq.timestamp()
 		deadline := timestampPtr(work.Deadline)
 		var version int64
-		patch := historyPatch(&cur.State, stateJSON)
-		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline, patch, cur.Version).Scan(&version); err != nil {
+		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline).Scan(&version); err != nil {
 			return interpretError(err, id)
 		}
 		work.Deadline = deadline
