@@ -70,7 +70,9 @@ func (c *Config) validate() error {
 	if len(c.Handlers) == 0 {
 		errs = append(errs, errors.New("config: Handlers must name at least one handler"))
 	}
-	for name, h := range c.Handlers {
+	// By name, so that the same mistakes are reported in the same order.
+	for _, name := range slices.Sorted(maps.Keys(c.Handlers)) {
+		h := c.Handlers[name]
 		switch {
 		case name == "" || strings.HasPrefix(name, "flowd:"):
 			errs = append(errs, fmt.Errorf("%q is not a handler name a worker can serve", name))
