@@ -112,24 +112,3 @@ func rewriteInstanceHistory(ctx context.Context, tx *sql.Tx, id string, up bool)
 	}
 	return nil
 }
-
-// queryIDs runs a query that selects one text column; [] when no row.
-func queryIDs(ctx context.Context, c dbtx, query string, args ...any) ([]string, error) {
-	rows, err := c.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	defer rows.Close()
-	ids := []string{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, interpretError(ctx, err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	return ids, nil
-}

@@ -374,26 +374,15 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 	now := q.timestamp()
 	var ids []string
 	err := q.write(ctx, func(c dbtx) error {
-		ids = []string{}
-		rows, err := c.QueryContext(ctx,
+		var err error
+		ids, err = queryIDs(ctx, c,
 			`SELECT id FROM workflow_instances
 			WHERE status = ?1 AND updated_at < ?2
 			ORDER BY updated_at, id
 			LIMIT ?3`,
 			string(p.Status), micros(p.UpdatedBefore), p.Limit)
 		if err != nil {
-			return interpretError(ctx, err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return interpretError(ctx, err)
-			}
-			ids = append(ids, id)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return interpretError(ctx, err)
+			return err
 		}
 		if len(ids) == 0 {
 			return nil
@@ -622,4 +611,25 @@ type taskThenInstance struct {
 
 func (s taskThenInstance) Scan(dest ...any) error {
 	return s.row.Scan(append(dest, s.inst.dest()...)...)
+}
+
+// queryIDs runs a query that selects one text column; [] when no row.
+func queryIDs(ctx context.Context, c dbtx, query string, args ...any) ([]string, error) {
+	rows, err := c.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return ids, nil
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/flowd/flowd/store"
 )
@@ -53,21 +52,9 @@ func (q *querier) DeleteFinished(ctx context.Context, p store.DeleteFinishedPara
 	}
 	ids := []string{}
 	err = q.write(ctx, func(c dbtx) error {
-		ids = ids[:0]
-		rows, err := c.QueryContext(ctx, expiredFinishedSQL, before, string(ownJSON), micros(latest), p.Limit)
-		if err != nil {
-			return interpretError(ctx, err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return interpretError(ctx, err)
-			}
-			ids = append(ids, id)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return interpretError(ctx, err)
+		var err error
+		if ids, err = queryIDs(ctx, c, expiredFinishedSQL, before, string(ownJSON), micros(latest), p.Limit); err != nil {
+			return err
 		}
 		if len(ids) == 0 {
 			return nil
