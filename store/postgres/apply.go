@@ -94,9 +94,7 @@ const (
 		$29::text[], $30::text[], $31::int4[], $46::boolean[])
 		AS x (` + newTaskColumns + `, g_lease, g_status, g_attempt, g_ended)
 ), tu AS (
-	UPDATE workflow_tasks t SET status = x.status, attempt = x.attempt, max_attempts = x.max_attempts, run_at = x.run_at,
-		lease = x.lease, lease_owner = x.lease_owner, lease_until = x.lease_until, attempt_deadline = x.attempt_deadline,
-		input = x.input::jsonb, last_error = x.last_error, updated_at = $32
+	UPDATE workflow_tasks t SET ` + setTaskFromX + `, updated_at = $32
 	FROM x
 	WHERE t.id = x.id AND t.instance_id = $33
 		AND (x.g_lease IS NULL OR (t.status = 'LEASED' AND t.lease = x.g_lease AND (t.lease_until > $42) <> x.g_ended))

@@ -12,6 +12,13 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
+// setTaskFromX is the SET list of a guarded task update, from the
+// unnested rows x of Apply's and of a TasksOnly Apply's statement: every
+// mutable column of the row.
+const setTaskFromX = `status = x.status, attempt = x.attempt, max_attempts = x.max_attempts, run_at = x.run_at,
+		lease = x.lease, lease_owner = x.lease_owner, lease_until = x.lease_until, attempt_deadline = x.attempt_deadline,
+		input = x.input::jsonb, last_error = x.last_error`
+
 // applyTasksSQL is a TasksOnly Apply in one statement: the guarded task
 // updates (tu) and the notification (n); the instance is read (its status
 // for the From guard), never written. When some rows of tu matched and
@@ -38,9 +45,7 @@ const applyTasksSQL = `WITH x AS (
 		$15::text[], $16::text[], $17::int4[], $18::boolean[])
 		AS x (` + newTaskColumns + `, g_lease, g_status, g_attempt, g_ended)
 ), tu AS (
-	UPDATE workflow_tasks t SET status = x.status, attempt = x.attempt, max_attempts = x.max_attempts, run_at = x.run_at,
-		lease = x.lease, lease_owner = x.lease_owner, lease_until = x.lease_until, attempt_deadline = x.attempt_deadline,
-		input = x.input::jsonb, last_error = x.last_error, updated_at = $20
+	UPDATE workflow_tasks t SET ` + setTaskFromX + `, updated_at = $20
 	FROM x
 	WHERE t.id = x.id AND t.instance_id = $19
 		AND (x.g_lease IS NULL OR (t.status = 'LEASED' AND t.lease = x.g_lease AND (t.lease_until > $21) <> x.g_ended))
