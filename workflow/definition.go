@@ -25,6 +25,11 @@ type Definition struct {
 	// the server's retention; nil (absent) follows the server's.
 	Retention *Duration `json:"retention,omitempty"`
 	Steps     []Step    `json:"steps"`
+	// Output, when set, is the template (any JSON, templates as in a step's
+	// input) rendered into the instance's output when it completes.
+	// Without it the output maps each COMPLETED step that no other step
+	// depends on to its output.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // StepType says how a step runs.
@@ -36,10 +41,12 @@ const (
 	StepTypeWait  StepType = "wait"  // completed from outside through the API
 	StepTypeSleep StepType = "sleep" // a timer of Duration
 	StepTypeHTTP  StepType = "http"  // one HTTP request
+	// StepTypeWorkflow runs a child instance of another definition.
+	StepTypeWorkflow StepType = "workflow"
 )
 
 // StepTypes lists every step type.
-var StepTypes = []StepType{StepTypeTask, StepTypeWait, StepTypeSleep, StepTypeHTTP}
+var StepTypes = []StepType{StepTypeTask, StepTypeWait, StepTypeSleep, StepTypeHTTP, StepTypeWorkflow}
 
 // Valid reports whether t is one of the known step types.
 func (t StepType) Valid() bool { return slices.Contains(StepTypes, t) }
@@ -56,6 +63,71 @@ type Step struct {
 	DependsOn []string        `json:"depends_on,omitempty"`
 	Duration  Duration        `json:"duration,omitempty"` // sleep only, required there
 	Request   *HTTPRequest    `json:"request,omitempty"`  // http only, required there
+
+	// When is a jq program evaluated once, when the step would otherwise
+	// become ready: not truthy → the step is SKIPPED.
+	When string `json:"when,omitempty"`
+	// Join says when a step with dependencies is ready: JoinAll (""),
+	// JoinAny or JoinFirst.
+	Join Join `json:"join,omitempty"`
+	// Foreach is a jq program giving the array the step runs once per item
+	// (task, http and workflow steps); MaxConcurrency bounds the iterations
+	// delivered at once (0: no bound).
+	Foreach        string `json:"foreach,omitempty"`
+	MaxConcurrency int    `json:"max_concurrency,omitempty"`
+	// Event names the event a wait step is completed by; Key (a string
+	// template, rendered when the step starts waiting) narrows it.
+	Event string `json:"event,omitempty"`
+	Key   string `json:"key,omitempty"`
+	// Definition is the definition a workflow step starts a child of
+	// (required there).
+	Definition string `json:"definition,omitempty"`
+}
+
+// Join is how a step waits for its dependencies.
+type Join string
+
+// The joins.
+const (
+	// JoinAll (the default): ready when every dependency is COMPLETED;
+	// SKIPPED when one is SKIPPED.
+	JoinAll Join = "all"
+	// JoinAny: ready when every dependency has finished (COMPLETED or
+	// SKIPPED) and one at least is COMPLETED; SKIPPED when all are.
+	JoinAny Join = "any"
+	// JoinFirst: ready as soon as one dependency is COMPLETED; the
+	// dependencies that have not finished are withdrawn (SKIPPED).
+	JoinFirst Join = "first"
+)
+
+// Joins lists the joins.
+var Joins = []Join{JoinAll, JoinAny, JoinFirst}
+
+// MaxForeachItems bounds the array a foreach expression may give.
+const MaxForeachItems = 10000
+
+// MaxEventNameLength and MaxEventKeyLength bound an event's name and key.
+const (
+	MaxEventNameLength = 128
+	MaxEventKeyLength  = 256
+)
+
+// EventNameProblem says what is wrong with an event name ("" when it is
+// valid): 1–128 characters of [A-Za-z0-9._:-].
+func EventNameProblem(name string) string {
+	if name == "" {
+		return "is required"
+	}
+	if len(name) > MaxEventNameLength {
+		return fmt.Sprintf("is longer than %d characters", MaxEventNameLength)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return fmt.Sprintf("%q has a character outside [A-Za-z0-9._:-]", truncate(name))
+		}
+	}
+	return ""
 }
 
 // RetryPolicy says how often and how fast a failed attempt is retried. A zero

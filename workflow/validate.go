@@ -71,26 +71,43 @@ func (d *Definition) validateStep(ps *problemList, i int, index map[string]int) 
 	path := stepPath(i)
 	switch {
 	case s.Type == "":
-		ps.add(path+".type", "is required (one of task, wait, sleep, http)")
+		ps.add(path+".type", "is required (one of "+stepTypeList()+")")
 	case !s.Type.Valid():
-		ps.add(path+".type", fmt.Sprintf("unknown step type %q (want one of task, wait, sleep, http)", truncate(string(s.Type))))
+		ps.add(path+".type", fmt.Sprintf("unknown step type %q (want one of %s)", truncate(string(s.Type)), stepTypeList()))
 	}
 
 	// Fields that the step's type would ignore are rejected rather than dropped.
 	// An unknown type skips these checks: its own problem says enough.
 	if s.Type.Valid() {
 		task, sleep, http := s.Type == StepTypeTask, s.Type == StepTypeSleep, s.Type == StepTypeHTTP
+		wait, child := s.Type == StepTypeWait, s.Type == StepTypeWorkflow
 		if s.Handler != "" && !task {
 			ps.add(path+".handler", "only task steps have a handler")
 		}
-		if len(s.Input) > 0 && !isNull(s.Input) && !task {
-			ps.add(path+".input", "only task steps take an input")
+		if len(s.Input) > 0 && !isNull(s.Input) && !task && !child {
+			ps.add(path+".input", "only task and workflow steps take an input")
 		}
-		if s.Retry != nil && !task && !http {
-			ps.add(path+".retry", "only task and http steps are retried")
+		if s.Retry != nil && !task && !http && !child {
+			ps.add(path+".retry", "only task, http and workflow steps are retried")
 		}
-		if s.Timeout != 0 && !task && !http {
-			ps.add(path+".timeout", "only task and http steps have a per-attempt timeout")
+		if s.Timeout != 0 && !task && !http && !child {
+			ps.add(path+".timeout", "only task, http and workflow steps have a per-attempt timeout")
+		}
+		if s.Foreach != "" && !task && !http && !child {
+			ps.add(path+".foreach", "only task, http and workflow steps run for each item")
+		}
+		if s.Event != "" && !wait {
+			ps.add(path+".event", "only wait steps wait for an event")
+		}
+		if s.Definition != "" && !child {
+			ps.add(path+".definition", "only workflow steps start a child workflow")
+		}
+		if child {
+			if s.Definition == "" {
+				ps.add(path+".definition", "is required for a workflow step (the name of the child's definition)")
+			} else if err := validateID("", s.Definition, false); err != nil {
+				ps.add(path+".definition", idProblem(err))
+			}
 		}
 		if s.Duration != 0 && !sleep {
 			ps.add(path+".duration", "only sleep steps have a duration")
@@ -121,6 +138,7 @@ func (d *Definition) validateStep(ps *problemList, i int, index map[string]int) 
 	if s.Retry != nil {
 		validateRetry(ps, path+".retry", *s.Retry)
 	}
+	validateControlFlow(ps, path, s)
 
 	listed := make(map[string]bool, len(s.DependsOn))
 	for j, dep := range s.DependsOn {
@@ -325,8 +343,11 @@ func (d *Definition) validateTemplates(ps *problemList, index map[string]int) {
 		// A step of an unknown type has its templates checked too: whichever
 		// type the author meant, their problems are still there.
 		known := s.Type.Valid()
-		if (s.Type == StepTypeTask || !known) && len(bytes.TrimSpace(s.Input)) > 0 {
+		if (s.Type == StepTypeTask || s.Type == StepTypeWorkflow || !known) && len(bytes.TrimSpace(s.Input)) > 0 {
 			compile(path+".input", s.Input, nil)
+		}
+		if s.Key != "" {
+			compile(path+".key", nil, &s.Key)
 		}
 		if r := s.Request; r != nil && (s.Type == StepTypeHTTP || !known) {
 			if r.URL != "" {
@@ -341,6 +362,64 @@ func (d *Definition) validateTemplates(ps *problemList, index map[string]int) {
 			}
 		}
 	}
+	if len(bytes.TrimSpace(d.Output)) > 0 && !isNull(d.Output) {
+		// The output is rendered once every step has finished: any step may
+		// be referenced.
+		c := &compiler{stepIDs: hasStep, checkRef: func(Reference) string { return "" }}
+		var te *TemplateError
+		if _, err := c.compile(d.Output); errors.As(err, &te) {
+			for _, p := range te.Problems {
+				ps.add("output"+p.Path, p.Message)
+			}
+		} else if err != nil {
+			ps.add("output", err.Error())
+		}
+	}
+}
+
+// validateControlFlow checks a step's control flow: its expressions
+// compile, its join is known and has dependencies to join, a concurrency
+// bound comes with a foreach, an event name is valid and a key comes with
+// an event.
+func validateControlFlow(ps *problemList, path string, s *Step) {
+	if s.When != "" {
+		if _, err := CompileExpr(s.When); err != nil {
+			ps.add(path+".when", err.Error())
+		}
+	}
+	if s.Foreach != "" {
+		if _, err := CompileExpr(s.Foreach); err != nil {
+			ps.add(path+".foreach", err.Error())
+		}
+	}
+	switch {
+	case s.Join != "" && !slices.Contains(Joins, s.Join):
+		ps.add(path+".join", fmt.Sprintf("unknown join %q (want one of all, any, first)", truncate(string(s.Join))))
+	case s.Join != "" && len(s.DependsOn) == 0:
+		ps.add(path+".join", "only a step with depends_on joins its dependencies")
+	}
+	switch {
+	case s.MaxConcurrency < 0:
+		ps.add(path+".max_concurrency", "must not be negative")
+	case s.MaxConcurrency > 0 && s.Foreach == "":
+		ps.add(path+".max_concurrency", "only a step with foreach bounds its iterations")
+	}
+	if s.Event != "" {
+		if msg := EventNameProblem(s.Event); msg != "" {
+			ps.add(path+".event", msg)
+		}
+	}
+	if s.Key != "" && s.Event == "" {
+		ps.add(path+".key", "only a wait step with an event has a key")
+	}
+}
+
+func stepTypeList() string {
+	names := make([]string, len(StepTypes))
+	for i, t := range StepTypes {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
 }
 
 // problem is one definition problem; path is the JSON path of the field
