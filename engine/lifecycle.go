@@ -255,7 +255,12 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 			if errors.As(err, &stale) {
 				return nil, &store.ConflictError{ID: stale.ID, Expected: stale.Expected, Actual: stale.Actual}
 			}
-			return d, err
+			if err != nil {
+				return nil, err
+			}
+			// The tasks are read: the withdrawn steps' ones are cancelled.
+			d.ch.CancelWithdrawn(views(tasks))
+			return d, nil
 		})
 		return err
 	})

@@ -45,16 +45,17 @@ func (env Env) advance(c *Definition, inst *workflow.Instance, existing map[stri
 	if inst.Status != workflow.StatusRunning {
 		return
 	}
-	for _, id := range c.Def.Ready(inst.State.Steps) {
-		env.schedule(c, inst, id, existing[id], now, ch)
-	}
-	settle(inst)
+	env.runDecided(c, inst, existing, now, ch)
+	settle(c, inst, ch)
 }
 
 // settle moves a RUNNING instance to FAILED or COMPLETED when its steps say
 // so. A FAILED instance runs nothing more: its other RUNNING and WAITING
-// steps become CANCELLED in the same write (a retry runs them again).
-func settle(inst *workflow.Instance) {
+// steps become CANCELLED in the same write (a retry runs them again). An
+// instance is COMPLETED when every step is COMPLETED or SKIPPED; it gets
+// its output in the same write (Change.Output), or fails when that does
+// not render.
+func settle(c *Definition, inst *workflow.Instance, ch *Change) {
 	if inst.Status != workflow.StatusRunning {
 		return
 	}
@@ -72,6 +73,7 @@ func settle(inst *workflow.Instance) {
 	}
 	if done {
 		inst.Status = workflow.StatusCompleted
+		c.finish(inst, ch)
 	}
 }
 
