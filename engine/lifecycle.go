@@ -92,6 +92,9 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if err != nil {
 		return nil, err
 	}
+	if ch.Settled != "" {
+		return e.completeAtStart(ctx, out, &ch)
+	}
 	if ch.Notify {
 		e.wake()
 	}

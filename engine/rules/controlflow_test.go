@@ -137,7 +137,7 @@ steps:
 	c := compileDef(t, def)
 	inst := &workflow.Instance{ID: "x", Input: json.RawMessage(`{"a": false, "b": false}`), State: c.Def.InitialState()}
 	ch, err := testEnv().Start(c, inst, t0)
-	if err != nil || ch.Status != workflow.StatusCompleted || len(ch.Insert) != 0 || string(ch.Output) != `{}` {
+	if err != nil || ch.Status != workflow.StatusRunning || ch.Settled != workflow.StatusCompleted || len(ch.Insert) != 0 || string(ch.Output) != `{}` {
 		t.Fatalf("start with every step skipped: %+v, %v", ch, err)
 	}
 	for id, st := range ch.State.Steps {
