@@ -27,7 +27,7 @@ func (env Env) Start(c *Definition, inst *workflow.Instance, now time.Time) (Cha
 		// Every step was skipped: an instance is created RUNNING, and
 		// completes in a second version (Settled).
 		inst.Status = workflow.StatusRunning
-		ch.Settled, ch.SettledCause = workflow.StatusCompleted, "COMPLETED at start: every step was skipped"
+		ch.Settled, ch.SettledCause = workflow.StatusCompleted, "every step was skipped at start"
 	case workflow.StatusFailed:
 		// Nothing runs for a failed instance: the steps scheduled before
 		// the one that failed are CANCELLED, and get their tasks on retry.
