@@ -135,6 +135,12 @@ func (d *decided) write(now time.Time) *store.Write {
 		if w.Cause == "" {
 			w.Cause = ch.Cause
 		}
+		w.Output = ch.Output
+		if ch.Settled != "" {
+			w.SettledCause += ch.Note
+		} else {
+			w.Cause += ch.Note
+		}
 	}
 	for i := range ch.Update {
 		u := &ch.Update[i]

@@ -92,6 +92,9 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if err != nil {
 		return nil, err
 	}
+	if ch.Settled != "" {
+		return e.completeAtStart(ctx, out, &ch)
+	}
 	if ch.Notify {
 		e.wake()
 	}
@@ -255,7 +258,12 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 			if errors.As(err, &stale) {
 				return nil, &store.ConflictError{ID: stale.ID, Expected: stale.Expected, Actual: stale.Actual}
 			}
-			return d, err
+			if err != nil {
+				return nil, err
+			}
+			// The tasks are read: the withdrawn steps' ones are cancelled.
+			d.ch.CancelWithdrawn(views(tasks))
+			return d, nil
 		})
 		return err
 	})

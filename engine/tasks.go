@@ -241,8 +241,10 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 			// history of the change.
 			prior := inst.State.Clone()
 			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, cause: cause(&t), read: byID(row), prior: &prior}
-			d.ch, err = decide(c, inst, &t, now)
-			return d, err
+			if d.ch, err = decide(c, inst, &t, now); err != nil {
+				return nil, err
+			}
+			return d, cancelWithdrawn(ctx, q, d)
 		})
 		return err
 	})
@@ -335,9 +337,10 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	// The lease is checked against the row as its delivery left it; the
 	// write checks it again against the stored row.
 	ch, err := e.decide.CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
-	if err != nil || len(ch.Update) > 1 {
+	if err != nil || len(ch.Update) > 1 || len(ch.Withdrawn) > 0 {
 		// Refused (leaseHolderOp says why), or existing tasks to
-		// re-queue, whose guards need rows this completion did not read.
+		// re-queue or cancel, whose guards need rows this completion did
+		// not read.
 		return nil, false
 	}
 	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch, prior: &inst.State}

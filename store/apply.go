@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -49,6 +50,9 @@ type Write struct {
 	// state, this status (SettledCause its history cause).
 	Settled      workflow.Status
 	SettledCause string
+	// Output, when set, is the output of an instance the write completes
+	// (JSON), stored with the COMPLETED status; nil keeps the stored one.
+	Output json.RawMessage
 	// Insert are new tasks of the instance (filled in as stored on
 	// success); Update are existing ones to write back, each with its guard.
 	Insert []*Task
@@ -151,6 +155,9 @@ func (w *Write) Prepare() error {
 	if err := w.checkUpdates(); err != nil {
 		return err
 	}
+	if w.Output != nil && (w.FinalStatus() != workflow.StatusCompleted || !json.Valid(w.Output)) {
+		return fmt.Errorf("%w: workflow %q: an output is written, as JSON, with the COMPLETED status only", ErrInvalidArgument, w.ID)
+	}
 	StopSteps(w.From, w.Status, &w.State)
 	return w.State.Validate()
 }
@@ -186,7 +193,7 @@ func (w *Write) prepareTasksOnly() error {
 	case len(w.Update) == 0:
 		return fmt.Errorf("%w: a tasks-only write of workflow %q updates no task", ErrInvalidArgument, w.ID)
 	case w.ExpectedVersion != 0 || w.Status != "" || w.Deadline != nil || w.Cause != "" ||
-		w.Settled != "" || w.SettledCause != "" ||
+		w.Settled != "" || w.SettledCause != "" || w.Output != nil ||
 		w.State.Variables != nil || w.State.Steps != nil || w.State.Extra != nil:
 		return fmt.Errorf("%w: a tasks-only write of workflow %q changes no instance", ErrInvalidArgument, w.ID)
 	case w.From != "" && !w.From.Valid():

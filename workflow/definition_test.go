@@ -674,36 +674,6 @@ func TestDAGHelpersOnADiamond(t *testing.T) {
 	if err := st.Validate(); err != nil {
 		t.Errorf("initial state is invalid: %v", err)
 	}
-
-	// Walk the instance through: Ready only ever returns PENDING steps whose
-	// dependencies are all COMPLETED.
-	set := func(status StepStatus, ids ...string) {
-		for _, id := range ids {
-			st.Steps[id].Status = status
-		}
-	}
-	ready := func(want ...string) {
-		t.Helper()
-		if got := d.Ready(st.Steps); !slices.Equal(got, want) {
-			t.Errorf("Ready = %v, want %v", got, want)
-		}
-	}
-	ready("a", "lone")
-	set(StepRunning, "a", "lone")
-	ready()
-	set(StepCompleted, "a")
-	ready("b", "c")
-	set(StepRunning, "b")
-	set(StepWaiting, "c")
-	ready()
-	set(StepCompleted, "b")
-	ready()
-	set(StepFailed, "c")
-	ready()
-	set(StepCompleted, "c")
-	ready("d")
-	delete(st.Steps, "b")
-	ready() // a dependency missing from the state is not completed
 }
 
 // TestTopoOrderOfAnInvalidDefinition: the helpers must not loop or panic on a

@@ -1,5 +1,6 @@
 // The step graph of a definition: cycle detection for validation, and the
-// lookups the engine and tests use (steps by id, ready steps, order).
+// lookups the engine and tests use (steps by id, dependents, order). Which
+// steps are ready is the engine's rule (engine/rules, join.go).
 
 package workflow
 
@@ -171,29 +172,6 @@ func (d *Definition) Roots() []string {
 	var ids []string
 	for _, s := range d.Steps {
 		if len(s.DependsOn) == 0 {
-			ids = append(ids, s.ID)
-		}
-	}
-	return ids
-}
-
-// Ready returns, in definition order, the ids of the steps that are PENDING in
-// steps and whose dependencies are all COMPLETED there. A step missing from
-// steps is neither ready nor completed.
-func (d *Definition) Ready(steps map[string]*StepState) []string {
-	var ids []string
-	for _, s := range d.Steps {
-		if st := steps[s.ID]; st == nil || st.Status != StepPending {
-			continue
-		}
-		ready := true
-		for _, dep := range s.DependsOn {
-			if st := steps[dep]; st == nil || st.Status != StepCompleted {
-				ready = false
-				break
-			}
-		}
-		if ready {
 			ids = append(ids, s.ID)
 		}
 	}

@@ -39,6 +39,11 @@ type Instance struct {
 	// it to TIMED_OUT (nil: no timeout).
 	DefinitionRevision int        `json:"definition_revision,omitempty"`
 	Deadline           *time.Time `json:"deadline,omitempty"`
+	// Output is what a definition-based instance gave when it completed
+	// (its definition's output template rendered, or the outputs of its
+	// final steps); absent until then, and for an instance completed
+	// otherwise (a free-form one, a status forced through the API).
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // State is an instance's state document. Variables and Steps are the keys the

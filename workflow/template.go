@@ -213,15 +213,17 @@ func (t *Template) RenderString(input json.RawMessage, outputs map[string]json.R
 	return "", errors.New("the template is not a string")
 }
 
-// StepOutputs returns the outputs of the COMPLETED steps, for Render.
+// StepOutputs returns the outputs of the COMPLETED steps, for Render, and
+// null for the SKIPPED ones: a skipped step's output is null, so a
+// reference to it renders null and a key looked up inside it is missing.
 func StepOutputs(steps map[string]*StepState) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage, len(steps))
 	for id, st := range steps {
-		if st == nil || st.Status != StepCompleted {
+		if st == nil || st.Status != StepCompleted && st.Status != StepSkipped {
 			continue
 		}
 		o := st.Output
-		if len(o) == 0 {
+		if len(o) == 0 || st.Status == StepSkipped {
 			o = json.RawMessage("null")
 		}
 		out[id] = o

@@ -59,6 +59,10 @@ func printInstance(w io.Writer, inst *workflow.Instance) error {
 	field("created", timestamp(inst.CreatedAt))
 	field("updated", timestamp(inst.UpdatedAt))
 	field("input", short(inst.Input, valueWidth))
+	if inst.Output != nil {
+		// What a completed definition-based instance gave.
+		field("output", short(inst.Output, valueWidth))
+	}
 	for _, sec := range []struct {
 		key    string
 		values map[string]json.RawMessage

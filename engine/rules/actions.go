@@ -85,7 +85,7 @@ func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existi
 // false when that changes nothing (a resume with nothing ready and nothing
 // to settle): the batch's status change is all there is.
 func (env Env) Reopen(c *Definition, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time) (ch Change, write bool) {
-	ready := len(c.Def.Ready(inst.State.Steps)) > 0 // what a resume schedules
+	ready := c.decidable(inst.State.Steps) // what a resume schedules or skips
 	env.reopen(c, inst, existing, retry, now, &ch)
 	ch.setInstance(inst)
 	ch.Notify = true // tasks queued before a pause are claimable again

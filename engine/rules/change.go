@@ -28,6 +28,16 @@ type Change struct {
 	// Next, when set, points into Insert: a task leased in the same write to
 	// the worker whose completion scheduled it.
 	Next *Task
+	// Output, when set, is the output of an instance the write completes.
+	Output []byte
+	// Note, when set, is added to the history cause of the version that
+	// ends the write (Cause, or SettledCause): why a completion failed the
+	// instance instead (its output did not render).
+	Note string
+	// Withdrawn are the steps a `join: first` withdrew whose task rows the
+	// decision was not given: the caller reads them and cancels their
+	// active tasks in the same write (CancelWithdrawn).
+	Withdrawn []string
 	// Notify: some task became claimable, so workers (of every node) must
 	// look for work once the write is committed.
 	Notify bool

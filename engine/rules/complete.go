@@ -107,7 +107,7 @@ func (env Env) failAttempt(c *Definition, inst *workflow.Instance, t *Task, msg 
 	}
 	st.Status = workflow.StepFailed
 	t.Status = TaskFailed
-	settle(inst)
+	settle(c, inst, nil)
 }
 
 // ExpiryReason says why t's lease ended at now: its attempt's deadline

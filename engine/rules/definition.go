@@ -16,6 +16,7 @@ type Definition struct {
 	urls    map[string]*workflow.Template
 	bodies  map[string]*workflow.Template
 	headers map[string]map[string]*workflow.Template
+	flow    controlFlow
 }
 
 // Compile compiles def's templates; an error names the step and field of
@@ -47,6 +48,9 @@ func Compile(def *workflow.Definition) (*Definition, error) {
 				}
 			}
 		}
+	}
+	if err := c.compileControlFlow(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

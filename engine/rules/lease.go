@@ -143,8 +143,10 @@ func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease,
 // extended to now+d, never past the attempt's deadline. It returns the new
 // end.
 func ExtendLease(t *Task, inst *workflow.Instance, now time.Time, d time.Duration) (time.Time, error) {
-	if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
-		return time.Time{}, fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
+	// The holder's fence, as for a completion: a step withdrawn or
+	// completed another way takes no heartbeat either.
+	if err := checkHolder(inst, t); err != nil {
+		return time.Time{}, err
 	}
 	t.LeaseUntil = now.Add(d)
 	if !t.AttemptDeadline.IsZero() && t.AttemptDeadline.Before(t.LeaseUntil) {

@@ -279,11 +279,18 @@ func TestFencingRefusesStaleExpiredAndStoppedCompletions(t *testing.T) {
 }
 
 func TestHeartbeatExtendsTheLeaseUpToTheAttemptDeadline(t *testing.T) {
-	inst := &workflow.Instance{ID: "x", Status: workflow.StatusPaused}
-	task := &Task{Status: TaskLeased, Lease: "l", LeaseUntil: t0.Add(time.Second), AttemptDeadline: t0.Add(10 * time.Second)}
+	inst := &workflow.Instance{ID: "x", Status: workflow.StatusPaused,
+		State: workflow.State{Steps: map[string]*workflow.StepState{"s": {Status: workflow.StepRunning}}}}
+	task := &Task{StepID: "s", Status: TaskLeased, Lease: "l", LeaseUntil: t0.Add(time.Second), AttemptDeadline: t0.Add(10 * time.Second)}
 	until, err := ExtendLease(task, inst, t0, 30*time.Second)
 	if err != nil || !until.Equal(t0.Add(10*time.Second)) {
 		t.Errorf("heartbeat of a paused instance's task: %v, %v", until, err)
+	}
+	// A step that no longer runs (withdrawn by a join: first) takes no
+	// heartbeat, as it takes no completion.
+	inst.State.Steps["s"].Status = workflow.StepSkipped
+	if _, err := ExtendLease(task, inst, t0, time.Second); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("heartbeat of a skipped step's task: %v", err)
 	}
 	inst.Status = workflow.StatusCancelled
 	if _, err := ExtendLease(task, inst, t0, time.Second); !errors.Is(err, ErrNotRunning) {

@@ -10,8 +10,10 @@ import (
 // Start decides a new instance of c: inst carries its id, input and initial
 // state (c.Def.InitialState with the caller's variables). It becomes
 // RUNNING, gets the workflow timeout as its deadline, and the steps without
-// dependencies are scheduled in the same write. A state larger than
-// env.MaxStateBytes is refused (workflow.ErrStateTooLarge).
+// dependencies are scheduled in the same write (their `when` evaluated;
+// a start that skips every step completes in a second version,
+// Change.Settled). A state larger than env.MaxStateBytes is refused
+// (workflow.ErrStateTooLarge).
 func (env Env) Start(c *Definition, inst *workflow.Instance, now time.Time) (Change, error) {
 	inst.Status = workflow.StatusRunning
 	inst.Deadline = deadline(c, now)
@@ -19,6 +21,17 @@ func (env Env) Start(c *Definition, inst *workflow.Instance, now time.Time) (Cha
 	env.advance(c, inst, nil, now, &ch)
 	if err := env.checkSize(inst.State); err != nil {
 		return Change{}, err
+	}
+	switch inst.Status {
+	case workflow.StatusCompleted:
+		// Every step was skipped: an instance is created RUNNING, and
+		// completes in a second version (Settled).
+		inst.Status = workflow.StatusRunning
+		ch.Settled, ch.SettledCause = workflow.StatusCompleted, "every step was skipped at start"
+	case workflow.StatusFailed:
+		// Nothing runs for a failed instance: the steps scheduled before
+		// the one that failed are CANCELLED, and get their tasks on retry.
+		ch.Insert = nil
 	}
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
@@ -45,16 +58,17 @@ func (env Env) advance(c *Definition, inst *workflow.Instance, existing map[stri
 	if inst.Status != workflow.StatusRunning {
 		return
 	}
-	for _, id := range c.Def.Ready(inst.State.Steps) {
-		env.schedule(c, inst, id, existing[id], now, ch)
-	}
-	settle(inst)
+	env.runDecided(c, inst, existing, now, ch)
+	settle(c, inst, ch)
 }
 
 // settle moves a RUNNING instance to FAILED or COMPLETED when its steps say
 // so. A FAILED instance runs nothing more: its other RUNNING and WAITING
-// steps become CANCELLED in the same write (a retry runs them again).
-func settle(inst *workflow.Instance) {
+// steps become CANCELLED in the same write (a retry runs them again). An
+// instance is COMPLETED when every step is COMPLETED or SKIPPED; it gets
+// its output in the same write (Change.Output), or fails when that does
+// not render.
+func settle(c *Definition, inst *workflow.Instance, ch *Change) {
 	if inst.Status != workflow.StatusRunning {
 		return
 	}
@@ -72,6 +86,7 @@ func settle(inst *workflow.Instance) {
 	}
 	if done {
 		inst.Status = workflow.StatusCompleted
+		c.finish(inst, ch)
 	}
 }
 

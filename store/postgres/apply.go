@@ -39,7 +39,10 @@ import (
 // updates, $44 whether to notify, $45 the number of new versions, $46 the
 // updates' LeaseEnded guards (an array, or one boolean for one update), $47
 // the history patch of the first new version (NULL: made in SQL, see
-// historyPatch), $48 the length of its state.
+// historyPatch), $48 the length of its state, $49 the instance's output
+// (NULL: unchanged; set only with the COMPLETED status). Every write
+// passes every parameter, so that one statement text (and its generic
+// plan) serves all of them.
 var applySQL, applyStrictSQL = applyStatement(false, false), applyStatement(false, true)
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
@@ -135,7 +138,7 @@ const (
 var applyInstance = `), u AS (
 	UPDATE workflow_instances SET status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
 		state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
-		deadline = $37, version = version + $45, updated_at = $32
+		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($49::jsonb, output)
 	WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43
 	RETURNING definition, input, version, created_at, definition_revision
 ), h AS (
@@ -274,7 +277,7 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	args = append(args, now, w.ID, w.ExpectedVersion,
 		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
 		string(w.Settled), settledState, w.SettledCause,
-		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state))
+		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state), outputArg(w.Output))
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 
@@ -372,7 +375,17 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 		ID: w.ID, Definition: *definition, DefinitionRevision: *revision, Status: w.FinalStatus(),
 		State: pa.state, Input: compactJSON(input), Version: *version,
 		CreatedAt: created.UTC(), UpdatedAt: pa.now, Deadline: utcPtr(timestampPtr(w.Deadline)),
+		Output: w.Output,
 	}, nil
+}
+
+// outputArg is a write's output as a statement argument: NULL (the stored
+// output stays) when there is none.
+func outputArg(out []byte) any {
+	if out == nil {
+		return nil
+	}
+	return string(out)
 }
 
 // fill gives the caller's tasks what was stored.

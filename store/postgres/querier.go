@@ -74,7 +74,12 @@ const (
 )
 
 // instanceColumns is the column list scanInstance reads, in its order.
-const instanceColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline"
+const instanceColumns = instanceBaseColumns + ", output"
+
+// instanceBaseColumns are the columns instanceRow.dest reads: those of
+// instanceColumns but the output, which only a COMPLETED instance has (a
+// claim reads the instances of its tasks without it).
+const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline"
 
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
@@ -797,13 +802,21 @@ func (q *querier) History(ctx context.Context, id string, since int64, limit int
 // scanInstance reads the columns of instanceColumns.
 func scanInstance(row pgx.Row) (*workflow.Instance, error) {
 	var r instanceRow
-	if err := row.Scan(r.dest()...); err != nil {
+	var output []byte
+	if err := row.Scan(append(r.dest(), &output)...); err != nil {
 		return nil, err
 	}
-	return r.instance()
+	inst, err := r.instance()
+	if err != nil {
+		return nil, err
+	}
+	if output != nil {
+		inst.Output = compactJSON(output)
+	}
+	return inst, nil
 }
 
-// instanceRow receives the columns of instanceColumns.
+// instanceRow receives the columns of instanceBaseColumns.
 type instanceRow struct {
 	inst         workflow.Instance
 	status       string

@@ -113,6 +113,13 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 			return nil, err
 		}
 	}
+	if w.Output != nil {
+		// The output of the instance this write completes.
+		if _, err := c.ExecContext(ctx, `UPDATE workflow_instances SET output = ?2 WHERE id = ?1`, w.ID, string(w.Output)); err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		out.Output = w.Output
+	}
 	return out, insertTasks(ctx, c, pa.inserts)
 }
 

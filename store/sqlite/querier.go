@@ -41,7 +41,7 @@ type querier struct {
 
 // instanceColumns is the column list every instance query selects or returns,
 // in the order scanInstance reads them.
-const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline`
+const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, output`
 
 // Create inserts a new instance at version 0 with its history row 0.
 func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
@@ -577,11 +577,12 @@ type instanceScan struct {
 	status, state, input string
 	createdAt, updatedAt int64
 	deadline             sql.NullInt64
+	output               sql.NullString
 }
 
 func (r *instanceScan) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.createdAt, &r.updatedAt,
-		&r.inst.DefinitionRevision, &r.deadline}
+		&r.inst.DefinitionRevision, &r.deadline, &r.output}
 }
 
 // instance decodes what was scanned.
@@ -596,6 +597,9 @@ func (r *instanceScan) instance() (*workflow.Instance, error) {
 		return nil, fmt.Errorf("sqlite: workflow %q: stored state: %w", inst.ID, err)
 	}
 	inst.Input = json.RawMessage(r.input)
+	if r.output.Valid {
+		inst.Output = json.RawMessage(r.output.String)
+	}
 	inst.CreatedAt = fromMicros(r.createdAt)
 	inst.UpdatedAt = fromMicros(r.updatedAt)
 	return &inst, nil

@@ -79,6 +79,11 @@ function el(name, attrs = {}, ...children) {
   return e;
 }
 
+/** edgeClass marks an arrow into a skipped step, which is drawn as not taken. */
+export function edgeClass(targetStatus) {
+  return targetStatus === 'SKIPPED' ? 'edge to-skipped' : 'edge';
+}
+
 function fit(text, maxChars) {
   return text.length <= maxChars ? text : text.slice(0, Math.max(1, maxChars - 1)) + '…';
 }
@@ -110,7 +115,7 @@ export function renderDAG(steps, { statuses, onSelect, label } = {}) {
       const y2 = to.y + to.h / 2;
       const mx = (x1 + x2) / 2;
       edges.append(el('path', {
-        class: 'edge', d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, 'marker-end': 'url(#dag-arrow)',
+        class: edgeClass(statuses?.[s.id]), d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, 'marker-end': 'url(#dag-arrow)',
         'data-from': dep, 'data-to': s.id,
       }));
     }

@@ -176,7 +176,16 @@ export function mount(root, { id }) {
         fact('Updated', when(w.updated_at)),
         w.deadline && !ENDED.includes(w.status) ? fact('Deadline', h('span', { id: 'wf-deadline' }, when(w.deadline))) : null),
       h('details', { class: 'input-box', open: st.open.has('#input') || undefined, ontoggle: (e) => toggleOpen('#input', e.target.open) },
-        h('summary', {}, 'Input'), jsonView(w.input ?? {}, { id: 'wf-input' })));
+        h('summary', {}, 'Input'), jsonView(w.input ?? {}, { id: 'wf-input' })),
+      outputBox(w));
+  }
+
+  // outputBox shows what a completed instance gave (absent before), open
+  // unless the user closed it.
+  function outputBox(w) {
+    if (w.output === undefined) return null;
+    return h('details', { class: 'input-box', id: 'wf-output-box', open: !st.open.has('#output-closed') || undefined, ontoggle: (e) => toggleOpen('#output-closed', !e.target.open) },
+      h('summary', {}, 'Output'), jsonView(w.output, { id: 'wf-output' }));
   }
 
   function fact(label, ...value) {
