@@ -39,7 +39,8 @@ import (
 // updates, $44 whether to notify, $45 the number of new versions, $46 the
 // updates' LeaseEnded guards (an array, or one boolean for one update), $47
 // the history patch of the first new version (NULL: made in SQL, see
-// historyPatch), $48 the length of its state.
+// historyPatch), $48 the length of its state, $49 the new tasks'
+// iterations.
 var applySQL, applyStrictSQL = applyStatement(false, false), applyStatement(false, true)
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
@@ -147,7 +148,7 @@ var applyInstance = `), u AS (
 	SELECT $33, $34 + 2, $39, flowd_history_entry($33, $34 + 2, $36::jsonb, coalesce($40::jsonb, $36::jsonb), (SELECT state FROM h)), $32, $41 FROM u WHERE $39 <> ''
 ), ins AS (
 	` + insertTasksPrefix + `$32, $32
-	FROM ` + newTasks1 + `
+	FROM ` + newTasks1(49) + `
 	WHERE EXISTS (SELECT 1 FROM u)
 	RETURNING 1
 ), n AS (
@@ -274,7 +275,8 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	args = append(args, now, w.ID, w.ExpectedVersion,
 		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
 		string(w.Settled), settledState, w.SettledCause,
-		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state))
+		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state),
+		insertCols.iterations)
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 

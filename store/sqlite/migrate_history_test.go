@@ -54,8 +54,8 @@ func TestHistoryMigration(t *testing.T) {
 			t.Fatalf("%s: %d versions before the migration", inst.ID, len(before[inst.ID]))
 		}
 	}
-	if rep := migrate(t, s); len(rep.Applied) != 1 || rep.Applied[0].Version != historyPatchesVersion {
-		t.Fatalf("Migrate = %+v, want %d applied", rep, historyPatchesVersion)
+	if rep := migrate(t, s); len(rep.Applied) == 0 || rep.Applied[0].Version != historyPatchesVersion {
+		t.Fatalf("Migrate = %+v, want %d applied first", rep, historyPatchesVersion)
 	}
 	for _, inst := range legacy {
 		storetest.CheckHistory(t, s, inst.ID, before[inst.ID])
