@@ -83,7 +83,7 @@ func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, own
 		if st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
-		st.Attempts = t.Attempt + 1
+		st.Attempts = max(st.Attempts, t.Attempt+1) // iterations count their own attempts
 		step, _ := c.Def.Step(t.StepID)
 		env.lease(&t, owner, now, lease, time.Duration(step.Timeout))
 		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: Guard{Status: TaskQueued}})
@@ -132,7 +132,7 @@ func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease,
 		}
 		step, _ := c.Def.Step(nt.StepID)
 		env.lease(nt, next.Owner, now, next.Lease, time.Duration(step.Timeout))
-		st.Attempts = nt.Attempt
+		st.Attempts = max(st.Attempts, nt.Attempt)
 		ch.Next = nt
 		return
 	}

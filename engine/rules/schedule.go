@@ -10,7 +10,8 @@ import (
 // Start decides a new instance of c: inst carries its id, input and initial
 // state (c.Def.InitialState with the caller's variables). It becomes
 // RUNNING, gets the workflow timeout as its deadline, and the steps without
-// dependencies are scheduled in the same write. A state larger than
+// dependencies are scheduled in the same write. When that leaves nothing to
+// run, Change.Settled is COMPLETED: a second version. A state larger than
 // env.MaxStateBytes is refused (workflow.ErrStateTooLarge).
 func (env Env) Start(c *Definition, inst *workflow.Instance, now time.Time) (Change, error) {
 	inst.Status = workflow.StatusRunning
@@ -19,6 +20,13 @@ func (env Env) Start(c *Definition, inst *workflow.Instance, now time.Time) (Cha
 	env.advance(c, inst, nil, now, &ch)
 	if err := env.checkSize(inst.State); err != nil {
 		return Change{}, err
+	}
+	if inst.Status == workflow.StatusCompleted {
+		// Nothing to run (a foreach over no items): created RUNNING, an
+		// instance is never created COMPLETED, and completed in a second
+		// version.
+		inst.Status = workflow.StatusRunning
+		ch.Settled, ch.SettledCause = workflow.StatusCompleted, "COMPLETED at start: nothing to run"
 	}
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
@@ -45,8 +53,12 @@ func (env Env) advance(c *Definition, inst *workflow.Instance, existing map[stri
 	if inst.Status != workflow.StatusRunning {
 		return
 	}
-	for _, id := range c.Def.Ready(inst.State.Steps) {
-		env.schedule(c, inst, id, existing[id], now, ch)
+	// A step may finish as it is scheduled (a foreach over no items), which
+	// makes its dependents ready: scheduled in the same write.
+	for ready := c.Def.Ready(inst.State.Steps); len(ready) > 0; ready = c.Def.Ready(inst.State.Steps) {
+		for _, id := range ready {
+			env.schedule(c, inst, id, existing, now, ch)
+		}
 	}
 	settle(inst)
 }
@@ -78,7 +90,7 @@ func settle(inst *workflow.Instance) {
 // schedule starts one ready step: a wait step starts WAITING; the others
 // render their input and get a queued task. A template that references
 // something missing fails the step at once, without retry.
-func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev *Task, now time.Time, ch *Change) {
+func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change) {
 	step, _ := c.Def.Step(id)
 	st := inst.State.Steps[id]
 	if st == nil {
@@ -90,6 +102,10 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev 
 	}
 	if step.Type == workflow.StepTypeWait {
 		st.Status = workflow.StepWaiting
+		return
+	}
+	if step.Foreach != "" {
+		env.startForeach(c, inst, id, existing, now, ch)
 		return
 	}
 	input, err := c.render(id, inst)
@@ -107,6 +123,13 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev 
 	case workflow.StepTypeHTTP:
 		queue = QueueHTTP
 	}
+	env.queueTask(inst, id, 0, queue, runAt, budget, input, existing[id], ch)
+}
+
+// queueTask queues the task of step id (iteration: see Task.Iteration)
+// with a budget of attempts: a new row, or prev, the row it ran on before,
+// re-queued.
+func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queue string, runAt time.Time, budget int, input json.RawMessage, prev *Task, ch *Change) {
 	if prev != nil {
 		// The same row, re-queued with a fresh budget and no lease:
 		// whoever still holds the old lease is fenced off.
@@ -119,7 +142,7 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev 
 		return
 	}
 	ch.Insert = append(ch.Insert, Task{
-		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Queue: queue, Status: TaskQueued,
+		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Iteration: iteration, Queue: queue, Status: TaskQueued,
 		MaxAttempts: budget, RunAt: runAt, Input: input,
 	})
 }
