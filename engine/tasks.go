@@ -186,7 +186,7 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 	if !ok {
 		return nil, nil, nil
 	}
-	w := &store.ClaimWrite{SetState: true, ExpectedVersion: inst.Version, State: ch.State, Cause: ch.Cause}
+	w := &store.ClaimWrite{SetState: !ch.LeasesOnly, ExpectedVersion: inst.Version, State: ch.State, Cause: ch.Cause}
 	view := make([]Task, 0, len(ch.Update))
 	for i := range ch.Update {
 		u := &ch.Update[i].Task

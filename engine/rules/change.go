@@ -32,6 +32,10 @@ type Change struct {
 	// Notify: some task became claimable, so workers (of every node) must
 	// look for work once the write is committed.
 	Notify bool
+	// LeasesOnly: the change leases tasks (Update) and writes no version of
+	// the instance (Status, State and Cause are unset): a delivery of
+	// iterations of foreach steps.
+	LeasesOnly bool
 }
 
 // setInstance records inst as the write leaves it.

@@ -225,6 +225,16 @@ func TestForeachWithoutBoundQueuesEveryIteration(t *testing.T) {
 	if got := w.active(); len(got) != 3 {
 		t.Fatalf("active %v, want 3", got)
 	}
+	// Delivering iterations writes no version: their attempts are theirs.
+	version := w.inst.Version
+	ch, ok := w.env.Deliver(w.c, w.inst, []Task{*w.tasks[iter("a", 0)], *w.tasks[iter("a", 1)]}, "worker", w.now, time.Minute)
+	if !ok || !ch.LeasesOnly || len(ch.Update) != 2 || ch.Update[1].Task.Status != TaskLeased || ch.Update[1].Task.Attempt != 1 {
+		t.Errorf("delivery of two iterations: %+v, %v; want their leases alone", ch, ok)
+	}
+	w.apply(ch)
+	if w.inst.Version != version {
+		t.Errorf("version %d after delivering iterations, want %d", w.inst.Version, version)
+	}
 	var req HTTPRequest
 	if err := json.Unmarshal(w.tasks[iter("a", 2)].Input, &req); err != nil || req.URL != "http://x/r?i=2" || w.tasks[iter("a", 2)].Queue != QueueHTTP {
 		t.Errorf("request of iteration 2: %+v (%v), queue %s", req, err, w.tasks[iter("a", 2)].Queue)
@@ -343,6 +353,13 @@ func TestForeachIterationTemplateMissingFailsTheStep(t *testing.T) {
 	}
 	if len(w.tasks) != 0 {
 		t.Errorf("tasks %v: the iteration queued before the failing one must not be", w.tasks)
+	}
+	// A retry renders them again: still missing, the step fails the same way.
+	if _, err := w.act("retry"); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.step("a"); st.Status != workflow.StepFailed || !strings.HasPrefix(st.Error, "iteration 1: missing reference") || len(w.tasks) != 0 {
+		t.Errorf("after retry: step %s %q, tasks %v", st.Status, st.Error, w.tasks)
 	}
 }
 

@@ -66,8 +66,10 @@ func started(t *testing.T, yaml, input string) *world {
 // apply writes ch as the store would: the instance's new version (and the
 // settled one), the inserted and updated tasks.
 func (w *world) apply(ch Change) {
-	w.inst.Status, w.inst.State, w.inst.Deadline = ch.Status, ch.State, ch.Deadline
-	w.inst.Version++
+	if !ch.LeasesOnly {
+		w.inst.Status, w.inst.State, w.inst.Deadline = ch.Status, ch.State, ch.Deadline
+		w.inst.Version++
+	}
 	if ch.Settled != "" {
 		w.inst.Status = ch.Settled
 		w.inst.Version++
