@@ -466,7 +466,6 @@ func (fe *foreachState) ordered() (json.RawMessage, error) {
 	return append(out, ']'), nil
 }
 
-
 // iterationFailed records that iteration t has no attempt left (its task
 // FAILED, the step marked FAILED by failAttempt): the step fails naming the
 // index, and the other delivered iterations are cancelled (failForeach).
