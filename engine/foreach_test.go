@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,5 +241,66 @@ func TestForeachConcurrentCompletionsKeepEveryOutput(t *testing.T) {
 		if len(h) != 1+12 { // start, a completion per iteration (a delivery writes none)
 			t.Errorf("%d history rows, want 13", len(h))
 		}
+	})
+}
+
+// TestForeachHTTPStep: an http step with foreach sends one request per
+// item, each with its iteration's idempotency key, and its output lists the
+// responses in item order.
+func TestForeachHTTPStep(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"o": %q, "key": %q}`, r.URL.Query().Get("o"), r.Header.Get("Idempotency-Key"))
+	}))
+	defer srv.Close()
+	b := backends[0]
+	n := newNode(t, b, b.newDB(t), nodeOpts{})
+	n.define(`
+name: hooks
+steps:
+  - id: call
+    type: http
+    foreach: .input.orders
+    max_concurrency: 2
+    request: {method: GET, url: "` + srv.URL + `/hook?o={{ .item }}"}
+`)
+	inst := n.waitStatus(n.start("hooks", "hs-1", `{"orders": ["o-1", "o-2", "o-3"]}`).ID, workflow.StatusCompleted, 10*time.Second)
+	want := `[{"status":200,"body":{"o":"o-1","key":"hs-1/call/0"}},{"status":200,"body":{"o":"o-2","key":"hs-1/call/1"}},{"status":200,"body":{"o":"o-3","key":"hs-1/call/2"}}]`
+	if got := output(t, inst, "call"); got != want {
+		t.Errorf("output %s, want %s", got, want)
+	}
+}
+
+// TestForeachLeaseExpiryFailsTheStep: an iteration whose lease ends with no
+// attempt left fails the step through the sweeper, which cancels the other
+// iterations in the same write; an iteration's lease fences that iteration
+// alone.
+func TestForeachLeaseExpiryFailsTheStep(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1})
+		n.define(failingEachDef)
+		n.start("failing-each", "x-1", `["a","b"]`)
+		short, err := n.eng.Poll(ctx, engine.PollParams{Worker: "w", Handlers: []string{"remote"}, Lease: 200 * time.Millisecond, Wait: 5 * time.Second})
+		if err != nil || short == nil {
+			t.Fatalf("poll: %v, %v", short, err)
+		}
+		long, err := n.eng.Poll(ctx, engine.PollParams{Worker: "w", Handlers: []string{"remote"}, Lease: time.Hour, Wait: 5 * time.Second})
+		if err != nil || long == nil {
+			t.Fatalf("poll: %v, %v", long, err)
+		}
+		// The other iteration's lease does not complete this one.
+		if err := n.eng.CompleteTask(ctx, short.ID, long.Lease, json.RawMessage(`1`)); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Errorf("completing with another iteration's lease: %v, want a lost lease", err)
+		}
+		inst := n.waitStatus("x-1", workflow.StatusFailed, 10*time.Second)
+		want := fmt.Sprintf("iteration %d: lease expired (attempt 1)", *short.Index)
+		if st := inst.State.Steps["each"]; st.Status != workflow.StepFailed || st.Error != want {
+			t.Errorf("step %+v, want FAILED %q", st, want)
+		}
+		if row, err := n.st.Task(ctx, long.ID); err != nil || row.Status != store.TaskCancelled {
+			t.Errorf("the other iteration's task: %+v, %v; want CANCELLED", row, err)
+		}
+		n.checkHistory(inst)
 	})
 }
