@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // Scenario names what a run measures.
@@ -41,10 +42,13 @@ const (
 	// ScenarioHistory: one workflow of Steps steps, each outputting
 	// OutputSize bytes, then its history's size measured from the database.
 	ScenarioHistory Scenario = "history"
+	// ScenarioForeach: workflows of one foreach step over Items items
+	// through an in-process engine; an op is an iteration.
+	ScenarioForeach Scenario = "foreach"
 )
 
 // Scenarios lists every scenario, in the documented order.
-var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory}
+var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach}
 
 // Modes of the contended scenario.
 const (
@@ -100,6 +104,8 @@ type Config struct {
 	BatchSize int
 	// Workers is the in-process step concurrency of the workflow engine.
 	Workers int
+	// Items is the number of items of the foreach scenario's step.
+	Items int
 	// Rate bounds workflow starts per second over all clients (0: as fast as
 	// MaxInFlight allows).
 	Rate float64
@@ -120,7 +126,7 @@ func DefaultConfig() Config {
 		Clients: 8, Duration: 10 * time.Second, ProgressInterval: time.Second,
 		Retry:     store.DefaultRetryPolicy,
 		StateSize: 1024, Steps: 200, OutputSize: 2048, Rows: 20000, BatchSize: 100,
-		Workers: 8, Drain: 10 * time.Second,
+		Workers: 8, Drain: 10 * time.Second, Items: 1000,
 	}
 }
 
@@ -188,6 +194,13 @@ func (c Config) Validate() error {
 		if c.BatchSize < 1 || c.BatchSize > store.MaxBatchLimit {
 			bad("--batch-size must be in 1–%d, got %d", store.MaxBatchLimit, c.BatchSize)
 		}
+	case ScenarioForeach:
+		if c.Workers < 1 {
+			bad("--workers must be at least 1, got %d", c.Workers)
+		}
+		if c.Items < 1 || c.Items > workflow.MaxForeachItems {
+			bad("--items must be in 1–%d, got %d", workflow.MaxForeachItems, c.Items)
+		}
 	case ScenarioWorkflow:
 		if c.Workers < 1 {
 			bad("--workers must be at least 1, got %d", c.Workers)
@@ -249,6 +262,9 @@ type Result struct {
 	Completed   int64   `json:"completed,omitempty"`
 	StepsPerSec float64 `json:"steps_per_sec,omitempty"`
 	DrainS      float64 `json:"drain_s,omitempty"`
+	// Foreach scenario: the items of each workflow's step (Ops counts
+	// their iterations; Started and Completed, workflows).
+	Items int `json:"items,omitempty"`
 	// History scenario: the workflow's steps and their output size; its
 	// history as measured from the database (store.HistorySize: text bytes
 	// of the rows' state, status and cause): rows, how many hold a whole
@@ -316,6 +332,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		sc = &workflowScenario{r: r}
 	case ScenarioHistory:
 		sc = &historyScenario{r: r}
+	case ScenarioForeach:
+		sc = &foreachScenario{r: r}
 	}
 	defer sc.close()
 	if err := sc.prepare(ctx); err != nil {

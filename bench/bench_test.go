@@ -452,3 +452,23 @@ func TestHistoryScenario(t *testing.T) {
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// The foreach scenario runs workflows of one foreach step through the
+// engine: ops are iterations, and every iteration's output is checked to be
+// there once, in item order, on both stores.
+func TestForeachScenario(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			progress := &syncBuffer{}
+			cfg := short(open(t, b.newDB(t)), bench.ScenarioForeach, progress)
+			cfg.Items, cfg.Workers, cfg.Clients = 40, 4, 2
+			cfg.Duration = 300 * time.Millisecond
+			res := run(t, cfg)
+			if res.Items != 40 || res.Completed < 1 || res.Completed != res.Started || res.Ops != res.Completed*40 {
+				t.Errorf("items %d, started %d, completed %d, ops %d; want every started workflow completed and 40 ops each", res.Items, res.Started, res.Completed, res.Ops)
+			}
+			checkJSON(t, res)
+		})
+	}
+}

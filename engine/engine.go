@@ -57,9 +57,13 @@ type Task struct {
 	Step       string
 	Handler    string
 	Attempt    int
-	Input      json.RawMessage
-	// IdempotencyKey is the same for every attempt of a step (workflow/step):
-	// handlers run at least once, so side effects should be keyed on it.
+	// Index is the item's index when the task is an iteration of a foreach
+	// step (the input was rendered with that item); nil otherwise.
+	Index *int
+	Input json.RawMessage
+	// IdempotencyKey is the same for every attempt of a step
+	// (workflow/step; workflow/step/index for an iteration): handlers run
+	// at least once, so side effects should be keyed on it.
 	IdempotencyKey string
 	Lease          string
 	LeaseUntil     time.Time

@@ -78,7 +78,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		}
 		inst.State.Variables, inst.State.Extra = p.State.Variables, p.State.Extra
 	}
-	ch, err := e.decide.Start(c, inst, e.clock())
+	ch, err := e.rulesFor(ctx).Start(c, inst, e.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 				}
 			}
 			d := &decided{id: id, version: inst.Version, from: inst.Status, cause: cause, read: byID(tasks...)}
-			if d.ch, err = e.decide.Act(c, inst, action, byStep(tasks), now); err != nil {
+			if d.ch, err = e.rulesFor(ctx).Act(c, inst, action, byStep(tasks), now); err != nil {
 				return nil, err
 			}
 			if action == "cancel" {
@@ -253,7 +253,11 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 				return nil, err
 			}
 			d := &decided{id: p.ID, version: inst.Version, from: inst.Status, cause: rules.CompleteStepCause(p.Step), read: byID(tasks...)}
-			d.ch, err = e.decide.CompleteStep(c, inst, ec, now)
+			// A foreach step's iterations are cancelled with it: the rules
+			// see every row.
+			env := e.rulesFor(ctx)
+			env.Tasks = byStep(tasks)
+			d.ch, err = env.CompleteStep(c, inst, ec, now)
 			var stale *rules.VersionMismatchError
 			if errors.As(err, &stale) {
 				return nil, &store.ConflictError{ID: stale.ID, Expected: stale.Expected, Actual: stale.Actual}
@@ -371,7 +375,7 @@ func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, re
 	}
 	existing := byStep(locked)
 	for _, t := range all {
-		if existing[t.StepID] == nil {
+		if existing[rules.TaskKey(t.StepID, t.Iteration)] == nil {
 			return fmt.Errorf("%w: workflow %s: its task for step %q is in use by another transaction; try the batch again", store.ErrConflict, id, t.StepID)
 		}
 	}
@@ -379,7 +383,7 @@ func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, re
 	// sees the same version (the instance is locked).
 	d := &decided{id: id, version: cur.Version, from: cur.Status, cause: cause, read: byID(locked...)}
 	var write bool
-	if d.ch, write = e.decide.Reopen(c, cur, existing, retry, now); !write {
+	if d.ch, write = e.rulesFor(ctx).Reopen(c, cur, existing, retry, now); !write {
 		return nil
 	}
 	_, err = tx.Apply(ctx, d.write(now))

@@ -126,7 +126,7 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 		case store.DueTimeouts:
 			return decideTimeout(&work, now), nil
 		case store.DueLeases:
-			return e.decideExpiry(&work, row, now)
+			return e.decideExpiry(ctx, q, &work, row, now)
 		default:
 			return decideOrphan(&work, row), nil
 		}
@@ -163,7 +163,7 @@ func decideTimeout(inst *workflow.Instance, now time.Time) *decided {
 // step its instance no longer runs cancelled, both as task rows alone; any
 // other expiry uses up the attempt (rules.Env.ExpireLease) in a version of
 // the instance. Every write is guarded by the lease having ended.
-func (e *Engine) decideExpiry(inst *workflow.Instance, row *store.Task, now time.Time) (*decided, error) {
+func (e *Engine) decideExpiry(ctx context.Context, q store.Querier, inst *workflow.Instance, row *store.Task, now time.Time) (*decided, error) {
 	if row.Status != store.TaskLeased || !row.LeaseUntil.Before(now) {
 		return nil, nil
 	}
@@ -181,13 +181,26 @@ func (e *Engine) decideExpiry(inst *workflow.Instance, row *store.Task, now time
 	if err != nil {
 		return nil, err
 	}
-	ch, ok := e.decide.ExpireLease(c, inst, &t, now)
+	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status}
+	env := e.rulesFor(ctx)
+	if row.Iteration > 0 {
+		// An iteration that fails for good cancels the others: the rules
+		// need their rows (an expiry is rare; a completion reads none).
+		if env.Tasks, err = e.readRows(ctx, q, inst.ID, d); err != nil {
+			return nil, err
+		}
+	}
+	ch, ok, err := env.ExpireLease(c, inst, &t, now)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		// Its instance no longer runs the step.
 		rules.CancelTask(&t)
 		return tasksOnly(inst.ID, "", false, rules.TaskUpdate{Task: t, Guard: ended}), nil
 	}
-	return &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch}, nil
+	d.ch = ch
+	return d, nil
 }
 
 // decideOrphan cancels row, an active task of an instance that no longer

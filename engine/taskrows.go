@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"strconv"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
@@ -14,7 +15,7 @@ import (
 // taskView is the rules' view of row.
 func taskView(row *store.Task) rules.Task {
 	return rules.Task{
-		ID: row.ID, InstanceID: row.InstanceID, StepID: row.StepID, Queue: row.Queue,
+		ID: row.ID, InstanceID: row.InstanceID, StepID: row.StepID, Iteration: row.Iteration, Queue: row.Queue,
 		Status: rules.TaskStatus(row.Status), Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
 		RunAt: row.RunAt, Lease: row.Lease, LeaseOwner: row.LeaseOwner, LeaseUntil: row.LeaseUntil,
 		AttemptDeadline: row.AttemptDeadline, Input: row.Input, LastError: row.LastError,
@@ -23,7 +24,7 @@ func taskView(row *store.Task) rules.Task {
 
 // setRow writes the view v into row: every field the rules may change.
 func setRow(row *store.Task, v *rules.Task) {
-	row.ID, row.InstanceID, row.StepID, row.Queue = v.ID, v.InstanceID, v.StepID, v.Queue
+	row.ID, row.InstanceID, row.StepID, row.Iteration, row.Queue = v.ID, v.InstanceID, v.StepID, v.Iteration, v.Queue
 	row.Status, row.Attempt, row.MaxAttempts, row.RunAt = store.TaskStatus(v.Status), v.Attempt, v.MaxAttempts, v.RunAt
 	row.Lease, row.LeaseOwner, row.LeaseUntil, row.AttemptDeadline = v.Lease, v.LeaseOwner, v.LeaseUntil, v.AttemptDeadline
 	row.Input, row.LastError = v.Input, v.LastError
@@ -57,26 +58,33 @@ func views(rows []*store.Task) []rules.Task {
 	return vs
 }
 
-// byStep returns the views of rows by step, for the rules that re-queue a
-// step's existing row.
+// byStep returns the views of rows by step (rules.TaskKey: by step and
+// iteration for a foreach step's), for the rules that re-queue a step's
+// existing row.
 func byStep(rows []*store.Task) map[string]*rules.Task {
 	m := make(map[string]*rules.Task, len(rows))
 	for _, row := range rows {
 		v := taskView(row)
-		m[row.StepID] = &v
+		m[rules.TaskKey(row.StepID, row.Iteration)] = &v
 	}
 	return m
 }
 
 // handlerTask is the handler's view of a leased row.
 func handlerTask(row *store.Task) Task {
-	return Task{
+	t := Task{
 		ID: row.ID, WorkflowID: row.InstanceID, Step: row.StepID, Handler: row.Queue, Attempt: row.Attempt,
 		// A copy: the handler may do what it likes with its input, and the
 		// row is written back by the completion.
 		Input: bytes.Clone(row.Input), IdempotencyKey: row.InstanceID + "/" + row.StepID, Lease: row.Lease, LeaseUntil: row.LeaseUntil,
 		row: row,
 	}
+	if row.Iteration > 0 {
+		index := row.Iteration - 1
+		t.Index = &index
+		t.IdempotencyKey += "/" + strconv.Itoa(index)
+	}
+	return t
 }
 
 // nextTask is the handler's view of the task ch leased in the same write

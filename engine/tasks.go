@@ -186,7 +186,7 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 	if !ok {
 		return nil, nil, nil
 	}
-	w := &store.ClaimWrite{SetState: true, ExpectedVersion: inst.Version, State: ch.State, Cause: ch.Cause}
+	w := &store.ClaimWrite{SetState: !ch.LeasesOnly, ExpectedVersion: inst.Version, State: ch.State, Cause: ch.Cause}
 	view := make([]Task, 0, len(ch.Update))
 	for i := range ch.Update {
 		u := &ch.Update[i].Task
@@ -209,7 +209,7 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 // lease, the instance by its version), deciding again on a fresh read when
 // something moved. It returns the instance as written, the change and the
 // rows it inserted.
-func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *rules.Task) string, decide func(c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
+func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *rules.Task) string, decide func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
 	var ch *rules.Change
 	var written *workflow.Instance
 	var w *store.Write
@@ -241,7 +241,19 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 			// history of the change.
 			prior := inst.State.Clone()
 			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, cause: cause(&t), read: byID(row), prior: &prior}
-			if d.ch, err = decide(c, inst, &t, now); err != nil {
+			env := e.rulesFor(ctx)
+			d.ch, err = decide(env, c, inst, &t, now)
+			if errors.Is(err, rules.ErrNeedTasks) {
+				// A foreach step's decision that needs its other
+				// iterations' rows: made again, on the state as read,
+				// with every row of the instance.
+				if env.Tasks, err = e.readRows(ctx, q, inst.ID, d); err != nil {
+					return nil, err
+				}
+				inst.State, inst.Status = prior.Clone(), d.from
+				d.ch, err = decide(env, c, inst, &t, now)
+			}
+			if err != nil {
 				return nil, err
 			}
 			return d, cancelWithdrawn(ctx, q, d)
@@ -296,8 +308,8 @@ func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output jso
 		return next, nil
 	}
 	next := rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}
-	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.Lease, rules.CompletedCause, func(c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
-		return e.decide.CompleteTask(c, inst, t, task.Lease, json.RawMessage(out), next, now)
+	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.Lease, rules.CompletedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+		return env.CompleteTask(c, inst, t, task.Lease, json.RawMessage(out), next, now)
 	})
 	e.countCompleted(result(err, "completed"))
 	if err != nil {
@@ -336,7 +348,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	row := taskView(t.row)
 	// The lease is checked against the row as its delivery left it; the
 	// write checks it again against the stored row.
-	ch, err := e.decide.CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
+	ch, err := e.rulesFor(ctx).CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
 	if err != nil || len(ch.Update) > 1 || len(ch.Withdrawn) > 0 {
 		// Refused (leaseHolderOp says why), or existing tasks to
 		// re-queue or cancel, whose guards need rows this completion did
@@ -400,8 +412,8 @@ func (e *Engine) storedUnderLease(ctx context.Context, next *Task) bool {
 // RUNNING instance.
 func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
 	outcome := "failed"
-	_, ch, _, err := e.leaseHolderOp(ctx, taskID, lease, rules.FailedCause, func(c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
-		return e.decide.FailTask(c, inst, t, lease, msg, retryable, now)
+	_, ch, _, err := e.leaseHolderOp(ctx, taskID, lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+		return env.FailTask(c, inst, t, lease, msg, retryable, now)
 	})
 	if err == nil && ch.Update[0].Task.Status == rules.TaskQueued {
 		outcome = "retried"

@@ -36,6 +36,14 @@ func (f *fakeTarget) Start(_ context.Context, def string, input json.RawMessage)
 		if len(s.Input) == 0 {
 			continue
 		}
+		if s.Foreach != "" {
+			// Rendered per item: its templates must compile as a foreach
+			// step's.
+			if _, err := workflow.CompileIterationTemplate(s.Input, d.HasStep); err != nil {
+				return "", err
+			}
+			continue
+		}
 		tmpl, err := workflow.CompileTemplate(s.Input, d.HasStep)
 		if err != nil {
 			return "", err

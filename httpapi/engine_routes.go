@@ -90,13 +90,15 @@ type PollRequest struct {
 
 // TaskResponse is a task handed to a remote worker.
 type TaskResponse struct {
-	TaskID         string          `json:"task_id"`
-	Lease          string          `json:"lease"`
-	LeaseUntil     time.Time       `json:"lease_until"`
-	WorkflowID     string          `json:"workflow_id"`
-	Step           string          `json:"step"`
-	Handler        string          `json:"handler"`
-	Attempt        int             `json:"attempt"`
+	TaskID     string    `json:"task_id"`
+	Lease      string    `json:"lease"`
+	LeaseUntil time.Time `json:"lease_until"`
+	WorkflowID string    `json:"workflow_id"`
+	Step       string    `json:"step"`
+	Handler    string    `json:"handler"`
+	Attempt    int       `json:"attempt"`
+	// Index is the item's index for an iteration of a foreach step.
+	Index          *int            `json:"index,omitempty"`
 	Input          json.RawMessage `json:"input"`
 	IdempotencyKey string          `json:"idempotency_key"`
 }
@@ -174,7 +176,7 @@ func (s *Server) pollTask(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, TaskResponse{
 		TaskID: t.ID, Lease: t.Lease, LeaseUntil: t.LeaseUntil, WorkflowID: t.WorkflowID, Step: t.Step,
-		Handler: t.Handler, Attempt: t.Attempt, Input: t.Input, IdempotencyKey: t.IdempotencyKey,
+		Handler: t.Handler, Attempt: t.Attempt, Index: t.Index, Input: t.Input, IdempotencyKey: t.IdempotencyKey,
 	})
 }
 

@@ -34,12 +34,17 @@ const (
 )
 
 // Task is the unit of work the engine schedules for one step of one instance.
-// There is at most one task row per (instance, step): a retry re-queues the
-// same row with a new attempt, so no step can ever be scheduled twice.
+// There is at most one task row per (instance, step, iteration): a retry
+// re-queues the same row with a new attempt, so no step (or iteration of a
+// foreach step) can ever be scheduled twice.
 type Task struct {
 	ID         string
 	InstanceID string
 	StepID     string
+	// Iteration is 0 for the task of a step without foreach and the item's
+	// index plus one for an iteration of a foreach step (so that the zero
+	// value is a plain step's task).
+	Iteration int
 	// Queue routes the task: a handler name, QueueSleep or QueueHTTP.
 	Queue  string
 	Status TaskStatus

@@ -35,7 +35,8 @@ const commandKillGrace = 800 * time.Millisecond
 //   - the task's input JSON is its stdin;
 //   - its environment is the worker's plus FLOWD_WORKFLOW_ID, FLOWD_STEP,
 //     FLOWD_ATTEMPT and FLOWD_IDEMPOTENCY_KEY (the same for every attempt of a
-//     step: key side effects on it, since tasks run at least once);
+//     step: key side effects on it, since tasks run at least once), and
+//     FLOWD_INDEX for an iteration of a foreach step;
 //   - the JSON it writes on stdout is the step's output (nothing: null);
 //     stdout that is not JSON fails the step without retrying;
 //   - a non-zero exit status fails the attempt, which is retried per the
@@ -66,6 +67,10 @@ func runCommand(ctx context.Context, command string, t engine.Task) (json.RawMes
 		"FLOWD_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"FLOWD_IDEMPOTENCY_KEY="+t.IdempotencyKey,
 	)
+	if t.Index != nil {
+		// An iteration of a foreach step: the index of its item.
+		cmd.Env = append(cmd.Env, "FLOWD_INDEX="+strconv.Itoa(*t.Index))
+	}
 	stdout := &limitedBuffer{max: httpapi.MaxBodyBytes}
 	stderr := &tailBuffer{max: StderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr

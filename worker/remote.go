@@ -342,7 +342,7 @@ func sleep(ctx context.Context, d time.Duration) {
 func (r *runner) execute(workCtx context.Context, tr *httpapi.TaskResponse) {
 	start := time.Now()
 	t := engine.Task{
-		ID: tr.TaskID, WorkflowID: tr.WorkflowID, Step: tr.Step, Handler: tr.Handler, Attempt: tr.Attempt,
+		ID: tr.TaskID, WorkflowID: tr.WorkflowID, Step: tr.Step, Handler: tr.Handler, Attempt: tr.Attempt, Index: tr.Index,
 		Input: tr.Input, IdempotencyKey: tr.IdempotencyKey, Lease: tr.Lease, LeaseUntil: tr.LeaseUntil,
 	}
 	log := r.log.With("task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "handler", t.Handler, "attempt", t.Attempt)

@@ -48,17 +48,25 @@ func (e *TemplateError) Is(target error) bool { return target == ErrInvalidTempl
 // Reference is one compiled reference.
 type Reference struct {
 	Path string   // where in the template tree the string holding it is ("" for the root)
-	Step string   // the referenced step; "" for .input
+	Step string   // the referenced step; "" for .input, .item and .index
 	Keys []string // the keys looked up inside the value
+	// Item and Index: the reference is to the item (.item…) or the index
+	// (.index) of a foreach step's iteration.
+	Item, Index bool
 }
 
 // String writes r in its normal form, e.g. "{{ .steps.reserve.output.sku }}".
 func (r Reference) String() string {
 	var b strings.Builder
 	b.WriteString("{{ ")
-	if r.Step == "" {
+	switch {
+	case r.Item:
+		b.WriteString(".item")
+	case r.Index:
+		b.WriteString(".index")
+	case r.Step == "":
 		b.WriteString(".input")
-	} else {
+	default:
 		b.WriteString(".steps." + r.Step + ".output")
 	}
 	for _, k := range r.Keys {
@@ -78,6 +86,11 @@ func (r Reference) String() string {
 //	{{ .input.K1.K2 }}                a key inside it
 //	{{ .steps.STEP.output }}          the output of step STEP
 //	{{ .steps.STEP.output.K1.K2 }}    a key inside it
+//	{{ .item }}, {{ .item.K1 }}       the item of a foreach iteration, a key inside it
+//	{{ .index }}                      the index of a foreach iteration (from 0)
+//
+// .item and .index compile only for a step with foreach (CompileIteration…):
+// anywhere else there is no item to render them from.
 //
 // Keys are one or more of [A-Za-z0-9_-] and always name object members (there
 // is no array indexing); spaces and tabs inside the braces are optional. A
@@ -132,10 +145,20 @@ type textPart struct {
 // It returns a *TemplateError listing every problem. An empty tree compiles to
 // a template that renders JSON null.
 func CompileTemplate(tree json.RawMessage, stepIDs func(string) bool) (*Template, error) {
+	return compileTree(tree, &compiler{stepIDs: stepIDs})
+}
+
+// CompileIterationTemplate is CompileTemplate for a step with foreach: the
+// template may also use .item and .index (see RenderIteration).
+func CompileIterationTemplate(tree json.RawMessage, stepIDs func(string) bool) (*Template, error) {
+	return compileTree(tree, &compiler{stepIDs: stepIDs, iteration: true})
+}
+
+func compileTree(tree json.RawMessage, c *compiler) (*Template, error) {
 	if len(bytes.TrimSpace(tree)) == 0 {
 		return &Template{}, nil
 	}
-	return (&compiler{stepIDs: stepIDs}).compile(tree)
+	return c.compile(tree)
 }
 
 // compile compiles a JSON template tree that is not empty.
@@ -161,6 +184,20 @@ func CompileStringTemplate(s string, stepIDs func(string) bool) (*Template, erro
 	return c.template(c.str(s, ""))
 }
 
+// CompileIterationStringTemplate is CompileStringTemplate for a step with
+// foreach: the string may also use .item and .index.
+func CompileIterationStringTemplate(s string, stepIDs func(string) bool) (*Template, error) {
+	c := &compiler{stepIDs: stepIDs, iteration: true}
+	return c.template(c.str(s, ""))
+}
+
+// Iteration is what a foreach step's template renders one iteration with:
+// its item and its index.
+type Iteration struct {
+	Item  json.RawMessage
+	Index int
+}
+
 // References returns every reference of t, in template order.
 func (t *Template) References() []Reference {
 	if t == nil {
@@ -180,10 +217,16 @@ func (t *Template) References() []Reference {
 // something missing returns an error wrapping ErrMissingReference that names
 // the reference.
 func (t *Template) Render(input json.RawMessage, outputs map[string]json.RawMessage) (json.RawMessage, error) {
+	return t.RenderIteration(input, outputs, nil)
+}
+
+// RenderIteration is Render for one iteration of a foreach step: .item and
+// .index are it's (it nil: a reference to them is missing).
+func (t *Template) RenderIteration(input json.RawMessage, outputs map[string]json.RawMessage, it *Iteration) (json.RawMessage, error) {
 	if t == nil || t.root == nil {
 		return json.RawMessage("null"), nil
 	}
-	r := renderer{refs: t.refs, input: input, outputs: outputs}
+	r := renderer{refs: t.refs, input: input, outputs: outputs, it: it}
 	out, err := r.node(nil, t.root)
 	if err != nil {
 		return nil, err
@@ -196,10 +239,16 @@ func (t *Template) Render(input json.RawMessage, outputs map[string]json.RawMess
 // written as text. It is for URLs and header values, which are strings whatever
 // the referenced value is; it does not escape anything for its destination.
 func (t *Template) RenderString(input json.RawMessage, outputs map[string]json.RawMessage) (string, error) {
+	return t.RenderStringIteration(input, outputs, nil)
+}
+
+// RenderStringIteration is RenderString for one iteration of a foreach
+// step (see RenderIteration).
+func (t *Template) RenderStringIteration(input json.RawMessage, outputs map[string]json.RawMessage, it *Iteration) (string, error) {
 	if t == nil || t.root == nil {
 		return "", errors.New("the template is empty")
 	}
-	r := renderer{refs: t.refs, input: input, outputs: outputs}
+	r := renderer{refs: t.refs, input: input, outputs: outputs, it: it}
 	switch n := t.root; n.kind {
 	case nodeLiteral:
 		if n.str != nil {
@@ -238,8 +287,11 @@ type compiler struct {
 	// syntax problems in template order, and a bad reference does not stop
 	// the ones after it from being judged.
 	checkRef func(Reference) string
-	refs     []Reference
-	problems []TemplateProblem
+	// iteration: the template belongs to a step with foreach, so .item and
+	// .index are defined.
+	iteration bool
+	refs      []Reference
+	problems  []TemplateProblem
 }
 
 func (c *compiler) template(root *tnode) (*Template, error) {
@@ -378,9 +430,22 @@ func (c *compiler) parseRef(inner string) (Reference, error) {
 		return Reference{}, errors.New("want .steps.STEP.output")
 	case strings.HasPrefix(t, ".steps."):
 		return c.parseStepRef(t[len(".steps."):])
+	case t == ".item" || strings.HasPrefix(t, ".item.") || t == ".index":
+		if !c.iteration {
+			return Reference{}, errors.New(".item and .index are only defined in a step with foreach")
+		}
+		if t == ".index" {
+			return Reference{Index: true}, nil
+		}
+		keys, err := parseKeys(t[len(".item"):])
+		return Reference{Item: true, Keys: keys}, err
 	}
 	root, _, _ := strings.Cut(t[1:], ".")
-	return Reference{}, fmt.Errorf("unknown root %q (want .input or .steps.STEP.output)", "."+truncate(root))
+	want := ".input or .steps.STEP.output"
+	if c.iteration {
+		want = ".input, .steps.STEP.output, .item or .index"
+	}
+	return Reference{}, fmt.Errorf("unknown root %q (want %s)", "."+truncate(root), want)
 }
 
 // parseStepRef parses "STEP.output.K1…" (what follows ".steps."), choosing STEP
@@ -475,6 +540,7 @@ type renderer struct {
 	refs    []Reference
 	input   json.RawMessage
 	outputs map[string]json.RawMessage
+	it      *Iteration
 }
 
 func (r *renderer) node(dst []byte, n *tnode) ([]byte, error) {
@@ -560,12 +626,22 @@ func (r *renderer) resolve(ref Reference) (json.RawMessage, error) {
 	}
 	var cur json.RawMessage
 	var where string
-	if ref.Step == "" {
+	switch {
+	case (ref.Item || ref.Index) && r.it == nil:
+		return nil, missing("there is no foreach iteration")
+	case ref.Index:
+		return json.RawMessage(strconv.Itoa(r.it.Index)), nil
+	case ref.Item:
+		cur, where = r.it.Item, ".item"
+		if len(bytes.TrimSpace(cur)) == 0 {
+			cur = json.RawMessage("null")
+		}
+	case ref.Step == "":
 		cur, where = r.input, ".input"
 		if len(bytes.TrimSpace(cur)) == 0 {
 			cur = json.RawMessage("{}")
 		}
-	} else {
+	default:
 		out, ok := r.outputs[ref.Step]
 		if !ok || len(bytes.TrimSpace(out)) == 0 {
 			return nil, missing("step %q has no output (it has not completed)", ref.Step)

@@ -323,7 +323,7 @@ func (d *Definition) validateTemplates(ps *problemList, index map[string]int) {
 			return ""
 		}
 		compile := func(where string, tree json.RawMessage, text *string) {
-			c := &compiler{stepIDs: hasStep, checkRef: checkRef}
+			c := &compiler{stepIDs: hasStep, checkRef: checkRef, iteration: s.Foreach != ""}
 			var err error
 			if text != nil {
 				_, err = c.template(c.str(*text, ""))

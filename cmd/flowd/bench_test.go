@@ -19,7 +19,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history)`},
+		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach)`},
+		{[]string{"--items", "0", "--scenario", "foreach"}, "--items must be in 1–10000, got 0"},
+		{[]string{"--items", "10001", "--scenario", "foreach"}, "--items must be in 1–10000, got 10001"},
+		{[]string{"--workers", "0", "--scenario", "foreach"}, "--workers must be at least 1, got 0"},
 		{[]string{"--clients", "0"}, "--clients must be at least 1, got 0"},
 		{[]string{"--clients", "-3"}, "--clients must be at least 1, got -3"},
 		{[]string{"--duration", "0s"}, "--duration must be positive, got 0s"},

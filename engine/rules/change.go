@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"context"
 	"time"
 
 	"github.com/flowd/flowd/workflow"
@@ -41,6 +42,10 @@ type Change struct {
 	// Notify: some task became claimable, so workers (of every node) must
 	// look for work once the write is committed.
 	Notify bool
+	// LeasesOnly: the change leases tasks (Update) and writes no version of
+	// the instance (Status, State and Cause are unset): a delivery of
+	// iterations of foreach steps.
+	LeasesOnly bool
 }
 
 // setInstance records inst as the write leaves it.
@@ -74,6 +79,14 @@ type Env struct {
 	// MaxStateBytes bounds the state a start or a completion writes (0:
 	// no bound); a larger one is refused with workflow.ErrStateTooLarge.
 	MaxStateBytes int
+
+	// Ctx, when set, is the caller's context: it bounds the evaluation of
+	// expressions (besides workflow.ExprTimeout).
+	Ctx context.Context
+	// Tasks, when the caller read them, are the instance's task rows by
+	// TaskKey, for the decisions of a lease holder that need the rows of
+	// other iterations of its step (ErrNeedTasks without them).
+	Tasks map[string]*Task
 }
 
 func (env Env) checkSize(s workflow.State) error { return s.CheckSize(env.MaxStateBytes) }

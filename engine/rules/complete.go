@@ -48,7 +48,13 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lea
 	done.LastError = ""
 	done.clearLease()
 	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Lease: lease}})
-	env.completeStep(c, inst, t.StepID, output, t.Attempt, now, &ch)
+	if t.Iteration > 0 {
+		if err := env.completeIteration(c, inst, t, output, now, &ch); err != nil {
+			return Change{}, err
+		}
+	} else {
+		env.completeStep(c, inst, t.StepID, output, t.Attempt, now, &ch)
+	}
 	if err := env.checkSize(inst.State); err != nil {
 		return Change{}, err
 	}
@@ -77,6 +83,11 @@ func (env Env) FailTask(c *Definition, inst *workflow.Instance, t *Task, lease, 
 	u := *t
 	env.failAttempt(c, inst, &u, msg, retryable, false, now)
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
+	if u.Iteration > 0 && u.Status == TaskFailed {
+		if err := env.iterationFailed(inst, &u, &ch); err != nil {
+			return Change{}, err
+		}
+	}
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
 	return ch, nil
@@ -137,19 +148,25 @@ func ExpireTimer(t *Task, now time.Time) {
 // re-queued at once while attempts are left, else the step fails (and a
 // RUNNING instance with it). ok is false when the instance no longer runs
 // the step (stopped, or the step moved on): the instance is not written and
-// the task is cancelled (CancelTask).
-func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now time.Time) (ch Change, ok bool) {
+// the task is cancelled (CancelTask). An iteration's expiry needs the rows
+// of the others (Env.Tasks): it returns ErrNeedTasks without them.
+func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now time.Time) (ch Change, ok bool, err error) {
 	if checkHolder(inst, t) != nil {
-		return Change{}, false
+		return Change{}, false, nil
 	}
 	reason := ExpiryReason(t, now)
 	ch.Cause = ExpiredCause(t, reason)
 	u := *t
 	env.failAttempt(c, inst, &u, reason, true, true, now)
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})
+	if u.Iteration > 0 && u.Status == TaskFailed {
+		if err := env.iterationFailed(inst, &u, &ch); err != nil {
+			return Change{}, false, err
+		}
+	}
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
-	return ch, true
+	return ch, true, nil
 }
 
 // CancelTask ends a task whose step no longer runs (its instance stopped,

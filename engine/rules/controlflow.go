@@ -44,16 +44,10 @@ func (c *Definition) compileControlFlow() error {
 	return nil
 }
 
-// exprContext is the context a rule evaluates an expression under. The
-// rules make no I/O and take no context: an evaluation is computation
-// alone, bounded by workflow.ExprTimeout whoever asked for it, and a
-// decision must not be cut short half made.
-var exprContext = context.TODO
-
-// when evaluates step id's `when` program on the instance as it is: run
+// when evaluates, under ctx (see Env.evalCtx), step id's `when` program on the instance as it is: run
 // reports whether the step runs (no program, or a truthy result). An
 // error is the program's, to fail the step with.
-func (c *Definition) when(id string, inst *workflow.Instance) (run bool, err error) {
+func (c *Definition) when(ctx context.Context, id string, inst *workflow.Instance) (run bool, err error) {
 	x := c.flow.whens[id]
 	if x == nil {
 		return true, nil
@@ -62,7 +56,7 @@ func (c *Definition) when(id string, inst *workflow.Instance) (run bool, err err
 	if err != nil {
 		return false, err
 	}
-	v, err := x.Eval(exprContext(), doc)
+	v, err := x.Eval(ctx, doc)
 	if err != nil {
 		return false, err
 	}

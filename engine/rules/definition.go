@@ -11,7 +11,10 @@ import (
 // revision never changes, so the engine caches it for the life of the
 // process.
 type Definition struct {
-	Def     *workflow.Definition
+	Def *workflow.Definition
+	// foreach holds the compiled foreach expression of each step that has
+	// one.
+	foreach map[string]*workflow.Expr
 	inputs  map[string]*workflow.Template
 	urls    map[string]*workflow.Template
 	bodies  map[string]*workflow.Template
@@ -23,27 +26,37 @@ type Definition struct {
 // a template that does not compile.
 func Compile(def *workflow.Definition) (*Definition, error) {
 	c := &Definition{Def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
-		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{}}
+		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{},
+		foreach: map[string]*workflow.Expr{}}
 	has := def.HasStep
 	var err error
 	for _, s := range def.Steps {
+		// The templates of a foreach step render one iteration each: they
+		// may use .item and .index.
+		compileTree, compileString := workflow.CompileTemplate, workflow.CompileStringTemplate
+		if s.Foreach != "" {
+			compileTree, compileString = workflow.CompileIterationTemplate, workflow.CompileIterationStringTemplate
+			if c.foreach[s.ID], err = workflow.CompileExpr(s.Foreach); err != nil {
+				return nil, fmt.Errorf("step %s foreach: %w", s.ID, err)
+			}
+		}
 		if len(s.Input) > 0 {
-			if c.inputs[s.ID], err = workflow.CompileTemplate(s.Input, has); err != nil {
+			if c.inputs[s.ID], err = compileTree(s.Input, has); err != nil {
 				return nil, fmt.Errorf("step %s input: %w", s.ID, err)
 			}
 		}
 		if r := s.Request; r != nil {
-			if c.urls[s.ID], err = workflow.CompileStringTemplate(r.URL, has); err != nil {
+			if c.urls[s.ID], err = compileString(r.URL, has); err != nil {
 				return nil, fmt.Errorf("step %s url: %w", s.ID, err)
 			}
 			if len(r.Body) > 0 {
-				if c.bodies[s.ID], err = workflow.CompileTemplate(r.Body, has); err != nil {
+				if c.bodies[s.ID], err = compileTree(r.Body, has); err != nil {
 					return nil, fmt.Errorf("step %s body: %w", s.ID, err)
 				}
 			}
 			c.headers[s.ID] = map[string]*workflow.Template{}
 			for k, v := range r.Headers {
-				if c.headers[s.ID][k], err = workflow.CompileStringTemplate(v, has); err != nil {
+				if c.headers[s.ID][k], err = compileString(v, has); err != nil {
 					return nil, fmt.Errorf("step %s header %s: %w", s.ID, k, err)
 				}
 			}
@@ -67,28 +80,33 @@ type HTTPRequest struct {
 // render produces a step's task input from the workflow input and the
 // outputs of completed steps. An http step's input is its rendered request.
 func (c *Definition) render(id string, inst *workflow.Instance) (json.RawMessage, error) {
-	outputs := workflow.StepOutputs(inst.State.Steps)
+	return c.renderWith(id, inst, workflow.StepOutputs(inst.State.Steps), nil)
+}
+
+// renderWith is render with the outputs given, for iteration it of a
+// foreach step (nil for a step without foreach).
+func (c *Definition) renderWith(id string, inst *workflow.Instance, outputs map[string]json.RawMessage, it *workflow.Iteration) (json.RawMessage, error) {
 	step, _ := c.Def.Step(id)
 	if step.Type == workflow.StepTypeHTTP {
 		req := HTTPRequest{Method: step.Request.Method, Headers: map[string]string{}}
 		var err error
-		if req.URL, err = c.urls[id].RenderString(inst.Input, outputs); err != nil {
+		if req.URL, err = c.urls[id].RenderStringIteration(inst.Input, outputs, it); err != nil {
 			return nil, err
 		}
 		for k, t := range c.headers[id] {
-			if req.Headers[k], err = t.RenderString(inst.Input, outputs); err != nil {
+			if req.Headers[k], err = t.RenderStringIteration(inst.Input, outputs, it); err != nil {
 				return nil, err
 			}
 		}
 		if t := c.bodies[id]; t != nil {
-			if req.Body, err = t.Render(inst.Input, outputs); err != nil {
+			if req.Body, err = t.RenderIteration(inst.Input, outputs, it); err != nil {
 				return nil, err
 			}
 		}
 		return json.Marshal(req)
 	}
 	if t := c.inputs[id]; t != nil {
-		return t.Render(inst.Input, outputs)
+		return t.RenderIteration(inst.Input, outputs, it)
 	}
 	return json.RawMessage("null"), nil
 }

@@ -60,6 +60,14 @@ func (env Env) CompleteStep(c *Definition, inst *workflow.Instance, p ExternalCo
 	if p.Task != nil {
 		attempts = p.Task.Attempt
 	}
+	if c.foreach[p.Step] != nil {
+		// Its iterations are cancelled, however many are delivered.
+		if env.Tasks == nil {
+			return Change{}, ErrNeedTasks
+		}
+		ch.Update = append(ch.Update, cancelIterations(st, p.Step, env.Tasks)...)
+		p.Task = nil
+	}
 	env.completeStep(c, inst, p.Step, p.Output, attempts, now, &ch)
 	if err := env.checkSize(inst.State); err != nil {
 		return Change{}, err

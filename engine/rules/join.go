@@ -106,7 +106,7 @@ func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[s
 				if s.Join == workflow.JoinFirst {
 					withdraw(s, steps, existing, ch)
 				}
-				run, err := c.when(s.ID, inst)
+				run, err := c.when(env.evalCtx(), s.ID, inst)
 				switch {
 				case err != nil:
 					st.Status = workflow.StepFailed
@@ -115,7 +115,7 @@ func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[s
 				case !run:
 					skipStep(st)
 				default:
-					env.schedule(c, inst, s.ID, existing[s.ID], now, ch)
+					env.schedule(c, inst, s.ID, existing, now, ch)
 				}
 			}
 			moved = true

@@ -72,24 +72,37 @@ func (env Env) DeliverTimer(t *Task, owner string, now time.Time, lease time.Dur
 // steps moved on): nothing is written and the tasks stay queued.
 //
 // The leased tasks come back in Update, in the order given, each guarded by
-// its QUEUED status (the claim holds the rows).
+// its QUEUED status (the claim holds the rows). A claim of iterations of
+// foreach steps alone writes no version: Change.LeasesOnly.
 func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, owner string, now time.Time, lease time.Duration) (ch Change, ok bool) {
 	if inst.Status != workflow.StatusRunning {
 		return Change{}, false
 	}
-	state := inst.State.Clone()
+	var state workflow.State
+	cloned := false
 	for _, t := range tasks {
-		st := state.Steps[t.StepID]
-		if st == nil || st.Status != workflow.StepRunning {
+		if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
-		st.Attempts = t.Attempt + 1
+		if t.Iteration == 0 {
+			// An iteration's delivery changes no state: its attempts are
+			// its task's, and a foreach step's many iterations would
+			// otherwise each write the instance twice.
+			if !cloned {
+				state, cloned = inst.State.Clone(), true
+			}
+			state.Steps[t.StepID].Attempts = t.Attempt + 1
+		}
 		step, _ := c.Def.Step(t.StepID)
 		env.lease(&t, owner, now, lease, time.Duration(step.Timeout))
 		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: Guard{Status: TaskQueued}})
 	}
 	if len(ch.Update) == 0 {
 		return Change{}, false
+	}
+	if !cloned {
+		ch.LeasesOnly = true
+		return ch, true
 	}
 	ch.Status, ch.State, ch.Deadline = inst.Status, state, inst.Deadline
 	ch.Cause = deliverCause(ch.Update)
@@ -132,7 +145,9 @@ func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease,
 		}
 		step, _ := c.Def.Step(nt.StepID)
 		env.lease(nt, next.Owner, now, next.Lease, time.Duration(step.Timeout))
-		st.Attempts = nt.Attempt
+		if nt.Iteration == 0 {
+			st.Attempts = nt.Attempt
+		}
 		ch.Next = nt
 		return
 	}

@@ -186,7 +186,7 @@ steps:
 `, `{}`)
 	w.deliver("a")
 	w.now = t0.Add(time.Minute)
-	ch, ok := w.env.ExpireLease(w.c, w.inst, w.tasks["a"], w.now)
+	ch, ok, _ := w.env.ExpireLease(w.c, w.inst, w.tasks["a"], w.now)
 	if !ok || ch.Cause != `step "a": lease expired (attempt 1)` {
 		t.Fatalf("expiry: %+v, %v", ch, ok)
 	}
@@ -199,7 +199,7 @@ steps:
 		t.Errorf("re-queued at once, without backoff: %+v", a)
 	}
 	w.deliver("a")
-	ch, ok = w.env.ExpireLease(w.c, w.inst, w.tasks["a"], w.now.Add(time.Minute))
+	ch, ok, _ = w.env.ExpireLease(w.c, w.inst, w.tasks["a"], w.now.Add(time.Minute))
 	if !ok {
 		t.Fatal("second expiry")
 	}
@@ -232,7 +232,7 @@ func TestExpiryOfAStepNoLongerRunningCancelsOnlyTheTask(t *testing.T) {
 	w := started(t, diamond, `{"n": 1}`)
 	task := *w.deliver("a")
 	w.inst.Status = workflow.StatusFailed
-	if _, ok := w.env.ExpireLease(w.c, w.inst, &task, t0.Add(time.Hour)); ok {
+	if _, ok, _ := w.env.ExpireLease(w.c, w.inst, &task, t0.Add(time.Hour)); ok {
 		t.Fatal("an expiry of a stopped instance's task changes the instance")
 	}
 	CancelTask(&task)

@@ -93,7 +93,7 @@ func settle(c *Definition, inst *workflow.Instance, ch *Change) {
 // schedule starts one ready step: a wait step starts WAITING; the others
 // render their input and get a queued task. A template that references
 // something missing fails the step at once, without retry.
-func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev *Task, now time.Time, ch *Change) {
+func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change) {
 	step, _ := c.Def.Step(id)
 	st := inst.State.Steps[id]
 	if st == nil {
@@ -105,6 +105,10 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev 
 	}
 	if step.Type == workflow.StepTypeWait {
 		st.Status = workflow.StepWaiting
+		return
+	}
+	if step.Foreach != "" {
+		env.startForeach(c, inst, id, existing, now, ch)
 		return
 	}
 	input, err := c.render(id, inst)
@@ -122,6 +126,13 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev 
 	case workflow.StepTypeHTTP:
 		queue = QueueHTTP
 	}
+	env.queueTask(inst, id, 0, queue, runAt, budget, input, existing[id], ch)
+}
+
+// queueTask queues the task of step id (iteration: see Task.Iteration)
+// with a budget of attempts: a new row, or prev, the row it ran on before,
+// re-queued.
+func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queue string, runAt time.Time, budget int, input json.RawMessage, prev *Task, ch *Change) {
 	if prev != nil {
 		// The same row, re-queued with a fresh budget and no lease:
 		// whoever still holds the old lease is fenced off.
@@ -134,7 +145,7 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev 
 		return
 	}
 	ch.Insert = append(ch.Insert, Task{
-		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Queue: queue, Status: TaskQueued,
+		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Iteration: iteration, Queue: queue, Status: TaskQueued,
 		MaxAttempts: budget, RunAt: runAt, Input: input,
 	})
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -30,12 +31,15 @@ const (
 )
 
 // Task is what the rules see of a task row: at most one per (instance,
-// step), re-queued with a new attempt on a retry, so that no step is ever
-// scheduled twice.
+// step, iteration), re-queued with a new attempt on a retry, so that no
+// step (nor iteration of a foreach step) is ever scheduled twice.
 type Task struct {
 	ID         string
 	InstanceID string
 	StepID     string
+	// Iteration is 0 for a step without foreach, the item's index plus one
+	// for an iteration of a foreach step.
+	Iteration int
 	// Queue routes the task: a handler name, QueueSleep or QueueHTTP.
 	Queue  string
 	Status TaskStatus
@@ -54,6 +58,15 @@ type Task struct {
 	AttemptDeadline time.Time
 	Input           json.RawMessage
 	LastError       string
+}
+
+// TaskKey is how the rules look up a step's existing task row: by step id
+// for a step without foreach, by step and iteration for an iteration.
+func TaskKey(step string, iteration int) string {
+	if iteration == 0 {
+		return step
+	}
+	return step + "#" + strconv.Itoa(iteration)
 }
 
 func (t *Task) clearLease() {

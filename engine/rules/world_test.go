@@ -17,7 +17,7 @@ type world struct {
 	env   Env
 	c     *Definition
 	inst  *workflow.Instance
-	tasks map[string]*Task // by step
+	tasks map[string]*Task // by TaskKey: by step, and by step and iteration
 	now   time.Time
 }
 
@@ -66,23 +66,27 @@ func started(t *testing.T, yaml, input string) *world {
 // apply writes ch as the store would: the instance's new version (and the
 // settled one), the inserted and updated tasks.
 func (w *world) apply(ch Change) {
-	w.inst.Status, w.inst.State, w.inst.Deadline = ch.Status, ch.State, ch.Deadline
-	w.inst.Version++
+	if !ch.LeasesOnly {
+		w.inst.Status, w.inst.State, w.inst.Deadline = ch.Status, ch.State, ch.Deadline
+		w.inst.Version++
+	}
 	if ch.Settled != "" {
 		w.inst.Status = ch.Settled
 		w.inst.Version++
 	}
 	for _, t := range ch.Insert {
-		if w.tasks[t.StepID] != nil {
-			w.t.Fatalf("a second task inserted for step %s", t.StepID)
+		key := TaskKey(t.StepID, t.Iteration)
+		if w.tasks[key] != nil {
+			w.t.Fatalf("a second task inserted for %s", key)
 		}
-		w.tasks[t.StepID] = &t
+		w.tasks[key] = &t
 	}
 	for _, u := range ch.Update {
-		if w.tasks[u.Task.StepID] == nil {
+		key := TaskKey(u.Task.StepID, u.Task.Iteration)
+		if w.tasks[key] == nil {
 			w.t.Fatalf("update of a task never inserted: %+v", u.Task)
 		}
-		w.tasks[u.Task.StepID] = &u.Task
+		w.tasks[key] = &u.Task
 	}
 }
 

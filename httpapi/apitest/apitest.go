@@ -61,6 +61,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("DeleteDefinition", func(t *testing.T) { testDeleteDefinition(t, newServer) })
 	t.Run("DefinitionRetention", func(t *testing.T) { testDefinitionRetention(t, newServer) })
 	t.Run("ControlFlow", func(t *testing.T) { testControlFlow(t, newServer) })
+	t.Run("ForeachTasks", func(t *testing.T) { testForeachTasks(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests

@@ -40,9 +40,9 @@ import (
 // updates' LeaseEnded guards (an array, or one boolean for one update), $47
 // the history patch of the first new version (NULL: made in SQL, see
 // historyPatch), $48 the length of its state, $49 the instance's output
-// (NULL: unchanged; set only with the COMPLETED status). Every write
-// passes every parameter, so that one statement text (and its generic
-// plan) serves all of them.
+// (NULL: unchanged; set only with the COMPLETED status), $50 the new tasks'
+// iterations. Every write passes every parameter, so that one statement
+// text (and its generic plan) serves all of them.
 var applySQL, applyStrictSQL = applyStatement(false, false), applyStatement(false, true)
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
@@ -150,7 +150,7 @@ var applyInstance = `), u AS (
 	SELECT $33, $34 + 2, $39, flowd_history_entry($33, $34 + 2, $36::jsonb, coalesce($40::jsonb, $36::jsonb), (SELECT state FROM h)), $32, $41 FROM u WHERE $39 <> ''
 ), ins AS (
 	` + insertTasksPrefix + `$32, $32
-	FROM ` + newTasks1 + `
+	FROM ` + newTasks1(50) + `
 	WHERE EXISTS (SELECT 1 FROM u)
 	RETURNING 1
 ), n AS (
@@ -277,7 +277,8 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	args = append(args, now, w.ID, w.ExpectedVersion,
 		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
 		string(w.Settled), settledState, w.SettledCause,
-		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state), outputArg(w.Output))
+		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state),
+		outputArg(w.Output), insertCols.iterations)
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 

@@ -23,7 +23,8 @@ import (
 // $1–$10 are the instance's; with tasks, $11–$24 the tasks' columns (as
 // insertTasksSQL's $1–$14) and $25 whether to notify; with a key, the three
 // parameters after those: the key, the request hash and the cut-off before
-// which a recorded key no longer counts.
+// which a recorded key no longer counts; with tasks, the last parameter is
+// the tasks' iterations.
 
 // createVariant selects a create statement.
 type createVariant struct{ withTasks, keyed bool }
@@ -63,6 +64,15 @@ const createRevision = `d AS (
 // has a revision newer than $8. Nothing is created then.
 const createStale = `(($8 > 0 AND $2::text <> '' AND NOT EXISTS (SELECT 1 FROM d))
 	OR ($10::boolean AND EXISTS (SELECT 1 FROM workflow_definitions WHERE name = $2 AND revision > $8)))`
+
+// createIterationsParam is the number of the parameter holding the new
+// tasks' iterations: the last one.
+func createIterationsParam(v createVariant) int {
+	if v.keyed {
+		return 29
+	}
+	return 26
+}
 
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
@@ -120,7 +130,7 @@ func buildCreateSQL(v createVariant) string {
 		// and nothing is written.
 		sql += `, t AS (
 	` + insertTasksPrefix + `$6, $6
-	FROM ` + newTasks11 + `
+	FROM ` + newTasks11(createIterationsParam(v)) + `
 	WHERE EXISTS (SELECT 1 FROM i)
 	RETURNING 1
 ), n AS (

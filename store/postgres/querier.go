@@ -244,17 +244,21 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	pc := &preparedCreate{p: p, state: state, now: now, deadline: deadline,
 		args: []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline, p.LatestRevision}}
 	withTasks := len(p.Tasks) > 0 || p.Notify
+	var iterations []int32
 	if withTasks {
 		rows, cols, err := prepareTasks(p.Tasks, now)
 		if err != nil {
 			return nil, err
 		}
-		pc.tasks = rows
+		pc.tasks, iterations = rows, cols.iterations
 		pc.args = append(append(pc.args, cols.args()...), p.Notify)
 	}
 	keyed := p.IdempotencyKey != ""
 	if keyed {
 		pc.args = append(pc.args, p.IdempotencyKey, p.RequestHash, now.Add(-store.IdempotencyKeyTTL))
+	}
+	if withTasks {
+		pc.args = append(pc.args, iterations)
 	}
 	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
 	pc.sql, pc.strict = st.plain, st.strict

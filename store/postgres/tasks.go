@@ -27,26 +27,34 @@ var (
 )
 
 // newTasks1 is the row source of new tasks: the arrays of prepareTasks
-// (taskColumnArrays.args) as parameters $1–$14, unnested into rows x.
-// newTasks11 is the same from $11 on.
+// (taskColumnArrays.args) as parameters $1–$14, unnested into rows x, with
+// the iterations (taskColumnArrays.iterations) as parameter iterations — the
+// last of the statement, added after the others were numbered. newTasks11 is
+// the same from $11 on.
+func newTasks1(iterations int) string {
+	return fmt.Sprintf(`unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
+		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[], $%d::int4[])
+		AS x (`+newTaskColumns+`, iteration)`, iterations)
+}
+
+func newTasks11(iterations int) string {
+	return fmt.Sprintf(`unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::int4[], $17::int4[],
+		$18::timestamptz[], $19::text[], $20::text[], $21::timestamptz[], $22::timestamptz[], $23::text[], $24::text[], $%d::int4[])
+		AS x (`+newTaskColumns+`, iteration)`, iterations)
+}
+
 const (
-	newTasks1 = `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
-		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[])
-		AS x (` + newTaskColumns + `)`
-	newTasks11 = `unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::int4[], $17::int4[],
-		$18::timestamptz[], $19::text[], $20::text[], $21::timestamptz[], $22::timestamptz[], $23::text[], $24::text[])
-		AS x (` + newTaskColumns + `)`
 	newTaskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts,
 			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error`
 	// insertTasksPrefix inserts rows of x; created_at and updated_at follow.
-	insertTasksPrefix = `INSERT INTO workflow_tasks (` + newTaskColumns + `, created_at, updated_at)
+	insertTasksPrefix = `INSERT INTO workflow_tasks (` + newTaskColumns + `, iteration, created_at, updated_at)
 	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, `
+		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, iteration, `
 )
 
 // taskColumns is the column list scanTask reads, in its order.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at`
+	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration`
 
 const (
 	getTaskSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
@@ -57,7 +65,7 @@ const (
 
 	// Step ids are ordered bytewise (COLLATE "C"), as SQLite and Go do,
 	// whatever the database's default collation.
-	tasksOfInstanceSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = $1 ORDER BY step_id COLLATE "C"`
+	tasksOfInstanceSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = $1 ORDER BY step_id COLLATE "C", iteration`
 
 	// notifySQL wakes the listeners of every node; inside a transaction
 	// PostgreSQL delivers it at commit (and not at all on rollback).
@@ -92,7 +100,7 @@ LIMIT $1`
 
 // taskPrefixedColumns is taskColumns qualified with the alias t.
 const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, t.attempt, t.max_attempts, t.run_at,
-	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at`
+	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at, t.iteration`
 
 // claimSQL returns the claim query for n queues ($2 … $n+1) due by $1, at
 // most limit tasks: the engine's hot path. It must cost the same whatever
@@ -176,7 +184,7 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, *taskColumn
 	// caller's tasks are completed only once they are stored.
 	rows := make([]store.Task, n)
 	seenID := make(map[string]bool, n)
-	seenStep := make(map[[2]string]bool, n)
+	seenStep := make(map[taskKey]bool, n)
 	for i, t := range tasks {
 		if t == nil {
 			return nil, nil, fmt.Errorf("%w: nil task", store.ErrInvalidArgument)
@@ -197,9 +205,9 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, *taskColumn
 		if seenID[r.ID] {
 			return nil, nil, fmt.Errorf("task %q: %w", r.ID, store.ErrExists)
 		}
-		step := [2]string{r.InstanceID, r.StepID}
+		step := taskKey{r.InstanceID, r.StepID, r.Iteration}
 		if seenStep[step] {
-			return nil, nil, fmt.Errorf("task for workflow %q step %q: %w", r.InstanceID, r.StepID, store.ErrExists)
+			return nil, nil, fmt.Errorf("task for workflow %q step %q iteration %d: %w", r.InstanceID, r.StepID, r.Iteration, store.ErrExists)
 		}
 		seenID[r.ID], seenStep[step] = true, true
 		normaliseTaskTimes(&r)
@@ -217,10 +225,11 @@ func columnArrays(rows []store.Task) *taskColumnArrays {
 		statuses: make([]string, n), attempts: make([]int32, n), maxAttempts: make([]int32, n), runAt: make([]time.Time, n),
 		leases: make([]string, n), owners: make([]string, n), leaseUntil: make([]*time.Time, n),
 		attemptDeadline: make([]*time.Time, n), inputs: make([]string, n), lastErrors: make([]string, n),
+		iterations: make([]int32, n),
 	}
 	for i, r := range rows {
 		c.ids[i], c.instances[i], c.steps[i], c.queues[i], c.statuses[i] = r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status)
-		c.attempts[i], c.maxAttempts[i] = int32(r.Attempt), int32(r.MaxAttempts)
+		c.attempts[i], c.maxAttempts[i], c.iterations[i] = int32(r.Attempt), int32(r.MaxAttempts), int32(r.Iteration)
 		c.runAt[i] = r.RunAt
 		c.leases[i], c.owners[i], c.inputs[i], c.lastErrors[i] = r.Lease, r.LeaseOwner, string(r.Input), r.LastError
 		c.leaseUntil[i], c.attemptDeadline[i] = nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline)
@@ -236,6 +245,14 @@ type taskColumnArrays struct {
 	leases, owners                          []string
 	leaseUntil, attemptDeadline             []*time.Time
 	inputs, lastErrors                      []string
+	// iterations is its own parameter (see newTasks1), not one of args.
+	iterations []int32
+}
+
+// taskKey is what makes a task row unique besides its id.
+type taskKey struct {
+	instance, step string
+	iteration      int
 }
 
 // args returns the arrays in the order of the unnest column list.
@@ -254,6 +271,9 @@ func checkTask(t *store.Task) error {
 	}
 	if t.Attempt < 0 || t.Attempt > math.MaxInt32 {
 		return fmt.Errorf("%w: task %q: attempt %d is out of range", store.ErrInvalidArgument, t.ID, t.Attempt)
+	}
+	if t.Iteration < 0 || t.Iteration > math.MaxInt32 {
+		return fmt.Errorf("%w: task %q: iteration %d is out of range", store.ErrInvalidArgument, t.ID, t.Iteration)
 	}
 	if t.MaxAttempts < 1 || t.MaxAttempts > math.MaxInt32 {
 		return fmt.Errorf("%w: task %q: max attempts %d is out of range", store.ErrInvalidArgument, t.ID, t.MaxAttempts)
@@ -444,16 +464,16 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 	var (
 		t                           store.Task
 		status                      string
-		attempt, maxAttempts        int32
+		attempt, maxAttempts, iter  int32
 		leaseUntil, attemptDeadline *time.Time
 		input                       []byte
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &attempt, &maxAttempts, &t.RunAt,
-		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptDeadline, &input, &t.LastError, &t.CreatedAt, &t.UpdatedAt); err != nil {
+		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptDeadline, &input, &t.LastError, &t.CreatedAt, &t.UpdatedAt, &iter); err != nil {
 		return nil, err
 	}
 	t.Status = store.TaskStatus(status)
-	t.Attempt, t.MaxAttempts = int(attempt), int(maxAttempts)
+	t.Attempt, t.MaxAttempts, t.Iteration = int(attempt), int(maxAttempts), int(iter)
 	t.RunAt = t.RunAt.UTC()
 	if leaseUntil != nil {
 		t.LeaseUntil = leaseUntil.UTC()

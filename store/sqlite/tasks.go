@@ -40,7 +40,7 @@ var (
 // taskColumns is the column list every task query selects, in the order
 // scanTask reads them.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at`
+lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration`
 
 // qualify prefixes every column of a column list with alias.
 func qualify(alias, columns string) string {
@@ -52,7 +52,7 @@ func qualify(alias, columns string) string {
 }
 
 const insertTaskSQL = `INSERT INTO workflow_tasks (` + taskColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)`
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16)`
 
 // prepareTasks returns copies of new tasks completed as they will be stored.
 func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
@@ -62,6 +62,9 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
 			return nil, fmt.Errorf("%w: task %d is nil", store.ErrInvalidArgument, i)
 		}
 		r := *t
+		if r.Iteration < 0 {
+			return nil, fmt.Errorf("%w: task %q: iteration %d is negative", store.ErrInvalidArgument, r.ID, r.Iteration)
+		}
 		if r.ID == "" {
 			r.ID = store.NewID()
 		}
@@ -96,7 +99,7 @@ func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
 		_, err := stmt.ExecContext(ctx,
 			r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
 			r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
-			string(r.Input), r.LastError, micros(r.CreatedAt))
+			string(r.Input), r.LastError, micros(r.CreatedAt), r.Iteration)
 		if err == nil {
 			continue
 		}
@@ -105,7 +108,7 @@ func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
 		}
 		err = interpretError(ctx, err)
 		if errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("task %q (workflow %q, step %q): %w", r.ID, r.InstanceID, r.StepID, store.ErrExists)
+			return fmt.Errorf("task %q (workflow %q, step %q, iteration %d): %w", r.ID, r.InstanceID, r.StepID, r.Iteration, store.ErrExists)
 		}
 		return fmt.Errorf("task %q: %w", r.ID, err)
 	}
@@ -131,7 +134,7 @@ func (q *querier) Task(ctx context.Context, id string) (*store.Task, error) {
 // holds. LockNone called on the Store reads from the read pool, the locking
 // modes in a write transaction. Errors: ErrInvalidArgument for an unknown mode.
 func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
-	const query = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = ?1 ORDER BY step_id`
+	const query = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = ?1 ORDER BY step_id, iteration`
 	switch mode {
 	case store.LockNone:
 		return queryTasks(ctx, q.read, query, instanceID)
@@ -361,7 +364,7 @@ func scanTask(row scanner) (*store.Task, error) {
 		leaseUntil, attemptExpires sql.NullInt64
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &t.Attempt, &t.MaxAttempts, &runAt,
-		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptExpires, &input, &t.LastError, &createdAt, &updated); err != nil {
+		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptExpires, &input, &t.LastError, &createdAt, &updated, &t.Iteration); err != nil {
 		return nil, err
 	}
 	t.Status = store.TaskStatus(status)

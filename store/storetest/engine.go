@@ -27,6 +27,7 @@ var taskTests = []conformanceTest{
 	{"Tasks_insertDefaults", testTasksInsertDefaults},
 	{"Tasks_insertLeased", testTasksInsertLeased},
 	{"Tasks_insertDuplicate", testTasksInsertDuplicate},
+	{"Tasks_iterations", testTasksIterations},
 	{"Tasks_notFound", testTasksNotFound},
 	{"Tasks_updateRoundTrip", testTasksUpdateRoundTrip},
 	{"Tasks_ofInstanceOrder", testTasksOfInstanceOrder},
@@ -224,6 +225,7 @@ func stored(tk *store.Task, now time.Time) *store.Task {
 // zero time only equals the zero time), JSON semantically.
 type taskView struct {
 	ID, InstanceID, StepID, Queue string
+	Iteration                     int
 	Status                        store.TaskStatus
 	Attempt, MaxAttempts          int
 	RunAt                         time.Time
@@ -239,7 +241,7 @@ func taskViewOf(tk *store.Task) *taskView {
 		return nil
 	}
 	return &taskView{
-		ID: tk.ID, InstanceID: tk.InstanceID, StepID: tk.StepID, Queue: tk.Queue,
+		ID: tk.ID, InstanceID: tk.InstanceID, StepID: tk.StepID, Queue: tk.Queue, Iteration: tk.Iteration,
 		Status: tk.Status, Attempt: tk.Attempt, MaxAttempts: tk.MaxAttempts, RunAt: tk.RunAt,
 		Lease: tk.Lease, LeaseOwner: tk.LeaseOwner, LeaseUntil: tk.LeaseUntil, AttemptDeadline: tk.AttemptDeadline,
 		Input: normJSON(tk.Input), LastError: tk.LastError, CreatedAt: tk.CreatedAt, UpdatedAt: tk.UpdatedAt,

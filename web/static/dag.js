@@ -84,16 +84,22 @@ export function edgeClass(targetStatus) {
   return targetStatus === 'SKIPPED' ? 'edge to-skipped' : 'edge';
 }
 
+/** statusLine is a box's second line: the status, and a foreach step's progress. */
+function statusLine(status, progress) {
+  return status && progress ? `${status} · ${progress}` : status;
+}
+
 function fit(text, maxChars) {
   return text.length <= maxChars ? text : text.slice(0, Math.max(1, maxChars - 1)) + '…';
 }
 
 /**
  * renderDAG returns an <svg> of the steps. statuses (optional) maps a step id
- * to its status, which picks the box colour; onSelect(id) (optional) is called
- * when a box is clicked.
+ * to its status, which picks the box colour; progress (optional) maps a step
+ * id to a short text shown after its status (a foreach step's "k/n");
+ * onSelect(id) (optional) is called when a box is clicked.
  */
-export function renderDAG(steps, { statuses, onSelect, label } = {}) {
+export function renderDAG(steps, { statuses, progress, onSelect, label } = {}) {
   const { nodes, width, height } = layout(steps);
   const svg = el('svg', {
     class: 'dag', viewBox: `0 0 ${width} ${height}`, width, height,
@@ -129,12 +135,12 @@ export function renderDAG(steps, { statuses, onSelect, label } = {}) {
       class: 'node' + (status ? ' st-' + status : ' st-none') + (onSelect ? ' clickable' : ''),
       transform: `translate(${n.x} ${n.y})`, 'data-step': id,
     },
-    el('title', {}, `${id} (${kind})${status ? ' — ' + status : ''}`),
+    el('title', {}, `${id} (${kind})${status ? ' — ' + status : ''}${progress?.[id] ? ' · ' + progress[id] + ' items' : ''}`),
     el('rect', { width: n.w, height: n.h, rx: 7, ry: 7 }),
     el('text', { x: 10, y: 19, class: 'node-id' }, fit(id, maxChars)),
     // With statuses (a workflow's graph) the second line is the status; the
     // step list beside it shows the type.
-    el('text', { x: 10, y: 36, class: status ? 'node-status' : 'node-type' }, fit(status || kind, Math.floor(maxChars * 1.15))));
+    el('text', { x: 10, y: 36, class: status ? 'node-status' : 'node-type' }, fit(statusLine(status, progress?.[id]) || kind, Math.floor(maxChars * 1.15))));
     if (onSelect) {
       g.setAttribute('tabindex', '0');
       g.addEventListener('click', () => onSelect(id));

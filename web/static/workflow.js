@@ -265,7 +265,7 @@ export function mount(root, { id }) {
     const times = stepTimes(st.history || []);
     const graph = st.def?.definition?.steps?.length
       ? h('div', { class: 'dag-wrap' }, renderDAG(st.def.definition.steps, {
-        statuses, label: 'Steps of this workflow', onSelect: (sid) => document.getElementById('step-' + sid)?.scrollIntoView({ behavior: 'smooth', block: 'center' }),
+        statuses, progress: iterationLabels(steps), label: 'Steps of this workflow', onSelect: (sid) => document.getElementById('step-' + sid)?.scrollIntoView({ behavior: 'smooth', block: 'center' }),
       }))
       : null;
     replace(stepsBox,
@@ -285,7 +285,9 @@ export function mount(root, { id }) {
         h('span', { class: 'step-id mono' }, sid),
         def ? h('span', { class: 'tag' }, def.type === 'task' && def.handler ? `task · ${def.handler}` : def.type) : null,
         def?.depends_on?.length ? h('span', { class: 'muted small' }, 'after ' + def.depends_on.join(', ')) : null,
+        def?.foreach ? h('span', { class: 'tag', title: 'foreach: ' + def.foreach }, def.max_concurrency ? `foreach · ${def.max_concurrency} at once` : 'foreach') : null,
         h('span', { class: 'spacer' }),
+        iterationsView(s?.iterations),
         stepTimesView(times[sid], status),
         s?.attempts ? h('span', { class: 'muted small', title: 'attempts delivered so far' }, s.attempts === 1 ? '1 attempt' : `${s.attempts} attempts`) : null,
         canComplete(s) && !form ? h('button', {
@@ -612,6 +614,35 @@ export function mount(root, { id }) {
 }
 
 /** changeList renders diff entries as a list, or a note when there are none. */
+/**
+ * iterationsView shows the progress of a foreach step, its state's
+ * iterations {total, completed, failed, running}: "k/n items" with a bar,
+ * and how many run or failed. Nothing for a step without iterations.
+ */
+export function iterationsView(it) {
+  if (!it || typeof it.total !== 'number') return null;
+  const parts = [`${it.completed}/${it.total} items`];
+  if (it.running) parts.push(`${it.running} running`);
+  if (it.failed) parts.push(`${it.failed} failed`);
+  return h('span', {
+    class: 'iterations muted small', 'data-iterations': `${it.completed}/${it.total}`,
+    title: `foreach: ${it.completed} of ${it.total} iterations completed, ${it.running || 0} running, ${it.failed || 0} failed`,
+  },
+  // A <progress>, not a styled bar: the page's policy allows no inline style.
+  h('progress', { class: 'iter-bar', max: String(Math.max(it.total, 1)), value: String(it.total ? it.completed : 1), 'aria-hidden': 'true' }),
+  parts.join(' · '));
+}
+
+/** iterationLabels maps each foreach step with progress to "k/n", for the graph. */
+export function iterationLabels(steps) {
+  const out = {};
+  for (const { id, s } of steps) {
+    const it = s?.iterations;
+    if (it && typeof it.total === 'number') out[id] = `${it.completed}/${it.total}`;
+  }
+  return out;
+}
+
 function changeList(changes, elId) {
   if (changes.length === 0) return h('p', { class: 'muted', id: elId }, 'No changes.');
   return h('ul', { class: 'changes', id: elId }, changes.map(changeItem));

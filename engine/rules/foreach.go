@@ -1,0 +1,494 @@
+package rules
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// A step with foreach runs once per item of the array its expression gives
+// when the step becomes ready: each item is an iteration with a task row of
+// its own (Task.Iteration), so its own attempts, retries, timeout and lease.
+// At most max_concurrency iterations are delivered at once (queued or
+// leased): the write that finishes one queues the next. The step completes,
+// with the outputs in item order, when every iteration has; it fails as
+// soon as one iteration has no attempt left, and the others are cancelled
+// in that write.
+//
+// While it runs, the step's state holds, besides its status:
+//
+//	iterations  {"total", "completed", "failed", "running"}: progress, for people
+//	foreach     the bookkeeping (foreachState), dropped when the step completes
+
+// ErrNeedTasks: the decision needs task rows of the instance's iterations
+// that it was not given (Env.Tasks): the caller reads the instance's tasks
+// and decides again, on a fresh copy of the instance. Only the rare
+// decisions need them — an iteration that fails for good (the others'
+// rows are cancelled), an iteration re-run after a retry (its row is
+// re-queued) — so that a completion, the hot path, reads no other rows.
+var ErrNeedTasks = errors.New("the decision needs the task rows of the step's iterations")
+
+// Keys of a foreach step's state besides the usual ones.
+const (
+	iterationsKey = "iterations"
+	foreachKey    = "foreach"
+)
+
+// Iterations is the progress of a foreach step, state.steps.S.iterations:
+// Running counts the iterations delivered (queued or leased) at the time,
+// Failed the iteration that failed the step.
+type Iterations struct {
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Running   int `json:"running"`
+}
+
+// foreachState is the bookkeeping of a foreach step that has not completed,
+// state.steps.S.foreach. Iterations start in item order: those below
+// Started have a task row (they ran at least once), the others never did.
+// Items is the array the expression gave, kept only until every iteration
+// has started (an iteration that runs again re-uses its row's input).
+// Pending are started iterations to run again (after a failure or a stop,
+// once retried), by index; Outputs the outputs of the completed ones, an
+// object keyed by index, not an array: the history stores a version as a
+// patch of the one before, which replaces an array whole but changes one
+// member of an object, so each completion's history row holds that
+// iteration's output, not all of them. A completion adds its member to
+// Outputs as text, without decoding the others.
+type foreachState struct {
+	Items     json.RawMessage `json:"items,omitempty"`
+	Total     int             `json:"total"`
+	Started   int             `json:"started"`
+	Completed int             `json:"completed"`
+	Failed    int             `json:"failed,omitempty"`
+	Pending   map[string]bool `json:"pending,omitempty"`
+	Outputs   json.RawMessage `json:"outputs"`
+}
+
+// foreachOf reads the bookkeeping of st; nil when it has none.
+func foreachOf(st *workflow.StepState) (*foreachState, error) {
+	raw, ok := st.Extra[foreachKey]
+	if !ok {
+		return nil, nil
+	}
+	fe := &foreachState{}
+	if err := json.Unmarshal(raw, fe); err != nil {
+		return nil, fmt.Errorf("foreach: the step's bookkeeping is not readable: %w", err)
+	}
+	if fe.Pending == nil {
+		fe.Pending = map[string]bool{}
+	}
+	if len(bytes.TrimSpace(fe.Outputs)) == 0 {
+		fe.Outputs = json.RawMessage("{}")
+	}
+	return fe, nil
+}
+
+// running is the number of iterations delivered (queued or leased).
+func (fe *foreachState) running() int { return fe.Started - fe.Completed - len(fe.Pending) }
+
+// save writes fe and the progress it gives into st.
+func (fe *foreachState) save(st *workflow.StepState) {
+	if fe.Started == fe.Total {
+		fe.Items = nil
+	}
+	raw, _ := json.Marshal(fe) // raw messages and plain values always encode
+	setExtra(st, foreachKey, raw)
+	setIterations(st, Iterations{Total: fe.Total, Completed: fe.Completed, Failed: fe.Failed, Running: fe.running()})
+}
+
+func setIterations(st *workflow.StepState, it Iterations) {
+	raw, _ := json.Marshal(it)
+	setExtra(st, iterationsKey, raw)
+}
+
+func setExtra(st *workflow.StepState, key string, raw json.RawMessage) {
+	if st.Extra == nil {
+		st.Extra = map[string]json.RawMessage{}
+	}
+	st.Extra[key] = raw
+}
+
+func indexKey(i int) string { return strconv.Itoa(i) }
+
+// addOutput records the output of iteration i: a member appended to the
+// Outputs object as text.
+func (fe *foreachState) addOutput(i int, output json.RawMessage) {
+	obj := bytes.TrimSpace(fe.Outputs)
+	body := bytes.TrimSpace(obj[1 : len(obj)-1])
+	out := make([]byte, 0, len(obj)+len(output)+16)
+	out = append(out, '{')
+	if len(body) > 0 {
+		out = append(append(out, body...), ',')
+	}
+	out = strconv.AppendQuote(out, indexKey(i))
+	out = append(append(append(out, ':'), output...), '}')
+	fe.Outputs = out
+	fe.Completed++
+}
+
+// outputs decodes Outputs (a failure, a retry and the step's completion
+// need them by index).
+func (fe *foreachState) outputs() (map[string]json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if err := json.Unmarshal(fe.Outputs, &m); err != nil {
+		return nil, fmt.Errorf("foreach: the iterations' outputs are not readable: %w", err)
+	}
+	return m, nil
+}
+
+// stopRunning makes every started iteration that has not completed pending
+// (to run again on a retry) and returns the indexes of those that were
+// delivered.
+func (fe *foreachState) stopRunning() ([]int, error) {
+	done, err := fe.outputs()
+	if err != nil {
+		return nil, err
+	}
+	var delivered []int
+	for i := range fe.Started {
+		k := indexKey(i)
+		if _, ok := done[k]; ok || fe.Pending[k] {
+			continue
+		}
+		fe.Pending[k] = true
+		delivered = append(delivered, i)
+	}
+	return delivered, nil
+}
+
+// next is the iteration to start next, in item order: a pending one (it
+// runs again), else the first that never started. ok is false when there
+// is none.
+func (fe *foreachState) next() (i int, rerun, ok bool) {
+	if len(fe.Pending) > 0 {
+		i = -1
+		for k := range fe.Pending {
+			if n, err := strconv.Atoi(k); err == nil && (i < 0 || n < i) {
+				i = n
+			}
+		}
+		if i >= 0 {
+			return i, true, true
+		}
+	}
+	if fe.Started < fe.Total {
+		return fe.Started, false, true
+	}
+	return 0, false, false
+}
+
+// evalCtx bounds an expression's evaluation besides workflow.ExprTimeout.
+func (env Env) evalCtx() context.Context {
+	if env.Ctx != nil {
+		return env.Ctx
+	}
+	return context.TODO() // a decision made without a caller's context: the timeout alone bounds it
+}
+
+// evalForeach runs step id's foreach expression on the instance: the array
+// of items and their number, or the message the step fails with.
+func (env Env) evalForeach(c *Definition, inst *workflow.Instance, id string) (json.RawMessage, int, string) {
+	doc, err := workflow.ExprDocument(inst.Input, inst.State, nil, 0)
+	if err != nil {
+		return nil, 0, "foreach: " + err.Error()
+	}
+	v, err := c.foreach[id].Eval(env.evalCtx(), doc)
+	if err != nil {
+		return nil, 0, "foreach: " + err.Error()
+	}
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || v[0] != '[' {
+		return nil, 0, "foreach: gave " + describeValue(v) + ", want an array"
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return nil, 0, "foreach: the array it gave is not readable: " + err.Error()
+	}
+	if len(items) > workflow.MaxForeachItems {
+		return nil, 0, fmt.Sprintf("foreach: gave %d items (at most %d)", len(items), workflow.MaxForeachItems)
+	}
+	return v, len(items), ""
+}
+
+// describeValue names the kind of a JSON value, for an error message.
+func describeValue(v []byte) string {
+	switch {
+	case len(v) == 0 || string(v) == "null":
+		return "null"
+	case v[0] == '{':
+		return "an object"
+	case v[0] == '"':
+		return "a string"
+	case string(v) == "true" || string(v) == "false":
+		return "a boolean"
+	}
+	return "a number"
+}
+
+// startForeach starts a ready foreach step: its expression gives the items
+// (a step retried keeps the items and the completed iterations of its run
+// before, and runs the others again with a fresh budget), and the first
+// iterations are queued. An expression that fails or does not give an
+// array of at most workflow.MaxForeachItems fails the step; an empty array
+// completes it at once with [].
+func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change) {
+	st := inst.State.Steps[id]
+	fe, err := foreachOf(st)
+	if err == nil && fe != nil {
+		// A retry: what started and did not complete runs again.
+		fe.Failed = 0
+		_, err = fe.stopRunning()
+	}
+	if err != nil {
+		st.Status, st.Error = workflow.StepFailed, err.Error()
+		return
+	}
+	if fe == nil {
+		items, n, msg := env.evalForeach(c, inst, id)
+		if msg != "" {
+			st.Status, st.Error = workflow.StepFailed, msg
+			return
+		}
+		if n == 0 {
+			st.Status, st.Output, st.Error = workflow.StepCompleted, json.RawMessage("[]"), ""
+			setIterations(st, Iterations{})
+			return
+		}
+		fe = &foreachState{Items: items, Total: n, Pending: map[string]bool{}, Outputs: json.RawMessage("{}")}
+	}
+	st.Status, st.Error = workflow.StepRunning, ""
+	rows := existing
+	if rows == nil {
+		rows = env.Tasks
+	}
+	if err := env.fillIterations(c, inst, id, fe, rows, now, ch); err != nil {
+		// Only a re-run needs rows, and a retry gives them all.
+		st.Status, st.Error = workflow.StepFailed, "foreach: "+err.Error()
+		return
+	}
+	if st.Status == workflow.StepRunning {
+		fe.save(st)
+	}
+}
+
+// fillIterations queues iterations of step id while fewer than its
+// max_concurrency run, in item order. rows are the instance's task rows by
+// TaskKey: an iteration that ran before is re-queued on its row, with its
+// input (ErrNeedTasks when rows lack it). An iteration whose templates
+// reference something missing fails the step (failForeach).
+func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string, fe *foreachState, rows map[string]*Task, now time.Time, ch *Change) error {
+	step, _ := c.Def.Step(id)
+	limit := step.MaxConcurrency
+	if limit <= 0 {
+		limit = fe.Total
+	}
+	var items []json.RawMessage
+	var outputs map[string]json.RawMessage
+	for fe.running() < limit {
+		i, rerun, ok := fe.next()
+		if !ok {
+			return nil
+		}
+		if rerun {
+			prev := rows[TaskKey(id, i+1)]
+			if prev == nil {
+				return ErrNeedTasks
+			}
+			delete(fe.Pending, indexKey(i))
+			env.startIteration(c, inst, id, i, prev.Input, prev, now, ch)
+			continue
+		}
+		if items == nil {
+			if err := json.Unmarshal(fe.Items, &items); err != nil || len(items) != fe.Total {
+				return fmt.Errorf("the items kept for the iterations to come are not readable (%d of %d): %w", len(items), fe.Total, err)
+			}
+			outputs = workflow.StepOutputs(inst.State.Steps)
+		}
+		input, err := c.renderWith(id, inst, outputs, &workflow.Iteration{Item: items[i], Index: i})
+		if err != nil {
+			return env.failForeach(inst, id, fe, i, err.Error(), rows, ch)
+		}
+		fe.Started = i + 1
+		env.startIteration(c, inst, id, i, input, nil, now, ch)
+	}
+	return nil
+}
+
+// startIteration queues iteration i of step id with its rendered input: a
+// task of the step's handler (http: the engine's http queue). prev is the
+// iteration's row when it ran before. This is where a step type whose
+// iterations start differently plugs in.
+func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string, i int, input json.RawMessage, prev *Task, now time.Time, ch *Change) {
+	step, _ := c.Def.Step(id)
+	queue := step.Handler
+	if step.Type == workflow.StepTypeHTTP {
+		queue = QueueHTTP
+	}
+	env.queueTask(inst, id, i+1, queue, now, step.RetryPolicyOrDefault().MaxAttempts, input, prev, ch)
+}
+
+// failForeach fails step id because iteration i failed for good (msg says
+// why): the iterations still delivered are cancelled in the same write,
+// their rows taken from rows (ErrNeedTasks when one is missing), and the
+// instance settles FAILED. Every started iteration that did not complete
+// runs again on a retry.
+func (env Env) failForeach(inst *workflow.Instance, id string, fe *foreachState, i int, msg string, rows map[string]*Task, ch *Change) error {
+	delivered, err := fe.stopRunning()
+	if err != nil {
+		return err
+	}
+	unstarted := -1
+	for _, n := range delivered {
+		if n == i {
+			continue
+		}
+		key := TaskKey(id, n+1)
+		if inserted := ch.inserted(key); inserted >= 0 {
+			// Started by this very decision, the last ones started: not
+			// started after all (no row to run again on).
+			ch.Insert = append(ch.Insert[:inserted], ch.Insert[inserted+1:]...)
+			delete(fe.Pending, indexKey(n))
+			if unstarted < 0 || n < unstarted {
+				unstarted = n
+			}
+			continue
+		}
+		if updated := ch.updated(key); updated >= 0 {
+			CancelTask(&ch.Update[updated].Task)
+			continue
+		}
+		row := rows[key]
+		if row == nil {
+			return ErrNeedTasks
+		}
+		if row.Status.Active() {
+			t := *row
+			CancelTask(&t)
+			ch.Update = append(ch.Update, TaskUpdate{Task: t})
+		}
+	}
+	if unstarted >= 0 {
+		fe.Started = unstarted
+	}
+	fe.Failed = 1
+	st := inst.State.Steps[id]
+	st.Status, st.Error = workflow.StepFailed, fmt.Sprintf("iteration %d: %s", i, msg)
+	fe.save(st)
+	settle(nil, inst, ch) // a step failed: the instance fails, it cannot complete (no output to render)
+	return nil
+}
+
+// inserted is the position in ch.Insert of the task with key, -1 if none.
+func (ch *Change) inserted(key string) int {
+	for j := range ch.Insert {
+		if TaskKey(ch.Insert[j].StepID, ch.Insert[j].Iteration) == key {
+			return j
+		}
+	}
+	return -1
+}
+
+// updated is the position in ch.Update of the task with key, -1 if none.
+func (ch *Change) updated(key string) int {
+	for j := range ch.Update {
+		if t := &ch.Update[j].Task; TaskKey(t.StepID, t.Iteration) == key {
+			return j
+		}
+	}
+	return -1
+}
+
+// completeIteration records the output of iteration t: the step completes
+// once every iteration has, with the outputs in item order; until then the
+// next iteration is queued in the same write when a slot is free. Only a
+// delivered iteration has an active task, so the lease that completes it
+// (CheckLease) says that it runs.
+func (env Env) completeIteration(c *Definition, inst *workflow.Instance, t *Task, output json.RawMessage, now time.Time, ch *Change) error {
+	st := inst.State.Steps[t.StepID]
+	fe, err := foreachOf(st)
+	if err != nil {
+		return err
+	}
+	if fe == nil {
+		return fmt.Errorf("%w: step %s runs no iterations", ErrLeaseLost, t.StepID)
+	}
+	fe.addOutput(t.Iteration-1, output)
+	st.Attempts = max(st.Attempts, t.Attempt)
+	if fe.Completed == fe.Total {
+		out, err := fe.ordered()
+		if err != nil {
+			return err
+		}
+		delete(st.Extra, foreachKey)
+		setIterations(st, Iterations{Total: fe.Total, Completed: fe.Total})
+		env.completeStep(c, inst, t.StepID, out, t.Attempt, now, ch)
+		return nil
+	}
+	if err := env.fillIterations(c, inst, t.StepID, fe, env.Tasks, now, ch); err != nil {
+		return err
+	}
+	if st.Status == workflow.StepRunning {
+		fe.save(st)
+	}
+	return nil
+}
+
+// ordered is the step's output: the iterations' outputs in item order.
+func (fe *foreachState) ordered() (json.RawMessage, error) {
+	outputs, err := fe.outputs()
+	if err != nil {
+		return nil, err
+	}
+	n := 2
+	for _, o := range outputs {
+		n += len(o) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i := range fe.Total {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		o := outputs[indexKey(i)]
+		if len(o) == 0 {
+			o = json.RawMessage("null")
+		}
+		out = append(out, o...)
+	}
+	return append(out, ']'), nil
+}
+
+// iterationFailed records that iteration t has no attempt left (its task
+// FAILED, the step marked FAILED by failAttempt): the step fails naming the
+// index, and the other delivered iterations are cancelled (failForeach).
+func (env Env) iterationFailed(inst *workflow.Instance, t *Task, ch *Change) error {
+	st := inst.State.Steps[t.StepID]
+	fe, err := foreachOf(st)
+	if err != nil || fe == nil {
+		return err
+	}
+	return env.failForeach(inst, t.StepID, fe, t.Iteration-1, st.Error, env.Tasks, ch)
+}
+
+// cancelIterations cancels the active iterations of step id among rows (a
+// foreach step completed from outside) and drops its bookkeeping.
+func cancelIterations(st *workflow.StepState, id string, rows map[string]*Task) []TaskUpdate {
+	delete(st.Extra, foreachKey)
+	var us []TaskUpdate
+	for _, row := range rows {
+		if row.StepID == id && row.Iteration > 0 && row.Status.Active() {
+			t := *row
+			CancelTask(&t)
+			us = append(us, TaskUpdate{Task: t})
+		}
+	}
+	return us
+}
