@@ -16,19 +16,27 @@ type Definition struct {
 	urls    map[string]*workflow.Template
 	bodies  map[string]*workflow.Template
 	headers map[string]map[string]*workflow.Template
+	// keys are the event keys of wait steps (events.go).
+	keys map[string]*workflow.Template
 }
 
 // Compile compiles def's templates; an error names the step and field of
 // a template that does not compile.
 func Compile(def *workflow.Definition) (*Definition, error) {
 	c := &Definition{Def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
-		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{}}
+		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{},
+		keys: map[string]*workflow.Template{}}
 	has := def.HasStep
 	var err error
 	for _, s := range def.Steps {
 		if len(s.Input) > 0 {
 			if c.inputs[s.ID], err = workflow.CompileTemplate(s.Input, has); err != nil {
 				return nil, fmt.Errorf("step %s input: %w", s.ID, err)
+			}
+		}
+		if s.Key != "" {
+			if c.keys[s.ID], err = workflow.CompileStringTemplate(s.Key, has); err != nil {
+				return nil, fmt.Errorf("step %s key: %w", s.ID, err)
 			}
 		}
 		if r := s.Request; r != nil {

@@ -90,6 +90,9 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev 
 	}
 	if step.Type == workflow.StepTypeWait {
 		st.Status = workflow.StepWaiting
+		if step.Event != "" {
+			env.awaitEvent(c, inst, step, st, prev, now, ch)
+		}
 		return
 	}
 	input, err := c.render(id, inst)
