@@ -105,6 +105,7 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			return nil, nil, nil, nil
 		}
 		if err == nil {
+			e.takeEvents(ctx, out, w)
 			return out, w, &d.ch, nil
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt == maxApplyAttempts {
