@@ -209,12 +209,12 @@ func New(cfg Config) (*Engine, error) {
 		workers: 8, lease: cfg.Lease, sweep: cfg.SweepInterval, poll: cfg.PollInterval,
 		now: cfg.Now, node: cfg.NodeID, http: cfg.HTTPClient, maxState: cfg.MaxStateBytes, retention: cfg.Retention,
 		eventRetention: cfg.EventRetention,
-		handlers: map[string]Handler{},
-		cache:    map[defKey]*compiled{},
-		latest:   map[string]*compiled{},
-		waiters:  map[chan struct{}]struct{}{},
-		draining: make(chan struct{}),
-		seen:     map[string]workerSeen{},
+		handlers:       map[string]Handler{},
+		cache:          map[defKey]*compiled{},
+		latest:         map[string]*compiled{},
+		waiters:        map[chan struct{}]struct{}{},
+		draining:       make(chan struct{}),
+		seen:           map[string]workerSeen{},
 	}
 	if cfg.Workers != nil {
 		if *cfg.Workers < 0 {
