@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
@@ -61,7 +62,7 @@ func (e *Engine) PublishEvent(ctx context.Context, name, key string, data json.R
 	if msg := workflow.EventNameProblem(name); msg != "" {
 		return nil, fmt.Errorf("%w: name %s", store.ErrInvalidArgument, msg)
 	}
-	if len(key) > workflow.MaxEventKeyLength {
+	if utf8.RuneCountInString(key) > workflow.MaxEventKeyLength {
 		return nil, fmt.Errorf("%w: key is longer than %d characters", store.ErrInvalidArgument, workflow.MaxEventKeyLength)
 	}
 	ev := &store.Event{Name: name, Key: key, Data: data}

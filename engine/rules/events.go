@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flowd/flowd/workflow"
 )
@@ -66,7 +67,7 @@ func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow
 			return
 		}
 	}
-	if len(key) > workflow.MaxEventKeyLength {
+	if utf8.RuneCountInString(key) > workflow.MaxEventKeyLength {
 		st.Status, st.Error = workflow.StepFailed, fmt.Sprintf("key: the rendered key is longer than %d characters", workflow.MaxEventKeyLength)
 		return
 	}

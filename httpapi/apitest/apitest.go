@@ -60,6 +60,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("DeleteWorkflow", func(t *testing.T) { testDeleteWorkflow(t, newServer) })
 	t.Run("DeleteDefinition", func(t *testing.T) { testDeleteDefinition(t, newServer) })
 	t.Run("DefinitionRetention", func(t *testing.T) { testDefinitionRetention(t, newServer) })
+	t.Run("Events", func(t *testing.T) { testEvents(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
@@ -647,6 +648,7 @@ func testAuth(t *testing.T, newServer NewServer) {
 	}
 	a.token = ""
 	expect(t, a.do("POST", "/v1/workflows", `{}`, "Authorization", "Basic czNjcmV0"), 401, "basic auth")
+	expect(t, a.do("POST", "/v1/events", `{"name":"tick"}`), 401, "publishing an event without a token")
 	expect(t, a.do("GET", "/healthz", ""), 200, "healthz needs no token")
 }
 
