@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -22,6 +23,7 @@ type eventWorld struct {
 	st    store.Backend
 	eng   *engine.Engine
 	clock *manualClock
+	m     *metrics.Metrics
 }
 
 func newEventWorld(t *testing.T, b backend, retention time.Duration) *eventWorld {
@@ -29,11 +31,12 @@ func newEventWorld(t *testing.T, b backend, retention time.Duration) *eventWorld
 	clock := &manualClock{now: time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)}
 	st := openAtClock(t, b, b.newDB(t), clock.Now)
 	none := 0
-	eng, err := engine.New(engine.Config{Store: st, Workers: &none, Now: clock.Now, EventRetention: retention})
+	m := metrics.New()
+	eng, err := engine.New(engine.Config{Store: st, Workers: &none, Now: clock.Now, EventRetention: retention, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &eventWorld{t: t, st: st, eng: eng, clock: clock}
+	w := &eventWorld{t: t, st: st, eng: eng, clock: clock, m: m}
 	for _, def := range []string{paymentDef, `
 name: late
 steps:
@@ -155,6 +158,9 @@ func TestEventPublishCompletesWaitingSteps(t *testing.T) {
 			t.Errorf("delivered = %v, want [o2]", ev.Delivered)
 		}
 		w.wantStep("o2", "paid", workflow.StepCompleted, `null`)
+		if p, d := counterValue(t, w.m, "flowd_events_published_total"), counterValue(t, w.m, "flowd_events_delivered_total"); p != 3 || d != 5 {
+			t.Errorf("flowd_events_published_total %v, flowd_events_delivered_total %v; want 3 and 5", p, d)
+		}
 	})
 }
 
@@ -202,6 +208,9 @@ func TestExpiredEventIsNotTaken(t *testing.T) {
 		}
 		if got, err := w.st.OldestEvent(t.Context(), ev.Event.Queue(), time.Time{}); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("expired event after a sweep = %+v, %v; want it deleted", got, err)
+		}
+		if n := counterValue(t, w.m, "flowd_events_expired_total"); n != 1 {
+			t.Errorf("flowd_events_expired_total = %v, want 1", n)
 		}
 		w.wantStep("late", "paid", workflow.StepWaiting, "")
 		// Within the retention it is taken.

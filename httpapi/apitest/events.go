@@ -56,6 +56,8 @@ steps:
 	if got := stepStatuses(t, a.do("GET", "/v1/workflows/ev-c", "")); got["paid"] != "WAITING" {
 		t.Errorf("another key's waiter: %v", got)
 	}
+	// A waiting step's task is the engine's: no worker may poll its queue.
+	expect(t, a.do("POST", "/v1/tasks/poll", `{"worker":"w1","handlers":["flowd:event/payment/o-2"],"wait_seconds":0}`), 400, "polling an event queue")
 	// Once only: the same event again reaches nobody.
 	r = a.do("POST", "/v1/events", `{"name":"payment","key":"o-1"}`)
 	expect(t, r, 202, "publish again")
