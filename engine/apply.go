@@ -79,6 +79,11 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			if d, decideErr = decide(q, now); decideErr != nil || d == nil {
 				return decideErr
 			}
+			// A join: first the decision made withdrew steps whose task
+			// rows it was not given: their cancels join the write.
+			if decideErr = cancelWithdrawn(ctx, q, d); decideErr != nil {
+				return decideErr
+			}
 			w = d.write(now)
 			var err error
 			out, err = q.Apply(ctx, w)
@@ -105,6 +110,7 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			return nil, nil, nil, nil
 		}
 		if err == nil {
+			e.takeEvents(ctx, out, w)
 			return out, w, &d.ch, nil
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt == maxApplyAttempts {

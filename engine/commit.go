@@ -135,13 +135,18 @@ func (e *Engine) runCommitters(ctx context.Context, stop <-chan struct{}) {
 // workers run, else directly. With claim (queues), the committers may also
 // claim a task of those queues for the caller and return it as next.
 func (e *Engine) applyCompletion(ctx context.Context, w *store.Write, claim []string) commitResult {
+	var res commitResult
 	if e.commits == nil {
-		inst, err := e.st.Apply(ctx, w)
-		return commitResult{inst: inst, err: err}
+		res.inst, res.err = e.st.Apply(ctx, w)
+	} else {
+		req := &commitReq{w: w, claim: claim, done: make(chan commitResult, 1)}
+		e.commits <- req
+		res = <-req.done
 	}
-	req := &commitReq{w: w, claim: claim, done: make(chan commitResult, 1)}
-	e.commits <- req
-	return <-req.done
+	if res.err == nil {
+		e.takeEvents(ctx, res.inst, w)
+	}
+	return res
 }
 
 // commitBatch writes the batch in one transaction, or each start and

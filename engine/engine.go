@@ -123,6 +123,10 @@ type Config struct {
 	// sweeper deletes it; a definition's own `retention` replaces it for
 	// its instances [0: kept for ever]. Negative is an error.
 	Retention time.Duration
+	// EventRetention is how long a published event is kept: a wait step
+	// that starts waiting later takes it while it is [DefaultEventRetention,
+	// 24h]. Negative is an error.
+	EventRetention time.Duration
 }
 
 // DefaultMaxStateBytes is Config.MaxStateBytes when it is 0: 4 MiB.
@@ -147,6 +151,8 @@ type Engine struct {
 	// (retention.go).
 	retention time.Duration
 	expiry    retentionSweep
+	// eventRetention is Config.EventRetention (events.go).
+	eventRetention time.Duration
 	// decide holds the rules with this engine's ids, jitter and state bound.
 	decide rules.Env
 
@@ -206,12 +212,13 @@ func New(cfg Config) (*Engine, error) {
 		st: cfg.Store, defs: defs, log: cfg.Logger, m: cfg.Metrics,
 		workers: 8, lease: cfg.Lease, sweep: cfg.SweepInterval, poll: cfg.PollInterval,
 		now: cfg.Now, node: cfg.NodeID, http: cfg.HTTPClient, maxState: cfg.MaxStateBytes, retention: cfg.Retention,
-		handlers: map[string]Handler{},
-		cache:    map[defKey]*compiled{},
-		latest:   map[string]*compiled{},
-		waiters:  map[chan struct{}]struct{}{},
-		draining: make(chan struct{}),
-		seen:     map[string]workerSeen{},
+		eventRetention: cfg.EventRetention,
+		handlers:       map[string]Handler{},
+		cache:          map[defKey]*compiled{},
+		latest:         map[string]*compiled{},
+		waiters:        map[chan struct{}]struct{}{},
+		draining:       make(chan struct{}),
+		seen:           map[string]workerSeen{},
 	}
 	if cfg.Workers != nil {
 		if *cfg.Workers < 0 {
@@ -227,6 +234,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if e.retention < 0 {
 		return nil, fmt.Errorf("engine: Retention must not be negative, got %s", e.retention)
+	}
+	if e.eventRetention < 0 {
+		return nil, fmt.Errorf("engine: EventRetention must not be negative, got %s", e.eventRetention)
+	}
+	if e.eventRetention == 0 {
+		e.eventRetention = DefaultEventRetention
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

@@ -83,10 +83,11 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		return nil, err
 	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
+	tasks := newRows(ch.Insert)
 	out, err := e.create(ctx, store.CreateParams{
 		ID: p.ID, Definition: c.Def.Name, DefinitionRevision: c.Def.Revision, Status: ch.Status,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
-		Tasks: newRows(ch.Insert), Notify: ch.Notify, LatestRevision: latest,
+		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
 	})
 	if err != nil {
@@ -98,6 +99,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if ch.Notify {
 		e.wake()
 	}
+	e.takeEvents(ctx, out, &store.Write{Insert: tasks})
 	return out, nil
 }
 
@@ -302,7 +304,9 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	// the workers even where it writes no task.
 	p.Notify = true
 	var ids []string
+	var writes []*store.Write
 	batch := func() error {
+		writes = writes[:0]
 		return e.withDefs(ctx, func() error {
 			return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 				var err error
@@ -311,8 +315,12 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 				}
 				now := e.clock()
 				for _, id := range slices.Sorted(slices.Values(ids)) {
-					if err := e.afterBatch(ctx, tx, id, retry, cause, now); err != nil {
+					w, err := e.afterBatch(ctx, tx, id, retry, cause, now)
+					if err != nil {
 						return err
+					}
+					if w != nil {
+						writes = append(writes, w)
 					}
 				}
 				return nil
@@ -337,6 +345,9 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	if len(ids) > 0 {
 		e.wake()
 	}
+	for _, w := range writes {
+		e.takeEvents(ctx, nil, w)
+	}
 	return ids, nil
 }
 
@@ -356,27 +367,27 @@ const batchAttempts = 5
 // re-queues the rows of steps that were running when the instance failed or
 // timed out): the batch then fails with a conflict, to be tried again,
 // rather than deadlock with that worker's completion.
-func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, now time.Time) error {
+func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, now time.Time) (*store.Write, error) {
 	cur, err := tx.Get(ctx, id)
 	if err != nil || cur.Definition == "" {
-		return err // a free-form instance: the status change is all there is
+		return nil, err // a free-form instance: the status change is all there is
 	}
 	c, err := e.cached(cur)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	all, err := tx.TasksOfInstance(ctx, id, store.LockNone)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	locked, err := tx.TasksOfInstance(ctx, id, store.LockSkipLocked)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	existing := byStep(locked)
 	for _, t := range all {
 		if existing[rules.TaskKey(t.StepID, t.Iteration)] == nil {
-			return fmt.Errorf("%w: workflow %s: its task for step %q is in use by another transaction; try the batch again", store.ErrConflict, id, t.StepID)
+			return nil, fmt.Errorf("%w: workflow %s: its task for step %q is in use by another transaction; try the batch again", store.ErrConflict, id, t.StepID)
 		}
 	}
 	// Decided on cur, written only when it changes something; the write
@@ -384,8 +395,10 @@ func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, re
 	d := &decided{id: id, version: cur.Version, from: cur.Status, cause: cause, read: byID(locked...)}
 	var write bool
 	if d.ch, write = e.rulesFor(ctx).Reopen(c, cur, existing, retry, now); !write {
-		return nil
+		return nil, nil
 	}
-	_, err = tx.Apply(ctx, d.write(now))
-	return err
+	d.ch.CancelWithdrawn(views(locked))
+	w := d.write(now)
+	_, err = tx.Apply(ctx, w)
+	return w, err
 }

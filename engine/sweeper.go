@@ -35,8 +35,10 @@ func (e *Engine) sweeper(ctx context.Context) {
 // become TIMED_OUT, expired leases use up their attempt and are re-queued (or
 // fail the step), tasks of instances that stopped running are cancelled,
 // finished instances past their retention are deleted (engine/retention.go),
-// and idempotency keys past their 24 hours and workers that stopped polling
-// long ago are deleted.
+// waiting steps whose own look-up of a stored event never ran get it
+// (engine/events.go), and idempotency keys past their 24 hours, events past
+// the event retention and workers that stopped polling long ago are
+// deleted.
 //
 // Each item of work is read (store.TaskQuerier.Due, no locks), decided by
 // the rules and written with one guarded Apply, as every engine write is:
@@ -50,7 +52,13 @@ func (e *Engine) Sweep(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := e.sweepEventWaits(ctx); err != nil {
+		return err
+	}
 	if err := e.deleteExpiredKeys(ctx); err != nil {
+		return err
+	}
+	if err := e.deleteExpiredEvents(ctx); err != nil {
 		return err
 	}
 	if err := e.deleteExpired(ctx); err != nil {

@@ -30,7 +30,12 @@ import (
 // claimCtx ends when a shutdown begins: the loops claim nothing more, finish
 // what they run and return. runCtx ends when the handlers must give up.
 func (e *Engine) runWorkers(claimCtx, runCtx context.Context, groupDone chan<- struct{}) {
-	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP)
+	// A handler registered under a name of the engine's own queues
+	// ("flowd:…") is never served: its tasks (timers, http calls, steps
+	// waiting for an event) are the engine's, as remote workers cannot poll
+	// for them either.
+	queues := slices.DeleteFunc(slices.Sorted(maps.Keys(e.handlers)), func(name string) bool { return strings.HasPrefix(name, "flowd:") })
+	queues = append(queues, store.QueueSleep, store.QueueHTTP)
 	stop := make(chan struct{})
 	claims := make(chan *claimReq)
 	var helpers sync.WaitGroup

@@ -140,6 +140,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/workflows/{id}/steps/{step}/complete", s.completeStep)
 	mux.HandleFunc("GET /v1/workflows/{id}/history", s.history)
 	mux.Handle("POST /v1/batch/status", s.takes(jsonBody, s.batchStatus))
+	mux.Handle("POST /v1/events", s.takes(jsonBody, s.publishEvent))
 	mux.Handle("PUT /v1/definitions/{name}", s.takes(definitionBody, s.putDefinition))
 	mux.HandleFunc("GET /v1/definitions", s.listDefinitions)
 	mux.HandleFunc("GET /v1/definitions/{name}", s.getDefinition)

@@ -29,6 +29,12 @@ type Metrics struct {
 	// (DELETE /v1/workflows/{id}) and by the retention sweep alike: the
 	// instrumented store counts every delete that was stored.
 	WorkflowsDeleted prometheus.Counter
+	// EventsPublished counts the events stored by POST /v1/events;
+	// EventsDelivered the steps they completed (on publish or later);
+	// EventsExpired the events the sweeper deleted after the retention.
+	EventsPublished prometheus.Counter
+	EventsDelivered prometheus.Counter
+	EventsExpired   prometheus.Counter
 
 	storage storageHealth // what flowd_storage_full and StorageFull report
 }
@@ -88,6 +94,18 @@ func New() *Metrics {
 			Name: "flowd_workflows_deleted_total",
 			Help: "Finished workflow instances deleted with their history, tasks and idempotency key: by DELETE /v1/workflows/{id} and by the retention sweep (--retention, a definition's retention).",
 		}),
+		EventsPublished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowd_events_published_total",
+			Help: "Events published with POST /v1/events (or flowd event).",
+		}),
+		EventsDelivered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowd_events_delivered_total",
+			Help: "Wait steps completed by an event, when it was published or when they started waiting.",
+		}),
+		EventsExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flowd_events_expired_total",
+			Help: "Stored events deleted by the sweeper once older than --event-retention.",
+		}),
 	}
 	// Known labels exist from the start, so a scrape shows them at 0.
 	for _, r := range TaskResults {
@@ -114,6 +132,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.StateUpdates, m.UpdateRetries, m.UpdateDuration,
 		m.TasksClaimed, m.TasksCompleted, m.LeaseExpirations, m.WorkflowsDeleted,
+		m.EventsPublished, m.EventsDelivered, m.EventsExpired,
 	)
 	return m
 }

@@ -90,6 +90,9 @@ type Config struct {
 	// deletes it with its history. A definition's own `retention` replaces
 	// it for its instances [0: kept for ever].
 	Retention time.Duration
+	// EventRetention is how long a published event is kept for the wait
+	// steps that start waiting later [engine.DefaultEventRetention].
+	EventRetention time.Duration
 	// ShutdownTimeout bounds the graceful shutdown of Run [30s].
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured log [discarded].
@@ -116,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("server: Retention must not be negative, got %s", c.Retention))
+	}
+	if c.EventRetention < 0 {
+		errs = append(errs, fmt.Errorf("server: EventRetention must not be negative, got %s", c.EventRetention))
 	}
 	addr := c.Addr
 	if addr == "" {
@@ -202,7 +208,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	m.RegisterWorkflowGauge(st.CountByStatus, log)
 	eng, err := engine.New(engine.Config{
 		Store: st, Logger: log, Metrics: m, Workers: cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
-		MaxStateBytes: cfg.MaxStateBytes, Retention: cfg.Retention,
+		MaxStateBytes: cfg.MaxStateBytes, Retention: cfg.Retention, EventRetention: cfg.EventRetention,
 	})
 	if err != nil {
 		base.Close()

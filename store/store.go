@@ -144,6 +144,7 @@ type Backend interface {
 	DefinitionStore
 	WorkerStore
 	IdempotencyKeyStore
+	EventStore
 	Counter
 	Migrator
 

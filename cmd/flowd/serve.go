@@ -39,11 +39,14 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	// Retention: finished workflows unchanged for this long are deleted
 	// (0 keeps them).
-	Retention    retentionFlag
-	LogLevel     string
-	LogFormat    string
-	DemoHandlers bool
-	Demo         bool
+	Retention retentionFlag
+	// EventRetention: how long a published event is kept for wait steps
+	// that start waiting later.
+	EventRetention retentionFlag
+	LogLevel       string
+	LogFormat      string
+	DemoHandlers   bool
+	Demo           bool
 }
 
 func (c *serveConfig) Validate() error {
@@ -65,6 +68,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("--retention must not be negative (0 keeps finished workflows for ever), got %s", time.Duration(c.Retention)))
+	}
+	if c.EventRetention <= 0 {
+		errs = append(errs, fmt.Errorf("--event-retention must be positive, got %s", time.Duration(c.EventRetention)))
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
@@ -167,6 +173,8 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
 	f.IntVar(&cfg.MaxStateBytes, "max-state-bytes", engine.DefaultMaxStateBytes, "largest instance state, in bytes, a change may leave: a create, patch or step completion beyond it is refused with 413 and nothing is written (env FLOWD_MAX_STATE_BYTES)")
 	f.Var(&cfg.Retention, "retention", "delete finished workflows (COMPLETED, FAILED, CANCELLED, TIMED_OUT) with their history once unchanged for this long, e.g. 720h for 30 days; a definition's own retention: replaces it for its workflows; 0, the default, keeps them for ever (env FLOWD_RETENTION)")
+	cfg.EventRetention = retentionFlag(engine.DefaultEventRetention)
+	f.Var(&cfg.EventRetention, "event-retention", "keep published events this long: a wait step that starts waiting later still takes one published since its workflow was created and within this time (env FLOWD_EVENT_RETENTION)")
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long in-flight requests and in-process steps may take to finish before their steps are cancelled and released (env FLOWD_SHUTDOWN_TIMEOUT)")
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
@@ -195,7 +203,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		DB: cfg.DB, Addr: cfg.Addr, Tokens: tokens, Insecure: cfg.Insecure, AllowedHosts: cfg.AllowedHosts,
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
-		Retention: time.Duration(cfg.Retention),
+		Retention: time.Duration(cfg.Retention), EventRetention: time.Duration(cfg.EventRetention),
 	})
 	if err != nil {
 		return err

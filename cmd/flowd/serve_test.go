@@ -221,6 +221,9 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--retention", "30d"}, nil, exitUsage, `"30d" is not a duration: write days in hours, e.g. 720h for 30 days`},
 		{[]string{"--retention", "soon"}, nil, exitUsage, `"soon" is not a duration such as 720h or 90m`},
 		{nil, map[string]string{"FLOWD_RETENTION": "30d"}, exitUsage, `FLOWD_RETENTION="30d": "30d" is not a duration: write days in hours`},
+		{[]string{"--event-retention", "0s"}, nil, exitUsage, "--event-retention must be positive, got 0s"},
+		{nil, map[string]string{"FLOWD_EVENT_RETENTION": "-1h"}, exitUsage, "--event-retention must be positive, got -1h0m0s"},
+		{[]string{"--event-retention", "7d"}, nil, exitUsage, `"7d" is not a duration: write days in hours`},
 		{[]string{"--log-level", "loud"}, nil, exitUsage, "--log-level"},
 		{[]string{"--bogus"}, nil, exitUsage, "unknown flag"},
 		{nil, map[string]string{"FLOWD_WORKERS": "many"}, exitUsage, "FLOWD_WORKERS"},
@@ -245,14 +248,14 @@ func TestMigrateCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "applied 00001_init.sql") || !strings.Contains(out.String(), "applied 00002_engine.sql") ||
 		!strings.Contains(out.String(), "applied 00003_workers.sql") || !strings.Contains(out.String(), "applied 00004_idempotency_keys.sql") ||
 		!strings.Contains(out.String(), "applied 00005_delete.sql") || !strings.Contains(out.String(), "applied 00006_history_patches.go") ||
-		!strings.Contains(out.String(), "is now at version 6") {
+		!strings.Contains(out.String(), "applied 00009_events.sql") || !strings.Contains(out.String(), "is now at version 9") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}
 	e, out, _ = testEnv(nil)
 	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
 		t.Fatal("second migrate failed")
 	}
-	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":6`) {
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":9`) {
 		t.Errorf("second migrate JSON: %s", got)
 	}
 	e, _, errOut = testEnv(nil)

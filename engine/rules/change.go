@@ -54,15 +54,16 @@ func (ch *Change) setInstance(inst *workflow.Instance) {
 }
 
 // claimable reports whether the change queues a task some worker has to
-// claim: a task leased in the same write needs no wake-up.
+// claim: a task leased in the same write needs no wake-up, and no worker
+// claims a task waiting for an event.
 func (ch *Change) claimable() bool {
 	for i := range ch.Insert {
-		if ch.Insert[i].Status == TaskQueued {
+		if ch.Insert[i].Status == TaskQueued && !IsEventQueue(ch.Insert[i].Queue) {
 			return true
 		}
 	}
 	for i := range ch.Update {
-		if ch.Update[i].Task.Status == TaskQueued {
+		if t := &ch.Update[i].Task; t.Status == TaskQueued && !IsEventQueue(t.Queue) {
 			return true
 		}
 	}

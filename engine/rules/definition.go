@@ -20,6 +20,8 @@ type Definition struct {
 	bodies  map[string]*workflow.Template
 	headers map[string]map[string]*workflow.Template
 	flow    controlFlow
+	// keys are the event keys of wait steps (events.go).
+	keys map[string]*workflow.Template
 }
 
 // Compile compiles def's templates; an error names the step and field of
@@ -27,7 +29,7 @@ type Definition struct {
 func Compile(def *workflow.Definition) (*Definition, error) {
 	c := &Definition{Def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
 		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{},
-		foreach: map[string]*workflow.Expr{}}
+		foreach: map[string]*workflow.Expr{}, keys: map[string]*workflow.Template{}}
 	has := def.HasStep
 	var err error
 	for _, s := range def.Steps {
@@ -43,6 +45,11 @@ func Compile(def *workflow.Definition) (*Definition, error) {
 		if len(s.Input) > 0 {
 			if c.inputs[s.ID], err = compileTree(s.Input, has); err != nil {
 				return nil, fmt.Errorf("step %s input: %w", s.ID, err)
+			}
+		}
+		if s.Key != "" {
+			if c.keys[s.ID], err = workflow.CompileStringTemplate(s.Key, has); err != nil {
+				return nil, fmt.Errorf("step %s key: %w", s.ID, err)
 			}
 		}
 		if r := s.Request; r != nil {

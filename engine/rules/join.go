@@ -151,8 +151,10 @@ func withdraw(s *workflow.Step, steps map[string]*workflow.StepState, existing m
 
 // CancelWithdrawn adds to ch the cancels of the active tasks of the steps
 // ch withdrew (Change.Withdrawn), among tasks: the instance's task rows,
-// read for the decision's write.
+// read for the decision's write. It empties Change.Withdrawn: the cancels
+// are added once.
 func (ch *Change) CancelWithdrawn(tasks []Task) {
+	defer func() { ch.Withdrawn = nil }()
 	for _, t := range tasks {
 		for _, id := range ch.Withdrawn {
 			if t.StepID == id && t.Status.Active() {

@@ -105,6 +105,9 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 	}
 	if step.Type == workflow.StepTypeWait {
 		st.Status = workflow.StepWaiting
+		if step.Event != "" {
+			env.awaitEvent(c, inst, step, st, existing[id], now, ch)
+		}
 		return
 	}
 	if step.Foreach != "" {

@@ -62,6 +62,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("DefinitionRetention", func(t *testing.T) { testDefinitionRetention(t, newServer) })
 	t.Run("ControlFlow", func(t *testing.T) { testControlFlow(t, newServer) })
 	t.Run("ForeachTasks", func(t *testing.T) { testForeachTasks(t, newServer) })
+	t.Run("Events", func(t *testing.T) { testEvents(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
@@ -649,6 +650,7 @@ func testAuth(t *testing.T, newServer NewServer) {
 	}
 	a.token = ""
 	expect(t, a.do("POST", "/v1/workflows", `{}`, "Authorization", "Basic czNjcmV0"), 401, "basic auth")
+	expect(t, a.do("POST", "/v1/events", `{"name":"tick"}`), 401, "publishing an event without a token")
 	expect(t, a.do("GET", "/healthz", ""), 200, "healthz needs no token")
 }
 

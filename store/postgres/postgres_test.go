@@ -167,7 +167,7 @@ func TestIndexes(t *testing.T) {
 	s, _ := setup(t, Options{})
 	rows, err := s.pool.Query(t.Context(), `SELECT indexname, indexdef FROM pg_indexes
 		WHERE schemaname = current_schema()
-			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers', 'idempotency_keys')`)
+			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers', 'idempotency_keys', 'workflow_events')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +195,10 @@ func TestIndexes(t *testing.T) {
 		"workflow_tasks_instance_id_step_id_iteration_key": "(instance_id, step_id, iteration)",
 		"workflow_tasks_claim_idx":                         "(queue, run_at) WHERE (status = 'QUEUED'::text)",
 		"workflow_tasks_expiry_idx":                        "(lease_until) WHERE (status = 'LEASED'::text)",
+		"workflow_tasks_event_waits_idx":                   "(updated_at) WHERE ((status = 'QUEUED'::text) AND (queue ~~ 'flowd:event/%'::text))",
+		"workflow_events_pkey":                             "(id)",
+		"workflow_events_queue_created_at_idx":             "(queue, created_at, id)",
+		"workflow_events_created_at_idx":                   "(created_at)",
 		"workers_pkey":                                     "(worker, node)",
 		"workers_last_poll_at_idx":                         "(last_poll_at)",
 		"idempotency_keys_pkey":                            "(key)",

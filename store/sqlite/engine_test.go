@@ -98,6 +98,8 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"USING INDEX workflow_instances_deadline_idx (deadline>? AND deadline<?)"}},
 		{"orphan sweep", dueOrphansSQL, []any{10},
 			[]string{"USING INDEX workflow_tasks_claim_idx", "USING INDEX workflow_tasks_expiry_idx", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
+		{"event safety net", tasksWithEventsSQL, []any{1, 10, 10},
+			[]string{"USING INDEX workflow_tasks_event_waits_idx", "USING COVERING INDEX workflow_events_queue_created_at_idx (queue=? AND created_at>?)"}},
 	} {
 		plan := queryPlan(t, s, c.query, c.args...)
 		for _, want := range c.want {
@@ -164,6 +166,9 @@ func TestSchemaIndexes(t *testing.T) {
 		"workers.workers_last_poll_at_idx",
 		"workflow_definition_tombstones.sqlite_autoindex_workflow_definition_tombstones_1",
 		"workflow_definitions.sqlite_autoindex_workflow_definitions_1",
+		"workflow_events.sqlite_autoindex_workflow_events_1",
+		"workflow_events.workflow_events_created_at_idx",
+		"workflow_events.workflow_events_queue_created_at_idx",
 		"workflow_history.sqlite_autoindex_workflow_history_1",
 		"workflow_instances.sqlite_autoindex_workflow_instances_1",
 		"workflow_instances.workflow_instances_created_at_id_idx",
@@ -173,6 +178,7 @@ func TestSchemaIndexes(t *testing.T) {
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_1",
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_2",
 		"workflow_tasks.workflow_tasks_claim_idx",
+		"workflow_tasks.workflow_tasks_event_waits_idx",
 		"workflow_tasks.workflow_tasks_expiry_idx",
 	}
 	if !slices.Equal(got, want) {

@@ -52,7 +52,7 @@ func Run(t *testing.T, h Harness) {
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
-			deleteTests, retentionTests,
+			deleteTests, retentionTests, eventTests,
 			linearizabilityTests, applyTests, applyTasksTests, outputTests,
 		} {
 			for _, tc := range groups {

@@ -294,6 +294,7 @@ export function mount(root, { id }) {
           type: 'button', class: 'small-btn', 'data-complete-step': sid,
           onclick: () => { st.completing = { step: sid, text: '{}' }; renderSteps(); document.getElementById('complete-output')?.focus(); },
         }, 'Complete…') : null),
+      eventView(s),
       s?.error ? h('div', { class: 'step-error' }, s.error) : null,
       hasOut ? h('details', { class: 'step-output', open: st.open.has(openKey) || undefined, ontoggle: (e) => toggleOpen(openKey, e.target.open) },
         h('summary', {}, 'Output ', h('span', { class: 'muted mono' }, compact(s.output, 60))),
@@ -691,6 +692,26 @@ export function stepTimes(versions) {
     prev = now;
   }
   return times;
+}
+
+/**
+ * eventView shows the event a wait step waits for — its name and its key as
+ * rendered when the step started waiting (state.steps.S.event) — and, once
+ * an event completed it, which one.
+ */
+export function eventView(s) {
+  const ev = s?.event;
+  if (!ev || typeof ev !== 'object' || typeof ev.name !== 'string') return null;
+  const key = ev.key ? [' · key ', h('span', { class: 'mono event-key' }, ev.key)] : [' · no key'];
+  if (s.status === 'WAITING') {
+    return h('div', { class: 'step-event small', 'data-event': ev.name, title: 'POST /v1/events or flowd event completes this step' },
+      'waiting for event ', h('span', { class: 'mono event-name' }, ev.name), key);
+  }
+  if (s.status === 'COMPLETED' && ev.id) {
+    return h('div', { class: 'step-event small muted', 'data-event': ev.name, title: 'event ' + ev.id },
+      'completed by event ', h('span', { class: 'mono event-name' }, ev.name), key);
+  }
+  return null;
 }
 
 /** stepTimesView shows a step's start, end and duration, when known. */

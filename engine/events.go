@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Events. A wait step with an event waits as a QUEUED task in the event's
+// queue (store.EventQueue), written with the step's WAITING status; no
+// worker claims such a queue. Publishing and starting to wait both commit
+// first and look the other side up afterwards:
+//
+//   - PublishEvent stores the event, then delivers it to every task queued
+//     in its queue;
+//   - a write that queues an event task (takeEvents, after its commit)
+//     looks up the oldest stored event of that queue the step may take and
+//     delivers it.
+//
+// Under read committed each look-up sees everything committed before it
+// began, so of a publish and a step starting to wait at the same moment
+// on two nodes, at least one sees the other: no event is missed. Both
+// may see each other; a delivery is one guarded write (the task must
+// still be QUEUED), so only one completes the step. The sweeper's pass
+// (sweepEventWaits) is the safety net for a node that died, or whose
+// look-up failed, between its commit and its look-up.
+
+// DefaultEventRetention is Config.EventRetention when it is 0.
+const DefaultEventRetention = 24 * time.Hour
+
+// eventPage is how many waiting tasks one read of a publish returns.
+const eventPage = 1000
+
+// eventGrace is how long after a waiting task's write the sweeper leaves
+// it to the writer's own look-up before it looks up events for it.
+const eventGrace = 5 * time.Second
+
+// PublishedEvent is an event as published, with the instances whose steps
+// it completed.
+type PublishedEvent struct {
+	Event     *store.Event
+	Delivered []string
+}
+
+// PublishEvent stores the event (name, key, data) and then completes every
+// step waiting for it, each in its own versioned write, before it returns:
+// Delivered lists their instances (one entry per step completed). A name
+// that workflow.EventNameProblem refuses, a key longer than
+// workflow.MaxEventKeyLength, or data that is not JSON is
+// store.ErrInvalidArgument; nothing is stored then. An error delivering
+// is returned after the event is stored: the waiters it did not reach
+// take it from the store (when they start waiting again, or through the
+// sweeper), so a caller may report the event as published.
+func (e *Engine) PublishEvent(ctx context.Context, name, key string, data json.RawMessage) (*PublishedEvent, error) {
+	if msg := workflow.EventNameProblem(name); msg != "" {
+		return nil, fmt.Errorf("%w: name %s", store.ErrInvalidArgument, msg)
+	}
+	if utf8.RuneCountInString(key) > workflow.MaxEventKeyLength {
+		return nil, fmt.Errorf("%w: key is longer than %d characters", store.ErrInvalidArgument, workflow.MaxEventKeyLength)
+	}
+	ev := &store.Event{Name: name, Key: key, Data: data}
+	if err := e.st.PublishEvent(ctx, ev); err != nil {
+		return nil, err
+	}
+	if e.m != nil {
+		e.m.EventsPublished.Inc()
+	}
+	out := &PublishedEvent{Event: ev, Delivered: []string{}}
+	seen := map[string]bool{}
+	for {
+		tasks, err := e.st.QueuedTasks(ctx, ev.Queue(), eventPage)
+		if err != nil {
+			return out, fmt.Errorf("event %s stored; finding its waiters: %w", ev.ID, err)
+		}
+		fresh := 0
+		for _, t := range tasks {
+			if seen[t.ID] {
+				continue
+			}
+			seen[t.ID], fresh = true, fresh+1
+			ok, err := e.deliverEvent(ctx, ev, t)
+			if err != nil {
+				return out, fmt.Errorf("event %s stored; delivering it to workflow %s: %w", ev.ID, t.InstanceID, err)
+			}
+			if ok {
+				out.Delivered = append(out.Delivered, t.InstanceID)
+			}
+		}
+		// A full page may hold tasks that did not take the event (their
+		// instance is newer than it): read on while pages bring new ones.
+		if len(tasks) < eventPage || fresh == 0 {
+			return out, nil
+		}
+	}
+}
+
+// deliverEvent completes t's step with ev, when it still takes it (see
+// rules.Env.CompleteByEvent), and reports whether it did. A task or
+// instance that is gone, or a step that no longer takes the event, is
+// skipped; a write that conflicts is decided again on a fresh read.
+func (e *Engine) deliverEvent(ctx context.Context, ev *store.Event, t *store.Task) (bool, error) {
+	rev := rules.Event{ID: ev.ID, Name: ev.Name, Key: ev.Key, Data: ev.Data, CreatedAt: ev.CreatedAt}
+	var written *workflow.Instance
+	err := e.withDefs(ctx, func() error {
+		var err error
+		written, _, _, err = e.readDecideApply(ctx, t.InstanceID, func(q store.Querier, now time.Time) (*decided, error) {
+			row, err := q.Task(ctx, t.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			inst, err := q.Get(ctx, row.InstanceID)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if inst.Definition == "" {
+				return nil, nil
+			}
+			c, err := e.definitionOf(inst)
+			if err != nil {
+				return nil, err
+			}
+			v := taskView(row)
+			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, read: byID(row)}
+			d.ch, err = e.rulesFor(ctx).CompleteByEvent(c, inst, &v, rev, now)
+			if errors.Is(err, rules.ErrEventNotTaken) {
+				return nil, nil
+			}
+			return d, err
+		})
+		return err
+	})
+	if err != nil || written == nil {
+		return false, err
+	}
+	if e.m != nil {
+		e.m.EventsDelivered.Inc()
+	}
+	e.log.Debug("event delivered", "event", ev.ID, "name", ev.Name, "workflow", t.InstanceID, "step", t.StepID)
+	return true, nil
+}
+
+// takeEvents is what a write that committed does next when it queued
+// tasks in event queues: each such step takes the oldest stored event it
+// may take, if there is one. inst is the instance as written (nil when
+// the caller does not have it). Errors are logged, not returned: the
+// write they follow is committed, and the sweeper's pass catches up.
+func (e *Engine) takeEvents(ctx context.Context, inst *workflow.Instance, w *store.Write) {
+	if w == nil {
+		return
+	}
+	var waits []*store.Task
+	for _, t := range w.Insert {
+		if t.Status == store.TaskQueued && rules.IsEventQueue(t.Queue) {
+			waits = append(waits, t)
+		}
+	}
+	for _, u := range w.Update {
+		if u.Task.Status == store.TaskQueued && rules.IsEventQueue(u.Task.Queue) {
+			waits = append(waits, u.Task)
+		}
+	}
+	e.takeEventsFor(ctx, inst, waits)
+}
+
+// takeEventsFor delivers to each of waits, tasks of one instance queued in
+// event queues, the oldest event it may take.
+func (e *Engine) takeEventsFor(ctx context.Context, inst *workflow.Instance, waits []*store.Task) {
+	if len(waits) == 0 {
+		return
+	}
+	if inst == nil || inst.CreatedAt.IsZero() {
+		var err error
+		if inst, err = e.st.Get(ctx, waits[0].InstanceID); err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				e.log.Warn("looking up events for a waiting step", "workflow", waits[0].InstanceID, "err", err)
+			}
+			return
+		}
+	}
+	for _, t := range waits {
+		if err := e.takeOldestEvent(ctx, inst, t); err != nil {
+			e.log.Warn("delivering a stored event to a waiting step", "workflow", t.InstanceID, "step", t.StepID, "err", err)
+		}
+	}
+}
+
+// takeOldestEvent delivers to t the oldest event of its queue published
+// since its instance was created and within the event retention.
+func (e *Engine) takeOldestEvent(ctx context.Context, inst *workflow.Instance, t *store.Task) error {
+	since := e.clock().Add(-e.eventRetention)
+	if inst.CreatedAt.After(since) {
+		since = inst.CreatedAt
+	}
+	ev, err := e.st.OldestEvent(ctx, t.Queue, since)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = e.deliverEvent(ctx, ev, t)
+	return err
+}
+
+// eventSweepBatch bounds the waiting tasks one pass of the safety net, and
+// the expired events one delete, handle.
+const eventSweepBatch = 1000
+
+// sweepEventWaits is the sweeper's safety net: waiting tasks, written more
+// than eventGrace ago, for which a stored event exists that they may take
+// (a node died, or its look-up failed, between the commit of the wait and
+// its look-up) get it now.
+func (e *Engine) sweepEventWaits(ctx context.Context) error {
+	now := e.clock()
+	tasks, err := e.st.TasksWithEvents(ctx, now.Add(-e.eventRetention), now.Add(-eventGrace), eventSweepBatch)
+	if err != nil {
+		return fmt.Errorf("finding waiting steps with events: %w", err)
+	}
+	for _, t := range tasks {
+		e.takeEventsFor(ctx, nil, []*store.Task{t})
+	}
+	return nil
+}
+
+// deleteExpiredEvents deletes the events older than the event retention,
+// in batches: a late waiter no longer takes them.
+func (e *Engine) deleteExpiredEvents(ctx context.Context) error {
+	before := e.clock().Add(-e.eventRetention)
+	for range keySweepRounds {
+		n, err := e.st.DeleteEventsBefore(ctx, before, eventSweepBatch)
+		if err != nil {
+			return fmt.Errorf("deleting expired events: %w", err)
+		}
+		if e.m != nil {
+			e.m.EventsExpired.Add(float64(n))
+		}
+		if n < eventSweepBatch {
+			break
+		}
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package rules
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// EventQueuePrefix starts the queue of a wait step's task while it waits
+// for an event (the store's EventQueuePrefix, by value). No worker claims
+// these queues: an event, delivered by the engine, completes the task.
+const EventQueuePrefix = "flowd:event/"
+
+// EventQueue is the queue of the tasks waiting for event name with key; an
+// event name has no '/', so the key is everything after the second one.
+func EventQueue(name, key string) string { return EventQueuePrefix + name + "/" + key }
+
+// IsEventQueue reports whether queue is one of an event's waiters.
+func IsEventQueue(queue string) bool { return strings.HasPrefix(queue, EventQueuePrefix) }
+
+// ErrEventNotTaken: the step does not take the event (any more): it is not
+// WAITING on that event, its task is no longer queued for it, its instance
+// stopped, or the event was published before the instance was created.
+// Nothing is written; the deliverer moves on.
+var ErrEventNotTaken = errors.New("the step does not take this event")
+
+// Event is a published event as a delivery sees it.
+type Event struct {
+	ID        string
+	Name      string
+	Key       string
+	Data      json.RawMessage
+	CreatedAt time.Time
+}
+
+// EventCause is the history cause of a step completed by an event.
+func EventCause(step string, ev Event) string {
+	return fmt.Sprintf("event %q (%s) completed step %q", ev.Name, ev.ID, step)
+}
+
+// WaitingFor is what state.steps.S.event shows of the event a wait step
+// waits for (its key as rendered), and, once it came, its id.
+type WaitingFor struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	ID   string `json:"id,omitempty"`
+}
+
+// awaitEvent starts a wait step with an event: it renders the key, records
+// in the step's state what it waits for, and queues its task in the
+// event's queue (re-queueing the step's row on a retry), where no worker
+// claims it: a delivery completes it. The task is written with the step's
+// WAITING status, so stopping, retrying and deleting the instance treat it
+// as any other task. A key that does not render, or renders longer than
+// workflow.MaxEventKeyLength, fails the step at once, like any template.
+func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow.Step, st *workflow.StepState, prev *Task, now time.Time, ch *Change) {
+	key := ""
+	if t := c.keys[step.ID]; t != nil {
+		var err error
+		if key, err = t.RenderString(inst.Input, workflow.StepOutputs(inst.State.Steps)); err != nil {
+			st.Status, st.Error = workflow.StepFailed, "key: "+err.Error()
+			return
+		}
+	}
+	if utf8.RuneCountInString(key) > workflow.MaxEventKeyLength {
+		st.Status, st.Error = workflow.StepFailed, fmt.Sprintf("key: the rendered key is longer than %d characters", workflow.MaxEventKeyLength)
+		return
+	}
+	waiting, _ := json.Marshal(WaitingFor{Name: step.Event, Key: key})
+	if st.Extra == nil {
+		st.Extra = map[string]json.RawMessage{}
+	}
+	st.Extra["event"] = waiting
+	st.Error = ""
+	queue := EventQueue(step.Event, key)
+	if prev != nil {
+		t := *prev
+		t.Queue, t.Status, t.RunAt, t.Input = queue, TaskQueued, now, waiting
+		t.MaxAttempts = t.Attempt + 1
+		t.clearLease()
+		t.LastError = ""
+		ch.Update = append(ch.Update, TaskUpdate{Task: t})
+		return
+	}
+	ch.Insert = append(ch.Insert, Task{
+		ID: env.NewID(), InstanceID: inst.ID, StepID: step.ID, Queue: queue, Status: TaskQueued,
+		MaxAttempts: 1, RunAt: now, Input: waiting,
+	})
+}
+
+// CompleteByEvent decides the delivery of ev to t, the task of a wait step
+// waiting for it: the step completes with the event's data as its output,
+// its task is DONE (guarded on being still QUEUED, so an event completes a
+// step at most once and two deliveries cannot both win), and the instance
+// moves on as after any completion. ErrEventNotTaken when the step does not
+// take ev: it is not WAITING, t is not queued in ev's queue, the instance
+// is neither RUNNING nor PAUSED, or ev was published before the instance
+// was created. A state larger than env.MaxStateBytes is refused.
+func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, ev Event, now time.Time) (Change, error) {
+	st := inst.State.Steps[t.StepID]
+	switch {
+	case inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused:
+		return Change{}, fmt.Errorf("%w: workflow %s is %s", ErrEventNotTaken, inst.ID, inst.Status)
+	case st == nil || st.Status != workflow.StepWaiting:
+		return Change{}, fmt.Errorf("%w: step %q of workflow %s is not waiting", ErrEventNotTaken, t.StepID, inst.ID)
+	case t.Status != TaskQueued || t.Queue != EventQueue(ev.Name, ev.Key):
+		return Change{}, fmt.Errorf("%w: step %q of workflow %s does not wait for event %q with key %q", ErrEventNotTaken, t.StepID, inst.ID, ev.Name, ev.Key)
+	case ev.CreatedAt.Before(inst.CreatedAt):
+		return Change{}, fmt.Errorf("%w: event %s was published before workflow %s was created", ErrEventNotTaken, ev.ID, inst.ID)
+	}
+	if raw, ok := st.Extra["event"]; ok {
+		var w WaitingFor
+		if json.Unmarshal(raw, &w) == nil {
+			w.ID = ev.ID
+			st.Extra["event"], _ = json.Marshal(w)
+		}
+	}
+	ch := Change{Cause: EventCause(t.StepID, ev)}
+	data := ev.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	env.completeStep(c, inst, t.StepID, data, 0, now, &ch)
+	if err := env.checkSize(inst.State); err != nil {
+		return Change{}, err
+	}
+	done := *t
+	done.Status = TaskDone
+	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Status: TaskQueued}})
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable()
+	return ch, nil
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// EventQueuePrefix starts the queue of every task that waits for an event.
+// The engine serves these queues itself and never hands them to a worker:
+// no claim names them (handler names cannot contain ':').
+const EventQueuePrefix = "flowd:event/"
+
+// EventQueue is the queue of the tasks of wait steps waiting for the event
+// name with key. An event name has no '/', so the name ends at the first
+// one after the prefix and the key, whatever it holds, is the rest.
+func EventQueue(name, key string) string { return EventQueuePrefix + name + "/" + key }
+
+// ParseEventQueue returns the event name and key of an event queue, and
+// false for any other queue.
+func ParseEventQueue(queue string) (name, key string, ok bool) {
+	rest, ok := strings.CutPrefix(queue, EventQueuePrefix)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "/")
+}
+
+// Event is one published event, as stored.
+type Event struct {
+	ID   string
+	Name string
+	Key  string
+	// Data is any JSON (null when the publisher gave none).
+	Data      json.RawMessage
+	CreatedAt time.Time
+}
+
+// Queue is the queue of the tasks e completes.
+func (e *Event) Queue() string { return EventQueue(e.Name, e.Key) }
+
+// MaxEventLimit bounds the limits of EventStore's reads and sweeps.
+const MaxEventLimit = 10000
+
+// EventStore stores published events and finds the tasks of wait steps that
+// wait for them. An event completes the wait steps waiting for it when it
+// is published, and those that start waiting later while it is kept (the
+// engine's event retention), so both sides look each other up.
+type EventStore interface {
+	// PublishEvent stores e and fills in its ID (a new UUIDv7 when empty)
+	// and CreatedAt (the store's clock). A Data of nil is stored as null.
+	// Errors: ErrInvalidArgument (no name, or data that is not JSON);
+	// ErrExists (the id is taken).
+	PublishEvent(ctx context.Context, e *Event) error
+	// OldestEvent returns the oldest event (created_at, then id) of queue
+	// (see EventQueue) created at or after since; ErrNotFound when there
+	// is none.
+	OldestEvent(ctx context.Context, queue string, since time.Time) (*Event, error)
+	// DeleteEventsBefore deletes at most limit events created before t,
+	// oldest first, and returns how many it deleted. Concurrent calls on
+	// PostgreSQL skip each other's rows. Errors: ErrInvalidArgument (limit
+	// outside 1–MaxEventLimit).
+	DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	// QueuedTasks returns the QUEUED tasks of queue, oldest run_at first,
+	// at most limit: the waiters an event published now completes.
+	// Errors: ErrInvalidArgument (limit outside 1–MaxEventLimit).
+	QueuedTasks(ctx context.Context, queue string, limit int) ([]*Task, error)
+	// TasksWithEvents returns QUEUED tasks of event queues that an
+	// event could complete — some event of their queue was created at or
+	// after both since and their instance's creation — and that were last
+	// written before writtenBefore, at most limit of them. It is the
+	// sweeper's safety net for a waiter whose own look-up never ran.
+	// Errors: ErrInvalidArgument (limit outside 1–MaxEventLimit).
+	TasksWithEvents(ctx context.Context, since, writtenBefore time.Time, limit int) ([]*Task, error)
+}
+
+// CheckEvent reports an event PublishEvent refuses and fills in its
+// defaults: a new id, null data.
+func CheckEvent(e *Event) error {
+	if e.Name == "" {
+		return fmt.Errorf("%w: an event needs a name", ErrInvalidArgument)
+	}
+	if !utf8.ValidString(e.Key) || strings.ContainsRune(e.Key, 0) {
+		// PostgreSQL text cannot hold them; refused on every store alike.
+		return fmt.Errorf("%w: the key of event %q is not valid UTF-8 or contains NUL", ErrInvalidArgument, e.Name)
+	}
+	if e.ID == "" {
+		e.ID = NewID()
+	}
+	if len(e.Data) == 0 {
+		e.Data = json.RawMessage("null")
+	}
+	if !json.Valid(e.Data) {
+		return fmt.Errorf("%w: the data of event %q is not JSON", ErrInvalidArgument, e.Name)
+	}
+	return nil
+}
+
+// CheckEventLimit reports a limit outside 1–MaxEventLimit.
+func CheckEventLimit(limit int) error {
+	if limit < 1 || limit > MaxEventLimit {
+		return fmt.Errorf("%w: limit %d is outside 1–%d", ErrInvalidArgument, limit, MaxEventLimit)
+	}
+	return nil
+}
