@@ -192,6 +192,9 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	if ch.Notify {
 		e.wake()
 	}
+	if out.Status == workflow.StatusCancelled {
+		e.cancelChildren(ctx, id)
+	}
 	return out, nil
 }
 

@@ -134,6 +134,9 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil // deleted meanwhile: nothing left to do
 	}
+	if err == nil && w != nil && !w.TasksOnly && kind == store.DueLeases && it.Task.Queue == store.QueueChild {
+		e.cancelTimedOutChild(ctx, it.Instance, it.Task.StepID)
+	}
 	return w, err
 }
 

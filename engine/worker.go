@@ -30,7 +30,7 @@ import (
 // claimCtx ends when a shutdown begins: the loops claim nothing more, finish
 // what they run and return. runCtx ends when the handlers must give up.
 func (e *Engine) runWorkers(claimCtx, runCtx context.Context, groupDone chan<- struct{}) {
-	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP)
+	queues := append(slices.Sorted(maps.Keys(e.handlers)), store.QueueSleep, store.QueueHTTP, store.QueueChild)
 	stop := make(chan struct{})
 	claims := make(chan *claimReq)
 	var helpers sync.WaitGroup
@@ -136,6 +136,12 @@ func (e *Engine) workerLoop(ctx, runCtx context.Context, queues []string, claims
 // the completion leases no next task. A task whose handler gave up because
 // runCtx ended (the shutdown's deadline passed) is released, not failed.
 func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []string) (next *Task) {
+	if t.Handler == store.QueueChild {
+		// Nothing runs here: the child workflow is started, and its
+		// outcome ends the attempt.
+		e.startChild(context.WithoutCancel(runCtx), t)
+		return nil
+	}
 	// The attempt may not outlive its lease; heartbeats move this along.
 	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)

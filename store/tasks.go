@@ -31,6 +31,8 @@ func (s TaskStatus) Active() bool { return s == TaskQueued || s == TaskLeased }
 const (
 	QueueSleep = "flowd:sleep"
 	QueueHTTP  = "flowd:http"
+	// QueueChild's tasks start child workflows (workflow steps).
+	QueueChild = "flowd:child"
 )
 
 // Task is the unit of work the engine schedules for one step of one instance.

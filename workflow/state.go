@@ -39,6 +39,9 @@ type Instance struct {
 	// it to TIMED_OUT (nil: no timeout).
 	DefinitionRevision int        `json:"definition_revision,omitempty"`
 	Deadline           *time.Time `json:"deadline,omitempty"`
+	// Parent is the step that started the instance as a child workflow
+	// (nil for an instance started otherwise).
+	Parent *ParentRef `json:"parent,omitempty"`
 }
 
 // State is an instance's state document. Variables and Steps are the keys the

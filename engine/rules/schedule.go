@@ -106,6 +106,8 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, prev 
 		queue, runAt, budget = QueueSleep, now.Add(time.Duration(step.Duration)), 1
 	case workflow.StepTypeHTTP:
 		queue = QueueHTTP
+	case workflow.StepTypeWorkflow:
+		queue = QueueChild // its input is the child's input
 	}
 	if prev != nil {
 		// The same row, re-queued with a fresh budget and no lease:

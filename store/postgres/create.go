@@ -23,7 +23,8 @@ import (
 // $1–$10 are the instance's; with tasks, $11–$24 the tasks' columns (as
 // insertTasksSQL's $1–$14) and $25 whether to notify; with a key, the three
 // parameters after those: the key, the request hash and the cut-off before
-// which a recorded key no longer counts.
+// which a recorded key no longer counts; last, the parent link's three
+// (parent_id, parent_step, parent_index; NULL for an instance without one).
 
 // createVariant selects a create statement.
 type createVariant struct{ withTasks, keyed bool }
@@ -66,11 +67,11 @@ const createStale = `(($8 > 0 AND $2::text <> '' AND NOT EXISTS (SELECT 1 FROM d
 
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
+	n := 10
+	if v.withTasks {
+		n = 25
+	}
 	if v.keyed {
-		n := 10
-		if v.withTasks {
-			n = 25
-		}
 		key, hash, cutoff := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
 		// The key row comes first and the instance only if it was written:
 		// of two statements with one key, the second waits on the first's
@@ -90,12 +91,15 @@ func buildCreateSQL(v createVariant) string {
 	RETURNING 1
 ), `
 		guard = ` AND EXISTS (SELECT 1 FROM k)`
+		n += 3
 	} else {
 		sql = `WITH ` + createRevision + `, `
 	}
+	// The parent link's three parameters come last (parentArgs).
+	pid, pstep, pindex := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
 	sql += `i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an

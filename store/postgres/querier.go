@@ -74,7 +74,7 @@ const (
 )
 
 // instanceColumns is the column list scanInstance reads, in its order.
-const instanceColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline"
+const instanceColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index"
 
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
@@ -238,6 +238,9 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	deadline := timestampPtr(p.Deadline)
 	pc := &preparedCreate{p: p, state: state, now: now, deadline: deadline,
 		args: []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline, p.LatestRevision}}
+	if err := checkParent(p.Parent); err != nil {
+		return nil, err
+	}
 	withTasks := len(p.Tasks) > 0 || p.Notify
 	if withTasks {
 		rows, cols, err := prepareTasks(p.Tasks, now)
@@ -251,6 +254,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	if keyed {
 		pc.args = append(pc.args, p.IdempotencyKey, p.RequestHash, now.Add(-store.IdempotencyKeyTTL))
 	}
+	pc.args = append(pc.args, parentArgs(p.Parent)...)
 	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
@@ -283,6 +287,7 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 
 		DefinitionRevision: p.DefinitionRevision,
 		Deadline:           pc.deadline,
+		Parent:             p.Parent,
 	}, nil
 }
 
@@ -322,6 +327,9 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	}
 	if p.Definition != "" {
 		where = append(where, "definition = "+arg(p.Definition))
+	}
+	if p.Parent != "" {
+		where = append(where, "parent_id = "+arg(p.Parent))
 	}
 	if p.IDPrefix != "" {
 		// LIKE with every wildcard escaped, not a range: a range compares
@@ -808,11 +816,12 @@ type instanceRow struct {
 	inst         workflow.Instance
 	status       string
 	state, input []byte
+	parent       parentColumns
 }
 
 func (r *instanceRow) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.inst.CreatedAt, &r.inst.UpdatedAt,
-		&r.inst.DefinitionRevision, &r.inst.Deadline}
+		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index}
 }
 
 // instance decodes what was scanned.
@@ -828,6 +837,7 @@ func (r *instanceRow) instance() (*workflow.Instance, error) {
 	inst.CreatedAt = inst.CreatedAt.UTC()
 	inst.UpdatedAt = inst.UpdatedAt.UTC()
 	inst.Deadline = utcPtr(inst.Deadline)
+	inst.Parent = r.parent.ref()
 	return &inst, nil
 }
 
