@@ -49,7 +49,7 @@ func (f *fakeTarget) Start(_ context.Context, def string, input json.RawMessage)
 }
 
 func TestSeed(t *testing.T) {
-	if len(Files()) != 3 {
+	if len(Files()) != 5 {
 		t.Fatalf("embedded examples: %d", len(Files()))
 	}
 	f := &fakeTarget{defs: map[string]*workflow.Definition{}}
@@ -57,7 +57,7 @@ func TestSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ids) != len(demoStarts) || len(f.defs) != 3 {
+	if len(ids) != len(demoStarts) || len(f.defs) != 5 {
 		t.Errorf("seeded %v with definitions %v", ids, f.defs)
 	}
 }
