@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
@@ -280,4 +281,46 @@ func (e *Engine) cancelTimedOutChild(ctx context.Context, parent *workflow.Insta
 		return
 	}
 	e.cancelChild(ctx, child)
+}
+
+// decideChildOutcome is the sweep's safety net for a parent step whose
+// child finished without its final write carrying the outcome (a status
+// written past the engine: a batch, a plain transition): the parent's
+// write that write would have made, decided on the child as stored. It is
+// guarded by the task's lease like the child's own delivery, so the two
+// never both apply. Nil when the step no longer waits for that child.
+func (e *Engine) decideChildOutcome(ctx context.Context, q store.Querier, parent *workflow.Instance, row *store.Task, now time.Time) (*decided, error) {
+	st := parent.State.Steps[row.StepID]
+	if st == nil || st.Child() == "" {
+		return nil, nil
+	}
+	child, err := q.Get(ctx, st.Child())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil || !reportsToParent(child.Status) {
+		return nil, err
+	}
+	pc, err := e.cached(parent)
+	if err != nil {
+		return nil, err
+	}
+	var output []byte
+	if child.Status == workflow.StatusCompleted {
+		cc, err := e.cached(child)
+		if err != nil {
+			return nil, err
+		}
+		if output, err = childOutput(cc, child.State); err != nil {
+			return nil, err
+		}
+	}
+	tv := taskView(row)
+	prior := parent.State.Clone()
+	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, read: byID(row), prior: &prior}
+	var ok bool
+	if d.ch, ok, err = e.decide.ChildFinished(pc, parent, &tv, child.ID, child.Status, output, now); err != nil || !ok {
+		return nil, err
+	}
+	return d, nil
 }

@@ -199,3 +199,108 @@ func TestChildNestingDepthLimit(t *testing.T) {
 		}
 	})
 }
+
+// waitChild waits until id's step has started a child whose step step is
+// WAITING, and returns the child.
+func (n *node) waitChild(id, step string) *workflow.Instance {
+	n.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if kids := n.children(id); len(kids) > 0 && kids[0].State.Steps[step] != nil && kids[0].State.Steps[step].Status == workflow.StepWaiting {
+			return kids[0]
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("no child of %s waits at %s", id, step)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A child whose status is written past the engine (a plain transition of
+// the store) still reaches its parent: the sweep's reconciliation
+// completes the parent's step, once, however often it runs.
+func TestChildOutcomeReconciledBySweep(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define("name: leaf\nsteps:\n  - {id: approve, type: wait}\n")
+		n.define("name: top\nsteps:\n  - {id: sub, type: workflow, definition: leaf}\n")
+		inst := n.start("top", "rec-1", "")
+		child := n.waitChild(inst.ID, "approve")
+		ctx := context.Background()
+		if _, err := n.st.TransitionStatus(ctx, store.TransitionParams{ID: child.ID, From: workflow.StatusRunning, To: workflow.StatusCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		done := n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+		for range 3 {
+			if err := n.eng.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done = n.waitStatus(inst.ID, workflow.StatusCompleted, time.Second)
+		// approve never completed: the leaf's output has no step.
+		if got := output(t, done, "sub"); got != `{}` {
+			t.Fatalf("sub output %s", got)
+		}
+		completions := 0
+		for _, e := range n.checkHistory(done) {
+			if strings.Contains(e.Cause, `step "sub" completed`) {
+				completions++
+			}
+		}
+		if completions != 1 {
+			t.Fatalf("the step completed %d times", completions)
+		}
+	})
+}
+
+// A child that a batch status change fails fails its parent's attempt
+// (found by the sweep), and the retry starts a new child.
+func TestChildFailedByBatchRetries(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define("name: leaf\nsteps:\n  - {id: approve, type: wait}\n")
+		n.define("name: top\nsteps:\n  - {id: sub, type: workflow, definition: leaf, retry: {max_attempts: 2, initial_backoff: 10ms}}\n")
+		inst := n.start("top", "batch-1", "")
+		first := n.waitChild(inst.ID, "approve")
+		ctx := context.Background()
+		if _, err := n.eng.Action(ctx, first.ID, "pause"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.st.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusCancelled,
+			UpdatedBefore: time.Now().Add(time.Hour), Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(n.children(inst.ID)) < 2 {
+			if time.Now().After(deadline) {
+				t.Fatal("no second child")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		got, err := n.st.Get(ctx, inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := got.State.Steps["sub"]
+		if st.Child() == first.ID || st.Status != workflow.StepRunning || st.Attempts != 2 || !strings.Contains(st.Error, "CANCELLED") {
+			t.Fatalf("step sub after the first child was cancelled: %+v (child %s)", st, st.Child())
+		}
+	})
+}
+
+// A step timeout bounds one attempt: the child of the attempt that timed
+// out is cancelled, and without attempts left the step fails.
+func TestChildStepTimeoutCancelsChild(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define("name: leaf\nsteps:\n  - {id: approve, type: wait}\n")
+		n.define("name: top\nsteps:\n  - {id: sub, type: workflow, definition: leaf, timeout: 300ms, retry: {max_attempts: 1}}\n")
+		inst := n.start("top", "to-1", "")
+		child := n.waitChild(inst.ID, "approve")
+		failed := n.waitStatus(inst.ID, workflow.StatusFailed, 10*time.Second)
+		if e := failed.State.Steps["sub"].Error; !strings.Contains(e, "timed out") {
+			t.Fatalf("step error %q", e)
+		}
+		n.checkHistory(n.waitStatus(child.ID, workflow.StatusCancelled, 5*time.Second))
+	})
+}

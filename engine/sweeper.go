@@ -34,7 +34,9 @@ func (e *Engine) sweeper(ctx context.Context) {
 // Sweep does one round of the sweeper's work: instances past their deadline
 // become TIMED_OUT, expired leases use up their attempt and are re-queued (or
 // fail the step), tasks of instances that stopped running are cancelled,
-// finished instances past their retention are deleted (engine/retention.go),
+// finished child workflows whose outcome did not reach the parent's step
+// (a status written past the engine) end that step's attempt, finished
+// instances past their retention are deleted (engine/retention.go),
 // and idempotency keys past their 24 hours and workers that stopped polling
 // long ago are deleted.
 //
@@ -45,7 +47,7 @@ func (e *Engine) sweeper(ctx context.Context) {
 // finds it done or no longer due. So two nodes sweeping at once never
 // apply one item twice.
 func (e *Engine) Sweep(ctx context.Context) error {
-	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans} {
+	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueChildren} {
 		if err := e.sweepDue(ctx, kind); err != nil {
 			return err
 		}
@@ -127,6 +129,8 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 			return decideTimeout(&work, now), nil
 		case store.DueLeases:
 			return e.decideExpiry(&work, row, now)
+		case store.DueChildren:
+			return e.decideChildOutcome(ctx, q, &work, row, now)
 		default:
 			return decideOrphan(&work, row), nil
 		}
@@ -213,6 +217,8 @@ func (e *Engine) logSwept(kind store.DueKind, it store.DueItem, w *store.Write) 
 	switch kind {
 	case store.DueTimeouts:
 		e.log.Info("workflow timed out", "workflow", it.Instance.ID)
+	case store.DueChildren:
+		e.log.Info("child workflow's outcome reconciled", "workflow", it.Instance.ID, "step", it.Task.StepID)
 	case store.DueLeases:
 		t := w.Update[0].Task
 		if e.m != nil {
