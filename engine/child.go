@@ -268,10 +268,11 @@ func (e *Engine) cancelChild(ctx context.Context, child *workflow.Instance) {
 	}
 }
 
-// cancelTimedOutChild cancels the child of the parent step whose attempt
-// just timed out (its task's lease ended at the step timeout): the
-// attempt is over, so its child must not run on.
-func (e *Engine) cancelTimedOutChild(ctx context.Context, parent *workflow.Instance, step string) {
+// cancelAbandonedChild cancels the child of the parent's step whose
+// attempt ended without it: the step timed out (its task's lease ended at
+// the step timeout) or the parent stopped running (its task was cancelled
+// as an orphan).
+func (e *Engine) cancelAbandonedChild(ctx context.Context, parent *workflow.Instance, step string) {
 	id := parent.State.Steps[step].Child()
 	if id == "" {
 		return

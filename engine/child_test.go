@@ -304,3 +304,51 @@ func TestChildStepTimeoutCancelsChild(t *testing.T) {
 		n.checkHistory(n.waitStatus(child.ID, workflow.StatusCancelled, 5*time.Second))
 	})
 }
+
+// A batch status change that cancels parents cancels their children too.
+func TestBatchCancelCancelsChildren(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define("name: leaf\nsteps:\n  - {id: approve, type: wait}\n")
+		n.define("name: top\nsteps:\n  - {id: sub, type: workflow, definition: leaf}\n")
+		inst := n.start("top", "bc-1", "")
+		child := n.waitChild(inst.ID, "approve")
+		ctx := context.Background()
+		if _, err := n.eng.Action(ctx, inst.ID, "pause"); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := n.eng.BatchStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusCancelled,
+			UpdatedBefore: time.Now().Add(time.Hour), Limit: 10})
+		if err != nil || len(ids) != 1 || ids[0] != inst.ID {
+			t.Fatalf("batch: %v, %v", ids, err)
+		}
+		n.checkHistory(n.waitStatus(child.ID, workflow.StatusCancelled, 5*time.Second))
+	})
+}
+
+// A parent that fails for another step's sake leaves no child running.
+func TestFailedParentCancelsChild(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		fail := func(context.Context, engine.Task) (json.RawMessage, error) {
+			return nil, engine.Permanent(errors.New("no"))
+		}
+		n := newNode(t, b, b.newDB(t), nodeOpts{handlers: map[string]engine.Handler{"fail": fail}})
+		n.define("name: leaf\nsteps:\n  - {id: approve, type: wait}\n")
+		n.define("name: top\nsteps:\n  - {id: sub, type: workflow, definition: leaf}\n  - {id: gate, type: wait}\n  - {id: boom, type: task, handler: fail, depends_on: [gate]}\n")
+		inst := n.start("top", "fp-1", "")
+		child := n.waitChild(inst.ID, "approve")
+		ctx := context.Background()
+		got, err := n.st.Get(ctx, inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.eng.CompleteStep(ctx, engine.CompleteStepParams{ID: inst.ID, Step: "gate", ExpectedVersion: &got.Version}); err != nil {
+			t.Fatal(err)
+		}
+		failed := n.waitStatus(inst.ID, workflow.StatusFailed, 10*time.Second)
+		if st := failed.State.Steps["sub"]; st.Status != workflow.StepCancelled {
+			t.Fatalf("sub is %s", st.Status)
+		}
+		n.checkHistory(n.waitStatus(child.ID, workflow.StatusCancelled, 5*time.Second))
+	})
+}

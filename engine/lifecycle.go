@@ -281,6 +281,17 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}
+	if p.NewStatus == workflow.StatusCancelled {
+		ids, err := e.st.BatchUpdateStatus(ctx, p)
+		if err == nil {
+			// As a cancel does: their children that still run, right
+			// after the batch.
+			for _, id := range ids {
+				e.cancelChildren(ctx, id)
+			}
+		}
+		return ids, err
+	}
 	if p.NewStatus != workflow.StatusRunning {
 		return e.st.BatchUpdateStatus(ctx, p)
 	}

@@ -138,8 +138,11 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil // deleted meanwhile: nothing left to do
 	}
-	if err == nil && w != nil && !w.TasksOnly && kind == store.DueLeases && it.Task.Queue == store.QueueChild {
-		e.cancelTimedOutChild(ctx, it.Instance, it.Task.StepID)
+	if err == nil && w != nil && it.Task != nil && it.Task.Queue == store.QueueChild &&
+		(kind == store.DueLeases && !w.TasksOnly || kind == store.DueOrphans) {
+		// The attempt timed out, or its workflow stopped (failed, timed
+		// out): the attempt's child must not run on.
+		e.cancelAbandonedChild(ctx, it.Instance, it.Task.StepID)
 	}
 	return w, err
 }
