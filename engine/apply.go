@@ -86,7 +86,7 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			}
 			w = d.write(now)
 			var err error
-			out, err = q.Apply(ctx, w)
+			out, err = e.applyWithParent(ctx, q, w)
 			return err
 		}
 		var err error

@@ -197,6 +197,9 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	if ch.Notify {
 		e.wake()
 	}
+	if out.Status == workflow.StatusCancelled {
+		e.cancelChildren(ctx, id)
+	}
 	return out, nil
 }
 
@@ -291,6 +294,17 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
 	if err := p.Normalize(); err != nil {
 		return nil, err
+	}
+	if p.NewStatus == workflow.StatusCancelled {
+		ids, err := e.st.BatchUpdateStatus(ctx, p)
+		if err == nil {
+			// As a cancel does: their children that still run, right
+			// after the batch.
+			for _, id := range ids {
+				e.cancelChildren(ctx, id)
+			}
+		}
+		return ids, err
 	}
 	if p.NewStatus != workflow.StatusRunning {
 		return e.st.BatchUpdateStatus(ctx, p)

@@ -34,7 +34,9 @@ func (e *Engine) sweeper(ctx context.Context) {
 // Sweep does one round of the sweeper's work: instances past their deadline
 // become TIMED_OUT, expired leases use up their attempt and are re-queued (or
 // fail the step), tasks of instances that stopped running are cancelled,
-// finished instances past their retention are deleted (engine/retention.go),
+// finished child workflows whose outcome did not reach the parent's step
+// (a status written past the engine) end that step's attempt, finished
+// instances past their retention are deleted (engine/retention.go),
 // waiting steps whose own look-up of a stored event never ran get it
 // (engine/events.go), and idempotency keys past their 24 hours, events past
 // the event retention and workers that stopped polling long ago are
@@ -47,7 +49,7 @@ func (e *Engine) sweeper(ctx context.Context) {
 // finds it done or no longer due. So two nodes sweeping at once never
 // apply one item twice.
 func (e *Engine) Sweep(ctx context.Context) error {
-	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans} {
+	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueChildren} {
 		if err := e.sweepDue(ctx, kind); err != nil {
 			return err
 		}
@@ -135,12 +137,20 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 			return decideTimeout(&work, now), nil
 		case store.DueLeases:
 			return e.decideExpiry(ctx, q, &work, row, now)
+		case store.DueChildren:
+			return e.decideChildOutcome(ctx, q, &work, row, now)
 		default:
 			return decideOrphan(&work, row), nil
 		}
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil // deleted meanwhile: nothing left to do
+	}
+	if err == nil && w != nil && it.Task != nil && it.Task.Queue == store.QueueChild &&
+		(kind == store.DueLeases && !w.TasksOnly || kind == store.DueOrphans) {
+		// The attempt timed out, or its workflow stopped (failed, timed
+		// out): the attempt's child must not run on.
+		e.cancelAbandonedChild(ctx, it.Instance, it.Task.StepID)
 	}
 	return w, err
 }
@@ -231,6 +241,8 @@ func (e *Engine) logSwept(kind store.DueKind, it store.DueItem, w *store.Write) 
 	switch kind {
 	case store.DueTimeouts:
 		e.log.Info("workflow timed out", "workflow", it.Instance.ID)
+	case store.DueChildren:
+		e.log.Info("child workflow's outcome reconciled", "workflow", it.Instance.ID, "step", it.Task.StepID)
 	case store.DueLeases:
 		t := w.Update[0].Task
 		if e.m != nil {

@@ -357,6 +357,11 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	}
 	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch, prior: &inst.State}
 	w := d.write(now)
+	if inst.Parent != nil && reportsToParent(w.FinalStatus()) {
+		// A child's final write carries its parent's outcome: the
+		// read-and-decide path writes both (applyWithParent).
+		return nil, false
+	}
 	next = nextTask(&ch, w.Insert)
 	// A worker this completion leaves free asks for its next task with it.
 	var claim []string

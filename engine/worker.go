@@ -35,7 +35,7 @@ func (e *Engine) runWorkers(claimCtx, runCtx context.Context, groupDone chan<- s
 	// waiting for an event) are the engine's, as remote workers cannot poll
 	// for them either.
 	queues := slices.DeleteFunc(slices.Sorted(maps.Keys(e.handlers)), func(name string) bool { return strings.HasPrefix(name, "flowd:") })
-	queues = append(queues, store.QueueSleep, store.QueueHTTP)
+	queues = append(queues, store.QueueSleep, store.QueueHTTP, store.QueueChild)
 	stop := make(chan struct{})
 	claims := make(chan *claimReq)
 	var helpers sync.WaitGroup
@@ -141,6 +141,12 @@ func (e *Engine) workerLoop(ctx, runCtx context.Context, queues []string, claims
 // the completion leases no next task. A task whose handler gave up because
 // runCtx ended (the shutdown's deadline passed) is released, not failed.
 func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []string) (next *Task) {
+	if t.Handler == store.QueueChild {
+		// Nothing runs here: the child workflow is started, and its
+		// outcome ends the attempt.
+		e.startChild(context.WithoutCancel(runCtx), t)
+		return nil
+	}
 	// The attempt may not outlive its lease; heartbeats move this along.
 	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)

@@ -228,6 +228,8 @@ type ListOptions struct {
 	Cursor     string // NextCursor of the previous page
 	// IDPrefix keeps the instances whose id starts with it.
 	IDPrefix string
+	// Parent keeps the child workflows of that instance.
+	Parent string
 }
 
 // Actions are the convenience transitions that Action accepts.
@@ -306,6 +308,9 @@ func (c *Client) ListWorkflows(ctx context.Context, opts ListOptions) (*ListWork
 	}
 	if opts.IDPrefix != "" {
 		q.Set("id_prefix", opts.IDPrefix)
+	}
+	if opts.Parent != "" {
+		q.Set("parent", opts.Parent)
 	}
 	path := "/v1/workflows"
 	if len(q) > 0 {

@@ -143,6 +143,14 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		}
 		p.IDPrefix = v
 	}
+	if q.Has("parent") {
+		v := q.Get("parent")
+		if err := workflow.ValidateInstanceID(v); err != nil {
+			s.fail(w, r, httpError(http.StatusBadRequest, "parent: "+err.Error()))
+			return
+		}
+		p.Parent = v
+	}
 	if v := q.Get("status"); v != "" {
 		st, err := workflow.ParseStatus(v)
 		if err != nil {

@@ -57,6 +57,9 @@ func (p *CreateParams) Normalize() error {
 	if p.Cause == "" {
 		p.Cause = "create"
 	}
+	if err := p.Parent.Validate(); err != nil {
+		return err
+	}
 	if p.LatestRevision && (p.Definition == "" || p.DefinitionRevision < 1) {
 		return fmt.Errorf("%w: LatestRevision needs a definition and its revision", ErrInvalidArgument)
 	}
@@ -105,6 +108,11 @@ func (p *ListParams) Normalize() error {
 	if p.IDPrefix != "" {
 		if err := workflow.ValidateIDPrefix(p.IDPrefix); err != nil {
 			return err
+		}
+	}
+	if p.Parent != "" {
+		if err := workflow.ValidateInstanceID(p.Parent); err != nil {
+			return fmt.Errorf("parent: %w", err)
 		}
 	}
 	return nil

@@ -211,6 +211,9 @@ type CreateParams struct {
 	// The engine starts "the latest revision" this way without reading it
 	// on every start.
 	LatestRevision bool
+	// Parent, when set, makes the instance a child workflow of that step
+	// (stored with it; List finds it by ListParams.Parent).
+	Parent *workflow.ParentRef
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:
@@ -227,8 +230,11 @@ type ListParams struct {
 	// IDPrefix keeps the instances whose id starts with it ("" for any);
 	// checked with workflow.ValidateIDPrefix. Its characters are literal.
 	IDPrefix string
-	Limit    int    // 1–1000; 0 means 50
-	Cursor   string // opaque, from a previous ListPage
+	// Parent keeps the child workflows of that instance ("" for any);
+	// checked with workflow.ValidateInstanceID.
+	Parent string
+	Limit  int    // 1–1000; 0 means 50
+	Cursor string // opaque, from a previous ListPage
 }
 
 // ListPage is one page of Querier.List.

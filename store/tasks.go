@@ -31,6 +31,8 @@ func (s TaskStatus) Active() bool { return s == TaskQueued || s == TaskLeased }
 const (
 	QueueSleep = "flowd:sleep"
 	QueueHTTP  = "flowd:http"
+	// QueueChild's tasks start child workflows (workflow steps).
+	QueueChild = "flowd:child"
 )
 
 // Task is the unit of work the engine schedules for one step of one instance.
@@ -300,6 +302,13 @@ const (
 	// RUNNING nor PAUSED (a QUEUED task of a PAUSED instance runs on
 	// resume), with their instance.
 	DueOrphans
+	// DueChildren are LEASED tasks of QueueChild whose step's child
+	// workflow (state.steps.S.child of the task's instance) has finished
+	// (COMPLETED, FAILED, TIMED_OUT or CANCELLED), with their instance:
+	// outcomes the child's final write did not carry to the parent (a
+	// write that bypassed the engine). The engine decides each one as the
+	// child's final write would have, guarded by the task's lease.
+	DueChildren
 )
 
 // DueParams are the inputs of TaskQuerier.Due.
@@ -311,7 +320,7 @@ type DueParams struct {
 
 // Check reports parameters Due refuses (ErrInvalidArgument).
 func (p DueParams) Check() error {
-	if p.Kind < DueTimeouts || p.Kind > DueOrphans {
+	if p.Kind < DueTimeouts || p.Kind > DueChildren {
 		return fmt.Errorf("%w: unknown kind of due work %d", ErrInvalidArgument, int(p.Kind))
 	}
 	if p.Limit < 1 || p.Limit > MaxBatchLimit {

@@ -44,6 +44,9 @@ type Instance struct {
 	// final steps); absent until then, and for an instance completed
 	// otherwise (a free-form one, a status forced through the API).
 	Output json.RawMessage `json:"output,omitempty"`
+	// Parent is the step that started the instance as a child workflow
+	// (nil for an instance started otherwise).
+	Parent *ParentRef `json:"parent,omitempty"`
 }
 
 // State is an instance's state document. Variables and Steps are the keys the

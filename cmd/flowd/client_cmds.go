@@ -325,7 +325,7 @@ API returns it. The version is what --if-match of patch and complete expects.
 
 func newListCmd(e *env) *cobra.Command {
 	var o clientOptions
-	var status, definition, cursor, idPrefix string
+	var status, definition, cursor, idPrefix, parent string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -337,10 +337,16 @@ there are more, it says on stderr how to get the next page (--cursor).
   flowd list --status failed
   flowd list --definition order --limit 20
   flowd list --id-prefix order-2026
+  flowd list --parent 01J9ZQ3V5W6X7Y8Z9A0B1C2D3E
   flowd list -o json | jq -r '.workflows[].id'`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := httpapi.ListOptions{Definition: definition, Limit: limit, Cursor: cursor, IDPrefix: idPrefix}
+			opts := httpapi.ListOptions{Definition: definition, Limit: limit, Cursor: cursor, IDPrefix: idPrefix, Parent: parent}
+			if cmd.Flags().Changed("parent") {
+				if err := workflow.ValidateInstanceID(parent); err != nil {
+					return usageError("--parent: %v", err)
+				}
+			}
 			if cmd.Flags().Changed("id-prefix") {
 				if err := workflow.ValidateIDPrefix(idPrefix); err != nil {
 					return usageError("--id-prefix: %v", err)
@@ -385,6 +391,9 @@ there are more, it says on stderr how to get the next page (--cursor).
 				if idPrefix != "" {
 					next = append(next, "--id-prefix", shellQuote(idPrefix))
 				}
+				if parent != "" {
+					next = append(next, "--parent", shellQuote(parent))
+				}
 				if limit != 0 {
 					next = append(next, "--limit", strconv.Itoa(limit))
 				}
@@ -399,6 +408,7 @@ there are more, it says on stderr how to get the next page (--cursor).
 	cmd.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("page size, 1–%d (default %d)", store.MaxListLimit, store.DefaultListLimit))
 	cmd.Flags().StringVar(&cursor, "cursor", "", "continue after the page that printed this cursor")
 	cmd.Flags().StringVar(&idPrefix, "id-prefix", "", "only instances whose id starts with this")
+	cmd.Flags().StringVar(&parent, "parent", "", "only the child workflows of this instance")
 	o.bind(cmd, e)
 	return cmd
 }

@@ -71,3 +71,13 @@ func TestListByIDPrefix(t *testing.T) {
 	b.golden("list-id-prefix-bad", 2, "", "list", "--id-prefix", "order%")
 	b.golden("list-id-prefix-empty", 2, "", "list", "--id-prefix", "")
 }
+
+func TestListByParent(t *testing.T) {
+	b := setupCLI(t)
+	if _, err := b.client.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: "loner"}); err != nil {
+		t.Fatal(err)
+	}
+	b.golden("list-parent-none", 0, "", "list", "--parent", "loner")
+	b.golden("list-parent-bad", 2, "", "list", "--parent", "a b")
+	b.golden("list-parent-empty", 2, "", "list", "--parent", "")
+}

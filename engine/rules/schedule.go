@@ -128,6 +128,8 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 		queue, runAt, budget = QueueSleep, now.Add(time.Duration(step.Duration)), 1
 	case workflow.StepTypeHTTP:
 		queue = QueueHTTP
+	case workflow.StepTypeWorkflow:
+		queue = QueueChild // its input is the child's input
 	}
 	env.queueTask(inst, id, 0, queue, runAt, budget, input, existing[id], ch)
 }

@@ -51,6 +51,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("StopCancelsSteps", func(t *testing.T) { testStopCancelsSteps(t, newServer) })
 	t.Run("Workers", func(t *testing.T) { testWorkers(t, newServer) })
 	t.Run("IDPrefix", func(t *testing.T) { testIDPrefix(t, newServer) })
+	t.Run("ParentFilter", func(t *testing.T) { testParentFilter(t, newServer) })
 	t.Run("LockedWriters", func(t *testing.T) { testLockedWriters(t, newServer) })
 	t.Run("IdempotencyKey", func(t *testing.T) { testIdempotencyKey(t, newServer) })
 	t.Run("HistoryPages", func(t *testing.T) { testHistoryPages(t, newServer) })

@@ -128,6 +128,7 @@ const (
 )
 `
 	applySelect = `SELECT u.definition, u.input, u.version, u.created_at, u.definition_revision,
+	u.parent_id, u.parent_step, u.parent_index,
 	(SELECT version FROM workflow_instances WHERE id = $33), (SELECT id FROM miss),
 	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
 )
@@ -140,7 +141,7 @@ var applyInstance = `), u AS (
 		state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
 		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($49::jsonb, output)
 	WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43
-	RETURNING definition, input, version, created_at, definition_revision
+	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 	SELECT $33, $34 + 1, $35, ` + historyRow("$33", "$34", "$36", "$48::int", "$47") + `, $32, $38 FROM u
@@ -349,8 +350,9 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 		created             *time.Time
 		revision            *int
 		inserted, notified  int
+		parent              parentColumns
 	)
-	err := row.Scan(&definition, &input, &version, &created, &revision, &actual, &missing, &inserted, &notified, new(any))
+	err := row.Scan(&definition, &input, &version, &created, &revision, &parent.id, &parent.step, &parent.index, &actual, &missing, &inserted, &notified, new(any))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == codeCommitConflict {
 		if cerr, ok := applyConflict(w, pgErr.Message); ok {
@@ -377,6 +379,7 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 		State: pa.state, Input: compactJSON(input), Version: *version,
 		CreatedAt: created.UTC(), UpdatedAt: pa.now, Deadline: utcPtr(timestampPtr(w.Deadline)),
 		Output: w.Output,
+		Parent: parent.ref(),
 	}, nil
 }
 

@@ -23,8 +23,9 @@ import (
 // $1–$10 are the instance's; with tasks, $11–$24 the tasks' columns (as
 // insertTasksSQL's $1–$14) and $25 whether to notify; with a key, the three
 // parameters after those: the key, the request hash and the cut-off before
-// which a recorded key no longer counts; with tasks, the last parameter is
-// the tasks' iterations.
+// which a recorded key no longer counts; then the parent link's three
+// (parent_id, parent_step, parent_index; NULL for an instance without one);
+// with tasks, last, the tasks' iterations.
 
 // createVariant selects a create statement.
 type createVariant struct{ withTasks, keyed bool }
@@ -66,21 +67,21 @@ const createStale = `(($8 > 0 AND $2::text <> '' AND NOT EXISTS (SELECT 1 FROM d
 	OR ($10::boolean AND EXISTS (SELECT 1 FROM workflow_definitions WHERE name = $2 AND revision > $8)))`
 
 // createIterationsParam is the number of the parameter holding the new
-// tasks' iterations: the last one.
+// tasks' iterations: the last one, after the parent link's three.
 func createIterationsParam(v createVariant) int {
 	if v.keyed {
-		return 29
+		return 32
 	}
-	return 26
+	return 29
 }
 
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
+	n := 10
+	if v.withTasks {
+		n = 25
+	}
 	if v.keyed {
-		n := 10
-		if v.withTasks {
-			n = 25
-		}
 		key, hash, cutoff := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
 		// The key row comes first and the instance only if it was written:
 		// of two statements with one key, the second waits on the first's
@@ -100,12 +101,15 @@ func buildCreateSQL(v createVariant) string {
 	RETURNING 1
 ), `
 		guard = ` AND EXISTS (SELECT 1 FROM k)`
+		n += 3
 	} else {
 		sql = `WITH ` + createRevision + `, `
 	}
+	// The parent link's three parameters come last (parentArgs).
+	pid, pstep, pindex := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
 	sql += `i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an

@@ -79,7 +79,7 @@ const instanceColumns = instanceBaseColumns + ", output"
 // instanceBaseColumns are the columns instanceRow.dest reads: those of
 // instanceColumns but the output, which only a COMPLETED instance has (a
 // claim reads the instances of its tasks without it).
-const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline"
+const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index"
 
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
@@ -243,6 +243,9 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	deadline := timestampPtr(p.Deadline)
 	pc := &preparedCreate{p: p, state: state, now: now, deadline: deadline,
 		args: []any{p.ID, p.Definition, string(p.Status), stateJSON, []byte(p.Input), now, p.Cause, p.DefinitionRevision, deadline, p.LatestRevision}}
+	if err := checkParent(p.Parent); err != nil {
+		return nil, err
+	}
 	withTasks := len(p.Tasks) > 0 || p.Notify
 	var iterations []int32
 	if withTasks {
@@ -257,6 +260,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	if keyed {
 		pc.args = append(pc.args, p.IdempotencyKey, p.RequestHash, now.Add(-store.IdempotencyKeyTTL))
 	}
+	pc.args = append(pc.args, parentArgs(p.Parent)...)
 	if withTasks {
 		pc.args = append(pc.args, iterations)
 	}
@@ -292,6 +296,7 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 
 		DefinitionRevision: p.DefinitionRevision,
 		Deadline:           pc.deadline,
+		Parent:             p.Parent,
 	}, nil
 }
 
@@ -331,6 +336,9 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	}
 	if p.Definition != "" {
 		where = append(where, "definition = "+arg(p.Definition))
+	}
+	if p.Parent != "" {
+		where = append(where, "parent_id = "+arg(p.Parent))
 	}
 	if p.IDPrefix != "" {
 		// LIKE with every wildcard escaped, not a range: a range compares
@@ -825,11 +833,12 @@ type instanceRow struct {
 	inst         workflow.Instance
 	status       string
 	state, input []byte
+	parent       parentColumns
 }
 
 func (r *instanceRow) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.inst.CreatedAt, &r.inst.UpdatedAt,
-		&r.inst.DefinitionRevision, &r.inst.Deadline}
+		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index}
 }
 
 // instance decodes what was scanned.
@@ -845,6 +854,7 @@ func (r *instanceRow) instance() (*workflow.Instance, error) {
 	inst.CreatedAt = inst.CreatedAt.UTC()
 	inst.UpdatedAt = inst.UpdatedAt.UTC()
 	inst.Deadline = utcPtr(inst.Deadline)
+	inst.Parent = r.parent.ref()
 	return &inst, nil
 }
 

@@ -96,6 +96,18 @@ LIMIT $2`
 FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
 WHERE (t.status = 'QUEUED' OR t.status = 'LEASED') AND i.status NOT IN ('RUNNING', 'PAUSED')
 LIMIT $1`
+
+	// dueChildrenSQL reads the leased tasks of workflow steps through the
+	// partial expiry index (only tasks in flight) and looks up each one's
+	// instance and the child its step names by primary key. The step id
+	// is a JSON key taken from the row, never SQL text.
+	dueChildrenSQL = `SELECT ` + taskPrefixedColumns + claimInstanceColumns + `
+FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
+JOIN workflow_instances c ON c.id = i.state->'steps'->t.step_id->>'child'
+WHERE t.status = 'LEASED' AND t.queue = '` + store.QueueChild + `'
+	AND c.status IN ('COMPLETED', 'FAILED', 'TIMED_OUT', 'CANCELLED')
+ORDER BY t.id COLLATE "C"
+LIMIT $1`
 )
 
 // taskPrefixedColumns is taskColumns qualified with the alias t.
@@ -151,7 +163,8 @@ func claimLockingInstancesSQL(queues, limit int) string {
 const claimInstanceColumns = `,
 		i.id AS i_id, i.definition AS i_definition, i.status AS i_status, i.state AS i_state, i.input AS i_input,
 		i.version AS i_version, i.created_at AS i_created_at, i.updated_at AS i_updated_at,
-		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline`
+		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline,
+		i.parent_id AS i_parent_id, i.parent_step AS i_parent_step, i.parent_index AS i_parent_index`
 
 func claimQuery(queues, limit int, extra, lockInstances string) string {
 	var values strings.Builder
@@ -413,8 +426,11 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 		return items, nil
 	}
 	sql, args := dueLeasesSQL, []any{store.Timestamp(p.Now), p.Limit}
-	if p.Kind == store.DueOrphans {
+	switch p.Kind {
+	case store.DueOrphans:
 		sql, args = dueOrphansSQL, []any{p.Limit}
+	case store.DueChildren:
+		sql, args = dueChildrenSQL, []any{p.Limit}
 	}
 	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {

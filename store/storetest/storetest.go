@@ -48,7 +48,7 @@ type conformanceTest struct {
 func Run(t *testing.T, h Harness) {
 	t.Run(h.Name, func(t *testing.T) {
 		for _, groups := range [][]conformanceTest{
-			createTests, listTests, idPrefixTests, workerTests, updateTests, modifyTests, retryTests,
+			createTests, listTests, idPrefixTests, childTests, workerTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,

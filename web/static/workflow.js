@@ -10,6 +10,7 @@ import { api } from './api.js';
 import { every } from './live.js';
 import { renderDAG, topoOrder } from './dag.js';
 import { watchWorkers } from './workers.js';
+import { parentLink, childLinks } from './children.js';
 import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
 import {
   h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
@@ -169,6 +170,7 @@ export function mount(root, { id }) {
           ? h('span', {}, h('a', { href: '#/definitions/' + encodeURIComponent(w.definition) + (w.definition_revision ? '?revision=' + w.definition_revision : '') }, w.definition),
             w.definition_revision ? h('span', { class: 'muted' }, ` rev ${w.definition_revision}`) : null)
           : h('span', { class: 'muted' }, 'free-form')),
+        w.parent ? fact('Parent', parentLink(w)) : null,
         fact('Version', h('span', { class: 'mono', id: 'wf-version', 'data-version': String(w.version) }, String(w.version)),
           h('span', { class: 'muted mono', title: 'ETag' }, ` ETag "${w.version}"`)),
         fact('Steps', total ? `${done} of ${total} done` : h('span', { class: 'muted' }, 'none')),
@@ -295,6 +297,7 @@ export function mount(root, { id }) {
           onclick: () => { st.completing = { step: sid, text: '{}' }; renderSteps(); document.getElementById('complete-output')?.focus(); },
         }, 'Complete…') : null),
       eventView(s),
+      childLinks(sid, s),
       s?.error ? h('div', { class: 'step-error' }, s.error) : null,
       hasOut ? h('details', { class: 'step-output', open: st.open.has(openKey) || undefined, ontoggle: (e) => toggleOpen(openKey, e.target.open) },
         h('summary', {}, 'Output ', h('span', { class: 'muted mono' }, compact(s.output, 60))),

@@ -1,0 +1,327 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Child workflows. A workflow step is RUNNING from the moment it is
+// scheduled, with a task on the engine-served queue rules.QueueChild;
+// claiming that task starts the child (the latest revision of the step's
+// definition) in one write with the parent's state naming it
+// (startChild). The child's final write carries the parent step's outcome
+// in the same transaction (applyWithParent, on every path that goes
+// through readDecideApply); cancelling a parent cancels its children right
+// after the parent's own write (cancelChildren).
+
+// maxChildStartAttempts bounds how often starting a child is decided again
+// after its write conflicted with another writer of the parent.
+const maxChildStartAttempts = 16
+
+// startChild starts the child workflow of t, a claimed task of a workflow
+// step. A definition that does not exist, or nesting deeper than
+// rules.MaxChildDepth, fails the step for good (retrying would not change
+// it).
+func (e *Engine) startChild(ctx context.Context, t Task) {
+	var err error
+	for range maxChildStartAttempts {
+		err = e.withDefs(ctx, func() error { return e.startChildOnce(ctx, t) })
+		if !errors.Is(err, store.ErrConflict) {
+			break
+		}
+	}
+	if err != nil {
+		level := e.log.Warn
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotRunning) {
+			level = e.log.Debug
+		}
+		level("starting a child workflow", "task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "err", err)
+	}
+}
+
+// startChildOnce reads the task and the parent, decides, and writes the
+// child's creation and the parent's version with one store.ApplyGroup.
+func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
+	row, err := e.st.Task(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	tv := taskView(row)
+	now := e.clock()
+	if err := rules.CheckLease(&tv, t.Lease, now); err != nil {
+		return err
+	}
+	parent, err := e.st.Get(ctx, row.InstanceID)
+	if err != nil {
+		return err
+	}
+	pc, err := e.cached(parent)
+	if err != nil {
+		return err
+	}
+	step, _ := pc.Def.Step(row.StepID)
+	cc, err := e.compiled(ctx, step.Definition, 0)
+	if errors.Is(err, store.ErrNotFound) {
+		return e.FailTask(ctx, t.ID, t.Lease, rules.UnknownDefinitionError(step.Definition), false)
+	}
+	if err != nil {
+		return err
+	}
+	depth, err := e.depthOf(ctx, parent)
+	if err != nil {
+		return err
+	}
+	if depth >= rules.MaxChildDepth {
+		return e.FailTask(ctx, t.ID, t.Lease, rules.DepthError(depth), false)
+	}
+	child := &workflow.Instance{ID: store.NewID(), State: cc.Def.InitialState(), Input: row.Input}
+	if string(child.Input) == "null" || len(child.Input) == 0 {
+		child.Input = []byte("{}")
+	}
+	cch, err := e.decide.Start(cc, child, now)
+	if err != nil {
+		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
+	}
+	prior := parent.State.Clone()
+	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, prior: &prior}
+	if d.ch, err = e.decide.StartChild(parent, &tv, t.Lease, child.ID, now); err != nil {
+		return err
+	}
+	create := store.CreateParams{
+		ID: child.ID, Definition: cc.Def.Name, DefinitionRevision: cc.Def.Revision, Status: cch.Status,
+		Input: child.Input, State: cch.State, Deadline: cch.Deadline, Cause: cch.Cause,
+		Tasks: newRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
+		Parent: &workflow.ParentRef{WorkflowID: parent.ID, Step: row.StepID},
+	}
+	if _, _, err := e.st.ApplyGroup(ctx, []store.CreateParams{create}, []*store.Write{d.write(now)}, nil); err != nil {
+		return err
+	}
+	if cch.Notify {
+		e.wake()
+	}
+	return nil
+}
+
+// depthOf is how many levels inst is below its top-level workflow: the
+// number of its ancestors, counted up to rules.MaxChildDepth.
+func (e *Engine) depthOf(ctx context.Context, inst *workflow.Instance) (int, error) {
+	depth := 0
+	for inst.Parent != nil && depth < rules.MaxChildDepth {
+		p, err := e.st.Get(ctx, inst.Parent.WorkflowID)
+		if errors.Is(err, store.ErrNotFound) {
+			return depth + 1, nil // a deleted ancestor still counts as one
+		}
+		if err != nil {
+			return 0, err
+		}
+		inst, depth = p, depth+1
+	}
+	return depth, nil
+}
+
+// reportsToParent reports whether a child's write to status is its
+// outcome for the parent's step.
+func reportsToParent(status workflow.Status) bool {
+	switch status {
+	case workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusTimedOut, workflow.StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// applyWithParent writes w and, when w is the final write of a child
+// workflow whose parent's step still waits for it, the parent's outcome in
+// the same transaction (store.ApplyGroup) — and so on up: a parent that
+// this ends reports to its own parent in that transaction too. Each
+// parent's write is guarded by its task's lease and its version: a second
+// delivery of an outcome (another node, a retried write) misses, and the
+// decision made again on a fresh read finds that the step no longer waits.
+func (e *Engine) applyWithParent(ctx context.Context, q store.Querier, w *store.Write) (*workflow.Instance, error) {
+	ws := []*store.Write{w}
+	for cur := w; len(ws) <= rules.MaxChildDepth+1; {
+		pw, err := e.parentOutcome(ctx, q, cur)
+		if err != nil {
+			return nil, err
+		}
+		if pw == nil {
+			break
+		}
+		ws, cur = append(ws, pw), pw
+	}
+	if len(ws) == 1 {
+		return q.Apply(ctx, w)
+	}
+	_, written, err := q.ApplyGroup(ctx, nil, ws, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, pw := range ws[1:] {
+		if pw.Notify {
+			e.wake()
+		}
+	}
+	return written[0], nil
+}
+
+// parentOutcome is the parent's write that w, a write of a child workflow,
+// brings about: nil when w does not end the child or nothing waits for it.
+func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Write) (*store.Write, error) {
+	if w.TasksOnly || !reportsToParent(w.FinalStatus()) {
+		return nil, nil
+	}
+	child, err := q.Get(ctx, w.ID)
+	if err != nil || child.Parent == nil {
+		return nil, err
+	}
+	parent, err := q.Get(ctx, child.Parent.WorkflowID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // deleted: nobody waits
+	}
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := q.TasksOfInstance(ctx, parent.ID, store.LockNone)
+	if err != nil {
+		return nil, err
+	}
+	var row *store.Task
+	for _, t := range tasks {
+		if t.StepID == child.Parent.Step {
+			row = t
+		}
+	}
+	if row == nil || parent.Definition == "" {
+		return nil, nil
+	}
+	tv := taskView(row)
+	if !rules.WaitsFor(parent, &tv, child.ID) {
+		return nil, nil
+	}
+	pc, err := e.cached(parent)
+	if err != nil {
+		return nil, err
+	}
+	var output []byte
+	if w.FinalStatus() == workflow.StatusCompleted {
+		cc, err := e.cached(child)
+		if err != nil {
+			return nil, err
+		}
+		if output, err = childOutput(cc, w.State); err != nil {
+			return nil, err
+		}
+	}
+	prior := parent.State.Clone()
+	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, read: byID(row), prior: &prior}
+	var ok bool
+	if d.ch, ok, err = e.decide.ChildFinished(pc, parent, &tv, child.ID, w.FinalStatus(), output, w.Now); err != nil || !ok {
+		return nil, err
+	}
+	return d.write(w.Now), nil
+}
+
+// childOutput is what a COMPLETED child gives its parent's step, from the
+// child's state as its final write leaves it.
+func childOutput(c *compiled, state workflow.State) ([]byte, error) {
+	return rules.ChildOutput(c, state)
+}
+
+// cancelChildren cancels the children of id that still run (PENDING,
+// RUNNING or PAUSED), and theirs through the same cancel: called right
+// after the write that cancelled id. A child that finished or was
+// cancelled meanwhile is left as it is.
+func (e *Engine) cancelChildren(ctx context.Context, id string) {
+	p := store.ListParams{Parent: id, Limit: store.MaxListLimit}
+	for {
+		page, err := e.st.List(ctx, p)
+		if err != nil {
+			e.log.Warn("listing child workflows to cancel", "workflow", id, "err", err)
+			return
+		}
+		for _, child := range page.Instances {
+			e.cancelChild(ctx, child)
+		}
+		if page.NextCursor == "" {
+			return
+		}
+		p.Cursor = page.NextCursor
+	}
+}
+
+// cancelChild cancels child when it still runs.
+func (e *Engine) cancelChild(ctx context.Context, child *workflow.Instance) {
+	switch child.Status {
+	case workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused:
+	default:
+		return
+	}
+	_, err := e.act(ctx, child.ID, "cancel", "", fmt.Sprintf("parent workflow %s cancelled", child.Parent.WorkflowID))
+	var na *rules.NotAllowedError
+	if err != nil && !errors.As(err, &na) && !errors.Is(err, workflow.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
+		e.log.Warn("cancelling a child workflow", "workflow", child.ID, "err", err)
+	}
+}
+
+// cancelAbandonedChild cancels the child of the parent's step whose
+// attempt ended without it: the step timed out (its task's lease ended at
+// the step timeout) or the parent stopped running (its task was cancelled
+// as an orphan).
+func (e *Engine) cancelAbandonedChild(ctx context.Context, parent *workflow.Instance, step string) {
+	id := parent.State.Steps[step].Child()
+	if id == "" {
+		return
+	}
+	child, err := e.st.Get(ctx, id)
+	if err != nil {
+		return
+	}
+	e.cancelChild(ctx, child)
+}
+
+// decideChildOutcome is the sweep's safety net for a parent step whose
+// child finished without its final write carrying the outcome (a status
+// written past the engine: a batch, a plain transition): the parent's
+// write that write would have made, decided on the child as stored. It is
+// guarded by the task's lease like the child's own delivery, so the two
+// never both apply. Nil when the step no longer waits for that child.
+func (e *Engine) decideChildOutcome(ctx context.Context, q store.Querier, parent *workflow.Instance, row *store.Task, now time.Time) (*decided, error) {
+	st := parent.State.Steps[row.StepID]
+	if st == nil || st.Child() == "" {
+		return nil, nil
+	}
+	child, err := q.Get(ctx, st.Child())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil || !reportsToParent(child.Status) {
+		return nil, err
+	}
+	pc, err := e.cached(parent)
+	if err != nil {
+		return nil, err
+	}
+	var output []byte
+	if child.Status == workflow.StatusCompleted {
+		cc, err := e.cached(child)
+		if err != nil {
+			return nil, err
+		}
+		if output, err = childOutput(cc, child.State); err != nil {
+			return nil, err
+		}
+	}
+	tv := taskView(row)
+	prior := parent.State.Clone()
+	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, read: byID(row), prior: &prior}
+	var ok bool
+	if d.ch, ok, err = e.decide.ChildFinished(pc, parent, &tv, child.ID, child.Status, output, now); err != nil || !ok {
+		return nil, err
+	}
+	return d, nil
+}

@@ -1,0 +1,123 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// QueueChild is the engine-served queue of workflow steps: claiming one of
+// its tasks starts the step's child workflow, in one write with the
+// parent's state naming the child (the step is RUNNING from the moment it
+// was scheduled, as a task step's is). A retry re-queues the task after
+// its backoff, and the next claim starts a new child.
+const QueueChild = "flowd:child"
+
+// MaxChildDepth bounds nesting: a child workflow is at most this many
+// levels below the workflow that no workflow step started. A definition
+// that starts itself would otherwise start children without end.
+const MaxChildDepth = 10
+
+// childLease is how long a started child's task stays leased when its
+// step has no timeout: the child's outcome, not a worker's heartbeat, ends
+// the attempt, so the lease must not run out first.
+const childLease = 100 * 365 * 24 * time.Hour
+
+// ChildStartedCause is the history cause of the parent's write that starts
+// a child for t.
+func ChildStartedCause(t *Task, child string) string {
+	return fmt.Sprintf("step %q started child workflow %s (attempt %d)", t.StepID, child, t.Attempt)
+}
+
+// StartChild records in the parent inst that the attempt of t holding
+// lease runs the child workflow child: state.steps.S.child names it, and
+// t stays leased until the attempt's deadline (the step timeout) or, with
+// no timeout, for as long as the child runs (childLease), so that only the
+// child's outcome or the timeout ends the attempt. Fencing as for
+// CompleteTask.
+func (env Env) StartChild(inst *workflow.Instance, t *Task, lease, child string, now time.Time) (Change, error) {
+	if err := CheckLease(t, lease, now); err != nil {
+		return Change{}, err
+	}
+	if err := checkHolder(inst, t); err != nil {
+		return Change{}, err
+	}
+	inst.State.Steps[t.StepID].SetChild(child)
+	u := *t
+	u.LeaseUntil = now.Add(childLease)
+	if !u.AttemptDeadline.IsZero() {
+		u.LeaseUntil = u.AttemptDeadline
+	}
+	ch := Change{Cause: ChildStartedCause(t, child)}
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
+	ch.setInstance(inst)
+	return ch, nil
+}
+
+// WaitsFor reports whether the parent inst's attempt t still waits for the
+// child workflow child: t is leased, its step RUNNING and naming child.
+// Only then may the child's outcome end the attempt; a child of an earlier
+// attempt, or of a step that moved on, reports to nobody.
+func WaitsFor(inst *workflow.Instance, t *Task, child string) bool {
+	if t.Status != TaskLeased || t.Queue != QueueChild || checkHolder(inst, t) != nil {
+		return false
+	}
+	return inst.State.Steps[t.StepID].Child() == child
+}
+
+// ChildFinished decides the outcome of the child workflow child of the
+// parent inst's attempt t: a COMPLETED child completes the step with
+// output; a FAILED, TIMED_OUT or CANCELLED one fails the attempt, and the
+// step's retry policy starts a new child after its backoff. ok is false
+// when the attempt no longer waits for that child (WaitsFor) or the child
+// has not finished: then nothing is written. The task's update is guarded
+// by its lease, so two deliveries of one outcome write it once.
+func (env Env) ChildFinished(c *Definition, inst *workflow.Instance, t *Task, child string, status workflow.Status, output json.RawMessage, now time.Time) (ch Change, ok bool, err error) {
+	if !WaitsFor(inst, t, child) {
+		return Change{}, false, nil
+	}
+	switch status {
+	case workflow.StatusCompleted:
+		ch, err = env.CompleteTask(c, inst, t, t.Lease, output, NextLease{}, now)
+	case workflow.StatusFailed, workflow.StatusTimedOut, workflow.StatusCancelled:
+		ch, err = env.FailTask(c, inst, t, t.Lease, fmt.Sprintf("child workflow %s is %s", child, status), true, now)
+	default:
+		return Change{}, false, nil
+	}
+	if err != nil {
+		return Change{}, false, err
+	}
+	return ch, true, nil
+}
+
+// ChildOutput is the output a COMPLETED child workflow gives its parent's
+// step: the object mapping each COMPLETED step that no other step depends
+// on to its output.
+func ChildOutput(c *Definition, state workflow.State) (json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	for _, s := range c.Def.Steps {
+		st := state.Steps[s.ID]
+		if len(c.Def.Dependents(s.ID)) > 0 || st == nil || st.Status != workflow.StepCompleted {
+			continue
+		}
+		out[s.ID] = st.Output
+		if out[s.ID] == nil {
+			out[s.ID] = json.RawMessage("null")
+		}
+	}
+	return json.Marshal(out)
+}
+
+// DepthError is the error of a workflow step whose child would be nested
+// deeper than MaxChildDepth.
+func DepthError(depth int) string {
+	return fmt.Sprintf("child workflows cannot be nested deeper than %d levels: this workflow is %d levels below its top-level workflow", MaxChildDepth, depth)
+}
+
+// UnknownDefinitionError is the error of a workflow step whose definition
+// is not stored.
+func UnknownDefinitionError(name string) string {
+	return fmt.Sprintf("child workflow definition %q does not exist", name)
+}

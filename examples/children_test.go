@@ -1,0 +1,69 @@
+package examples
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/server"
+	"github.com/flowd/flowd/workflow"
+)
+
+// examples/order-lines.yaml runs examples/order-line.yaml as a child
+// workflow on a real server: the order completes with the child's output,
+// and the child is listed under its parent.
+func TestOrderLinesExample(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := server.New(ctx, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.Register("echo", func(_ context.Context, t engine.Task) (json.RawMessage, error) { return t.Input, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client()
+	for _, f := range []string{"order-line", "order-lines"} {
+		body, err := os.ReadFile(f + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.PutDefinition(ctx, f, body); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if _, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "ol-1", Definition: "order-lines", Input: json.RawMessage(`{"sku": "A-1", "quantity": 2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var inst *workflow.Instance
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if inst, err = c.GetWorkflow(ctx, "ol-1"); err != nil {
+			t.Fatal(err)
+		}
+		if inst.Status.Terminal() || inst.Status == workflow.StatusFailed || time.Now().After(deadline) {
+			break
+		}
+	}
+	if inst.Status != workflow.StatusCompleted {
+		t.Fatalf("ol-1 is %s: %+v", inst.Status, inst.State.Steps)
+	}
+	if got, want := string(inst.State.Steps["ship"].Output), `{"line":{"reserved":"2 × A-1"}}`; got != want {
+		t.Fatalf("ship output %s, want %s", got, want)
+	}
+	page, err := c.ListWorkflows(ctx, httpapi.ListOptions{Parent: "ol-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Workflows) != 1 || page.Workflows[0].Definition != "order-line" || page.Workflows[0].ID != inst.State.Steps["line"].Child() {
+		t.Fatalf("children of ol-1: %+v", page.Workflows)
+	}
+}
