@@ -111,6 +111,9 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		}
 		if err == nil {
 			e.takeEvents(ctx, out, w)
+			if !w.TasksOnly {
+				e.cancelDroppedChildren(ctx, w)
+			}
 			return out, w, &d.ch, nil
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt == maxApplyAttempts {

@@ -97,7 +97,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 		ID: child.ID, Definition: cc.Def.Name, DefinitionRevision: cc.Def.Revision, Status: cch.Status,
 		Input: child.Input, State: cch.State, Deadline: cch.Deadline, Cause: cch.Cause,
 		Tasks: newRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
-		Parent: &workflow.ParentRef{WorkflowID: parent.ID, Step: row.StepID},
+		Parent: parentRef(parent.ID, row),
 	}
 	if _, _, err := e.st.ApplyGroup(ctx, []store.CreateParams{create}, []*store.Write{d.write(now)}, nil); err != nil {
 		return err
@@ -106,6 +106,18 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 		e.wake()
 	}
 	return nil
+}
+
+// parentRef is the parent link of the child that row, a task of parent's
+// workflow step, starts: with the item's index for an iteration of a
+// foreach.
+func parentRef(parent string, row *store.Task) *workflow.ParentRef {
+	ref := &workflow.ParentRef{WorkflowID: parent, Step: row.StepID}
+	if row.Iteration > 0 {
+		i := row.Iteration - 1
+		ref.Index = &i
+	}
+	return ref
 }
 
 // depthOf is how many levels inst is below its top-level workflow: the
@@ -190,9 +202,13 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 	if err != nil {
 		return nil, err
 	}
+	iteration := 0
+	if child.Parent.Index != nil {
+		iteration = *child.Parent.Index + 1
+	}
 	var row *store.Task
 	for _, t := range tasks {
-		if t.StepID == child.Parent.Step {
+		if t.StepID == child.Parent.Step && t.Iteration == iteration {
 			row = t
 		}
 	}
@@ -213,7 +229,7 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 		if err != nil {
 			return nil, err
 		}
-		if output, err = childOutput(cc, w.State); err != nil {
+		if output, err = rules.ChildOutput(cc, child.Input, w.State, w.Output); err != nil {
 			return nil, err
 		}
 	}
@@ -224,12 +240,6 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 		return nil, err
 	}
 	return d.write(w.Now), nil
-}
-
-// childOutput is what a COMPLETED child gives its parent's step, from the
-// child's state as its final write leaves it.
-func childOutput(c *compiled, state workflow.State) ([]byte, error) {
-	return rules.ChildOutput(c, state)
 }
 
 // cancelChildren cancels the children of id that still run (PENDING,
@@ -272,8 +282,8 @@ func (e *Engine) cancelChild(ctx context.Context, child *workflow.Instance) {
 // attempt ended without it: the step timed out (its task's lease ended at
 // the step timeout) or the parent stopped running (its task was cancelled
 // as an orphan).
-func (e *Engine) cancelAbandonedChild(ctx context.Context, parent *workflow.Instance, step string) {
-	id := parent.State.Steps[step].Child()
+func (e *Engine) cancelAbandonedChild(ctx context.Context, parent *workflow.Instance, step string, iteration int) {
+	id := parent.State.Steps[step].ChildOf(iteration)
 	if id == "" {
 		return
 	}
@@ -291,11 +301,11 @@ func (e *Engine) cancelAbandonedChild(ctx context.Context, parent *workflow.Inst
 // guarded by the task's lease like the child's own delivery, so the two
 // never both apply. Nil when the step no longer waits for that child.
 func (e *Engine) decideChildOutcome(ctx context.Context, q store.Querier, parent *workflow.Instance, row *store.Task, now time.Time) (*decided, error) {
-	st := parent.State.Steps[row.StepID]
-	if st == nil || st.Child() == "" {
+	id := parent.State.Steps[row.StepID].ChildOf(row.Iteration)
+	if id == "" {
 		return nil, nil
 	}
-	child, err := q.Get(ctx, st.Child())
+	child, err := q.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -312,7 +322,7 @@ func (e *Engine) decideChildOutcome(ctx context.Context, q store.Querier, parent
 		if err != nil {
 			return nil, err
 		}
-		if output, err = childOutput(cc, child.State); err != nil {
+		if output, err = rules.ChildOutput(cc, child.Input, child.State, child.Output); err != nil {
 			return nil, err
 		}
 	}
@@ -324,4 +334,23 @@ func (e *Engine) decideChildOutcome(ctx context.Context, q store.Querier, parent
 		return nil, err
 	}
 	return d, nil
+}
+
+// cancelDroppedChildren cancels the children of the workflow-step tasks
+// that w, written, cancelled: an iteration cancelled because another one
+// of its foreach failed, a step withdrawn by a join: first. Nothing waits
+// for their outcome any more, so they must not run on.
+func (e *Engine) cancelDroppedChildren(ctx context.Context, w *store.Write) {
+	for _, u := range w.Update {
+		if u.Task.Queue != store.QueueChild || u.Task.Status != store.TaskCancelled {
+			continue
+		}
+		id := w.State.Steps[u.Task.StepID].ChildOf(u.Task.Iteration)
+		if id == "" {
+			continue
+		}
+		if child, err := e.st.Get(ctx, id); err == nil {
+			e.cancelChild(ctx, child)
+		}
+	}
 }

@@ -150,7 +150,7 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 		(kind == store.DueLeases && !w.TasksOnly || kind == store.DueOrphans) {
 		// The attempt timed out, or its workflow stopped (failed, timed
 		// out): the attempt's child must not run on.
-		e.cancelAbandonedChild(ctx, it.Instance, it.Task.StepID)
+		e.cancelAbandonedChild(ctx, it.Instance, it.Task.StepID, it.Task.Iteration)
 	}
 	return w, err
 }

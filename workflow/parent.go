@@ -33,8 +33,13 @@ func (p *ParentRef) Validate() error {
 }
 
 // childKey is the key of state.steps.S that holds the id of the child
-// workflow a workflow step runs (its latest attempt's).
-const childKey = "child"
+// workflow a workflow step runs (its latest attempt's); childrenKey the
+// array of those of a foreach step's iterations, in item order (null for
+// an iteration that has not started one).
+const (
+	childKey    = "child"
+	childrenKey = "children"
+)
 
 // Child returns the id of the child workflow the step's latest attempt
 // started ("" when none).
@@ -56,4 +61,42 @@ func (st *StepState) SetChild(id string) {
 		st.Extra = map[string]json.RawMessage{}
 	}
 	st.Extra[childKey] = raw
+}
+
+// ChildOf returns the child workflow of a step's iteration (iteration 0:
+// the step itself, i+1: item i of a foreach), "" when it has none.
+func (st *StepState) ChildOf(iteration int) string {
+	if iteration == 0 {
+		return st.Child()
+	}
+	if st == nil {
+		return ""
+	}
+	var ids []*string
+	if raw, ok := st.Extra[childrenKey]; !ok || json.Unmarshal(raw, &ids) != nil || iteration > len(ids) || ids[iteration-1] == nil {
+		return ""
+	}
+	return *ids[iteration-1]
+}
+
+// SetChildOf records the child workflow a step's iteration runs (see
+// ChildOf).
+func (st *StepState) SetChildOf(iteration int, id string) {
+	if iteration == 0 {
+		st.SetChild(id)
+		return
+	}
+	var ids []*string
+	if raw, ok := st.Extra[childrenKey]; ok {
+		_ = json.Unmarshal(raw, &ids) // unreadable: started again from empty
+	}
+	for len(ids) < iteration {
+		ids = append(ids, nil)
+	}
+	ids[iteration-1] = &id
+	raw, _ := json.Marshal(ids) // strings and nulls always encode
+	if st.Extra == nil {
+		st.Extra = map[string]json.RawMessage{}
+	}
+	st.Extra[childrenKey] = raw
 }

@@ -44,7 +44,7 @@ func (env Env) StartChild(inst *workflow.Instance, t *Task, lease, child string,
 	if err := checkHolder(inst, t); err != nil {
 		return Change{}, err
 	}
-	inst.State.Steps[t.StepID].SetChild(child)
+	inst.State.Steps[t.StepID].SetChildOf(t.Iteration, child)
 	u := *t
 	u.LeaseUntil = now.Add(childLease)
 	if !u.AttemptDeadline.IsZero() {
@@ -64,7 +64,7 @@ func WaitsFor(inst *workflow.Instance, t *Task, child string) bool {
 	if t.Status != TaskLeased || t.Queue != QueueChild || checkHolder(inst, t) != nil {
 		return false
 	}
-	return inst.State.Steps[t.StepID].Child() == child
+	return inst.State.Steps[t.StepID].ChildOf(t.Iteration) == child
 }
 
 // ChildFinished decides the outcome of the child workflow child of the
@@ -93,21 +93,15 @@ func (env Env) ChildFinished(c *Definition, inst *workflow.Instance, t *Task, ch
 }
 
 // ChildOutput is the output a COMPLETED child workflow gives its parent's
-// step: the object mapping each COMPLETED step that no other step depends
-// on to its output.
-func ChildOutput(c *Definition, state workflow.State) (json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
-	for _, s := range c.Def.Steps {
-		st := state.Steps[s.ID]
-		if len(c.Def.Dependents(s.ID)) > 0 || st == nil || st.Status != workflow.StepCompleted {
-			continue
-		}
-		out[s.ID] = st.Output
-		if out[s.ID] == nil {
-			out[s.ID] = json.RawMessage("null")
-		}
+// step: the child's own output (written, when its final write carries it),
+// else the one its definition gives for its input and state (the output
+// template, or the outputs of its completed final steps) — for a child
+// whose status was written past the engine.
+func ChildOutput(c *Definition, input json.RawMessage, state workflow.State, written json.RawMessage) (json.RawMessage, error) {
+	if len(written) > 0 {
+		return written, nil
 	}
-	return json.Marshal(out)
+	return c.output(&workflow.Instance{Input: input, State: state})
 }
 
 // DepthError is the error of a workflow step whose child would be nested

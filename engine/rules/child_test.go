@@ -114,7 +114,7 @@ func TestChildStillRunningDecidesNothing(t *testing.T) {
 	}
 }
 
-func TestChildOutputMapsTheCompletedLeavesToTheirOutputs(t *testing.T) {
+func TestChildOutputIsTheChildsOutput(t *testing.T) {
 	c := compileDef(t, `
 name: kid
 steps:
@@ -128,9 +128,23 @@ steps:
 	state.Steps["b"] = &workflow.StepState{Status: workflow.StepCompleted, Output: json.RawMessage(`{"x":2}`)}
 	state.Steps["c"] = &workflow.StepState{Status: workflow.StepCompleted}
 	state.Steps["d"] = &workflow.StepState{Status: workflow.StepSkipped}
-	out, err := ChildOutput(c, state)
+	out, err := ChildOutput(c, json.RawMessage(`{}`), state, nil)
 	if err != nil || string(out) != `{"b":{"x":2},"c":null}` {
 		t.Fatalf("ChildOutput = %s, %v", out, err)
+	}
+	if out, err := ChildOutput(c, json.RawMessage(`{}`), state, json.RawMessage(`{"total":3}`)); err != nil || string(out) != `{"total":3}` {
+		t.Fatalf("ChildOutput of a written output = %s, %v", out, err)
+	}
+	templ := compileDef(t, `
+name: kid
+output: {first: "{{ .steps.a.output }}", sku: "{{ .input.sku }}"}
+steps:
+  - {id: a, type: task, handler: h}
+`)
+	state = templ.Def.InitialState()
+	state.Steps["a"] = &workflow.StepState{Status: workflow.StepCompleted, Output: json.RawMessage(`1`)}
+	if out, err := ChildOutput(templ, json.RawMessage(`{"sku":"A-1"}`), state, nil); err != nil || string(out) != `{"first":1,"sku":"A-1"}` {
+		t.Fatalf("ChildOutput by the output template = %s, %v", out, err)
 	}
 }
 

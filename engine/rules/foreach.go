@@ -329,8 +329,11 @@ func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string,
 func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string, i int, input json.RawMessage, prev *Task, now time.Time, ch *Change) {
 	step, _ := c.Def.Step(id)
 	queue := step.Handler
-	if step.Type == workflow.StepTypeHTTP {
+	switch step.Type {
+	case workflow.StepTypeHTTP:
 		queue = QueueHTTP
+	case workflow.StepTypeWorkflow:
+		queue = QueueChild // the iteration's input is its child's input
 	}
 	env.queueTask(inst, id, i+1, queue, now, step.RetryPolicyOrDefault().MaxAttempts, input, prev, ch)
 }
