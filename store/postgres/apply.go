@@ -139,7 +139,7 @@ const (
 var applyInstance = `), u AS (
 	UPDATE workflow_instances SET status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
 		state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
-		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($49::jsonb, output)
+		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($49::json, output)
 	WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43
 	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index
 ), h AS (
