@@ -815,7 +815,7 @@ func TestExamplesParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"fanout.yaml", "http-retry.yaml", "order.yaml"}
+	want := []string{"approval-or-timeout.yaml", "fanout.yaml", "http-retry.yaml", "order.yaml"}
 	var names []string
 	for _, f := range files {
 		names = append(names, filepath.Base(f))
