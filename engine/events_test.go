@@ -303,3 +303,32 @@ func TestPublishEventRefusesBadInput(t *testing.T) {
 		}
 	})
 }
+
+// A step that starts waiting on resume — by the action or by a batch to
+// RUNNING — takes the event published while its workflow was paused.
+func TestStepWaitingOnResumeTakesTheEvent(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		w := newEventWorld(t, b, 0)
+		for _, id := range []string{"by-action", "by-batch"} {
+			w.start("late", id, id)
+			if _, err := w.eng.Action(t.Context(), id, "pause"); err != nil {
+				t.Fatal(err)
+			}
+			w.completeFirst(id) // recorded; paid waits for the resume
+			w.wantStep(id, "paid", workflow.StepPending, "")
+			if ev := w.publish("payment", id, `"`+id+`"`); len(ev.Delivered) != 0 {
+				t.Errorf("delivered to %v while paused and not waiting", ev.Delivered)
+			}
+		}
+		if _, err := w.eng.Action(t.Context(), "by-action", "resume"); err != nil {
+			t.Fatal(err)
+		}
+		w.wantStep("by-action", "paid", workflow.StepCompleted, `"by-action"`)
+		w.clock.Advance(time.Second)
+		ids, err := w.eng.BatchStatus(t.Context(), store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: w.clock.Now(), NewStatus: workflow.StatusRunning, Limit: 10})
+		if err != nil || !slices.Equal(ids, []string{"by-batch"}) {
+			t.Fatalf("BatchStatus = %v, %v", ids, err)
+		}
+		w.wantStep("by-batch", "paid", workflow.StepCompleted, `"by-batch"`)
+	})
+}
