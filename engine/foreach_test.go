@@ -31,7 +31,7 @@ steps:
 // step's output is in item order.
 func TestForeachBoundedUnderConcurrentWorkers(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		const items = 24
+		const items = 12
 		var n *node
 		var overs, indexMissing atomic.Int32
 		var maxSeen atomic.Int32

@@ -325,7 +325,8 @@ func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string,
 // startIteration queues iteration i of step id with its rendered input: a
 // task of the step's handler (http: the engine's http queue). prev is the
 // iteration's row when it ran before. This is where a step type whose
-// iterations start differently plugs in.
+// iterations start differently plugs in (a workflow step: a child workflow
+// per item, its completion reported as the iteration's).
 func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string, i int, input json.RawMessage, prev *Task, now time.Time, ch *Change) {
 	step, _ := c.Def.Step(id)
 	queue := step.Handler

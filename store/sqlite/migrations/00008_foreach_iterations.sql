@@ -5,6 +5,10 @@
 -- twice. SQLite cannot change a UNIQUE constraint: the table is rebuilt.
 
 -- +goose Up
+-- The column is added first: should another process have applied this
+-- migration meanwhile, this fails, and Migrate sees that it lost the race
+-- instead of rebuilding the table a second time.
+ALTER TABLE workflow_tasks ADD COLUMN iteration INTEGER NOT NULL DEFAULT 0 CHECK (iteration >= 0);
 CREATE TABLE workflow_tasks_new (
     id               TEXT    NOT NULL PRIMARY KEY,
     instance_id      TEXT    NOT NULL REFERENCES workflow_instances (id),
@@ -27,9 +31,9 @@ CREATE TABLE workflow_tasks_new (
     UNIQUE (instance_id, step_id, iteration)
 ) STRICT;
 INSERT INTO workflow_tasks_new (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-    lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at)
+    lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration)
 SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-    lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at
+    lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration
 FROM workflow_tasks;
 DROP TABLE workflow_tasks;
 ALTER TABLE workflow_tasks_new RENAME TO workflow_tasks;
