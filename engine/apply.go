@@ -72,6 +72,7 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 	for attempt := 1; ; attempt++ {
 		var out *workflow.Instance
 		var w *store.Write
+		var parents []*store.Write
 		var d *decided
 		var decideErr error
 		once := func(q store.Querier) error {
@@ -86,7 +87,7 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			}
 			w = d.write(now)
 			var err error
-			out, err = e.applyWithParent(ctx, q, w)
+			out, parents, err = e.applyWithParent(ctx, q, w)
 			return err
 		}
 		var err error
@@ -111,8 +112,10 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		}
 		if err == nil {
 			e.takeEvents(ctx, out, w)
-			if !w.TasksOnly {
-				e.cancelDroppedChildren(ctx, w)
+			for _, written := range append([]*store.Write{w}, parents...) {
+				if !written.TasksOnly {
+					e.cancelDroppedChildren(ctx, written)
+				}
 			}
 			return out, w, &d.ch, nil
 		}

@@ -154,12 +154,14 @@ func reportsToParent(status workflow.Status) bool {
 // parent's write is guarded by its task's lease and its version: a second
 // delivery of an outcome (another node, a retried write) misses, and the
 // decision made again on a fresh read finds that the step no longer waits.
-func (e *Engine) applyWithParent(ctx context.Context, q store.Querier, w *store.Write) (*workflow.Instance, error) {
+//
+// It returns the instance w wrote and the parents' writes it made.
+func (e *Engine) applyWithParent(ctx context.Context, q store.Querier, w *store.Write) (*workflow.Instance, []*store.Write, error) {
 	ws := []*store.Write{w}
 	for cur := w; len(ws) <= rules.MaxChildDepth+1; {
 		pw, err := e.parentOutcome(ctx, q, cur)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if pw == nil {
 			break
@@ -167,18 +169,19 @@ func (e *Engine) applyWithParent(ctx context.Context, q store.Querier, w *store.
 		ws, cur = append(ws, pw), pw
 	}
 	if len(ws) == 1 {
-		return q.Apply(ctx, w)
+		out, err := q.Apply(ctx, w)
+		return out, nil, err
 	}
 	_, written, err := q.ApplyGroup(ctx, nil, ws, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, pw := range ws[1:] {
 		if pw.Notify {
 			e.wake()
 		}
 	}
-	return written[0], nil
+	return written[0], ws[1:], nil
 }
 
 // parentOutcome is the parent's write that w, a write of a child workflow,
@@ -234,9 +237,13 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 		}
 	}
 	prior := parent.State.Clone()
-	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, read: byID(row), prior: &prior}
+	// Every row of the parent: a foreach iteration that fails for good
+	// cancels the others (their guards are the rows as read).
+	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, read: byID(tasks...), prior: &prior}
+	env := e.rulesFor(ctx)
+	env.Tasks = byStep(tasks)
 	var ok bool
-	if d.ch, ok, err = e.decide.ChildFinished(pc, parent, &tv, child.ID, w.FinalStatus(), output, w.Now); err != nil || !ok {
+	if d.ch, ok, err = env.ChildFinished(pc, parent, &tv, child.ID, w.FinalStatus(), output, w.Now); err != nil || !ok {
 		return nil, err
 	}
 	return d.write(w.Now), nil
@@ -328,9 +335,15 @@ func (e *Engine) decideChildOutcome(ctx context.Context, q store.Querier, parent
 	}
 	tv := taskView(row)
 	prior := parent.State.Clone()
-	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, read: byID(row), prior: &prior}
+	tasks, err := q.TasksOfInstance(ctx, parent.ID, store.LockNone)
+	if err != nil {
+		return nil, err
+	}
+	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, read: byID(tasks...), prior: &prior}
+	env := e.rulesFor(ctx)
+	env.Tasks = byStep(tasks)
 	var ok bool
-	if d.ch, ok, err = e.decide.ChildFinished(pc, parent, &tv, child.ID, child.Status, output, now); err != nil || !ok {
+	if d.ch, ok, err = env.ChildFinished(pc, parent, &tv, child.ID, child.Status, output, now); err != nil || !ok {
 		return nil, err
 	}
 	return d, nil

@@ -100,3 +100,22 @@ func (st *StepState) SetChildOf(iteration int, id string) {
 	}
 	st.Extra[childrenKey] = raw
 }
+
+// ClearChildOf forgets the child workflow of a step's iteration (see
+// ChildOf): its attempt ended and the next one starts another.
+func (st *StepState) ClearChildOf(iteration int) {
+	if st == nil || st.Extra == nil {
+		return
+	}
+	if iteration == 0 {
+		delete(st.Extra, childKey)
+		return
+	}
+	var ids []*string
+	if raw, ok := st.Extra[childrenKey]; !ok || json.Unmarshal(raw, &ids) != nil || iteration > len(ids) {
+		return
+	}
+	ids[iteration-1] = nil
+	raw, _ := json.Marshal(ids) // strings and nulls always encode
+	st.Extra[childrenKey] = raw
+}

@@ -93,8 +93,22 @@ func TestFailedChildFailsTheAttemptAndTheRetryWaitsForANewChild(t *testing.T) {
 			!strings.Contains(w.step("sub").Error, "child workflow kid-1 is "+string(status)) {
 			t.Fatalf("%s: task %+v, step %+v", status, task, w.step("sub"))
 		}
+		if got := w.step("sub").Child(); got != "" {
+			t.Fatalf("%s: between attempts the step still names child %q", status, got)
+		}
+		// Delivered again, before the new attempt has started its child:
+		// the old child's outcome (a sweep finding it) is not this
+		// attempt's.
+		next := w.deliver("sub")
+		if _, ok, _ := w.env.ChildFinished(w.c, w.inst, next, "kid-1", status, nil, w.now); ok {
+			t.Fatalf("%s: the first child's outcome failed the second attempt before it started a child", status)
+		}
+		ch, err = w.env.StartChild(w.inst, next, next.Lease, "kid-2", w.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.apply(ch)
 		// The old child's outcome reaches nobody now; the next attempt's does.
-		w.startChild("kid-2")
 		if _, ok, _ := w.env.ChildFinished(w.c, w.inst, w.tasks["sub"], "kid-1", workflow.StatusCompleted, nil, w.now); ok {
 			t.Fatalf("%s: the first child's outcome was taken for the second's", status)
 		}

@@ -106,6 +106,11 @@ func (env Env) failAttempt(c *Definition, inst *workflow.Instance, t *Task, msg 
 	if retryable && t.Attempt < t.MaxAttempts {
 		t.Status = TaskQueued
 		t.RunAt = now
+		if t.Queue == QueueChild {
+			// The attempt's child is done with: until the next attempt
+			// starts its own, no child's outcome is this step's.
+			st.ClearChildOf(t.Iteration)
+		}
 		if !requeueNow {
 			step, _ := c.Def.Step(t.StepID)
 			policy := step.RetryPolicyOrDefault()
