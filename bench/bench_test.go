@@ -49,6 +49,9 @@ func short(s store.Backend, sc bench.Scenario, progress *syncBuffer) bench.Confi
 	cfg.Store, cfg.Scenario, cfg.Progress = s, sc, progress
 	cfg.Clients, cfg.Duration, cfg.ProgressInterval = 4, time.Second, 250*time.Millisecond
 	cfg.Rows, cfg.Steps, cfg.Instances = 2000, 50, 200
+	// A foreach workflow of the default 1,000 items takes seconds to drain
+	// under the race detector; 20 run every rule of the scenario.
+	cfg.Items = 20
 	cfg.Retry = store.RetryPolicy{Base: time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: 100}
 	return cfg
 }
