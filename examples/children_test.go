@@ -3,14 +3,11 @@ package examples
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
-	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -21,31 +18,12 @@ import (
 func TestOrderLinesExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := server.New(ctx, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.Register("echo", func(_ context.Context, t engine.Task) (json.RawMessage, error) { return t.Input, nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c := srv.Client()
-	for _, f := range []string{"order-line", "order-lines"} {
-		body, err := os.ReadFile(f + ".yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := c.PutDefinition(ctx, f, body); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-	}
+	c := exampleServer(t, func(_ context.Context, t engine.Task) (json.RawMessage, error) { return t.Input, nil }, "order-line", "order-lines")
 	if _, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "ol-1", Definition: "order-lines", Input: json.RawMessage(`{"lines": [{"sku": "A-1", "quantity": 2}, {"sku": "B-7", "quantity": 1}, {"sku": "C-3", "quantity": 5}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var inst *workflow.Instance
+	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if inst, err = c.GetWorkflow(ctx, "ol-1"); err != nil {
 			t.Fatal(err)

@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
-	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -23,23 +21,9 @@ import (
 func TestApprovalOrTimeoutExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := server.New(ctx, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.Register("echo", func(_ context.Context, tk engine.Task) (json.RawMessage, error) { return tk.Input, nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c := srv.Client()
+	c := exampleServer(t, func(_ context.Context, tk engine.Task) (json.RawMessage, error) { return tk.Input, nil }, "approval-or-timeout")
 	def, err := os.ReadFile("approval-or-timeout.yaml")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := c.PutDefinition(ctx, "approval-or-timeout", def); err != nil {
 		t.Fatal(err)
 	}
 	wait := func(id string, ok func(*workflow.Instance) bool) *workflow.Instance {

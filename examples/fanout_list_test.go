@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/httpapi"
-	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
@@ -21,25 +18,7 @@ import (
 func TestFanoutListExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := server.New(ctx, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	if err := srv.Register("echo", worker.Echo); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c := srv.Client()
-	def, err := os.ReadFile("fanout-list.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := c.PutDefinition(ctx, "fanout-list", def); err != nil {
-		t.Fatal(err)
-	}
+	c := exampleServer(t, worker.Echo, "fanout-list")
 	images := make([]string, 20)
 	for i := range images {
 		images[i] = fmt.Sprintf("img-%02d.png", i)

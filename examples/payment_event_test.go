@@ -3,14 +3,11 @@ package examples
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/httpapi"
-	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
@@ -22,31 +19,13 @@ import (
 func TestPaymentEventExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := server.New(ctx, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
 	release := make(chan struct{})
-	if err := srv.Register("echo", func(ctx context.Context, task worker.Task) (json.RawMessage, error) {
+	c := exampleServer(t, func(ctx context.Context, task worker.Task) (json.RawMessage, error) {
 		if task.Step == "reserve" && task.WorkflowID == "early" {
 			<-release // the payment comes before the order waits for it
 		}
 		return task.Input, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c := srv.Client()
-	def, err := os.ReadFile("payment-event.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := c.PutDefinition(ctx, "payment-event", def); err != nil {
-		t.Fatal(err)
-	}
+	}, "payment-event")
 	for _, id := range []string{"o-1", "early"} {
 		if _, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: id, Definition: "payment-event", Input: json.RawMessage(`{"id": "` + id + `", "sku": "A-1"}`)}); err != nil {
 			t.Fatal(err)

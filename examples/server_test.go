@@ -1,0 +1,43 @@
+package examples
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/server"
+)
+
+// exampleServer starts a server on a fresh SQLite database whose in-process
+// workers run echo as the "echo" handler, applies the example definitions
+// named (the files NAME.yaml of this folder, in order: a child's before its
+// parent's) and returns its client.
+func exampleServer(t *testing.T, echo engine.Handler, names ...string) *httpapi.Client {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := server.New(ctx, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.Register("echo", echo); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client()
+	for _, name := range names {
+		body, err := os.ReadFile(name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.PutDefinition(ctx, name, body); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	return c
+}
