@@ -7,26 +7,20 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/flowd/flowd/workflow"
 )
 
-// EventQueuePrefix starts the queue of every task that waits for an event.
-// The engine serves these queues itself and never hands them to a worker:
-// no claim names them (handler names cannot contain ':').
-const EventQueuePrefix = "flowd:event/"
+// EventQueuePrefix, EventQueue and ParseEventQueue name the queues of the
+// tasks waiting for events (see workflow.EventQueue).
+const EventQueuePrefix = workflow.EventQueuePrefix
 
-// EventQueue is the queue of the tasks of wait steps waiting for the event
-// name with key. An event name has no '/', so the name ends at the first
-// one after the prefix and the key, whatever it holds, is the rest.
-func EventQueue(name, key string) string { return EventQueuePrefix + name + "/" + key }
+// EventQueue is workflow.EventQueue.
+func EventQueue(name, key string) string { return workflow.EventQueue(name, key) }
 
-// ParseEventQueue returns the event name and key of an event queue, and
-// false for any other queue.
+// ParseEventQueue is workflow.ParseEventQueue.
 func ParseEventQueue(queue string) (name, key string, ok bool) {
-	rest, ok := strings.CutPrefix(queue, EventQueuePrefix)
-	if !ok {
-		return "", "", false
-	}
-	return strings.Cut(rest, "/")
+	return workflow.ParseEventQueue(queue)
 }
 
 // Event is one published event, as stored.

@@ -112,6 +112,26 @@ const (
 	MaxEventKeyLength  = 256
 )
 
+// EventQueuePrefix starts the queue of every task of a wait step waiting
+// for an event. The engine serves these queues itself and never hands them
+// to a worker: no claim names them (handler names cannot contain ':').
+const EventQueuePrefix = "flowd:event/"
+
+// EventQueue is the queue of the tasks of wait steps waiting for the event
+// name with key. An event name has no '/', so the name ends at the first
+// one after the prefix and the key, whatever it holds, is the rest.
+func EventQueue(name, key string) string { return EventQueuePrefix + name + "/" + key }
+
+// ParseEventQueue returns the event name and key of an event queue, and
+// false for any other queue.
+func ParseEventQueue(queue string) (name, key string, ok bool) {
+	rest, ok := strings.CutPrefix(queue, EventQueuePrefix)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "/")
+}
+
 // EventNameProblem says what is wrong with an event name ("" when it is
 // valid): 1–128 characters of [A-Za-z0-9._:-].
 func EventNameProblem(name string) string {

@@ -12,13 +12,9 @@ import (
 )
 
 // EventQueuePrefix starts the queue of a wait step's task while it waits
-// for an event (the store's EventQueuePrefix, by value). No worker claims
-// these queues: an event, delivered by the engine, completes the task.
-const EventQueuePrefix = "flowd:event/"
-
-// EventQueue is the queue of the tasks waiting for event name with key; an
-// event name has no '/', so the key is everything after the second one.
-func EventQueue(name, key string) string { return EventQueuePrefix + name + "/" + key }
+// for an event (workflow.EventQueuePrefix). No worker claims these queues:
+// an event, delivered by the engine, completes the task.
+const EventQueuePrefix = workflow.EventQueuePrefix
 
 // IsEventQueue reports whether queue is one of an event's waiters.
 func IsEventQueue(queue string) bool { return strings.HasPrefix(queue, EventQueuePrefix) }
@@ -77,7 +73,7 @@ func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow
 	}
 	st.Extra["event"] = waiting
 	st.Error = ""
-	queue := EventQueue(step.Event, key)
+	queue := workflow.EventQueue(step.Event, key)
 	if prev != nil {
 		t := *prev
 		t.Queue, t.Status, t.RunAt, t.Input = queue, TaskQueued, now, waiting
@@ -108,7 +104,7 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, 
 		return Change{}, fmt.Errorf("%w: workflow %s is %s", ErrEventNotTaken, inst.ID, inst.Status)
 	case st == nil || st.Status != workflow.StepWaiting:
 		return Change{}, fmt.Errorf("%w: step %q of workflow %s is not waiting", ErrEventNotTaken, t.StepID, inst.ID)
-	case t.Status != TaskQueued || t.Queue != EventQueue(ev.Name, ev.Key):
+	case t.Status != TaskQueued || t.Queue != workflow.EventQueue(ev.Name, ev.Key):
 		return Change{}, fmt.Errorf("%w: step %q of workflow %s does not wait for event %q with key %q", ErrEventNotTaken, t.StepID, inst.ID, ev.Name, ev.Key)
 	case ev.CreatedAt.Before(inst.CreatedAt):
 		return Change{}, fmt.Errorf("%w: event %s was published before workflow %s was created", ErrEventNotTaken, ev.ID, inst.ID)
