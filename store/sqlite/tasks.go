@@ -239,11 +239,14 @@ LIMIT ?1`
 
 	// dueChildrenSQL reads the leased tasks of workflow steps through the
 	// partial expiry index (only tasks in flight) and looks up each one's
-	// instance and the child its step names by primary key. Step ids are
+	// instance and the child its step names (an iteration's: its item's
+	// entry of children) by primary key. Step ids are
 	// of [A-Za-z0-9_.-], so quoted they are one key of the JSON path.
 	dueChildrenSQL = `SELECT ` + dueTaskColumns + `
 FROM workflow_tasks AS t CROSS JOIN workflow_instances AS i ON i.id = t.instance_id
-CROSS JOIN workflow_instances AS c ON c.id = json_extract(i.state, '$.steps."' || t.step_id || '".child')
+CROSS JOIN workflow_instances AS c ON c.id = CASE WHEN t.iteration = 0
+	THEN json_extract(i.state, '$.steps."' || t.step_id || '".child')
+	ELSE json_extract(i.state, '$.steps."' || t.step_id || '".children[' || (t.iteration - 1) || ']') END
 WHERE t.status = 'LEASED' AND t.queue = '` + store.QueueChild + `'
 	AND c.status IN ('COMPLETED', 'FAILED', 'TIMED_OUT', 'CANCELLED')
 ORDER BY t.id
