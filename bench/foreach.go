@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,18 +44,9 @@ type foreachScenario struct {
 }
 
 func (f *foreachScenario) prepare(ctx context.Context) error {
-	cfg := f.r.cfg
-	log := slog.New(slog.DiscardHandler)
-	if f.r.out != nil {
-		log = slog.New(slog.NewTextHandler(f.r.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	eng, err := engine.New(engine.Config{Store: f.r.s, Logger: log, Workers: &cfg.Workers})
+	eng, err := f.r.newEngine(ctx, foreachHandler, f.handle, foreachDefName, foreachDefinition(f.r.cfg.Items))
 	if err != nil {
 		return err
-	}
-	eng.Register(foreachHandler, f.handle)
-	if _, _, err := eng.PutDefinition(ctx, []byte(foreachDefinition(cfg.Items))); err != nil {
-		return fmt.Errorf("defining %s: %w", foreachDefName, err)
 	}
 	if err := eng.Start(ctx); err != nil {
 		return err

@@ -51,17 +51,9 @@ type workflowScenario struct {
 
 func (w *workflowScenario) prepare(ctx context.Context) error {
 	cfg := w.r.cfg
-	log := slog.New(slog.DiscardHandler)
-	if w.r.out != nil {
-		log = slog.New(slog.NewTextHandler(w.r.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	eng, err := engine.New(engine.Config{Store: w.r.s, Logger: log, Workers: &cfg.Workers})
+	eng, err := w.r.newEngine(ctx, noopHandler, w.handle, chainName, chainDef)
 	if err != nil {
 		return err
-	}
-	eng.Register(noopHandler, w.handle)
-	if _, _, err := eng.PutDefinition(ctx, []byte(chainDef)); err != nil {
-		return fmt.Errorf("defining %s: %w", chainName, err)
 	}
 	if cfg.MaxInFlight > 0 {
 		w.slots = make(chan struct{}, cfg.MaxInFlight)
@@ -231,4 +223,24 @@ func (w *workflowScenario) close() {
 	if w.eng != nil {
 		w.eng.Stop()
 	}
+}
+
+// newEngine is the engine of a scenario that runs workflows: on the run's
+// store, with cfg.Workers in-process workers serving handler under name,
+// warnings logged to the run's output, and the definition def (named
+// defName) stored. It is not started.
+func (r *runner) newEngine(ctx context.Context, name string, handler engine.Handler, defName, def string) (*engine.Engine, error) {
+	log := slog.New(slog.DiscardHandler)
+	if r.out != nil {
+		log = slog.New(slog.NewTextHandler(r.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	eng, err := engine.New(engine.Config{Store: r.s, Logger: log, Workers: &r.cfg.Workers})
+	if err != nil {
+		return nil, err
+	}
+	eng.Register(name, handler)
+	if _, _, err := eng.PutDefinition(ctx, []byte(def)); err != nil {
+		return nil, fmt.Errorf("defining %s: %w", defName, err)
+	}
+	return eng, nil
 }
