@@ -66,6 +66,7 @@ class FlowdServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.proc.stdout.close()
         self._tmp.cleanup()
 
 
