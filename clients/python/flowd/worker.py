@@ -313,7 +313,9 @@ class Worker:
         while True:
             left = lease.get() - time.time()
             wait = left if capped else max(left / 3, 0.05)
-            if done.wait(max(wait, 0)):
+            # Capped at an hour, the longest lease, so that a far-off expiry
+            # cannot overflow the wait.
+            if done.wait(min(max(wait, 0), 3600)):
                 return
             if time.time() >= lease.get():
                 _cancel(task, "attempt timed out: the step's timeout caps the lease" if capped

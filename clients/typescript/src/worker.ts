@@ -52,7 +52,9 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
       signal?.removeEventListener("abort", done);
       resolve();
     };
-    const timer = setTimeout(done, Math.max(ms, 0));
+    // Capped at an hour, the longest lease: setTimeout fires at once for a
+    // delay past 2^31-1 ms.
+    const timer = setTimeout(done, Math.min(Math.max(ms, 0), 3_600_000));
     signal?.addEventListener("abort", done);
   });
 }
