@@ -145,6 +145,22 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(len(seen), 1)
         self.assertIn("lost the lease", seen[0])
 
+    def test_the_steps_timeout_cancels_the_task(self):
+        definition = self.define({"timeout": "2s", "retry": {"max_attempts": 1}})
+        tasks = []
+
+        def overrun(task):
+            tasks.append(task)
+            task.cancelled.wait(20)
+            return "too late"
+        # Heartbeats cannot move the lease past the step's timeout.
+        self.start_worker(overrun, lease_seconds=1)
+        done = wait_for(self.client, self.client.start_workflow(definition=definition).id)
+        self.assertEqual(done.status, "FAILED")
+        self.assertIn("timed out", done.state["steps"]["a"]["error"])
+        self.assertEqual(len(tasks), 1)
+        self.assertTrue(tasks[0].cancelled.wait(20), "the handler is told to give up")
+
     def test_stop_lets_a_running_handler_finish(self):
         definition = self.define({})
         started = threading.Event()

@@ -135,6 +135,23 @@ describe("Worker against flowd serve", () => {
     assert.match(reasons[0], /lost the lease/);
   });
 
+  test("the step's timeout aborts the task", async () => {
+    const definition = await define({ timeout: "2s", retry: { max_attempts: 1 } });
+    const tasks = [];
+    // Heartbeats cannot move the lease past the step's timeout.
+    startWorker(async (task) => {
+      tasks.push(task);
+      await new Promise((r) => task.signal.addEventListener("abort", r));
+      return "too late";
+    }, { leaseSeconds: 1 });
+    const done = await waitFor(client, (await client.startWorkflow({ definition })).id);
+    assert.equal(done.status, "FAILED");
+    assert.match(done.state.steps.a.error, /timed out/);
+    assert.equal(tasks.length, 1);
+    for (let i = 0; i < 400 && !tasks[0].signal.aborted; i++) await sleep(50);
+    assert.equal(tasks[0].signal.aborted, true, "the handler is told to give up");
+  });
+
   test("stop lets a running handler finish", async () => {
     const definition = await define({});
     let running;
