@@ -1,0 +1,84 @@
+"""A real `flowd serve` for the tests: a temporary SQLite database on a free port.
+
+FLOWD_BIN names the flowd binary (scripts/test-clients builds it once); without
+it the binary is built from this repository with `go build`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from flowd import Client, Instance
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+_SERVING = re.compile(r"flowd is serving the API at (\S+)/v1")
+
+
+def flowd_binary(tmp: str) -> str:
+    path = os.environ.get("FLOWD_BIN")
+    if path:
+        return path
+    path = os.path.join(tmp, "flowd")
+    subprocess.run(["go", "build", "-o", path, "./cmd/flowd"], cwd=REPO, check=True)
+    return path
+
+
+class FlowdServer:
+    """flowd serve with a short sweep interval, so that expired leases are
+    noticed within a tenth of a second."""
+
+    def __init__(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="flowd-python-")
+        binary = flowd_binary(self._tmp.name)
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--addr", "127.0.0.1:0", "--db", "sqlite:" + os.path.join(self._tmp.name, "flowd.db"),
+             "--sweep-interval", "100ms", "--log-level", "warn"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        found = threading.Event()
+        self.url = ""
+
+        def drain():
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                m = _SERVING.search(line)
+                if m and not found.is_set():
+                    self.url = m.group(1)
+                    found.set()
+            found.set()
+        threading.Thread(target=drain, daemon=True).start()
+        if not found.wait(30) or not self.url:
+            self.close()
+            raise RuntimeError("flowd serve did not start:\n" + "".join(self.lines))
+        self.client = Client(self.url)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self._tmp.cleanup()
+
+
+def wait_for(client: Client, workflow_id: str, statuses=("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"),
+             timeout: float = 30) -> Instance:
+    """Reads the instance until its status is one of statuses; fails the test after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        inst = client.get_workflow(workflow_id)
+        if inst.status in statuses:
+            return inst
+        if time.monotonic() > deadline:
+            raise unittest.TestCase.failureException(
+                f"workflow {workflow_id} still {inst.status} after {timeout}s: {inst.state}")
+        time.sleep(0.05)

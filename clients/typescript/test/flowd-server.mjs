@@ -1,0 +1,70 @@
+// A real `flowd serve` for the tests: a temporary SQLite database on a free port.
+// FLOWD_BIN names the flowd binary (scripts/test-clients builds it once);
+// without it the binary is built from this repository with `go build`.
+
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Client } from "../dist/src/index.js";
+
+export const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+
+/** Starts flowd serve with a short sweep interval, so that expired leases are noticed within 0.1 s. */
+export async function startServer() {
+  const tmp = mkdtempSync(join(tmpdir(), "flowd-ts-"));
+  let bin = process.env.FLOWD_BIN;
+  if (!bin) {
+    bin = join(tmp, "flowd");
+    execFileSync("go", ["build", "-o", bin, "./cmd/flowd"], { cwd: REPO, stdio: "inherit" });
+  }
+  const proc = spawn(bin, ["serve", "--addr", "127.0.0.1:0", "--db", `sqlite:${join(tmp, "flowd.db")}`,
+    "--sweep-interval", "100ms", "--log-level", "warn"], { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`flowd serve did not start:\n${output}`)), 30_000);
+    const onData = (chunk) => {
+      output += chunk;
+      const m = /flowd is serving the API at (\S+)\/v1/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    proc.stdout.on("data", onData);
+    proc.stderr.on("data", onData);
+    proc.on("exit", (code) => reject(new Error(`flowd serve exited with ${code}:\n${output}`)));
+  });
+  return {
+    url,
+    client: new Client(url),
+    async close() {
+      if (proc.exitCode === null) {
+        const exited = new Promise((resolve) => proc.once("exit", resolve));
+        proc.kill("SIGTERM");
+        await exited;
+      }
+      rmSync(tmp, { recursive: true, force: true });
+    },
+  };
+}
+
+const FINAL = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
+
+/** Reads the instance until its status is final (or one of statuses); throws after timeoutMs. */
+export async function waitFor(client, id, statuses = FINAL, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const inst = await client.getWorkflow(id);
+    if (statuses.includes(inst.status)) return inst;
+    if (Date.now() > deadline) {
+      throw new Error(`workflow ${id} still ${inst.status} after ${timeoutMs} ms: ${JSON.stringify(inst.state)}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export function unique(prefix) {
+  return `${prefix}-${Math.random().toString(16).slice(2, 10)}`;
+}
