@@ -69,6 +69,10 @@ func Parse(expr, zone string) (*Cron, error) {
 		if d < MinEvery {
 			return nil, fmt.Errorf("%w: cron %q: @every needs a duration of at least %s", ErrInvalid, expr, MinEvery)
 		}
+		if d%time.Microsecond != 0 {
+			// Fire times are stored to the microsecond.
+			return nil, fmt.Errorf("%w: cron %q: @every needs a whole number of microseconds", ErrInvalid, expr)
+		}
 		c.every = d
 		return c, nil
 	case strings.HasPrefix(expr, "@"):

@@ -81,6 +81,7 @@ func TestParseErrors(t *testing.T) {
 		{"0 0 30 2 *", "", "never fires"},
 		{"@every 500ms", "", "at least 1s"},
 		{"@every soon", "", "Go duration"},
+		{"@every 1.0000001s", "", "whole number of microseconds"},
 		{"@weekly", "", "the @ forms are"},
 		{"* * * * *", "Mars/Olympus", "not an IANA time zone"},
 		{"* * * * *", "Local", "depends on the machine"},
