@@ -42,19 +42,19 @@ var errFiredBefore = errors.New("the fire time's instance already exists")
 // Errors: store.ErrInvalidArgument (wrapping what is wrong), an error
 // wrapping store.ErrNotFound for an unknown definition.
 func (e *Engine) PutSchedule(ctx context.Context, s store.Schedule) (*store.Schedule, bool, error) {
-	if err := store.ValidateScheduleName(s.Name); err != nil {
+	if s.Timezone == "" {
+		s.Timezone = "UTC"
+	}
+	s.FiredUntil = e.clock()
+	if err := s.Normalize(); err != nil {
 		return nil, false, err
 	}
 	if _, err := schedule.Parse(s.Cron, s.Timezone); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
 	}
-	if s.Definition == "" {
-		return nil, false, fmt.Errorf("%w: a schedule needs a definition", store.ErrInvalidArgument)
-	}
 	if _, err := e.compiled(ctx, s.Definition, 0); err != nil {
 		return nil, false, err
 	}
-	s.FiredUntil = e.clock()
 	return e.schedules().PutSchedule(ctx, s)
 }
 
@@ -346,4 +346,26 @@ func (e *Engine) startFire(ctx context.Context, s *store.Schedule, f store.Sched
 	}
 	e.log.Info("schedule fired", "schedule", s.Name, "fire_time", at, "instance", id)
 	return nil
+}
+
+// GetSchedule returns the schedule name (store.ErrNotFound).
+func (e *Engine) GetSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+	return e.schedules().GetSchedule(ctx, name)
+}
+
+// ListSchedules returns every schedule by name.
+func (e *Engine) ListSchedules(ctx context.Context) ([]*store.Schedule, error) {
+	return e.schedules().ListSchedules(ctx)
+}
+
+// DeleteSchedule deletes the schedule name; the instances it started stay.
+func (e *Engine) DeleteSchedule(ctx context.Context, name string) error {
+	return e.schedules().DeleteSchedule(ctx, name)
+}
+
+// SetSchedulePaused pauses or resumes the schedule name. A resumed schedule
+// fires the fire times of its pause that are still within its catch-up
+// window; older ones are misses.
+func (e *Engine) SetSchedulePaused(ctx context.Context, name string, paused bool) (*store.Schedule, error) {
+	return e.schedules().SetSchedulePaused(ctx, name, paused)
 }
