@@ -105,9 +105,13 @@ func (n *schedNode) cancel(id string) {
 	}
 }
 
-func (n *schedNode) fires(name string) float64 { return labelledValue(n.m.ScheduleFires.WithLabelValues(name)) }
+func (n *schedNode) fires(name string) float64 {
+	return labelledValue(n.m.ScheduleFires.WithLabelValues(name))
+}
 
-func (n *schedNode) misses(name string) float64 { return labelledValue(n.m.ScheduleMisses.WithLabelValues(name)) }
+func (n *schedNode) misses(name string) float64 {
+	return labelledValue(n.m.ScheduleMisses.WithLabelValues(name))
+}
 
 // labelledValue reads one counter of a vector.
 func labelledValue(c interface{ Write(*dto.Metric) error }) float64 {

@@ -176,4 +176,3 @@ func mustZone(t *testing.T, name string) *time.Location {
 	}
 	return loc
 }
-
