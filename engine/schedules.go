@@ -235,14 +235,16 @@ func (e *Engine) fireNext(ctx context.Context, s *store.Schedule, c *schedule.Cr
 	now := e.clock()
 	guard := store.ScheduleFire{Name: s.Name, FiredUntil: s.FiredUntil, BufferedFireAt: s.BufferedFireAt,
 		NewFiredUntil: s.FiredUntil, NewBufferedFireAt: s.BufferedFireAt}
-	running, err := e.previousRunning(ctx, s)
-	if err != nil {
-		return err
-	}
-	if s.BufferedFireAt != nil && !running {
-		f := guard
-		f.NewBufferedFireAt = nil
-		return e.startFire(ctx, s, f, *s.BufferedFireAt)
+	if s.BufferedFireAt != nil {
+		running, err := e.previousRunning(ctx, s)
+		if err != nil {
+			return err
+		}
+		if !running {
+			f := guard
+			f.NewBufferedFireAt = nil
+			return e.startFire(ctx, s, f, *s.BufferedFireAt)
+		}
 	}
 	next, err := c.Next(s.FiredUntil)
 	if err != nil {
@@ -267,6 +269,12 @@ func (e *Engine) fireNext(ctx context.Context, s *store.Schedule, c *schedule.Cr
 	}
 	f := guard
 	f.NewFiredUntil = next
+	// Only a due fire reads the previous instance: a schedule waiting for
+	// its next fire time costs the scheduler no read but the list.
+	running, err := e.previousRunning(ctx, s)
+	if err != nil {
+		return err
+	}
 	if running {
 		switch s.Overlap {
 		case store.OverlapSkip:
