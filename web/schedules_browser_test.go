@@ -30,7 +30,9 @@ func TestDashboardSchedules(t *testing.T) {
 	if _, err := f.client.BackfillSchedule(ctx, "nightly", day, day.Add(24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	row := func(name string) string { return `document.querySelector('#schedule-table tr[data-name="` + name + `"]')` }
+	row := func(name string) string {
+		return `document.querySelector('#schedule-table tr[data-name="` + name + `"]')`
+	}
 	b.run(a, "list the schedules",
 		chromedp.Navigate(f.url+"/#/schedules"),
 		waitFor(row("nightly")+` && `+row("hourly")),
