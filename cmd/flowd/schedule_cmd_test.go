@@ -42,6 +42,7 @@ func TestScheduleCommands(t *testing.T) {
 	b.golden("schedule-get", 0, "", "schedule", "get", "nightly")
 	b.golden("schedule-get-json", 0, "", "schedule", "get", "nightly", "-o", "json")
 	b.golden("schedule-get-unknown", 4, "", "schedule", "get", "nope")
+	b.golden("schedule-get-no-name", 2, "", "schedule", "get")
 	b.golden("schedule-pause", 0, "", "schedule", "pause", "nightly")
 	b.golden("schedule-resume", 0, "", "schedule", "resume", "nightly")
 	b.golden("schedule-trigger", 0, "", "schedule", "trigger", "nightly")
