@@ -3,6 +3,7 @@ module github.com/flowd/flowd
 go 1.26.8
 
 require (
+	github.com/adhocore/gronx v1.20.4
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2

@@ -127,6 +127,9 @@ type Config struct {
 	// that starts waiting later takes it while it is [DefaultEventRetention,
 	// 24h]. Negative is an error.
 	EventRetention time.Duration
+	// ScheduleInterval is how often the scheduler looks for due fire
+	// times of the schedules (schedules.go) [1s].
+	ScheduleInterval time.Duration
 }
 
 // DefaultMaxStateBytes is Config.MaxStateBytes when it is 0: 4 MiB.
@@ -153,6 +156,8 @@ type Engine struct {
 	expiry    retentionSweep
 	// eventRetention is Config.EventRetention (events.go).
 	eventRetention time.Duration
+	// scheduleEvery is Config.ScheduleInterval (schedules.go).
+	scheduleEvery time.Duration
 	// decide holds the rules with this engine's ids, jitter and state bound.
 	decide rules.Env
 
@@ -250,6 +255,9 @@ func New(cfg Config) (*Engine, error) {
 	if e.sweep <= 0 {
 		e.sweep = time.Second
 	}
+	if e.scheduleEvery = cfg.ScheduleInterval; e.scheduleEvery <= 0 {
+		e.scheduleEvery = time.Second
+	}
 	if e.poll <= 0 {
 		e.poll = 500 * time.Millisecond
 	}
@@ -313,6 +321,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		})
 	}
 	wg.Go(func() { e.sweeper(claimCtx) })
+	wg.Go(func() { e.scheduler(claimCtx) })
 	if e.workers > 0 {
 		e.commits = make(chan *commitReq)
 		// The group is in place before Start returns: a start right after

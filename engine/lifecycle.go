@@ -29,6 +29,10 @@ type StartParams struct {
 	// *store.IdempotencyKeyError and starts nothing.
 	IdempotencyKey string
 	RequestHash    string
+	// write, when set, stores the start instead of the engine's own create:
+	// a schedule's fire writes it with the schedule's advance
+	// (schedules.go). It returns the instance, or an error.
+	write func(ctx context.Context, p store.CreateParams) (*workflow.Instance, error)
 }
 
 // StartWorkflow creates a RUNNING instance with every step in its state and
@@ -84,7 +88,11 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
 	tasks := newRows(ch.Insert)
-	out, err := e.create(ctx, store.CreateParams{
+	write := e.create
+	if p.write != nil {
+		write = p.write
+	}
+	out, err := write(ctx, store.CreateParams{
 		ID: p.ID, Definition: c.Def.Name, DefinitionRevision: c.Def.Revision, Status: ch.Status,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,

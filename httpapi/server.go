@@ -150,6 +150,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/tasks/{task_id}/fail", s.takes(jsonBody, s.failTask))
 	mux.Handle("POST /v1/tasks/{task_id}/heartbeat", s.takes(jsonBody, s.heartbeatTask))
 	mux.HandleFunc("GET /v1/workers", s.listWorkers)
+	s.scheduleRoutes(mux)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	// A collector that fails (flowd_workflows while the database is down)
 	// leaves its metric out; the rest is still served.

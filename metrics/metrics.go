@@ -35,6 +35,8 @@ type Metrics struct {
 	EventsPublished prometheus.Counter
 	EventsDelivered prometheus.Counter
 	EventsExpired   prometheus.Counter
+	// Schedule fires and misses (schedules.go).
+	ScheduleMetrics
 
 	storage storageHealth // what flowd_storage_full and StorageFull report
 }
@@ -134,6 +136,7 @@ func New() *Metrics {
 		m.TasksClaimed, m.TasksCompleted, m.LeaseExpirations, m.WorkflowsDeleted,
 		m.EventsPublished, m.EventsDelivered, m.EventsExpired,
 	)
+	m.registerSchedules()
 	return m
 }
 

@@ -145,6 +145,7 @@ type Backend interface {
 	WorkerStore
 	IdempotencyKeyStore
 	EventStore
+	ScheduleStore
 	Counter
 	Migrator
 

@@ -107,6 +107,7 @@ FLOWD_TOKEN and FLOWD_OUTPUT.`,
 		return &exitCodeError{code: exitUsage, err: err}
 	})
 	root.AddCommand(newMigrateCmd(e), newServeCmd(e), newDefCmd(e), newWorkerCmd(e))
+	root.AddCommand(newScheduleCmd(e))
 	root.AddCommand(newClientCmds(e)...)
 	root.AddCommand(newBenchCmd(e), newDemoCmd(e), newVersionCmd(e))
 	return root

@@ -162,6 +162,7 @@ func TestSchemaIndexes(t *testing.T) {
 		"idempotency_keys.idempotency_keys_created_at_idx",
 		"idempotency_keys.idempotency_keys_workflow_id_idx",
 		"idempotency_keys.sqlite_autoindex_idempotency_keys_1",
+		"schedules.sqlite_autoindex_schedules_1",
 		"workers.sqlite_autoindex_workers_1",
 		"workers.workers_last_poll_at_idx",
 		"workflow_definition_tombstones.sqlite_autoindex_workflow_definition_tombstones_1",

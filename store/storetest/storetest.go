@@ -52,7 +52,7 @@ func Run(t *testing.T, h Harness) {
 			transitionTests, stepTests, hostileTests, batchTests, txTests,
 			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
-			deleteTests, retentionTests, eventTests,
+			deleteTests, retentionTests, eventTests, scheduleTests,
 			linearizabilityTests, applyTests, applyTasksTests, outputTests,
 		} {
 			for _, tc := range groups {

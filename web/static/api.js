@@ -113,5 +113,6 @@ export const api = {
   deleteDefinition: (name) => request('DELETE', `v1/definitions/${enc(name)}`),
   listDefinitions: () => request('GET', 'v1/definitions'),
   listWorkers: () => request('GET', 'v1/workers'),
+  listSchedules: () => request('GET', 'v1/schedules'),
   getDefinition: (name, revision) => request('GET', `v1/definitions/${enc(name)}` + (revision ? `?revision=${enc(revision)}` : '')),
 };

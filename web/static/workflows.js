@@ -15,7 +15,9 @@ export function mount(root, { query }) {
   const status = query.get('status') || '';
   const definition = query.get('definition') || '';
   const limit = Number(query.get('limit')) || PAGE_SIZE;
-  const st = { cursors: [''], page: 0, rows: [], next: '', search: '', loaded: false, error: null };
+  // ?search=PREFIX opens the list searched (the schedules page links to
+  // the instances of a schedule this way: their ids start with its name).
+  const st = { cursors: [''], page: 0, rows: [], next: '', search: (query.get('search') || '').trim(), loaded: false, error: null };
   // found: the server's answer for the id prefix foundFor (first page only).
   const found = { rows: [], for: '', more: false, seq: 0, timer: 0 };
 
@@ -33,7 +35,7 @@ export function mount(root, { query }) {
     STATUSES.map((s) => h('option', { value: s, selected: s === status }, s.replace('_', ' '))));
 
   const search = h('input', {
-    id: 'search', type: 'search', placeholder: 'Search by id (Enter opens it)',
+    id: 'search', type: 'search', placeholder: 'Search by id (Enter opens it)', value: st.search,
     'aria-label': 'Search by workflow id', autocomplete: 'off', spellcheck: 'false',
     oninput: (e) => {
       st.search = e.target.value.trim();

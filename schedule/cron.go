@@ -1,0 +1,201 @@
+// Package schedule computes when a schedule fires: it parses a schedule's
+// `cron` (a 5-field cron expression, `@every D`, `@hourly` or `@daily`) and
+// `timezone`, and gives its fire times. It is pure: no clock, no I/O.
+//
+// Cron fields are matched against the wall clock of the schedule's time
+// zone, with two rules for the days a daylight-saving change skips or
+// repeats local times (the rules of most cron implementations):
+//
+//   - a local time that does not exist (skipped by a spring-forward change,
+//     such as 02:30 on 2026-03-29 in Europe/Paris) fires once, at the first
+//     instant after the gap (03:00 local, the instant of the change);
+//   - a local time that exists twice (repeated by a fall-back change, such as
+//     02:30 on 2026-10-25 in Europe/Paris) fires once, at its first
+//     occurrence (02:30 +02:00).
+//
+// `@every D` fires at the whole multiples of D since 1970-01-01T00:00:00Z, in
+// any zone: the fire times of a schedule do not depend on when a node
+// started, so every node computes the same ones.
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	// The IANA database is embedded so that a machine without zoneinfo
+	// files still resolves every time zone name.
+	_ "time/tzdata"
+
+	"github.com/adhocore/gronx"
+)
+
+// MinEvery is the shortest `@every` interval.
+const MinEvery = time.Second
+
+// macros are the `@` forms a schedule's cron may use besides `@every`.
+var macros = map[string]string{
+	"@hourly": "0 * * * *",
+	"@daily":  "0 0 * * *",
+}
+
+// ErrInvalid is wrapped by every error of Parse.
+var ErrInvalid = errors.New("invalid schedule")
+
+// Cron is a parsed schedule: its fire times in its zone.
+type Cron struct {
+	expr  string         // the 5-field expression; "" for @every
+	every time.Duration  // > 0 for @every
+	loc   *time.Location // the zone the fields are matched in
+}
+
+// Parse checks expr and zone ("" means UTC) and returns the schedule they
+// describe. Errors wrap ErrInvalid and say what is wrong.
+func Parse(expr, zone string) (*Cron, error) {
+	loc, err := LoadZone(zone)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cron{loc: loc}
+	expr = strings.TrimSpace(expr)
+	switch {
+	case expr == "":
+		return nil, fmt.Errorf("%w: cron is empty", ErrInvalid)
+	case strings.HasPrefix(expr, "@every"):
+		d, err := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(expr, "@every")))
+		if err != nil {
+			return nil, fmt.Errorf("%w: cron %q: @every takes a Go duration such as 30s or 1h30m: %w", ErrInvalid, expr, err)
+		}
+		if d < MinEvery {
+			return nil, fmt.Errorf("%w: cron %q: @every needs a duration of at least %s", ErrInvalid, expr, MinEvery)
+		}
+		if d%time.Microsecond != 0 {
+			// Fire times are stored to the microsecond.
+			return nil, fmt.Errorf("%w: cron %q: @every needs a whole number of microseconds", ErrInvalid, expr)
+		}
+		c.every = d
+		return c, nil
+	case strings.HasPrefix(expr, "@"):
+		m, ok := macros[expr]
+		if !ok {
+			return nil, fmt.Errorf("%w: cron %q: the @ forms are @every D, @hourly and @daily", ErrInvalid, expr)
+		}
+		c.expr = m
+	default:
+		if n := len(strings.Fields(expr)); n != 5 {
+			return nil, fmt.Errorf("%w: cron %q has %d fields; it needs 5 (minute hour day-of-month month day-of-week)", ErrInvalid, expr, n)
+		}
+		if !gronx.IsValid(expr) {
+			return nil, fmt.Errorf("%w: cron %q is not a valid 5-field cron expression", ErrInvalid, expr)
+		}
+		c.expr = strings.Join(strings.Fields(expr), " ")
+	}
+	// An expression that never matches (30 February) is refused here
+	// rather than leaving a schedule that silently never fires.
+	if _, err := c.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		return nil, fmt.Errorf("%w: cron %q never fires", ErrInvalid, expr)
+	}
+	return c, nil
+}
+
+// LoadZone returns the IANA time zone name ("" means UTC). "Local" is
+// refused: it would mean a different zone on each node.
+func LoadZone(name string) (*time.Location, error) {
+	if name == "" {
+		return time.UTC, nil
+	}
+	if name == "Local" {
+		return nil, fmt.Errorf("%w: timezone \"Local\" depends on the machine; name an IANA zone such as Europe/Paris", ErrInvalid)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: timezone %q is not an IANA time zone name (such as UTC or Europe/Paris): %w", ErrInvalid, name, err)
+	}
+	return loc, nil
+}
+
+// Location is the zone the schedule's fields are matched in.
+func (c *Cron) Location() *time.Location { return c.loc }
+
+// Every is the interval of an `@every` schedule, 0 for a cron expression.
+func (c *Cron) Every() time.Duration { return c.every }
+
+// Next returns the first fire time strictly after after, in the schedule's
+// zone. The error is gronx's when no fire time is found (an expression that
+// never matches).
+func (c *Cron) Next(after time.Time) (time.Time, error) {
+	if c.every > 0 {
+		n := after.UnixNano() / int64(c.every)
+		if after.UnixNano() < 0 && after.UnixNano()%int64(c.every) != 0 {
+			n-- // floor, not truncation towards zero
+		}
+		return time.Unix(0, (n+1)*int64(c.every)).In(c.loc), nil
+	}
+	// gronx steps through the fields on a clock without daylight-saving
+	// changes (the wall clock of the zone written as UTC); each wall time it
+	// finds is then resolved to an instant by the rules in the package
+	// comment. A resolved instant not after after (the first occurrence of
+	// a repeated time when after is in its second one, or the end of a gap
+	// already fired) is passed over.
+	wall := wallClock(after.In(c.loc))
+	for range 1000 {
+		next, err := gronx.NextTickAfter(c.expr, wall, false)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("cron %q: no next fire time after %s: %w", c.expr, after.Format(time.RFC3339), err)
+		}
+		if t := resolve(next, c.loc); t.After(after) {
+			return t, nil
+		}
+		wall = next
+	}
+	return time.Time{}, fmt.Errorf("cron %q: no next fire time after %s", c.expr, after.Format(time.RFC3339))
+}
+
+// NextN returns the n fire times after after.
+func (c *Cron) NextN(after time.Time, n int) ([]time.Time, error) {
+	out := make([]time.Time, 0, n)
+	for range n {
+		t, err := c.Next(after)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, t)
+		after = t
+	}
+	return out, nil
+}
+
+// wallClock is t's wall clock in its zone, written as a UTC time.
+func wallClock(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// resolve returns the instant at which the wall time w (written as UTC)
+// happens in loc: the instant ending the gap when w does not exist there,
+// the first of the two when it exists twice.
+func resolve(w time.Time, loc *time.Location) time.Time {
+	t := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), loc)
+	if got := wallClock(t); !got.Equal(w) {
+		// w is in a gap; time.Date moved it to one side of the change,
+		// whose instant is the zone boundary on that side.
+		start, end := t.ZoneBounds()
+		if got.After(w) {
+			return start
+		}
+		return end
+	}
+	start, _ := t.ZoneBounds()
+	if start.IsZero() {
+		return t
+	}
+	_, off := t.Zone()
+	_, before := start.Add(-time.Nanosecond).Zone()
+	if before > off {
+		// The clock went back at start: w may also have happened in the
+		// zone before, an hour (or so) earlier.
+		if earlier := t.Add(-time.Duration(before-off) * time.Second); earlier.Before(start) && wallClock(earlier.In(loc)).Equal(w) {
+			return earlier
+		}
+	}
+	return t
+}
