@@ -274,7 +274,7 @@ func (e *Engine) cancelChildren(ctx context.Context, id string) {
 // cancelChild cancels child when it still runs.
 func (e *Engine) cancelChild(ctx context.Context, child *workflow.Instance) {
 	switch child.Status {
-	case workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused:
+	case workflow.StatusPending, workflow.StatusQueued, workflow.StatusRunning, workflow.StatusPaused:
 	default:
 		return
 	}

@@ -82,14 +82,24 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if err != nil {
 		return nil, err
 	}
+	slot, err := slotOf(c, input)
+	if err != nil {
+		return nil, err
+	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
 	tasks := newRows(ch.Insert)
-	out, err := e.create(ctx, store.CreateParams{
+	cp := store.CreateParams{
 		ID: p.ID, Definition: c.Def.Name, DefinitionRevision: c.Def.Revision, Status: ch.Status,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-	})
+		Concurrency: slot,
+	}
+	out, err := e.create(ctx, cp)
+	if slot != nil && errors.Is(err, store.ErrConcurrencyLimit) {
+		// No free slot: the definition's strategy decides.
+		return e.startOverLimit(ctx, c, cp)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +148,16 @@ func (e *Engine) Transition(ctx context.Context, id string, from, to workflow.St
 	if action, ok := rules.ActionFor(from, to); ok {
 		return e.act(ctx, id, action, from, p.Cause)
 	}
-	return e.st.TransitionStatus(ctx, p)
+	if from == workflow.StatusQueued && to == workflow.StatusRunning {
+		// A QUEUED instance starts as the engine starts it: with its first
+		// tasks, if its key has a free slot.
+		return e.startQueuedNow(ctx, id)
+	}
+	out, err := e.st.TransitionStatus(ctx, p)
+	if err == nil && rules.FreesSlot(from, to) {
+		e.afterFreed(ctx, out)
+	}
+	return out, err
 }
 
 // act performs action; when from is set, only on an instance that is from.
@@ -299,9 +318,14 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 		ids, err := e.st.BatchUpdateStatus(ctx, p)
 		if err == nil {
 			// As a cancel does: their children that still run, right
-			// after the batch.
+			// after the batch; and the queues of the slots freed.
 			for _, id := range ids {
 				e.cancelChildren(ctx, id)
+				if rules.FreesSlot(p.Status, p.NewStatus) {
+					if inst, err := e.st.Get(ctx, id); err == nil {
+						e.afterFreed(ctx, inst)
+					}
+				}
 			}
 		}
 		return ids, err

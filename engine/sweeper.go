@@ -57,6 +57,9 @@ func (e *Engine) Sweep(ctx context.Context) error {
 	if err := e.sweepEventWaits(ctx); err != nil {
 		return err
 	}
+	if err := e.promoteDue(ctx); err != nil {
+		return err
+	}
 	if err := e.deleteExpiredKeys(ctx); err != nil {
 		return err
 	}
