@@ -210,6 +210,10 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	if errors.As(err, &mismatch) {
 		return nil, mismatch
 	}
+	if errors.Is(err, store.ErrConcurrencyLimit) {
+		// A retry (FAILED or TIMED_OUT → RUNNING) needs a slot of its key.
+		return nil, fmt.Errorf("cannot %s workflow %s: %w: every slot of its concurrency key is held by a RUNNING or PAUSED instance; try again when one finishes", action, id, store.ErrConcurrencyLimit)
+	}
 	if err != nil {
 		return nil, err
 	}
