@@ -149,6 +149,7 @@ type Backend interface {
 	IdempotencyKeyStore
 	EventStore
 	Counter
+	QueuedCounter
 	Migrator
 
 	// Ping reports whether the database answers.
