@@ -25,6 +25,24 @@ var concurrencyTests = []conformanceTest{
 	{"Concurrency_concurrentCreates", testConcurrencyConcurrentCreates},
 	{"Concurrency_invalid", testConcurrencyInvalid},
 	{"Concurrency_oldestHolder", testConcurrencyOldestHolder},
+	{"Concurrency_queuedDefinitionInUse", testConcurrencyQueuedDefinitionInUse},
+}
+
+// A QUEUED instance still needs its definition: it is live.
+func testConcurrencyQueuedDefinitionInUse(t *testing.T, h Harness) {
+	b := setup(t, h)
+	rev, _, err := b.s.PutDefinition(b.ctx, "d", []byte(`{"name":"d","steps":[{"id":"w","type":"wait"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := slotted("q", "d", "k", 1, workflow.StatusQueued)
+	p.DefinitionRevision = rev
+	b.create(t, p)
+	wantErrorIs(t, "DeleteDefinition with a QUEUED instance", b.s.DeleteDefinition(b.ctx, "d"), store.ErrDefinitionInUse)
+	b.transition(t, "q", workflow.StatusQueued, workflow.StatusCancelled)
+	if err := b.s.DeleteDefinition(b.ctx, "d"); err != nil {
+		t.Errorf("DeleteDefinition once the QUEUED instance is cancelled: %v", err)
+	}
 }
 
 // slotted are the create parameters of an instance of definition def with
