@@ -61,9 +61,12 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The WHEN clause keeps the function from even being called for the
+-- writes of instances without a key, and for statuses that hold no slot.
 CREATE TRIGGER workflow_instances_concurrency_guard
     BEFORE INSERT OR UPDATE OF status ON workflow_instances
-    FOR EACH ROW EXECUTE FUNCTION flowd_concurrency_guard();
+    FOR EACH ROW WHEN (NEW.concurrency_key IS NOT NULL AND NEW.status IN ('RUNNING', 'PAUSED'))
+    EXECUTE FUNCTION flowd_concurrency_guard();
 
 -- +goose Down
 DROP TRIGGER workflow_instances_concurrency_guard ON workflow_instances;
