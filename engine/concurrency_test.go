@@ -230,3 +230,36 @@ func TestConcurrencySweeperPromotes(t *testing.T) {
 		n.waitStatus("orphan", workflow.StatusCompleted, 10*time.Second)
 	})
 }
+
+// A batch QUEUED → RUNNING starts the instances as a promotion does: first
+// steps scheduled, workflow timeout from now.
+func TestConcurrencyBatchStartsQueued(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{noStart: true})
+		n.define("name: bq\ntimeout: 1h\nconcurrency: {limit: 5}\nsteps:\n  - {id: nap, type: sleep, duration: 1h}\n")
+		ctx := context.Background()
+		def, err := n.st.GetDefinition(ctx, "bq", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"b1", "b2"} {
+			st := workflow.State{Steps: map[string]*workflow.StepState{"nap": {Status: workflow.StepPending}}}
+			if _, err := n.st.Create(ctx, store.CreateParams{ID: id, Definition: "bq", DefinitionRevision: def.Revision,
+				Status: workflow.StatusQueued, State: st, Concurrency: &store.ConcurrencySlot{Limit: 5}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids, err := n.eng.BatchStatus(ctx, store.BatchStatusParams{Status: workflow.StatusQueued, NewStatus: workflow.StatusRunning,
+			UpdatedBefore: time.Now().Add(time.Hour), Limit: 10, Cause: "batch"})
+		if err != nil || len(ids) != 2 {
+			t.Fatalf("batch: %v, %v", ids, err)
+		}
+		for _, id := range ids {
+			inst, _ := n.st.Get(ctx, id)
+			tasks, _ := n.st.TasksOfInstance(ctx, id, store.LockNone)
+			if inst.Status != workflow.StatusRunning || inst.Deadline == nil || len(tasks) != 1 || inst.State.Steps["nap"].Status != workflow.StepRunning {
+				t.Errorf("%s after the batch: %s, deadline %v, %d tasks, nap %s", id, inst.Status, inst.Deadline, len(tasks), inst.State.Steps["nap"].Status)
+			}
+		}
+	})
+}

@@ -339,8 +339,16 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	}
 	retry := p.Status == workflow.StatusFailed || p.Status == workflow.StatusTimedOut
 	cause := p.Cause + ": resume"
-	if retry {
+	switch {
+	case retry:
 		cause = p.Cause + ": retry"
+	case p.Status == workflow.StatusQueued:
+		// A QUEUED instance starts: its first steps scheduled and its
+		// workflow timeout from now, as a retry's (its steps are all
+		// PENDING, so there is nothing else for a retry to reset). The
+		// store refuses the batch whole when it would exceed a key's
+		// concurrency limit.
+		retry, cause = true, p.Cause+": start"
 	}
 	// Tasks queued before a pause are claimable again: the batch wakes
 	// the workers even where it writes no task.

@@ -47,6 +47,8 @@ func testConcurrency(t *testing.T, newServer NewServer) {
 	if !strings.Contains(string(r.body), "concurrency") {
 		t.Errorf("409 over the limit says: %s", r.body)
 	}
+	r = a.do("POST", "/v1/batch/status", `{"status":"QUEUED","updated_before":"2100-01-01T00:00:00Z","new_status":"RUNNING","limit":10}`)
+	expect(t, r, 409, "batch QUEUED → RUNNING over the limit")
 	expect(t, a.do("POST", "/v1/workflows/c3/cancel", ""), 200, "cancel a QUEUED instance")
 	expect(t, a.do("POST", "/v1/workflows/c3/status", `{"from":"QUEUED","to":"PAUSED"}`), 422, "QUEUED → PAUSED")
 	// c1 fails; c2 takes its slot; a retry of c1 finds none.
