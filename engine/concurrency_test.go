@@ -263,3 +263,46 @@ func TestConcurrencyBatchStartsQueued(t *testing.T) {
 		}
 	})
 }
+
+// A workflow step's child of a definition with a limit queues behind the
+// running one and starts when it finishes; the parents complete in turn.
+func TestConcurrencyChildWorkflows(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define(concDef("kid", "queue", 1))
+		n.define("name: parent\nsteps:\n  - {id: sub, type: workflow, definition: kid, input: {k: same}}\n")
+		ctx := context.Background()
+		n.start("parent", "p1", `{}`)
+		n.start("parent", "p2", `{}`)
+		childOf := func(id string) string {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				inst, err := n.st.Get(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := inst.State.Steps["sub"].ChildOf(0); c != "" {
+					return c
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never started its child", id)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		c1, c2 := childOf("p1"), childOf("p2")
+		running, queued := c1, c2
+		if n.status(c1) == workflow.StatusQueued {
+			running, queued = c2, c1
+		}
+		if n.status(running) != workflow.StatusRunning || n.status(queued) != workflow.StatusQueued {
+			t.Fatalf("children: %s %s, %s %s; want one RUNNING, one QUEUED", c1, n.status(c1), c2, n.status(c2))
+		}
+		n.finish(running)
+		n.waitStatus(queued, workflow.StatusRunning, 10*time.Second)
+		n.finish(queued)
+		n.waitStatus("p1", workflow.StatusCompleted, 10*time.Second)
+		n.waitStatus("p2", workflow.StatusCompleted, 10*time.Second)
+	})
+}
