@@ -815,7 +815,7 @@ func TestExamplesParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"approval-or-timeout.yaml", "fanout-list.yaml", "fanout.yaml", "http-retry.yaml", "order-line.yaml", "order-lines.yaml", "order.yaml", "payment-event.yaml"}
+	want := []string{"approval-or-timeout.yaml", "deploy.yaml", "fanout-list.yaml", "fanout.yaml", "http-retry.yaml", "order-line.yaml", "order-lines.yaml", "order.yaml", "payment-event.yaml"}
 	var names []string
 	for _, f := range files {
 		names = append(names, filepath.Base(f))
