@@ -118,6 +118,12 @@ type Config struct {
 	// Drain is how long the workflow scenario waits after Duration for the
 	// workflows in flight to complete.
 	Drain time.Duration
+	// ConcurrencyLimit, when above 0, gives the workflow scenario's
+	// definition a concurrency limit of that many per key, with keys
+	// spread over the workflows (concurrencyKeys) so that the limit is
+	// rarely reached: the run measures what the limiter costs, not
+	// queueing.
+	ConcurrencyLimit int
 }
 
 // DefaultConfig returns the defaults of `flowd bench`; set Store and Scenario.
@@ -155,6 +161,9 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.ConcurrencyLimit != 0 && c.Scenario != ScenarioWorkflow {
+		bad("--concurrency-limit is for --scenario workflow only")
 	}
 	if !slices.Contains(Scenarios, c.Scenario) {
 		names := make([]string, len(Scenarios))
@@ -211,6 +220,9 @@ func (c Config) Validate() error {
 		if c.MaxInFlight < -1 {
 			bad("--max-inflight must be positive, or -1 for no bound, got %d", c.MaxInFlight)
 		}
+		if c.ConcurrencyLimit < 0 {
+			bad("--concurrency-limit must not be negative, got %d", c.ConcurrencyLimit)
+		}
 		if c.Drain < 0 {
 			bad("--drain must not be negative, got %s", c.Drain)
 		}
@@ -262,6 +274,10 @@ type Result struct {
 	Completed   int64   `json:"completed,omitempty"`
 	StepsPerSec float64 `json:"steps_per_sec,omitempty"`
 	DrainS      float64 `json:"drain_s,omitempty"`
+	// ConcurrencyLimit is Config.ConcurrencyLimit; Queued counts the
+	// starts that found their key's slots all held (created QUEUED).
+	ConcurrencyLimit int   `json:"concurrency_limit,omitempty"`
+	Queued           int64 `json:"queued,omitempty"`
 	// Foreach scenario: the items of each workflow's step (Ops counts
 	// their iterations; Started and Completed, workflows).
 	Items int `json:"items,omitempty"`

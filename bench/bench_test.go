@@ -368,6 +368,8 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *bench.Config) { c.Scenario, c.Steps = bench.ScenarioCompleteStep, 0 }, "--steps must be in 1–10000"},
 		{func(c *bench.Config) { c.Scenario, c.Rate = bench.ScenarioWorkflow, -1 }, "--rate must be a non-negative number"},
 		{func(c *bench.Config) { c.Scenario, c.Workers = bench.ScenarioWorkflow, 0 }, "--workers must be at least 1"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.ConcurrencyLimit = bench.ScenarioWorkflow, 1, -1 }, "--concurrency-limit must not be negative"},
+		{func(c *bench.Config) { c.ConcurrencyLimit = 2 }, "--concurrency-limit is for --scenario workflow only"},
 	} {
 		cfg := ok
 		c.change(&cfg)

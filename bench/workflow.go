@@ -28,6 +28,24 @@ const (
 ]}`
 )
 
+// limitedChainDef is the chain with a concurrency limit of limit per key,
+// the key taken from the start's input.
+func limitedChainDef(limit int) string {
+	return strings.Replace(chainDef, `"steps": [`, fmt.Sprintf(`"concurrency": {"key": "{{ .input.k }}", "limit": %d}, "steps": [`, limit), 1)
+}
+
+// concurrencyKeys is how many keys the starts of a run with a concurrency
+// limit take in turn: four times the workflows in flight at most (at least
+// 64), so that a key's previous workflows have almost always finished when
+// its turn comes again and the limit is rarely reached.
+func concurrencyKeys(cfg Config) int64 {
+	inflight := cfg.derived().MaxInFlight
+	if inflight < 0 {
+		inflight = 1024
+	}
+	return int64(max(64, 4*inflight))
+}
+
 // workflowScenario: an in-process engine with cfg.Workers workers runs the
 // chain; clients start workflows as fast as cfg.MaxInFlight allows, or at
 // cfg.Rate. Ops, latencies and losses come from the data: an op is a workflow
@@ -47,11 +65,22 @@ type workflowScenario struct {
 
 	paceMu sync.Mutex
 	next   time.Time // when the next start is due under cfg.Rate
+
+	// keys is how many concurrency keys the starts are spread over (0:
+	// the definition has no concurrency limit); queued counts the starts
+	// that were QUEUED.
+	keys   int64
+	queued atomic.Int64
 }
 
 func (w *workflowScenario) prepare(ctx context.Context) error {
 	cfg := w.r.cfg
-	eng, err := w.r.newEngine(ctx, noopHandler, w.handle, chainName, chainDef)
+	def := chainDef
+	if cfg.ConcurrencyLimit > 0 {
+		def = limitedChainDef(cfg.ConcurrencyLimit)
+		w.keys = concurrencyKeys(cfg)
+	}
+	eng, err := w.r.newEngine(ctx, noopHandler, w.handle, chainName, def)
 	if err != nil {
 		return err
 	}
@@ -105,11 +134,20 @@ func (w *workflowScenario) client(ctx context.Context, c *client) {
 			w.release()
 			return
 		}
-		id := fmt.Sprintf("%sw%07d", w.r.prefix, w.seq.Add(1)-1)
-		if _, err := w.eng.StartWorkflow(ctx, engine.StartParams{ID: id, Definition: chainName}); err != nil {
+		n := w.seq.Add(1) - 1
+		id := fmt.Sprintf("%sw%07d", w.r.prefix, n)
+		p := engine.StartParams{ID: id, Definition: chainName}
+		if w.keys > 0 {
+			p.Input = json.RawMessage(fmt.Sprintf(`{"k": "%d"}`, n%w.keys))
+		}
+		inst, err := w.eng.StartWorkflow(ctx, p)
+		if err != nil {
 			w.release()
 			w.r.classify("start", id, err)
 			continue
+		}
+		if inst.Status == workflow.StatusQueued {
+			w.queued.Add(1)
 		}
 		w.started[c.id] = append(w.started[c.id], id)
 		w.nStart.Add(1)
@@ -213,6 +251,8 @@ func (w *workflowScenario) verify(ctx context.Context, res *Result) error {
 	res.setTiming(window, done)
 	res.StepsPerSec = round3(float64(res.Ops*chainSteps) / window.Seconds())
 	res.Workers = w.r.cfg.Workers
+	res.ConcurrencyLimit = w.r.cfg.ConcurrencyLimit
+	res.Queued = w.queued.Load()
 	res.Started = int64(len(ids))
 	res.Completed = int64(len(done))
 	res.LostUpdates = res.Started - res.Completed + broken.Load()

@@ -112,6 +112,7 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		}
 		if err == nil {
 			e.takeEvents(ctx, out, w)
+			e.afterWrite(ctx, out, w)
 			for _, written := range append([]*store.Write{w}, parents...) {
 				if !written.TasksOnly {
 					e.cancelDroppedChildren(ctx, written)

@@ -88,6 +88,10 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if err != nil {
 		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
 	}
+	slot, err := slotOf(cc, child.Input)
+	if err != nil {
+		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
+	}
 	prior := parent.State.Clone()
 	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, prior: &prior}
 	if d.ch, err = e.decide.StartChild(parent, &tv, t.Lease, child.ID, now); err != nil {
@@ -97,14 +101,37 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 		ID: child.ID, Definition: cc.Def.Name, DefinitionRevision: cc.Def.Revision, Status: cch.Status,
 		Input: child.Input, State: cch.State, Deadline: cch.Deadline, Cause: cch.Cause,
 		Tasks: newRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
-		Parent: parentRef(parent.ID, row),
+		Parent: parentRef(parent.ID, row), Concurrency: slot,
 	}
-	if _, _, err := e.st.ApplyGroup(ctx, []store.CreateParams{create}, []*store.Write{d.write(now)}, nil); err != nil {
+	_, _, err = e.st.ApplyGroup(ctx, []store.CreateParams{create}, []*store.Write{d.write(now)}, nil)
+	if slot != nil && errors.Is(err, store.ErrConcurrencyLimit) {
+		return e.startChildOverLimit(ctx, t, cc, create, d, now)
+	}
+	if err != nil {
 		return err
 	}
 	if cch.Notify {
 		e.wake()
 	}
+	return nil
+}
+
+// startChildOverLimit starts a child workflow whose key had no free slot:
+// under cancel_newest its parent's attempt fails (the step's retry policy
+// starts another child after its backoff, as for a cancelled child); under
+// queue and cancel_in_progress the child is created QUEUED (a start of the
+// engine's own does not cancel another workflow to make room), with the
+// parent's write that records it, and starts when a slot frees.
+func (e *Engine) startChildOverLimit(ctx context.Context, t Task, cc *compiled, create store.CreateParams, d *decided, now time.Time) error {
+	if cc.Def.Concurrency.StrategyOrDefault() == workflow.ConcurrencyCancelNewest {
+		return e.FailTask(ctx, t.ID, t.Lease, fmt.Sprintf("child workflow: %s of definition %s", workflow.ConcurrencyLimitCause, cc.Def.Name), true)
+	}
+	if _, _, err := e.st.ApplyGroup(ctx, []store.CreateParams{queuedParams(cc, create)}, []*store.Write{d.write(now)}, nil); err != nil {
+		return err
+	}
+	// A slot freed meanwhile: its promotion may have run before this child
+	// was stored.
+	e.promote(ctx, cc.Def.Name, create.Concurrency.Key)
 	return nil
 }
 
@@ -274,7 +301,7 @@ func (e *Engine) cancelChildren(ctx context.Context, id string) {
 // cancelChild cancels child when it still runs.
 func (e *Engine) cancelChild(ctx context.Context, child *workflow.Instance) {
 	switch child.Status {
-	case workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused:
+	case workflow.StatusPending, workflow.StatusQueued, workflow.StatusRunning, workflow.StatusPaused:
 	default:
 		return
 	}

@@ -145,6 +145,7 @@ func (e *Engine) applyCompletion(ctx context.Context, w *store.Write, claim []st
 	}
 	if res.err == nil {
 		e.takeEvents(ctx, res.inst, w)
+		e.afterWrite(ctx, res.inst, w)
 	}
 	return res
 }

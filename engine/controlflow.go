@@ -50,6 +50,9 @@ func (e *Engine) completeAtStart(ctx context.Context, created *workflow.Instance
 	}
 	for {
 		out, err := e.st.Apply(ctx, w)
+		if err == nil {
+			e.afterWrite(ctx, out, w)
+		}
 		if !errors.Is(err, store.ErrConflict) {
 			return out, err
 		}

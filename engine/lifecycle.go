@@ -86,18 +86,31 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if err != nil {
 		return nil, err
 	}
+	slot, err := slotOf(c, input)
+	if err != nil {
+		return nil, err
+	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
 	tasks := newRows(ch.Insert)
-	write := e.create
-	if p.write != nil {
-		write = p.write
-	}
-	out, err := write(ctx, store.CreateParams{
+	cp := store.CreateParams{
 		ID: p.ID, Definition: c.Def.Name, DefinitionRevision: c.Def.Revision, Status: ch.Status,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-	})
+		Concurrency: slot,
+	}
+	write := e.create
+	if p.write != nil {
+		write = p.write
+	}
+	out, err := write(ctx, cp)
+	if slot != nil && errors.Is(err, store.ErrConcurrencyLimit) {
+		// No free slot: the definition's strategy decides. Its writes
+		// are the engine's own: a schedule's fire refused here has not
+		// advanced the schedule, whose next pass finds the instance id
+		// taken and counts the fire as done.
+		return e.startOverLimit(ctx, c, cp)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +159,16 @@ func (e *Engine) Transition(ctx context.Context, id string, from, to workflow.St
 	if action, ok := rules.ActionFor(from, to); ok {
 		return e.act(ctx, id, action, from, p.Cause)
 	}
-	return e.st.TransitionStatus(ctx, p)
+	if from == workflow.StatusQueued && to == workflow.StatusRunning {
+		// A QUEUED instance starts as the engine starts it: with its first
+		// tasks, if its key has a free slot.
+		return e.startQueuedNow(ctx, id)
+	}
+	out, err := e.st.TransitionStatus(ctx, p)
+	if err == nil && rules.FreesSlot(from, to) {
+		e.afterFreed(ctx, out)
+	}
+	return out, err
 }
 
 // act performs action; when from is set, only on an instance that is from.
@@ -198,6 +220,10 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	var mismatch *store.StatusMismatchError
 	if errors.As(err, &mismatch) {
 		return nil, mismatch
+	}
+	if errors.Is(err, store.ErrConcurrencyLimit) {
+		// A retry (FAILED or TIMED_OUT → RUNNING) needs a slot of its key.
+		return nil, fmt.Errorf("cannot %s workflow %s: %w: every slot of its concurrency key is held by a RUNNING or PAUSED instance; try again when one finishes", action, id, store.ErrConcurrencyLimit)
 	}
 	if err != nil {
 		return nil, err
@@ -307,9 +333,14 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 		ids, err := e.st.BatchUpdateStatus(ctx, p)
 		if err == nil {
 			// As a cancel does: their children that still run, right
-			// after the batch.
+			// after the batch; and the queues of the slots freed.
 			for _, id := range ids {
 				e.cancelChildren(ctx, id)
+				if rules.FreesSlot(p.Status, p.NewStatus) {
+					if inst, err := e.st.Get(ctx, id); err == nil {
+						e.afterFreed(ctx, inst)
+					}
+				}
 			}
 		}
 		return ids, err
@@ -319,8 +350,16 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	}
 	retry := p.Status == workflow.StatusFailed || p.Status == workflow.StatusTimedOut
 	cause := p.Cause + ": resume"
-	if retry {
+	switch {
+	case retry:
 		cause = p.Cause + ": retry"
+	case p.Status == workflow.StatusQueued:
+		// A QUEUED instance starts: its first steps scheduled and its
+		// workflow timeout from now, as a retry's (its steps are all
+		// PENDING, so there is nothing else for a retry to reset). The
+		// store refuses the batch whole when it would exceed a key's
+		// concurrency limit.
+		retry, cause = true, p.Cause+": start"
 	}
 	// Tasks queued before a pause are claimable again: the batch wakes
 	// the workers even where it writes no task.

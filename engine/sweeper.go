@@ -38,7 +38,9 @@ func (e *Engine) sweeper(ctx context.Context) {
 // (a status written past the engine) end that step's attempt, finished
 // instances past their retention are deleted (engine/retention.go),
 // waiting steps whose own look-up of a stored event never ran get it
-// (engine/events.go), and idempotency keys past their 24 hours, events past
+// (engine/events.go), QUEUED instances whose key has a free slot start
+// (engine/concurrency.go: the node whose write freed it may have died
+// before starting them), and idempotency keys past their 24 hours, events past
 // the event retention and workers that stopped polling long ago are
 // deleted.
 //
@@ -55,6 +57,9 @@ func (e *Engine) Sweep(ctx context.Context) error {
 		}
 	}
 	if err := e.sweepEventWaits(ctx); err != nil {
+		return err
+	}
+	if err := e.promoteDue(ctx); err != nil {
 		return err
 	}
 	if err := e.deleteExpiredKeys(ctx); err != nil {

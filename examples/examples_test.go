@@ -57,7 +57,7 @@ func (f *fakeTarget) Start(_ context.Context, def string, input json.RawMessage)
 }
 
 func TestSeed(t *testing.T) {
-	if len(Files()) != 8 {
+	if len(Files()) != 9 {
 		t.Fatalf("embedded examples: %d", len(Files()))
 	}
 	f := &fakeTarget{defs: map[string]*workflow.Definition{}}
@@ -65,7 +65,7 @@ func TestSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ids) != len(demoStarts) || len(f.defs) != 8 {
+	if len(ids) != len(demoStarts) || len(f.defs) != 9 {
 		t.Errorf("seeded %v with definitions %v", ids, f.defs)
 	}
 }

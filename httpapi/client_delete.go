@@ -27,7 +27,7 @@ func (c *Client) DeleteWorkflowAt(ctx context.Context, id string, version int64)
 
 // DeleteDefinition deletes every revision of the named definition. Errors:
 // 404 unknown definition (ErrNotFound), 409 while a workflow of it is
-// PENDING, RUNNING or PAUSED (ErrConflict). A later PutDefinition of the
+// PENDING, QUEUED, RUNNING or PAUSED (ErrConflict). A later PutDefinition of the
 // name continues the revision numbers.
 func (c *Client) DeleteDefinition(ctx context.Context, name string) error {
 	if name == "" {

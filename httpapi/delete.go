@@ -11,7 +11,7 @@ import (
 // deleteWorkflow answers DELETE /v1/workflows/{id}: 204 once a finished
 // instance is gone with its history and tasks. Errors in PATCH's order:
 // 428 (no If-Match), 400 (malformed If-Match), 404, 409 (the instance is
-// live: PENDING, RUNNING or PAUSED), 412 (no tag matches). The store checks
+// live: PENDING, QUEUED, RUNNING or PAUSED), 412 (no tag matches). The store checks
 // the status and the version in the delete itself, so a retry that makes
 // the instance RUNNING again meanwhile turns the delete into a 409 (or a
 // 412), never into the loss of a running workflow.
@@ -71,7 +71,7 @@ func (s *Server) deleteDefinition(w http.ResponseWriter, r *http.Request) {
 		err = httpError(http.StatusNotFound, fmt.Sprintf("unknown definition %q", name))
 	case errors.Is(err, store.ErrDefinitionInUse):
 		err = httpError(http.StatusConflict, fmt.Sprintf(
-			"definition %q has workflows that are not finished (PENDING, RUNNING or PAUSED); cancel them, or wait until they finish, then delete it", name))
+			"definition %q has workflows that are not finished (PENDING, QUEUED, RUNNING or PAUSED); cancel them, or wait until they finish, then delete it", name))
 	}
 	if err != nil {
 		s.fail(w, r, err)

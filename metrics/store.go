@@ -73,6 +73,10 @@ func (s *instrumentedStore) CountByStatus(ctx context.Context) (map[workflow.Sta
 	return s.base.CountByStatus(ctx)
 }
 
+func (s *instrumentedStore) CountQueued(ctx context.Context) (map[string]int64, error) {
+	return s.base.CountQueued(ctx)
+}
+
 func (s *instrumentedStore) Capabilities() store.Capabilities { return s.base.Capabilities() }
 func (s *instrumentedStore) Ping(ctx context.Context) error   { return s.base.Ping(ctx) }
 func (s *instrumentedStore) Close() error                     { return s.base.Close() }

@@ -206,6 +206,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	m := metrics.New()
 	st := m.InstrumentStore(base)
 	m.RegisterWorkflowGauge(st.CountByStatus, log)
+	m.RegisterQueuedGauge(st.CountQueued, log)
 	eng, err := engine.New(engine.Config{
 		Store: st, Logger: log, Metrics: m, Workers: cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
 		MaxStateBytes: cfg.MaxStateBytes, Retention: cfg.Retention, EventRetention: cfg.EventRetention,

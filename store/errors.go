@@ -46,7 +46,7 @@ var (
 	// can be deleted, so nothing was deleted.
 	ErrNotTerminal = errors.New("the workflow is not finished")
 	// ErrDefinitionInUse: DeleteDefinition found a live instance of the
-	// definition (PENDING, RUNNING or PAUSED): the engine still needs its
+	// definition (PENDING, QUEUED, RUNNING or PAUSED): the engine still needs its
 	// revision, so nothing was deleted.
 	ErrDefinitionInUse = errors.New("the definition has live workflows")
 	// ErrInvalidCursor: a List cursor that this store did not produce.

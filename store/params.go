@@ -57,6 +57,12 @@ func (p *CreateParams) Normalize() error {
 	if p.Cause == "" {
 		p.Cause = "create"
 	}
+	if err := p.Concurrency.Check(); err != nil {
+		return err
+	}
+	if p.Concurrency != nil && p.Definition == "" {
+		return fmt.Errorf("%w: a concurrency key belongs to a definition: a free-form instance has none", ErrInvalidArgument)
+	}
 	if err := p.Parent.Validate(); err != nil {
 		return err
 	}

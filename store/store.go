@@ -112,6 +112,9 @@ type Querier interface {
 
 	// The one guarded write of a decided change.
 	Applier
+
+	// What definition concurrency limits read.
+	ConcurrencyQuerier
 }
 
 // Store is the state store: workflow instances, their history and their
@@ -147,6 +150,7 @@ type Backend interface {
 	EventStore
 	ScheduleStore
 	Counter
+	QueuedCounter
 	Migrator
 
 	// Ping reports whether the database answers.
@@ -215,6 +219,10 @@ type CreateParams struct {
 	// Parent, when set, makes the instance a child workflow of that step
 	// (stored with it; List finds it by ListParams.Parent).
 	Parent *workflow.ParentRef
+	// Concurrency, when set, is the instance's concurrency key and limit,
+	// stored with it: every write that makes it hold a slot is checked
+	// against the limit (see ConcurrencyQuerier).
+	Concurrency *ConcurrencySlot
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:

@@ -188,8 +188,8 @@ type DefinitionStore interface {
 	// ListDefinitions returns the latest revision of every definition, by name.
 	ListDefinitions(ctx context.Context) ([]*DefinitionRecord, error)
 	// DeleteDefinition deletes every revision of name in one atomic write,
-	// unless an instance of the definition is live (PENDING, RUNNING or
-	// PAUSED). The check and the delete are atomic with respect to Create:
+	// unless an instance of the definition is live (PENDING, QUEUED,
+	// RUNNING or PAUSED). The check and the delete are atomic with respect to Create:
 	// a concurrent start of the definition either comes first (and the
 	// delete fails) or finds no revision (and creates nothing). The highest
 	// revision is kept, so a later PutDefinition of name continues after it.

@@ -30,6 +30,9 @@ type Definition struct {
 	// Without it the output maps each COMPLETED step that no other step
 	// depends on to its output.
 	Output json.RawMessage `json:"output,omitempty"`
+	// Concurrency, when set, bounds how many instances of the definition
+	// with the same rendered key hold a slot (RUNNING or PAUSED) at once.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 }
 
 // StepType says how a step runs.

@@ -15,7 +15,11 @@ type Status string
 
 // The instance statuses.
 const (
-	StatusPending   Status = "PENDING"
+	StatusPending Status = "PENDING"
+	// StatusQueued: an instance of a definition with a concurrency limit
+	// that was started while its key had no free slot; it has no task and
+	// starts (RUNNING) when a slot frees, oldest first.
+	StatusQueued    Status = "QUEUED"
 	StatusRunning   Status = "RUNNING"
 	StatusPaused    Status = "PAUSED"
 	StatusCompleted Status = "COMPLETED"
@@ -26,13 +30,14 @@ const (
 
 // Statuses lists every instance status in lifecycle order.
 var Statuses = []Status{
-	StatusPending, StatusRunning, StatusPaused, StatusCompleted,
+	StatusPending, StatusQueued, StatusRunning, StatusPaused, StatusCompleted,
 	StatusFailed, StatusCancelled, StatusTimedOut,
 }
 
 // transitions is the whole transition table: anything not listed is rejected.
 var transitions = map[Status][]Status{
 	StatusPending:  {StatusRunning, StatusCancelled},
+	StatusQueued:   {StatusRunning, StatusCancelled},
 	StatusRunning:  {StatusPaused, StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut},
 	StatusPaused:   {StatusRunning, StatusCancelled, StatusTimedOut},
 	StatusFailed:   {StatusRunning},
@@ -66,6 +71,16 @@ func (s Status) StopsSteps() bool {
 // StopStatuses lists the statuses for which Status.StopsSteps is true, for
 // stores that apply CancelActiveSteps in SQL.
 var StopStatuses = []Status{StatusCompleted, StatusCancelled, StatusFailed, StatusTimedOut}
+
+// HoldsSlot reports whether an instance in status s holds one of its
+// concurrency key's slots: RUNNING and PAUSED do, so that a resume never
+// takes a slot that another instance got meanwhile. Every write that moves an
+// instance from a status that holds none into one that does is checked
+// against the key's limit.
+func (s Status) HoldsSlot() bool { return s == StatusRunning || s == StatusPaused }
+
+// SlotStatuses lists the statuses for which Status.HoldsSlot is true.
+var SlotStatuses = []Status{StatusRunning, StatusPaused}
 
 // CanTransition reports whether from → to is in the transition table.
 func CanTransition(from, to Status) bool {

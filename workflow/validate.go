@@ -64,6 +64,7 @@ func (d *Definition) validate(ps *problemList) {
 	}
 	d.validateCycles(ps, index)
 	d.validateTemplates(ps, index)
+	d.validateConcurrency(ps)
 }
 
 func (d *Definition) validateStep(ps *problemList, i int, index map[string]int) {

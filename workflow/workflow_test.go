@@ -11,6 +11,8 @@ func TestTransitionTable(t *testing.T) {
 	allowed := map[[2]Status]bool{
 		{StatusPending, StatusRunning}:   true,
 		{StatusPending, StatusCancelled}: true,
+		{StatusQueued, StatusRunning}:    true,
+		{StatusQueued, StatusCancelled}:  true,
 		{StatusRunning, StatusPaused}:    true,
 		{StatusRunning, StatusCompleted}: true,
 		{StatusRunning, StatusFailed}:    true,

@@ -137,6 +137,7 @@ a shell set up for a server never fills that server's database with bench data.`
 	f.Float64Var(&cfg.Rate, "rate", 0, "workflow: workflows started per second (0: as fast as --max-inflight allows)")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "workflow: workflows in flight at most (default 2×workers; -1: no bound)")
 	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "workflow: how long to wait after --duration for workflows in flight")
+	f.IntVar(&cfg.ConcurrencyLimit, "concurrency-limit", 0, "workflow: give every workflow a definition concurrency limit of N per key, keys spread so that it is rarely reached (measures the limiter's cost; 0: none)")
 	f.StringVar(&profilePath, "cpuprofile", "", "write a CPU profile of the measured part of the run (this process: clients, store client, engine) to this file, for go tool pprof")
 	return cmd
 }

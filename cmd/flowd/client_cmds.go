@@ -536,7 +536,7 @@ type actionCmd struct {
 
 var actionCmds = []actionCmd{
 	{"cancel", "cancelled", "Cancel a workflow",
-		"cancel moves workflow ID to CANCELLED from PENDING, RUNNING or PAUSED. CANCELLED\nis terminal: nothing changes the workflow afterwards."},
+		"cancel moves workflow ID to CANCELLED from PENDING, QUEUED, RUNNING or PAUSED. CANCELLED\nis terminal: nothing changes the workflow afterwards."},
 	{"pause", "paused", "Pause a running workflow",
 		"pause moves workflow ID from RUNNING to PAUSED: queued steps are not started\nand nothing new is scheduled until resume."},
 	{"resume", "resumed", "Resume a paused workflow",

@@ -22,7 +22,7 @@ func newDeleteCmd(e *env) *cobra.Command {
 		Short: "Delete a finished workflow with its history",
 		Long: `delete deletes workflow ID with its history and tasks. Only a finished
 workflow (COMPLETED, FAILED, CANCELLED or TIMED_OUT) can be deleted; a
-PENDING, RUNNING or PAUSED one is refused (exit 1): cancel it first.
+PENDING, QUEUED, RUNNING or PAUSED one is refused (exit 1): cancel it first.
 
 --if-match N is required, as for patch: the workflow is deleted only if it is
 still at version N (the version "flowd get" printed), so a workflow retried
@@ -62,7 +62,7 @@ func newDefDeleteCmd(e *env) *cobra.Command {
 		Use:   "delete NAME",
 		Short: "Delete a definition (every revision)",
 		Long: `delete deletes every revision of definition NAME. It is refused (exit 1)
-while a workflow of the definition is PENDING, RUNNING or PAUSED. Finished
+while a workflow of the definition is PENDING, QUEUED, RUNNING or PAUSED. Finished
 workflows of it stay readable. Applying NAME again later continues its
 revision numbers: a revision number is never used twice.
 ` + clientHelp,

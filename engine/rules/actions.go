@@ -16,7 +16,7 @@ var actionTargets = map[string]struct {
 	from []workflow.Status
 	to   workflow.Status
 }{
-	"cancel": {[]workflow.Status{workflow.StatusPending, workflow.StatusRunning, workflow.StatusPaused}, workflow.StatusCancelled},
+	"cancel": {[]workflow.Status{workflow.StatusPending, workflow.StatusQueued, workflow.StatusRunning, workflow.StatusPaused}, workflow.StatusCancelled},
 	"pause":  {[]workflow.Status{workflow.StatusRunning}, workflow.StatusPaused},
 	"resume": {[]workflow.Status{workflow.StatusPaused}, workflow.StatusRunning},
 	"retry":  {[]workflow.Status{workflow.StatusFailed, workflow.StatusTimedOut}, workflow.StatusRunning},

@@ -473,7 +473,7 @@ steps:
 
 func TestActionTransitionTable(t *testing.T) {
 	allowed := map[string]map[workflow.Status]workflow.Status{
-		"cancel": {workflow.StatusPending: workflow.StatusCancelled, workflow.StatusRunning: workflow.StatusCancelled, workflow.StatusPaused: workflow.StatusCancelled},
+		"cancel": {workflow.StatusPending: workflow.StatusCancelled, workflow.StatusQueued: workflow.StatusCancelled, workflow.StatusRunning: workflow.StatusCancelled, workflow.StatusPaused: workflow.StatusCancelled},
 		"pause":  {workflow.StatusRunning: workflow.StatusPaused},
 		"resume": {workflow.StatusPaused: workflow.StatusRunning},
 		"retry":  {workflow.StatusFailed: workflow.StatusRunning, workflow.StatusTimedOut: workflow.StatusRunning},

@@ -459,6 +459,10 @@ func (in *Instance) serverOptions() string {
 		"-c max_connections=300",
 		// A test that dies mid-transaction must not hold locks forever.
 		"-c idle_in_transaction_session_timeout=60s",
+		// Commit times of rows (pg_xact_commit_timestamp): a test can
+		// replay what several transactions wrote in the order they
+		// committed (the definition concurrency invariant check).
+		"-c track_commit_timestamp=on",
 	}, " ")
 }
 

@@ -75,6 +75,19 @@ func createIterationsParam(v createVariant) int {
 	return 29
 }
 
+// createConcurrencyParam is the number of the parameter holding the
+// instance's concurrency key (NULL for none), the limit's is the next one:
+// the last two, after the tasks' iterations.
+func createConcurrencyParam(v createVariant) int {
+	if v.withTasks {
+		return createIterationsParam(v) + 1
+	}
+	if v.keyed {
+		return 17
+	}
+	return 14
+}
+
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
 	n := 10
@@ -107,9 +120,12 @@ func buildCreateSQL(v createVariant) string {
 	}
 	// The parent link's three parameters come last (parentArgs).
 	pid, pstep, pindex := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
+	// The concurrency key and limit come after everything else
+	// (createConcurrencyParam).
+	ckey, climit := "$"+strconv.Itoa(createConcurrencyParam(v)), "$"+strconv.Itoa(createConcurrencyParam(v)+1)
 	sql += `i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, concurrency_key, concurrency_limit)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + ckey + `::text, ` + climit + `::integer
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an

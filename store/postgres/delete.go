@@ -44,7 +44,7 @@ SELECT count(*) FROM del`
 	// own: under read committed it takes a fresh snapshot, so it sees every
 	// instance whose create committed while the DELETE waited for its lock.
 	liveInstancesSQL = `SELECT EXISTS (SELECT 1 FROM workflow_instances
-	WHERE definition = $1 AND status IN ('PENDING', 'RUNNING', 'PAUSED'))`
+	WHERE definition = $1 AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'PAUSED'))`
 )
 
 // DeleteInstance deletes a finished instance with its history, tasks and

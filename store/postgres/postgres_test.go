@@ -189,6 +189,7 @@ func TestIndexes(t *testing.T) {
 		"workflow_instances_definition_created_at_id_idx":  "(definition, created_at DESC, id DESC)",
 		"workflow_instances_finished_updated_at_idx":       "(updated_at) WHERE (status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text, 'TIMED_OUT'::text]))",
 		"workflow_instances_parent_idx":                    "(parent_id, created_at DESC, id DESC) WHERE (parent_id IS NOT NULL)",
+		"workflow_instances_concurrency_idx":               "(definition, concurrency_key, status, created_at, id) WHERE (concurrency_key IS NOT NULL)",
 		"workflow_history_pkey":                            "(instance_id, version)",
 		"workflow_instances_deadline_idx":                  "(deadline) WHERE ((status = ANY (ARRAY['RUNNING'::text, 'PAUSED'::text])) AND (deadline IS NOT NULL))",
 		"workflow_definitions_pkey":                        "(name, revision)",

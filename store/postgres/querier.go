@@ -264,6 +264,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	if withTasks {
 		pc.args = append(pc.args, iterations)
 	}
+	pc.args = append(pc.args, concurrencyArgs(p.Concurrency)...)
 	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil

@@ -72,7 +72,7 @@ func (q *querier) DeleteDefinition(ctx context.Context, name string) error {
 		}
 		var live bool
 		if err := c.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instances
-			WHERE definition = ?1 AND status IN ('PENDING', 'RUNNING', 'PAUSED'))`, name).Scan(&live); err != nil {
+			WHERE definition = ?1 AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'PAUSED'))`, name).Scan(&live); err != nil {
 			return interpretError(ctx, err)
 		}
 		if live {

@@ -93,7 +93,7 @@ func (s *Store) lostRace(ctx context.Context, p *goose.Provider, err error, part
 func (s *Store) migrationProvider(fsys fs.FS) (*goose.Provider, error) {
 	return goose.NewProvider(goose.DialectSQLite3, s.writeDB, fsys,
 		goose.WithDisableGlobalRegistry(true),
-		goose.WithGoMigrations(historyPatchesMigration()))
+		goose.WithGoMigrations(historyPatchesMigration(), concurrencyMigration()))
 }
 
 func appendApplied(applied []store.AppliedMigration, results []*goose.MigrationResult) []store.AppliedMigration {

@@ -73,10 +73,10 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		}
 		var err error
 		inst, err = scanInstance(c.QueryRowContext(ctx,
-			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index)
-			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7, ?8, ?9, ?10, ?11)
+			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, concurrency_key, concurrency_limit)
+			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 			RETURNING `+instanceColumns,
-			append([]any{p.ID, p.Definition, string(p.Status), state, input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)}, parentArgs(p.Parent)...)...))
+			append(append([]any{p.ID, p.Definition, string(p.Status), state, input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)}, parentArgs(p.Parent)...), concurrencyArgs(p.Concurrency)...)...))
 		if err != nil {
 			err = interpretError(ctx, err)
 			if errors.Is(err, store.ErrExists) {

@@ -233,14 +233,14 @@ export function errorBanner(prefix, err) {
   return banner('error', prefix ? `${prefix} — ${text}` : text);
 }
 
-export const STATUSES = ['PENDING', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
+export const STATUSES = ['PENDING', 'QUEUED', 'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
 
 /** ACTIONS: the statuses each lifecycle action may start from (the engine's table). */
 export const ACTIONS = {
   pause: ['RUNNING'],
   resume: ['PAUSED'],
   retry: ['FAILED', 'TIMED_OUT'],
-  cancel: ['PENDING', 'RUNNING', 'PAUSED'],
+  cancel: ['PENDING', 'QUEUED', 'RUNNING', 'PAUSED'],
 };
 
 export const TERMINAL = ['COMPLETED', 'CANCELLED'];

@@ -1,0 +1,60 @@
+package examples
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/worker"
+	"github.com/flowd/flowd/workflow"
+)
+
+// examples/deploy.yaml end to end on a real server: a second deploy of one
+// environment is QUEUED until the first is verified; another environment's
+// runs at once.
+func TestDeployExample(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := exampleServer(t, func(_ context.Context, task worker.Task) (json.RawMessage, error) { return task.Input, nil }, "deploy")
+	start := func(id, env string) *workflow.Instance {
+		t.Helper()
+		inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: id, Definition: "deploy",
+			Input: json.RawMessage(`{"environment": "` + env + `", "version": "1.4.0"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inst
+	}
+	wait := func(id string, done func(*workflow.Instance) bool) *workflow.Instance {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			inst, err := c.GetWorkflow(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done(inst) {
+				return inst
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s %+v", id, inst.Status, inst.State.Steps)
+			}
+		}
+	}
+	if inst := start("d-1", "prod"); inst.Status != workflow.StatusRunning {
+		t.Fatalf("d-1: %s", inst.Status)
+	}
+	if inst := start("d-2", "prod"); inst.Status != workflow.StatusQueued {
+		t.Fatalf("d-2, a second prod deploy: %s, want QUEUED", inst.Status)
+	}
+	if inst := start("s-1", "staging"); inst.Status != workflow.StatusRunning {
+		t.Fatalf("s-1, another environment: %s", inst.Status)
+	}
+	wait("d-1", func(inst *workflow.Instance) bool { return inst.State.Steps["verify"].Status == workflow.StepWaiting })
+	if _, err := c.CompleteStep(ctx, "d-1", "verify", "*", json.RawMessage(`{"ok": true}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait("d-1", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
+	wait("d-2", func(inst *workflow.Instance) bool { return inst.State.Steps["verify"].Status == workflow.StepWaiting })
+}
