@@ -214,6 +214,9 @@ type CreateParams struct {
 	// Parent, when set, makes the instance a child workflow of that step
 	// (stored with it; List finds it by ListParams.Parent).
 	Parent *workflow.ParentRef
+	// TraceParent, when not "", is stored with the instance: the W3C
+	// traceparent of the trace its steps' attempts join.
+	TraceParent string
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:

@@ -24,8 +24,9 @@ import (
 // insertTasksSQL's $1–$14) and $25 whether to notify; with a key, the three
 // parameters after those: the key, the request hash and the cut-off before
 // which a recorded key no longer counts; then the parent link's three
-// (parent_id, parent_step, parent_index; NULL for an instance without one);
-// with tasks, last, the tasks' iterations.
+// (parent_id, parent_step, parent_index; NULL for an instance without one)
+// and the traceparent (NULL for none); with tasks, last, the tasks'
+// iterations.
 
 // createVariant selects a create statement.
 type createVariant struct{ withTasks, keyed bool }
@@ -70,9 +71,9 @@ const createStale = `(($8 > 0 AND $2::text <> '' AND NOT EXISTS (SELECT 1 FROM d
 // tasks' iterations: the last one, after the parent link's three.
 func createIterationsParam(v createVariant) int {
 	if v.keyed {
-		return 32
+		return 33
 	}
-	return 29
+	return 30
 }
 
 func buildCreateSQL(v createVariant) string {
@@ -105,11 +106,12 @@ func buildCreateSQL(v createVariant) string {
 	} else {
 		sql = `WITH ` + createRevision + `, `
 	}
-	// The parent link's three parameters come last (parentArgs).
-	pid, pstep, pindex := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
+	// The parent link's three parameters come last (parentArgs), then the
+	// traceparent.
+	pid, pstep, pindex, tp := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3), "$"+strconv.Itoa(n+4)
 	sql += `i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + tp + `::text
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an
