@@ -98,6 +98,8 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 		Input: child.Input, State: cch.State, Deadline: cch.Deadline, Cause: cch.Cause,
 		Tasks: newRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
 		Parent: parentRef(parent.ID, row),
+		// The child's steps join the trace of the workflow that started it.
+		TraceParent: parent.TraceParent,
 	}
 	if _, _, err := e.st.ApplyGroup(ctx, []store.CreateParams{create}, []*store.Write{d.write(now)}, nil); err != nil {
 		return err

@@ -89,6 +89,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
+		TraceParent: e.traceParentOf(ctx),
 	})
 	if err != nil {
 		return nil, err

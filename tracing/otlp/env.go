@@ -1,4 +1,8 @@
-package tracing
+// Package otlp builds the tracer provider that the standard OTEL_*
+// environment asks for, exporting over OTLP/HTTP. It is apart from package
+// tracing so that what only starts spans (the engine, the worker SDK) does
+// not link the SDK and the exporter.
+package otlp
 
 import (
 	"context"
