@@ -270,4 +270,3 @@ func TestTracingRemoteWorker(t *testing.T) {
 		}
 	})
 }
-
