@@ -265,8 +265,17 @@ func TestTracingRemoteWorker(t *testing.T) {
 		}
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		if got := rec.seen["b"]; got.TraceID() != clientTraceID || !got.IsRemote() {
-			t.Errorf("the worker's handler ran in %+v, want the remote span of trace %s", got, clientTraceID)
+		inB := rec.seen["b"]
+		if inB.TraceID() != clientTraceID || !inB.IsRemote() {
+			t.Errorf("the worker's handler ran in %+v, want the remote span of trace %s", inB, clientTraceID)
+		}
+		// The worker's report joined the trace too.
+		joined := false
+		for _, sp := range spansNamed(exp, "POST /v1/tasks/{task_id}/complete") {
+			joined = joined || sp.SpanContext.TraceID() == clientTraceID && sp.Parent.SpanID() == inB.SpanID()
+		}
+		if !joined {
+			t.Error("the worker's completion is not in the workflow's trace, under the delivery")
 		}
 	})
 }
