@@ -147,6 +147,11 @@ func TestTracingInProcess(t *testing.T) {
 		s, exp := tracedServer(t, db, 2, map[string]engine.Handler{"traced": rec.handler})
 		inst := postWorkflow(t, s, "traced", clientTrace)
 		waitCompleted(t, s.Client(), inst.ID)
+		// An attempt's span ends once its outcome is recorded, a moment
+		// after the workflow shows it: the shutdown waits for that.
+		if err := s.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 
 		posts := spansNamed(exp, "POST /v1/workflows")
 		if len(posts) != 1 {
@@ -261,6 +266,11 @@ func TestTracingRemoteWorker(t *testing.T) {
 		waitCompleted(t, c, inst.ID)
 		stop()
 		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		// Request spans end once their handler returned, which the
+		// shutdown waits for.
+		if err := s.Shutdown(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		rec.mu.Lock()
