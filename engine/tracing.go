@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flowd/flowd/store"
@@ -87,6 +89,15 @@ func endAttempt(span trace.Span, handlerErr, recordErr error, released bool) {
 	}
 	span.SetAttributes(attribute.String("flowd.outcome", outcome))
 	span.End()
+}
+
+// injectTrace sends the attempt's trace with an http step's request (a
+// traceparent header, replacing one the step set), so that the service
+// called continues it; with tracing off it sends nothing.
+func (e *Engine) injectTrace(ctx context.Context, h http.Header) {
+	if e.tracer != nil {
+		tracing.Propagator().Inject(ctx, propagation.HeaderCarrier(h))
+	}
 }
 
 // traceDelivery records the delivery of t to a remote worker as the span

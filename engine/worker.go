@@ -300,6 +300,7 @@ func (e *Engine) runHTTP(ctx context.Context, t Task) (json.RawMessage, error) {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
+	e.injectTrace(ctx, req.Header)
 	res, err := e.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("http step: %w", err)

@@ -3,10 +3,12 @@ package server_test
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/server"
+	"github.com/flowd/flowd/tracing/otlp"
 )
 
 // otlpReceiver is a local OTLP/HTTP trace receiver: it decodes every
@@ -150,6 +153,14 @@ func TestTracingOTLPExport(t *testing.T) {
 			}
 		})
 	}
+	t.Run("unsupported", func(t *testing.T) {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+		_, err := server.New(context.Background(), server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Addr: "127.0.0.1:0"})
+		if !errors.Is(err, otlp.ErrUnsupported) || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
+			t.Fatalf("New with OTEL_EXPORTER_OTLP_PROTOCOL=grpc: %v, want an error naming it", err)
+		}
+	})
 	t.Run("disabled", func(t *testing.T) {
 		recv := &otlpReceiver{spans: map[string]int{}, services: map[string]bool{}}
 		collector := httptest.NewServer(recv)

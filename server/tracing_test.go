@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -286,6 +287,41 @@ func TestTracingRemoteWorker(t *testing.T) {
 		}
 		if !joined {
 			t.Error("the worker's completion is not in the workflow's trace, under the delivery")
+		}
+	})
+}
+
+// TestTracingHTTPStep: an http step's request carries the attempt's span
+// as traceparent, in the workflow's trace.
+func TestTracingHTTPStep(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db string) {
+		got := make(chan string, 1)
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case got <- r.Header.Get("traceparent"):
+			default:
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		defer hook.Close()
+		s, exp := tracedServer(t, db, 1, nil)
+		def := `{"name": "hook", "steps": [{"id": "call", "type": "http", "request": {"method": "POST", "url": "` + hook.URL + `"}}]}`
+		if _, _, err := s.Client().PutDefinition(t.Context(), "hook", []byte(def)); err != nil {
+			t.Fatal(err)
+		}
+		inst := postWorkflow(t, s, "hook", clientTrace)
+		waitCompleted(t, s.Client(), inst.ID)
+		if err := s.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		sent := <-got
+		attempts := spansNamed(exp, "step.attempt")
+		if len(attempts) != 1 || attr(attempts[0], "flowd.step").AsString() != "call" {
+			t.Fatalf("attempt spans %+v, want the http step's", attempts)
+		}
+		want := "00-" + clientTraceID.String() + "-" + attempts[0].SpanContext.SpanID().String() + "-01"
+		if sent != want {
+			t.Errorf("the http step sent traceparent %q, want %q", sent, want)
 		}
 	})
 }
