@@ -102,6 +102,8 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 		Input: child.Input, State: cch.State, Deadline: cch.Deadline, Cause: cch.Cause,
 		Tasks: newRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
 		Parent: parentRef(parent.ID, row), Concurrency: slot,
+		// The child's steps join the trace of the workflow that started it.
+		TraceParent: parent.TraceParent,
 	}
 	_, _, err = e.st.ApplyGroup(ctx, []store.CreateParams{create}, []*store.Write{d.write(now)}, nil)
 	if slot != nil && errors.Is(err, store.ErrConcurrencyLimit) {

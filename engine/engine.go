@@ -29,9 +29,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/tracing"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -67,6 +70,10 @@ type Task struct {
 	IdempotencyKey string
 	Lease          string
 	LeaseUntil     time.Time
+	// TraceParent is the W3C traceparent of the workflow's trace ("" for
+	// none), for a remote worker to continue it; an in-process handler's
+	// context carries the attempt's span instead.
+	TraceParent string
 
 	row *store.Task // the claimed row, for the claim transaction
 	// inst is the instance as the transaction that leased this task left it
@@ -130,6 +137,9 @@ type Config struct {
 	// ScheduleInterval is how often the scheduler looks for due fire
 	// times of the schedules (schedules.go) [1s].
 	ScheduleInterval time.Duration
+	// TracerProvider, when not nil, traces step attempts (tracing.go) and
+	// stores the trace a workflow is started in with it; nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMaxStateBytes is Config.MaxStateBytes when it is 0: 4 MiB.
@@ -160,6 +170,8 @@ type Engine struct {
 	scheduleEvery time.Duration
 	// decide holds the rules with this engine's ids, jitter and state bound.
 	decide rules.Env
+	// tracer is nil when tracing is off (tracing.go).
+	tracer trace.Tracer
 
 	cacheMu sync.Mutex
 	cache   map[defKey]*compiled
@@ -270,6 +282,9 @@ func New(cfg Config) (*Engine, error) {
 	e.decide = rules.Env{NewID: store.NewID, Jitter: rand.Float64, MaxStateBytes: e.maxState}
 	if e.http == nil {
 		e.http = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.TracerProvider != nil {
+		e.tracer = cfg.TracerProvider.Tracer(tracing.TracerName)
 	}
 	return e, nil
 }

@@ -97,7 +97,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
-		Concurrency: slot,
+		Concurrency: slot, TraceParent: e.traceParentOf(ctx),
 	}
 	write := e.create
 	if p.write != nil {

@@ -194,7 +194,9 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 			if cl.Task.ID == u.ID {
 				setRow(cl.Task, u)
 				w.Tasks = append(w.Tasks, cl.Task)
-				view = append(view, handlerTask(cl.Task))
+				ht := handlerTask(cl.Task)
+				ht.TraceParent = inst.TraceParent
+				view = append(view, ht)
 				break
 			}
 		}
@@ -317,7 +319,7 @@ func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output jso
 	}
 	leased := nextTask(ch, inserted)
 	if leased != nil {
-		leased.inst = written
+		leased.inst, leased.TraceParent = written, written.TraceParent
 		if e.m != nil {
 			e.m.TasksClaimed.Inc()
 		}
@@ -394,7 +396,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 		e.wake()
 	}
 	if next != nil && claimed == nil {
-		next.inst = written
+		next.inst, next.TraceParent = written, inst.TraceParent
 		if res.moved != nil {
 			// The group's claim delivered another step of the instance
 			// after this completion: the instance as that write left it.
@@ -536,6 +538,7 @@ func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 			return nil, err
 		}
 		if len(tasks) > 0 {
+			e.traceDelivery(ctx, &tasks[0])
 			return &tasks[0], nil
 		}
 		select {

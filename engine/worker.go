@@ -147,6 +147,9 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []stri
 		e.startChild(context.WithoutCancel(runCtx), t)
 		return nil
 	}
+	// The attempt's span (when tracing) runs from here to the recorded
+	// outcome: the handler's work and the store writes nest under it.
+	runCtx, span := e.startAttempt(runCtx, t)
 	// The attempt may not outlive its lease; heartbeats move this along.
 	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)
@@ -154,6 +157,7 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []stri
 	hb.Go(func() { e.heartbeat(ctx, cancel, t) })
 	e.running.Add(1)
 	output, err := e.run(ctx, t)
+	herr := err
 	e.running.Add(-1)
 	cancel(nil)
 	hb.Wait()
@@ -185,6 +189,7 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []stri
 		}
 		level("recording task outcome", "task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "err", err)
 	}
+	endAttempt(span, herr, err, herr != nil && runCtx.Err() != nil)
 	return next
 }
 
@@ -295,6 +300,7 @@ func (e *Engine) runHTTP(ctx context.Context, t Task) (json.RawMessage, error) {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
+	e.injectTrace(ctx, req.Header)
 	res, err := e.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("http step: %w", err)

@@ -649,6 +649,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	injectTraceParent(ctx, req.Header)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, nil, err // *url.Error: names the method and URL already

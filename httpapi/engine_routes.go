@@ -101,6 +101,9 @@ type TaskResponse struct {
 	Index          *int            `json:"index,omitempty"`
 	Input          json.RawMessage `json:"input"`
 	IdempotencyKey string          `json:"idempotency_key"`
+	// TraceParent is the W3C traceparent of the workflow's trace, absent
+	// when it has none: a worker's spans of the attempt continue it.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // CompleteTaskRequest is the body of POST /v1/tasks/{task_id}/complete.
@@ -177,6 +180,7 @@ func (s *Server) pollTask(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, TaskResponse{
 		TaskID: t.ID, Lease: t.Lease, LeaseUntil: t.LeaseUntil, WorkflowID: t.WorkflowID, Step: t.Step,
 		Handler: t.Handler, Attempt: t.Attempt, Index: t.Index, Input: t.Input, IdempotencyKey: t.IdempotencyKey,
+		TraceParent: t.TraceParent,
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
@@ -55,6 +56,9 @@ type Config struct {
 	// and GET /v1/workflows/{id}/history (default DefaultMaxPageBytes): a
 	// page ends early, with its continuation, once its rows reach it.
 	MaxPageBytes int
+	// TracerProvider, when not nil, makes a span of every request
+	// (tracing.HTTPHandler); nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the http.Handler of the flowd API.
@@ -118,8 +122,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.routes(mux)
 	// The Host and Origin checks come first: a request a browser page forged
 	// is refused before it can be authenticated, limited or routed.
-	s.handler = s.withRequestID(s.withRecover(s.withLogging(
-		s.withHostCheck(s.withOriginCheck(s.withAuth(s.withLimits(jsonMuxErrors(mux))))))))
+	s.handler = s.withRequestID(s.withTracing(mux, s.withRecover(s.withLogging(
+		s.withHostCheck(s.withOriginCheck(s.withAuth(s.withLimits(jsonMuxErrors(mux)))))))))
 	return s, nil
 }
 

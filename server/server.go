@@ -41,12 +41,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/tracing"
 )
 
 // Defaults of Config.
@@ -97,6 +100,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured log [discarded].
 	Logger *slog.Logger
+	// TracerProvider receives the server's spans: HTTP requests, store
+	// operations and transactions, step attempts. Nil reads the standard
+	// OTEL_* environment (otlp.FromEnv): spans are exported over
+	// OTLP/HTTP when it asks for them, and nothing is traced when it does
+	// not [nil].
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports every problem of c at once.
@@ -159,6 +168,10 @@ type Server struct {
 	eng           *engine.Engine
 	registry      *prometheus.Registry
 	schemaVersion int64
+	tracer        trace.TracerProvider
+	// ownTracer is the provider New built from the environment: Shutdown
+	// flushes and stops it.
+	ownTracer *sdktrace.TracerProvider
 
 	mu       sync.Mutex
 	started  bool
@@ -203,20 +216,28 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	for _, m := range rep.Applied {
 		log.Info("applied migration", "name", m.Name, "version", m.Version, "duration", m.Duration)
 	}
+	tp, own, err := tracerProvider(ctx, cfg.TracerProvider)
+	if err != nil {
+		base.Close()
+		return nil, err
+	}
 	m := metrics.New()
-	st := m.InstrumentStore(base)
+	st := m.InstrumentStore(tracing.WrapStore(tp, base))
 	m.RegisterWorkflowGauge(st.CountByStatus, log)
 	m.RegisterQueuedGauge(st.CountQueued, log)
 	eng, err := engine.New(engine.Config{
 		Store: st, Logger: log, Metrics: m, Workers: cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
 		MaxStateBytes: cfg.MaxStateBytes, Retention: cfg.Retention, EventRetention: cfg.EventRetention,
+		TracerProvider: tp,
 	})
 	if err != nil {
+		_ = shutdownTracer(ctx, own) // nothing was traced yet
 		base.Close()
 		return nil, err
 	}
 	return &Server{
 		cfg: cfg, log: log, base: base, st: st, eng: eng, registry: m.Registry, schemaVersion: rep.Version,
+		tracer: tp, ownTracer: own,
 		shutdownDone: make(chan struct{}),
 	}, nil
 }
@@ -311,7 +332,7 @@ func (s *Server) newAPI(listenAddr string) (*httpapi.Server, error) {
 	}
 	return httpapi.NewServer(httpapi.Config{
 		Store: s.st, Engine: s.eng, Logger: s.log, Tokens: s.cfg.Tokens, Registry: s.registry,
-		ListenAddr: listenAddr, AllowedHosts: allowed,
+		ListenAddr: listenAddr, AllowedHosts: allowed, TracerProvider: s.tracer,
 	})
 }
 
@@ -394,6 +415,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			}
 		}
 		wg.Wait()
+		if err := shutdownTracer(ctx, s.ownTracer); err != nil {
+			s.log.Warn("tracing", "err", err)
+		}
 		s.base.Close()
 		s.shutdownErr = errors.Join(engErr, httpErr)
 		if s.shutdownErr == nil {

@@ -223,6 +223,9 @@ type CreateParams struct {
 	// stored with it: every write that makes it hold a slot is checked
 	// against the limit (see ConcurrencyQuerier).
 	Concurrency *ConcurrencySlot
+	// TraceParent, when not "", is stored with the instance: the W3C
+	// traceparent of the trace its steps' attempts join.
+	TraceParent string
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:

@@ -35,8 +35,9 @@ const commandKillGrace = 800 * time.Millisecond
 //   - the task's input JSON is its stdin;
 //   - its environment is the worker's plus FLOWD_WORKFLOW_ID, FLOWD_STEP,
 //     FLOWD_ATTEMPT and FLOWD_IDEMPOTENCY_KEY (the same for every attempt of a
-//     step: key side effects on it, since tasks run at least once), and
-//     FLOWD_INDEX for an iteration of a foreach step;
+//     step: key side effects on it, since tasks run at least once),
+//     FLOWD_INDEX for an iteration of a foreach step, and TRACEPARENT when
+//     the workflow has a trace;
 //   - the JSON it writes on stdout is the step's output (nothing: null);
 //     stdout that is not JSON fails the step without retrying;
 //   - a non-zero exit status fails the attempt, which is retried per the
@@ -70,6 +71,11 @@ func runCommand(ctx context.Context, command string, t engine.Task) (json.RawMes
 	if t.Index != nil {
 		// An iteration of a foreach step: the index of its item.
 		cmd.Env = append(cmd.Env, "FLOWD_INDEX="+strconv.Itoa(*t.Index))
+	}
+	if t.TraceParent != "" {
+		// The workflow's trace, in the variable OpenTelemetry's
+		// environment carrier reads, for a command that traces itself.
+		cmd.Env = append(cmd.Env, "TRACEPARENT="+t.TraceParent)
 	}
 	stdout := &limitedBuffer{max: httpapi.MaxBodyBytes}
 	stderr := &tailBuffer{max: StderrTail}

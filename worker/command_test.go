@@ -47,6 +47,23 @@ func TestCommandInputEnvironmentOutput(t *testing.T) {
 	}
 }
 
+// A task in a trace hands it to the command as TRACEPARENT; one without
+// adds nothing to the worker's environment.
+func TestCommandTraceParent(t *testing.T) {
+	t.Parallel()
+	h := worker.Command(`printf '"%s"' "${TRACEPARENT-unset}"`)
+	task := commandTask(`{}`)
+	task.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	if out, err := h(t.Context(), task); err != nil || string(out) != `"`+task.TraceParent+`"` {
+		t.Errorf("in a trace: output %s, %v; want the traceparent", out, err)
+	}
+	if _, inherited := os.LookupEnv("TRACEPARENT"); !inherited {
+		if out, err := h(t.Context(), commandTask(`{}`)); err != nil || string(out) != `"unset"` {
+			t.Errorf("without a trace: output %s, %v; want TRACEPARENT unset", out, err)
+		}
+	}
+}
+
 func TestCommandOutputs(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ command, want string }{

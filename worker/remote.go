@@ -344,7 +344,11 @@ func (r *runner) execute(workCtx context.Context, tr *httpapi.TaskResponse) {
 	t := engine.Task{
 		ID: tr.TaskID, WorkflowID: tr.WorkflowID, Step: tr.Step, Handler: tr.Handler, Attempt: tr.Attempt, Index: tr.Index,
 		Input: tr.Input, IdempotencyKey: tr.IdempotencyKey, Lease: tr.Lease, LeaseUntil: tr.LeaseUntil,
+		TraceParent: tr.TraceParent,
 	}
+	// The handler, its heartbeats and its report continue the workflow's
+	// trace.
+	workCtx = continueTrace(workCtx, t.TraceParent)
 	log := r.log.With("task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "handler", t.Handler, "attempt", t.Attempt)
 
 	if t.LeaseUntil.IsZero() {

@@ -47,6 +47,10 @@ type Instance struct {
 	// Parent is the step that started the instance as a child workflow
 	// (nil for an instance started otherwise).
 	Parent *ParentRef `json:"parent,omitempty"`
+	// TraceParent is the W3C traceparent of the trace the instance was
+	// started in ("" for none): its steps' attempts join that trace.
+	// Not part of the API's instance document.
+	TraceParent string `json:"-"`
 }
 
 // State is an instance's state document. Variables and Steps are the keys the

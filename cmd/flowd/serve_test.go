@@ -249,15 +249,15 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied 00003_workers.sql") || !strings.Contains(out.String(), "applied 00004_idempotency_keys.sql") ||
 		!strings.Contains(out.String(), "applied 00005_delete.sql") || !strings.Contains(out.String(), "applied 00006_history_patches.go") ||
 		!strings.Contains(out.String(), "applied 00010_child_workflows.sql") || !strings.Contains(out.String(), "applied 00011_definition_concurrency.go") ||
-		!strings.Contains(out.String(), "applied 00013_schedules.sql") ||
-		!strings.Contains(out.String(), "is now at version 13") {
+		!strings.Contains(out.String(), "applied 00013_schedules.sql") || !strings.Contains(out.String(), "applied 00014_traceparent.sql") ||
+		!strings.Contains(out.String(), "is now at version 14") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}
 	e, out, _ = testEnv(nil)
 	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
 		t.Fatal("second migrate failed")
 	}
-	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":13`) {
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":14`) {
 		t.Errorf("second migrate JSON: %s", got)
 	}
 	e, _, errOut = testEnv(nil)

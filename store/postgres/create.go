@@ -24,8 +24,9 @@ import (
 // insertTasksSQL's $1–$14) and $25 whether to notify; with a key, the three
 // parameters after those: the key, the request hash and the cut-off before
 // which a recorded key no longer counts; then the parent link's three
-// (parent_id, parent_step, parent_index; NULL for an instance without one);
-// with tasks, last, the tasks' iterations.
+// (parent_id, parent_step, parent_index; NULL for an instance without one)
+// and the traceparent (NULL for none); with tasks, last, the tasks'
+// iterations.
 
 // createVariant selects a create statement.
 type createVariant struct{ withTasks, keyed bool }
@@ -70,22 +71,22 @@ const createStale = `(($8 > 0 AND $2::text <> '' AND NOT EXISTS (SELECT 1 FROM d
 // tasks' iterations: the last one, after the parent link's three.
 func createIterationsParam(v createVariant) int {
 	if v.keyed {
-		return 32
+		return 33
 	}
-	return 29
+	return 30
 }
 
 // createConcurrencyParam is the number of the parameter holding the
 // instance's concurrency key (NULL for none), the limit's is the next one:
-// the last two, after the tasks' iterations.
+// the last two, after the traceparent and the tasks' iterations.
 func createConcurrencyParam(v createVariant) int {
 	if v.withTasks {
 		return createIterationsParam(v) + 1
 	}
 	if v.keyed {
-		return 17
+		return 18
 	}
-	return 14
+	return 15
 }
 
 func buildCreateSQL(v createVariant) string {
@@ -118,14 +119,15 @@ func buildCreateSQL(v createVariant) string {
 	} else {
 		sql = `WITH ` + createRevision + `, `
 	}
-	// The parent link's three parameters come last (parentArgs).
-	pid, pstep, pindex := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
+	// The parent link's three parameters come last (parentArgs), then the
+	// traceparent.
+	pid, pstep, pindex, tp := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3), "$"+strconv.Itoa(n+4)
 	// The concurrency key and limit come after everything else
 	// (createConcurrencyParam).
 	ckey, climit := "$"+strconv.Itoa(createConcurrencyParam(v)), "$"+strconv.Itoa(createConcurrencyParam(v)+1)
 	sql += `i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, concurrency_key, concurrency_limit)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + ckey + `::text, ` + climit + `::integer
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + tp + `::text, ` + ckey + `::text, ` + climit + `::integer
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an

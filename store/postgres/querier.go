@@ -79,7 +79,7 @@ const instanceColumns = instanceBaseColumns + ", output"
 // instanceBaseColumns are the columns instanceRow.dest reads: those of
 // instanceColumns but the output, which only a COMPLETED instance has (a
 // claim reads the instances of its tasks without it).
-const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index"
+const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent"
 
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
@@ -260,7 +260,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	if keyed {
 		pc.args = append(pc.args, p.IdempotencyKey, p.RequestHash, now.Add(-store.IdempotencyKeyTTL))
 	}
-	pc.args = append(pc.args, parentArgs(p.Parent)...)
+	pc.args = append(append(pc.args, parentArgs(p.Parent)...), nullText(p.TraceParent))
 	if withTasks {
 		pc.args = append(pc.args, iterations)
 	}
@@ -298,6 +298,7 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 		DefinitionRevision: p.DefinitionRevision,
 		Deadline:           pc.deadline,
 		Parent:             p.Parent,
+		TraceParent:        p.TraceParent,
 	}, nil
 }
 
@@ -835,11 +836,12 @@ type instanceRow struct {
 	status       string
 	state, input []byte
 	parent       parentColumns
+	traceParent  *string
 }
 
 func (r *instanceRow) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.inst.CreatedAt, &r.inst.UpdatedAt,
-		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index}
+		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent}
 }
 
 // instance decodes what was scanned.
@@ -856,6 +858,9 @@ func (r *instanceRow) instance() (*workflow.Instance, error) {
 	inst.UpdatedAt = inst.UpdatedAt.UTC()
 	inst.Deadline = utcPtr(inst.Deadline)
 	inst.Parent = r.parent.ref()
+	if r.traceParent != nil {
+		inst.TraceParent = *r.traceParent
+	}
 	return &inst, nil
 }
 
