@@ -30,6 +30,9 @@ type Definition struct {
 	// Without it the output maps each COMPLETED step that no other step
 	// depends on to its output.
 	Output json.RawMessage `json:"output,omitempty"`
+	// Priority (1–5, nil: DefaultPriority) orders the claims of the
+	// instances' tasks: higher first. A start may override it.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // StepType says how a step runs.
@@ -82,6 +85,11 @@ type Step struct {
 	// Definition is the definition a workflow step starts a child of
 	// (required there).
 	Definition string `json:"definition,omitempty"`
+	// Concurrency bounds the leased tasks sharing a key, and RateLimit
+	// their deliveries, across definitions and nodes (task and http steps;
+	// see flowcontrol.go).
+	Concurrency *StepConcurrency `json:"concurrency,omitempty"`
+	RateLimit   *RateLimit       `json:"rate_limit,omitempty"`
 }
 
 // Join is how a step waits for its dependencies.
