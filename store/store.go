@@ -214,6 +214,9 @@ type CreateParams struct {
 	// Parent, when set, makes the instance a child workflow of that step
 	// (stored with it; List finds it by ListParams.Parent).
 	Parent *workflow.ParentRef
+	// Priority is stored with the instance (0: none, a free-form
+	// instance); the engine copies it onto the instance's tasks.
+	Priority int
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:

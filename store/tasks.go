@@ -67,6 +67,10 @@ type Task struct {
 	LastError       string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	// Flow is the flow control the task is claimed under, written when
+	// the task is inserted and never changed (see ClaimTasks). A
+	// Priority of 0 is stored as workflow.DefaultPriority.
+	Flow workflow.TaskFlow
 }
 
 // LockMode says how a query that locks rows treats rows locked by others.
@@ -216,6 +220,10 @@ type ClaimParams struct {
 	Queues []string
 	Now    time.Time
 	Limit  int
+	// OnHeldBack, when set, is told what the claim left QUEUED because of
+	// its tasks' concurrency keys and rate limits (see FlowGate); it is
+	// not called when nothing was held back.
+	OnHeldBack func(HeldBack)
 }
 
 // Claimable is a task ClaimTasks locked, with its instance as read in the

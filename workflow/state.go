@@ -47,6 +47,9 @@ type Instance struct {
 	// Parent is the step that started the instance as a child workflow
 	// (nil for an instance started otherwise).
 	Parent *ParentRef `json:"parent,omitempty"`
+	// Priority (1–5) is the start's priority, or its definition's; its
+	// tasks are claimed in that order. 0 for a free-form instance.
+	Priority int `json:"priority,omitempty"`
 }
 
 // State is an instance's state document. Variables and Steps are the keys the

@@ -25,7 +25,8 @@ import (
 // parameters after those: the key, the request hash and the cut-off before
 // which a recorded key no longer counts; then the parent link's three
 // (parent_id, parent_step, parent_index; NULL for an instance without one);
-// with tasks, last, the tasks' iterations.
+// with tasks, the tasks' iterations and flow control (tailParams); last,
+// the instance's priority.
 
 // createVariant selects a create statement.
 type createVariant struct{ withTasks, keyed bool }
@@ -75,6 +76,18 @@ func createIterationsParam(v createVariant) int {
 	return 29
 }
 
+// createPriorityParam is the number of the parameter holding the
+// instance's priority: the last one.
+func createPriorityParam(v createVariant) int {
+	switch {
+	case v.withTasks:
+		return createIterationsParam(v) + tailParams
+	case v.keyed:
+		return 17
+	}
+	return 14
+}
+
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
 	n := 10
@@ -108,8 +121,8 @@ func buildCreateSQL(v createVariant) string {
 	// The parent link's three parameters come last (parentArgs).
 	pid, pstep, pindex := "$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2), "$"+strconv.Itoa(n+3)
 	sql += `i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, priority)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, $` + strconv.Itoa(createPriorityParam(v)) + `::smallint
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an

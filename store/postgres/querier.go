@@ -79,7 +79,7 @@ const instanceColumns = instanceBaseColumns + ", output"
 // instanceBaseColumns are the columns instanceRow.dest reads: those of
 // instanceColumns but the output, which only a COMPLETED instance has (a
 // claim reads the instances of its tasks without it).
-const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index"
+const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, priority"
 
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
@@ -247,13 +247,13 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 		return nil, err
 	}
 	withTasks := len(p.Tasks) > 0 || p.Notify
-	var iterations []int32
+	var tail []any
 	if withTasks {
 		rows, cols, err := prepareTasks(p.Tasks, now)
 		if err != nil {
 			return nil, err
 		}
-		pc.tasks, iterations = rows, cols.iterations
+		pc.tasks, tail = rows, cols.tail()
 		pc.args = append(append(pc.args, cols.args()...), p.Notify)
 	}
 	keyed := p.IdempotencyKey != ""
@@ -261,9 +261,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 		pc.args = append(pc.args, p.IdempotencyKey, p.RequestHash, now.Add(-store.IdempotencyKeyTTL))
 	}
 	pc.args = append(pc.args, parentArgs(p.Parent)...)
-	if withTasks {
-		pc.args = append(pc.args, iterations)
-	}
+	pc.args = append(append(pc.args, tail...), int16(p.Priority))
 	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
@@ -297,6 +295,7 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 		DefinitionRevision: p.DefinitionRevision,
 		Deadline:           pc.deadline,
 		Parent:             p.Parent,
+		Priority:           p.Priority,
 	}, nil
 }
 
@@ -834,11 +833,12 @@ type instanceRow struct {
 	status       string
 	state, input []byte
 	parent       parentColumns
+	priority     int16
 }
 
 func (r *instanceRow) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.inst.CreatedAt, &r.inst.UpdatedAt,
-		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index}
+		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index, &r.priority}
 }
 
 // instance decodes what was scanned.
@@ -855,6 +855,7 @@ func (r *instanceRow) instance() (*workflow.Instance, error) {
 	inst.UpdatedAt = inst.UpdatedAt.UTC()
 	inst.Deadline = utcPtr(inst.Deadline)
 	inst.Parent = r.parent.ref()
+	inst.Priority = int(r.priority)
 	return &inst, nil
 }
 
