@@ -71,15 +71,29 @@ type RateBucket struct {
 	UpdatedAt time.Time
 }
 
-// HeldBack says what a claim left QUEUED for its keys, for the engine's
-// metrics and its next look: Concurrency tasks found their key at its
-// limit, Rate tasks found no token; RateRetryAt (zero: none) is when the
-// earliest of those buckets has a token again.
+// HeldBack says what a claim's keys held back, for the engine's metrics
+// and its next look: Concurrency tasks found their key at its limit, Rate
+// tasks found no token in their bucket, and RateEmptied buckets were
+// emptied by this claim (the next tasks of those keys wait: the claim
+// query leaves them out until a token is due). RateRetryAt (zero: none)
+// is when the first of those buckets has a token again.
 type HeldBack struct {
 	Concurrency int
 	Rate        int
-	RateKeys    []string
+	RateEmptied int
 	RateRetryAt time.Time
+}
+
+// Any reports whether anything was held back.
+func (h HeldBack) Any() bool { return h.Concurrency > 0 || h.Rate > 0 || h.RateEmptied > 0 }
+
+// retryAt notes that bucket b, refilled at rate, has its next token at
+// b.UpdatedAt plus the time (1 - tokens) takes.
+func (h *HeldBack) retryAt(b RateBucket, rate float64) {
+	wait := time.Duration(math.Ceil((1 - b.Tokens) / rate * float64(time.Second)))
+	if at := b.UpdatedAt.Add(wait); h.RateRetryAt.IsZero() || at.Before(h.RateRetryAt) {
+		h.RateRetryAt = at
+	}
 }
 
 // FlowGate is a claim's check of its tasks' keys, made in the claim's
@@ -94,7 +108,7 @@ type HeldBack struct {
 // lease has used its slot and token for nothing, never more than allowed.
 func FlowGate(locked []Claimable, leased map[string]int, buckets map[string]RateBucket, now time.Time) (kept []Claimable, taken []RateBucket, held HeldBack) {
 	kept = make([]Claimable, 0, len(locked))
-	touched := map[string]bool{}
+	touched := map[string]float64{} // the rates of the buckets taken from
 	for _, c := range locked {
 		f := c.Task.Flow
 		if f.ConcurrencyLimit > 0 && leased[f.ConcurrencyKey] >= f.ConcurrencyLimit {
@@ -112,19 +126,13 @@ func FlowGate(locked []Claimable, leased map[string]int, buckets map[string]Rate
 			}
 			if b.Tokens < 1 {
 				held.Rate++
-				if !slices.Contains(held.RateKeys, f.RateKey) {
-					held.RateKeys = append(held.RateKeys, f.RateKey)
-				}
-				wait := time.Duration(math.Ceil((1 - b.Tokens) / f.RatePerSecond * float64(time.Second)))
-				if at := b.UpdatedAt.Add(wait); held.RateRetryAt.IsZero() || at.Before(held.RateRetryAt) {
-					held.RateRetryAt = at
-				}
+				held.retryAt(b, f.RatePerSecond)
 				buckets[f.RateKey] = b
 				continue
 			}
 			b.Tokens--
 			buckets[f.RateKey] = b
-			touched[f.RateKey] = true
+			touched[f.RateKey] = f.RatePerSecond
 		}
 		if f.ConcurrencyLimit > 0 {
 			leased[f.ConcurrencyKey]++
@@ -132,7 +140,12 @@ func FlowGate(locked []Claimable, leased map[string]int, buckets map[string]Rate
 		kept = append(kept, c)
 	}
 	for _, key := range slices.Sorted(maps.Keys(touched)) {
-		taken = append(taken, buckets[key])
+		b := buckets[key]
+		taken = append(taken, b)
+		if b.Tokens < 1 {
+			held.RateEmptied++
+			held.retryAt(b, touched[key])
+		}
 	}
 	return kept, taken, held
 }

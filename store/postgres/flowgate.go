@@ -73,7 +73,7 @@ func gateFlow(ctx context.Context, db dbtx, locked []store.Claimable, p store.Cl
 	}
 	now := store.Timestamp(p.Now)
 	kept, taken, held := store.FlowGate(locked, leased, buckets, now)
-	if p.OnHeldBack != nil && (held.Concurrency > 0 || held.Rate > 0) {
+	if p.OnHeldBack != nil && held.Any() {
 		p.OnHeldBack(held)
 	}
 	if len(taken) == 0 {

@@ -79,7 +79,7 @@ GROUP BY l.concurrency_key`, string(list))
 		}
 	}
 	kept, taken, held := store.FlowGate(locked, leased, buckets, store.Timestamp(p.Now))
-	if p.OnHeldBack != nil && (held.Concurrency > 0 || held.Rate > 0) {
+	if p.OnHeldBack != nil && held.Any() {
 		p.OnHeldBack(held)
 	}
 	return kept, taken, nil
