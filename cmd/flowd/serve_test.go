@@ -248,14 +248,14 @@ func TestMigrateCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "applied 00001_init.sql") || !strings.Contains(out.String(), "applied 00002_engine.sql") ||
 		!strings.Contains(out.String(), "applied 00003_workers.sql") || !strings.Contains(out.String(), "applied 00004_idempotency_keys.sql") ||
 		!strings.Contains(out.String(), "applied 00005_delete.sql") || !strings.Contains(out.String(), "applied 00006_history_patches.go") ||
-		!strings.Contains(out.String(), "applied 00010_child_workflows.sql") || !strings.Contains(out.String(), "is now at version 10") {
+		!strings.Contains(out.String(), "applied 00010_child_workflows.sql") || !strings.Contains(out.String(), "applied 00012_task_flow_control.sql") || !strings.Contains(out.String(), "is now at version 12") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}
 	e, out, _ = testEnv(nil)
 	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
 		t.Fatal("second migrate failed")
 	}
-	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":10`) {
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":12`) {
 		t.Errorf("second migrate JSON: %s", got)
 	}
 	e, _, errOut = testEnv(nil)

@@ -64,6 +64,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("ControlFlow", func(t *testing.T) { testControlFlow(t, newServer) })
 	t.Run("ForeachTasks", func(t *testing.T) { testForeachTasks(t, newServer) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, newServer) })
+	t.Run("FlowControl", func(t *testing.T) { testFlowControl(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
