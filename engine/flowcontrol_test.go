@@ -205,4 +205,3 @@ func TestPriorityClaimOrder(t *testing.T) {
 		}
 	})
 }
-
