@@ -60,12 +60,14 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 	}
 	sql := claimWithInstancesSQL(n, p.Limit)
 	if q.pool == nil {
-		return q.claimInTx(ctx, sql, args, p, decide)
+		return q.claimInTx(ctx, sql, args, p, true, decide)
 	}
 	return q.claimPipelined(ctx, sql, args, p, decide)
 }
 
-func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+// claimInTx is the claim inside the caller's transaction; wait says
+// whether the flow check waits for the keys' locks (see gateFlow).
+func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store.ClaimParams, wait bool, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {
 		return interpretError(err, "")
@@ -74,7 +76,7 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 	if err != nil {
 		return err
 	}
-	locked, take, err := gateFlow(ctx, q.db, locked, p)
+	locked, take, err := gateFlow(ctx, q.db, locked, p, wait)
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, p 
 		if err != nil {
 			return err
 		}
-		locked, take, err := gateFlow(ctx, conn, locked, p)
+		locked, take, err := gateFlow(ctx, conn, locked, p, true)
 		if err != nil {
 			return err
 		}

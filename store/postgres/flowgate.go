@@ -21,8 +21,14 @@ import (
 // snapshot when it starts, after the locks are granted. Every lease of a
 // task with a key is made under that key's lock, so no two claims can
 // both see a free slot or a token that only one of them may take.
+//
+// A group's claim (store.GroupClaim) holds the locks of its group's writes
+// and must wait for nobody: it takes the keys' locks only if they are free
+// (flowTryLockSQL) and leaves the tasks of a busy key QUEUED, for the claim
+// that holds it or a later one.
 const (
-	flowLockSQL   = `SELECT pg_advisory_xact_lock(x) FROM (SELECT x FROM unnest($1::bigint[]) AS x ORDER BY x) AS s`
+	flowLockSQL    = `SELECT pg_advisory_xact_lock(x) FROM (SELECT x FROM unnest($1::bigint[]) AS x ORDER BY x) AS s`
+	flowTryLockSQL = `SELECT x FROM unnest($1::bigint[]) AS x WHERE NOT pg_try_advisory_xact_lock(x)`
 	flowLeasedSQL = `SELECT concurrency_key, count(*) FROM workflow_tasks
 WHERE status = 'LEASED' AND concurrency_key = ANY ($1::text[]) GROUP BY concurrency_key`
 	flowBucketsSQL = `SELECT key, tokens, updated_at FROM flowd_rate_buckets WHERE key = ANY ($1::text[])`
@@ -44,8 +50,9 @@ func flowLockID(kind, key string) int64 {
 
 // gateFlow checks the locked tasks' keys in db's transaction and returns
 // the tasks that may be leased and the statement that stores the buckets
-// they take tokens from (nil when none); see store.FlowGate.
-func gateFlow(ctx context.Context, db dbtx, locked []store.Claimable, p store.ClaimParams) ([]store.Claimable, *pgx.QueuedQuery, error) {
+// they take tokens from (nil when none); see store.FlowGate. wait says
+// whether it waits for the keys' locks (a group's claim does not).
+func gateFlow(ctx context.Context, db dbtx, locked []store.Claimable, p store.ClaimParams, wait bool) ([]store.Claimable, *pgx.QueuedQuery, error) {
 	keys := store.FlowKeysOf(locked)
 	if keys.Empty() {
 		return locked, nil, nil
@@ -60,19 +67,46 @@ func gateFlow(ctx context.Context, db dbtx, locked []store.Claimable, p store.Cl
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	b := &pgx.Batch{}
-	b.Queue(flowLockSQL, ids)
+	if wait {
+		b.Queue(flowLockSQL, ids)
+	} else {
+		b.Queue(flowTryLockSQL, ids)
+	}
 	b.Queue(flowLeasedSQL, keys.Concurrency)
 	b.Queue(flowBucketsSQL, keys.Rate)
 	br := db.SendBatch(ctx, b)
-	leased, buckets, err := readFlow(br)
+	busy, err := readBusy(br, wait)
+	var (
+		leased  map[string]int
+		buckets map[string]store.RateBucket
+	)
+	if err == nil {
+		leased, buckets, err = readFlow(br)
+	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = interpretError(cerr, "")
 	}
 	if err != nil {
 		return nil, nil, err
 	}
+	var held store.HeldBack
+	if len(busy) > 0 {
+		free := locked[:0:0]
+		for _, c := range locked {
+			f := c.Task.Flow
+			if f.ConcurrencyLimit > 0 && busy[flowLockID("concurrency", f.ConcurrencyKey)] ||
+				f.RatePerSecond > 0 && busy[flowLockID("rate", f.RateKey)] {
+				held.Concurrency++ // its key is being decided by another claim
+				continue
+			}
+			free = append(free, c)
+		}
+		locked = free
+	}
 	now := store.Timestamp(p.Now)
-	kept, taken, held := store.FlowGate(locked, leased, buckets, now)
+	kept, taken, gated := store.FlowGate(locked, leased, buckets, now)
+	held.Concurrency += gated.Concurrency
+	held.Rate, held.RateEmptied, held.RateRetryAt = gated.Rate, gated.RateEmptied, gated.RateRetryAt
 	if p.OnHeldBack != nil && held.Any() {
 		p.OnHeldBack(held)
 	}
@@ -87,11 +121,37 @@ func gateFlow(ctx context.Context, db dbtx, locked []store.Claimable, p store.Cl
 	return kept, &pgx.QueuedQuery{SQL: flowTakeSQL, Arguments: []any{bk, tokens, at}}, nil
 }
 
-// readFlow reads the results of gateFlow's pipeline.
-func readFlow(br pgx.BatchResults) (map[string]int, map[string]store.RateBucket, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, nil, interpretError(err, "")
+// readBusy reads the result of the lock statement of gateFlow's
+// pipeline: the lock ids another transaction holds (none when it waited
+// for them).
+func readBusy(br pgx.BatchResults, waited bool) (map[int64]bool, error) {
+	if waited {
+		if _, err := br.Exec(); err != nil {
+			return nil, interpretError(err, "")
+		}
+		return nil, nil
 	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, interpretError(err, "")
+	}
+	defer rows.Close()
+	busy := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, interpretError(err, "")
+		}
+		busy[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(err, "")
+	}
+	return busy, nil
+}
+
+// readFlow reads the counts and buckets of gateFlow's pipeline.
+func readFlow(br pgx.BatchResults) (map[string]int, map[string]store.RateBucket, error) {
 	leased := map[string]int{}
 	rows, err := br.Query()
 	if err != nil {
