@@ -29,7 +29,7 @@ import (
 const (
 	flowLockSQL    = `SELECT pg_advisory_xact_lock(x) FROM (SELECT x FROM unnest($1::bigint[]) AS x ORDER BY x) AS s`
 	flowTryLockSQL = `SELECT x FROM unnest($1::bigint[]) AS x WHERE NOT pg_try_advisory_xact_lock(x)`
-	flowLeasedSQL = `SELECT concurrency_key, count(*) FROM workflow_tasks
+	flowLeasedSQL  = `SELECT concurrency_key, count(*) FROM workflow_tasks
 WHERE status = 'LEASED' AND concurrency_key = ANY ($1::text[]) GROUP BY concurrency_key`
 	flowBucketsSQL = `SELECT key, tokens, updated_at FROM flowd_rate_buckets WHERE key = ANY ($1::text[])`
 	// flowTakeSQL stores the buckets a claim took tokens from.
