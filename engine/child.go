@@ -80,7 +80,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if depth >= rules.MaxChildDepth {
 		return e.FailTask(ctx, t.ID, t.Lease, rules.DepthError(depth), false)
 	}
-	child := &workflow.Instance{ID: store.NewID(), State: cc.Def.InitialState(), Input: row.Input}
+	child := &workflow.Instance{ID: store.NewID(), State: cc.Def.InitialState(), Input: row.Input, Priority: cc.Def.PriorityOrDefault()}
 	if string(child.Input) == "null" || len(child.Input) == 0 {
 		child.Input = []byte("{}")
 	}
@@ -101,7 +101,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 		ID: child.ID, Definition: cc.Def.Name, DefinitionRevision: cc.Def.Revision, Status: cch.Status,
 		Input: child.Input, State: cch.State, Deadline: cch.Deadline, Cause: cch.Cause,
 		Tasks: newRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
-		Parent: parentRef(parent.ID, row), Concurrency: slot,
+		Parent: parentRef(parent.ID, row), Concurrency: slot, Priority: child.Priority,
 		// The child's steps join the trace of the workflow that started it.
 		TraceParent: parent.TraceParent,
 	}

@@ -213,7 +213,7 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 		var claim *store.GroupClaim
 		if len(claimers) > 0 {
 			d = &claimDecision{e: e, owner: e.node, lease: e.lease, now: e.clock(), inGroup: true}
-			claim = &store.GroupClaim{Params: store.ClaimParams{Queues: claimers[0].claim, Now: d.now, Limit: len(claimers)}, Decide: d.decide}
+			claim = &store.GroupClaim{Params: e.claimParams(claimers[0].claim, d.now, len(claimers)), Decide: d.decide}
 		}
 		if insts, written, err := e.st.ApplyGroup(ctx, ps, ws, claim); err == nil {
 			var next []Task

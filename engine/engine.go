@@ -182,6 +182,8 @@ type Engine struct {
 
 	wakeMu  sync.Mutex
 	waiters map[chan struct{}]struct{}
+	// tokenWake wakes the waiters when a rate limit's next token is due.
+	tokenWake tokenWake
 
 	runMu   sync.Mutex
 	cancel  context.CancelCauseFunc

@@ -33,6 +33,8 @@ type StartParams struct {
 	// a schedule's fire writes it with the schedule's advance
 	// (schedules.go). It returns the instance, or an error.
 	write func(ctx context.Context, p store.CreateParams) (*workflow.Instance, error)
+	// Priority (1–5) overrides the definition's; 0 keeps it.
+	Priority int
 }
 
 // StartWorkflow creates a RUNNING instance with every step in its state and
@@ -75,7 +77,13 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if !json.Valid(input) {
 		return nil, fmt.Errorf("%w: input is not valid JSON", store.ErrInvalidArgument)
 	}
-	inst := &workflow.Instance{ID: p.ID, State: c.Def.InitialState(), Input: input}
+	inst := &workflow.Instance{ID: p.ID, State: c.Def.InitialState(), Input: input, Priority: c.Def.PriorityOrDefault()}
+	if p.Priority != 0 {
+		if msg := workflow.PriorityProblem(p.Priority); msg != "" {
+			return nil, fmt.Errorf("%w: priority %s", store.ErrInvalidArgument, msg)
+		}
+		inst.Priority = p.Priority
+	}
 	if p.State != nil {
 		if len(p.State.Steps) > 0 {
 			return nil, fmt.Errorf("%w: state.steps cannot be given with a definition: its steps are the definition's", store.ErrInvalidArgument)
@@ -96,7 +104,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		ID: p.ID, Definition: c.Def.Name, DefinitionRevision: c.Def.Revision, Status: ch.Status,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
-		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash,
+		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Priority: inst.Priority,
 		Concurrency: slot, TraceParent: e.traceParentOf(ctx),
 	}
 	write := e.create

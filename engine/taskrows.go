@@ -18,7 +18,7 @@ func taskView(row *store.Task) rules.Task {
 		ID: row.ID, InstanceID: row.InstanceID, StepID: row.StepID, Iteration: row.Iteration, Queue: row.Queue,
 		Status: rules.TaskStatus(row.Status), Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
 		RunAt: row.RunAt, Lease: row.Lease, LeaseOwner: row.LeaseOwner, LeaseUntil: row.LeaseUntil,
-		AttemptDeadline: row.AttemptDeadline, Input: row.Input, LastError: row.LastError,
+		AttemptDeadline: row.AttemptDeadline, Input: row.Input, LastError: row.LastError, Flow: row.Flow,
 	}
 }
 
@@ -27,7 +27,7 @@ func setRow(row *store.Task, v *rules.Task) {
 	row.ID, row.InstanceID, row.StepID, row.Iteration, row.Queue = v.ID, v.InstanceID, v.StepID, v.Iteration, v.Queue
 	row.Status, row.Attempt, row.MaxAttempts, row.RunAt = store.TaskStatus(v.Status), v.Attempt, v.MaxAttempts, v.RunAt
 	row.Lease, row.LeaseOwner, row.LeaseUntil, row.AttemptDeadline = v.Lease, v.LeaseOwner, v.LeaseUntil, v.AttemptDeadline
-	row.Input, row.LastError = v.Input, v.LastError
+	row.Input, row.LastError, row.Flow = v.Input, v.LastError, v.Flow
 }
 
 // newRow is a row to insert or write back from the view v.

@@ -52,7 +52,7 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 	var d *claimDecision
 	err = e.withDefs(ctx, func() error {
 		d = &claimDecision{e: e, owner: owner, lease: lease, now: e.clock()}
-		return e.st.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: d.now, Limit: limit}, d.decide)
+		return e.st.ClaimTasks(ctx, e.claimParams(queues, d.now, limit), d.decide)
 	})
 	if err != nil {
 		// The writes may have committed and only the answer been lost: the

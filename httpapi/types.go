@@ -13,6 +13,8 @@ type CreateWorkflowRequest struct {
 	Definition string          `json:"definition,omitempty"`
 	Input      json.RawMessage `json:"input,omitempty"`
 	State      json.RawMessage `json:"state,omitempty"`
+	// Priority (1–5) overrides the definition's; absent keeps it.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // ListWorkflowsResponse is the body of GET /v1/workflows. A page may hold

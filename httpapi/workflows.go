@@ -40,6 +40,11 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	priority, err := startPriority(req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	state, err := workflow.ParseState(req.State)
 	if err != nil {
 		s.fail(w, r, err)
@@ -54,7 +59,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	}
 	var inst *workflow.Instance
 	if req.Definition != "" {
-		p := engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input, IdempotencyKey: key, RequestHash: hash}
+		p := engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input, IdempotencyKey: key, RequestHash: hash, Priority: priority}
 		if len(req.State) > 0 {
 			// Variables and other keys; the steps are the definition's.
 			if len(state.Steps) > 0 {
@@ -75,7 +80,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		}
 	} else if err = s.eng.CheckStateSize(state); err == nil {
 		inst, err = s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state,
-			IdempotencyKey: key, RequestHash: hash})
+			IdempotencyKey: key, RequestHash: hash, Priority: priority})
 	}
 	if ke := (*store.IdempotencyKeyError)(nil); errors.As(err, &ke) {
 		s.repeatedCreate(w, r, ke)

@@ -37,6 +37,9 @@ type Metrics struct {
 	EventsExpired   prometheus.Counter
 	// Schedule fires and misses (schedules.go).
 	ScheduleMetrics
+	// FlowControl counts the waits of step concurrency keys and rate
+	// limits.
+	FlowControl FlowControl
 
 	storage storageHealth // what flowd_storage_full and StorageFull report
 }
@@ -109,6 +112,7 @@ func New() *Metrics {
 			Help: "Stored events deleted by the sweeper once older than --event-retention.",
 		}),
 	}
+	m.FlowControl = newFlowControl(m.Registry)
 	// Known labels exist from the start, so a scrape shows them at 0.
 	for _, r := range TaskResults {
 		m.TasksCompleted.WithLabelValues(r)

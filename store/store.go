@@ -226,6 +226,9 @@ type CreateParams struct {
 	// TraceParent, when not "", is stored with the instance: the W3C
 	// traceparent of the trace its steps' attempts join.
 	TraceParent string
+	// Priority is stored with the instance (0: none, a free-form
+	// instance); the engine copies it onto the instance's tasks.
+	Priority int
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:

@@ -67,6 +67,10 @@ type Task struct {
 	LastError       string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	// Flow is the flow control the task is claimed under, written when
+	// the task is inserted and never changed (see ClaimTasks). A
+	// Priority of 0 is stored as workflow.DefaultPriority.
+	Flow workflow.TaskFlow
 }
 
 // LockMode says how a query that locks rows treats rows locked by others.
@@ -116,9 +120,15 @@ type TaskQuerier interface {
 	// ClaimTasks claims tasks in one transaction — on PostgreSQL, called on
 	// the store, in two round trips. It locks up to p.Limit claimable tasks
 	// of p.Queues — QUEUED tasks with run_at <= p.Now whose instance is
-	// RUNNING (or, for QueueSleep, RUNNING or PAUSED), oldest run_at first,
-	// with SKIP LOCKED — reads each one's instance (without
-	// locking it) and calls decide with them, oldest run_at first. decide
+	// RUNNING (or, for QueueSleep, RUNNING or PAUSED), highest Flow.Priority
+	// first, then oldest run_at, with SKIP LOCKED — reads each one's
+	// instance (without locking it), keeps those their flow control lets
+	// go (FlowGate, under the locks of their keys, in the same
+	// transaction: a task whose concurrency key is at its limit or whose
+	// rate-limit bucket has no token stays QUEUED, and tasks whose keys were
+	// full as last committed are not locked at all) and calls decide with
+	// them, in that order (a rate-limit bucket's tokens are taken only when
+	// decide leases something). decide
 	// returns the writes to make (see ClaimWrite); ClaimTasks checks them
 	// (ErrInvalidArgument, nothing written) and makes them. A write whose
 	// instance is no longer at its ExpectedVersion is skipped and its tasks
@@ -216,6 +226,10 @@ type ClaimParams struct {
 	Queues []string
 	Now    time.Time
 	Limit  int
+	// OnHeldBack, when set, is told what the claim left QUEUED because of
+	// its tasks' concurrency keys and rate limits (see FlowGate); it is
+	// not called when nothing was held back.
+	OnHeldBack func(HeldBack)
 }
 
 // Claimable is a task ClaimTasks locked, with its instance as read in the

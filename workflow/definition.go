@@ -33,6 +33,9 @@ type Definition struct {
 	// Concurrency, when set, bounds how many instances of the definition
 	// with the same rendered key hold a slot (RUNNING or PAUSED) at once.
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// Priority (1–5, nil: DefaultPriority) orders the claims of the
+	// instances' tasks: higher first. A start may override it.
+	Priority *int `json:"priority,omitempty"`
 }
 
 // StepType says how a step runs.
@@ -85,6 +88,11 @@ type Step struct {
 	// Definition is the definition a workflow step starts a child of
 	// (required there).
 	Definition string `json:"definition,omitempty"`
+	// Concurrency bounds the leased tasks sharing a key, and RateLimit
+	// their deliveries, across definitions and nodes (task and http steps;
+	// see flowcontrol.go).
+	Concurrency *StepConcurrency `json:"concurrency,omitempty"`
+	RateLimit   *RateLimit       `json:"rate_limit,omitempty"`
 }
 
 // Join is how a step waits for its dependencies.

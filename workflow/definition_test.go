@@ -280,7 +280,7 @@ steps:
 		{"unknown retry field", "name: x\nsteps:\n  - {id: a, type: task, handler: h, retry: {attempts: 2}}",
 			[]string{`steps[0] (a): retry: unknown field "attempts" (known: max_attempts, initial_backoff, max_backoff)`}},
 		{"unknown top-level field", "name: x\nsteps:" + wait + "\ndescription: hi",
-			[]string{`unknown field "description" (known: name, revision, timeout, retention, steps, output, concurrency)`}},
+			[]string{`unknown field "description" (known: name, revision, timeout, retention, steps, output, concurrency, priority)`}},
 		{"field in the wrong case", "Name: x\nsteps:" + wait,
 			[]string{`unknown field "Name" (did you mean "name"?)`, "name: is required"}},
 		{"template syntax", "name: x\nsteps:\n  - {id: a, type: task, handler: h, input: {sku: '{{ input.sku }}'}}",
@@ -354,7 +354,7 @@ steps:
 		"steps[1] (b): handler: only task steps have a handler",
 		"steps[1] (b): duration: is required for a sleep step and must be positive",
 		"steps[2] (c): request.url: is required",
-		`steps[3] (c): unknown field "priority" (known: id, type, handler, input, retry, timeout, depends_on, duration, request, when, join, foreach, max_concurrency, event, key, definition)`,
+		`steps[3] (c): unknown field "priority" (known: id, type, handler, input, retry, timeout, depends_on, duration, request, when, join, foreach, max_concurrency, event, key, definition, concurrency, rate_limit)`,
 		`steps[3] (c): id: duplicate step id "c" (also steps[2])`,
 		"steps: cycle: a → b → c → a (each step depends on the one before it)",
 	}

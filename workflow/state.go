@@ -51,6 +51,9 @@ type Instance struct {
 	// started in ("" for none): its steps' attempts join that trace.
 	// Not part of the API's instance document.
 	TraceParent string `json:"-"`
+	// Priority (1–5) is the start's priority, or its definition's; its
+	// tasks are claimed in that order. 0 for a free-form instance.
+	Priority int `json:"priority,omitempty"`
 }
 
 // State is an instance's state document. Variables and Steps are the keys the

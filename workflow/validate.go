@@ -36,6 +36,7 @@ func (d *Definition) validate(ps *problemList) {
 	if d.Timeout < 0 {
 		ps.add("timeout", "must not be negative")
 	}
+	validatePriority(ps, d.Priority)
 	if len(d.Steps) == 0 {
 		ps.add("steps", "at least one step is required")
 		return
@@ -140,6 +141,7 @@ func (d *Definition) validateStep(ps *problemList, i int, index map[string]int) 
 		validateRetry(ps, path+".retry", *s.Retry)
 	}
 	validateControlFlow(ps, path, s)
+	validateStepFlowControl(ps, path, s)
 
 	listed := make(map[string]bool, len(s.DependsOn))
 	for j, dep := range s.DependsOn {
@@ -349,6 +351,9 @@ func (d *Definition) validateTemplates(ps *problemList, index map[string]int) {
 		}
 		if s.Key != "" {
 			compile(path+".key", nil, &s.Key)
+		}
+		for _, k := range flowControlKeys(s) {
+			compile(path+k.path, nil, k.template)
 		}
 		if r := s.Request; r != nil && (s.Type == StepTypeHTTP || !known) {
 			if r.URL != "" {

@@ -256,6 +256,11 @@ func TestCLIGolden(t *testing.T) {
 	}
 	b.golden("delete-json", 0, "", "delete", "keyed-1", "--if-match", "*", "-o", "json")
 	b.golden("help-delete", 0, "", "delete", "--help")
+
+	// --priority: 1–5, shown by get; anything else is a usage error.
+	b.golden("start-priority", 0, "", "start", "--id", "urgent-1", "--priority", "5")
+	b.golden("get-priority", 0, "", "get", "urgent-1")
+	b.golden("start-bad-priority", 2, "", "start", "--id", "urgent-2", "--priority", "9")
 }
 
 func between(s, start, end string) string {

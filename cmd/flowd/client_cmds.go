@@ -201,6 +201,7 @@ func summary(e *env, inst *workflow.Instance, what string) error {
 func newStartCmd(e *env) *cobra.Command {
 	var o clientOptions
 	var id, input, state, key string
+	var priority int
 	cmd := &cobra.Command{
 		Use:   "start [DEFINITION]",
 		Short: "Start a workflow instance",
@@ -215,6 +216,8 @@ the server makes one. Starting an id that exists fails (exit 1).
 retrying script): a repeat with the same K and the same arguments within 24
 hours prints the instance the first one created instead of creating another;
 the same K with other arguments fails (exit 1).
+--priority N (1–5) overrides the definition's priority: the tasks of
+instances of higher priority are delivered first.
 ` + clientHelp,
 		Example: `  # start the "order" workflow
   flowd start order --input '{"sku":"A-1","qty":2}'
@@ -250,6 +253,12 @@ the same K with other arguments fails (exit 1).
 			}
 			if input == "-" && state == "-" {
 				return usageError("only one of --input and --state can read stdin")
+			}
+			if cmd.Flags().Changed("priority") {
+				if msg := workflow.PriorityProblem(priority); msg != "" {
+					return usageError("--priority: %s", msg)
+				}
+				req.Priority = &priority
 			}
 			var err error
 			if input != "" {
@@ -288,6 +297,7 @@ the same K with other arguments fails (exit 1).
 	cmd.Flags().StringVar(&input, "input", "", "workflow input as JSON, or - for stdin")
 	cmd.Flags().StringVar(&state, "state", "", "initial state as a JSON object, or - for stdin")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "send this Idempotency-Key: a repeat within 24 hours returns the first instance")
+	cmd.Flags().IntVar(&priority, "priority", 0, "priority 1–5, higher delivered first (default: the definition's)")
 	o.bind(cmd, e)
 	return cmd
 }

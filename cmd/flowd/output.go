@@ -55,6 +55,9 @@ func printInstance(w io.Writer, inst *workflow.Instance) error {
 	field("id", clean(inst.ID))
 	field("definition", clean(def))
 	field("status", clean(string(inst.Status)))
+	if inst.Priority != 0 {
+		field("priority", strconv.Itoa(inst.Priority))
+	}
 	field("version", strconv.FormatInt(inst.Version, 10))
 	field("created", timestamp(inst.CreatedAt))
 	field("updated", timestamp(inst.UpdatedAt))

@@ -249,6 +249,7 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied 00003_workers.sql") || !strings.Contains(out.String(), "applied 00004_idempotency_keys.sql") ||
 		!strings.Contains(out.String(), "applied 00005_delete.sql") || !strings.Contains(out.String(), "applied 00006_history_patches.go") ||
 		!strings.Contains(out.String(), "applied 00010_child_workflows.sql") || !strings.Contains(out.String(), "applied 00011_definition_concurrency.go") ||
+		!strings.Contains(out.String(), "applied 00012_task_flow_control.sql") ||
 		!strings.Contains(out.String(), "applied 00013_schedules.sql") || !strings.Contains(out.String(), "applied 00014_traceparent.sql") ||
 		!strings.Contains(out.String(), "is now at version 14") {
 		t.Errorf("first migrate output:\n%s", out.String())

@@ -66,6 +66,11 @@ func (ch *Change) claimable() bool {
 		if t := &ch.Update[i].Task; t.Status == TaskQueued && !IsEventQueue(t.Queue) {
 			return true
 		}
+		// A task under a concurrency key that is no longer leased frees a
+		// slot: a task its key held back can be claimed now.
+		if t := &ch.Update[i].Task; t.Flow.ConcurrencyLimit > 0 && t.Status != TaskLeased {
+			return true
+		}
 	}
 	return false
 }

@@ -22,6 +22,9 @@ type Definition struct {
 	flow    controlFlow
 	// keys are the event keys of wait steps (events.go).
 	keys map[string]*workflow.Template
+	// concurrencyKeys and rateKeys are the steps' flow-control keys
+	// (flowcontrol.go).
+	concurrencyKeys, rateKeys map[string]*workflow.Template
 }
 
 // Compile compiles def's templates; an error names the step and field of
@@ -70,6 +73,9 @@ func Compile(def *workflow.Definition) (*Definition, error) {
 		}
 	}
 	if err := c.compileControlFlow(); err != nil {
+		return nil, err
+	}
+	if err := c.compileFlowControl(); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -303,7 +303,7 @@ func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string,
 				return ErrNeedTasks
 			}
 			delete(fe.Pending, indexKey(i))
-			env.startIteration(c, inst, id, i, prev.Input, prev, now, ch)
+			env.startIteration(c, inst, id, i, prev.Input, prev.Flow, prev, now, ch)
 			continue
 		}
 		if items == nil {
@@ -312,12 +312,17 @@ func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string,
 			}
 			outputs = workflow.StepOutputs(inst.State.Steps)
 		}
-		input, err := c.renderWith(id, inst, outputs, &workflow.Iteration{Item: items[i], Index: i})
+		it := &workflow.Iteration{Item: items[i], Index: i}
+		input, err := c.renderWith(id, inst, outputs, it)
+		if err != nil {
+			return env.failForeach(inst, id, fe, i, err.Error(), rows, ch)
+		}
+		flow, err := c.taskFlow(id, inst, outputs, it)
 		if err != nil {
 			return env.failForeach(inst, id, fe, i, err.Error(), rows, ch)
 		}
 		fe.Started = i + 1
-		env.startIteration(c, inst, id, i, input, nil, now, ch)
+		env.startIteration(c, inst, id, i, input, flow, nil, now, ch)
 	}
 	return nil
 }
@@ -327,7 +332,7 @@ func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string,
 // iteration's row when it ran before. This is where a step type whose
 // iterations start differently plugs in (a workflow step: a child workflow
 // per item, its completion reported as the iteration's).
-func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string, i int, input json.RawMessage, prev *Task, now time.Time, ch *Change) {
+func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string, i int, input json.RawMessage, flow workflow.TaskFlow, prev *Task, now time.Time, ch *Change) {
 	step, _ := c.Def.Step(id)
 	queue := step.Handler
 	switch step.Type {
@@ -336,7 +341,7 @@ func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string,
 	case workflow.StepTypeWorkflow:
 		queue = QueueChild // the iteration's input is its child's input
 	}
-	env.queueTask(inst, id, i+1, queue, now, step.RetryPolicyOrDefault().MaxAttempts, input, prev, ch)
+	env.queueTask(inst, id, i+1, queue, now, step.RetryPolicyOrDefault().MaxAttempts, input, flow, prev, ch)
 }
 
 // failForeach fails step id because iteration i failed for good (msg says

@@ -136,7 +136,8 @@ func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease,
 	}
 	for i := range ch.Insert {
 		nt := &ch.Insert[i]
-		if IsTimer(nt.Queue) || nt.RunAt.After(now) || !slices.Contains(next.Queues, nt.Queue) {
+		// A task under flow control is left to a claim, which checks its keys.
+		if IsTimer(nt.Queue) || nt.RunAt.After(now) || !slices.Contains(next.Queues, nt.Queue) || nt.Flow.Limited() {
 			continue
 		}
 		st := inst.State.Steps[nt.StepID]

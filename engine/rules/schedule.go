@@ -120,6 +120,12 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 		st.Error = err.Error()
 		return
 	}
+	flow, err := c.taskFlow(id, inst, workflow.StepOutputs(inst.State.Steps), nil)
+	if err != nil {
+		st.Status = workflow.StepFailed
+		st.Error = err.Error()
+		return
+	}
 	st.Status = workflow.StepRunning
 	st.Error = ""
 	queue, runAt, budget := step.Handler, now, step.RetryPolicyOrDefault().MaxAttempts
@@ -131,13 +137,13 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 	case workflow.StepTypeWorkflow:
 		queue = QueueChild // its input is the child's input
 	}
-	env.queueTask(inst, id, 0, queue, runAt, budget, input, existing[id], ch)
+	env.queueTask(inst, id, 0, queue, runAt, budget, input, flow, existing[id], ch)
 }
 
 // queueTask queues the task of step id (iteration: see Task.Iteration)
-// with a budget of attempts: a new row, or prev, the row it ran on before,
-// re-queued.
-func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queue string, runAt time.Time, budget int, input json.RawMessage, prev *Task, ch *Change) {
+// with a budget of attempts: a new row under flow, or prev, the row it ran
+// on before, re-queued (its flow as it was created).
+func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queue string, runAt time.Time, budget int, input json.RawMessage, flow workflow.TaskFlow, prev *Task, ch *Change) {
 	if prev != nil {
 		// The same row, re-queued with a fresh budget and no lease:
 		// whoever still holds the old lease is fenced off.
@@ -151,7 +157,7 @@ func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queu
 	}
 	ch.Insert = append(ch.Insert, Task{
 		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Iteration: iteration, Queue: queue, Status: TaskQueued,
-		MaxAttempts: budget, RunAt: runAt, Input: input,
+		MaxAttempts: budget, RunAt: runAt, Input: input, Flow: flow,
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/flowd/flowd/workflow"
 )
 
 // TaskStatus is the status of a task: the store's task statuses, by value.
@@ -58,6 +60,9 @@ type Task struct {
 	AttemptDeadline time.Time
 	Input           json.RawMessage
 	LastError       string
+	// Flow is how the task is claimed: its priority and keys, rendered
+	// when the task is created.
+	Flow workflow.TaskFlow
 }
 
 // TaskKey is how the rules look up a step's existing task row: by step id

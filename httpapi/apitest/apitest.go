@@ -66,6 +66,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("Events", func(t *testing.T) { testEvents(t, newServer) })
 	t.Run("Schedules", func(t *testing.T) { testSchedules(t, newServer) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newServer) })
+	t.Run("FlowControl", func(t *testing.T) { testFlowControl(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests

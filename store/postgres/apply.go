@@ -128,7 +128,7 @@ const (
 )
 `
 	applySelect = `SELECT u.definition, u.input, u.version, u.created_at, u.definition_revision,
-	u.parent_id, u.parent_step, u.parent_index, u.traceparent,
+	u.parent_id, u.parent_step, u.parent_index, u.traceparent, u.priority,
 	(SELECT version FROM workflow_instances WHERE id = $33), (SELECT id FROM miss),
 	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
 )
@@ -141,7 +141,7 @@ var applyInstance = `), u AS (
 		state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
 		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($49::json, output)
 	WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43
-	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent
+	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 	SELECT $33, $34 + 1, $35, ` + historyRow("$33", "$34", "$36", "$48::int", "$47") + `, $32, $38 FROM u
@@ -279,7 +279,8 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
 		string(w.Settled), settledState, w.SettledCause,
 		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state),
-		outputArg(w.Output), insertCols.iterations)
+		outputArg(w.Output))
+	args = append(args, insertCols.tail()...)
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 
@@ -352,8 +353,9 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 		inserted, notified  int
 		parent              parentColumns
 		traceParent         *string
+		priority            *int16
 	)
-	err := row.Scan(&definition, &input, &version, &created, &revision, &parent.id, &parent.step, &parent.index, &traceParent, &actual, &missing, &inserted, &notified, new(any))
+	err := row.Scan(&definition, &input, &version, &created, &revision, &parent.id, &parent.step, &parent.index, &traceParent, &priority, &actual, &missing, &inserted, &notified, new(any))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == codeCommitConflict {
 		if cerr, ok := applyConflict(w, pgErr.Message); ok {
@@ -380,7 +382,7 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 		State: pa.state, Input: compactJSON(input), Version: *version,
 		CreatedAt: created.UTC(), UpdatedAt: pa.now, Deadline: utcPtr(timestampPtr(w.Deadline)),
 		Output: w.Output,
-		Parent: parent.ref(),
+		Parent: parent.ref(), Priority: int(*priority),
 	}
 	if traceParent != nil {
 		inst.TraceParent = *traceParent

@@ -62,7 +62,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 		if err := g.send(ctx, q.db); err != nil {
 			return nil, nil, err
 		}
-		if err := q.claimInTx(ctx, claimSQL, claimArgv, claim.Decide); err != nil {
+		if err := q.claimInTx(ctx, claimSQL, claimArgv, claim.Params, false, claim.Decide); err != nil {
 			return nil, nil, err
 		}
 	default:
@@ -85,11 +85,15 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			if err != nil {
 				return err
 			}
+			locked, take, err := gateFlow(ctx, conn, locked, claim.Params, false)
+			if err != nil {
+				return err
+			}
 			pws, err := q.decideClaim(locked, claim.Decide)
 			if err != nil {
 				return err
 			}
-			return finishClaim(ctx, conn, pws)
+			return finishClaim(ctx, conn, pws, take)
 		})
 		if err != nil {
 			return nil, nil, err

@@ -60,12 +60,14 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 	}
 	sql := claimWithInstancesSQL(n, p.Limit)
 	if q.pool == nil {
-		return q.claimInTx(ctx, sql, args, decide)
+		return q.claimInTx(ctx, sql, args, p, true, decide)
 	}
-	return q.claimPipelined(ctx, sql, args, decide)
+	return q.claimPipelined(ctx, sql, args, p, decide)
 }
 
-func (q *querier) claimInTx(ctx context.Context, sql string, args []any, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+// claimInTx is the claim inside the caller's transaction; wait says
+// whether the flow check waits for the keys' locks (see gateFlow).
+func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store.ClaimParams, wait bool, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {
 		return interpretError(err, "")
@@ -74,9 +76,18 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, decide 
 	if err != nil {
 		return err
 	}
+	locked, take, err := gateFlow(ctx, q.db, locked, p, wait)
+	if err != nil {
+		return err
+	}
 	pws, err := q.decideClaim(locked, decide)
 	if err != nil {
 		return err
+	}
+	if take != nil && len(pws) > 0 {
+		if _, err := q.db.Exec(ctx, take.SQL, take.Arguments...); err != nil {
+			return interpretError(err, "")
+		}
 	}
 	for _, pw := range pws {
 		if err := pw.result(q.db.QueryRow(ctx, claimWriteSQL, pw.args...)); err != nil {
@@ -89,7 +100,7 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, decide 
 	return nil
 }
 
-func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	return q.inPipelinedTx(ctx, func(conn *pgxpool.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -108,11 +119,15 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, de
 		if err != nil {
 			return err
 		}
+		locked, take, err := gateFlow(ctx, conn, locked, p, true)
+		if err != nil {
+			return err
+		}
 		pws, err := q.decideClaim(locked, decide)
 		if err != nil || len(pws) == 0 {
 			return err // the ROLLBACK of inPipelinedTx ends the transaction
 		}
-		return finishClaim(ctx, conn, pws)
+		return finishClaim(ctx, conn, pws, take)
 	})
 }
 
@@ -136,14 +151,19 @@ func (q *querier) inPipelinedTx(ctx context.Context, fn func(conn *pgxpool.Conn)
 	return fn(conn)
 }
 
-// finishClaim sends a claim's writes and COMMIT in one pipeline on conn,
-// inside the transaction that locked the tasks, and reports the writes.
+// finishClaim sends a claim's writes (after take, the buckets its flow
+// check took tokens from, when not nil) and COMMIT in one pipeline on
+// conn, inside the transaction that locked the tasks, and reports the
+// writes.
 // Once decided, the claim is finished even if ctx ends meanwhile: a commit
 // whose answer a cancellation lost would leave the tasks leased to nobody
 // until their leases end. A ctx that ended before anything was sent ends it.
-func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWrite) (err error) {
+func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWrite, take *pgx.QueuedQuery) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err // nothing sent yet: the caller rolls back
+	}
+	if len(pws) == 0 {
+		take = nil // nothing leased: no token is used
 	}
 	// The pipeline holds the COMMIT: a connection lost while reading any of
 	// its answers may have lost only the answers.
@@ -151,11 +171,19 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWr
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	b := &pgx.Batch{}
+	if take != nil {
+		b.Queue(take.SQL, take.Arguments...)
+	}
 	for _, pw := range pws {
 		b.Queue(claimWriteSQL, pw.args...)
 	}
 	b.Queue("COMMIT")
 	br := conn.SendBatch(wctx, b)
+	if take != nil {
+		if _, terr := br.Exec(); terr != nil {
+			err = interpretError(terr, "")
+		}
+	}
 	for _, pw := range pws {
 		if err == nil {
 			err = pw.result(br.QueryRow())

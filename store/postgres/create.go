@@ -25,8 +25,9 @@ import (
 // parameters after those: the key, the request hash and the cut-off before
 // which a recorded key no longer counts; then the parent link's three
 // (parent_id, parent_step, parent_index; NULL for an instance without one)
-// and the traceparent (NULL for none); with tasks, last, the tasks'
-// iterations.
+// and the traceparent (NULL for none); with tasks, the tasks' iterations and
+// flow control (tailParams); then the instance's concurrency key and limit;
+// last, the instance's priority.
 
 // createVariant selects a create statement.
 type createVariant struct{ withTasks, keyed bool }
@@ -68,7 +69,8 @@ const createStale = `(($8 > 0 AND $2::text <> '' AND NOT EXISTS (SELECT 1 FROM d
 	OR ($10::boolean AND EXISTS (SELECT 1 FROM workflow_definitions WHERE name = $2 AND revision > $8)))`
 
 // createIterationsParam is the number of the parameter holding the new
-// tasks' iterations: the last one, after the parent link's three.
+// tasks' iterations, the first of their tailParams: after the parent
+// link's three and the traceparent.
 func createIterationsParam(v createVariant) int {
 	if v.keyed {
 		return 33
@@ -78,15 +80,21 @@ func createIterationsParam(v createVariant) int {
 
 // createConcurrencyParam is the number of the parameter holding the
 // instance's concurrency key (NULL for none), the limit's is the next one:
-// the last two, after the traceparent and the tasks' iterations.
+// after the traceparent and, with tasks, their tailParams.
 func createConcurrencyParam(v createVariant) int {
-	if v.withTasks {
-		return createIterationsParam(v) + 1
-	}
-	if v.keyed {
+	switch {
+	case v.withTasks:
+		return createIterationsParam(v) + tailParams
+	case v.keyed:
 		return 18
 	}
 	return 15
+}
+
+// createPriorityParam is the number of the parameter holding the
+// instance's priority: the last one, after the concurrency key and limit.
+func createPriorityParam(v createVariant) int {
+	return createConcurrencyParam(v) + 2
 }
 
 func buildCreateSQL(v createVariant) string {
@@ -126,8 +134,8 @@ func buildCreateSQL(v createVariant) string {
 	// (createConcurrencyParam).
 	ckey, climit := "$"+strconv.Itoa(createConcurrencyParam(v)), "$"+strconv.Itoa(createConcurrencyParam(v)+1)
 	sql += `i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + tp + `::text, ` + ckey + `::text, ` + climit + `::integer
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit, priority)
+	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + tp + `::text, ` + ckey + `::text, ` + climit + `::integer, $` + strconv.Itoa(createPriorityParam(v)) + `::smallint
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an

@@ -167,7 +167,7 @@ func TestIndexes(t *testing.T) {
 	s, _ := setup(t, Options{})
 	rows, err := s.pool.Query(t.Context(), `SELECT indexname, indexdef FROM pg_indexes
 		WHERE schemaname = current_schema()
-			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers', 'idempotency_keys', 'workflow_events')`)
+			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers', 'idempotency_keys', 'workflow_events', 'flowd_rate_buckets')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,9 @@ func TestIndexes(t *testing.T) {
 		"workflow_definitions_pkey":                        "(name, revision)",
 		"workflow_tasks_pkey":                              "(id)",
 		"workflow_tasks_instance_id_step_id_iteration_key": "(instance_id, step_id, iteration)",
-		"workflow_tasks_claim_idx":                         "(queue, run_at) WHERE (status = 'QUEUED'::text)",
+		"workflow_tasks_claim_idx":                         "(queue, priority, run_at) WHERE (status = 'QUEUED'::text)",
+		"workflow_tasks_concurrency_idx":                   "(concurrency_key) WHERE ((status = 'LEASED'::text) AND (concurrency_key IS NOT NULL))",
+		"flowd_rate_buckets_pkey":                          "(key)",
 		"workflow_tasks_expiry_idx":                        "(lease_until) WHERE (status = 'LEASED'::text)",
 		"workflow_tasks_event_waits_idx":                   "(updated_at) WHERE ((status = 'QUEUED'::text) AND (queue ~~ 'flowd:event/%'::text))",
 		"workflow_events_pkey":                             "(id)",

@@ -79,7 +79,7 @@ const instanceColumns = instanceBaseColumns + ", output"
 // instanceBaseColumns are the columns instanceRow.dest reads: those of
 // instanceColumns but the output, which only a COMPLETED instance has (a
 // claim reads the instances of its tasks without it).
-const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent"
+const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, priority"
 
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
@@ -247,13 +247,13 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 		return nil, err
 	}
 	withTasks := len(p.Tasks) > 0 || p.Notify
-	var iterations []int32
+	var tail []any
 	if withTasks {
 		rows, cols, err := prepareTasks(p.Tasks, now)
 		if err != nil {
 			return nil, err
 		}
-		pc.tasks, iterations = rows, cols.iterations
+		pc.tasks, tail = rows, cols.tail()
 		pc.args = append(append(pc.args, cols.args()...), p.Notify)
 	}
 	keyed := p.IdempotencyKey != ""
@@ -261,10 +261,8 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 		pc.args = append(pc.args, p.IdempotencyKey, p.RequestHash, now.Add(-store.IdempotencyKeyTTL))
 	}
 	pc.args = append(append(pc.args, parentArgs(p.Parent)...), nullText(p.TraceParent))
-	if withTasks {
-		pc.args = append(pc.args, iterations)
-	}
-	pc.args = append(pc.args, concurrencyArgs(p.Concurrency)...)
+	pc.args = append(pc.args, tail...)
+	pc.args = append(append(pc.args, concurrencyArgs(p.Concurrency)...), int16(p.Priority))
 	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
@@ -299,6 +297,7 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 		Deadline:           pc.deadline,
 		Parent:             p.Parent,
 		TraceParent:        p.TraceParent,
+		Priority:           p.Priority,
 	}, nil
 }
 
@@ -837,11 +836,12 @@ type instanceRow struct {
 	state, input []byte
 	parent       parentColumns
 	traceParent  *string
+	priority     int16
 }
 
 func (r *instanceRow) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.inst.CreatedAt, &r.inst.UpdatedAt,
-		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent}
+		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent, &r.priority}
 }
 
 // instance decodes what was scanned.
@@ -861,6 +861,7 @@ func (r *instanceRow) instance() (*workflow.Instance, error) {
 	if r.traceParent != nil {
 		inst.TraceParent = *r.traceParent
 	}
+	inst.Priority = int(r.priority)
 	return &inst, nil
 }
 

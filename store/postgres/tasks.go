@@ -28,33 +28,46 @@ var (
 
 // newTasks1 is the row source of new tasks: the arrays of prepareTasks
 // (taskColumnArrays.args) as parameters $1–$14, unnested into rows x, with
-// the iterations (taskColumnArrays.iterations) as parameter iterations — the
-// last of the statement, added after the others were numbered. newTasks11 is
-// the same from $11 on.
-func newTasks1(iterations int) string {
-	return fmt.Sprintf(`unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
-		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[], $%d::int4[])
-		AS x (`+newTaskColumns+`, iteration)`, iterations)
+// the iterations and the flow control (taskColumnArrays.tail) as the
+// tailParams parameters from tail on — the last of the statement, added
+// after the others were numbered. newTasks11 is the same from $11 on.
+func newTasks1(tail int) string {
+	return `unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
+		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[], ` + tailUnnest(tail) + `)
+		AS x (` + newTaskColumns + `, ` + tailColumns + `)`
 }
 
-func newTasks11(iterations int) string {
-	return fmt.Sprintf(`unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::int4[], $17::int4[],
-		$18::timestamptz[], $19::text[], $20::text[], $21::timestamptz[], $22::timestamptz[], $23::text[], $24::text[], $%d::int4[])
-		AS x (`+newTaskColumns+`, iteration)`, iterations)
+func newTasks11(tail int) string {
+	return `unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::int4[], $17::int4[],
+		$18::timestamptz[], $19::text[], $20::text[], $21::timestamptz[], $22::timestamptz[], $23::text[], $24::text[], ` + tailUnnest(tail) + `)
+		AS x (` + newTaskColumns + `, ` + tailColumns + `)`
+}
+
+// tailColumns are the columns of the parameters of taskColumnArrays.tail,
+// tailParams of them.
+const (
+	tailColumns = `iteration, priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst`
+	tailParams  = 7
+)
+
+func tailUnnest(first int) string {
+	return fmt.Sprintf(`$%d::int4[], $%d::int2[], $%d::text[], $%d::int4[], $%d::text[], $%d::float8[], $%d::int4[]`,
+		first, first+1, first+2, first+3, first+4, first+5, first+6)
 }
 
 const (
 	newTaskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts,
 			run_at, lease, lease_owner, lease_until, attempt_deadline, input, last_error`
 	// insertTasksPrefix inserts rows of x; created_at and updated_at follow.
-	insertTasksPrefix = `INSERT INTO workflow_tasks (` + newTaskColumns + `, iteration, created_at, updated_at)
+	insertTasksPrefix = `INSERT INTO workflow_tasks (` + newTaskColumns + `, ` + tailColumns + `, created_at, updated_at)
 	SELECT id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, iteration, `
+		lease, lease_owner, lease_until, attempt_deadline, input::jsonb, last_error, ` + tailColumns + `, `
 )
 
 // taskColumns is the column list scanTask reads, in its order.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration`
+	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration,
+	priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst`
 
 const (
 	getTaskSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
@@ -114,7 +127,8 @@ LIMIT $1`
 
 // taskPrefixedColumns is taskColumns qualified with the alias t.
 const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, t.attempt, t.max_attempts, t.run_at,
-	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at, t.iteration`
+	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at, t.iteration,
+	t.priority, t.concurrency_key, t.concurrency_limit, t.rate_key, t.rate_per_second, t.rate_burst`
 
 // claimSQL returns the claim query for n queues ($2 … $n+1) due by $1, at
 // most limit tasks: the engine's hot path. It must cost the same whatever
@@ -123,10 +137,13 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // return rows in run_at order across several queues (PostgreSQL would read
 // and sort all the due tasks of every queue asked for: about a second per
 // claim with 200,000 queued tasks), so the LATERAL subquery walks the
-// partial claim index (status = 'QUEUED' matches its predicate, queue and
-// run_at are its columns) once per queue, in run_at order, each instance
-// found through its primary key; the outer query merges the queues and
-// keeps the oldest limit tasks.
+// partial claim index (status = 'QUEUED' matches its predicate, queue,
+// priority and run_at are its columns) once per queue and priority (1–5,
+// each an equality, so that run_at <= $1 bounds the range and the scan
+// stops after limit rows or the last due task, never walking a
+// priority's future timers), in run_at order, each instance found through
+// its primary key; the outer query merges them and keeps the limit tasks
+// of highest priority, oldest first.
 //
 // FOR UPDATE OF t locks task rows only, not the instance (the lock order
 // is task → instance, and a claim must not wait for an instance being
@@ -134,7 +151,8 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // with SKIP LOCKED too); SKIP LOCKED makes concurrent claimers take different tasks,
 // and PostgreSQL applies the inner LIMIT to the rows it locked, so a
 // claimer is never starved by rows others hold. The price: with several
-// queues up to limit tasks per queue are locked, and those that the outer
+// queues or priorities up to limit tasks per queue and priority are
+// locked, and those that the outer
 // LIMIT drops stay locked (unclaimed) until the caller's transaction ends.
 // The queues must be distinct (claimArgs sees to it): the
 // transaction's own locks do not make it skip a row.
@@ -166,29 +184,42 @@ const claimInstanceColumns = `,
 		i.id AS i_id, i.definition AS i_definition, i.status AS i_status, i.state AS i_state, i.input AS i_input,
 		i.version AS i_version, i.created_at AS i_created_at, i.updated_at AS i_updated_at,
 		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline,
-		i.parent_id AS i_parent_id, i.parent_step AS i_parent_step, i.parent_index AS i_parent_index, i.traceparent AS i_traceparent`
+		i.parent_id AS i_parent_id, i.parent_step AS i_parent_step, i.parent_index AS i_parent_index, i.traceparent AS i_traceparent, i.priority AS i_priority`
 
 func claimQuery(queues, limit int, extra, lockInstances string) string {
 	var values strings.Builder
 	for i := range queues {
-		if i > 0 {
-			values.WriteString(", ")
+		for p := workflow.MaxPriority; p >= workflow.MinPriority; p-- {
+			if values.Len() > 0 {
+				values.WriteString(", ")
+			}
+			fmt.Fprintf(&values, "($%d::text, %d::smallint)", i+2, p)
 		}
-		fmt.Fprintf(&values, "($%d::text)", i+2)
 	}
-	return fmt.Sprintf(`SELECT c.* FROM (VALUES %[1]s) AS q (queue)
+	return fmt.Sprintf(`SELECT c.* FROM (VALUES %[1]s) AS q (queue, priority)
 CROSS JOIN LATERAL (
 	SELECT `+taskPrefixedColumns+extra+`
 	FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
-	WHERE t.status = 'QUEUED' AND t.queue = q.queue AND t.run_at <= $1
-		AND (i.status = 'RUNNING' OR (t.queue = '`+store.QueueSleep+`' AND i.status = 'PAUSED'))
+	WHERE t.status = 'QUEUED' AND t.queue = q.queue AND t.priority = q.priority AND t.run_at <= $1
+		AND (i.status = 'RUNNING' OR (t.queue = '`+store.QueueSleep+`' AND i.status = 'PAUSED'))`+claimFlowFilter+`
 	ORDER BY t.run_at, t.id COLLATE "C"
 	LIMIT %[2]d
 	FOR UPDATE OF t SKIP LOCKED`+lockInstances+`
 ) c
-ORDER BY c.run_at, c.id COLLATE "C"
+ORDER BY c.priority DESC, c.run_at, c.id COLLATE "C"
 LIMIT %[2]d`, values.String(), limit)
 }
+
+// claimFlowFilter leaves out, without locking anything, the tasks whose
+// concurrency key is at its limit or whose bucket has no token as last
+// committed, so that they do not take the claim's places ahead of tasks
+// that can go. It only narrows: the exact check is gateFlow's, under the
+// keys' locks. A task without keys never runs the subqueries.
+const claimFlowFilter = `
+		AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM workflow_tasks l
+			WHERE l.concurrency_key = t.concurrency_key AND l.status = 'LEASED') < t.concurrency_limit)
+		AND (t.rate_key IS NULL OR NOT EXISTS (SELECT 1 FROM flowd_rate_buckets b WHERE b.key = t.rate_key
+			AND b.tokens + greatest(extract(epoch FROM $1 - b.updated_at), 0) * t.rate_per_second < 1))`
 
 // prepareTasks checks new tasks and completes copies of them as they will be
 // stored (ID, status, input, times), and returns those and the columns of
@@ -226,6 +257,9 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, *taskColumn
 		}
 		seenID[r.ID], seenStep[step] = true, true
 		normaliseTaskTimes(&r)
+		if err := store.NormaliseTaskFlow(&r); err != nil {
+			return nil, nil, err
+		}
 		r.CreatedAt, r.UpdatedAt = now, now
 		rows[i] = r
 	}
@@ -240,7 +274,9 @@ func columnArrays(rows []store.Task) *taskColumnArrays {
 		statuses: make([]string, n), attempts: make([]int32, n), maxAttempts: make([]int32, n), runAt: make([]time.Time, n),
 		leases: make([]string, n), owners: make([]string, n), leaseUntil: make([]*time.Time, n),
 		attemptDeadline: make([]*time.Time, n), inputs: make([]string, n), lastErrors: make([]string, n),
-		iterations: make([]int32, n),
+		iterations: make([]int32, n), priorities: make([]int16, n), concurrencyKeys: make([]*string, n),
+		concurrencyLimits: make([]int32, n), rateKeys: make([]*string, n), ratePerSecond: make([]float64, n),
+		rateBursts: make([]int32, n),
 	}
 	for i, r := range rows {
 		c.ids[i], c.instances[i], c.steps[i], c.queues[i], c.statuses[i] = r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status)
@@ -248,6 +284,14 @@ func columnArrays(rows []store.Task) *taskColumnArrays {
 		c.runAt[i] = r.RunAt
 		c.leases[i], c.owners[i], c.inputs[i], c.lastErrors[i] = r.Lease, r.LeaseOwner, string(r.Input), r.LastError
 		c.leaseUntil[i], c.attemptDeadline[i] = nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline)
+		f := r.Flow
+		c.priorities[i], c.concurrencyLimits[i], c.ratePerSecond[i], c.rateBursts[i] = int16(f.Priority), int32(f.ConcurrencyLimit), f.RatePerSecond, int32(f.RateBurst)
+		if f.ConcurrencyLimit > 0 {
+			c.concurrencyKeys[i] = &f.ConcurrencyKey
+		}
+		if f.RatePerSecond > 0 {
+			c.rateKeys[i] = &f.RateKey
+		}
 	}
 	return c
 }
@@ -260,8 +304,20 @@ type taskColumnArrays struct {
 	leases, owners                          []string
 	leaseUntil, attemptDeadline             []*time.Time
 	inputs, lastErrors                      []string
-	// iterations is its own parameter (see newTasks1), not one of args.
-	iterations []int32
+	// iterations and the flow control are parameters of their own (see
+	// newTasks1 and tail), not of args.
+	iterations        []int32
+	priorities        []int16
+	concurrencyKeys   []*string
+	concurrencyLimits []int32
+	rateKeys          []*string
+	ratePerSecond     []float64
+	rateBursts        []int32
+}
+
+// tail returns the arrays of the tailColumns, in their order.
+func (c *taskColumnArrays) tail() []any {
+	return []any{c.iterations, c.priorities, c.concurrencyKeys, c.concurrencyLimits, c.rateKeys, c.ratePerSecond, c.rateBursts}
 }
 
 // taskKey is what makes a task row unique besides its id.
@@ -485,10 +541,21 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 		attempt, maxAttempts, iter  int32
 		leaseUntil, attemptDeadline *time.Time
 		input                       []byte
+		priority                    int16
+		concurrencyKey, rateKey     *string
+		concurrencyLimit, rateBurst int32
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &attempt, &maxAttempts, &t.RunAt,
-		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptDeadline, &input, &t.LastError, &t.CreatedAt, &t.UpdatedAt, &iter); err != nil {
+		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptDeadline, &input, &t.LastError, &t.CreatedAt, &t.UpdatedAt, &iter,
+		&priority, &concurrencyKey, &concurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &rateBurst); err != nil {
 		return nil, err
+	}
+	t.Flow.Priority, t.Flow.ConcurrencyLimit, t.Flow.RateBurst = int(priority), int(concurrencyLimit), int(rateBurst)
+	if concurrencyKey != nil {
+		t.Flow.ConcurrencyKey = *concurrencyKey
+	}
+	if rateKey != nil {
+		t.Flow.RateKey = *rateKey
 	}
 	t.Status = store.TaskStatus(status)
 	t.Attempt, t.MaxAttempts, t.Iteration = int(attempt), int(maxAttempts), int(iter)

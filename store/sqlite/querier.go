@@ -41,7 +41,7 @@ type querier struct {
 
 // instanceColumns is the column list every instance query selects or returns,
 // in the order scanInstance reads them.
-const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, output, parent_id, parent_step, parent_index, traceparent`
+const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, output, parent_id, parent_step, parent_index, traceparent, priority`
 
 // Create inserts a new instance at version 0 with its history row 0.
 func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
@@ -73,10 +73,10 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		}
 		var err error
 		inst, err = scanInstance(c.QueryRowContext(ctx,
-			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit)
-			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit, priority)
+			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
 			RETURNING `+instanceColumns,
-			append(append([]any{p.ID, p.Definition, string(p.Status), state, input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)}, append(parentArgs(p.Parent), nullText(p.TraceParent))...), concurrencyArgs(p.Concurrency)...)...))
+			append(append(append([]any{p.ID, p.Definition, string(p.Status), state, input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)}, append(parentArgs(p.Parent), nullText(p.TraceParent))...), concurrencyArgs(p.Concurrency)...), p.Priority)...))
 		if err != nil {
 			err = interpretError(ctx, err)
 			if errors.Is(err, store.ErrExists) {
@@ -588,7 +588,7 @@ type instanceScan struct {
 
 func (r *instanceScan) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.createdAt, &r.updatedAt,
-		&r.inst.DefinitionRevision, &r.deadline, &r.output, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent}
+		&r.inst.DefinitionRevision, &r.deadline, &r.output, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent, &r.inst.Priority}
 }
 
 // instance decodes what was scanned.

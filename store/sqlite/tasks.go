@@ -40,7 +40,8 @@ var (
 // taskColumns is the column list every task query selects, in the order
 // scanTask reads them.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
-lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration`
+lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration,
+priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst`
 
 // qualify prefixes every column of a column list with alias.
 func qualify(alias, columns string) string {
@@ -52,7 +53,7 @@ func qualify(alias, columns string) string {
 }
 
 const insertTaskSQL = `INSERT INTO workflow_tasks (` + taskColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16)`
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)`
 
 // prepareTasks returns copies of new tasks completed as they will be stored.
 func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
@@ -77,6 +78,9 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
 		}
 		r.Input = input
 		normaliseTaskTimes(&r)
+		if err := store.NormaliseTaskFlow(&r); err != nil {
+			return nil, err
+		}
 		r.CreatedAt, r.UpdatedAt = store.Timestamp(now), store.Timestamp(now)
 		rows[i] = r
 	}
@@ -99,7 +103,9 @@ func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
 		_, err := stmt.ExecContext(ctx,
 			r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
 			r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
-			string(r.Input), r.LastError, micros(r.CreatedAt), r.Iteration)
+			string(r.Input), r.LastError, micros(r.CreatedAt), r.Iteration,
+			r.Flow.Priority, nullKey(r.Flow.ConcurrencyLimit > 0, r.Flow.ConcurrencyKey), r.Flow.ConcurrencyLimit,
+			nullKey(r.Flow.RatePerSecond > 0, r.Flow.RateKey), r.Flow.RatePerSecond, r.Flow.RateBurst)
 		if err == nil {
 			continue
 		}
@@ -166,17 +172,25 @@ func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode s
 // per claim against 0.5–1.3 ms for this form, with the same result.
 // ?4 is store.QueueSleep, whose tasks are claimable while the instance is
 // PAUSED (a timer keeps running).
+//
+// Each queue is walked once per priority (5 down to 1), each an equality
+// on the index's second column, so that run_at <= ?2 bounds the range; the
+// outer query keeps the highest priorities first, then the oldest. Tasks
+// whose concurrency key is at its limit, or whose bucket has no token, are
+// left out (claimFlowFilter) so that they do not take the places of tasks
+// that can go; the claim then checks the keys exactly (gateFlowOn).
 var claimSQL = `SELECT ` + qualify("t", taskColumns) + `
 FROM (SELECT DISTINCT value AS queue FROM json_each(?1)) AS qs
+CROSS JOIN (SELECT value AS priority FROM json_each('[5, 4, 3, 2, 1]')) AS ps
 CROSS JOIN workflow_tasks AS t ON t.rowid IN (
     SELECT c.rowid FROM workflow_tasks AS c INDEXED BY workflow_tasks_claim_idx
     CROSS JOIN workflow_instances AS i ON i.id = c.instance_id
-    WHERE c.status = 'QUEUED' AND c.queue = qs.queue AND c.run_at <= ?2
-      AND (i.status = 'RUNNING' OR (c.queue = ?4 AND i.status = 'PAUSED'))
+    WHERE c.status = 'QUEUED' AND c.queue = qs.queue AND c.priority = ps.priority AND c.run_at <= ?2
+      AND (i.status = 'RUNNING' OR (c.queue = ?4 AND i.status = 'PAUSED'))` + claimFlowFilter + `
     ORDER BY c.run_at, c.id
     LIMIT ?3
 )
-ORDER BY t.run_at, t.id
+ORDER BY t.priority DESC, t.run_at, t.id
 LIMIT ?3`
 
 // claimable returns up to limit QUEUED tasks of queues with run_at <= now
@@ -380,11 +394,14 @@ func scanTask(row scanner) (*store.Task, error) {
 		status, input              string
 		runAt, createdAt, updated  int64
 		leaseUntil, attemptExpires sql.NullInt64
+		concurrencyKey, rateKey    sql.NullString
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &t.Attempt, &t.MaxAttempts, &runAt,
-		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptExpires, &input, &t.LastError, &createdAt, &updated, &t.Iteration); err != nil {
+		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptExpires, &input, &t.LastError, &createdAt, &updated, &t.Iteration,
+		&t.Flow.Priority, &concurrencyKey, &t.Flow.ConcurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &t.Flow.RateBurst); err != nil {
 		return nil, err
 	}
+	t.Flow.ConcurrencyKey, t.Flow.RateKey = concurrencyKey.String, rateKey.String
 	t.Status = store.TaskStatus(status)
 	t.RunAt = fromMicros(runAt)
 	t.LeaseUntil = fromNullMicros(leaseUntil)
@@ -437,12 +454,21 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, deci
 		}
 		locked[i] = store.Claimable{Task: t, Instance: inst}
 	}
+	locked, taken, err := gateFlowOn(ctx, c, locked, p)
+	if err != nil {
+		return nil, err
+	}
 	writes, err := decide(locked)
 	if err != nil {
 		return nil, err
 	}
 	if err := store.CheckClaimWrites(locked, writes); err != nil {
 		return nil, err
+	}
+	if len(writes) > 0 {
+		if err := storeBuckets(ctx, c, taken); err != nil {
+			return nil, err
+		}
 	}
 	now := q.timestamp()
 	var done []claimDone
@@ -545,4 +571,13 @@ func oneRow(res sql.Result, what string) error {
 		return fmt.Errorf("sqlite: %s changed %d rows, want 1", what, n)
 	}
 	return nil
+}
+
+// nullKey is a flow-control key as stored: NULL when the task has no such
+// key (set false).
+func nullKey(set bool, key string) any {
+	if !set {
+		return nil
+	}
+	return key
 }

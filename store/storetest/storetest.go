@@ -53,7 +53,7 @@ func Run(t *testing.T, h Harness) {
 			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
 			deleteTests, retentionTests, eventTests, scheduleTests,
-			linearizabilityTests, applyTests, applyTasksTests, outputTests, concurrencyTests, traceTests,
+			linearizabilityTests, applyTests, applyTasksTests, outputTests, concurrencyTests, traceTests, flowControlTests,
 		} {
 			for _, tc := range groups {
 				t.Run(tc.name, func(t *testing.T) {

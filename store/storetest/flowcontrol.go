@@ -1,0 +1,376 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Conformance of the flow control of tasks: an instance's priority, the
+// order it gives claims, concurrency keys (never more leased tasks of a key
+// than its limit, whoever claims) and rate-limit buckets refilled with the
+// claim's clock.
+
+var flowControlTests = []conformanceTest{
+	{"FlowControl_roundTrip", testFlowControlRoundTrip},
+	{"FlowControl_invalid", testFlowControlInvalid},
+	{"FlowControl_priorityOrder", testFlowControlPriorityOrder},
+	{"FlowControl_concurrencyLimit", testFlowControlConcurrencyLimit},
+	{"FlowControl_concurrencySlotsFreed", testFlowControlSlotsFreed},
+	{"FlowControl_concurrentClaimers", testFlowControlConcurrentClaimers},
+	{"FlowControl_rateBucket", testFlowControlRateBucket},
+	{"FlowControl_groupClaim", testFlowControlGroupClaim},
+}
+
+// underKey returns a task under concurrency key key with limit.
+func underKey(tk *store.Task, key string, limit int) *store.Task {
+	tk.Flow.ConcurrencyKey, tk.Flow.ConcurrencyLimit = key, limit
+	return tk
+}
+
+// leaseEvery is a claim decision that leases every task it is given, one
+// write per instance, for an hour; it appends them to got.
+func leaseEvery(owner string, now time.Time, got *[]*store.Task) func([]store.Claimable) ([]*store.ClaimWrite, error) {
+	return func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+		byInst := map[string]*store.ClaimWrite{}
+		var writes []*store.ClaimWrite
+		for _, c := range locked {
+			w := byInst[c.Task.InstanceID]
+			if w == nil {
+				w = &store.ClaimWrite{}
+				byInst[c.Task.InstanceID] = w
+				writes = append(writes, w)
+			}
+			w.Tasks = append(w.Tasks, claimLease(c.Task, owner, now.Add(time.Hour), time.Time{}))
+			*got = append(*got, c.Task)
+		}
+		return writes, nil
+	}
+}
+
+// claimAll claims up to limit tasks of queues at now, leasing every task
+// the store hands out, and returns them; held receives what the keys held
+// back (nil: not asked).
+func claimAll(t testing.TB, eq store.TaskQuerier, queues []string, now time.Time, limit int, held *store.HeldBack) []*store.Task {
+	t.Helper()
+	var got []*store.Task
+	p := store.ClaimParams{Queues: queues, Now: now, Limit: limit}
+	if held != nil {
+		p.OnHeldBack = func(h store.HeldBack) { *held = h }
+	}
+	if err := eq.ClaimTasks(t.Context(), p, leaseEvery("w", now, &got)); err != nil {
+		t.Fatalf("ClaimTasks: %v", err)
+	}
+	return got
+}
+
+// finishTask ends a leased task's lease with status (DONE, FAILED, or
+// QUEUED as a lease expiry re-queues it), guarded by its lease.
+func (b *bundle) finishTask(t testing.TB, tk *store.Task, status store.TaskStatus, now time.Time) {
+	t.Helper()
+	done := *tk
+	done.Status = status
+	guard := store.TaskGuard{Lease: tk.Lease}
+	if status == store.TaskQueued {
+		// An expiry: the lease has ended by now.
+		guard.LeaseEnded = true
+		now = tk.LeaseUntil.Add(time.Second)
+	}
+	done.Lease, done.LeaseOwner, done.LeaseUntil = "", "", time.Time{}
+	if _, err := b.s.Apply(b.ctx, &store.Write{ID: tk.InstanceID, TasksOnly: true, Now: now,
+		Update: []store.TaskWrite{{Task: &done, Guard: guard}}}); err != nil {
+		t.Fatalf("finishing task %s as %s: %v", tk.ID, status, err)
+	}
+}
+
+// leasedOf counts the LEASED tasks of key among the instances' tasks.
+func (b *bundle) leasedOf(t testing.TB, key string, instances ...string) int {
+	t.Helper()
+	n := 0
+	for _, id := range instances {
+		tasks, err := b.engine(t).TasksOfInstance(b.ctx, id, store.LockNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range tasks {
+			if tk.Status == store.TaskLeased && tk.Flow.ConcurrencyLimit > 0 && tk.Flow.ConcurrencyKey == key {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func ids(tasks []*store.Task) []string {
+	out := make([]string, len(tasks))
+	for i, tk := range tasks {
+		out[i] = tk.ID
+	}
+	return out
+}
+
+func testFlowControlRoundTrip(t *testing.T, h Harness) {
+	b := setup(t, h)
+	inst := NewInstance(t, b.s, store.CreateParams{ID: "p", Status: workflow.StatusRunning, Priority: 4})
+	if inst.Priority != 4 || b.get(t, "p").Priority != 4 {
+		t.Errorf("priority: created %d, read %d; want 4", inst.Priority, b.get(t, "p").Priority)
+	}
+	if got := NewInstance(t, b.s, store.CreateParams{ID: "free"}).Priority; got != 0 {
+		t.Errorf("an instance created without a priority has %d, want 0", got)
+	}
+	flow := workflow.TaskFlow{Priority: 5, ConcurrencyKey: "tenant-é", ConcurrencyLimit: 7, RateKey: "", RatePerSecond: 0.25, RateBurst: 2}
+	tk := withID("f", newTask("p", "s", "q", clockStart))
+	tk.Flow = flow
+	plain := withID("g", newTask("p", "t", "q", clockStart))
+	b.insertTasks(t, tk, plain)
+	got := b.lockTask(t, b.engine(t), "f")
+	if got.Flow != flow {
+		t.Errorf("flow read back %+v, want %+v", got.Flow, flow)
+	}
+	if got := b.lockTask(t, b.engine(t), "g").Flow; got != (workflow.TaskFlow{Priority: workflow.DefaultPriority}) {
+		t.Errorf("a task without flow control reads back %+v, want priority 3 alone", got)
+	}
+	if plain.Flow.Priority != workflow.DefaultPriority {
+		t.Errorf("the inserted task was given priority %d, want it completed as stored (3)", plain.Flow.Priority)
+	}
+}
+
+func testFlowControlInvalid(t *testing.T, h Harness) {
+	b := setup(t, h)
+	b.running(t, "p")
+	for _, f := range []workflow.TaskFlow{
+		{Priority: 6},
+		{Priority: -1},
+		{ConcurrencyKey: "k"},
+		{ConcurrencyKey: "k", ConcurrencyLimit: -1},
+		{RatePerSecond: -1, RateBurst: 1},
+		{RatePerSecond: 1},
+		{RateKey: "k"},
+	} {
+		tk := newTask("p", "s", "q", clockStart)
+		tk.Flow = f
+		err := InsertTasks(b.ctx, b.s, []*store.Task{tk})
+		if !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("inserting a task with flow %+v: %v, want ErrInvalidArgument", f, err)
+		}
+	}
+	if tasks, err := b.engine(t).TasksOfInstance(b.ctx, "p", store.LockNone); err != nil || len(tasks) != 0 {
+		t.Errorf("tasks after the refusals: %v, %v; want none", tasks, err)
+	}
+}
+
+func testFlowControlPriorityOrder(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	b.running(t, "p")
+	sec := time.Second
+	var tasks []*store.Task
+	// The oldest task has the lowest priority; a tie of priorities goes
+	// to the oldest.
+	for i, p := range []int{1, 3, 5, 3, 5, 2} {
+		tk := withID(fmt.Sprintf("t%d-p%d", i, p), newTask("p", fmt.Sprintf("s%d", i), "q", clockStart.Add(time.Duration(i-10)*sec)))
+		tk.Flow.Priority = p
+		tasks = append(tasks, tk)
+	}
+	tasks = append(tasks, withID("other-p4", newTask("p", "o", "q2", clockStart.Add(-20*sec))))
+	tasks[len(tasks)-1].Flow.Priority = 4
+	b.insertTasks(t, tasks...)
+	if got := ids(claimAll(t, eq, []string{"q", "q2"}, clockStart, 1, nil)); !slices.Equal(got, []string{"t2-p5"}) {
+		t.Errorf("a claim of one: %v, want the oldest of the highest priority, t2-p5", got)
+	}
+	want := []string{"t4-p5", "other-p4", "t1-p3", "t3-p3", "t5-p2", "t0-p1"}
+	if got := ids(claimAll(t, eq, []string{"q", "q2"}, clockStart, 10, nil)); !slices.Equal(got, want) {
+		t.Errorf("claim order %v, want %v (priority, then run_at, across queues)", got, want)
+	}
+}
+
+func testFlowControlConcurrencyLimit(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	b.running(t, "a")
+	b.running(t, "b")
+	var tasks []*store.Task
+	for i := range 5 {
+		tasks = append(tasks, underKey(withID(fmt.Sprintf("k%d", i), newTask("a", fmt.Sprintf("s%d", i), "q", clockStart.Add(time.Duration(i)*time.Millisecond-time.Minute))), "k", 2))
+	}
+	// Another instance shares the key (keys span instances and
+	// definitions); another key and a task without one are not held back.
+	tasks = append(tasks,
+		underKey(withID("kb", newTask("b", "s0", "q", clockStart.Add(-time.Minute))), "k", 2),
+		underKey(withID("other", newTask("b", "s1", "q", clockStart.Add(-time.Minute))), "other", 1),
+		withID("free", newTask("b", "s2", "q", clockStart.Add(-time.Minute))))
+	b.insertTasks(t, tasks...)
+	var held store.HeldBack
+	got := ids(claimAll(t, eq, []string{"q"}, clockStart, 100, &held))
+	slices.Sort(got)
+	kGot := slices.DeleteFunc(slices.Clone(got), func(id string) bool { return id == "other" || id == "free" })
+	if len(kGot) != 2 || !slices.Contains(got, "other") || !slices.Contains(got, "free") {
+		t.Errorf("claimed %v: want two tasks of k, other and free", got)
+	}
+	if held.Concurrency != 4 {
+		t.Errorf("held back %+v, want 4 tasks of k", held)
+	}
+	if n := b.leasedOf(t, "k", "a", "b"); n != 2 {
+		t.Errorf("%d leased tasks of k, want 2", n)
+	}
+	if more := claimAll(t, eq, []string{"q"}, clockStart, 100, nil); len(more) != 0 {
+		t.Errorf("a claim while k is at its limit got %v", ids(more))
+	}
+}
+
+func testFlowControlSlotsFreed(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	b.running(t, "a")
+	var tasks []*store.Task
+	for i := range 6 {
+		tasks = append(tasks, underKey(withID(fmt.Sprintf("k%d", i), newTask("a", fmt.Sprintf("s%d", i), "q", clockStart.Add(time.Duration(i)*time.Millisecond-time.Minute))), "k", 1))
+	}
+	b.insertTasks(t, tasks...)
+	claimOne := func(what string) *store.Task {
+		t.Helper()
+		got := claimAll(t, eq, []string{"q"}, clockStart, 10, nil)
+		if len(got) != 1 {
+			t.Fatalf("%s: claimed %v, want one task", what, ids(got))
+		}
+		if n := b.leasedOf(t, "k", "a"); n != 1 {
+			t.Fatalf("%s: %d leased tasks of k, want 1", what, n)
+		}
+		if again := claimAll(t, eq, []string{"q"}, clockStart, 10, nil); len(again) != 0 {
+			t.Fatalf("%s: a second claim got %v while the slot is taken", what, ids(again))
+		}
+		return got[0]
+	}
+	first := claimOne("first")
+	b.finishTask(t, first, store.TaskDone, clockStart)
+	second := claimOne("after a completion")
+	b.finishTask(t, second, store.TaskFailed, clockStart)
+	third := claimOne("after a failure")
+	b.finishTask(t, third, store.TaskQueued, clockStart) // the lease expired
+	fourth := claimOne("after a lease expiry")
+	if fourth.ID == first.ID || fourth.ID == second.ID {
+		t.Errorf("delivered %s again", fourth.ID)
+	}
+	// A cancel (the engine's, of a stopping instance or a withdrawn step)
+	// frees the slot too.
+	b.finishTask(t, fourth, store.TaskCancelled, clockStart)
+	claimOne("after a cancel")
+}
+
+// testFlowControlConcurrentClaimers: claimers on their own connections claim
+// and complete tasks of one key at once; the key never has more than its
+// limit of leased tasks. Each claimer counts a task from its claim's
+// return until just before its completion is sent — inside the time the
+// row is LEASED — so the count can only be lower than the store's.
+func testFlowControlConcurrentClaimers(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	const (
+		limit    = 3
+		tasks    = 40
+		claimers = 6
+	)
+	b.running(t, "a")
+	b.running(t, "b")
+	var all []*store.Task
+	for i := range tasks {
+		inst := []string{"a", "b"}[i%2]
+		all = append(all, underKey(withID(fmt.Sprintf("k%02d", i), newTask(inst, fmt.Sprintf("s%d", i), "q", clockStart.Add(-time.Minute))), "k", limit))
+	}
+	b.insertTasks(t, all...)
+	var leased, peak, done atomic.Int64
+	var wg sync.WaitGroup
+	for w := range claimers {
+		wg.Go(func() {
+			for range 200 {
+				if done.Load() == tasks {
+					return
+				}
+				var got []*store.Task
+				err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 2}, leaseEvery(fmt.Sprint("w", w), clockStart, &got))
+				if err != nil && !errors.Is(err, store.ErrConflict) {
+					t.Errorf("claimer %d: %v", w, err)
+					return
+				}
+				if err != nil {
+					continue
+				}
+				n := leased.Add(int64(len(got)))
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				for _, tk := range got {
+					leased.Add(-1)
+					b.finishTask(t, tk, store.TaskDone, clockStart)
+					done.Add(1)
+				}
+				if len(got) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > limit {
+		t.Errorf("up to %d tasks of the key leased at once, limit %d", p, limit)
+	}
+	if n := done.Load(); n != tasks {
+		t.Errorf("%d of %d tasks completed", n, tasks)
+	}
+}
+
+func testFlowControlRateBucket(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	b.running(t, "a")
+	b.running(t, "b")
+	var tasks []*store.Task
+	for i := range 8 {
+		tk := withID(fmt.Sprintf("r%d", i), newTask([]string{"a", "b"}[i%2], fmt.Sprintf("s%d", i), "q", clockStart.Add(time.Duration(i)*time.Millisecond-time.Minute)))
+		tk.Flow.RateKey, tk.Flow.RatePerSecond, tk.Flow.RateBurst = "api", 2, 3
+		tasks = append(tasks, tk)
+	}
+	b.insertTasks(t, tasks...)
+	t0 := clockStart
+	claim := func(at time.Duration, want int, what string) store.HeldBack {
+		t.Helper()
+		var held store.HeldBack
+		if got := claimAll(t, eq, []string{"q"}, t0.Add(at), 10, &held); len(got) != want {
+			t.Errorf("%s (at +%v): %d tasks delivered, want %d", what, at, len(got), want)
+		}
+		return held
+	}
+	held := claim(0, 3, "a full bucket")
+	if held.RateEmptied != 1 || !held.RateRetryAt.Equal(store.Timestamp(t0).Add(500*time.Millisecond)) {
+		t.Errorf("the claim that emptied the bucket reported %+v, want it emptied and a token due at +500ms", held)
+	}
+	claim(0, 0, "an empty bucket")
+	claim(499*time.Millisecond, 0, "before the next token")
+	claim(500*time.Millisecond, 1, "the next token")
+	claim(999*time.Millisecond, 0, "before the one after")
+	// Refilled for a long time: at most the burst.
+	claim(time.Hour, 3, "a bucket refilled for an hour")
+	claim(time.Hour, 0, "emptied again")
+}
+
+func testFlowControlGroupClaim(t *testing.T, h Harness) {
+	b := setup(t, h)
+	b.running(t, "a")
+	b.insertTasks(t,
+		underKey(withID("k0", newTask("a", "s0", "q", clockStart.Add(-time.Minute))), "k", 1),
+		underKey(withID("k1", newTask("a", "s1", "q", clockStart.Add(-time.Minute+time.Millisecond))), "k", 1))
+	var got []*store.Task
+	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10}, Decide: leaseEvery("g", clockStart, &got)}
+	if _, _, err := b.engine(t).ApplyGroup(b.ctx, nil, nil, claim); err != nil {
+		t.Fatalf("ApplyGroup: %v", err)
+	}
+	if !slices.Equal(ids(got), []string{"k0"}) || b.leasedOf(t, "k", "a") != 1 {
+		t.Errorf("a group's claim leased %v, want k0 alone (limit 1)", ids(got))
+	}
+}
