@@ -80,20 +80,70 @@ steps:
 	if len(deliveries) != tasks {
 		t.Fatalf("%d deliveries, want %d", len(deliveries), tasks)
 	}
+	checkTokenBucket(t, deliveries, burst, perSecond, tolerance)
+	if byNode["a"] != tasks/2 || byNode["b"] != tasks/2 {
+		t.Errorf("deliveries per node %v, want %d each", byNode, tasks/2)
+	}
+	t.Logf("deliveries per node %v over %v", byNode, deliveries[len(deliveries)-1].Sub(deliveries[0]))
+}
+
+// checkTokenBucket fails t unless, in every window between two of the
+// deliveries, there are at most burst + perSecond × (width + tolerance):
+// what a token bucket of that size and rate lets through.
+func checkTokenBucket(t *testing.T, deliveries []time.Time, burst int, perSecond float64, tolerance time.Duration) {
+	t.Helper()
 	slices.SortFunc(deliveries, func(x, y time.Time) int { return x.Compare(y) })
 	for i := range deliveries {
 		for j := i; j < len(deliveries); j++ {
 			window := deliveries[j].Sub(deliveries[i])
-			allowed := burst + perSecond*(window+tolerance).Seconds()
+			allowed := float64(burst) + perSecond*(window+tolerance).Seconds()
 			if n := j - i + 1; float64(n) > allowed {
 				t.Fatalf("%d deliveries within %v (from delivery %d), the bucket allows %.2f", n, window, i, allowed)
 			}
 		}
 	}
-	if byNode["a"] != tasks/2 || byNode["b"] != tasks/2 {
-		t.Errorf("deliveries per node %v, want %d each", byNode, tasks/2)
-	}
-	t.Logf("deliveries per node %v over %v", byNode, deliveries[len(deliveries)-1].Sub(deliveries[0]))
+}
+
+// One node, on each store, with more workers than the bucket lets work:
+// every window of deliveries stays within the bucket's bound (the claim
+// times read from the leases, as in TestRateLimitAcrossNodes).
+func TestRateLimitBucketBound(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const (
+			perSecond = 10.0
+			burst     = 2
+			tasks     = 12
+			lease     = time.Minute
+		)
+		var (
+			mu         sync.Mutex
+			deliveries []time.Time
+		)
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 6, lease: lease, handlers: map[string]engine.Handler{
+			"call": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+				mu.Lock()
+				deliveries = append(deliveries, task.LeaseUntil.Add(-lease))
+				mu.Unlock()
+				return json.RawMessage(`{}`), nil
+			},
+		}})
+		n.define(fmt.Sprintf(`name: calls
+steps:
+  - {id: c, type: task, handler: call, foreach: .input.items, rate_limit: {key: api, per_second: %g, burst: %d}}
+`, perSecond, burst))
+		input, err := json.Marshal(map[string]any{"items": make([]int, tasks)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst := n.start("calls", "calls-1", string(input))
+		n.waitStatus(inst.ID, workflow.StatusCompleted, 30*time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(deliveries) != tasks {
+			t.Fatalf("%d deliveries, want %d", len(deliveries), tasks)
+		}
+		checkTokenBucket(t, deliveries, burst, perSecond, 20*time.Millisecond)
+	})
 }
 
 // Two nodes on one PostgreSQL database, tasks of priorities 1–5 started
