@@ -84,6 +84,9 @@ type Config struct {
 	Lease time.Duration
 	// SweepInterval is how often timeouts and expired leases are swept [1s].
 	SweepInterval time.Duration
+	// ScheduleInterval is how often the node's scheduler looks for due
+	// fire times of the schedules [1s]. A fire is late by up to this much.
+	ScheduleInterval time.Duration
 	// MaxStateBytes bounds an instance's state after a change by a client
 	// or a handler: a larger one is refused (HTTP 413) and nothing is
 	// written [engine.DefaultMaxStateBytes, 4 MiB].
@@ -119,6 +122,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SweepInterval < 0 {
 		errs = append(errs, fmt.Errorf("server: SweepInterval must not be negative, got %s", c.SweepInterval))
+	}
+	if c.ScheduleInterval < 0 {
+		errs = append(errs, fmt.Errorf("server: ScheduleInterval must not be negative, got %s", c.ScheduleInterval))
 	}
 	if c.MaxStateBytes < 0 {
 		errs = append(errs, fmt.Errorf("server: MaxStateBytes must not be negative, got %d", c.MaxStateBytes))
@@ -227,7 +233,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	m.RegisterQueuedGauge(st.CountQueued, log)
 	eng, err := engine.New(engine.Config{
 		Store: st, Logger: log, Metrics: m, Workers: cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
-		MaxStateBytes: cfg.MaxStateBytes, Retention: cfg.Retention, EventRetention: cfg.EventRetention,
+		ScheduleInterval: cfg.ScheduleInterval,
+		MaxStateBytes:    cfg.MaxStateBytes, Retention: cfg.Retention, EventRetention: cfg.EventRetention,
 		TracerProvider: tp,
 	})
 	if err != nil {

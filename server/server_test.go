@@ -194,6 +194,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{server.Config{Workers: &neg}, "server: Workers must not be negative, got -1"},
 		{server.Config{Lease: -time.Second}, "server: Lease must not be negative, got -1s"},
+		{server.Config{ScheduleInterval: -time.Second}, "server: ScheduleInterval must not be negative, got -1s"},
 		{server.Config{ShutdownTimeout: -time.Second}, "server: ShutdownTimeout must not be negative, got -1s"},
 		{server.Config{Retention: -time.Hour}, "server: Retention must not be negative, got -1h0m0s"},
 		{server.Config{Addr: "8080"}, `server: Addr "8080": address 8080: missing port in address (want host:port, e.g. 127.0.0.1:8080)`},

@@ -33,6 +33,9 @@ type serveConfig struct {
 	Workers       int
 	Lease         time.Duration
 	SweepInterval time.Duration
+	// ScheduleInterval is how often this node looks for due schedule
+	// fires: a fire starts up to this late.
+	ScheduleInterval time.Duration
 	// MaxStateBytes bounds an instance's state after a change (413 above).
 	MaxStateBytes int
 	// ShutdownTimeout bounds the graceful shutdown on SIGTERM/SIGINT.
@@ -59,6 +62,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--sweep-interval must be positive, got %s", c.SweepInterval))
+	}
+	if c.ScheduleInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--schedule-interval must be positive, got %s", c.ScheduleInterval))
 	}
 	if c.MaxStateBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-state-bytes must be positive, got %d", c.MaxStateBytes))
@@ -171,6 +177,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.IntVar(&cfg.Workers, "workers", 8, "in-process step concurrency")
 	f.DurationVar(&cfg.Lease, "lease", 30*time.Second, "lease for in-process steps and the default for remote workers")
 	f.DurationVar(&cfg.SweepInterval, "sweep-interval", time.Second, "how often timeouts and expired leases are swept")
+	f.DurationVar(&cfg.ScheduleInterval, "schedule-interval", time.Second, "how often this node looks for due schedule fires; a fire starts up to this late (env FLOWD_SCHEDULE_INTERVAL)")
 	f.IntVar(&cfg.MaxStateBytes, "max-state-bytes", engine.DefaultMaxStateBytes, "largest instance state, in bytes, a change may leave: a create, patch or step completion beyond it is refused with 413 and nothing is written (env FLOWD_MAX_STATE_BYTES)")
 	f.Var(&cfg.Retention, "retention", "delete finished workflows (COMPLETED, FAILED, CANCELLED, TIMED_OUT) with their history once unchanged for this long, e.g. 720h for 30 days; a definition's own retention: replaces it for its workflows; 0, the default, keeps them for ever (env FLOWD_RETENTION)")
 	cfg.EventRetention = retentionFlag(engine.DefaultEventRetention)
@@ -201,7 +208,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 
 	srv, err := server.New(ctx, server.Config{
 		DB: cfg.DB, Addr: cfg.Addr, Tokens: tokens, Insecure: cfg.Insecure, AllowedHosts: cfg.AllowedHosts,
-		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
+		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval, ScheduleInterval: cfg.ScheduleInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
 		Retention: time.Duration(cfg.Retention), EventRetention: time.Duration(cfg.EventRetention),
 	})

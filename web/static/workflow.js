@@ -11,6 +11,7 @@ import { every } from './live.js';
 import { renderDAG, topoOrder } from './dag.js';
 import { watchWorkers } from './workers.js';
 import { parentLink, childLinks } from './children.js';
+import { priorityView, flowTags } from './flowcontrol.js';
 import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
 import {
   h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
@@ -171,6 +172,7 @@ export function mount(root, { id }) {
             w.definition_revision ? h('span', { class: 'muted' }, ` rev ${w.definition_revision}`) : null)
           : h('span', { class: 'muted' }, 'free-form')),
         w.parent ? fact('Parent', parentLink(w)) : null,
+        w.priority ? fact('Priority', priorityView(w)) : null,
         fact('Version', h('span', { class: 'mono', id: 'wf-version', 'data-version': String(w.version) }, String(w.version)),
           h('span', { class: 'muted mono', title: 'ETag' }, ` ETag "${w.version}"`)),
         fact('Steps', total ? `${done} of ${total} done` : h('span', { class: 'muted' }, 'none')),
@@ -288,6 +290,7 @@ export function mount(root, { id }) {
         def ? h('span', { class: 'tag' }, def.type === 'task' && def.handler ? `task · ${def.handler}` : def.type) : null,
         def?.depends_on?.length ? h('span', { class: 'muted small' }, 'after ' + def.depends_on.join(', ')) : null,
         def?.foreach ? h('span', { class: 'tag', title: 'foreach: ' + def.foreach }, def.max_concurrency ? `foreach · ${def.max_concurrency} at once` : 'foreach') : null,
+        flowTags(def),
         h('span', { class: 'spacer' }),
         iterationsView(s?.iterations),
         stepTimesView(times[sid], status),
