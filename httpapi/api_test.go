@@ -55,7 +55,7 @@ func TestAPI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				srv := httptest.NewServer(handler)
+				srv := httptest.NewServer(validatingHandler(t, handler))
 				t.Cleanup(srv.Close)
 				return srv.URL
 			})

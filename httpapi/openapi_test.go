@@ -1,0 +1,232 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	verrors "github.com/pb33f/libopenapi-validator/errors"
+
+	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/web"
+)
+
+// dashboardPatterns are the routes of the web page, not of the API: they
+// serve HTML and its assets and are left out of the API description.
+var dashboardPatterns = []string{"GET /{$}", "GET " + web.AssetPrefix}
+
+// The document is served as JSON, is OpenAPI 3.1 and builds without errors.
+func TestOpenAPIServed(t *testing.T) {
+	st := backends[0].open(t)
+	t.Cleanup(func() { st.Close() })
+	handler, err := httpapi.NewServer(httpapi.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, httptest.NewRequest("GET", "http://localhost/v1/openapi.json", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /v1/openapi.json: %d %s", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatalf("the document is not JSON: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.1.") {
+		t.Errorf("openapi %q, want 3.1.x", doc.OpenAPI)
+	}
+	openAPIValidator(t)
+}
+
+// Every route the server registers is in the document, and every operation of
+// the document is a route the server registers.
+func TestOpenAPIRoutesAgree(t *testing.T) {
+	st := backends[0].open(t)
+	t.Cleanup(func() { st.Close() })
+	s, err := httpapi.NewServer(httpapi.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served []string
+	for _, p := range httpapi.RoutePatterns(s) {
+		if !slices.Contains(dashboardPatterns, p) {
+			served = append(served, p)
+		}
+	}
+	doc, err := httpapi.OpenAPIDocument()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parsed struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for path, item := range parsed.Paths {
+		for method := range item {
+			switch method {
+			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	for _, p := range served {
+		if !slices.Contains(documented, p) {
+			t.Errorf("route %q is served but not in openapi.yaml", p)
+		}
+	}
+	for _, p := range documented {
+		if !slices.Contains(served, p) {
+			t.Errorf("openapi.yaml describes %q, which the server does not register", p)
+		}
+	}
+	if len(served) < 30 {
+		t.Errorf("only %d routes recorded: %v", len(served), served)
+	}
+}
+
+var (
+	openAPIOnce sync.Once
+	openAPIV    validator.Validator
+	openAPIErr  error
+)
+
+// openAPIValidator builds (once per process) the validator of the document;
+// it fails the test if the document itself does not validate.
+func openAPIValidator(t *testing.T) validator.Validator {
+	t.Helper()
+	openAPIOnce.Do(func() {
+		doc, err := httpapi.OpenAPIDocument()
+		if err != nil {
+			openAPIErr = err
+			return
+		}
+		d, err := libopenapi.NewDocument(doc)
+		if err != nil {
+			openAPIErr = err
+			return
+		}
+		v, errs := validator.NewValidator(d)
+		if len(errs) > 0 {
+			openAPIErr = errs[0]
+			return
+		}
+		if ok, verrs := v.ValidateDocument(); !ok {
+			var b strings.Builder
+			for _, e := range verrs {
+				b.WriteString(e.Error() + "\n")
+			}
+			openAPIErr = &docError{b.String()}
+			return
+		}
+		openAPIV = v
+	})
+	if openAPIErr != nil {
+		t.Fatalf("openapi.yaml: %v", openAPIErr)
+	}
+	return openAPIV
+}
+
+type docError struct{ msg string }
+
+func (e *docError) Error() string { return e.msg }
+
+// validatingHandler checks the traffic of the API suite against the
+// document: every response, and every request the server accepted (2xx or
+// 304: the suite sends malformed requests on purpose, and those must be
+// refused, not described). A mismatch fails t, naming method, path and status.
+func validatingHandler(t *testing.T, next http.Handler) http.Handler {
+	v := openAPIValidator(t)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("reading %s %s: %v", r.Method, r.URL.Path, err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		for k, vs := range rec.Header() {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+
+		req := r.Clone(r.Context())
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.Header.Set("Content-Type", servedMediaType(r, body))
+		res := rec.Result()
+		res.Request = req
+		report := func(what string, errs []*verrors.ValidationError) {
+			for _, e := range errs {
+				msg := e.Message + ": " + e.Reason
+				for _, se := range e.SchemaValidationErrors {
+					msg += "; " + se.Error()
+				}
+				t.Errorf("openapi: %s %s → %d: %s %s (body %.300s)", r.Method, r.URL.RequestURI(), rec.Code, what, msg, rec.Body.Bytes())
+			}
+		}
+		if rec.Code < 300 || rec.Code == http.StatusNotModified {
+			if ok, errs := v.ValidateHttpRequest(req); !ok {
+				report("request:", errs)
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if ok, errs := v.ValidateHttpResponse(req, res); !ok {
+			if len(errs) == 1 && errs[0].ValidationType == "path" {
+				// A path or method the API does not have (404, 405), or a
+				// request refused before routing (421 on "/"): no operation
+				// describes it, but it must still be the JSON error body.
+				checkErrorBody(t, r, rec)
+				return
+			}
+			report("response:", errs)
+		}
+	})
+}
+
+// servedMediaType is the media type the server reads a body as: a body
+// without Content-Type is JSON, and a definition that is not a JSON object
+// is YAML whichever of the accepted types labels it.
+func servedMediaType(r *http.Request, body []byte) string {
+	ct := r.Header.Get("Content-Type")
+	if len(body) == 0 {
+		return ct
+	}
+	if ct == "" {
+		ct = "application/json"
+	}
+	if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/definitions/") && !json.Valid(body) {
+		ct = "application/yaml"
+	}
+	return ct
+}
+
+// checkErrorBody checks an answer that no operation of the document covers:
+// an error status with the JSON error body.
+func checkErrorBody(t *testing.T, r *http.Request, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	var e struct {
+		Error   *string `json:"error"`
+		Message *string `json:"message"`
+	}
+	if rec.Code < 400 || rec.Header().Get("Content-Type") != "application/json" ||
+		json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error == nil || e.Message == nil {
+		t.Errorf("openapi: %s %s → %d is not in the document and not a JSON error: %q", r.Method, r.URL.RequestURI(), rec.Code, rec.Body.String())
+	}
+}
