@@ -34,7 +34,7 @@ export function operations(doc) {
 function render(root, doc) {
   const info = doc.info || {};
   const ops = operations(doc);
-  const tags = [];
+  const tags = (doc.tags || []).map((t) => t.name).filter((n) => ops.some((o) => (o.op.tags || ['other'])[0] === n));
   for (const o of ops) {
     const t = (o.op.tags || ['other'])[0];
     if (!tags.includes(t)) tags.push(t);
