@@ -67,25 +67,7 @@ func TestOpenAPIRoutesAgree(t *testing.T) {
 			served = append(served, p)
 		}
 	}
-	doc, err := httpapi.OpenAPIDocument()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var parsed struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
-	}
-	if err := json.Unmarshal(doc, &parsed); err != nil {
-		t.Fatal(err)
-	}
-	var documented []string
-	for path, item := range parsed.Paths {
-		for method := range item {
-			switch method {
-			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
-				documented = append(documented, strings.ToUpper(method)+" "+path)
-			}
-		}
-	}
+	documented := documentedOperations(t)
 	for _, p := range served {
 		if !slices.Contains(documented, p) {
 			t.Errorf("route %q is served but not in openapi.yaml", p)
@@ -151,9 +133,12 @@ func (e *docError) Error() string { return e.msg }
 // document: every response, and every request the server accepted (2xx or
 // 304: the suite sends malformed requests on purpose, and those must be
 // refused, not described). A mismatch fails t, naming method, path and status.
-func validatingHandler(t *testing.T, next http.Handler) http.Handler {
+//
+// seen, when not nil, records the operations exercised (as "METHOD /path").
+func validatingHandler(t *testing.T, next http.Handler, seen *operationSet) http.Handler {
 	v := openAPIValidator(t)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.add(r)
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			t.Errorf("reading %s %s: %v", r.Method, r.URL.Path, err)
@@ -229,4 +214,72 @@ func checkErrorBody(t *testing.T, r *http.Request, rec *httptest.ResponseRecorde
 		json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error == nil || e.Message == nil {
 		t.Errorf("openapi: %s %s → %d is not in the document and not a JSON error: %q", r.Method, r.URL.RequestURI(), rec.Code, rec.Body.String())
 	}
+}
+
+// operationSet records which documented operations a suite exercised: a mux
+// with one no-op handler per operation tells the pattern of a request.
+type operationSet struct {
+	mux  *http.ServeMux
+	mu   sync.Mutex
+	seen map[string]bool
+	all  []string
+}
+
+func newOperationSet(t *testing.T) *operationSet {
+	t.Helper()
+	o := &operationSet{mux: http.NewServeMux(), seen: map[string]bool{}, all: documentedOperations(t)}
+	for _, p := range o.all {
+		o.mux.HandleFunc(p, func(http.ResponseWriter, *http.Request) {})
+	}
+	return o
+}
+
+func (o *operationSet) add(r *http.Request) {
+	if o == nil {
+		return
+	}
+	if _, pattern := o.mux.Handler(r); pattern != "" {
+		o.mu.Lock()
+		o.seen[pattern] = true
+		o.mu.Unlock()
+	}
+}
+
+// missing lists the documented operations no request reached.
+func (o *operationSet) missing() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for _, p := range o.all {
+		if !o.seen[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// documentedOperations lists the document's operations as mux patterns.
+func documentedOperations(t *testing.T) []string {
+	t.Helper()
+	doc, err := httpapi.OpenAPIDocument()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parsed struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for path, item := range parsed.Paths {
+		for method := range item {
+			switch method {
+			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
+				out = append(out, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
