@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -91,7 +92,7 @@ var (
 
 // openAPIValidator builds (once per process) the validator of the document;
 // it fails the test if the document itself does not validate.
-func openAPIValidator(t *testing.T) validator.Validator {
+func openAPIValidator(t testing.TB) validator.Validator {
 	t.Helper()
 	openAPIOnce.Do(func() {
 		doc, err := httpapi.OpenAPIDocument()
@@ -135,7 +136,7 @@ func (e *docError) Error() string { return e.msg }
 // refused, not described). A mismatch fails t, naming method, path and status.
 //
 // seen, when not nil, records the operations exercised (as "METHOD /path").
-func validatingHandler(t *testing.T, next http.Handler, seen *operationSet) http.Handler {
+func validatingHandler(t testing.TB, next http.Handler, seen *operationSet) http.Handler {
 	v := openAPIValidator(t)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.add(r)
@@ -204,7 +205,7 @@ func servedMediaType(r *http.Request, body []byte) string {
 
 // checkErrorBody checks an answer that no operation of the document covers:
 // an error status with the JSON error body.
-func checkErrorBody(t *testing.T, r *http.Request, rec *httptest.ResponseRecorder) {
+func checkErrorBody(t testing.TB, r *http.Request, rec *httptest.ResponseRecorder) {
 	t.Helper()
 	var e struct {
 		Error   *string `json:"error"`
@@ -282,4 +283,64 @@ func documentedOperations(t *testing.T) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// errorRecorder is a testing.TB whose Errorf records instead of failing.
+type errorRecorder struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (e *errorRecorder) Errorf(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.errs = append(e.errs, fmt.Sprintf(format, args...))
+}
+
+// The validating handler reports what does not match the document: a body
+// missing required fields, a status not described, a non-JSON error, and an
+// accepted request whose body the document forbids; a correct exchange passes.
+func TestOpenAPIValidationCatchesMismatches(t *testing.T) {
+	instance := `{"id":"a","definition":"","status":"PENDING","state":{},"input":{},"version":0,` +
+		`"created_at":"2026-11-26T05:00:00Z","updated_at":"2026-11-26T05:00:00Z"}`
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		answer, ctype            string
+		want                     string // "" when the exchange is valid
+	}{
+		{"valid", "GET", "/v1/workflows/a", "", 200, instance, "application/json", ""},
+		{"missing field", "GET", "/v1/workflows/a", "", 200, `{"id":"a"}`, "application/json", "missing properties"},
+		{"wrong type", "GET", "/v1/workflows/a", "", 200, strings.Replace(instance, `"version":0`, `"version":"0"`, 1), "application/json", "version"},
+		{"error body", "GET", "/v1/workflows/a", "", 404, `{"oops":true}`, "application/json", "missing properties 'error', 'message'"},
+		{"plain error on no route", "GET", "/v1/nothing", "", 404, "not found", "text/plain", "not a JSON error"},
+		{"accepted bad request", "POST", "/v1/workflows/a/status", `{"from":"RUNNING","to":"PAUSED","extra":1}`, 200, instance, "application/json", "extra"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &errorRecorder{TB: t}
+			server := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ctype)
+				w.Header().Set("ETag", `"0"`)
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.answer)
+			})
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			req := httptest.NewRequest(tc.method, "http://localhost"+tc.path, body)
+			if tc.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			validatingHandler(rec, server, nil).ServeHTTP(httptest.NewRecorder(), req)
+			got := strings.Join(rec.errs, "\n")
+			if tc.want == "" && got != "" {
+				t.Errorf("a valid exchange was reported: %s", got)
+			}
+			if tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("reported %q, want a report mentioning %q", got, tc.want)
+			}
+		})
+	}
 }
