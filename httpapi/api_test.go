@@ -45,6 +45,7 @@ func TestAPI(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
+			seen := newOperationSet(t)
 			apitest.Run(t, func(t *testing.T, tokens ...string) string {
 				st := b.open(t)
 				t.Cleanup(func() { st.Close() })
@@ -55,10 +56,15 @@ func TestAPI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				srv := httptest.NewServer(handler)
+				srv := httptest.NewServer(validatingHandler(t, handler, seen))
 				t.Cleanup(srv.Close)
 				return srv.URL
 			})
+			// The validation above covers the whole document only if the
+			// suite reaches every operation.
+			if m := seen.missing(); len(m) > 0 && !t.Failed() && !testing.Short() {
+				t.Errorf("the API suite never called %d documented operations: %v", len(m), m)
+			}
 		})
 	}
 }

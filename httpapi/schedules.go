@@ -63,7 +63,7 @@ type BackfillResponse = engine.BackfillResult
 // nextFireTimesShown is how many fire times a schedule shows.
 const nextFireTimesShown = 5
 
-func (s *Server) scheduleRoutes(mux *http.ServeMux) {
+func (s *Server) scheduleRoutes(mux router) {
 	mux.Handle("PUT /v1/schedules/{name}", s.takes(jsonBody, s.putSchedule))
 	mux.HandleFunc("GET /v1/schedules", s.listSchedules)
 	mux.HandleFunc("GET /v1/schedules/{name}", s.getSchedule)

@@ -73,6 +73,16 @@ type Server struct {
 	allowedHosts           []hostRule
 	anyHost                bool
 	listenHost, listenPort string
+
+	// The API description as JSON (GET /v1/openapi.json).
+	openAPI []byte
+}
+
+// router is what routes registers on: an *http.ServeMux, or in tests a
+// recorder of the patterns.
+type router interface {
+	Handle(pattern string, handler http.Handler)
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
 }
 
 // NewServer builds the API handler over cfg.Store.
@@ -118,6 +128,11 @@ func NewServer(cfg Config) (*Server, error) {
 			s.listenHost, s.listenPort = strings.ToLower(host), port
 		}
 	}
+	doc, err := OpenAPIDocument()
+	if err != nil {
+		return nil, err
+	}
+	s.openAPI = doc
 	mux := http.NewServeMux()
 	s.routes(mux)
 	// The Host and Origin checks come first: a request a browser page forged
@@ -131,7 +146,7 @@ func NewServer(cfg Config) (*Server, error) {
 // types it takes (415 for others); PATCH and step completion check theirs
 // in the handler, after If-Match and the body, where their documented order
 // of errors puts 415.
-func (s *Server) routes(mux *http.ServeMux) {
+func (s *Server) routes(mux router) {
 	mux.Handle("POST /v1/workflows", s.takes(jsonBody, s.createWorkflow))
 	mux.HandleFunc("GET /v1/workflows", s.listWorkflows)
 	mux.HandleFunc("GET /v1/workflows/{id}", s.getWorkflow)
@@ -154,6 +169,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/tasks/{task_id}/fail", s.takes(jsonBody, s.failTask))
 	mux.Handle("POST /v1/tasks/{task_id}/heartbeat", s.takes(jsonBody, s.heartbeatTask))
 	mux.HandleFunc("GET /v1/workers", s.listWorkers)
+	mux.HandleFunc("GET /v1/openapi.json", openAPIHandler(s.openAPI))
 	s.scheduleRoutes(mux)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	// A collector that fails (flowd_workflows while the database is down)

@@ -136,6 +136,8 @@ func TestServerRoutes(t *testing.T) {
 	}{
 		{"/", "text/html", http.StatusOK}, // no token needed for the page: it asks for one
 		{"/ui/app.js", "text/javascript", http.StatusOK},
+		{"/ui/reference.js", "text/javascript", http.StatusOK}, // the API page's renderer
+		{"/v1/openapi.json", "application/json", http.StatusUnauthorized},
 		{"/v1/workflows", "application/json", http.StatusUnauthorized},
 		{"/nope", "application/json", http.StatusNotFound},
 		{"/v1/nope", "application/json", http.StatusUnauthorized},
@@ -149,5 +151,9 @@ func TestServerRoutes(t *testing.T) {
 	if res, _ := get(t, srv.URL+"/v1/nope", "Authorization", "Bearer t0ken"); res.StatusCode != http.StatusNotFound ||
 		!strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 		t.Errorf("GET /v1/nope with a token = %d %q, want the API's JSON 404", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	if res, body := get(t, srv.URL+"/v1/openapi.json", "Authorization", "Bearer t0ken"); res.StatusCode != http.StatusOK ||
+		!strings.Contains(body, `"openapi":"3.1.0"`) {
+		t.Errorf("GET /v1/openapi.json with a token = %d %.80q, want the OpenAPI document the API page renders", res.StatusCode, body)
 	}
 }

@@ -43,6 +43,7 @@ func Run(t *testing.T, newServer NewServer) {
 		t.Run("Limits", func(t *testing.T) { testLimits(t, a) })
 		t.Run("Browsers", func(t *testing.T) { testBrowsers(t, a) })
 		t.Run("Health", func(t *testing.T) { testHealth(t, a) })
+		t.Run("OpenAPI", func(t *testing.T) { testOpenAPI(t, a) })
 		t.Run("ConcurrentPatch", func(t *testing.T) { testConcurrentPatch(t, a) })
 	})
 	t.Run("Auth", func(t *testing.T) { testAuth(t, newServer) })

@@ -1,7 +1,7 @@
 // The dashboard shell: hash router, live-refresh switch and token prompt.
 //
 // Routes: #/workflows[?status=&definition=], #/workflows/ID, #/definitions,
-// #/definitions/NAME[?revision=N], #/schedules. Each view is mount(root, params) → cleanup.
+// #/definitions/NAME[?revision=N], #/schedules, #/api. Each view is mount(root, params) → cleanup.
 
 import { setAuthHandler, setAnswerHandler, setToken, clearToken, getToken } from './api.js';
 import { clearBanners, h, replace } from './ui.js';
@@ -10,6 +10,7 @@ import * as workflows from './workflows.js';
 import * as workflowPage from './workflow.js';
 import * as definitions from './definitions.js';
 import * as schedules from './schedules.js';
+import * as reference from './reference.js';
 
 // The indicator has three states (data-state): live (green), paused (grey)
 // and offline (red: the server does not answer; it is probed until it does).
@@ -36,6 +37,7 @@ const routes = [
   { re: /^\/definitions\/?$/, view: definitions, nav: 'definitions', page: 'list' },
   { re: /^\/definitions\/([^/]+)$/, view: definitions, nav: 'definitions', keys: ['name'], page: 'one' },
   { re: /^\/schedules\/?$/, view: schedules, nav: 'schedules' },
+  { re: /^\/api\/?$/, view: reference, nav: 'api' },
 ];
 
 let cleanup = null;
