@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/flowd/flowd/internal/httpstatus"
 )
 
 // HTTPHandler returns next with a server span per request, named
@@ -37,9 +39,9 @@ func HTTPHandler(tp trace.TracerProvider, next http.Handler, route func(*http.Re
 		if pattern != "" {
 			span.SetAttributes(attribute.String("http.route", pattern))
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &httpstatus.Recorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r.WithContext(ctx))
-		status := rec.status
+		status := rec.Status
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -58,26 +60,3 @@ func RoutePattern(pattern string) string {
 	}
 	return pattern
 }
-
-// statusRecorder keeps the status a handler answered with.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
