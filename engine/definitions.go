@@ -9,6 +9,7 @@ import (
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -37,14 +38,7 @@ func (e *Engine) PutDefinition(ctx context.Context, data []byte) (*DefinitionInf
 // PutDefinitionAs is PutDefinition for a definition that must be named name
 // (any name when it is empty): one named otherwise is invalid and not stored.
 func (e *Engine) PutDefinitionAs(ctx context.Context, name string, data []byte) (*DefinitionInfo, bool, error) {
-	def, err := workflow.ParseDefinitionAs(data, name)
-	if err != nil {
-		return nil, false, err
-	}
-	if _, err := compile(def); err != nil {
-		return nil, false, fmt.Errorf("%w: %w", workflow.ErrInvalidDefinition, err)
-	}
-	canon, err := def.Canonical()
+	def, canon, err := parseDefinition(data, name)
 	if err != nil {
 		return nil, false, err
 	}
@@ -125,7 +119,14 @@ func (e *Engine) ListDefinitions(ctx context.Context) ([]*DefinitionInfo, error)
 
 func toInfo(r *store.DefinitionRecord) (*DefinitionInfo, error) {
 	var def workflow.Definition
-	if err := json.Unmarshal(r.Spec, &def); err != nil {
+	if sw.IsDocument(r.Spec) {
+		def = workflow.Definition{Name: r.Name, Serverless: r.Spec}
+		w, err := sw.Parse(r.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("stored definition %s revision %d: %w", r.Name, r.Revision, err)
+		}
+		def.Timeout = workflow.Duration(w.Timeout)
+	} else if err := json.Unmarshal(r.Spec, &def); err != nil {
 		return nil, fmt.Errorf("stored definition %s revision %d: %w", r.Name, r.Revision, err)
 	}
 	def.Revision = r.Revision
@@ -220,4 +221,48 @@ func (e *Engine) knownLatest(name string) *compiled {
 	e.cacheMu.Lock()
 	defer e.cacheMu.Unlock()
 	return e.latest[name]
+}
+
+// parseDefinition parses, validates and compiles a definition in either
+// language — a Serverless Workflow document (sw.IsDocument), or flowd's
+// steps — named name (any name when it is empty), and returns it with the
+// bytes to store.
+func parseDefinition(data []byte, name string) (*workflow.Definition, []byte, error) {
+	if sw.IsDocument(data) {
+		return parseServerless(data, name)
+	}
+	def, err := workflow.ParseDefinitionAs(data, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := compile(def); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", workflow.ErrInvalidDefinition, err)
+	}
+	canon, err := def.Canonical()
+	if err != nil {
+		return nil, nil, err
+	}
+	return def, canon, nil
+}
+
+// parseServerless is parseDefinition of a Serverless Workflow document:
+// every problem sw.Parse finds is listed, as for a flowd definition, and
+// the definition is named by document.name.
+func parseServerless(data []byte, name string) (*workflow.Definition, []byte, error) {
+	w, err := sw.Parse(data)
+	var problems *sw.Problems
+	if errors.As(err, &problems) {
+		return nil, nil, &workflow.DefinitionError{Problems: problems.List}
+	}
+	if err != nil {
+		return nil, nil, &workflow.DefinitionError{Problems: []string{err.Error()}}
+	}
+	if err := workflow.ValidateDefinitionName(w.Name); err != nil {
+		return nil, nil, &workflow.DefinitionError{Problems: []string{"/document/name: " + err.Error()}}
+	}
+	if name != "" && w.Name != name {
+		return nil, nil, &workflow.DefinitionError{Problems: []string{fmt.Sprintf("/document/name: is %q, but the definition is stored as %q: they must be equal", w.Name, name)}}
+	}
+	def := &workflow.Definition{Name: w.Name, Timeout: workflow.Duration(w.Timeout), Serverless: w.JSON}
+	return def, w.JSON, nil
 }

@@ -59,13 +59,18 @@ type PublishedEvent struct {
 // take it from the store (when they start waiting again, or through the
 // sweeper), so a caller may report the event as published.
 func (e *Engine) PublishEvent(ctx context.Context, name, key string, data json.RawMessage) (*PublishedEvent, error) {
-	if msg := workflow.EventNameProblem(name); msg != "" {
+	return e.publishEvent(ctx, &store.Event{Name: name, Key: key, Data: data})
+}
+
+// publishEvent stores ev (under its id, when it has one) and delivers it to
+// every step waiting for it.
+func (e *Engine) publishEvent(ctx context.Context, ev *store.Event) (*PublishedEvent, error) {
+	if msg := workflow.EventNameProblem(ev.Name); msg != "" {
 		return nil, fmt.Errorf("%w: name %s", store.ErrInvalidArgument, msg)
 	}
-	if utf8.RuneCountInString(key) > workflow.MaxEventKeyLength {
+	if utf8.RuneCountInString(ev.Key) > workflow.MaxEventKeyLength {
 		return nil, fmt.Errorf("%w: key is longer than %d characters", store.ErrInvalidArgument, workflow.MaxEventKeyLength)
 	}
-	ev := &store.Event{Name: name, Key: key, Data: data}
 	if err := e.st.PublishEvent(ctx, ev); err != nil {
 		return nil, err
 	}

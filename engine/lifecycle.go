@@ -445,6 +445,9 @@ func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, re
 	if err != nil {
 		return nil, err
 	}
+	if c.SW != nil && retry {
+		return nil, &rules.NotAllowedError{Msg: fmt.Sprintf("cannot retry workflow %s: a Serverless Workflow instance that faulted cannot be retried", id)}
+	}
 	all, err := tx.TasksOfInstance(ctx, id, store.LockNone)
 	if err != nil {
 		return nil, err

@@ -53,7 +53,7 @@ func attemptContext(ctx context.Context, t *Task) (context.Context, trace.SpanSt
 // not attempts of any work and get none; nor does anything with tracing
 // off (nil span).
 func (e *Engine) startAttempt(ctx context.Context, t Task) (context.Context, trace.Span) {
-	if e.tracer == nil || t.Handler == store.QueueSleep {
+	if e.tracer == nil || t.Handler == store.QueueSleep || t.Handler == store.QueueTick {
 		return ctx, nil
 	}
 	pctx, root := attemptContext(ctx, &t)

@@ -35,7 +35,7 @@ func (e *Engine) runWorkers(claimCtx, runCtx context.Context, groupDone chan<- s
 	// waiting for an event) are the engine's, as remote workers cannot poll
 	// for them either.
 	queues := slices.DeleteFunc(slices.Sorted(maps.Keys(e.handlers)), func(name string) bool { return strings.HasPrefix(name, "flowd:") })
-	queues = append(queues, store.QueueSleep, store.QueueHTTP, store.QueueChild)
+	queues = append(queues, store.QueueSleep, store.QueueHTTP, store.QueueChild, store.QueueTick, store.QueueSWCall, store.QueueSWEmit)
 	stop := make(chan struct{})
 	claims := make(chan *claimReq)
 	var helpers sync.WaitGroup
@@ -245,10 +245,14 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 // request, a task step calls its handler.
 func (e *Engine) run(ctx context.Context, t Task) (json.RawMessage, error) {
 	switch t.Handler {
-	case store.QueueSleep:
+	case store.QueueSleep, store.QueueTick:
 		return json.RawMessage("null"), nil
 	case store.QueueHTTP:
 		return e.runHTTP(ctx, t)
+	case store.QueueSWCall:
+		return e.runSWCall(ctx, t)
+	case store.QueueSWEmit:
+		return e.runSWEmit(ctx, t)
 	}
 	h, ok := e.handlers[t.Handler]
 	if !ok {

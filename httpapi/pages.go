@@ -190,6 +190,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 				pw.end(cursorTail(cursor)) // inst and maybe more follow
 				return
 			}
+			inst.ShowError()
 			if err := pw.add(inst); err != nil {
 				return // the client is gone
 			}

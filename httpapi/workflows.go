@@ -22,6 +22,7 @@ const maxConditionalAttempts = 16
 
 func writeInstance(w http.ResponseWriter, status int, inst *workflow.Instance) {
 	w.Header().Set("ETag", ETag(inst.Version))
+	inst.ShowError()
 	writeJSON(w, status, inst)
 }
 

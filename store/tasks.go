@@ -33,6 +33,11 @@ const (
 	QueueHTTP  = "flowd:http"
 	// QueueChild's tasks start child workflows (workflow steps).
 	QueueChild = "flowd:child"
+	// Serverless Workflow items: pure tasks and timers (claimable while
+	// the instance is RUNNING), http and openapi calls, events to emit.
+	QueueTick   = "flowd:tick"
+	QueueSWCall = "flowd:swcall"
+	QueueSWEmit = "flowd:swemit"
 )
 
 // Task is the unit of work the engine schedules for one step of one instance.

@@ -36,6 +36,27 @@ type Definition struct {
 	// Priority (1–5, nil: DefaultPriority) orders the claims of the
 	// instances' tasks: higher first. A start may override it.
 	Priority *int `json:"priority,omitempty"`
+	// Serverless, when set, is a Serverless Workflow document (canonical
+	// JSON) that the definition is written in instead of steps: it is what
+	// is stored and shown (MarshalJSON), and the engine runs it on its
+	// interpreter. Name and Timeout are taken from it.
+	Serverless json.RawMessage `json:"-"`
+}
+
+// MarshalJSON writes a Serverless Workflow definition as its document, any
+// other as its fields.
+func (d Definition) MarshalJSON() ([]byte, error) {
+	if d.Serverless != nil {
+		return d.Serverless, nil
+	}
+	type fields Definition // without this method
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as the caller's encoder asks: it escapes again if it must
+	if err := enc.Encode(fields(d)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // StepType says how a step runs.

@@ -27,6 +27,12 @@ func ValidateIDPrefix(prefix string) error {
 	return validateID("id prefix", prefix, true)
 }
 
+// ValidateDefinitionName checks a definition's name: the characters of a
+// step id.
+func ValidateDefinitionName(name string) error {
+	return validateID("definition name", name, false)
+}
+
 // ValidateStepID checks a step id: 1–128 characters of [A-Za-z0-9_.-].
 func ValidateStepID(id string) error {
 	return validateID("step id", id, false)

@@ -54,6 +54,32 @@ type Instance struct {
 	// Priority (1–5) is the start's priority, or its definition's; its
 	// tasks are claimed in that order. 0 for a free-form instance.
 	Priority int `json:"priority,omitempty"`
+	// Error is the error object of a FAILED Serverless Workflow instance
+	// ({"type", "status", "title"?, "detail"?, "instance"}), taken from
+	// its state when the instance is shown (ShowError); absent otherwise.
+	Error json.RawMessage `json:"error,omitempty"`
+}
+
+// ServerlessStateKey is the top-level key of a Serverless Workflow
+// instance's state that holds its interpreter's runtime; the runtime's
+// "error" member is the error the instance faulted with.
+const ServerlessStateKey = "sw"
+
+// ShowError sets Error from the state of a FAILED instance.
+func (i *Instance) ShowError() {
+	if i.Status != StatusFailed {
+		return
+	}
+	raw, ok := i.State.Extra[ServerlessStateKey]
+	if !ok {
+		return
+	}
+	var rt struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &rt) == nil && len(rt.Error) > 0 && string(rt.Error) != "null" {
+		i.Error = rt.Error
+	}
 }
 
 // State is an instance's state document. Variables and Steps are the keys the

@@ -63,10 +63,16 @@ func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existi
 	if !slices.Contains(target.from, inst.Status) {
 		return Change{}, &NotAllowedError{fmt.Sprintf("cannot %s workflow %s: it is %s (allowed from %v)", action, inst.ID, inst.Status, target.from)}
 	}
+	if c != nil && c.SW != nil && action == "retry" {
+		return Change{}, &NotAllowedError{fmt.Sprintf("cannot retry workflow %s: a Serverless Workflow instance that faulted cannot be retried (start a new one; use try/catch with retry in the document to retry its tasks)", inst.ID)}
+	}
 	was := inst.Status
 	inst.Status = target.to
 	var ch Change
-	if c != nil {
+	if c != nil && c.SW != nil {
+		// Its pending items wait in their rows: a resume makes them
+		// claimable again, a pause or a cancel holds or ends them.
+	} else if c != nil {
 		env.reopen(c, inst, existing, action == "retry", now, &ch)
 		if inst.Status != target.to && !workflow.CanTransition(was, inst.Status) {
 			// Nothing was left to run: the action's status now, settled
@@ -85,6 +91,11 @@ func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existi
 // false when that changes nothing (a resume with nothing ready and nothing
 // to settle): the batch's status change is all there is.
 func (env Env) Reopen(c *Definition, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time) (ch Change, write bool) {
+	if c.SW != nil {
+		ch.setInstance(inst)
+		ch.Notify = true
+		return ch, false
+	}
 	ready := c.decidable(inst.State.Steps) // what a resume schedules or skips
 	env.reopen(c, inst, existing, retry, now, &ch)
 	ch.setInstance(inst)

@@ -48,6 +48,15 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lea
 	done.LastError = ""
 	done.clearLease()
 	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Lease: lease}})
+	if c.SW != nil {
+		if err := env.swResume(c, inst, t, swResult(t, output), now, &ch); err != nil {
+			return Change{}, err
+		}
+		env.leaseNext(c, inst, next, now, &ch)
+		ch.setInstance(inst)
+		ch.Notify = ch.claimable()
+		return ch, nil
+	}
 	if t.Iteration > 0 {
 		if err := env.completeIteration(c, inst, t, output, now, &ch); err != nil {
 			return Change{}, err
@@ -80,6 +89,9 @@ func (env Env) FailTask(c *Definition, inst *workflow.Instance, t *Task, lease, 
 		msg = "failed without an error message"
 	}
 	ch := Change{Cause: FailedCause(t)}
+	if c.SW != nil {
+		return ch, env.swFailTask(c, inst, t, msg, false, now, &ch)
+	}
 	u := *t
 	env.failAttempt(c, inst, &u, msg, retryable, false, now)
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
@@ -161,6 +173,9 @@ func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now 
 	}
 	reason := ExpiryReason(t, now)
 	ch.Cause = ExpiredCause(t, reason)
+	if c.SW != nil {
+		return ch, true, env.swFailTask(c, inst, t, reason, true, now, &ch)
+	}
 	u := *t
 	env.failAttempt(c, inst, &u, reason, true, true, now)
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})

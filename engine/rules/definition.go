@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -25,11 +26,22 @@ type Definition struct {
 	// concurrencyKeys and rateKeys are the steps' flow-control keys
 	// (flowcontrol.go).
 	concurrencyKeys, rateKeys map[string]*workflow.Template
+	// SW is the compiled Serverless Workflow document of a definition in
+	// that language (nil for a flowd definition): its instances run on
+	// the interpreter (sw.go).
+	SW *sw.Workflow
 }
 
 // Compile compiles def's templates; an error names the step and field of
 // a template that does not compile.
 func Compile(def *workflow.Definition) (*Definition, error) {
+	if def.Serverless != nil {
+		w, err := sw.Parse(def.Serverless)
+		if err != nil {
+			return nil, err
+		}
+		return &Definition{Def: def, SW: w}, nil
+	}
 	c := &Definition{Def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
 		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{},
 		foreach: map[string]*workflow.Expr{}, keys: map[string]*workflow.Template{}}

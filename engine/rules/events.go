@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -121,7 +122,13 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, 
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	env.completeStep(c, inst, t.StepID, data, 0, now, &ch)
+	if c.SW != nil {
+		if err := env.swResume(c, inst, t, sw.Result{Output: swEventOutput(ev)}, now, &ch); err != nil {
+			return Change{}, err
+		}
+	} else {
+		env.completeStep(c, inst, t.StepID, data, 0, now, &ch)
+	}
 	if err := env.checkSize(inst.State); err != nil {
 		return Change{}, err
 	}

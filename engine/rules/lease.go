@@ -53,10 +53,10 @@ func (env Env) lease(t *Task, owner string, now time.Time, lease, timeout time.D
 	}
 }
 
-// IsTimer reports whether tasks of queue are timers (sleep steps): picking
-// one up changes no state, and a timer that lost its worker just runs
-// again.
-func IsTimer(queue string) bool { return queue == QueueSleep }
+// IsTimer reports whether tasks of queue are timers (sleep steps, and the
+// ticks and timers of Serverless Workflow instances): picking one up
+// changes no state, and a timer that lost its worker just runs again.
+func IsTimer(queue string) bool { return queue == QueueSleep || queue == QueueTick }
 
 // DeliverTimer leases a claimed timer to owner; the instance is not
 // written (DeliverTimer leaves the step's attempts alone).
@@ -84,17 +84,17 @@ func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, own
 		if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
-		if t.Iteration == 0 {
+		if t.Iteration == 0 && c.SW == nil {
 			// An iteration's delivery changes no state: its attempts are
 			// its task's, and a foreach step's many iterations would
-			// otherwise each write the instance twice.
+			// otherwise each write the instance twice. Nor does a
+			// Serverless Workflow item's: a version is a finished task.
 			if !cloned {
 				state, cloned = inst.State.Clone(), true
 			}
 			state.Steps[t.StepID].Attempts = t.Attempt + 1
 		}
-		step, _ := c.Def.Step(t.StepID)
-		env.lease(&t, owner, now, lease, time.Duration(step.Timeout))
+		env.lease(&t, owner, now, lease, c.stepTimeout(inst, t.StepID))
 		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: Guard{Status: TaskQueued}})
 	}
 	if len(ch.Update) == 0 {
@@ -144,8 +144,7 @@ func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease,
 		if st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
-		step, _ := c.Def.Step(nt.StepID)
-		env.lease(nt, next.Owner, now, next.Lease, time.Duration(step.Timeout))
+		env.lease(nt, next.Owner, now, next.Lease, c.stepTimeout(inst, nt.StepID))
 		if nt.Iteration == 0 {
 			st.Attempts = nt.Attempt
 		}
@@ -184,4 +183,14 @@ func GiveBack(t *Task, lease string, now time.Time) error {
 	t.MaxAttempts++
 	t.clearLease()
 	return nil
+}
+
+// stepTimeout bounds one attempt of step id's task (0: no bound): the
+// step's timeout, or a Serverless Workflow task's.
+func (c *Definition) stepTimeout(inst *workflow.Instance, id string) time.Duration {
+	if c.SW != nil {
+		return swTimeout(inst, id)
+	}
+	step, _ := c.Def.Step(id)
+	return time.Duration(step.Timeout)
 }

@@ -15,6 +15,9 @@ import (
 // Change.Settled). A state larger than env.MaxStateBytes is refused
 // (workflow.ErrStateTooLarge).
 func (env Env) Start(c *Definition, inst *workflow.Instance, now time.Time) (Change, error) {
+	if c.SW != nil {
+		return env.swStart(c, inst, now)
+	}
 	inst.Status = workflow.StatusRunning
 	inst.Deadline = deadline(c, now)
 	ch := Change{Cause: "start"}

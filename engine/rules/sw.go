@@ -1,0 +1,341 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flowd/flowd/sw"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Serverless Workflow instances. The interpreter (package sw) is a pure
+// state machine kept in the instance's state under SWStateKey; everything
+// it waits for is an item, and each pending item is one task row (step id
+// = item id) and one entry of state.steps (RUNNING, or WAITING for an
+// event), so that leases, fencing, deliveries, timeouts and the sweeper
+// treat it as any step. A finished row resumes the machine, which decides
+// the next version: one per finished task.
+
+// SWStateKey is the top-level key of an instance's state that holds the
+// interpreter's runtime.
+const SWStateKey = workflow.ServerlessStateKey
+
+// The engine-served queues of Serverless Workflow items besides QueueChild
+// and the event queues: QueueTick holds pure tasks to evaluate and wait
+// timers (claimable only while the instance is RUNNING, so a paused
+// instance evaluates nothing), QueueSWCall the http and openapi calls,
+// QueueSWEmit the events to publish.
+const (
+	QueueTick   = "flowd:tick"
+	QueueSWCall = "flowd:swcall"
+	QueueSWEmit = "flowd:swemit"
+)
+
+// swAttempts is the attempt budget of an item's row: a lost worker's
+// delivery runs again, a failure reported by a handler does not (the
+// workflow's try/catch retries).
+const swAttempts = workflow.DefaultMaxAttempts
+
+// SWCallResult is what the engine's run of an http, openapi or emit item
+// completes its task with: the item's output, or the DSL error it raised.
+type SWCallResult struct {
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  *sw.Error       `json:"error,omitempty"`
+}
+
+// SWRuntime decodes the interpreter's runtime from inst's state.
+func SWRuntime(state workflow.State) (*sw.Runtime, error) {
+	raw, ok := state.Extra[SWStateKey]
+	if !ok {
+		return nil, fmt.Errorf("%w: the state has no %q runtime", workflow.ErrInvalidState, SWStateKey)
+	}
+	var rt sw.Runtime
+	if err := json.Unmarshal(raw, &rt); err != nil {
+		return nil, fmt.Errorf("%w: state.%s: %w", workflow.ErrInvalidState, SWStateKey, err)
+	}
+	return &rt, nil
+}
+
+// SWError is the DSL error of a faulted Serverless Workflow instance, nil
+// for any other.
+func SWError(state workflow.State) *sw.Error {
+	if _, ok := state.Extra[SWStateKey]; !ok {
+		return nil
+	}
+	rt, err := SWRuntime(state)
+	if err != nil {
+		return nil
+	}
+	return rt.Error()
+}
+
+// swPending returns the pending item id of rt, if any.
+func swPending(rt *sw.Runtime, id string) (sw.Item, bool) {
+	for _, it := range rt.Pending() {
+		if it.ID == id {
+			return it, true
+		}
+	}
+	return sw.Item{}, false
+}
+
+func swEnv(inst *workflow.Instance, now time.Time) sw.Env {
+	started := inst.CreatedAt
+	if started.IsZero() {
+		started = now
+	}
+	return sw.Env{Now: now, WorkflowID: inst.ID, StartedAt: started, RawInput: inst.Input}
+}
+
+// swStart starts the machine of a new instance.
+func (env Env) swStart(c *Definition, inst *workflow.Instance, now time.Time) (Change, error) {
+	inst.Status = workflow.StatusRunning
+	inst.Deadline = deadline(c, now)
+	input := inst.Input
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	rt, step, err := c.SW.Start(swEnv(inst, now), input)
+	if err != nil {
+		return Change{}, err
+	}
+	ch := Change{}
+	if err := env.swApply(inst, rt, step, "", now, &ch); err != nil {
+		return Change{}, err
+	}
+	// The start's own cause: the first task's is in the machine's step.
+	ch.Cause = "start"
+	switch inst.Status {
+	case workflow.StatusCompleted, workflow.StatusFailed:
+		// Nothing waited: created RUNNING, settled in a second version.
+		ch.Settled, ch.SettledCause = inst.Status, step.Cause
+		inst.Status = workflow.StatusRunning
+	}
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable()
+	return ch, nil
+}
+
+// swResume resumes the machine with the outcome of item t.StepID and
+// decides the write: the task t is updated by the caller's guard (done is
+// t as the change leaves it).
+func (env Env) swResume(c *Definition, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
+	rt, err := SWRuntime(inst.State)
+	if err != nil {
+		return err
+	}
+	step, err := c.SW.Resume(swEnv(inst, now), rt, t.StepID, res)
+	if err != nil {
+		return fmt.Errorf("%w: task %s: %w", ErrLeaseLost, t.StepID, err)
+	}
+	return env.swApply(inst, rt, step, t.StepID, now, ch)
+}
+
+// swApply writes the machine's step into inst and ch: the runtime into the
+// state, a task row for each new item, state.steps mirroring the pending
+// items, the rows of items no longer pending (other than the one that
+// finished, done) withdrawn, and the instance COMPLETED or FAILED when the
+// workflow ended.
+func (env Env) swApply(inst *workflow.Instance, rt *sw.Runtime, step sw.Step, done string, now time.Time, ch *Change) error {
+	raw, err := json.Marshal(rt)
+	if err != nil {
+		return err
+	}
+	if inst.State.Extra == nil {
+		inst.State.Extra = map[string]json.RawMessage{}
+	}
+	inst.State.Extra[SWStateKey] = raw
+	if inst.State.Steps == nil {
+		inst.State.Steps = map[string]*workflow.StepState{}
+	}
+	pending := map[string]sw.Item{}
+	for _, it := range rt.Pending() {
+		pending[it.ID] = it
+	}
+	for _, id := range slices.Sorted(maps.Keys(inst.State.Steps)) {
+		if _, ok := pending[id]; ok {
+			continue
+		}
+		delete(inst.State.Steps, id)
+		if id != done {
+			ch.Withdrawn = append(ch.Withdrawn, id)
+		}
+	}
+	for _, it := range step.Start {
+		task, st, err := swTask(inst, it, now)
+		if err != nil {
+			return err
+		}
+		task.ID = env.NewID()
+		inst.State.Steps[it.ID] = st
+		ch.Insert = append(ch.Insert, task)
+	}
+	ch.Cause = step.Cause
+	switch {
+	case step.Fault != nil:
+		inst.Status = workflow.StatusFailed
+	case step.Completed:
+		inst.Status = workflow.StatusCompleted
+		out := step.Output
+		if len(out) == 0 {
+			out = json.RawMessage("null")
+		}
+		ch.Output = out
+	}
+	if inst.Status.Terminal() || inst.Status == workflow.StatusFailed {
+		// Whatever still waited runs no more.
+		for id := range inst.State.Steps {
+			ch.Withdrawn = append(ch.Withdrawn, id)
+		}
+		clear(inst.State.Steps)
+		ch.Insert = nil
+	}
+	return env.checkSize(inst.State)
+}
+
+// swTask is the task row of item it, and the state.steps entry that
+// mirrors it.
+func swTask(inst *workflow.Instance, it sw.Item, now time.Time) (Task, *workflow.StepState, error) {
+	t := Task{InstanceID: inst.ID, StepID: it.ID, Status: TaskQueued, MaxAttempts: swAttempts, RunAt: now,
+		Input: it.Input, Flow: workflow.TaskFlow{Priority: inst.Priority}}
+	st := &workflow.StepState{Status: workflow.StepRunning}
+	switch it.Kind {
+	case sw.ItemTick, sw.ItemTimer:
+		t.Queue, t.MaxAttempts = QueueTick, 1
+		if it.RunAt.After(now) {
+			t.RunAt = it.RunAt
+		}
+	case sw.ItemCall:
+		if strings.HasPrefix(it.Handler, "flowd:") || it.Handler == "" {
+			return Task{}, nil, fmt.Errorf("task %s: %q is not a handler name", it.Pointer, it.Handler)
+		}
+		t.Queue = it.Handler
+	case sw.ItemHTTP:
+		t.Queue = QueueSWCall
+	case sw.ItemEmit:
+		t.Queue = QueueSWEmit
+	case sw.ItemListen:
+		waiting, _ := json.Marshal(WaitingFor{Name: it.Event, Key: it.Key})
+		t.Queue, t.MaxAttempts, t.Input = workflow.EventQueue(it.Event, it.Key), 1, waiting
+		st.Status = workflow.StepWaiting
+		st.Extra = map[string]json.RawMessage{"event": waiting}
+	case sw.ItemChild:
+		t.Queue = QueueChild
+	default:
+		return Task{}, nil, fmt.Errorf("task %s: unknown item kind %q", it.Pointer, it.Kind)
+	}
+	if len(t.Input) == 0 {
+		t.Input = json.RawMessage("null")
+	}
+	return t, st, nil
+}
+
+// swTimeout is the attempt timeout of item id's task (0: none).
+func swTimeout(inst *workflow.Instance, id string) time.Duration {
+	rt, err := SWRuntime(inst.State)
+	if err != nil {
+		return 0
+	}
+	it, _ := swPending(rt, id)
+	return it.Timeout
+}
+
+// swResult is the outcome an item's completed task carries: the output of
+// a handler, a child workflow or a timer as it is; an http or emit item's
+// run gives an SWCallResult.
+func swResult(t *Task, output json.RawMessage) sw.Result {
+	switch t.Queue {
+	case QueueSWCall, QueueSWEmit:
+		var r SWCallResult
+		if err := json.Unmarshal(output, &r); err != nil {
+			return sw.Result{Error: swRuntimeError(fmt.Sprintf("the call's result is not readable: %v", err))}
+		}
+		return sw.Result{Output: r.Output, Error: r.Error}
+	case QueueTick:
+		return sw.Result{}
+	}
+	return sw.Result{Output: output}
+}
+
+// The standard error types of the errors flowd raises for an item.
+const (
+	swErrorRuntime = "https://serverlessworkflow.io/spec/1.0.0/errors/runtime"
+	swErrorTimeout = "https://serverlessworkflow.io/spec/1.0.0/errors/timeout"
+)
+
+func swRuntimeError(detail string) *sw.Error {
+	return &sw.Error{Type: swErrorRuntime, Status: 500, Title: "Runtime Error", Detail: detail}
+}
+
+// swFailTask records a failed attempt of an item's task: a handler's
+// failure, a child workflow that did not complete, or (expired) a lease
+// that ran out. A lease lost with attempts left is delivered again; every
+// other failure raises a DSL error at the item's task, for the workflow's
+// try/catch to handle.
+func (env Env) swFailTask(c *Definition, inst *workflow.Instance, t *Task, msg string, expired bool, now time.Time, ch *Change) error {
+	u := *t
+	u.LastError = msg
+	u.clearLease()
+	timedOut := expired && !t.AttemptDeadline.IsZero() && !now.Before(t.AttemptDeadline)
+	if expired && !timedOut && t.Attempt < t.MaxAttempts && !IsTimer(t.Queue) {
+		u.Status, u.RunAt = TaskQueued, now
+		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})
+		ch.setInstance(inst)
+		ch.Notify = true
+		return nil
+	}
+	if IsTimer(t.Queue) {
+		// A timer whose worker was lost just fires.
+		u.Status = TaskDone
+		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
+		if err := env.swResume(c, inst, t, sw.Result{}, now, ch); err != nil {
+			return err
+		}
+		ch.setInstance(inst)
+		ch.Notify = ch.claimable()
+		return nil
+	}
+	u.Status = TaskFailed
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
+	e := swRuntimeError(msg)
+	if timedOut {
+		e = &sw.Error{Type: swErrorTimeout, Status: 408, Title: "Timeout", Detail: msg}
+	}
+	if err := env.swResume(c, inst, t, sw.Result{Error: e}, now, ch); err != nil {
+		return err
+	}
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable()
+	return nil
+}
+
+// swEventOutput is what a listen item receives: the event as a CloudEvent.
+func swEventOutput(ev Event) json.RawMessage {
+	data := ev.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	out, _ := json.Marshal(map[string]any{
+		"specversion": "1.0", "id": ev.ID, "source": "flowd", "type": ev.Name,
+		"subject": ev.Key, "time": ev.CreatedAt.UTC().Format(time.RFC3339Nano), "data": data,
+	})
+	return out
+}
+
+// SWChildDefinition is the definition a child item of the Serverless
+// Workflow instance inst starts (ok false when step is no such item).
+func SWChildDefinition(inst *workflow.Instance, step string) (string, bool) {
+	rt, err := SWRuntime(inst.State)
+	if err != nil {
+		return "", false
+	}
+	it, ok := swPending(rt, step)
+	if !ok || it.Kind != sw.ItemChild {
+		return "", false
+	}
+	return it.Definition, true
+}
