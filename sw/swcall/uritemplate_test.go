@@ -44,7 +44,7 @@ func TestExpandTemplateErrors(t *testing.T) {
 	vars := json.RawMessage(`{"obj": {"a": 1}, "arr": [1], "s": "x"}`)
 	cases := []struct {
 		template, typ string
-		status       int
+		status        int
 	}{
 		{"https://h/{obj}", TypeExpression, 400},
 		{"https://h/{arr}", TypeExpression, 400},
