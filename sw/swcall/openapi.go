@@ -88,7 +88,7 @@ func openAPIRequest(ctx context.Context, client *http.Client, req *Request) (*ou
 	if err != nil || !docURL.IsAbs() || docURL.Host == "" {
 		return nil, failure(TypeConfiguration, http.StatusBadRequest, "OpenAPI document endpoint %q is not an absolute URI", req.Document)
 	}
-	doc, err := fetchDocument(ctx, client, docURL)
+	doc, err := documents.fetch(ctx, client, docURL)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +164,20 @@ func openAPIRequest(ctx context.Context, client *http.Client, req *Request) (*ou
 		out.uri += "?" + query.Encode()
 	}
 	return out, nil
+}
+
+// fetch returns the document at docURL, from the cache while it is fresh.
+func (c *documentCache) fetch(ctx context.Context, client *http.Client, docURL *url.URL) (*apiDocument, error) {
+	key := documentKey{client: client, url: docURL.String()}
+	if doc, ok := c.get(key); ok {
+		return doc, nil
+	}
+	doc, err := fetchDocument(ctx, client, docURL)
+	if err != nil {
+		return nil, err
+	}
+	c.put(key, doc)
+	return doc, nil
 }
 
 func fetchDocument(ctx context.Context, client *http.Client, docURL *url.URL) (*apiDocument, error) {
