@@ -199,6 +199,13 @@ func TestDoNon2xxIsCommunicationError(t *testing.T) {
 		}
 	}
 
+	srv, _ = serve(t, http.StatusInternalServerError, "", "")
+	res = call(t, srv.Client(), swcall.Request{Kind: "http", Method: "delete", URI: srv.URL})
+	wantError(t, res, swcall.TypeCommunication, 500, "")
+	if want := "DELETE " + srv.URL + " answered 500 Internal Server Error"; res.Error.Detail != want {
+		t.Errorf("detail = %q; want %q (no body, no excerpt)", res.Error.Detail, want)
+	}
+
 	srv, _ = serve(t, http.StatusServiceUnavailable, "text/plain", "down")
 	wantError(t, call(t, srv.Client(), swcall.Request{Kind: "http", Method: "get", URI: srv.URL}), swcall.TypeCommunication, 503, "503 Service Unavailable: down")
 }

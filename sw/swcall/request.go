@@ -1,9 +1,26 @@
 // Package swcall executes the Serverless Workflow `call: http` and
 // `call: openapi` tasks once their runtime expressions are evaluated: it
 // expands the endpoint's URI template, sends the request, and shapes the
-// answer as the task's output (content, response or raw). It never
-// evaluates expressions and never returns a Go error: every failure is a
-// DSL error in the Result, so the interpreter can catch it like any other.
+// answer as the task's output. It never evaluates expressions and never
+// returns a Go error: every failure is a DSL error in the Result, so the
+// interpreter can catch it like any other.
+//
+// Outputs:
+//   - content (default): the body decoded when the answer's Content-Type is
+//     JSON (application/json, any +json) and it parses; else the body as a
+//     string when it is UTF-8 text, else base64; an empty body is null.
+//   - response: {"request": {"method" (lower case), "uri", "headers"},
+//     "statusCode", "headers", "content" (as above)}. Header names are in
+//     Go's canonical form (Content-Type), several values joined with ", ";
+//     the request's Authorization header is left out so that credentials
+//     never land in workflow data.
+//   - raw: the body, base64, as a JSON string.
+//
+// OpenAPI: the document (JSON or YAML, Swagger 2.0 or OpenAPI 3.x) is
+// fetched and reused for a minute. Each declared parameter is read from
+// the call's parameters by name; undeclared ones are ignored. An OpenAPI 3
+// requestBody is the parameter "body"; a Swagger 2 body parameter goes by
+// its own name.
 package swcall
 
 import (
@@ -119,8 +136,10 @@ var titles = map[string]string{
 // DSL error whose instance is the request's pointer: a non-2xx answer a
 // communication error with the answer's status, a transport failure a
 // communication error with status 500 (a timeout error, 408, when ctx's
-// deadline or the client's timeout ran out), a malformed input a runtime
-// error (the interpreter built it, so it is a bug there, not the author's).
+// deadline or the client's timeout ran out; a cancelled ctx also gives a
+// communication error, which the canceller should discard), a malformed
+// input a runtime error (the interpreter built it, so it is a bug there,
+// not the author's).
 func Do(ctx context.Context, client *http.Client, input json.RawMessage) Result {
 	var req Request
 	if err := json.Unmarshal(input, &req); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net"
@@ -68,8 +69,11 @@ func exchange(ctx context.Context, client *http.Client, out *outgoing, limit int
 		return nil, nil, transportFailure(ctx, out, err)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		excerpt := strings.TrimSpace(strings.ToValidUTF8(string(raw[:min(len(raw), 200)]), "?"))
-		return nil, nil, failure(TypeCommunication, res.StatusCode, "%s %s answered %s: %s", out.method, out.uri, res.Status, excerpt)
+		detail := fmt.Sprintf("%s %s answered %s", out.method, out.uri, res.Status)
+		if excerpt := strings.TrimSpace(strings.ToValidUTF8(string(raw[:min(len(raw), 200)]), "?")); excerpt != "" {
+			detail += ": " + excerpt
+		}
+		return nil, nil, failure(TypeCommunication, res.StatusCode, "%s", detail)
 	}
 	if int64(len(raw)) > limit {
 		return nil, nil, failure(TypeCommunication, http.StatusInternalServerError, "%s %s answered a body larger than %d bytes", out.method, out.uri, limit)
