@@ -76,7 +76,7 @@ const openAPIBodyParameter = "body"
 
 // openAPIRequest fetches the document, finds the operation and builds its
 // request from the parameters: path parameters substituted, query
-// parameters appended, header parameters set, the body parameter (Swagger
+// parameters appended, header and cookie parameters set, the body parameter (Swagger
 // 2 `in: body`, or "body" for an OpenAPI 3 requestBody) sent as JSON, form
 // parameters (Swagger 2 `in: formData`) sent url-encoded. Parameters the
 // operation does not declare are ignored.
@@ -108,6 +108,7 @@ func openAPIRequest(ctx context.Context, client *http.Client, req *Request) (*ou
 	pathValues := map[string]string{}
 	query := url.Values{}
 	form := url.Values{}
+	var cookies []string
 	for _, p := range params {
 		raw, ok := req.Parameters[p.Name]
 		if !ok || string(raw) == "null" {
@@ -137,6 +138,8 @@ func openAPIRequest(ctx context.Context, client *http.Client, req *Request) (*ou
 			}
 		case "formData":
 			form[p.Name] = append(form[p.Name], values...)
+		case "cookie":
+			cookies = append(cookies, (&http.Cookie{Name: p.Name, Value: strings.Join(values, ",")}).String())
 		}
 	}
 	if op.RequestBody != nil {
@@ -154,6 +157,9 @@ func openAPIRequest(ctx context.Context, client *http.Client, req *Request) (*ou
 	case len(form) > 0:
 		out.body = []byte(form.Encode())
 		out.header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if len(cookies) > 0 {
+		out.header.Set("Cookie", strings.Join(cookies, "; "))
 	}
 	expanded, err := substitutePath(path, pathValues)
 	if err != nil {

@@ -165,6 +165,8 @@ paths:
         - {name: colours, in: query}
         - {name: sizes, in: query, style: pipeDelimited, explode: false}
         - $ref: '#/components/parameters/Trace'
+        - {name: session, in: cookie}
+        - {name: theme, in: cookie}
   /pet/{petId}:
     put:
       operationId: updatePet
@@ -195,6 +197,8 @@ func TestOpenAPI3Operations(t *testing.T) {
 		{"query styles, header by reference, relative server with variables", "findPetsByTags",
 			`{"tags": ["a", "b"], "colours": ["red", "blue"], "sizes": ["s", "m"], "X-Trace": 7}`,
 			"GET", "/api/v3/pet/findByTags?colours=red&colours=blue&sizes=s%7Cm&tags=a%2Cb", "", [2]string{"X-Trace", "7"}},
+		{"cookie parameters", "findPetsByTags", `{"session": "abc", "theme": "dark"}`,
+			"GET", "/api/v3/pet/findByTags", "", [2]string{"Cookie", "session=abc; theme=dark"}},
 		{"request body", "updatePet", `{"petId": 5, "body": {"name": "Milou"}}`, "PUT", "/api/v3/pet/5", `{"name":"Milou"}`, [2]string{"Content-Type", "application/json"}},
 		{"path item server", "other", `{}`, "GET", "/elsewhere/other", "", [2]string{}},
 	}
