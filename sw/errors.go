@@ -89,3 +89,10 @@ func typeMatches(filter, typ string) bool {
 func newError(kind string, status int, instance, title, detail string) *Error {
 	return &Error{Type: ErrorType(kind), Status: status, Title: title, Detail: detail, Instance: instance}
 }
+
+var errNotInteger = errors.New("is not an integer")
+
+var (
+	errNotString = errors.New("is not a string")
+	errNotObject = errors.New("is not an object")
+)

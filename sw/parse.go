@@ -14,7 +14,8 @@ type Workflow struct {
 
 	doc       any
 	root      *taskList
-	tasks     map[string]*node // by pointer
+	tasks     map[string]*node     // by pointer
+	lists     map[string]*taskList // by pointer
 	inputFrom any
 	outputAs  any
 	exprs     compiler
@@ -52,7 +53,7 @@ func Parse(data []byte) (*Workflow, error) {
 	if err != nil {
 		return nil, &Problems{List: []string{"/: " + err.Error()}}
 	}
-	w := &Workflow{doc: doc, tasks: map[string]*node{}}
+	w := &Workflow{doc: doc, tasks: map[string]*node{}, lists: map[string]*taskList{}}
 	v := &validator{w: w}
 	m, ok := doc.(map[string]any)
 	if !ok {

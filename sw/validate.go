@@ -140,6 +140,7 @@ func (v *validator) valueField(ptr string, x any, scope []string) any {
 // list compiles a task list: a non-empty list of single-key mappings.
 func (v *validator) list(ptr string, x any, scope []string) *taskList {
 	l := &taskList{ptr: ptr}
+	v.w.lists[ptr] = l
 	items, ok := x.([]any)
 	if !ok || len(items) == 0 {
 		v.add(ptr, "must be a non-empty list of tasks (each a mapping of one task name to its definition), not %s", describe(x))
