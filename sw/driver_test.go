@@ -2,7 +2,6 @@ package sw
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,17 +12,18 @@ import (
 // items are answered by the test's functions, listen items by queued
 // events; timeout timers fire only when nothing else can happen.
 type driver struct {
-	t      *testing.T
-	w      *Workflow
-	rt     *Runtime
-	env    Env
-	http   func(req httpRequest) Result
-	call   func(handler string, input json.RawMessage) Result
-	child  func(it Item) Result
-	events []json.RawMessage // CloudEvents, delivered to the first listen item of their type
-	causes []string
-	items  []Item // every item started, in order
-	last   Step
+	t       *testing.T
+	w       *Workflow
+	rt      *Runtime
+	env     Env
+	http    func(req httpRequest) Result
+	call    func(handler string, input json.RawMessage) Result
+	child   func(it Item) Result
+	events  []json.RawMessage // CloudEvents, delivered to the first listen item of their type
+	causes  []string
+	items   []Item   // every item started, in order
+	cancels []string // every item cancelled, in order
+	last    Step
 	// after, if set, runs after every step (e.g. a JSON round trip).
 	after func(d *driver)
 }
@@ -43,6 +43,7 @@ func (d *driver) record(st Step) {
 	d.last = st
 	d.causes = append(d.causes, st.Cause)
 	d.items = append(d.items, st.Start...)
+	d.cancels = append(d.cancels, st.Cancel...)
 	if d.after != nil {
 		d.after(d)
 	}
@@ -205,5 +206,3 @@ func petstore(req httpRequest) Result {
 	}
 	return Result{Output: body}
 }
-
-var errFake = errors.New("fake")

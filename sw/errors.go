@@ -86,10 +86,6 @@ func typeMatches(filter, typ string) bool {
 	return k != "" && k == standardKind(typ)
 }
 
-func newError(kind string, status int, instance, title, detail string) *Error {
-	return &Error{Type: ErrorType(kind), Status: status, Title: title, Detail: detail, Instance: instance}
-}
-
 var errNotInteger = errors.New("is not an integer")
 
 var (

@@ -113,11 +113,3 @@ func (n *node) isPure() bool {
 	}
 	return false
 }
-
-func (n *node) isComposite() bool {
-	switch n.kind {
-	case kindDo, kindFor, kindTry, kindFork:
-		return true
-	}
-	return false
-}
