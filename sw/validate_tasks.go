@@ -3,6 +3,7 @@ package sw
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 )
 
 // builtinCalls are the call types of the DSL; any other name is a flowd
@@ -43,6 +44,8 @@ func (v *validator) call(n *node) {
 		}
 	case builtinCalls[fn]:
 		v.add(p+"/call", "call: %s is not supported (supported: http, openapi, or the name of a flowd handler)", fn)
+	case strings.Contains(fn, "://") || strings.Contains(fn, "@"):
+		v.add(p+"/call", "call: %s names a function of a catalog; catalogs are not supported", fn)
 	default:
 		if _, declared := v.useEntry("functions", fn); declared {
 			v.add(p+"/call", "call: %s names a function declared under use.functions; such functions are not supported (call http, openapi or a flowd handler)", fn)
