@@ -102,6 +102,16 @@ func (rt *Runtime) Pending() []Item {
 	return out
 }
 
+// ensureMaps makes the maps JSON left out (empty) writable again.
+func (rt *Runtime) ensureMaps() {
+	if rt.Frames == nil {
+		rt.Frames = map[string]*Frame{}
+	}
+	if rt.Waits == nil {
+		rt.Waits = map[string]Waiting{}
+	}
+}
+
 // Error returns the fault, nil unless the workflow faulted.
 func (rt *Runtime) Error() *Error { return rt.Fault }
 
@@ -144,6 +154,7 @@ func (w *Workflow) Resume(env Env, rt *Runtime, id string, res Result) (Step, er
 	if !ok {
 		return Step{}, ErrNotPending
 	}
+	rt.ensureMaps()
 	wt, ok := rt.Waits[id]
 	if !ok {
 		return Step{}, fmt.Errorf("item %s has no frame", id)

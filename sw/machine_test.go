@@ -611,3 +611,44 @@ func TestTaskTimeout(t *testing.T) {
 	}
 	d.wantCauses("workflow started", "task /do/0/guarded/try/0/waitForIt faulted", "task /do/0/guarded/catch/do/0/late completed")
 }
+
+func TestChildWaitAndItemTimeouts(t *testing.T) {
+	d := newDriver(t, ctkHead+`do:
+  - pause:
+      wait:
+        minutes: 2
+  - register:
+      run:
+        workflow:
+          namespace: test
+          name: register-customer
+          version: '0.1.0'
+          input:
+            customer: ${ .user }
+      timeout:
+        after: PT30S
+  - pauseAgain:
+      wait: PT0S
+`)
+	var child Item
+	d.child = func(it Item) Result { child = it; return Result{Output: json.RawMessage(`{"registered":true}`)} }
+	d.run(`{"user":{"name":"ann"}}`)
+	d.wantOutput(`{"registered":true}`)
+	if child.Kind != ItemChild || child.Definition != "register-customer" || string(child.Input) != `{"customer":{"name":"ann"}}` || child.Timeout != 30*time.Second {
+		t.Errorf("child item %+v", child)
+	}
+	if d.items[0].Kind != ItemTimer || !d.items[0].RunAt.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("wait item %+v", d.items[0])
+	}
+	d.wantCauses("workflow started", "task /do/0/pause completed", "task /do/1/register completed", "task /do/2/pauseAgain completed")
+}
+
+func TestItemJSONShape(t *testing.T) {
+	b, err := json.Marshal(Item{ID: "sw-1", Kind: ItemListen, Pointer: "/do/0/a", Event: "e", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, "item", b, `{"id":"sw-1","kind":"listen","pointer":"/do/0/a","event":"e","key":"k"}`)
+	b, _ = json.Marshal(Item{ID: "sw-2", Kind: ItemTimer, Pointer: "/do/0/a", RunAt: t0, Timeout: time.Second})
+	jsonEqual(t, "item", b, `{"id":"sw-2","kind":"timer","pointer":"/do/0/a","run_at":"2026-01-02T03:04:05Z","timeout":1000000000}`)
+}
