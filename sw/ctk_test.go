@@ -317,6 +317,30 @@ func TestCTKEmit(t *testing.T) {
 	if d.items[0].Kind != ItemEmit || d.items[0].ID != "sw-1" {
 		t.Errorf("first item %+v", d.items[0])
 	}
+
+	// With a timeout (a timer item) the event still carries its own item's id.
+	d = newDriver(t, ctkHead+`do:
+  - first:
+      set:
+        a: 1
+  - emitEvent:
+      emit:
+        event:
+          with:
+            source: s
+            type: t
+            subject: ${ "order-\(.a)" }
+      timeout:
+        after: PT1M
+`)
+	d.run(`{}`)
+	d.wantOutput(`{"id":"wf1-sw-2","specversion":"1.0","time":"2026-01-02T03:04:05Z","source":"s","type":"t","subject":"order-1"}`)
+	if d.items[1].ID != "sw-2" || d.items[1].Kind != ItemEmit || d.items[2].Kind != ItemTimer {
+		t.Errorf("items %+v", d.items)
+	}
+	if len(d.rt.Items) != 0 {
+		t.Errorf("the timeout timer is still pending: %v", d.rt.Items)
+	}
 }
 
 func TestCTKRaise(t *testing.T) {

@@ -90,10 +90,10 @@ func (x *exec) beginExternal(f *Frame, n *node, in any) *Error {
 		return nil
 	}
 	f.Input = toRaw(in)
+	x.addItem(f, it, roleTask, 0) // first: an emit's event id names it
 	if it.Kind == ItemEmit {
 		x.startTimeout(f, n)
 	}
-	x.addItem(f, it, roleTask, 0)
 	return nil
 }
 

@@ -434,6 +434,17 @@ func TestIfSkips(t *testing.T) {
 	d.run(`{"go":false}`)
 	d.wantOutput(`{"last":{"go":false}}`)
 	d.wantCauses("workflow started", "task /do/0/maybe skipped", "task /do/1/external skipped", "task /do/2/last completed")
+
+	// A true if: the tick starts the external item, its result completes it.
+	d = newDriver(t, ctkHead+`do:
+  - external:
+      if: ${ .go }
+      call: work
+`)
+	d.call = func(string, json.RawMessage) Result { return Result{Output: json.RawMessage(`"done"`)} }
+	d.run(`{"go":true}`)
+	d.wantOutput(`"done"`)
+	d.wantCauses("workflow started", "task /do/0/external started", "task /do/0/external completed")
 }
 
 func TestExportContextAndWorkflowOutput(t *testing.T) {

@@ -33,6 +33,7 @@ func TestParseProblems(t *testing.T) {
 	}{
 		{"not a mapping", "- a", []string{"/: a document must be a mapping with document and do, not a list"}},
 		{"yaml syntax", "document: [", nil},
+		{"two yaml documents", ctkHead + "do:\n  - a:\n      set: {a: 1}\n---\n" + ctkHead, nil},
 		{"document fields", "document:\n  dsl: '0.9'\ndo:\n  - a:\n      set: {a: 1}\n", []string{
 			"/document/dsl: dsl must be a version 1.0.x",
 			"/document/name: name must be a non-empty string, not null",

@@ -27,6 +27,10 @@ func documentJSON(data []byte) ([]byte, error) {
 	if json.Valid(trimmed) {
 		return trimmed, nil
 	}
+	if line := secondDocument(data); line > 0 {
+		// The converter would silently read the first document only.
+		return nil, fmt.Errorf("syntax: line %d: a second YAML document starts here; a workflow is one document", line)
+	}
 	var root *yamlValue
 	if err := yaml.UnmarshalStrict(data, &root); err != nil {
 		return nil, fmt.Errorf("syntax: %w", err)
@@ -173,4 +177,26 @@ func yamlScalarJSON(x any, raw string) ([]byte, error) {
 func encodeString(s string) []byte {
 	b, _ := encodeJSON(s) // a string always encodes
 	return b
+}
+
+// secondDocument returns the line number of a "---" document marker that
+// follows content, or 0. A marker is "---" at the start of a line, alone or
+// followed by a space; inside a block scalar such a line would be indented.
+func secondDocument(data []byte) int {
+	content := false
+	for n, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimRight(line, "\r")
+		if line == "---" || strings.HasPrefix(line, "--- ") || strings.HasPrefix(line, "---\t") {
+			if content {
+				return n + 1
+			}
+			rest := strings.TrimSpace(strings.TrimPrefix(line, "---"))
+			content = rest != "" && !strings.HasPrefix(rest, "#")
+			continue
+		}
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") && !strings.HasPrefix(line, "%") {
+			content = true
+		}
+	}
+	return 0
 }
