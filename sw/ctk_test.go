@@ -392,3 +392,45 @@ func TestCTKTry(t *testing.T) {
 	d.run(`{"petName":"Milou"}`)
 	d.wantFault(Error{Type: ErrorType(KindCommunication), Status: 404, Title: "Not Found", Instance: "/do/0/tryGetPet/try/0/getPet"})
 }
+
+func TestReusableAuthenticationAndExpressionEndpoint(t *testing.T) {
+	d := newDriver(t, ctkHead+`use:
+  authentications:
+    petStoreAuth:
+      bearer:
+        token: ${ .token }
+do:
+  - getPet:
+      call: http
+      with:
+        method: get
+        endpoint:
+          uri: https://petstore.swagger.io/v2/pet/{petId}
+          authentication:
+            use: petStoreAuth
+        headers:
+          x-count: ${ .petId }
+        query:
+          q: plain
+  - next:
+      call: openapi
+      with:
+        document:
+          endpoint: ${ "https://petstore.swagger.io/" + "v2/swagger.json" }
+        operationId: getPetById
+        parameters:
+          petId: 3
+`)
+	var reqs []httpRequest
+	d.http = func(r httpRequest) Result { reqs = append(reqs, r); return Result{Output: json.RawMessage(`{"token":"t2","petId":2}`)} }
+	d.run(`{"token":"secret","petId":1}`)
+	if len(reqs) != 2 {
+		t.Fatalf("requests %+v", reqs)
+	}
+	b, _ := json.Marshal(reqs[0])
+	jsonEqual(t, "request", b, `{"kind":"http","method":"get","uri":"https://petstore.swagger.io/v2/pet/{petId}","headers":{"x-count":"1"},
+		"query":{"q":"plain"},"output":"content","auth":{"bearer":{"token":"secret"}},"vars":{"token":"secret","petId":1},"pointer":"/do/0/getPet"}`)
+	b, _ = json.Marshal(reqs[1])
+	jsonEqual(t, "request", b, `{"kind":"openapi","output":"content","document":"https://petstore.swagger.io/v2/swagger.json","operationId":"getPetById",
+		"parameters":{"petId":3},"vars":{"token":"t2","petId":2},"pointer":"/do/1/next"}`)
+}

@@ -663,3 +663,15 @@ func TestItemJSONShape(t *testing.T) {
 	b, _ = json.Marshal(Item{ID: "sw-2", Kind: ItemTimer, Pointer: "/do/0/a", RunAt: t0, Timeout: time.Second})
 	jsonEqual(t, "item", b, `{"id":"sw-2","kind":"timer","pointer":"/do/0/a","run_at":"2026-01-02T03:04:05Z","timeout":1000000000}`)
 }
+
+func TestExpressionTimeBounded(t *testing.T) {
+	d := newDriver(t, ctkHead+`do:
+  - spin:
+      set:
+        n: ${ [range(1e12)] | length }
+`)
+	d.run(`{}`)
+	if d.last.Fault == nil || !strings.Contains(d.last.Fault.Detail, "took longer than") || d.last.Fault.Instance != "/do/0/spin" {
+		t.Errorf("fault %+v", d.last.Fault)
+	}
+}
