@@ -422,7 +422,10 @@ do:
           petId: 3
 `)
 	var reqs []httpRequest
-	d.http = func(r httpRequest) Result { reqs = append(reqs, r); return Result{Output: json.RawMessage(`{"token":"t2","petId":2}`)} }
+	d.http = func(r httpRequest) Result {
+		reqs = append(reqs, r)
+		return Result{Output: json.RawMessage(`{"token":"t2","petId":2}`)}
+	}
 	d.run(`{"token":"secret","petId":1}`)
 	if len(reqs) != 2 {
 		t.Fatalf("requests %+v", reqs)
