@@ -675,3 +675,37 @@ func TestExpressionTimeBounded(t *testing.T) {
 		t.Errorf("fault %+v", d.last.Fault)
 	}
 }
+
+func TestForkBranchErrorCancelsTheOthers(t *testing.T) {
+	doc := ctkHead + `do:
+  - guard:
+      try:
+        - both:
+            fork:
+              branches:
+                - slow:
+                    listen:
+                      to:
+                        one:
+                          with:
+                            type: never
+                - failing:
+                    raise:
+                      error:
+                        type: https://example.com/bad
+                        status: 422
+      catch:
+        errors:
+          with:
+            status: 422
+`
+	d := newDriver(t, doc)
+	d.run(`{"in":1}`)
+	d.wantOutput(`{"in":1}`)
+	if len(d.cancels) != 1 || d.cancels[0] != "sw-1" {
+		t.Errorf("cancelled %v, want the listen item sw-1", d.cancels)
+	}
+	d = newDriver(t, strings.Replace(doc, "with:\n            status: 422", "with:\n            status: 500", 1))
+	d.run(`{"in":1}`)
+	d.wantFault(Error{Type: "https://example.com/bad", Status: 422, Instance: "/do/0/guard/try/0/both/fork/branches/1/failing"})
+}
