@@ -1,0 +1,206 @@
+// Runtime expressions: jq programs (gojq) written "${ … }" in a document,
+// compiled once per workflow and scope, run with the DSL's arguments as
+// variables.
+
+package sw
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/itchyny/gojq"
+)
+
+// ExprTimeout bounds one evaluation: a document is input from users, and a
+// program such as `def f: f; f` must cost a bounded amount of a node's time.
+const ExprTimeout = time.Second
+
+// Version is what $runtime.version says.
+var Version = "dev"
+
+// argNames are the arguments every expression sees, in the order their
+// values are passed.
+var argNames = []string{"$context", "$input", "$output", "$secrets", "$task", "$workflow", "$runtime"}
+
+// exprSource returns the program of a "${ … }" string; ok is false for any
+// other string (a literal).
+func exprSource(s string) (src string, ok bool) {
+	t := strings.TrimSpace(s)
+	if strings.HasPrefix(t, "${") && strings.HasSuffix(t, "}") {
+		return strings.TrimSpace(t[2 : len(t)-1]), true
+	}
+	return "", false
+}
+
+// condSource returns the program of a field that is an expression even
+// without "${ }" (if, when, while, for.in, input.from, …).
+func condSource(s string) string {
+	if src, ok := exprSource(s); ok {
+		return src
+	}
+	return strings.TrimSpace(s)
+}
+
+// compiler compiles programs once per scope (the extra variables visible
+// where the program is written: for-loop and catch variables).
+type compiler struct {
+	mu    sync.Mutex
+	codes map[string]*gojq.Code
+}
+
+func (c *compiler) compile(src string, scope []string) (*gojq.Code, error) {
+	key := strings.Join(scope, ",") + "\x00" + src
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if code, ok := c.codes[key]; ok {
+		return code, nil
+	}
+	if src == "" {
+		return nil, errors.New("is empty (write a jq program)")
+	}
+	q, err := gojq.Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("is not a jq program: %w", err)
+	}
+	names := append(append([]string(nil), argNames...), scope...)
+	code, err := gojq.Compile(q, gojq.WithVariables(names))
+	if err != nil {
+		return nil, fmt.Errorf("does not compile: %w", err)
+	}
+	if c.codes == nil {
+		c.codes = map[string]*gojq.Code{}
+	}
+	c.codes[key] = code
+	return code, nil
+}
+
+// scope is what one evaluation sees: the arguments and the extra variables.
+type scope struct {
+	names []string       // extra variable names, "$item", …
+	args  []any          // values of argNames
+	vars  map[string]any // values of the extra variables by name
+}
+
+// run evaluates src on dot and returns its first result as a JSON value
+// (json.Number numbers); no result is null.
+func (c *compiler) run(src string, dot any, sc *scope) (any, error) {
+	code, err := c.compile(src, sc.names)
+	if err != nil {
+		return nil, err
+	}
+	vals := append([]any(nil), sc.args...)
+	for _, n := range sc.names {
+		vals = append(vals, sc.vars[n])
+	}
+	ctx := newDeadline(ExprTimeout)
+	defer ctx.stop()
+	v, ok := code.RunWithContext(ctx, dot, vals...).Next()
+	if !ok {
+		return nil, nil
+	}
+	if err, isErr := v.(error); isErr {
+		var halt *gojq.HaltError
+		if errors.As(err, &halt) && halt.Value() == nil {
+			return nil, nil
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("took longer than %s", ExprTimeout)
+		}
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("gave a value JSON cannot hold: %w", err)
+	}
+	return decodeJSON(b)
+}
+
+// cond evaluates a condition field and reports whether it is truthy
+// (anything but false and null).
+func (c *compiler) cond(s string, dot any, sc *scope) (bool, error) {
+	v, err := c.run(condSource(s), dot, sc)
+	if err != nil {
+		return false, err
+	}
+	return truthy(v), nil
+}
+
+func truthy(v any) bool { return v != nil && v != false }
+
+// value evaluates a field that is an expression even without "${ }" when it
+// is a string; any other value is walked like a template.
+func (c *compiler) value(v any, dot any, sc *scope) (any, error) {
+	if s, ok := v.(string); ok {
+		return c.run(condSource(s), dot, sc)
+	}
+	return c.walk(v, dot, sc)
+}
+
+// walk returns v with every "${ … }" string replaced by its value.
+func (c *compiler) walk(v any, dot any, sc *scope) (any, error) {
+	switch v := v.(type) {
+	case string:
+		if src, ok := exprSource(v); ok {
+			return c.run(src, dot, sc)
+		}
+		return v, nil
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			r, err := c.walk(e, dot, sc)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			r, err := c.walk(e, dot, sc)
+			if err != nil {
+				return nil, fmt.Errorf("%d: %w", i, err)
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// deadline is a context that expires after a fixed time. The machine is a
+// pure function with no caller context to derive from; each evaluation
+// carries its own bound.
+type deadline struct {
+	at    time.Time
+	done  chan struct{}
+	timer *time.Timer
+	mu    sync.Mutex
+	err   error
+}
+
+func newDeadline(d time.Duration) *deadline {
+	c := &deadline{at: time.Now().Add(d), done: make(chan struct{})}
+	c.timer = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		c.err = context.DeadlineExceeded
+		c.mu.Unlock()
+		close(c.done)
+	})
+	return c
+}
+
+func (c *deadline) stop()                       { c.timer.Stop() }
+func (c *deadline) Deadline() (time.Time, bool) { return c.at, true }
+func (c *deadline) Done() <-chan struct{}       { return c.done }
+func (c *deadline) Value(any) any               { return nil }
+func (c *deadline) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
