@@ -39,7 +39,7 @@ do:
   - label:
       for:
         each: tag
-        in: .tags // ["none"]
+        in: $workflow.input.tags // ["none"]
       do:
         - add:
             set:

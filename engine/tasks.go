@@ -258,6 +258,11 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause 
 			if err != nil {
 				return nil, err
 			}
+			if c.SW != nil && d.ch.Cause != "" {
+				// A Serverless Workflow version is named by the task
+				// that finished, not by the row.
+				d.cause = d.ch.Cause
+			}
 			return d, cancelWithdrawn(ctx, q, d)
 		})
 		return err
