@@ -57,18 +57,23 @@ func ParseDefinitionAs(data []byte, name string) (*Definition, error) {
 
 // definitionJSON returns data as JSON: unchanged if it already is JSON, else
 // converted from YAML.
-func definitionJSON(data []byte) ([]byte, error) {
+func definitionJSON(data []byte) ([]byte, error) { return DocumentJSON(data, "definition") }
+
+// DocumentJSON returns data, one YAML or JSON document (a what: its errors
+// name it), as JSON: unchanged if it already is JSON, else converted from
+// YAML (yamlToJSON: numbers keep their text, YAML 1.2 scalars).
+func DocumentJSON(data []byte, what string) ([]byte, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return nil, errors.New("the definition is empty")
+		return nil, fmt.Errorf("the %s is empty", what)
 	}
 	if json.Valid(trimmed) {
 		return trimmed, nil
 	}
 	if line := secondDocument(data); line > 0 {
 		// The converter would silently read the first document only.
-		return nil, fmt.Errorf("syntax: line %d: a second YAML document starts here; a definition is one document", line)
+		return nil, fmt.Errorf("syntax: line %d: a second YAML document starts here; a %s is one document", line, what)
 	}
 	j, err := yamlToJSON(data)
 	if err != nil {
