@@ -44,4 +44,3 @@ func encodeJSON(v any) (json.RawMessage, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
-
