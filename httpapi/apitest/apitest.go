@@ -68,6 +68,7 @@ func Run(t *testing.T, newServer NewServer) {
 	t.Run("Schedules", func(t *testing.T) { testSchedules(t, newServer) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newServer) })
 	t.Run("FlowControl", func(t *testing.T) { testFlowControl(t, newServer) })
+	t.Run("Serverless", func(t *testing.T) { testServerless(t, newServer) })
 }
 
 // api is one server under test and a tiny raw-HTTP client for it: the tests
