@@ -39,7 +39,7 @@ func testServerless(t *testing.T, newServer NewServer) {
 	var def struct {
 		Definition struct {
 			Document struct{ Name, DSL string }
-			Do []map[string]json.RawMessage
+			Do       []map[string]json.RawMessage
 		}
 	}
 	r.json(t, &def)
