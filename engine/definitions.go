@@ -21,6 +21,30 @@ type DefinitionInfo struct {
 	Definition *workflow.Definition `json:"definition"`
 }
 
+// UnmarshalJSON reads what the API shows of a revision (a client's copy):
+// its definition is a Serverless Workflow document or flowd's steps.
+func (d *DefinitionInfo) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Name       string          `json:"name"`
+		Revision   int             `json:"revision"`
+		CreatedAt  time.Time       `json:"created_at"`
+		Definition json.RawMessage `json:"definition"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*d = DefinitionInfo{Name: raw.Name, Revision: raw.Revision, CreatedAt: raw.CreatedAt}
+	if len(raw.Definition) == 0 || string(raw.Definition) == "null" {
+		return nil
+	}
+	if sw.IsDocument(raw.Definition) {
+		d.Definition = &workflow.Definition{Name: raw.Name, Revision: raw.Revision, Serverless: raw.Definition}
+		return nil
+	}
+	d.Definition = new(workflow.Definition)
+	return json.Unmarshal(raw.Definition, d.Definition)
+}
+
 // compiled is a definition revision with its templates compiled
 // (rules.Definition), cached for the life of the process: a revision never
 // changes.

@@ -332,3 +332,27 @@ do:
 		t.Errorf("GET shows %s, want the document", doc)
 	}
 }
+
+// A client's copy of a revision reads back what the API wrote, in either
+// language.
+func TestDefinitionInfoJSONRoundTrip(t *testing.T) {
+	n := swNode(t, backends[0], nil, swChild, chainDef)
+	for _, name := range []string{"sw-child", "chain"} {
+		info, err := n.eng.GetDefinition(t.Context(), name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := json.Marshal(info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back engine.DefinitionInfo
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := json.Marshal(&back)
+		if string(again) != string(raw) || back.Definition.Name != name {
+			t.Errorf("%s: %s\nread back as %s", name, raw, again)
+		}
+	}
+}
