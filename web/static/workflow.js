@@ -12,6 +12,7 @@ import { renderDAG, topoOrder } from './dag.js';
 import { watchWorkers } from './workers.js';
 import { parentLink, childLinks } from './children.js';
 import { priorityView, flowTags } from './flowcontrol.js';
+import { swPanel, swState } from './sw.js';
 import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
 import {
   h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
@@ -46,6 +47,7 @@ export function mount(root, { id }) {
 
   const head = h('section', { class: 'card wf-head', id: 'wf-head' });
   const stepsBox = h('section', { class: 'card', id: 'wf-steps' });
+  const swBox = h('div', { id: 'wf-sw-box' });
   const workersBox = h('div', { id: 'wf-worker-warnings' });
   const workers = watchWorkers(workersBox, () => st);
   const stateBox = h('section', { class: 'card', id: 'wf-state' });
@@ -54,6 +56,7 @@ export function mount(root, { id }) {
     h('nav', { class: 'crumbs' }, h('a', { href: '#/workflows' }, 'Workflows'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, id)),
     head,
     workersBox,
+    swBox,
     stepsBox,
     h('div', { class: 'wf-grid' }, stateBox, historyBox));
   replace(head, h('p', { class: 'muted' }, 'Loading…'));
@@ -88,6 +91,7 @@ export function mount(root, { id }) {
       }
     }
     renderHead();
+    replace(swBox, swPanel(inst));
     if (!st.completing) renderSteps();
     workers.update();
     renderState();
@@ -261,6 +265,9 @@ export function mount(root, { id }) {
 
   function renderSteps() {
     const steps = orderedSteps();
+    // A Serverless Workflow instance has no flowd steps: its panel shows
+    // where it is instead.
+    stepsBox.hidden = steps.length === 0 && swState(st.inst) !== null;
     if (steps.length === 0) {
       replace(stepsBox, h('h2', {}, 'Steps'), h('p', { class: 'muted' }, 'This workflow has no steps.'));
       return;
