@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,7 @@ func TestCrashResume(t *testing.T) {
 			addr := b.newDB(t)
 			var reservedA, reservedB, shippedA atomic.Int32
 			charging := make(chan struct{})
+			var chargingOnce sync.Once
 			stA := openStore(t, b, addr)
 			nodeA := newEngine(t, stA, "node-a", nil, map[string]engine.Handler{
 				"reserve": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
@@ -60,7 +62,7 @@ func TestCrashResume(t *testing.T) {
 				// charge is in flight when node A stops: it returns only
 				// when the stop cancels it, and its result is not recorded.
 				"charge": func(ctx context.Context, _ engine.Task) (json.RawMessage, error) {
-					close(charging)
+					chargingOnce.Do(func() { close(charging) })
 					<-ctx.Done()
 					return nil, fmt.Errorf("node a stopping: %w", ctx.Err())
 				},

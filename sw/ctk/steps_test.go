@@ -155,7 +155,7 @@ func execute(ctx context.Context, r *run, _ []string, _ string) error {
 			return err
 		}
 	}
-	r.inst = &inst
+	r.inst, r.causes = &inst, nil
 	var h httpapi.HistoryResponse
 	if err := r.api.do(ctx, "GET", "/v1/workflows/"+url.PathEscape(inst.ID)+"/history", "", nil, &h); err != nil {
 		return err
