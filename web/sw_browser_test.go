@@ -45,6 +45,7 @@ func TestDashboardServerlessWorkflowPanel(t *testing.T) {
 	b.run(tab, "open the running instance",
 		chromedp.Navigate(f.url+"/#/workflows/sw-1"),
 		waitFor(`document.querySelectorAll('#sw-pending .sw-item').length === 2`),
+		waitFor(textOf("#wf-sw-pending-count")+` === '2 items'`),
 		// In the order the interpreter created them.
 		waitFor(`[...document.querySelectorAll('#sw-pending .sw-item')].map((e) => e.dataset.item).join() === 'sw-2,sw-3'`),
 		waitFor(item("sw-2")+`.dataset.pointer === '/do/0/tryCharge/try/0/charge' && `+item("sw-2")+`.dataset.kind === 'call'`),

@@ -15,6 +15,13 @@ export function swState(w) {
   return sw && typeof sw === 'object' && !Array.isArray(sw) ? sw : null;
 }
 
+/** swPendingCount says how many items a Serverless Workflow instance waits for. */
+export function swPendingCount(w) {
+  const pending = swState(w)?.pending;
+  const n = pending && typeof pending === 'object' ? Object.keys(pending).length : 0;
+  return n === 1 ? '1 item' : `${n} items`;
+}
+
 /** isSWDocument reports whether a stored definition is a Serverless Workflow 1.0 document. */
 export function isSWDocument(def) {
   const dsl = def?.document?.dsl;
