@@ -122,7 +122,9 @@ func TestCTK(t *testing.T) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							runScenario(t, f, sc, &api{t: t, h: srv})
+							if err := runScenario(t.Context(), f, sc, &api{h: srv}); err != nil {
+								t.Fatal(err)
+							}
 						})
 					}
 				})
@@ -132,10 +134,7 @@ func TestCTK(t *testing.T) {
 }
 
 // api sends requests to the flowd API handler, in process.
-type api struct {
-	t *testing.T
-	h http.Handler
-}
+type api struct{ h http.Handler }
 
 // do sends a request and decodes a 2xx answer's JSON into out (when not
 // nil); any other status is an error carrying the body.

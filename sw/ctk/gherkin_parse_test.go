@@ -119,3 +119,23 @@ func TestKitStepsAreDefined(t *testing.T) {
 		t.Errorf("a phrase the kit does not use matched %v", def.Pattern)
 	}
 }
+
+// A scenario with a phrase no definition knows fails at that step, before
+// running anything; so does a step whose doc string does not fit.
+func TestUnknownStepFailsTheScenario(t *testing.T) {
+	f, err := parseFeature("x.feature", "Feature: f\nScenario: s\n  Given a workflow with definition:\n  \"\"\"yaml\n  document: {name: x}\n  \"\"\"\n  When the workflow is launched\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = runScenario(t.Context(), f, f.Scenarios[0], nil)
+	if err == nil || err.Error() != `x.feature:7: "When the workflow is launched": no step definition matches this phrase` {
+		t.Errorf("unknown step: %v", err)
+	}
+	f, err = parseFeature("y.feature", "Feature: f\nScenario: s\n  Given a workflow with definition:\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runScenario(t.Context(), f, f.Scenarios[0], nil); err == nil || !strings.Contains(err.Error(), `y.feature:3: "Given a workflow with definition:": the step needs a doc string`) {
+		t.Errorf("missing doc string: %v", err)
+	}
+}

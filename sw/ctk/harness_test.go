@@ -33,7 +33,7 @@ func TestHarnessExecutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := &run{api: &api{t: t, h: srv}, name: "double", input: json.RawMessage(`{"value": 21}`),
+			r := &run{api: &api{h: srv}, name: "double", input: json.RawMessage(`{"value": 21}`),
 				document: []byte("name: double\nsteps:\n  - {id: twice, type: task, handler: double, input: {value: \"{{ .input.value }}\"}}\noutput: \"{{ .steps.twice.output }}\"\n")}
 			if err := execute(t.Context(), r, nil, ""); err != nil {
 				t.Fatal(err)

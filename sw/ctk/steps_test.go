@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v2"
@@ -70,26 +69,27 @@ var steps = []stepDef{
 	{regexp.MustCompile(`^(\S+) should run after (\S+)$`), false, shouldRunAfter},
 }
 
-// runScenario runs the steps of sc in order; the first one that fails (or
-// that no definition matches) ends the scenario as failed.
-func runScenario(t *testing.T, f *feature, sc *scenario, a *api) {
-	t.Helper()
+// runScenario runs the steps of sc in order. The first one that fails, or
+// that no definition matches, ends the scenario with an error naming its
+// line: an unknown phrase is a failure, never a skipped step.
+func runScenario(ctx context.Context, f *feature, sc *scenario, a *api) error {
 	r := &run{api: a, input: json.RawMessage(`{}`)}
 	for _, s := range sc.Steps {
-		where := fmt.Sprintf("%s:%d: %s %s", f.Path, s.Line, s.Keyword, s.Text)
+		where := fmt.Sprintf("%s:%d: %q", f.Path, s.Line, s.Keyword+" "+s.Text)
 		def, args := matchStep(s.Text)
 		switch {
 		case def == nil:
-			t.Fatalf("%s: no step definition matches this phrase", where)
+			return fmt.Errorf("%s: no step definition matches this phrase", where)
 		case def.Doc && !s.HasDoc:
-			t.Fatalf("%s: the step needs a doc string", where)
+			return fmt.Errorf("%s: the step needs a doc string", where)
 		case !def.Doc && s.HasDoc:
-			t.Fatalf("%s: the step takes no doc string", where)
+			return fmt.Errorf("%s: the step takes no doc string", where)
 		}
-		if err := def.Do(t.Context(), r, args, s.Doc); err != nil {
-			t.Fatalf("%s: %v", where, err)
+		if err := def.Do(ctx, r, args, s.Doc); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
 		}
 	}
+	return nil
 }
 
 // matchStep returns the definition matching text and its arguments, or nil.
