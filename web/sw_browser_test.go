@@ -105,6 +105,7 @@ func TestDashboardServerlessWorkflowDefinition(t *testing.T) {
 		waitFor(textOf("#def-kind")+` === 'Serverless Workflow'`),
 		waitFor(textOf("#sw-dsl")+` === '1.0.0' && `+textOf("#sw-namespace")+` === 'examples' && `+textOf("#sw-version")+` === '0.1.0'`),
 		waitFor(textOf(task("sayHello")+` td:nth-child(2)`)+` === 'set' && `+textOf(task("sayHello")+` td:nth-child(3)`)+` === '/do/0/sayHello'`),
+		waitFor(textOf(task("sayHello")+` td:nth-child(4)`)+` === 'greeting'`),
 		waitFor(textOf(task("notify")+` td:nth-child(4)`)+` === 'handler send-greeting' && `+textOf(task("notify")+` td:nth-child(3)`)+` === '/do/1/notify'`),
 		waitFor(textOf("#def-json")+`.includes('"send-greeting"')`),
 	)
@@ -113,5 +114,35 @@ func TestDashboardServerlessWorkflowDefinition(t *testing.T) {
 		chromedp.Navigate(f.url+"/#/definitions"),
 		waitFor(textOf(`#def-table tr[data-name="greet"] td:nth-child(3)`)+` === '2'`),
 	)
+	b.checkNoErrors()
+}
+
+// A Serverless Workflow instance whose handler fails ends FAILED, and its
+// page shows the runtime error at the call task's pointer. (This needs the
+// engine to run Serverless Workflow documents.)
+func TestDashboardServerlessWorkflowFault(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	f := newFixture(t)
+	ctx := t.Context()
+	doc := "document: {dsl: '1.0.0', namespace: shop, name: charge, version: '1.0.0'}\ndo:\n  - chargeCard:\n      call: fail\n      with: {amount: 3}\n"
+	if _, _, err := f.client.PutDefinition(ctx, "charge", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "charge-1", Definition: "charge", Input: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	field := func(name string) string { return textOf(`#sw-error [data-field="` + name + `"]`) }
+	tab := b.tab()
+	b.run(tab, "the faulted instance",
+		chromedp.Navigate(f.url+"/#/workflows/charge-1"),
+		waitFor(`document.querySelector('#wf-status')?.dataset.status === 'FAILED'`),
+		waitFor(field("type")+` === 'https://serverlessworkflow.io/spec/1.0.0/errors/runtime'`),
+		waitFor(field("status")+` === '500'`),
+		waitFor(field("instance")+` === '/do/0/chargeCard'`),
+		waitFor(field("detail")+`.includes('upstream answered 503')`),
+		waitFor(`document.querySelector('#sw-pending-none') !== null`),
+	)
+	b.shot(tab, "workflow-serverless-fault")
 	b.checkNoErrors()
 }

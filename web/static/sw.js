@@ -129,6 +129,8 @@ function taskSummary({ kind, task }) {
     case 'emit': return v?.event?.with?.type ? `event ${v.event.with.type}` : '';
     case 'wait': return typeof v === 'string' ? v : JSON.stringify(v);
     case 'do': case 'try': return Array.isArray(v) ? `${v.length} task${v.length === 1 ? '' : 's'}` : '';
+    case 'set': return v && typeof v === 'object' ? Object.keys(v).join(', ') : String(v ?? '');
+    case 'switch': return Array.isArray(v) ? v.flatMap((c) => Object.keys(c ?? {})).join(' | ') : '';
     default: return '';
   }
 }
