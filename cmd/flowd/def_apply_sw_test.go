@@ -68,3 +68,26 @@ func TestCLIDefApplyServerlessWorkflow(t *testing.T) {
 		t.Errorf("def apply without document.name: %+v", res)
 	}
 }
+
+// flowd def get prints a Serverless Workflow document that def apply takes
+// back unchanged, and def list lists it, a document timeout included. (This
+// needs a server that takes Serverless Workflow documents, and a client that
+// decodes them.)
+func TestCLIDefGetServerlessWorkflow(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	doc := greetDocument + "timeout:\n  after: {minutes: 5}\n"
+	if res := b.run(doc, nil, "def", "apply", "-"); res.code != 0 {
+		t.Fatalf("def apply: %+v", res)
+	}
+	got := b.run("", nil, "def", "get", "greet")
+	if got.code != 0 || !strings.Contains(got.stdout, "sayHello") || !strings.Contains(got.stdout, "document") {
+		t.Fatalf("def get: %+v", got)
+	}
+	if again := b.run(got.stdout, nil, "def", "apply", "-"); again.code != 0 || again.stdout != "definition greet revision 1 (unchanged)\n" {
+		t.Errorf("def get greet | def apply -: %+v\ninput:\n%s", again, got.stdout)
+	}
+	if list := b.run("", nil, "def", "list"); list.code != 0 || !strings.Contains(list.stdout, "greet") {
+		t.Errorf("def list: %+v", list)
+	}
+}
