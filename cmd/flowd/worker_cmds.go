@@ -33,7 +33,8 @@ func newDefCmd(e *env) *cobra.Command {
 		Use:   "def",
 		Short: "Manage workflow definitions (apply, list, get, delete)",
 		Long: `def manages the workflow definitions of a server: the DAGs of steps that
-"flowd start DEFINITION" creates workflows from (YAML or JSON; see docs/definitions.md).`,
+"flowd start DEFINITION" creates workflows from (YAML or JSON; see docs/definitions.md),
+or Serverless Workflow 1.0 documents (docs/serverless-workflow.md).`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -47,7 +48,8 @@ func newDefApplyCmd(e *env) *cobra.Command {
 		Use:   "apply FILE",
 		Short: "Store a definition from a YAML or JSON file",
 		Long: `apply stores the definition in FILE ("-" reads stdin) under the name the file
-gives it. A definition that differs from the stored one becomes its next
+gives it: its name, or document.name for a Serverless Workflow 1.0 document
+(docs/serverless-workflow.md). A definition that differs from the stored one becomes its next
 revision; the same definition again changes nothing ("unchanged"). Workflows
 already started keep the revision they were started with.
 
@@ -55,6 +57,7 @@ An invalid definition is rejected with every problem listed, one a line
 (exit 1), and nothing is stored.
 ` + clientHelp,
 		Example: `  flowd def apply order.yaml
+  flowd def apply greet.sw.yaml     # a Serverless Workflow document
   flowd def get order | sed 's/max_attempts: 3/max_attempts: 5/' | flowd def apply -`,
 		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -123,9 +126,14 @@ func readDefinitionFile(e *env, path string) ([]byte, error) {
 }
 
 // definitionName finds the name the definition gives itself, which is where
-// it is PUT. The server validates the definition; only one without a usable
-// name is judged here, by the same parser, so every problem is still listed.
+// it is PUT: `name` for a flowd definition, `document.name` for a Serverless
+// Workflow document. The server validates the definition; only one without a
+// usable name is judged here, by the same parser, so every problem is still
+// listed.
 func definitionName(data []byte, source string) (string, error) {
+	if name, ok, err := serverlessWorkflowName(data, source); ok {
+		return name, err
+	}
 	def, err := workflow.ParseDefinition(data)
 	if err == nil {
 		return def.Name, nil
@@ -143,6 +151,29 @@ func definitionName(data []byte, source string) (string, error) {
 		return "", invalidDefinition("the definition in "+source, de.Problems)
 	}
 	return "", fmt.Errorf("the definition in %s has no name: %w", source, err)
+}
+
+// serverlessWorkflowName returns document.name when data is a Serverless
+// Workflow document, recognised as the server does: a top-level mapping
+// whose document.dsl is a string starting with "1.0". ok is false for
+// anything else, which is then read as a flowd definition.
+func serverlessWorkflowName(data []byte, source string) (name string, ok bool, err error) {
+	var doc struct {
+		Document *struct {
+			DSL  any `yaml:"dsl"`
+			Name any `yaml:"name"`
+		} `yaml:"document"`
+	}
+	if yaml.Unmarshal(data, &doc) != nil || doc.Document == nil {
+		return "", false, nil
+	}
+	if dsl, isString := doc.Document.DSL.(string); !isString || !strings.HasPrefix(dsl, "1.0") {
+		return "", false, nil
+	}
+	if name, isString := doc.Document.Name.(string); isString && strings.TrimSpace(name) != "" {
+		return name, true, nil
+	}
+	return "", true, invalidDefinition("the Serverless Workflow document in "+source, []string{"/document/name: is required"})
 }
 
 // invalidDefinition is the error of a rejected definition: every problem on

@@ -5,6 +5,7 @@ import { api } from './api.js';
 import { every } from './live.js';
 import { renderDAG, topoOrder } from './dag.js';
 import { h, replace, jsonView, when, banner, errorBanner } from './ui.js';
+import { isSWDocument, swTasks, swDefinitionCards } from './sw.js';
 
 export function mount(root, params) {
   if (params.page === 'one') {
@@ -51,13 +52,21 @@ function mountList(root) {
   return every(load);
 }
 
+// timeoutText is a definition's workflow timeout: a duration, or a
+// Serverless Workflow document's timeout.after (a duration object).
+function timeoutText(def) {
+  const t = isSWDocument(def) ? def.timeout?.after : def?.timeout;
+  if (!t) return h('span', { class: 'muted' }, 'none');
+  return h('span', { class: 'mono' }, typeof t === 'string' ? t : JSON.stringify(t));
+}
+
 function definitionRow(d) {
   const href = '#/definitions/' + encodeURIComponent(d.name);
   return h('tr', { class: 'clickable', 'data-name': d.name, onclick: (e) => { if (!e.target.closest('a')) location.hash = href; } },
     h('td', {}, h('a', { href, class: 'mono' }, d.name)),
     h('td', { class: 'num mono' }, String(d.revision)),
-    h('td', { class: 'num mono' }, String(d.definition?.steps?.length ?? 0)),
-    h('td', {}, d.definition?.timeout ? h('span', { class: 'mono' }, d.definition.timeout) : h('span', { class: 'muted' }, 'none')),
+    h('td', { class: 'num mono' }, String(isSWDocument(d.definition) ? swTasks(d.definition).length : d.definition?.steps?.length ?? 0)),
+    h('td', {}, timeoutText(d.definition)),
     h('td', {}, when(d.created_at)));
 }
 
@@ -88,6 +97,23 @@ async function mountOne(root, name, revision) {
     revLinks.push(r === info.revision
       ? h('span', { class: 'rev current' }, String(r))
       : h('a', { class: 'rev', href: r === latest ? base : `${base}?revision=${r}` }, String(r)));
+  }
+  if (isSWDocument(def)) {
+    // A Serverless Workflow document: its tasks and the document itself.
+    replace(root,
+      h('nav', { class: 'crumbs' }, h('a', { href: '#/definitions' }, 'Definitions'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, name)),
+      h('section', { class: 'card' },
+        h('div', { class: 'wf-title' },
+          h('h1', { class: 'mono', id: 'def-name' }, name),
+          h('span', { class: 'tag' }, `revision ${info.revision}`),
+          h('span', { class: 'tag', id: 'def-kind' }, 'Serverless Workflow'),
+          h('span', { class: 'spacer' }),
+          h('a', { class: 'button', href: '#/workflows?definition=' + encodeURIComponent(name) }, 'Workflows of this definition →'),
+          deleteControl(name)),
+        h('dl', { class: 'facts' },
+          h('div', { class: 'fact' }, h('dt', {}, 'Revisions'), h('dd', { class: 'revs' }, revLinks)))),
+      swDefinitionCards(info));
+    return;
   }
   replace(root,
     h('nav', { class: 'crumbs' }, h('a', { href: '#/definitions' }, 'Definitions'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, name)),

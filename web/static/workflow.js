@@ -12,6 +12,7 @@ import { renderDAG, topoOrder } from './dag.js';
 import { watchWorkers } from './workers.js';
 import { parentLink, childLinks } from './children.js';
 import { priorityView, flowTags } from './flowcontrol.js';
+import { swPanel, swState, swPendingCount, isSWDocument } from './sw.js';
 import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
 import {
   h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
@@ -46,6 +47,7 @@ export function mount(root, { id }) {
 
   const head = h('section', { class: 'card wf-head', id: 'wf-head' });
   const stepsBox = h('section', { class: 'card', id: 'wf-steps' });
+  const swBox = h('div', { id: 'wf-sw-box' });
   const workersBox = h('div', { id: 'wf-worker-warnings' });
   const workers = watchWorkers(workersBox, () => st);
   const stateBox = h('section', { class: 'card', id: 'wf-state' });
@@ -54,6 +56,7 @@ export function mount(root, { id }) {
     h('nav', { class: 'crumbs' }, h('a', { href: '#/workflows' }, 'Workflows'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, id)),
     head,
     workersBox,
+    swBox,
     stepsBox,
     h('div', { class: 'wf-grid' }, stateBox, historyBox));
   replace(head, h('p', { class: 'muted' }, 'Loading…'));
@@ -88,6 +91,7 @@ export function mount(root, { id }) {
       }
     }
     renderHead();
+    replace(swBox, swPanel(inst));
     if (!st.completing) renderSteps();
     workers.update();
     renderState();
@@ -175,7 +179,7 @@ export function mount(root, { id }) {
         w.priority ? fact('Priority', priorityView(w)) : null,
         fact('Version', h('span', { class: 'mono', id: 'wf-version', 'data-version': String(w.version) }, String(w.version)),
           h('span', { class: 'muted mono', title: 'ETag' }, ` ETag "${w.version}"`)),
-        fact('Steps', total ? `${done} of ${total} done` : h('span', { class: 'muted' }, 'none')),
+        swState(w) ? fact('Pending', h('span', { id: 'wf-sw-pending-count' }, swPendingCount(w))) : fact('Steps', total ? `${done} of ${total} done` : h('span', { class: 'muted' }, 'none')),
         fact('Created', when(w.created_at)),
         fact('Updated', when(w.updated_at)),
         w.deadline && !ENDED.includes(w.status) ? fact('Deadline', h('span', { id: 'wf-deadline' }, when(w.deadline))) : null),
@@ -261,6 +265,9 @@ export function mount(root, { id }) {
 
   function renderSteps() {
     const steps = orderedSteps();
+    // A Serverless Workflow instance has no flowd steps: its panel shows
+    // where it is instead.
+    stepsBox.hidden = steps.length === 0 && swState(st.inst) !== null;
     if (steps.length === 0) {
       replace(stepsBox, h('h2', {}, 'Steps'), h('p', { class: 'muted' }, 'This workflow has no steps.'));
       return;
@@ -372,11 +379,19 @@ export function mount(root, { id }) {
   }
 
   // editable is the part of a state the editor shows and patches: all of
-  // it, except the engine's steps.
+  // it, except the engine's steps and a Serverless Workflow instance's
+  // interpreter state ("sw"), which only the engine writes.
   function editable(state) {
     if (!engineOwnsSteps() || !isObject(state)) return state;
     const { steps: _steps, ...rest } = state;
+    if (engineOwnsSW()) delete rest.sw;
     return rest;
+  }
+
+  // engineOwnsSW: an instance of a Serverless Workflow document keeps its
+  // interpreter state under "sw", which only the engine writes.
+  function engineOwnsSW() {
+    return engineOwnsSteps() && isSWDocument(st.def?.definition);
   }
 
   function openEditor() {
@@ -409,6 +424,11 @@ export function mount(root, { id }) {
       err.textContent = perr;
       save.disabled = Boolean(perr);
       warn.textContent = '';
+      if (!perr && engineOwnsSW() && Object.hasOwn(JSON.parse(ed.text), 'sw')) {
+        err.textContent = 'Remove "sw": the engine owns the Serverless Workflow state of this workflow.';
+        save.disabled = true;
+        return;
+      }
       if (!perr && engineOwnsSteps() && Object.hasOwn(JSON.parse(ed.text), 'steps')) {
         err.textContent = 'Remove "steps": the engine owns the steps of this workflow; complete a waiting step with its Complete… button.';
         save.disabled = true;
