@@ -279,6 +279,16 @@ func printDefinition(w io.Writer, info *engine.DefinitionInfo) error {
 	if d == nil {
 		d = &workflow.Definition{Name: info.Name}
 	}
+	if d.Serverless != nil {
+		// A Serverless Workflow document: its JSON, which YAML reads as is.
+		var doc bytes.Buffer
+		if err := json.Indent(&doc, d.Serverless, "", "  "); err != nil {
+			return err
+		}
+		b.WriteString(doc.String() + "\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	fmt.Fprintf(&b, "name: %s\n", yamlString(d.Name))
 	if d.Timeout > 0 {
 		fmt.Fprintf(&b, "timeout: %s\n", d.Timeout)
