@@ -142,6 +142,8 @@ func TestDashboardServerlessWorkflowFault(t *testing.T) {
 		waitFor(field("instance")+` === '/do/0/chargeCard'`),
 		waitFor(field("detail")+`.includes('upstream answered 503')`),
 		waitFor(`document.querySelector('#sw-pending-none') !== null`),
+		// Such an instance cannot be retried; it can be deleted.
+		waitFor(`document.querySelector('#btn-retry') === null && document.querySelector('#btn-delete') !== null`),
 	)
 	b.shot(tab, "workflow-serverless-fault")
 	b.checkNoErrors()

@@ -107,11 +107,10 @@ func (env Env) swStart(c *Definition, inst *workflow.Instance, now time.Time) (C
 	if err := env.swApply(inst, rt, step, "", now, &ch); err != nil {
 		return Change{}, err
 	}
-	// The start's own cause: the first task's is in the machine's step.
-	ch.Cause = "start"
 	switch inst.Status {
 	case workflow.StatusCompleted, workflow.StatusFailed:
 		// Nothing waited: created RUNNING, settled in a second version.
+		ch.Cause = "workflow started"
 		ch.Settled, ch.SettledCause = inst.Status, step.Cause
 		inst.Status = workflow.StatusRunning
 	}

@@ -139,6 +139,9 @@ export function mount(root, { id }) {
     const { done, total } = stepCounts(w.state);
     const actions = Object.entries(ACTIONS)
       .filter(([, from]) => from.includes(w.status))
+      // A faulted Serverless Workflow instance cannot be retried (409):
+      // its document retries tasks with try/catch.
+      .filter(([name]) => !(name === 'retry' && swState(w)))
       .map(([name]) => name);
     const buttons = actions.map((name) => {
       if (name === 'cancel') {
