@@ -5,6 +5,7 @@ package sw
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -85,7 +86,11 @@ func (x *exec) beginExternal(f *Frame, n *node, in any) *Error {
 			f.Outputs = nil
 		}
 		for i, flt := range n.filters {
-			x.addItem(f, Item{Kind: ItemListen, Event: flt.typ, Key: flt.subject}, roleListen, i)
+			key, err := x.listenKey(flt, in, sc)
+			if err != nil {
+				return x.exprErr(n, "listen subject", err)
+			}
+			x.addItem(f, Item{Kind: ItemListen, Event: flt.typ, Key: key}, roleListen, i)
 		}
 		return nil
 	}
@@ -257,8 +262,14 @@ func (x *exec) received(f *Frame, i int, res Result) {
 				return
 			}
 			if !done {
-				flt := n.filters[i]
-				x.addItem(f, Item{Kind: ItemListen, Event: flt.typ, Key: flt.subject}, roleListen, i)
+				// Waits again for the same event: its key as the listen
+				// started, on the input it started with.
+				key, err := x.listenKey(n.filters[i], in, x.scope(f, n.scope, in, nil, nil))
+				if err != nil {
+					x.raise(f, x.exprErr(n, "listen subject", err))
+					return
+				}
+				x.addItem(f, Item{Kind: ItemListen, Event: n.filters[i].typ, Key: key}, roleListen, i)
 				x.setCause("received event", f.Ptr)
 				return
 			}
@@ -267,4 +278,21 @@ func (x *exec) received(f *Frame, i int, res Result) {
 	default:
 		x.finish(f, []any{val})
 	}
+}
+
+// listenKey is the flowd event key a listen filter waits for: its subject,
+// evaluated on the task's input when it is an expression ("" when none).
+func (x *exec) listenKey(flt eventFilter, in any, sc *scope) (string, error) {
+	if _, isExpr := exprSource(flt.subject); !isExpr {
+		return flt.subject, nil
+	}
+	v, err := x.w.exprs.walk(flt.subject, in, sc)
+	if err != nil {
+		return "", err
+	}
+	key, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("the subject must be a string, not %s", describe(v))
+	}
+	return key, nil
 }

@@ -709,3 +709,42 @@ func TestForkBranchErrorCancelsTheOthers(t *testing.T) {
 	d.run(`{"in":1}`)
 	d.wantFault(Error{Type: "https://example.com/bad", Status: 422, Instance: "/do/0/guard/try/0/both/fork/branches/1/failing"})
 }
+
+// A listen filter's subject may be an expression on the task's input: an
+// order waits for the events of its own id, also again under until.
+func TestListenSubjectExpression(t *testing.T) {
+	d := newDriver(t, ctkHead+`do:
+  - paid:
+      listen:
+        to:
+          any:
+            - with:
+                type: payment
+                subject: ${ "order-" + (.id | tostring) }
+          until: length >= 2
+`)
+	d.events = []json.RawMessage{
+		json.RawMessage(`{"id":"e1","type":"payment","subject":"order-7","data":1}`),
+		json.RawMessage(`{"id":"e2","type":"payment","subject":"order-7","data":2}`),
+	}
+	d.run(`{"id":7}`)
+	d.wantOutput(`[1,2]`)
+	for _, it := range d.items {
+		if it.Kind == ItemListen && (it.Event != "payment" || it.Key != "order-7") {
+			t.Errorf("listen item %+v, want payment/order-7", it)
+		}
+	}
+
+	d = newDriver(t, ctkHead+`do:
+  - paid:
+      listen:
+        to:
+          one:
+            with:
+              type: payment
+              subject: ${ .id }
+`)
+	d.run(`{"id":7}`)
+	d.wantFault(Error{Type: "https://serverlessworkflow.io/spec/1.0.0/errors/expression", Status: 400, Title: "Expression failed",
+		Detail: "listen subject: the subject must be a string, not a number", Instance: "/do/0/paid"})
+}

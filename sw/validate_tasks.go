@@ -246,7 +246,7 @@ func (v *validator) listen(n *node) {
 		}
 		n.listenMode = mode
 		if mode == "one" {
-			n.filters = append(n.filters, v.filter(p+"/to/one", x))
+			n.filters = append(n.filters, v.filter(p+"/to/one", x, n.scope))
 			continue
 		}
 		fs, ok := x.([]any)
@@ -255,7 +255,7 @@ func (v *validator) listen(n *node) {
 			continue
 		}
 		for i, f := range fs {
-			n.filters = append(n.filters, v.filter(p+"/to/"+mode+"/"+strconv.Itoa(i), f))
+			n.filters = append(n.filters, v.filter(p+"/to/"+mode+"/"+strconv.Itoa(i), f, n.scope))
 		}
 	}
 	if n.listenMode == "" {
@@ -273,7 +273,10 @@ func (v *validator) listen(n *node) {
 }
 
 // filter reads an event filter: flowd matches events by type and subject.
-func (v *validator) filter(ptr string, x any) eventFilter {
+// The type is literal; the subject may be a runtime expression, evaluated
+// on the task's input when the listen starts (an order waits for the events
+// of its own id).
+func (v *validator) filter(ptr string, x any, scope []string) eventFilter {
 	var f eventFilter
 	m, ok := v.object(ptr, x, "an event filter")
 	if !ok {
@@ -296,10 +299,11 @@ func (v *validator) filter(ptr string, x any) eventFilter {
 	if s, ok := w["subject"]; ok {
 		f.subject, _ = v.str(ptr+"/with/subject", s, "subject")
 	}
-	for _, s := range []string{f.typ, f.subject} {
-		if _, isExpr := exprSource(s); isExpr {
-			v.add(ptr+"/with", "event filters given by expressions are not supported")
-		}
+	if _, isExpr := exprSource(f.typ); isExpr {
+		v.add(ptr+"/with/type", "an event type given by an expression is not supported (write the type)")
+	}
+	if _, isExpr := exprSource(f.subject); isExpr {
+		v.template(ptr+"/with/subject", f.subject, scope)
 	}
 	return f
 }

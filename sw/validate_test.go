@@ -163,6 +163,20 @@ do:
 			"/do/6/h/with/a: expression does not compile: variable not defined: $nope",
 			`/do/5/g/switch/0/one/then: "nowhere" is not a task of this list (nor continue, exit, end)`,
 		}},
+		{"listen filters", ctkHead + `do:
+  - l:
+      listen:
+        to:
+          all:
+            - with:
+                type: ${ .kind }
+            - with:
+                type: paid
+                subject: ${ $nope }
+`, []string{
+			"/do/0/l/listen/to/all/0/with/type: an event type given by an expression is not supported (write the type)",
+			"/do/0/l/listen/to/all/1/with/subject: expression does not compile: variable not defined: $nope",
+		}},
 		{"try and retry", ctkHead + `do:
   - t:
       try:
