@@ -89,7 +89,9 @@ func TestShipOrderExample(t *testing.T) {
 	if err := json.Unmarshal(refused.Error, &e); err != nil || e.Type != "https://shop.example.com/errors/refused" || e.Detail != "fraud score 95" || e.Instance != "/do/3/refuse" {
 		t.Errorf("the risky order's error: %s (%v)", refused.Error, err)
 	}
-	waiting := func(inst *workflow.Instance) bool { return strings.Contains(string(inst.State.Extra["sw"]), `"kind":"listen"`) }
+	waiting := func(inst *workflow.Instance) bool {
+		return strings.Contains(string(inst.State.Extra["sw"]), `"kind":"listen"`)
+	}
 	wait("o-1", waiting)
 	wait("o-flaky", waiting)
 	for _, id := range []string{"o-flaky", "o-1"} {
