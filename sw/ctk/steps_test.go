@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v2"
-
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/workflow"
 )
@@ -103,13 +101,17 @@ func matchStep(text string) (*stepDef, []string) {
 }
 
 func defineWorkflow(_ context.Context, r *run, _ []string, doc string) error {
+	data, err := workflow.DocumentJSON([]byte(doc), "definition")
+	if err != nil {
+		return fmt.Errorf("the definition is not YAML: %w", err)
+	}
 	var d struct {
 		Document struct {
-			Name string `yaml:"name"`
-		} `yaml:"document"`
+			Name string `json:"name"`
+		} `json:"document"`
 	}
-	if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
-		return fmt.Errorf("the definition is not YAML: %w", err)
+	if err := json.Unmarshal(data, &d); err != nil {
+		return fmt.Errorf("the definition is not a document: %w", err)
 	}
 	if d.Document.Name == "" {
 		return errors.New("the definition has no document.name")
@@ -412,54 +414,15 @@ func shouldRunAfter(_ context.Context, r *run, args []string, _ string) error {
 	return nil
 }
 
-// yamlValue decodes a YAML doc string into the values encoding/json
-// decodes into (map[string]any, []any, float64, string, bool, nil), so that
-// it compares with reflect.DeepEqual to a decoded JSON document.
+// yamlValue decodes a YAML doc string (YAML 1.2 scalars, as flowd reads
+// documents) into the values encoding/json decodes into, so that it
+// compares with reflect.DeepEqual to a decoded JSON document.
 func yamlValue(doc string) (any, error) {
-	var v any
-	if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+	data, err := workflow.DocumentJSON([]byte(doc), "doc string")
+	if err != nil {
 		return nil, fmt.Errorf("the doc string is not YAML: %w", err)
 	}
-	v, err := jsonCompatible(v)
-	if err != nil {
-		return nil, err
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("the doc string has no JSON form: %w", err)
-	}
 	return jsonValue(data)
-}
-
-// jsonCompatible turns the map[any]any of yaml.v2 into map[string]any.
-func jsonCompatible(v any) (any, error) {
-	switch v := v.(type) {
-	case map[any]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			ks, ok := k.(string)
-			if !ok {
-				return nil, fmt.Errorf("a YAML key that is not a string: %v", k)
-			}
-			c, err := jsonCompatible(e)
-			if err != nil {
-				return nil, err
-			}
-			m[ks] = c
-		}
-		return m, nil
-	case []any:
-		l := make([]any, len(v))
-		for i, e := range v {
-			c, err := jsonCompatible(e)
-			if err != nil {
-				return nil, err
-			}
-			l[i] = c
-		}
-		return l, nil
-	}
-	return v, nil
 }
 
 func jsonValue(data []byte) (any, error) {
@@ -470,8 +433,8 @@ func jsonValue(data []byte) (any, error) {
 	return v, nil
 }
 
-// mustJSON encodes v for messages; the values here all come from JSON or
-// from jsonCompatible, which encode.
+// mustJSON encodes v for messages; the values here all come from JSON,
+// which encode.
 func mustJSON(v any) []byte {
 	data, err := json.Marshal(v)
 	if err != nil {

@@ -366,25 +366,11 @@ func parameterValues(raw json.RawMessage) ([]string, bool) {
 // substitutePath replaces each {name} of an OpenAPI path with its value,
 // percent-encoded so that it stays one segment.
 func substitutePath(path string, values map[string]string) (string, error) {
-	var b strings.Builder
-	rest := path
-	for {
-		open := strings.IndexByte(rest, '{')
-		if open < 0 {
-			b.WriteString(rest)
-			return b.String(), nil
-		}
-		end := strings.IndexByte(rest[open:], '}')
-		if end < 0 {
-			return "", failure(TypeConfiguration, http.StatusBadRequest, "OpenAPI path %q has an unclosed {", path)
-		}
-		name := rest[open+1 : open+end]
+	return expandBraces(path, "OpenAPI path", func(name string) (string, error) {
 		v, ok := values[name]
 		if !ok {
 			return "", failure(TypeConfiguration, http.StatusBadRequest, "OpenAPI path %q uses {%s}, which no path parameter declares", path, name)
 		}
-		b.WriteString(rest[:open])
-		b.WriteString(escapeUnreserved(v))
-		rest = rest[open+end+1:]
-	}
+		return v, nil
+	})
 }

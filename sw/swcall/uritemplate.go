@@ -24,8 +24,21 @@ func expandTemplate(template string, vars json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return expandBraces(template, "URI template", func(name string) (string, error) {
+		if name != "" && strings.ContainsRune("+#./;?&=,!@|", rune(name[0])) {
+			return "", failure(TypeConfiguration, http.StatusBadRequest, "URI template %q: operator %q is not supported (only {name})", template, name[:1])
+		}
+		return templateValue(name, values[name])
+	})
+}
+
+// expandBraces replaces each {name} of s with value(name), percent-encoded
+// except for unreserved characters, so that a value can never add a path
+// segment or a query parameter; what names s in the error of an unclosed
+// brace.
+func expandBraces(s, what string, value func(name string) (string, error)) (string, error) {
 	var b strings.Builder
-	rest := template
+	rest := s
 	for {
 		open := strings.IndexByte(rest, '{')
 		if open < 0 {
@@ -34,18 +47,14 @@ func expandTemplate(template string, vars json.RawMessage) (string, error) {
 		}
 		end := strings.IndexByte(rest[open:], '}')
 		if end < 0 {
-			return "", failure(TypeConfiguration, http.StatusBadRequest, "URI template %q has an unclosed {", template)
+			return "", failure(TypeConfiguration, http.StatusBadRequest, "%s %q has an unclosed {", what, s)
 		}
-		b.WriteString(rest[:open])
-		name := rest[open+1 : open+end]
-		if name != "" && strings.ContainsRune("+#./;?&=,!@|", rune(name[0])) {
-			return "", failure(TypeConfiguration, http.StatusBadRequest, "URI template %q: operator %q is not supported (only {name})", template, name[:1])
-		}
-		s, err := templateValue(name, values[name])
+		v, err := value(rest[open+1 : open+end])
 		if err != nil {
 			return "", err
 		}
-		b.WriteString(escapeUnreserved(s))
+		b.WriteString(rest[:open])
+		b.WriteString(escapeUnreserved(v))
 		rest = rest[open+end+1:]
 	}
 }
