@@ -18,11 +18,7 @@ import (
 // means (its try/catch), not the task's retries.
 func (e *Engine) runSWCall(ctx context.Context, t Task) (json.RawMessage, error) {
 	res := swcall.Do(ctx, e.http, t.Input)
-	out := rules.SWCallResult{Output: res.Output}
-	if res.Error != nil {
-		out.Error = (*sw.Error)(res.Error)
-	}
-	return json.Marshal(out)
+	return json.Marshal(rules.SWCallResult{Output: res.Output, Error: res.Error})
 }
 
 // swEvent is the CloudEvent an emit task publishes.
@@ -48,7 +44,7 @@ func (e *Engine) runSWEmit(ctx context.Context, t Task) (json.RawMessage, error)
 		// Published by an earlier delivery of this task.
 	case errors.Is(err, store.ErrInvalidArgument):
 		return json.Marshal(rules.SWCallResult{Error: &sw.Error{
-			Type: "https://serverlessworkflow.io/spec/1.0.0/errors/validation", Status: 400,
+			Type: sw.ErrorType(sw.KindValidation), Status: 400,
 			Title: "Invalid Event", Detail: err.Error(),
 		}})
 	case err != nil:

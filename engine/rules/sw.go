@@ -262,8 +262,8 @@ func swResult(t *Task, output json.RawMessage) sw.Result {
 
 // The standard error types of the errors flowd raises for an item.
 const (
-	swErrorRuntime = "https://serverlessworkflow.io/spec/1.0.0/errors/runtime"
-	swErrorTimeout = "https://serverlessworkflow.io/spec/1.0.0/errors/timeout"
+	swErrorRuntime = sw.ErrorTypePrefix + sw.KindRuntime
+	swErrorTimeout = sw.ErrorTypePrefix + sw.KindTimeout
 )
 
 func swRuntimeError(detail string) *sw.Error {

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/flowd/flowd/sw"
 	"net/http"
 	"strings"
 )
@@ -69,30 +70,21 @@ type BearerAuth struct {
 	Token string `json:"token"`
 }
 
-// Result is what a call produced: its output, or the DSL error it raised.
-type Result struct {
-	Output json.RawMessage
-	Error  *Error
-}
+// Result is what a call produced: its output, or the DSL error it raised
+// (Error.Instance is the call task's pointer).
+type Result = sw.Result
 
-// Error is a Serverless Workflow error (RFC 7807 shaped), raised at the
-// call task whose pointer is Instance.
-type Error struct {
-	Type     string `json:"type"`
-	Status   int    `json:"status"`
-	Title    string `json:"title,omitempty"`
-	Detail   string `json:"detail,omitempty"`
-	Instance string `json:"instance"`
-}
+// Error is a Serverless Workflow error (RFC 7807 shaped).
+type Error = sw.Error
 
 // The standard error types this package raises.
 const (
-	TypeConfiguration = "https://serverlessworkflow.io/spec/1.0.0/errors/configuration"
-	TypeValidation    = "https://serverlessworkflow.io/spec/1.0.0/errors/validation"
-	TypeExpression    = "https://serverlessworkflow.io/spec/1.0.0/errors/expression"
-	TypeTimeout       = "https://serverlessworkflow.io/spec/1.0.0/errors/timeout"
-	TypeCommunication = "https://serverlessworkflow.io/spec/1.0.0/errors/communication"
-	TypeRuntime       = "https://serverlessworkflow.io/spec/1.0.0/errors/runtime"
+	TypeConfiguration = sw.ErrorTypePrefix + sw.KindConfiguration
+	TypeValidation    = sw.ErrorTypePrefix + sw.KindValidation
+	TypeExpression    = sw.ErrorTypePrefix + sw.KindExpression
+	TypeTimeout       = sw.ErrorTypePrefix + sw.KindTimeout
+	TypeCommunication = sw.ErrorTypePrefix + sw.KindCommunication
+	TypeRuntime       = sw.ErrorTypePrefix + sw.KindRuntime
 )
 
 // Output formats of a call.
