@@ -88,7 +88,7 @@ func TestServerlessWorkflowRunsTasksInOrder(t *testing.T) {
 		}
 		want := []string{
 			"task /do/0/price completed", "task /do/1/check completed", "task /do/2/discount completed",
-			"task /do/3/label/do/0/add completed",
+			"task /do/3/label/do/0/add completed", "task /do/3/label completed",
 		}
 		if got := finishedCauses(n.causes(inst)); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("causes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -29,6 +29,7 @@ func TestCTKDoAndFlow(t *testing.T) {
 			"task /do/0/compositeExample/do/0/setRed completed",
 			"task /do/0/compositeExample/do/1/setGreen completed",
 			"task /do/0/compositeExample/do/2/setBlue completed",
+			"task /do/0/compositeExample completed",
 		}},
 		{"implicit sequence", `do:
   - setRed:
@@ -73,6 +74,7 @@ func TestCTKDoAndFlow(t *testing.T) {
 			"task /do/0/loopColors/do/0/markProcessed completed",
 			"task /do/0/loopColors/do/0/markProcessed completed",
 			"task /do/0/loopColors/do/0/markProcessed completed",
+			"task /do/0/loopColors completed",
 		}},
 		{"set", `do:
   - setShape:
@@ -162,9 +164,9 @@ func TestCTKFork(t *testing.T) {
 `)
 	d.run(`{}`)
 	d.wantOutput(`{"colors":["red"]}`)
-	d.wantCauses("workflow started", "task /do/0/branchWithCompete/fork/branches/0/setRed completed")
-	if len(d.last.Cancel) != 2 {
-		t.Errorf("cancelled %v, want the two losing ticks", d.last.Cancel)
+	d.wantCauses("workflow started", "task /do/0/branchWithCompete/fork/branches/0/setRed completed", "task /do/0/branchWithCompete completed")
+	if len(d.cancels) != 2 {
+		t.Errorf("cancelled %v, want the two losing ticks", d.cancels)
 	}
 }
 
@@ -385,7 +387,8 @@ func TestCTKTry(t *testing.T) {
 	d.http = petstore
 	d.run(`{"petName":"Milou"}`)
 	d.wantOutput(`{"error":{"type":"https://serverlessworkflow.io/spec/1.0.0/errors/communication","status":404,"title":"Not Found","instance":"/do/0/tryGetPet/try/0/getPet"}}`)
-	d.wantCauses("workflow started", "task /do/0/tryGetPet/try/0/getPet faulted", "task /do/0/tryGetPet/catch/do/0/setError completed")
+	d.wantCauses("workflow started", "task /do/0/tryGetPet/try/0/getPet faulted", "task /do/0/tryGetPet/catch/do/0/setError completed",
+		"task /do/0/tryGetPet completed")
 
 	d = newDriver(t, tryDoc("503"))
 	d.http = petstore

@@ -125,6 +125,16 @@ func (x *exec) itemDone(f *Frame, it Item, res Result) {
 	x.finish(f, out)
 }
 
+// finishComposite completes composite task f (do, for, try, fork) with its
+// raw output in a version of its own, as every task that finishes: the
+// subtask that ended it has its version now, and a tick, due at once,
+// finishes f in the next (`task <f> completed`).
+func (x *exec) finishComposite(f *Frame, out any) {
+	x.cancelItemsOf(f) // its timeout: it has done its work
+	f.Result = toRaw(out)
+	x.addItem(f, Item{Kind: ItemTick}, roleFinish, 0)
+}
+
 // finish completes task f with its raw output.
 func (x *exec) finish(f *Frame, out any) {
 	x.finishThen(f, out, x.task(f).then)
@@ -207,7 +217,7 @@ func (x *exec) listDone(lf *Frame, out any, exit bool) {
 		}
 		return
 	}
-	x.finish(owner, out)
+	x.finishComposite(owner, out)
 }
 
 // beginFor evaluates the collection and starts the first iteration.
@@ -261,7 +271,7 @@ func (x *exec) checkWhile(f *Frame, n *node, in, data any, coll []any, i int) *E
 // for finishes with data.
 func (x *exec) iterate(f *Frame, n *node, data any) *Error {
 	if f.Index >= len(f.Collection) {
-		x.finish(f, data)
+		x.finishComposite(f, data)
 		return nil
 	}
 	item := fromRaw(f.Collection[f.Index])
@@ -273,7 +283,7 @@ func (x *exec) iterate(f *Frame, n *node, data any) *Error {
 			return x.exprErr(n, "while", err)
 		}
 		if !ok {
-			x.finish(f, data)
+			x.finishComposite(f, data)
 			return nil
 		}
 	}

@@ -25,7 +25,7 @@ func (x *exec) branchDone(p *Frame, i int, out any) {
 	n := x.task(p)
 	if n.compete {
 		x.removeBelow(p)
-		x.finish(p, out)
+		x.finishComposite(p, out)
 		return
 	}
 	p.Outputs[i] = toRaw(out)
@@ -37,5 +37,5 @@ func (x *exec) branchDone(p *Frame, i int, out any) {
 		}
 		all[j] = fromRaw(o)
 	}
-	x.finish(p, all)
+	x.finishComposite(p, all)
 }

@@ -27,6 +27,7 @@ type Frame struct {
 	FirstAt    time.Time                  `json:"first_at,omitzero"`    // try: when the first attempt began
 	Outputs    []json.RawMessage          `json:"outputs,omitempty"`    // fork: by branch; listen: events
 	Received   []bool                     `json:"received,omitempty"`   // fork: branch done; listen all: filter matched
+	Result     json.RawMessage            `json:"result,omitempty"`     // a composite whose finish waits for its own version: its raw output
 }
 
 func (x *exec) newFrame(parent *Frame, ptr string, raw any) *Frame {

@@ -90,6 +90,7 @@ const (
 	roleTimeout = "timeout"
 	roleRetry   = "retry"
 	roleListen  = "listen"
+	roleFinish  = "finish" // a composite finishes in its own version
 )
 
 // Pending returns the pending items in creation order.
@@ -173,6 +174,8 @@ func (w *Workflow) Resume(env Env, rt *Runtime, id string, res Result) (Step, er
 		x.retryNow(f)
 	case roleListen:
 		x.received(f, wt.Filter, res)
+	case roleFinish:
+		x.finish(f, fromRaw(f.Result))
 	default:
 		x.itemDone(f, it, res)
 	}

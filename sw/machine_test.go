@@ -51,7 +51,7 @@ func TestExitLeavesTheComposite(t *testing.T) {
 `)
 	d.run(`{}`)
 	d.wantOutput(`{"a":1,"after":true}`)
-	d.wantCauses("workflow started", "task /do/0/inner/do/0/a completed", "task /do/1/after completed")
+	d.wantCauses("workflow started", "task /do/0/inner/do/0/a completed", "task /do/0/inner completed", "task /do/1/after completed")
 }
 
 func TestEndEndsTheWorkflowFromInsideAComposite(t *testing.T) {
@@ -118,7 +118,7 @@ func TestForWhileAndNestedFor(t *testing.T) {
 `)
 	d.run(`{"empty":[]}`)
 	d.wantOutput(`{"empty":[]}`)
-	d.wantCauses("workflow started") // the for finished as it began
+	d.wantCauses("workflow started", "task /do/0/none completed") // nothing to iterate: the for finishes at once, in its own version
 }
 
 func TestForkWithoutCompete(t *testing.T) {
@@ -140,7 +140,8 @@ func TestForkWithoutCompete(t *testing.T) {
 	d.http = petstore
 	d.run(`{}`)
 	d.wantOutput(`[7,{"local":true}]`)
-	d.wantCauses("workflow started", "task /do/0/both/fork/branches/0/getPet completed", "task /do/0/both/fork/branches/1/local completed")
+	d.wantCauses("workflow started", "task /do/0/both/fork/branches/0/getPet completed", "task /do/0/both/fork/branches/1/local completed",
+		"task /do/0/both completed")
 }
 
 func TestForkCompeteCancelsTheLosers(t *testing.T) {
@@ -157,8 +158,8 @@ func TestForkCompeteCancelsTheLosers(t *testing.T) {
 	d.call = func(string, json.RawMessage) Result { return Result{Output: json.RawMessage(`"fast"`)} }
 	d.run(`{}`)
 	d.wantOutput(`"fast"`)
-	if len(d.last.Cancel) != 1 || d.last.Cancel[0] != "sw-1" {
-		t.Errorf("cancel = %v, want the wait's timer sw-1", d.last.Cancel)
+	if len(d.cancels) != 1 || d.cancels[0] != "sw-1" {
+		t.Errorf("cancel = %v, want the wait's timer sw-1", d.cancels)
 	}
 	if len(d.rt.Items) != 0 {
 		t.Errorf("pending: %v", d.rt.Items)
@@ -229,7 +230,7 @@ func TestTryRetryBackoff(t *testing.T) {
 				"task /do/0/tryIt/try/0/work faulted", "task /do/0/tryIt started",
 				"task /do/0/tryIt/try/0/work faulted", "task /do/0/tryIt started",
 				"task /do/0/tryIt/try/0/work faulted", "task /do/0/tryIt started",
-				"task /do/0/tryIt/try/0/work completed")
+				"task /do/0/tryIt/try/0/work completed", "task /do/0/tryIt completed")
 		})
 	}
 }
@@ -299,7 +300,7 @@ func TestCaughtWithoutDoOutputsTheTryInput(t *testing.T) {
 `)
 	d.run(`{"keep":1}`)
 	d.wantOutput(`{"keep":1}`)
-	d.wantCauses("workflow started", "task /do/0/tryIt/try/0/boom faulted")
+	d.wantCauses("workflow started", "task /do/0/tryIt/try/0/boom faulted", "task /do/0/tryIt completed")
 }
 
 func TestListenAllAndAny(t *testing.T) {
@@ -620,7 +621,8 @@ func TestTaskTimeout(t *testing.T) {
 	if len(d.cancels) != 1 || d.cancels[0] != "sw-2" {
 		t.Errorf("cancelled %v, want the listen item sw-2", d.cancels)
 	}
-	d.wantCauses("workflow started", "task /do/0/guarded/try/0/waitForIt faulted", "task /do/0/guarded/catch/do/0/late completed")
+	d.wantCauses("workflow started", "task /do/0/guarded/try/0/waitForIt faulted", "task /do/0/guarded/catch/do/0/late completed",
+		"task /do/0/guarded completed")
 }
 
 func TestChildWaitAndItemTimeouts(t *testing.T) {

@@ -95,7 +95,7 @@ func (x *exec) catch(c *Frame, n *node, e *Error) bool {
 	}
 	x.removeBelow(c)
 	if cd.do == nil {
-		x.finish(c, in)
+		x.finishComposite(c, in)
 		return true
 	}
 	c.Phase = phaseCatch
