@@ -220,7 +220,7 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	patch, touchesSteps, err := readMergePatch(r)
+	patch, touched, err := readMergePatch(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -230,8 +230,11 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	check := func(inst *workflow.Instance) error {
-		if touchesSteps && inst.Definition != "" {
+		if touched["steps"] && inst.Definition != "" {
 			return engineOwnsSteps(inst)
+		}
+		if _, sw := inst.State.Extra[workflow.ServerlessStateKey]; sw && touched[workflow.ServerlessStateKey] && inst.Definition != "" {
+			return engineOwnsRuntime(inst)
 		}
 		return nil
 	}
@@ -278,6 +281,16 @@ func engineOwnsSteps(inst *workflow.Instance) error {
 		inst.ID, inst.Definition, inst.ID))
 }
 
+// engineOwnsRuntime refuses a PATCH that touches the interpreter state of
+// an instance of a Serverless Workflow document (409, as for state.steps):
+// it says which tasks run and what they wait for, and a forged one would run
+// a task twice or never.
+func engineOwnsRuntime(inst *workflow.Instance) error {
+	return httpError(http.StatusConflict, fmt.Sprintf(
+		"workflow %s runs Serverless Workflow document %q: its state.%s is owned by the engine and cannot be patched (the patch may change every other key of state)",
+		inst.ID, inst.Definition, workflow.ServerlessStateKey))
+}
+
 // patchedState is applyStatePatch within the state size limit (413).
 func (s *Server) patchedState(cur workflow.State, patch []byte) (workflow.State, error) {
 	next, err := applyStatePatch(cur, patch)
@@ -310,22 +323,25 @@ func applyStatePatch(cur workflow.State, patch []byte) (workflow.State, error) {
 
 // readMergePatch reads a JSON Merge Patch for the state and checks what can be
 // checked without the current state, so a bad body is a 400 before any 404.
-// touchesSteps reports whether the patch has a "steps" key at all (even
-// null or {}).
-func readMergePatch(r *http.Request) (patch []byte, touchesSteps bool, err error) {
+// touched holds the patch's top-level keys (a "steps" key at all, even null
+// or {}, touches the steps).
+func readMergePatch(r *http.Request) (patch []byte, touched map[string]bool, err error) {
 	b, err := readJSONBody(r)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	var top map[string]json.RawMessage
 	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &top) != nil {
-		return nil, false, httpError(http.StatusBadRequest, "the body must be a JSON object (a JSON Merge Patch of the state, RFC 7396)")
+		return nil, nil, httpError(http.StatusBadRequest, "the body must be a JSON object (a JSON Merge Patch of the state, RFC 7396)")
 	}
 	if err := validateStatePatch(top); err != nil {
-		return nil, false, httpError(http.StatusBadRequest, err.Error())
+		return nil, nil, httpError(http.StatusBadRequest, err.Error())
 	}
-	_, touchesSteps = top["steps"]
-	return b, touchesSteps, nil
+	touched = make(map[string]bool, len(top))
+	for k := range top {
+		touched[k] = true
+	}
+	return b, touched, nil
 }
 
 // validateStatePatch rejects patches that could only produce an invalid state.

@@ -129,5 +129,12 @@ do:
 	}
 	r = a.do("POST", "/v1/workflows/"+second.WorkflowID+"/retry", "")
 	expect(t, r, 409, "retry a faulted Serverless Workflow instance")
+	// The interpreter's state is the engine's; the rest of the state is not.
+	r = a.do("PATCH", "/v1/workflows/"+first.WorkflowID, `{"sw":{"pending":{}}}`, "If-Match", "*")
+	expect(t, r, 409, "patch state.sw")
+	if !bytes.Contains(r.body, []byte("state.sw is owned by the engine")) {
+		t.Errorf("409 body: %s", r.body)
+	}
+	expect(t, a.do("PATCH", "/v1/workflows/"+first.WorkflowID, `{"note":"kept"}`, "If-Match", "*"), 200, "patch another key")
 	expect(t, a.do("POST", "/v1/workflows/"+first.WorkflowID+"/cancel", ""), 200, "cancel")
 }
