@@ -19,9 +19,12 @@ do:
       call: greeter
       with:
         name: ${ .name }
-  - shout:
-      set:
-        text: ${ .greeting | ascii_upcase }
+  - acknowledged:
+      listen:
+        to:
+          one:
+            with:
+              type: com.example.greeting.acknowledged
 `
 
 // testServerless checks Serverless Workflow documents through the API: a
@@ -89,8 +92,8 @@ do:
 	if !bytes.Contains(r.body, []byte(`"task /do/0/greet completed"`)) {
 		t.Errorf("history after the call: %s", r.body)
 	}
-	// The next task waits for the engine (no workers here): an item is
-	// not a step the API completes.
+	// The next task waits for an event: an item is not a step the API
+	// completes.
 	var running struct {
 		State struct {
 			Steps map[string]struct{ Status string }
@@ -105,7 +108,7 @@ do:
 		t.Fatalf("after the call: %s", r.body)
 	}
 	for item, p := range running.State.SW.Pending {
-		if p.Pointer != "/do/1/shout" || running.State.Steps[item].Status != "RUNNING" {
+		if p.Pointer != "/do/1/acknowledged" || p.Kind != "listen" || running.State.Steps[item].Status != "WAITING" {
 			t.Errorf("pending %s = %+v, steps %v", item, p, running.State.Steps)
 		}
 		r = a.do("POST", "/v1/workflows/"+first.WorkflowID+"/steps/"+item+"/complete", `{"output":1}`, "If-Match", "*")
