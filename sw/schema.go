@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -170,13 +171,16 @@ var schemaPrinter = message.NewPrinter(language.English)
 
 // validationMessage lists the failures of a validation in one line: each
 // is where in the value it happened (a JSON pointer; none for the value
-// itself) and what failed there.
+// itself) and what failed there. They are sorted by place, then text: the
+// library finds them in map order, and the same value must always give the
+// same error.
 func validationMessage(err error) string {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
 		return oneLine(err.Error())
 	}
-	var out []string
+	type failure struct{ at, what string }
+	var found []failure
 	var leaves func(e *jsonschema.ValidationError)
 	leaves = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -185,25 +189,47 @@ func validationMessage(err error) string {
 			}
 			return
 		}
-		msg := kindMessage(e.ErrorKind)
-		if len(e.InstanceLocation) > 0 {
-			loc := ""
-			for _, tok := range e.InstanceLocation {
-				loc += "/" + pointerToken(tok)
-			}
-			msg = "at " + loc + ": " + msg
+		at := ""
+		for _, tok := range e.InstanceLocation {
+			at += "/" + pointerToken(tok)
 		}
-		out = append(out, msg)
+		found = append(found, failure{at, kindMessage(e.ErrorKind)})
 	}
 	leaves(ve)
+	sort.Slice(found, func(i, j int) bool {
+		if found[i].at != found[j].at {
+			return found[i].at < found[j].at
+		}
+		return found[i].what < found[j].what
+	})
+	out := make([]string, len(found))
+	for i, f := range found {
+		out[i] = f.what
+		if f.at != "" {
+			out[i] = "at " + f.at + ": " + f.what
+		}
+	}
 	return strings.Join(out, "; ")
 }
 
-// kindMessage says what failed in one line. The library prints the number
-// bounds as float64, which loses large integers; those are written here
-// exactly, as the document and the value wrote them.
+// kindMessage says what failed in one line. The library's printer writes
+// numbers for a reader (float64 with a ×10ⁿ exponent, which loses large
+// integers; thousands separators); the bounds and counts are written here
+// plainly and exactly, as the document and the value wrote them.
 func kindMessage(k jsonschema.ErrorKind) string {
 	switch k := k.(type) {
+	case *kind.MinLength:
+		return fmt.Sprintf("must be at least %d characters long, got %d", k.Want, k.Got)
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters long, got %d", k.Want, k.Got)
+	case *kind.MinItems:
+		return fmt.Sprintf("must have at least %d items, got %d", k.Want, k.Got)
+	case *kind.MaxItems:
+		return fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got)
+	case *kind.MinProperties:
+		return fmt.Sprintf("must have at least %d properties, got %d", k.Want, k.Got)
+	case *kind.MaxProperties:
+		return fmt.Sprintf("must have at most %d properties, got %d", k.Want, k.Got)
 	case *kind.Minimum:
 		return fmt.Sprintf("must be >= %s, got %s", ratText(k.Want), ratText(k.Got))
 	case *kind.Maximum:

@@ -329,7 +329,7 @@ do:
           document:
             pattern: '(?<=a)'
 `, []string{
-			"/input/schema/document: not a valid JSON Schema: at /type: value must be one of 'array', 'boolean', 'integer', 'null', 'number', 'object', 'string'; at /type: got number, want array",
+			"/input/schema/document: not a valid JSON Schema: at /type: got number, want array; at /type: value must be one of 'array', 'boolean', 'integer', 'null', 'number', 'object', 'string'",
 			"/do/0/a/output/schema/document: not a valid JSON Schema: at /pattern: '(?<=a)' is not valid regex: error parsing regexp: invalid named capture: `(?<=a)`",
 		}},
 		{"external schema", ctkHead + `do:
@@ -444,5 +444,51 @@ func TestSchemaDraftFromFormatAndSchemaKeyword(t *testing.T) {
 	}
 	if _, err := Parse([]byte(ctkHead + "input:\n  schema:\n    document: {maximum: 10, exclusiveMaximum: true}\ndo:\n  - a:\n      set: ${ . }\n")); err == nil {
 		t.Error("a boolean exclusiveMaximum is no 2020-12 schema, yet Parse accepted it")
+	}
+}
+
+func TestSchemaCountMessages(t *testing.T) {
+	// Counts and bounds are written plainly (no thousands separators), and
+	// the failures come in order of place whatever order the library found
+	// them in (map order: hence several runs).
+	for range 5 {
+		schemaCounts(t)
+	}
+}
+
+func schemaCounts(t *testing.T) {
+	t.Helper()
+	d := newDriver(t, ctkHead+`input:
+  schema:
+    document:
+      type: object
+      properties:
+        s: {minLength: 1200}
+        t: {maxLength: 1}
+        a: {minItems: 2}
+        b: {maxItems: 1}
+        o: {minProperties: 2}
+        p: {maxProperties: 0}
+        n: {minimum: 1000000}
+do:
+  - a:
+      set: ${ . }
+`)
+	d.run(`{"s":"abc","t":"ab","a":[1],"b":[1,2],"o":{"x":1},"p":{"x":1},"n":999999.5}`)
+	if d.last.Fault == nil {
+		t.Fatal("no fault")
+	}
+	got := strings.Split(strings.TrimPrefix(d.last.Fault.Detail, "input.schema: "), "; ")
+	want := []string{
+		"at /a: must have at least 2 items, got 1",
+		"at /b: must have at most 1 items, got 2",
+		"at /n: must be >= 1000000, got 999999.5",
+		"at /o: must have at least 2 properties, got 1",
+		"at /p: must have at most 0 properties, got 1",
+		"at /s: must be at least 1200 characters long, got 3",
+		"at /t: must be at most 1 characters long, got 2",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("detail:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
