@@ -94,12 +94,12 @@ func (v *validator) schema(ptr string, x any, field string) *schema {
 	c.UseLoader(refuseLoader{})
 	c.DefaultDraft(draft)
 	if err := c.AddResource(schemaBase, doc); err != nil {
-		v.add(ptr+"/document", "%s", schemaProblem(err))
+		v.add(ptr+"/document", "%s", bounded(schemaProblem(err)))
 		return nil
 	}
 	compiled, err := c.Compile(schemaBase)
 	if err != nil {
-		v.add(ptr+"/document", "%s", schemaProblem(err))
+		v.add(ptr+"/document", "%s", bounded(schemaProblem(err)))
 		return nil
 	}
 	return &schema{field: field, compiled: compiled}
@@ -152,8 +152,9 @@ func (s *schema) check(v any, instance string) *Error {
 	}
 }
 
-// maxDetail bounds the detail of a validation error: a large value can fail
-// a schema in as many places as it has members.
+// maxDetail bounds the detail of a validation error (and the problem of a
+// schema that does not compile): a large value can fail a schema in as many
+// places as it has members.
 const maxDetail = 1000
 
 func bounded(s string) string {
