@@ -24,5 +24,13 @@
 //   - listen outputs an array in every mode: one → [event], any → the
 //     events consumed, all → one per filter in filter order; `until` is a
 //     runtime expression on that array, evaluated after each event.
-//   - schemas are accepted and not enforced.
+//   - schemas (format json, a JSON Schema inline under document; 2020-12
+//     unless the format's version or the document's $schema says otherwise)
+//     are compiled at Parse; an external schema (resource), another format,
+//     or a $ref outside the document is a Parse problem, as the package
+//     does no I/O. A failing value raises a validation error (status 400)
+//     whose instance is the task's pointer, or /input/schema and
+//     /output/schema for the workflow's own schemas. A task's input schema
+//     is checked after `if`; its export schema checks the new context
+//     (the current one without export.as) before it replaces the old one.
 package sw

@@ -33,6 +33,11 @@ func (x *exec) enter(parent *Frame, n *node, raw any, branch int) *Frame {
 // error only when something failed to evaluate before anything changed;
 // errors the task raises by running are raised here.
 func (x *exec) begin(f *Frame, n *node, raw any) *Error {
+	if n.inputSchema != nil {
+		if e := n.inputSchema.check(raw, n.ptr); e != nil {
+			return e
+		}
+	}
 	in := raw
 	if n.inputFrom != nil {
 		v, err := x.w.exprs.value(n.inputFrom, raw, x.scope(f, n.scope, raw, nil, nil))
@@ -141,7 +146,8 @@ func (x *exec) finish(f *Frame, out any) {
 }
 
 // finishThen completes task f with its raw output and goes on by then:
-// output.as transforms the output, export.as the context.
+// output.as transforms the output, output.schema checks it, export.as
+// makes the new context, export.schema checks that.
 func (x *exec) finishThen(f *Frame, out any, then string) {
 	n := x.task(f)
 	in := fromRaw(f.Input)
@@ -153,16 +159,44 @@ func (x *exec) finishThen(f *Frame, out any, then string) {
 		}
 		out = v
 	}
-	if n.exportAs != nil {
-		v, err := x.w.exprs.value(n.exportAs, out, x.scope(f, n.scope, in, out, nil))
-		if err != nil {
-			x.raise(f, x.exprErr(n, "export.as", err))
+	if n.outputSchema != nil {
+		if e := n.outputSchema.check(out, n.ptr); e != nil {
+			x.raise(f, e)
 			return
 		}
-		x.rt.Context = toRaw(v)
+	}
+	if n.exportAs != nil || n.exportSchema != nil {
+		if e := x.export(f, n, in, out); e != nil {
+			x.raise(f, e)
+			return
+		}
 	}
 	x.setCause("completed", f.Ptr)
 	x.advance(f, out, then)
+}
+
+// export makes the new context of finished task f from its transformed
+// output: export.as (the context unchanged without one), checked by
+// export.schema before it replaces the old one, so that a context failing
+// its schema is never seen by a catch or a later task.
+func (x *exec) export(f *Frame, n *node, in, out any) *Error {
+	ctx := fromRaw(x.rt.Context)
+	if n.exportAs != nil {
+		v, err := x.w.exprs.value(n.exportAs, out, x.scope(f, n.scope, in, out, nil))
+		if err != nil {
+			return x.exprErr(n, "export.as", err)
+		}
+		ctx = v
+	}
+	if n.exportSchema != nil {
+		if e := n.exportSchema.check(ctx, n.ptr); e != nil {
+			return e
+		}
+	}
+	if n.exportAs != nil {
+		x.rt.Context = toRaw(ctx)
+	}
+	return nil
 }
 
 // advance leaves finished task f with out and goes on by then: the next

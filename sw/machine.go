@@ -121,13 +121,21 @@ func seqOf(id string) int {
 	return n
 }
 
-// Start begins an instance: the workflow's input.from, then the first task.
+// Start begins an instance: the workflow's input.schema and input.from,
+// then the first task.
 func (w *Workflow) Start(env Env, input json.RawMessage) (*Runtime, Step, error) {
 	rt := &Runtime{Context: json.RawMessage("{}"), Items: map[string]Item{}, Frames: map[string]*Frame{}, Waits: map[string]Waiting{}}
 	x := &exec{w: w, rt: rt, env: env, cause: "workflow started"}
 	in, err := decodeJSON(input)
 	if err != nil {
 		return nil, Step{}, fmt.Errorf("workflow input: %w", err)
+	}
+	if w.inputSchema != nil {
+		if e := w.inputSchema.check(in, "/input/schema"); e != nil {
+			x.fault(e)
+			x.step.Cause = "workflow faulted"
+			return rt, x.step, nil
+		}
 	}
 	if w.inputFrom != nil {
 		sc := x.scope(nil, nil, in, nil, nil)
@@ -263,6 +271,12 @@ func (x *exec) complete(out any) {
 			return
 		}
 		out = v
+	}
+	if x.w.outputSchema != nil {
+		if e := x.w.outputSchema.check(out, "/output/schema"); e != nil {
+			x.fault(e)
+			return
+		}
 	}
 	x.ended = true
 	x.dropAll()

@@ -44,6 +44,8 @@ type node struct {
 	then      string
 	timeout   time.Duration
 
+	inputSchema, outputSchema, exportSchema *schema // nil when none
+
 	list     *taskList // do, for.do, try
 	catch    *catchDef
 	branches []*node

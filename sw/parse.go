@@ -18,7 +18,10 @@ type Workflow struct {
 	lists     map[string]*taskList // by pointer
 	inputFrom any
 	outputAs  any
-	exprs     compiler
+	// inputSchema and outputSchema check the workflow's raw input and its
+	// transformed output; nil when none.
+	inputSchema, outputSchema *schema
+	exprs                     compiler
 }
 
 // IsDocument reports whether data (YAML or JSON) is a Serverless Workflow
@@ -105,9 +108,12 @@ func (v *validator) document(m map[string]any) {
 			if f, ok := in["from"]; ok {
 				w.inputFrom = v.valueField("/input/from", f, nil)
 			}
+			if s, ok := in["schema"]; ok {
+				w.inputSchema = v.schema("/input/schema", s, "input.schema")
+			}
 		}
 	}
-	w.outputAs = v.transform("/output", m["output"], nil)
+	w.outputAs, w.outputSchema = v.transform("/output", m["output"], nil)
 	if x, ok := m["timeout"]; ok {
 		w.Timeout = v.timeout("/timeout", x)
 	}

@@ -273,10 +273,13 @@ func (v *validator) common(n *node, scope []string) {
 			if f, ok := in["from"]; ok {
 				n.inputFrom = v.valueField(n.ptr+"/input/from", f, scope)
 			}
+			if s, ok := in["schema"]; ok {
+				n.inputSchema = v.schema(n.ptr+"/input/schema", s, "input.schema")
+			}
 		}
 	}
-	n.outputAs = v.transform(n.ptr+"/output", m["output"], scope)
-	n.exportAs = v.transform(n.ptr+"/export", m["export"], scope)
+	n.outputAs, n.outputSchema = v.transform(n.ptr+"/output", m["output"], scope)
+	n.exportAs, n.exportSchema = v.transform(n.ptr+"/export", m["export"], scope)
 	if x, ok := m["then"]; ok {
 		n.then, _ = v.str(n.ptr+"/then", x, "then")
 	}
@@ -285,20 +288,25 @@ func (v *validator) common(n *node, scope []string) {
 	}
 }
 
-// transform compiles output or export: {as, schema}.
-func (v *validator) transform(ptr string, x any, scope []string) any {
+// transform compiles output or export: {as, schema}; either is nil when
+// not given.
+func (v *validator) transform(ptr string, x any, scope []string) (as any, sch *schema) {
 	if x == nil {
-		return nil
+		return nil, nil
 	}
-	m, ok := v.object(ptr, x, strings.TrimPrefix(ptr[strings.LastIndex(ptr, "/"):], "/"))
+	field := strings.TrimPrefix(ptr[strings.LastIndex(ptr, "/"):], "/")
+	m, ok := v.object(ptr, x, field)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	v.keys(ptr, m, "as", "schema")
-	if as, ok := m["as"]; ok {
-		return v.valueField(ptr+"/as", as, scope)
+	if a, ok := m["as"]; ok {
+		as = v.valueField(ptr+"/as", a, scope)
 	}
-	return nil
+	if s, ok := m["schema"]; ok {
+		sch = v.schema(ptr+"/schema", s, field+".schema")
+	}
+	return as, sch
 }
 
 // timeout reads {after: duration} or the name of a use.timeouts entry.
