@@ -43,15 +43,23 @@ func open(t *testing.T, url string) store.Backend {
 // syncBuffer collects output written from several goroutines.
 type syncBuffer = testkit.SyncBuffer
 
-// short is a config for a ~1 s run of 4 clients with small tables.
+// short is a config for a ~1 s run of 4 clients with small tables: every
+// scenario's invariants hold, and are checked, at any size, and SQLite (a
+// C library translated to Go) is slow enough under the race detector that
+// preparing the tables dominated the package's run time. The batch table
+// still takes ten batches to move (so batches of both directions overlap),
+// the update clients share 40 counters, and every complete-step instance
+// and the history workflow still have several steps.
 func short(s store.Backend, sc bench.Scenario, progress *syncBuffer) bench.Config {
 	cfg := bench.DefaultConfig()
 	cfg.Store, cfg.Scenario, cfg.Progress = s, sc, progress
 	cfg.Clients, cfg.Duration, cfg.ProgressInterval = 4, time.Second, 250*time.Millisecond
-	cfg.Rows, cfg.Steps, cfg.Instances = 2000, 50, 200
+	cfg.Rows, cfg.BatchSize, cfg.Steps, cfg.Instances, cfg.StateSize = 100, 10, 10, 40, 256
 	// A foreach workflow of the default 1,000 items takes seconds to drain
-	// under the race detector; 20 run every rule of the scenario.
-	cfg.Items = 20
+	// under the race detector; 10 run every rule of the scenario (dispatch,
+	// completions out of order, the output in item order), and
+	// TestForeachScenario runs 40 on both stores.
+	cfg.Items = 10
 	cfg.Retry = store.RetryPolicy{Base: time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: 100}
 	return cfg
 }
@@ -154,7 +162,11 @@ func TestScenarios(t *testing.T) {
 						t.Errorf("batch: %d rows moved in %d ops, %v rows/s", res.RowsMoved, res.Ops, res.RowsPerSec)
 					}
 				case bench.ScenarioWorkflow:
-					if res.Started < res.Ops || res.Completed != res.Started || res.StepsPerSec <= 0 {
+					// On a loaded machine every workflow may complete in the
+					// drain, after the window: then ops and steps/s are 0
+					// (run checked that workflows completed). steps/s is
+					// positive exactly when some completed in the window.
+					if res.Started < res.Ops || res.Completed != res.Started || (res.StepsPerSec > 0) != (res.Ops > 0) {
 						t.Errorf("workflow: started %d, completed %d, ops %d, steps/s %v", res.Started, res.Completed, res.Ops, res.StepsPerSec)
 					}
 				}

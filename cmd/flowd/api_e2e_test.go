@@ -10,9 +10,12 @@ import (
 	"github.com/flowd/flowd/internal/pgtest"
 )
 
-// TestServeAPI runs the whole API suite against the real `flowd serve` — its
-// flags, store, engine, metrics and middleware as wired here — on SQLite and
-// on the test PostgreSQL.
+// TestServeAPI runs the API suite's wiring cases against the real `flowd
+// serve` — its flags, store, engine, metrics and middleware as wired here — on
+// SQLite and on the test PostgreSQL. The cases that only exercise the handler
+// and the store (contention, size limits, paging, hostile JSON) run once per
+// store in httpapi's TestAPI, against the same handler; running them here too
+// cost minutes under -race and proved nothing about serve.
 func TestServeAPI(t *testing.T) {
 	dbs := map[string]func(t *testing.T) string{
 		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "flowd.db") },
@@ -21,7 +24,7 @@ func TestServeAPI(t *testing.T) {
 	for name, newDB := range dbs {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			apitest.Run(t, func(t *testing.T, tokens ...string) string {
+			apitest.RunWiring(t, func(t *testing.T, tokens ...string) string {
 				args := []string{"--db", newDB(t)}
 				if len(tokens) > 0 {
 					f := filepath.Join(t.TempDir(), "tokens")

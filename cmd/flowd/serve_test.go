@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/internal/testkit"
 )
@@ -328,7 +330,15 @@ func TestDemoCommand(t *testing.T) {
 }
 
 // --max-state-bytes reaches the API: a create whose state passes it is a 413.
+// Without the flag the limit is the engine's default, which the API suite's
+// StateLimit case checks in depth through httpapi (growing a state past 4 MiB
+// takes minutes on SQLite under -race, so it does not run again here).
 func TestServeMaxStateBytes(t *testing.T) {
+	e, out, _ := testEnv(nil)
+	if code := run(context.Background(), []string{"serve", "--help"}, e); code != 0 || !strings.Contains(out.String(), "(env FLOWD_MAX_STATE_BYTES) (default "+strconv.Itoa(engine.DefaultMaxStateBytes)+")") {
+		t.Errorf("serve --help: exit %d; want --max-state-bytes to default to the engine's %d:\n%s", code, engine.DefaultMaxStateBytes, out)
+	}
+
 	url, _ := startServe(t, "--db", "sqlite:"+filepath.Join(t.TempDir(), "f.db"), "--max-state-bytes", "100")
 	post := func(state string) int {
 		t.Helper()

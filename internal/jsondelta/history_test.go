@@ -88,6 +88,7 @@ func randomHex(r *rand.Rand, n int) string {
 // k × the version's state (plus the per-row framing), and a state that
 // grows by its steps' outputs stores well under 3× its final size.
 func TestPolicyBound(t *testing.T) {
+	t.Parallel()
 	const k = SnapshotFactor
 	cases := []struct {
 		name string
@@ -118,6 +119,7 @@ func TestPolicyBound(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own generator and history
 			r := rand.New(rand.NewPCG(1, 2))
 			cur := map[string]any{"steps": map[string]any{}, "variables": map[string]any{}}
 			var h history
