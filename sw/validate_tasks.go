@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/flowd/flowd/workflow"
 )
 
 // builtinCalls are the call types of the DSL; any other name is a flowd
@@ -46,6 +48,10 @@ func (v *validator) call(n *node) {
 		v.add(p+"/call", "call: %s is not supported (supported: http, openapi, or the name of a flowd handler)", fn)
 	case strings.Contains(fn, "://") || strings.Contains(fn, "@"):
 		v.add(p+"/call", "call: %s names a function of a catalog; catalogs are not supported", fn)
+	case strings.HasPrefix(fn, "flowd:"):
+		v.add(p+"/call", "call: %s names a queue of the engine's own, not a handler", fn)
+	case workflow.HandlerNameProblem(fn) != "":
+		v.add(p+"/call", "call: the handler name %s", workflow.HandlerNameProblem(fn))
 	default:
 		if _, declared := v.useEntry("functions", fn); declared {
 			v.add(p+"/call", "call: %s names a function declared under use.functions; such functions are not supported (call http, openapi or a flowd handler)", fn)

@@ -163,6 +163,18 @@ do:
 			"/do/6/h/with/a: expression does not compile: variable not defined: $nope",
 			`/do/5/g/switch/0/one/then: "nowhere" is not a task of this list (nor continue, exit, end)`,
 		}},
+		{"handler names", ctkHead + `do:
+  - a:
+      call: flowd:tick
+  - b:
+      call: "two words"
+  - c:
+      call: ""
+`, []string{
+			"/do/0/a/call: call: flowd:tick names a queue of the engine's own, not a handler",
+			`/do/1/b/call: call: the handler name "two words" has a space or control character at offset 3`,
+			"/do/2/c/call: call must be a non-empty string, not an empty string",
+		}},
 		{"listen filters", ctkHead + `do:
   - l:
       listen:

@@ -60,27 +60,10 @@ func SWRuntime(state workflow.State) (*sw.Runtime, error) {
 	return &rt, nil
 }
 
-// SWError is the DSL error of a faulted Serverless Workflow instance, nil
-// for any other.
-func SWError(state workflow.State) *sw.Error {
-	if _, ok := state.Extra[SWStateKey]; !ok {
-		return nil
-	}
-	rt, err := SWRuntime(state)
-	if err != nil {
-		return nil
-	}
-	return rt.Error()
-}
-
 // swPending returns the pending item id of rt, if any.
 func swPending(rt *sw.Runtime, id string) (sw.Item, bool) {
-	for _, it := range rt.Pending() {
-		if it.ID == id {
-			return it, true
-		}
-	}
-	return sw.Item{}, false
+	it, ok := rt.Items[id]
+	return it, ok
 }
 
 func swEnv(inst *workflow.Instance, now time.Time) sw.Env {
@@ -120,8 +103,7 @@ func (env Env) swStart(c *Definition, inst *workflow.Instance, now time.Time) (C
 }
 
 // swResume resumes the machine with the outcome of item t.StepID and
-// decides the write: the task t is updated by the caller's guard (done is
-// t as the change leaves it).
+// decides the instance's side of the write; the caller adds t's own update.
 func (env Env) swResume(c *Definition, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
 	rt, err := SWRuntime(inst.State)
 	if err != nil {
