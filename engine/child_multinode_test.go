@@ -21,10 +21,7 @@ import (
 // same outcome again if the first delivery did not fence it — and every
 // history, parents' and children's, has contiguous versions.
 func TestMultiNodeChildCompletion(t *testing.T) {
-	b := backends[1]
-	if b.name != "postgres" {
-		t.Fatalf("backends[1] is %s", b.name)
-	}
+	b := postgresBackend(t)
 	addr := b.newDB(t)
 	var onB atomic.Int64
 	a := newNode(t, b, addr, nodeOpts{})

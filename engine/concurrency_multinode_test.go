@@ -66,7 +66,7 @@ func work(ctx context.Context, _ engine.Task) (json.RawMessage, error) {
 // limit: (a) sampled while it runs, each sample one statement (one
 // snapshot), and (b) by replaying every instance's history in commit order.
 func TestConcurrencyLimitTwoNodes(t *testing.T) {
-	b := backends[1]
+	b := postgresBackend(t)
 	addr := b.newDB(t)
 	handlers := map[string]engine.Handler{"work": work}
 	nodes := []*node{

@@ -144,12 +144,8 @@ func (e *Engine) ListDefinitions(ctx context.Context) ([]*DefinitionInfo, error)
 func toInfo(r *store.DefinitionRecord) (*DefinitionInfo, error) {
 	var def workflow.Definition
 	if sw.IsDocument(r.Spec) {
+		// Parsed when it is compiled (rules.Compile), not for a listing.
 		def = workflow.Definition{Name: r.Name, Serverless: r.Spec}
-		w, err := sw.Parse(r.Spec)
-		if err != nil {
-			return nil, fmt.Errorf("stored definition %s revision %d: %w", r.Name, r.Revision, err)
-		}
-		def.Timeout = workflow.Duration(w.Timeout)
 	} else if err := json.Unmarshal(r.Spec, &def); err != nil {
 		return nil, fmt.Errorf("stored definition %s revision %d: %w", r.Name, r.Revision, err)
 	}

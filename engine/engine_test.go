@@ -51,6 +51,17 @@ var backends = []backend{
 		}},
 }
 
+// postgresBackend is the PostgreSQL backend, which the tests of several
+// nodes on one database need (SQLite has one writer).
+func postgresBackend(t *testing.T) backend {
+	t.Helper()
+	b := backends[1]
+	if b.name != "postgres" {
+		t.Fatalf("backends[1] is %s", b.name)
+	}
+	return b
+}
+
 // forEachBackend runs fn as a parallel subtest per backend.
 func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	for _, b := range backends {

@@ -24,10 +24,7 @@ steps:
 // An event published through node A completes a step waiting on an
 // instance that node B runs (its worker ran the step before).
 func TestEventAcrossNodes(t *testing.T) {
-	b := backends[1]
-	if b.name != "postgres" {
-		t.Fatalf("backends[1] is %s", b.name)
-	}
+	b := postgresBackend(t)
 	addr := b.newDB(t)
 	nb := newNode(t, b, addr, nodeOpts{handlers: map[string]engine.Handler{"work": echo}})
 	na := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true})
@@ -70,10 +67,7 @@ func TestEventAcrossNodes(t *testing.T) {
 // safety net cannot hide a miss, and every check is made once both calls
 // have returned.
 func TestEventPublishRacesAWaiter(t *testing.T) {
-	b := backends[1]
-	if b.name != "postgres" {
-		t.Fatalf("backends[1] is %s", b.name)
-	}
+	b := postgresBackend(t)
 	addr := b.newDB(t)
 	na := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true})
 	nb := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true})

@@ -32,10 +32,7 @@ import (
 // with enough contention that a missing lock shows (see the mutation check
 // in the commit that added this test), they are the evidence.
 func TestStepConcurrencyAcrossNodes(t *testing.T) {
-	b := backends[1]
-	if b.name != "postgres" {
-		t.Fatalf("backends[1] is %s", b.name)
-	}
+	b := postgresBackend(t)
 	const (
 		limit     = 2
 		tenants   = 3

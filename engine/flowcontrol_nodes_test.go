@@ -30,10 +30,7 @@ import (
 // 1/per_second (100 ms here). The tolerance covers the rounding of the
 // times the store keeps (microseconds), a fifth of a delivery at this rate.
 func TestRateLimitAcrossNodes(t *testing.T) {
-	b := backends[1]
-	if b.name != "postgres" {
-		t.Fatalf("backends[1] is %s", b.name)
-	}
+	b := postgresBackend(t)
 	const (
 		perSecond = 10.0
 		burst     = 2
@@ -159,10 +156,7 @@ steps:
 // other then leaves, and "claimed first" is only defined between claims
 // that do not overlap.
 func TestPriorityAcrossNodes(t *testing.T) {
-	b := backends[1]
-	if b.name != "postgres" {
-		t.Fatalf("backends[1] is %s", b.name)
-	}
+	b := postgresBackend(t)
 	const perPriority = 4
 	addr := b.newDB(t)
 	na := newNode(t, b, addr, nodeOpts{workers: -1})

@@ -477,10 +477,7 @@ type syncBuffer = testkit.SyncBuffer
 // nor releases anything. Node B takes the tasks over once the leases expire
 // and delivers attempt 2; every instance completes exactly once.
 func TestCrashLeasesExpire(t *testing.T) {
-	b := backends[1]
-	if b.name != "postgres" {
-		t.Fatalf("backends[1] is %s", b.name)
-	}
+	b := postgresBackend(t)
 	addr := b.newDB(t)
 	ctx := context.Background()
 	rec := newDeliveries(t)

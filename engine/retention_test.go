@@ -111,7 +111,7 @@ func counterValue(t *testing.T, m *metrics.Metrics, name string) float64 {
 // rows.
 func TestRetentionSweepAcrossNodes(t *testing.T) {
 	t.Parallel()
-	b := backends[1]
+	b := postgresBackend(t)
 	addr := b.newDB(t)
 	clock := &manualClock{now: time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)}
 	seed := openAtClock(t, b, addr, clock.Now)

@@ -445,7 +445,7 @@ func TestScheduleCrashMidFire(t *testing.T) {
 // race through many fire times of several schedules; every fire time
 // starts exactly one instance.
 func TestScheduleTwoNodesExactlyOnce(t *testing.T) {
-	b := backends[1]
+	b := postgresBackend(t)
 	clock := &manualClock{now: schedStart}
 	addr := b.newDB(t)
 	nodes := []*schedNode{newSchedNode(t, b, addr, clock), newSchedNode(t, b, addr, clock)}

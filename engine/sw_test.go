@@ -356,3 +356,24 @@ func TestDefinitionInfoJSONRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The document's timeout is the instance's deadline: past it, an instance
+// still waiting is TIMED_OUT.
+func TestServerlessWorkflowTimeout(t *testing.T) {
+	n := swNode(t, backends[0], nil, `
+document: {dsl: '1.0.0', namespace: test, name: sw-timeout, version: '1.0.0'}
+timeout:
+  after: {milliseconds: 100}
+do:
+  - never:
+      listen:
+        to:
+          one:
+            with: {type: com.example.never}
+`)
+	inst := n.start("sw-timeout", "late", `{}`)
+	if inst.Deadline == nil {
+		t.Fatalf("no deadline: %+v", inst)
+	}
+	n.waitStatus("late", workflow.StatusTimedOut, 20*time.Second)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/worker"
@@ -27,21 +26,6 @@ func TestDeployExample(t *testing.T) {
 		}
 		return inst
 	}
-	wait := func(id string, done func(*workflow.Instance) bool) *workflow.Instance {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			inst, err := c.GetWorkflow(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if done(inst) {
-				return inst
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s %+v", id, inst.Status, inst.State.Steps)
-			}
-		}
-	}
 	if inst := start("d-1", "prod"); inst.Status != workflow.StatusRunning {
 		t.Fatalf("d-1: %s", inst.Status)
 	}
@@ -51,10 +35,10 @@ func TestDeployExample(t *testing.T) {
 	if inst := start("s-1", "staging"); inst.Status != workflow.StatusRunning {
 		t.Fatalf("s-1, another environment: %s", inst.Status)
 	}
-	wait("d-1", func(inst *workflow.Instance) bool { return inst.State.Steps["verify"].Status == workflow.StepWaiting })
+	waitFor(t, c, "d-1", func(inst *workflow.Instance) bool { return inst.State.Steps["verify"].Status == workflow.StepWaiting })
 	if _, err := c.CompleteStep(ctx, "d-1", "verify", "*", json.RawMessage(`{"ok": true}`)); err != nil {
 		t.Fatal(err)
 	}
-	wait("d-1", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
-	wait("d-2", func(inst *workflow.Instance) bool { return inst.State.Steps["verify"].Status == workflow.StepWaiting })
+	waitFor(t, c, "d-1", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
+	waitFor(t, c, "d-2", func(inst *workflow.Instance) bool { return inst.State.Steps["verify"].Status == workflow.StepWaiting })
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/worker"
@@ -31,22 +30,7 @@ func TestPaymentEventExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wait := func(id string, done func(*workflow.Instance) bool) *workflow.Instance {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			inst, err := c.GetWorkflow(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if done(inst) {
-				return inst
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s %+v", id, inst.Status, inst.State.Steps)
-			}
-		}
-	}
-	wait("o-1", func(inst *workflow.Instance) bool { return inst.State.Steps["paid"].Status == workflow.StepWaiting })
+	waitFor(t, c, "o-1", func(inst *workflow.Instance) bool { return inst.State.Steps["paid"].Status == workflow.StepWaiting })
 	pub, err := c.PublishEvent(ctx, "payment", "o-1", json.RawMessage(`{"amount": 42, "currency": "EUR"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +38,7 @@ func TestPaymentEventExample(t *testing.T) {
 	if !slices.Equal(pub.Delivered, []string{"o-1"}) {
 		t.Errorf("delivered = %v, want [o-1]", pub.Delivered)
 	}
-	done := wait("o-1", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
+	done := waitFor(t, c, "o-1", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
 	if got := string(done.State.Steps["ship"].Output); got != `{"order":"o-1","paid":{"amount":42,"currency":"EUR"}}` {
 		t.Errorf("ship's output = %s", got)
 	}
@@ -65,7 +49,7 @@ func TestPaymentEventExample(t *testing.T) {
 		t.Fatalf("early payment: %+v, %v; want nobody waiting yet", pub, err)
 	}
 	close(release)
-	done = wait("early", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
+	done = waitFor(t, c, "early", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
 	if got := string(done.State.Steps["paid"].Output); got != `{"amount":7}` {
 		t.Errorf("early's paid output = %s", got)
 	}

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/server"
+	"github.com/flowd/flowd/workflow"
 )
 
 // exampleServer starts a server on a fresh SQLite database whose in-process
@@ -40,4 +42,22 @@ func exampleServer(t *testing.T, echo engine.Handler, names ...string) *httpapi.
 		}
 	}
 	return c
+}
+
+// waitFor polls workflow id through c until done says so; a run that takes
+// longer than 30 s fails the test (a hung run, not a timing assertion).
+func waitFor(t *testing.T, c *httpapi.Client, id string, done func(*workflow.Instance) bool) *workflow.Instance {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		inst, err := c.GetWorkflow(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done(inst) {
+			return inst
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s %+v %s", id, inst.Status, inst.State.Steps, inst.State.Extra["sw"])
+		}
+	}
 }

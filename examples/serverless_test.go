@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
@@ -69,22 +68,7 @@ func TestShipOrderExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wait := func(id string, done func(*workflow.Instance) bool) *workflow.Instance {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			inst, err := c.GetWorkflow(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if done(inst) {
-				return inst
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s %s", id, inst.Status, inst.State.Extra["sw"])
-			}
-		}
-	}
-	refused := wait("o-risky", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusFailed })
+	refused := waitFor(t, c, "o-risky", func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusFailed })
 	var e struct{ Type, Title, Detail, Instance string }
 	if err := json.Unmarshal(refused.Error, &e); err != nil || e.Type != "https://shop.example.com/errors/refused" || e.Detail != "fraud score 95" || e.Instance != "/do/3/refuse" {
 		t.Errorf("the risky order's error: %s (%v)", refused.Error, err)
@@ -92,8 +76,8 @@ func TestShipOrderExample(t *testing.T) {
 	waiting := func(inst *workflow.Instance) bool {
 		return strings.Contains(string(inst.State.Extra["sw"]), `"kind":"listen"`)
 	}
-	wait("o-1", waiting)
-	wait("o-flaky", waiting)
+	waitFor(t, c, "o-1", waiting)
+	waitFor(t, c, "o-flaky", waiting)
 	for _, id := range []string{"o-flaky", "o-1"} {
 		pub, err := c.PublishEvent(ctx, "com.example.payment.received", id, json.RawMessage(`{"amount": 42}`))
 		if err != nil {
@@ -102,7 +86,7 @@ func TestShipOrderExample(t *testing.T) {
 		if len(pub.Delivered) != 1 || pub.Delivered[0] != id {
 			t.Errorf("the payment of %s reached %v", id, pub.Delivered)
 		}
-		done := wait(id, func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
+		done := waitFor(t, c, id, func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted })
 		if want := `{"carrier":"standard","order":"` + id + `","paid":42}`; string(done.Output) != want {
 			t.Errorf("%s output %s, want %s", id, done.Output, want)
 		}

@@ -40,7 +40,10 @@ func Compile(def *workflow.Definition) (*Definition, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Definition{Def: def, SW: w}, nil
+		// The document's timeout is the instances' deadline.
+		d := *def
+		d.Timeout = workflow.Duration(w.Timeout)
+		return &Definition{Def: &d, SW: w}, nil
 	}
 	c := &Definition{Def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
 		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{},
