@@ -184,6 +184,7 @@ type Server struct {
 	ln       net.Listener
 	http     *http.Server
 	serveErr chan error // the HTTP server's end, once started
+	requests inflight
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -310,7 +311,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.started, s.ln = true, ln
 	s.http = &http.Server{
-		Handler:           api,
+		Handler:           s.requests.count(api),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      90 * time.Second,
@@ -417,8 +418,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		wg.Go(func() { engErr = s.eng.Shutdown(ctx) })
 		if srv != nil {
 			if httpErr = srv.Shutdown(ctx); httpErr != nil {
+				// net/http counts a keep-alive connection whose response was
+				// just written as busy until it is marked idle; only handlers
+				// still running were really cut off.
+				running := s.requests.running()
 				srv.Close()
-				httpErr = fmt.Errorf("server: requests still running at the shutdown deadline were cut off: %w", httpErr)
+				if httpErr = nil; running > 0 {
+					httpErr = fmt.Errorf("server: %d requests still running at the shutdown deadline were cut off: %w", running, context.Cause(ctx))
+				}
 			}
 		}
 		wg.Wait()

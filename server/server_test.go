@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -225,6 +228,44 @@ func TestStartTwiceAndLateRegister(t *testing.T) {
 	}
 	if err := s.Start(context.Background()); !errors.Is(err, server.ErrStarted) {
 		t.Errorf("Start after Close = %v", err)
+	}
+}
+
+// Close right after a request was answered has nothing to report: the
+// keep-alive connection is not a request still running, even before net/http
+// marks it idle.
+func TestCloseAfterAnsweredRequest(t *testing.T) {
+	for range 20 {
+		s := start(t, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db")}, nil)
+		if err := s.Client().Healthz(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close = %v, want nil", err)
+		}
+	}
+}
+
+// Close while a handler is reading a request body reports that request as
+// cut off.
+func TestCloseCutsOffRunningRequest(t *testing.T) {
+	s := start(t, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db")}, nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The server answers "100 Continue" when the handler starts reading the
+	// body, which the client never sends.
+	fmt.Fprint(conn, "POST /v1/workflows HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"+
+		"Content-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.Contains(status, "100 Continue") {
+		t.Fatalf("status line = %q, %v; want 100 Continue", status, err)
+	}
+	err = s.Close()
+	if err == nil || !strings.Contains(err.Error(), "server: 1 requests still running at the shutdown deadline were cut off") {
+		t.Fatalf("Close = %v, want the running request reported", err)
 	}
 }
 
