@@ -90,7 +90,7 @@ func applyStatement(oneTask, strict bool) string {
 // The parts of applyStatement. applyTasks is the guarded updates of
 // tasks given as arrays, applyOneTask of one task given as scalars; both
 // return the ids they updated (tu), and miss is an id that did not match.
-const (
+var (
 	applyTasks = `WITH x AS (
 	SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int4[], $21::int4[],
 		$22::timestamptz[], $23::text[], $24::text[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
@@ -109,7 +109,7 @@ const (
 	UPDATE workflow_tasks t SET status = $19, attempt = $20, max_attempts = $21, run_at = $22,
 		lease = $23, lease_owner = $24, lease_until = $25, attempt_deadline = $26,
 		input = $27::jsonb, last_error = $28, updated_at = $32
-	WHERE t.id = $15 AND t.instance_id = $33
+	WHERE t.id = $15 AND ` + notIndexed("t.instance_id") + ` = $33
 		AND ($29::text IS NULL OR (t.status = 'LEASED' AND t.lease = $29 AND (t.lease_until > $42) <> $46::boolean))
 		AND ($30::text IS NULL OR (t.status = $30 AND t.attempt = $31))
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
@@ -450,8 +450,8 @@ func historyRow(id, version, state, stateLen, patch string) string {
 // jsonb keeps it. A state whose keys this order cannot place (the diff
 // says so) is left to SQL too.
 func historyPatch(prior *workflow.State, state []byte) any {
-	if prior == nil {
-		return nil
+	if prior == nil || len(state) < wholeStateBelow {
+		return nil // a small state is stored whole: historyRow never reads the patch
 	}
 	old, err := marshalState(*prior)
 	if err != nil {

@@ -24,22 +24,37 @@ import (
 // $5 the store's clock, $6 SetState, $7–$12 the tasks' ids, attempts,
 // leases, owners, lease ends and attempt deadlines, $13 the history patch
 // (NULL: made in SQL; see historyPatch), $14 the new state's length.
-var claimWriteSQL = `WITH u AS (
+// claimWriteOneSQL is the same for a write of one task (the common case),
+// its $7–$12 scalars: its row is found by primary key alone.
+var claimWriteSQL, claimWriteOneSQL = claimWriteStatement(false), claimWriteStatement(true)
+
+func claimWriteStatement(oneTask bool) string {
+	tasks := `
+	FROM unnest($7::text[], $8::integer[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[])
+		AS x (id, attempt, lease, owner, lease_until, attempt_deadline)
+	WHERE w.id = x.id AND w.instance_id = $1 AND ` + notIndexed("w.status") + ` = 'QUEUED'`
+	set := `attempt = x.attempt, lease = x.lease, lease_owner = x.owner,
+		lease_until = x.lease_until, attempt_deadline = x.attempt_deadline`
+	if oneTask {
+		tasks = `
+	WHERE w.id = $7::text AND ` + notIndexed("w.instance_id") + ` = $1 AND ` + notIndexed("w.status") + ` = 'QUEUED'`
+		set = `attempt = $8::integer, lease = $9::text, lease_owner = $10::text,
+		lease_until = $11::timestamptz, attempt_deadline = $12::timestamptz`
+	}
+	return `WITH u AS (
 	UPDATE workflow_instances SET state = $4::jsonb, version = version + 1, updated_at = $5
-	WHERE $6::boolean AND id = $1 AND version = $2 AND status = 'RUNNING'
+	WHERE $6::boolean AND id = $1 AND version = $2 AND ` + notIndexed("status") + ` = 'RUNNING'
 	RETURNING id, version, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
 	SELECT id, version, status, ` + historyRow("$1", "$2", "$4", "$14::int", "$13") + `, $5, $3 FROM u
 ), t AS (
-	UPDATE workflow_tasks w SET status = 'LEASED', attempt = x.attempt, lease = x.lease, lease_owner = x.owner,
-		lease_until = x.lease_until, attempt_deadline = x.attempt_deadline, updated_at = $5
-	FROM unnest($7::text[], $8::integer[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[])
-		AS x (id, attempt, lease, owner, lease_until, attempt_deadline)
-	WHERE w.id = x.id AND w.instance_id = $1 AND w.status = 'QUEUED' AND (NOT $6::boolean OR EXISTS (SELECT 1 FROM u))
+	UPDATE workflow_tasks w SET status = 'LEASED', ` + set + `, updated_at = $5` + tasks + `
+		AND (NOT $6::boolean OR EXISTS (SELECT 1 FROM u))
 	RETURNING 1
 )
 SELECT (SELECT version FROM u), (SELECT count(*) FROM t)`
+}
 
 // ClaimTasks locks claimable tasks with their instances, lets decide choose
 // the writes and makes them; see store.TaskQuerier. On the store it is two
@@ -90,7 +105,7 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 		}
 	}
 	for _, pw := range pws {
-		if err := pw.result(q.db.QueryRow(ctx, claimWriteSQL, pw.args...)); err != nil {
+		if err := pw.result(q.db.QueryRow(ctx, pw.sql, pw.args...)); err != nil {
 			return err
 		}
 	}
@@ -175,7 +190,7 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWr
 		b.Queue(take.SQL, take.Arguments...)
 	}
 	for _, pw := range pws {
-		b.Queue(claimWriteSQL, pw.args...)
+		b.Queue(pw.sql, pw.args...)
 	}
 	b.Queue("COMMIT")
 	br := conn.SendBatch(wctx, b)
@@ -258,6 +273,7 @@ type preparedClaimWrite struct {
 	w       *store.ClaimWrite
 	read    *workflow.Instance
 	now     time.Time
+	sql     string // claimWriteSQL or claimWriteOneSQL
 	args    []any
 	version int64
 	written bool
@@ -312,10 +328,15 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 				deadlines[j] = pgtype.Timestamptz{Time: store.Timestamp(t.AttemptDeadline), Valid: true}
 			}
 		}
-		pws[i] = &preparedClaimWrite{w: w, read: inst, now: now, args: []any{
+		pw := &preparedClaimWrite{w: w, read: inst, now: now, sql: claimWriteSQL, args: []any{
 			inst.ID, w.ExpectedVersion, w.Cause, string(state), now, w.SetState,
 			ids, attempts, leases, owners, until, deadlines, patch, len(state),
 		}}
+		if n == 1 {
+			pw.sql = claimWriteOneSQL
+			copy(pw.args[6:12], []any{ids[0], attempts[0], leases[0], owners[0], until[0], deadlines[0]})
+		}
+		pws[i] = pw
 	}
 	return pws, nil
 }
