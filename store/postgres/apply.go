@@ -43,18 +43,41 @@ import (
 // (NULL: unchanged; set only with the COMPLETED status), $50 the new tasks'
 // iterations. Every write passes every parameter, so that one statement
 // text (and its generic plan) serves all of them.
-var applySQL, applyStrictSQL = applyStatement(false, false), applyStatement(false, true)
+var applySQL, applyStrictSQL = applyStatement(applyShape{}), applyStatement(applyShape{strict: true})
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
 // write that updates exactly one task, the common case (a completion): its
 // row and guard are scalar parameters in the same positions ($15–$31)
 // instead of arrays, a lighter statement for PostgreSQL to plan and run on
 // the engine's hot path.
-var applyOneSQL, applyOneStrictSQL = applyStatement(true, false), applyStatement(true, true)
+var applyOneSQL, applyOneStrictSQL = applyStatement(applyShape{oneTask: true}), applyStatement(applyShape{oneTask: true, strict: true})
 
-// applyStatement builds the four shapes of applySQL: the updated tasks as
-// arrays or as one row (oneTask), and the conflict check of Apply or, when
-// strict, of ApplyGroup:
+// applyShape says which of applyStatement's shapes a write needs: the
+// updated tasks as arrays or as one row (oneTask), the conflict check of
+// Apply or, when strict, of ApplyGroup, and whether the write keeps the
+// instance's status (sameStatus).
+type applyShape struct{ oneTask, strict, sameStatus bool }
+
+// applyStatements are the shapes of applyStatement, built once.
+var applyStatements = func() map[applyShape]string {
+	m := map[applyShape]string{}
+	for _, one := range []bool{false, true} {
+		for _, strict := range []bool{false, true} {
+			for _, same := range []bool{false, true} {
+				sh := applyShape{one, strict, same}
+				m[sh] = applyStatement(sh)
+			}
+		}
+	}
+	return m
+}()
+
+// applyStatement builds a shape of applySQL.
+//
+// A write that keeps the instance's status (most completions) does not
+// set the column: the concurrency guard, a row trigger on UPDATE OF status,
+// then does not run at all, where it would cost every completion a second
+// lock of the instance's row and the preparation of its WHEN clause.
 //
 // applyStrictSQL raises FD409 whenever the instance's write did not happen,
 // whatever missed: in a pipeline of several writes (ApplyGroup), every miss
@@ -62,14 +85,18 @@ var applyOneSQL, applyOneStrictSQL = applyStatement(true, false), applyStatement
 // transaction only on an error. The message says what moved, in a form
 // applyConflict reads back: the task whose guard missed, the instance's
 // actual version, or that it does not exist.
-func applyStatement(oneTask, strict bool) string {
+func applyStatement(sh applyShape) string {
 	sql := applyTasks
 	miss := applyMissArray
-	if oneTask {
+	if sh.oneTask {
 		sql, miss = applyOneTask, applyMissOne
 	}
-	sql += applyInstance + miss + applySelect
-	if strict {
+	instance := applyInstance
+	if sh.sameStatus {
+		instance = strings.Replace(instance, applySetStatus, "", 1)
+	}
+	sql += instance + miss + applySelect
+	if sh.strict {
 		return sql + `
 	CASE WHEN u.version IS NULL THEN flowd_conflict(CASE
 		WHEN NOT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33)
@@ -133,12 +160,15 @@ var (
 	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
 )
 
+// applySetStatus is the status's part of applyInstance's SET list.
+const applySetStatus = `status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
+		`
+
 // applyInstance is the part of applyStatement after the task updates:
 // the instance's versioned update (u), its history rows (h, h2), the new
 // tasks (ins) and the notification (n).
 var applyInstance = `), u AS (
-	UPDATE workflow_instances SET status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
-		state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
+	UPDATE workflow_instances SET ` + applySetStatus + `state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
 		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($49::json, output)
 	WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43
 	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority
@@ -326,17 +356,12 @@ func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 }
 
 // sql is the statement that writes pa: applySQL's shape for its updates,
-// strict (applyStrictSQL) in a group.
+// strict (applyStrictSQL) in a group, without setting the status when the
+// write keeps the one it was decided on (From; unknown when empty).
 func (pa *preparedApply) sql(strict bool) string {
-	switch one := len(pa.w.Update) == 1; {
-	case one && strict:
-		return applyOneStrictSQL
-	case one:
-		return applyOneSQL
-	case strict:
-		return applyStrictSQL
-	}
-	return applySQL
+	w := pa.w
+	same := w.From != "" && w.Status == w.From && w.Settled == ""
+	return applyStatements[applyShape{oneTask: len(w.Update) == 1, strict: strict, sameStatus: same}]
 }
 
 // result reads the row of applySQL or applyStrictSQL: the instance as

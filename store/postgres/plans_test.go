@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // The writes that find their rows by primary key use it in their generic
@@ -26,6 +29,8 @@ func TestKeyedWritesUsePrimaryKeys(t *testing.T) {
 		{"claim write of one task", claimWriteOneSQL, byKey},
 		{"apply of one task", applyOneSQL, byKey},
 		{"strict apply of one task", applyOneStrictSQL, byKey},
+		{"apply of one task, same status", applyStatements[applyShape{oneTask: true, sameStatus: true}], byKey},
+		{"strict apply of one task, same status", applyStatements[applyShape{oneTask: true, strict: true, sameStatus: true}], byKey},
 		// Several tasks of one instance are found among its tasks.
 		{"claim write of tasks", claimWriteSQL, byInstance},
 		{"apply", applySQL, byInstance},
@@ -49,6 +54,13 @@ var paramRef = regexp.MustCompile(`\$(\d+)`)
 // generically, on the store's current tables.
 func genericPlan(t *testing.T, s *Store, sql string) string {
 	t.Helper()
+	return planOf(t, s, sql, false)
+}
+
+// planOf is the generic plan of sql; with analyze, as it ran with its
+// first parameters given by literals (SQL text), the rest NULL.
+func planOf(t *testing.T, s *Store, sql string, analyze bool, literals ...string) string {
+	t.Helper()
 	n := 0
 	for _, m := range paramRef.FindAllStringSubmatch(sql, -1) {
 		k, _ := strconv.Atoi(m[1])
@@ -68,7 +80,18 @@ func genericPlan(t *testing.T, s *Store, sql string) string {
 	if _, err := conn.Exec(ctx, "PREPARE keyed AS "+sql); err != nil {
 		t.Fatalf("PREPARE: %v\n%s", err, sql)
 	}
-	rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN EXECUTE keyed(%s)", strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")))
+	params := make([]string, n)
+	for i := range params {
+		params[i] = "NULL"
+		if i < len(literals) {
+			params[i] = literals[i]
+		}
+	}
+	options := ""
+	if analyze {
+		options = "(ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
+	}
+	rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN %sEXECUTE keyed(%s)", options, strings.Join(params, ", ")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,4 +108,24 @@ func genericPlan(t *testing.T, s *Store, sql string) string {
 		t.Fatal(err)
 	}
 	return plan.String()
+}
+
+// A claim probes a queue's priorities only up to the highest one queued
+// there: an empty queue (most of the engine's own queues, most of the time)
+// costs one index descent, a queue of default-priority tasks three probes.
+func TestClaimSkipsEmptyQueues(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{})
+	create(t, s, store.CreateParams{ID: "wf", Status: workflow.StatusRunning,
+		Tasks: []*store.Task{{InstanceID: "wf", StepID: "s", Queue: "busy", MaxAttempts: 1}}})
+	plan := planOf(t, s, claimLockingInstancesSQL(3, 1), true, "now()", "'busy'", "'idle'", "'idle too'")
+	probe := regexp.MustCompile(`Index Scan using workflow_tasks_claim_idx on workflow_tasks t \(actual rows=\d+ loops=(\d+)\)`).FindStringSubmatch(plan)
+	if probe == nil || probe[1] != "3" {
+		t.Errorf("the task probe ran %v times, want 3 (the busy queue's priorities 3, 2, 1):\n%s", probe, plan)
+	}
+	for _, scan := range []string{"Seq Scan", "Sort  (actual rows=0 loops=3)"} {
+		if strings.Contains(plan, scan) {
+			t.Errorf("the claim's plan has %q:\n%s", scan, plan)
+		}
+	}
 }
