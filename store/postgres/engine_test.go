@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,12 @@ func taskFixture(t *testing.T, s *Store, now time.Time) {
 // statement may switch to after a few executions (pgx caches statements).
 func explain(t *testing.T, s *Store, options, sql string, args ...any) (custom, generic string) {
 	t.Helper()
+	// The parameters not given are NULL.
+	for _, m := range paramRef.FindAllStringSubmatch(sql, -1) {
+		if k, _ := strconv.Atoi(m[1]); k > len(args) {
+			args = append(args, make([]any, k-len(args))...)
+		}
+	}
 	ctx := t.Context()
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -102,7 +109,11 @@ func explain(t *testing.T, s *Store, options, sql string, args ...any) (custom, 
 	// server.
 	var lits []string
 	for i, a := range args {
-		var lit string
+		lit := "NULL"
+		if a == nil {
+			lits = append(lits, lit)
+			continue
+		}
 		if err := conn.QueryRow(ctx, "SELECT quote_literal($1::text)", textArg(a)).Scan(&lit); err != nil {
 			t.Fatalf("literal %d: %v", i, err)
 		}

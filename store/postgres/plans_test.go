@@ -1,11 +1,10 @@
 package postgres
 
 import (
-	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -36,7 +35,7 @@ func TestKeyedWritesUsePrimaryKeys(t *testing.T) {
 		{"apply", applySQL, byInstance},
 		{"strict apply", applyStrictSQL, byInstance},
 	} {
-		plan := genericPlan(t, s, c.sql)
+		_, plan := explain(t, s, "", c.sql)
 		for _, index := range c.avoid {
 			if strings.Contains(plan, index) {
 				t.Errorf("%s: the generic plan reads %s:\n%s", c.name, index, plan)
@@ -48,67 +47,8 @@ func TestKeyedWritesUsePrimaryKeys(t *testing.T) {
 	}
 }
 
+// paramRef is a statement's reference to a parameter.
 var paramRef = regexp.MustCompile(`\$(\d+)`)
-
-// genericPlan is the plan PostgreSQL caches for sql once it plans it
-// generically, on the store's current tables.
-func genericPlan(t *testing.T, s *Store, sql string) string {
-	t.Helper()
-	return planOf(t, s, sql, false)
-}
-
-// planOf is the generic plan of sql; with analyze, as it ran with its
-// first parameters given by literals (SQL text), the rest NULL.
-func planOf(t *testing.T, s *Store, sql string, analyze bool, literals ...string) string {
-	t.Helper()
-	n := 0
-	for _, m := range paramRef.FindAllStringSubmatch(sql, -1) {
-		k, _ := strconv.Atoi(m[1])
-		n = max(n, k)
-	}
-	ctx := t.Context()
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Exec(ctx, "DEALLOCATE keyed")
-	defer conn.Exec(ctx, "RESET plan_cache_mode")
-	if _, err := conn.Exec(ctx, "PREPARE keyed AS "+sql); err != nil {
-		t.Fatalf("PREPARE: %v\n%s", err, sql)
-	}
-	params := make([]string, n)
-	for i := range params {
-		params[i] = "NULL"
-		if i < len(literals) {
-			params[i] = literals[i]
-		}
-	}
-	options := ""
-	if analyze {
-		options = "(ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
-	}
-	rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN %sEXECUTE keyed(%s)", options, strings.Join(params, ", ")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return plan.String()
-}
 
 // A claim probes a queue's priorities only up to the highest one queued
 // there: an empty queue (most of the engine's own queues, most of the time)
@@ -118,14 +58,15 @@ func TestClaimSkipsEmptyQueues(t *testing.T) {
 	s, _ := setup(t, Options{})
 	create(t, s, store.CreateParams{ID: "wf", Status: workflow.StatusRunning,
 		Tasks: []*store.Task{{InstanceID: "wf", StepID: "s", Queue: "busy", MaxAttempts: 1}}})
-	plan := planOf(t, s, claimLockingInstancesSQL(3, 1), true, "now()", "'busy'", "'idle'", "'idle too'")
-	probe := regexp.MustCompile(`Index Scan using workflow_tasks_claim_idx on workflow_tasks t \(actual rows=\d+ loops=(\d+)\)`).FindStringSubmatch(plan)
-	if probe == nil || probe[1] != "3" {
-		t.Errorf("the task probe ran %v times, want 3 (the busy queue's priorities 3, 2, 1):\n%s", probe, plan)
-	}
-	for _, scan := range []string{"Seq Scan", "Sort  (actual rows=0 loops=3)"} {
-		if strings.Contains(plan, scan) {
-			t.Errorf("the claim's plan has %q:\n%s", scan, plan)
+	probe := regexp.MustCompile(`Index Scan using workflow_tasks_claim_idx on workflow_tasks t \(actual rows=\d+ loops=(\d+)\)`)
+	custom, generic := explain(t, s, "(ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)", claimLockingInstancesSQL(3, 1),
+		time.Now(), "busy", "idle", "idle too")
+	for kind, plan := range map[string]string{"custom": custom, "generic": generic} {
+		if m := probe.FindStringSubmatch(plan); m == nil || m[1] != "3" {
+			t.Errorf("%s plan: the task probe ran %v times, want 3 (the busy queue's priorities 3, 2, 1):\n%s", kind, m, plan)
+		}
+		if strings.Contains(plan, "Seq Scan") {
+			t.Errorf("%s plan scans a table:\n%s", kind, plan)
 		}
 	}
 }
