@@ -57,7 +57,17 @@ func TestFlowGateKeyLocks(t *testing.T) {
 	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, flowLockID("concurrency", "k")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ClaimTasks(ctx, params, decide); err != nil || len(offered) != 1 {
-		t.Errorf("once the lock is free: %v, offered %v; want k0", err, offered)
+	// The cancelled claim's connection was closed; its server process
+	// releases the task's row lock when it notices, a moment later, and
+	// SKIP LOCKED passes over the row until then.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		offered = nil
+		err := s.ClaimTasks(ctx, params, decide)
+		if err != nil || len(offered) == 1 || time.Now().After(deadline) {
+			if err != nil || len(offered) != 1 {
+				t.Errorf("once the lock is free: %v, offered %v; want k0", err, offered)
+			}
+			break
+		}
 	}
 }
