@@ -43,14 +43,14 @@ import (
 // (NULL: unchanged; set only with the COMPLETED status), $50 the new tasks'
 // iterations. Every write passes every parameter, so that one statement
 // text (and its generic plan) serves all of them.
-var applySQL, applyStrictSQL = applyStatement(applyShape{}), applyStatement(applyShape{strict: true})
+var applySQL, applyStrictSQL = applyStatements[applyShape{}], applyStatements[applyShape{strict: true}]
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
 // write that updates exactly one task, the common case (a completion): its
 // row and guard are scalar parameters in the same positions ($15–$31)
 // instead of arrays, a lighter statement for PostgreSQL to plan and run on
 // the engine's hot path.
-var applyOneSQL, applyOneStrictSQL = applyStatement(applyShape{oneTask: true}), applyStatement(applyShape{oneTask: true, strict: true})
+var applyOneSQL, applyOneStrictSQL = applyStatements[applyShape{oneTask: true}], applyStatements[applyShape{oneTask: true, strict: true}]
 
 // applyShape says which of applyStatement's shapes a write needs: the
 // updated tasks as arrays or as one row (oneTask), the conflict check of
@@ -61,13 +61,9 @@ type applyShape struct{ oneTask, strict, sameStatus bool }
 // applyStatements are the shapes of applyStatement, built once.
 var applyStatements = func() map[applyShape]string {
 	m := map[applyShape]string{}
-	for _, one := range []bool{false, true} {
-		for _, strict := range []bool{false, true} {
-			for _, same := range []bool{false, true} {
-				sh := applyShape{one, strict, same}
-				m[sh] = applyStatement(sh)
-			}
-		}
+	for i := range 8 {
+		sh := applyShape{oneTask: i&1 != 0, strict: i&2 != 0, sameStatus: i&4 != 0}
+		m[sh] = applyStatement(sh)
 	}
 	return m
 }()

@@ -53,7 +53,7 @@ func TestCrashResume(t *testing.T) {
 			var reservedA, reservedB, shippedA atomic.Int32
 			charging := make(chan struct{})
 			var chargingOnce sync.Once
-			stA := openStore(t, b, addr)
+			stA := openStore(t, addr)
 			nodeA := newEngine(t, stA, "node-a", nil, map[string]engine.Handler{
 				"reserve": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
 					reservedA.Add(1)
@@ -85,7 +85,7 @@ func TestCrashResume(t *testing.T) {
 			}
 			nodeA.Stop()
 
-			stB := openStore(t, b, addr)
+			stB := openStore(t, addr)
 			newEngine(t, stB, "node-b", nil, map[string]engine.Handler{
 				"reserve": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
 					reservedB.Add(1)

@@ -15,9 +15,8 @@ import (
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/store/postgres"
-	"github.com/flowd/flowd/store/sqlite"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -28,39 +27,25 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // network. stub_test.go sets it.
 var newHTTPClient func(t testing.TB) *http.Client
 
-// backend opens a store of one kind on a database address; newDB makes a
-// fresh, empty database.
+// backend is a store kind; newDB makes a fresh, empty database of it.
 type backend struct {
 	name  string
 	newDB func(t *testing.T) string
-	open  func(t *testing.T, addr string) store.Backend
 }
 
 var backends = []backend{
-	{"sqlite",
-		func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "flowd.db") },
-		func(t *testing.T, addr string) store.Backend {
-			st, err := sqlite.Open(t.Context(), addr, sqlite.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
-	{"postgres",
-		func(t *testing.T) string { return pgtest.NewDatabase(t) },
-		func(t *testing.T, addr string) store.Backend {
-			st, err := postgres.Open(t.Context(), addr, postgres.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
+	{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "flowd.db") }},
+	{"postgres", func(t *testing.T) string { return pgtest.NewDatabase(t) }},
 }
 
-// openStore opens and migrates a store on addr, closed when t ends.
-func openStore(t *testing.T, b backend, addr string) store.Backend {
+// openStore opens (as flowd serve does, by the address's scheme) and
+// migrates a store on addr, closed when t ends.
+func openStore(t *testing.T, addr string) store.Backend {
 	t.Helper()
-	st := b.open(t, addr)
+	st, err := storeopen.Open(t.Context(), addr, storeopen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { st.Close() })
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
@@ -115,7 +100,7 @@ func TestCTK(t *testing.T) {
 				t.Run(f.Name, func(t *testing.T) {
 					for _, sc := range f.Scenarios {
 						t.Run(sc.Name, func(t *testing.T) {
-							st := openStore(t, b, b.newDB(t))
+							st := openStore(t, b.newDB(t))
 							client := newHTTPClient(t)
 							eng := newEngine(t, st, "ctk", client, nil)
 							srv, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng})

@@ -19,7 +19,7 @@ func TestHarnessExecutes(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			st := openStore(t, b, b.newDB(t))
+			st := openStore(t, b.newDB(t))
 			eng := newEngine(t, st, "harness", nil, map[string]engine.Handler{
 				"double": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
 					var in struct{ Value int }
