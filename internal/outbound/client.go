@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -57,20 +58,34 @@ func (p *Policy) dial(ctx context.Context, network, address string) (net.Conn, e
 	return d.DialContext(ctx, network, address)
 }
 
-// Refusal returns the refusal err carries (an error of a client of a
-// Policy) and the URL of the refused request — a redirect's target when
-// the refused connection was a redirect's; nil and "" when err is no
-// refusal.
-func Refusal(err error) (*RefusedError, string) {
+// Refused returns nil when err, the error of a client of a Policy for a
+// request, is no refusal; else an error wrapping the *RefusedError that
+// names the request (method, sent URL) and, when the refused connection
+// was a redirect's, the URL redirected to.
+func Refused(err error, method, sent string) error {
 	var refused *RefusedError
 	if !errors.As(err, &refused) {
-		return nil, ""
+		return nil
 	}
+	shown := withoutPassword(sent)
 	var ue *url.Error
-	if errors.As(err, &ue) {
-		return refused, ue.URL
+	if errors.As(err, &ue) && ue.URL != shown {
+		return fmt.Errorf("%s %s (redirected to %s): %w", method, shown, ue.URL, refused)
 	}
-	return refused, ""
+	return fmt.Errorf("%s %s: %w", method, shown, refused)
+}
+
+// withoutPassword shows rawURL as Go's client shows the URLs of its
+// errors: with a password replaced by "***".
+func withoutPassword(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User == nil {
+		return rawURL
+	}
+	if _, ok := u.User.Password(); ok {
+		return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
+	}
+	return u.String()
 }
 
 // proxyVariables are the variables Go's HTTP client reads its proxies from.

@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -48,19 +49,18 @@ func get(t *testing.T, p *Policy, rawURL string) (string, error) {
 	return string(b), err
 }
 
-// wantRefused checks that err is a refusal naming want, for the request to
-// hop, and that target answered nothing.
-func wantRefused(t *testing.T, err error, hop, want string, target *listener) {
+// wantRefused checks that err, of a GET of sent, is a refusal naming want
+// (and the redirect's target when there was one), and that target
+// answered nothing.
+func wantRefused(t *testing.T, err error, sent, want string, target *listener) {
 	t.Helper()
-	refused, u := Refusal(err)
-	if refused == nil {
+	refused := Refused(err, "GET", sent)
+	var re *RefusedError
+	if !errors.As(refused, &re) {
 		t.Fatalf("got %v, want a refusal", err)
 	}
 	if !strings.Contains(refused.Error(), want) || !strings.HasSuffix(refused.Error(), "; flowd serve --outbound-allow opens it") {
 		t.Errorf("got %q, want it to name %q and the flag", refused.Error(), want)
-	}
-	if u != hop {
-		t.Errorf("refused request %q, want %q", u, hop)
 	}
 	if target != nil && target.hits.Load() != 0 {
 		t.Errorf("the refused listener answered %d requests", target.hits.Load())
@@ -71,7 +71,7 @@ func TestClientRefusesLoopback(t *testing.T) {
 	t.Parallel()
 	srv := listen(t, nil)
 	_, err := get(t, Default(), srv.URL+"/admin/secret")
-	wantRefused(t, err, srv.URL+"/admin/secret", "127.0.0.1:"+srv.port+" is a loopback address", srv)
+	wantRefused(t, err, srv.URL+"/admin/secret", "GET "+srv.URL+"/admin/secret: outbound call refused: 127.0.0.1:"+srv.port+" is a loopback address", srv)
 }
 
 // TestClientRefusesANameThatResolvesToLoopback: the check is on the
@@ -92,6 +92,19 @@ func TestClientRefusesIPv4MappedLoopback(t *testing.T) {
 	wantRefused(t, err, u, "127.0.0.1:"+srv.port+" is a loopback address", srv)
 }
 
+// TestRefusalHidesPasswords: the error is stored in the workflow, so a
+// password of the URL is not repeated there.
+func TestRefusalHidesPasswords(t *testing.T) {
+	t.Parallel()
+	srv := listen(t, nil)
+	u := "http://user:s3cret@127.0.0.1:" + srv.port + "/x"
+	_, err := get(t, Default(), u)
+	wantRefused(t, err, u, "GET http://user:***@127.0.0.1:"+srv.port+"/x: outbound call refused", srv)
+	if strings.Contains(Refused(err, "GET", u).Error(), "s3cret") {
+		t.Errorf("the refusal shows the password: %v", Refused(err, "GET", u))
+	}
+}
+
 // TestClientChecksEveryRedirectHop: the first listener is opened, the one
 // it redirects to is not.
 func TestClientChecksEveryRedirectHop(t *testing.T) {
@@ -102,7 +115,7 @@ func TestClientChecksEveryRedirectHop(t *testing.T) {
 	})
 	p := mustParse(t, "127.0.0.1:"+outer.port)
 	_, err := get(t, p, outer.URL+"/hook")
-	wantRefused(t, err, inner.URL+"/admin/secret", "127.0.0.1:"+inner.port+" is a loopback address", inner)
+	wantRefused(t, err, outer.URL+"/hook", "GET "+outer.URL+"/hook (redirected to "+inner.URL+"/admin/secret): outbound call refused: 127.0.0.1:"+inner.port+" is a loopback address", inner)
 	if outer.hits.Load() != 1 {
 		t.Errorf("the opened listener answered %d requests, want 1", outer.hits.Load())
 	}
@@ -161,7 +174,7 @@ func TestClientEntriesOpenWhatTheyName(t *testing.T) {
 		for _, u := range c.shut {
 			if _, err := get(t, p, u); err == nil {
 				t.Errorf("%s %q: %s was reached", c.description, c.entry, u)
-			} else if refused, _ := Refusal(err); refused == nil {
+			} else if Refused(err, "GET", u) == nil {
 				t.Errorf("%s %q: %s: %v, want a refusal", c.description, c.entry, u, err)
 			}
 		}
