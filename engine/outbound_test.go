@@ -3,6 +3,7 @@ package engine_test
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -195,5 +196,28 @@ func TestOutboundAllowErrors(t *testing.T) {
 	_, err = engine.New(engine.Config{Store: st, OutboundAllow: []string{"*"}, HTTPClient: http.DefaultClient})
 	if err == nil || !strings.Contains(err.Error(), "set HTTPClient or OutboundAllow, not both") {
 		t.Errorf("both: %v", err)
+	}
+}
+
+// TestOutboundWarnsOfIgnoredProxies: a proxy variable the calls ignore is
+// said at start, not ignored silently. (Not parallel: it sets the
+// environment.)
+func TestOutboundWarnsOfIgnoredProxies(t *testing.T) {
+	t.Setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+	b := backends[0]
+	st := b.open(t, b.newDB(t))
+	t.Cleanup(func() { st.Close() })
+	for _, c := range []struct {
+		allow []string
+		warn  bool
+	}{{nil, true}, {[]string{"10.0.0.0/8"}, true}, {[]string{"*"}, false}} {
+		var log strings.Builder
+		if _, err := engine.New(engine.Config{Store: st, OutboundAllow: c.allow, Logger: slog.New(slog.NewTextHandler(&log, nil))}); err != nil {
+			t.Fatal(err)
+		}
+		warned := strings.Contains(log.String(), "level=WARN") && strings.Contains(log.String(), "variables=[HTTPS_PROXY]")
+		if warned != c.warn {
+			t.Errorf("OutboundAllow %q: warned %v, want %v; log:\n%s", c.allow, warned, c.warn, log.String())
+		}
 	}
 }

@@ -142,9 +142,6 @@ func (p *Policy) OpenLoopback() *Policy {
 	return &c
 }
 
-// IsUnrestricted reports whether p checks nothing ("*").
-func (p *Policy) IsUnrestricted() bool { return p.unrestricted }
-
 // check decides a connection to dialled for a request whose URL named
 // host (a name, or the address itself). It returns nil or a
 // *RefusedError.
