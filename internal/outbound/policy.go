@@ -124,7 +124,7 @@ func (p *Policy) open(e string) error {
 	if err != nil {
 		return fmt.Errorf("%q: %w", e, err)
 	}
-	p.hostPorts[net.JoinHostPort(name, port)] = true
+	p.hostPorts[net.JoinHostPort(name, strconv.Itoa(int(n)))] = true
 	return nil
 }
 

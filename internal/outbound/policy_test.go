@@ -198,7 +198,7 @@ func TestEntriesOpenExactlyWhatTheyName(t *testing.T) {
 			{"10.0.0.5", "10.0.0.5:443", false},       // or by address
 			{"x.api.internal", "10.0.0.6:443", false}, // no subdomains
 		}},
-		{[]string{"api.internal:8443"}, []call{ // HOST:PORT: that name and port only
+		{[]string{"api.internal:08443"}, []call{ // HOST:PORT: that name and port only
 			{"api.internal", "10.0.0.5:8443", true},
 			{"api.internal", "10.0.0.5:443", false},
 		}},
