@@ -21,8 +21,8 @@ import (
 	"strings"
 )
 
-// Policy decides which addresses outbound calls may dial. The zero value
-// is not usable: build one with Default, Unrestricted or Parse.
+// Policy decides which addresses outbound calls may dial. Build one with
+// Default, Unrestricted or Parse.
 type Policy struct {
 	unrestricted bool
 	prefixes     []netip.Prefix          // CIDR and bare address entries
@@ -126,20 +126,6 @@ func (p *Policy) open(e string) error {
 	}
 	p.hostPorts[net.JoinHostPort(name, strconv.Itoa(int(n)))] = true
 	return nil
-}
-
-// OpenLoopback returns a copy of p that also opens the loopback addresses.
-func (p *Policy) OpenLoopback() *Policy {
-	c := *p
-	c.prefixes = append([]netip.Prefix(nil), p.prefixes...)
-	for _, e := range Loopback {
-		if a, ok := parseAddr(e); ok {
-			c.prefixes = append(c.prefixes, netip.PrefixFrom(a, a.BitLen()))
-		} else {
-			c.prefixes = append(c.prefixes, netip.MustParsePrefix(e))
-		}
-	}
-	return &c
 }
 
 // check decides a connection to dialled for a request whose URL named
