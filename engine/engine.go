@@ -151,8 +151,8 @@ type Config struct {
 	// reserved ranges are refused, checked on the address dialled, on
 	// every redirect hop. Entries are those of `flowd serve
 	// --outbound-allow`: "CIDR", "HOST" or "HOST:PORT", comma-separated
-	// lists too; "*" turns the check off; outbound.Loopback opens loopback
-	// [nothing opened]. A bad entry is an error of New.
+	// lists too; "*" turns the check off; "127.0.0.0/8" and "::1" open
+	// loopback [nothing opened]. A bad entry is an error of New.
 	OutboundAllow []string
 	// TracerProvider, when not nil, traces step attempts (tracing.go) and
 	// stores the trace a workflow is started in with it; nil traces nothing.
