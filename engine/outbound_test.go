@@ -221,3 +221,50 @@ func TestOutboundWarnsOfIgnoredProxies(t *testing.T) {
 		}
 	}
 }
+
+const swRetryCommunication = `
+document: {dsl: '1.0.0', namespace: test, name: sw-retry, version: '1.0.0'}
+do:
+  - attempt:
+      try:
+        - fetch:
+            call: http
+            with:
+              method: get
+              endpoint: ${ .url }
+      catch:
+        errors:
+          with:
+            type: https://serverlessworkflow.io/spec/1.0.0/errors/communication
+        retry:
+          delay: {milliseconds: 1}
+          limit:
+            attempt: {count: 5}
+`
+
+// TestServerlessRefusalIsNotRetried: a try that retries communication
+// errors lets a refusal through: the call runs once and the instance
+// fails with the configuration error.
+func TestServerlessRefusalIsNotRetried(t *testing.T) {
+	t.Parallel()
+	srv, hits, port := secretListener(t)
+	b := backends[0]
+	n := newNode(t, b, b.newDB(t), nodeOpts{outbound: []string{}})
+	n.define(swRetryCommunication)
+	n.start("sw-retry", "retry", `{"url": "`+srv.URL+`/admin/secret"}`)
+	inst := n.waitStatus("retry", workflow.StatusFailed, 10*time.Second)
+	inst.ShowError()
+	want := `{"type": "https://serverlessworkflow.io/spec/1.0.0/errors/configuration", "status": 403, "title": "Configuration Error",
+		"detail": "GET ` + srv.URL + `/admin/secret: outbound call refused: 127.0.0.1:` + port + ` is a loopback address; flowd serve --outbound-allow opens it",
+		"instance": "/do/0/attempt/try/0/fetch"}`
+	if !jsonEqual(string(inst.Error), want) {
+		t.Errorf("error %s, want %s", inst.Error, want)
+	}
+	// One call, one fault: no retry of the try.
+	if got := n.causes(inst); len(got) != 1 || got[0] != "task /do/0/attempt/try/0/fetch faulted" {
+		t.Errorf("causes %q, want the call's one fault", got)
+	}
+	if hits.Load() != 0 {
+		t.Errorf("the internal service answered %d requests", hits.Load())
+	}
+}
