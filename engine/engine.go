@@ -32,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/tracing"
@@ -119,7 +120,12 @@ type Config struct {
 	Now func() time.Time
 	// NodeID names this process in lease owners [a random id].
 	NodeID string
-	// HTTPClient runs http steps [a client with a 30s timeout].
+	// HTTPClient, when set, makes the calls definitions ask for (http
+	// steps, Serverless Workflow call: http and call: openapi) instead of
+	// the client of OutboundAllow's policy: its transport alone decides
+	// what they reach, so it suits test stubs, not untrusted definitions
+	// [the outbound policy's client, with a 30s timeout]. Setting it with
+	// OutboundAllow is an error.
 	HTTPClient *http.Client
 	// MaxStateBytes bounds an instance's stored state after a change a
 	// client or a handler makes: a start, a step completed from outside, a
@@ -137,6 +143,17 @@ type Config struct {
 	// ScheduleInterval is how often the scheduler looks for due fire
 	// times of the schedules (schedules.go) [1s].
 	ScheduleInterval time.Duration
+	// OutboundAllow opens addresses to the calls definitions ask for (http
+	// steps, Serverless Workflow call: http and call: openapi: the document
+	// fetch and the operation call). Without it they reach only globally
+	// routable addresses that are not this host's: loopback, private,
+	// link-local (cloud metadata), unspecified, multicast and the other
+	// reserved ranges are refused, checked on the address dialled, on
+	// every redirect hop. Entries are those of `flowd serve
+	// --outbound-allow`: "CIDR", "HOST" or "HOST:PORT", comma-separated
+	// lists too; "*" turns the check off; "127.0.0.0/8" and "::1" open
+	// loopback [nothing opened]. A bad entry is an error of New.
+	OutboundAllow []string
 	// TracerProvider, when not nil, traces step attempts (tracing.go) and
 	// stores the trace a workflow is started in with it; nil traces nothing.
 	TracerProvider trace.TracerProvider
@@ -282,13 +299,33 @@ func New(cfg Config) (*Engine, error) {
 		e.node = "node-" + store.NewID()[24:]
 	}
 	e.decide = rules.Env{NewID: store.NewID, Jitter: rand.Float64, MaxStateBytes: e.maxState}
-	if e.http == nil {
-		e.http = &http.Client{Timeout: 30 * time.Second}
+	if err := e.outboundClient(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer(tracing.TracerName)
 	}
 	return e, nil
+}
+
+// outboundClient sets the client of the calls definitions ask for: the
+// one given, or one of the outbound policy OutboundAllow opens.
+func (e *Engine) outboundClient(cfg Config) error {
+	if cfg.HTTPClient != nil {
+		if len(cfg.OutboundAllow) > 0 {
+			return errors.New("engine: set HTTPClient or OutboundAllow, not both (HTTPClient's transport decides what calls reach)")
+		}
+		return nil
+	}
+	policy, err := outbound.Parse(cfg.OutboundAllow)
+	if err != nil {
+		return fmt.Errorf("engine: OutboundAllow: %w", err)
+	}
+	if vars := policy.IgnoredProxyVariables(); len(vars) > 0 {
+		e.log.Warn("the proxy variables are ignored by the calls definitions make: a proxy would dial out of the outbound policy's sight (--outbound-allow '*' turns the policy off and uses them)", "variables", vars)
+	}
+	e.http = policy.Client(30 * time.Second)
+	return nil
 }
 
 // CheckStateSize reports a state larger than Config.MaxStateBytes once

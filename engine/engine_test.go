@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/postgres"
@@ -88,6 +89,9 @@ type nodeOpts struct {
 	wrap func(store.Backend) store.Backend
 	// maxState is Config.MaxStateBytes.
 	maxState int
+	// outbound is Config.OutboundAllow; nil opens loopback, where the
+	// tests' listeners are (an empty list opens nothing).
+	outbound []string
 }
 
 func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
@@ -107,8 +111,12 @@ func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
 	if o.wrap != nil {
 		engineStore = o.wrap(st)
 	}
+	if o.outbound == nil {
+		o.outbound = outbound.Loopback
+	}
 	eng, err := engine.New(engine.Config{Store: engineStore, Workers: &o.workers, Lease: o.lease,
-		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState})
+		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState,
+		OutboundAllow: o.outbound})
 	if err != nil {
 		t.Fatal(err)
 	}

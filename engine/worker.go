@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -306,6 +307,10 @@ func (e *Engine) runHTTP(ctx context.Context, t Task) (json.RawMessage, error) {
 	req.Header.Set("Idempotency-Key", t.IdempotencyKey)
 	e.injectTrace(ctx, req.Header)
 	res, err := e.http.Do(req)
+	if refused := outbound.Refused(err, req.Method, in.URL); refused != nil {
+		// The operator's policy, not a passing failure: retrying cannot help.
+		return nil, Permanent(fmt.Errorf("http step: %w", refused))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("http step: %w", err)
 	}

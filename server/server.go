@@ -46,6 +46,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
@@ -77,6 +78,14 @@ type Config struct {
 	// pages from reaching the server through DNS rebinding. A server on
 	// 0.0.0.0 or [::] lists the names its clients (and load balancer) use.
 	AllowedHosts []string
+	// OutboundAllow opens addresses to the calls definitions make (http
+	// steps, Serverless Workflow call: http and call: openapi), which
+	// otherwise reach only globally routable addresses that are not this
+	// host's: loopback, private, link-local (cloud metadata), unspecified
+	// and multicast addresses are refused. Entries are "CIDR", "HOST" or
+	// "HOST:PORT"; "*" turns the check off (engine.Config.OutboundAllow)
+	// [nothing opened].
+	OutboundAllow []string
 	// Workers is the in-process step concurrency [8]; 0 runs no step in
 	// process (remote workers, or another node, run them).
 	Workers *int
@@ -150,6 +159,9 @@ func (c *Config) Validate() error {
 	}
 	if err := httpapi.ValidateAllowedHosts(c.AllowedHosts); err != nil {
 		errs = append(errs, fmt.Errorf("server: AllowedHosts: %w", err))
+	}
+	if _, err := outbound.Parse(c.OutboundAllow); err != nil {
+		errs = append(errs, fmt.Errorf("server: OutboundAllow: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -237,6 +249,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ScheduleInterval: cfg.ScheduleInterval,
 		MaxStateBytes:    cfg.MaxStateBytes, Retention: cfg.Retention, EventRetention: cfg.EventRetention,
 		TracerProvider: tp,
+		OutboundAllow:  cfg.OutboundAllow,
 	})
 	if err != nil {
 		_ = shutdownTracer(ctx, own) // nothing was traced yet

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/tracing"
 	"github.com/flowd/flowd/worker"
@@ -48,7 +49,8 @@ func tracedServer(t *testing.T, db string, workers int, handlers map[string]engi
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	s := start(t, server.Config{DB: db, Workers: &workers, TracerProvider: tp}, handlers)
+	// Loopback is opened for the http step that calls a local listener.
+	s := start(t, server.Config{DB: db, Workers: &workers, TracerProvider: tp, OutboundAllow: outbound.Loopback}, handlers)
 	if _, _, err := s.Client().PutDefinition(t.Context(), "traced", []byte(tracedDef)); err != nil {
 		t.Fatal(err)
 	}

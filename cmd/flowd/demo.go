@@ -41,7 +41,9 @@ func newDemoCmd(e *env) *cobra.Command {
 fan-out/fan-in and a retrying http call) to a running server and starts four
 workflows. Their task steps use the demo handlers echo and sleep: run the server
 with --demo-handlers, or a worker with flowd worker --handlers echo,sleep,fail.
-(flowd serve --demo does all of this by itself on an empty database.)`,
+The http call dials 127.0.0.1:9999, which the server refuses unless it runs with
+--outbound-allow 127.0.0.1:9999. (flowd serve --demo does all of this by itself on
+an empty database.)`,
 		Example: `  flowd serve --demo-handlers &
   flowd demo
   open http://127.0.0.1:8080/`,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/examples"
 	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/store"
@@ -50,6 +52,9 @@ type serveConfig struct {
 	LogFormat      string
 	DemoHandlers   bool
 	Demo           bool
+	// OutboundAllow opens addresses to the calls definitions make, which
+	// the outbound policy refuses by default (loopback, private…).
+	OutboundAllow []string
 }
 
 func (c *serveConfig) Validate() error {
@@ -92,6 +97,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if err := httpapi.ValidateAllowedHosts(c.AllowedHosts); err != nil {
 		errs = append(errs, fmt.Errorf("--allowed-hosts: %w", err))
+	}
+	if _, err := outbound.Parse(c.OutboundAllow); err != nil {
+		errs = append(errs, fmt.Errorf("--outbound-allow: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -185,6 +193,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long in-flight requests and in-process steps may take to finish before their steps are cancelled and released (env FLOWD_SHUTDOWN_TIMEOUT)")
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
+	f.StringSliceVar(&cfg.OutboundAllow, "outbound-allow", nil, "open addresses to the calls definitions make (http steps, Serverless Workflow call: http and call: openapi), which may not reach loopback, private, link-local (cloud metadata), unspecified or multicast addresses otherwise: CIDR, HOST or HOST:PORT, comma-separated or repeated; * turns the check off; --demo opens loopback. See \"Outbound calls\" in docs/production.md (env FLOWD_OUTBOUND_ALLOW)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	return cmd
@@ -206,11 +215,17 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		}
 	}
 
+	outboundAllow := cfg.OutboundAllow
+	if cfg.Demo {
+		// The demo's http step calls this machine.
+		outboundAllow = append(slices.Clone(outboundAllow), outbound.Loopback...)
+	}
 	srv, err := server.New(ctx, server.Config{
 		DB: cfg.DB, Addr: cfg.Addr, Tokens: tokens, Insecure: cfg.Insecure, AllowedHosts: cfg.AllowedHosts,
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval, ScheduleInterval: cfg.ScheduleInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
 		Retention: time.Duration(cfg.Retention), EventRetention: time.Duration(cfg.EventRetention),
+		OutboundAllow: outboundAllow,
 	})
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/internal/testkit"
 )
@@ -234,6 +235,10 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{nil, map[string]string{"FLOWD_WORKERS": "many"}, exitUsage, "FLOWD_WORKERS"},
 		{[]string{"--allowed-hosts", "https://flowd.example.com"}, nil, exitUsage, `--allowed-hosts: allowed host "https://flowd.example.com"`},
 		{nil, map[string]string{"FLOWD_ALLOWED_HOSTS": "ok.example,flowd.example.com:http"}, exitUsage, `allowed host "flowd.example.com:http": port "http"`},
+		{[]string{"--outbound-allow", "10.0.0.0/33"}, nil, exitUsage, `--outbound-allow: "10.0.0.0/33" is not a CIDR such as 10.0.0.0/8 or fd00::/8`},
+		{[]string{"--outbound-allow", "10.0.0.1", "--outbound-allow", "http://api.internal"}, nil, exitUsage, `--outbound-allow: "http://api.internal" is a URL; give a CIDR, HOST or HOST:PORT`},
+		{nil, map[string]string{"FLOWD_OUTBOUND_ALLOW": "10.0.0.1,*.example.com"}, exitUsage, `--outbound-allow: "*.example.com": wildcards are not supported; "*" alone opens every address, else name each host or CIDR`},
+		{nil, map[string]string{"FLOWD_OUTBOUND_ALLOW": "api.internal:https"}, exitUsage, `--outbound-allow: "api.internal:https": the port must be a number from 1 to 65535`},
 	}
 	for _, c := range cases {
 		e, _, errOut := testEnv(c.env)
@@ -296,6 +301,23 @@ func TestServeDemo(t *testing.T) {
 			t.Fatalf("the demo fan-out never completed: %+v", fan)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// --demo opens loopback: the demo's http step dials 127.0.0.1:9999,
+	// where nothing listens, and is retried (it is not refused).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		page, err := httpapi.NewClient(url).ListWorkflows(context.Background(), httpapi.ListOptions{Definition: "http-retry"})
+		if err != nil || len(page.Workflows) != 1 {
+			t.Fatalf("http-retry workflows: %+v, %v", page, err)
+		}
+		if step := page.Workflows[0].State.Steps["call-hook"]; step != nil && step.Error != "" {
+			if !strings.Contains(step.Error, "connection refused") || strings.Contains(step.Error, "outbound call refused") {
+				t.Errorf("the demo's http step failed with %q, want a connection refused by 127.0.0.1:9999", step.Error)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the demo's http step never ran")
+		}
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d", code)

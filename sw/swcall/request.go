@@ -28,9 +28,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/flowd/flowd/sw"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/internal/outbound"
+	"github.com/flowd/flowd/sw"
 )
 
 // Request is a call task's `with`, every runtime expression already
@@ -123,7 +127,15 @@ var titles = map[string]string{
 	TypeRuntime:       "Runtime Error",
 }
 
-// Do executes the call described by input (a Request as JSON) with client.
+// defaultClient makes the calls of a Do given no client: the default
+// outbound policy's, which refuses loopback, private, link-local and the
+// other addresses that are not globally reachable.
+var defaultClient = sync.OnceValue(func() *http.Client { return outbound.Default().Client(30 * time.Second) })
+
+// Do executes the call described by input (a Request as JSON) with client
+// (nil: a client of the default outbound policy). Give it a client of the
+// operator's outbound policy (internal/outbound): a connection it refuses
+// is a configuration error with status 403 naming the address.
 // A 2xx answer gives the output in the requested format; anything else is a
 // DSL error whose instance is the request's pointer: a non-2xx answer a
 // communication error with the answer's status, a transport failure a
@@ -156,7 +168,7 @@ func do(ctx context.Context, client *http.Client, req *Request) (json.RawMessage
 		return nil, failure(TypeConfiguration, http.StatusBadRequest, "output %q is not one of content, response, raw", req.Output)
 	}
 	if client == nil {
-		client = http.DefaultClient
+		client = defaultClient()
 	}
 	var (
 		out *outgoing

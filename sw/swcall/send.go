@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/flowd/flowd/internal/outbound"
 )
 
 // MaxResponseBody bounds the response body a call keeps: a larger 2xx
@@ -81,9 +83,16 @@ func exchange(ctx context.Context, client *http.Client, out *outgoing, limit int
 	return res, raw, nil
 }
 
-// transportFailure classifies a failed exchange: a deadline (ctx's or the
-// client's timeout) is a timeout error, anything else a communication error.
+// transportFailure classifies a failed exchange: a connection the
+// outbound policy refused is a configuration error (status 403: the
+// server's configuration forbids it, so retrying cannot help, and a `try`
+// that retries communication errors does not retry it); a deadline (ctx's
+// or the client's timeout) is a timeout error; anything else a
+// communication error.
 func transportFailure(ctx context.Context, out *outgoing, err error) error {
+	if refused := outbound.Refused(err, out.method, out.uri); refused != nil {
+		return failure(TypeConfiguration, http.StatusForbidden, "%s", refused.Error())
+	}
 	var ne net.Error
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 		return failure(TypeTimeout, http.StatusRequestTimeout, "%s %s timed out: %s", out.method, out.uri, err.Error())
