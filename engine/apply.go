@@ -48,28 +48,45 @@ type decided struct {
 
 // readDecideApply is the engine's write: read and decide (the caller's
 // decide, which reads without locks and calls the rules), then apply the
-// change with one guarded store.Apply. When another write moved the
-// instance or one of its tasks in between, nothing was written: decide
-// runs again on a fresh read, after a short backoff, until ctx ends (or
-// maxApplyAttempts). Errors of decide are returned as they are, never
-// retried; a decide that returns nil decided there is nothing to write (and
-// readDecideApply returns nils). It returns the instance as written (nil for
-// a tasks-only write) and the write (its inserted tasks as stored).
+// change with one guarded store write (Apply, or ApplyGroup with the
+// parents' writes a child's final write brings about, decided on reads of
+// their own: applyWithParent). When another write moved the instance or
+// one of its tasks in between, nothing was written: decide runs again on a
+// fresh read, after a short backoff, until ctx ends (or maxApplyAttempts).
+// Errors of decide are returned as they are, never retried; a decide that
+// returns nil decided there is nothing to write (and readDecideApply
+// returns nils). It returns the instance as written (nil for a tasks-only
+// write) and the write (its inserted tasks as stored).
 //
-// With lockID (the instance the decision reads) the loop, after
-// lockAfterConflicts conflicts, reads under the row locks of the instance's
-// tasks and of the instance, in one transaction with the write, so it waits
-// for the other writers instead of racing them.
+// Nothing is read or decided inside a transaction on a store whose writers
+// are serialised (SQLite): a decision may evaluate programs for a second,
+// and the single write lock held meanwhile would stall every other write.
+// There the decision is made in this node's turn for the instance (turns):
+// lockID's from the start, or, without one, the decided instance's from
+// the first conflict on, so that the node's locked writers of the instance
+// wait for it instead of winning every race.
 //
-// A store whose writers are serialised anyway (SQLite) reads, decides and
-// applies in one transaction (store.Capabilities.ConcurrentWriters): the
-// reads then see what the write guards, so it never conflicts, and waits
-// its turn for the write lock rather than lose every race to writers that
-// hold it (a stream of If-Match: * writes would starve it).
+// On a store with concurrent writers (PostgreSQL), with lockID (the
+// instance the decision reads), the loop, after lockAfterConflicts
+// conflicts, reads under the row locks of the instance's tasks and of the
+// instance, in one transaction with the write, so it waits for the other
+// writers instead of racing them: only the writers of that instance wait.
 func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
 	backoff := time.Millisecond
 	serial := !e.st.Capabilities().ConcurrentWriters
+	var turn func()
+	defer func() {
+		if turn != nil {
+			turn()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
+		if serial && turn == nil && lockID != "" {
+			var err error
+			if turn, err = e.turns.take(ctx, lockID); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 		var out *workflow.Instance
 		var w *store.Write
 		var parents []*store.Write
@@ -91,17 +108,14 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			return err
 		}
 		var err error
-		switch {
-		case serial:
-			err = e.st.WithTx(ctx, store.ReadCommitted, once)
-		case lockID != "" && attempt > lockAfterConflicts:
+		if !serial && lockID != "" && attempt > lockAfterConflicts {
 			err = e.st.WithTx(ctx, store.ReadCommitted, func(q store.Querier) error {
 				if _, err := q.TasksOfInstance(ctx, lockID, store.LockWait); err != nil {
 					return err
 				}
 				return once(q)
 			})
-		default:
+		} else {
 			err = once(e.st)
 		}
 		if decideErr != nil {
@@ -111,6 +125,13 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			return nil, nil, nil, nil
 		}
 		if err == nil {
+			// The turn ends with the write: what follows it (events,
+			// promotions, the cancels of children) decides about other
+			// instances, in turns of their own.
+			if turn != nil {
+				turn()
+				turn = nil
+			}
 			e.takeEvents(ctx, out, w)
 			e.afterWrite(ctx, out, w)
 			for _, written := range append([]*store.Write{w}, parents...) {
@@ -122,6 +143,9 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt == maxApplyAttempts {
 			return nil, nil, nil, err
+		}
+		if serial && lockID == "" && d != nil {
+			lockID = d.id
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		select {

@@ -242,7 +242,7 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 	var inst *workflow.Instance
 	if cond.Any {
 		inst, err = s.lockedWrite(r, id, check, func() (*workflow.Instance, error) {
-			return s.cfg.Store.ModifyState(r.Context(), id, func(inst *workflow.Instance) error {
+			return s.eng.ModifyState(r.Context(), id, func(inst *workflow.Instance) error {
 				if err := check(inst); err != nil {
 					return err
 				}
