@@ -99,24 +99,32 @@ func (h *holder) during(t *testing.T, at int32, op func(ctx context.Context) err
 // up after a bound far beyond what a write takes).
 func (h *holder) writeBeside(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
 	began := time.Now()
-	if _, err := h.n.st.Create(ctx, store.CreateParams{}); err != nil {
-		t.Errorf("a create of another workflow while a decision is held: %v", err)
+	write := func(what string, w func(ctx context.Context) error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := w(ctx); err != nil {
+			t.Errorf("%s while a decision is held: %v", what, err)
+		}
 	}
-	cur, err := h.n.st.Get(ctx, h.bystander)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.writes++
-	state := workflow.State{Variables: map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(h.writes))}}
-	if _, err := h.n.st.ReplaceState(ctx, h.bystander, cur.Version, state, "patch"); err != nil {
-		t.Errorf("a state write of another workflow while a decision is held: %v", err)
-	}
-	if _, err := h.n.eng.StartWorkflow(ctx, engine.StartParams{Definition: "bystanding"}); err != nil {
-		t.Errorf("a start of another workflow while a decision is held: %v", err)
-	}
+	write("a create of another workflow", func(ctx context.Context) error {
+		_, err := h.n.st.Create(ctx, store.CreateParams{})
+		return err
+	})
+	write("a state write of another workflow", func(ctx context.Context) error {
+		cur, err := h.n.st.Get(ctx, h.bystander)
+		if err != nil {
+			return err
+		}
+		h.writes++
+		state := workflow.State{Variables: map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(h.writes))}}
+		_, err = h.n.st.ReplaceState(ctx, h.bystander, cur.Version, state, "patch")
+		return err
+	})
+	write("a start of another workflow", func(ctx context.Context) error {
+		_, err := h.n.eng.StartWorkflow(ctx, engine.StartParams{Definition: "bystanding"})
+		return err
+	})
 	t.Logf("three writes beside the held decision took %s", time.Since(began))
 }
 
