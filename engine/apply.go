@@ -18,10 +18,11 @@ import (
 const maxApplyAttempts = 256
 
 // lockAfterConflicts is how many conflicts of an instance's writers a
-// decision loses before it reads under the instance's row lock instead: a
-// stream of writers that wait for that lock (PATCH with If-Match: *) could
-// otherwise win every race, and a read-modify-write must end by waiting for
-// its turn, never fail for contention alone.
+// decision loses, on a store with concurrent writers, before it reads under
+// the instance's row lock instead: a stream of writers that wait for that
+// lock (PATCH with If-Match: *) could otherwise win every race, and a
+// read-modify-write must end by waiting for its turn, never fail for
+// contention alone. (With one writer, the node's turns do that: turns.go.)
 const lockAfterConflicts = 8
 
 // decided is one decision ready to be written: the instance as read (its

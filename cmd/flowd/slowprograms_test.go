@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,12 +30,13 @@ do:
 // While ten workflows each evaluate a program for a second on the node's
 // workers, creates of other workflows are answered at their usual pace: no
 // evaluation holds the database's write lock (on SQLite, one for every
-// write). A create that waited for one evaluation would take about a second,
-// one that waited behind several (as on SQLite when evaluations ran inside
-// the write transaction) several: the bounds — each create under a second,
-// their median under 300 ms — leave a loaded test machine a wide margin
-// over the few milliseconds a create takes, and neither holds when creates
-// wait for evaluations.
+// write). A create takes a few milliseconds; one that waited for an
+// evaluation would take up to a second, one that waited behind several (as
+// on SQLite when evaluations ran inside the write transaction: creates took
+// up to 8.8 s) seconds. The bounds — their median under 300 ms, none as long
+// as one and a half evaluations — leave a loaded test machine (the
+// evaluations keep its cores busy: up to 0.8 s was seen) a margin, and do
+// not hold when creates wait for evaluations.
 func TestSlowProgramsDoNotStallCreates(t *testing.T) {
 	dbs := map[string]func(t *testing.T) string{
 		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "flowd.db") },
@@ -59,12 +61,18 @@ func TestSlowProgramsDoNotStallCreates(t *testing.T) {
 			if code, body := send("PUT", "/v1/definitions/hang", hangingSwitch, "application/yaml"); code != 201 {
 				t.Fatalf("PUT the document: %d %s", code, body)
 			}
+			// Started at once, as many clients would: their evaluations
+			// begin as soon as the workers claim them, and overlap.
 			const slow = 10
+			var started sync.WaitGroup
 			for range slow {
-				if code, body := send("POST", "/v1/workflows", `{"definition":"hang"}`, "application/json"); code != 201 {
-					t.Fatalf("start: %d %s", code, body)
-				}
+				started.Go(func() {
+					if code, body := send("POST", "/v1/workflows", `{"definition":"hang"}`, "application/json"); code != 201 {
+						t.Errorf("start: %d %s", code, body)
+					}
+				})
 			}
+			started.Wait()
 			running := func() int {
 				code, body := send("GET", "/v1/workflows?definition=hang&status=RUNNING&limit=100", "", "application/json")
 				var page struct{ Workflows []json.RawMessage }
@@ -103,11 +111,11 @@ func TestSlowProgramsDoNotStallCreates(t *testing.T) {
 			slices.Sort(took)
 			median, longest := took[len(took)/2], took[len(took)-1]
 			t.Logf("%d creates beside %d one-second evaluations: median %s, longest %s", len(took), slow, median, longest)
-			if longest >= time.Second || median >= 300*time.Millisecond {
+			if longest >= 1500*time.Millisecond || median >= 300*time.Millisecond {
 				t.Errorf("creates waited for the evaluations: median %s, longest %s (all: %v)", median, longest, took)
 			}
 			if len(took) < 5 {
-				t.Errorf("only %d creates while the slow workflows ran (%v): the evaluations did not overlap them", len(took), took)
+				t.Errorf("only %d creates while the slow workflows ran: the evaluations did not overlap them", len(took))
 			}
 			// The evaluations ran into their bound: the workflows failed.
 			code, body := send("GET", "/v1/workflows?definition=hang&status=FAILED&limit=100", "", "application/json")
