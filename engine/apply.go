@@ -47,6 +47,25 @@ type decided struct {
 	prior *workflow.State
 }
 
+// subject is the instance a decision is about, as far as its caller knows
+// it before reading.
+type subject struct {
+	// id is the instance; "" when only the decision's read tells (on a
+	// store with one writer, its turn is then taken from the first
+	// conflict on).
+	id string
+	// rowLocks: on a store with concurrent writers, after
+	// lockAfterConflicts conflicts, the decision reads under the row locks
+	// of the instance's tasks and of the instance. Not for a lease holder,
+	// whose lease is the guard that matters (and whose instance may have
+	// thousands of task rows), nor for writes of task rows alone.
+	rowLocks bool
+}
+
+// locked is the subject of a decision about instance id that ends by
+// waiting for its row locks on a store with concurrent writers.
+func locked(id string) subject { return subject{id: id, rowLocks: true} }
+
 // readDecideApply is the engine's write: read and decide (the caller's
 // decide, which reads without locks and calls the rules), then apply the
 // change with one guarded store write (Apply, or ApplyGroup with the
@@ -63,16 +82,16 @@ type decided struct {
 // are serialised (SQLite): a decision may evaluate programs for a second,
 // and the single write lock held meanwhile would stall every other write.
 // There the decision is made in this node's turn for the instance (turns):
-// lockID's from the start, or, without one, the decided instance's from
-// the first conflict on, so that the node's locked writers of the instance
-// wait for it instead of winning every race.
+// on.id's from the start, or, without one, the decided instance's from the
+// first conflict on, so that the node's decisions and locked writes of the
+// instance wait for each other instead of racing.
 //
-// On a store with concurrent writers (PostgreSQL), with lockID (the
-// instance the decision reads), the loop, after lockAfterConflicts
-// conflicts, reads under the row locks of the instance's tasks and of the
-// instance, in one transaction with the write, so it waits for the other
-// writers instead of racing them: only the writers of that instance wait.
-func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
+// On a store with concurrent writers (PostgreSQL), with on.rowLocks, the
+// loop, after lockAfterConflicts conflicts, reads under the row locks of
+// the instance's tasks and of the instance, in one transaction with the
+// write, so it waits for the other writers instead of racing them: only
+// the writers of that instance wait.
+func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
 	backoff := time.Millisecond
 	serial := !e.st.Capabilities().ConcurrentWriters
 	var turn func()
@@ -82,9 +101,9 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		if serial && turn == nil && lockID != "" {
+		if serial && turn == nil && on.id != "" {
 			var err error
-			if turn, err = e.turns.take(ctx, lockID); err != nil {
+			if turn, err = e.turns.take(ctx, on.id); err != nil {
 				return nil, nil, nil, err
 			}
 		}
@@ -109,9 +128,9 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			return err
 		}
 		var err error
-		if !serial && lockID != "" && attempt > lockAfterConflicts {
+		if !serial && on.rowLocks && attempt > lockAfterConflicts {
 			err = e.st.WithTx(ctx, store.ReadCommitted, func(q store.Querier) error {
-				if _, err := q.TasksOfInstance(ctx, lockID, store.LockWait); err != nil {
+				if _, err := q.TasksOfInstance(ctx, on.id, store.LockWait); err != nil {
 					return err
 				}
 				return once(q)
@@ -145,8 +164,8 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		if !errors.Is(err, store.ErrConflict) || attempt == maxApplyAttempts {
 			return nil, nil, nil, err
 		}
-		if serial && lockID == "" && d != nil {
-			lockID = d.id
+		if serial && on.id == "" && d != nil {
+			on.id = d.id
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		select {

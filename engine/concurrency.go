@@ -249,7 +249,7 @@ func (e *Engine) startQueued(ctx context.Context, id string) (ok bool, err error
 	var ch *rules.Change
 	err = e.withDefs(ctx, func() error {
 		var err error
-		out, _, ch, err = e.readDecideApply(ctx, id, func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, id)
 			if err != nil || inst.Status != workflow.StatusQueued {
 				return nil, err

@@ -188,7 +188,7 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	var ch *rules.Change
 	err := e.withDefs(ctx, func() error {
 		var err error
-		out, _, ch, err = e.readDecideApply(ctx, id, func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, id)
 			if err != nil {
 				return nil, err
@@ -275,7 +275,7 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 		// A stale ExpectedVersion is the decision's own error, returned to
 		// the caller; a write that conflicts is decided again, and then
 		// refused by that check if the version moved.
-		out, _, ch, err = e.readDecideApply(ctx, p.ID, func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, locked(p.ID), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, p.ID)
 			if err != nil {
 				return nil, err
