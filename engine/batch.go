@@ -96,9 +96,10 @@ type reopenBatch struct {
 }
 
 // reopening is what resume or retry writes for an instance that the batch
-// leaves at version (d nil: nothing).
+// leaves at version with tasks (d nil: nothing).
 type reopening struct {
 	version int64
+	tasks   []*store.Task
 	d       *decided
 }
 
@@ -168,10 +169,10 @@ func (b *reopenBatch) run(ctx context.Context) (ids []string, writes []*store.Wr
 
 // write writes, in the batch's transaction tx, what was decided for
 // instance id, which the batch moved to RUNNING (and so holds locked), when
-// that decision was made on the version the batch left it at; else it
-// reads the instance and its tasks for a decision (m). Nothing is written
-// once an instance lacks a decision (apply false): the transaction rolls
-// back.
+// that decision was made on the instance and the tasks as they are (the
+// version the batch left it at; each task's status and attempt); else it
+// returns them for a decision (m). Nothing is written once an instance
+// lacks a decision (apply false): the transaction rolls back.
 //
 // The batch holds the instance before its tasks, against the lock order
 // (tasks first): so it takes the task rows with SKIP LOCKED and never waits
@@ -184,12 +185,12 @@ func (b *reopenBatch) write(ctx context.Context, tx store.Querier, id string, ap
 	if err != nil || cur.Definition == "" {
 		return nil, nil, err // a free-form instance: the status change is all there is
 	}
+	tasks, err := tx.TasksOfInstance(ctx, id, store.LockNone)
+	if err != nil {
+		return nil, nil, err
+	}
 	r, ok := b.decided[id]
-	if !ok || r.version != cur.Version {
-		tasks, err := tx.TasksOfInstance(ctx, id, store.LockNone)
-		if err != nil {
-			return nil, nil, err
-		}
+	if !ok || r.version != cur.Version || !sameRows(r.tasks, tasks) {
 		return &moved{inst: cur, tasks: tasks}, nil, nil
 	}
 	d := r.d
@@ -238,8 +239,24 @@ func (b *reopenBatch) decide(ctx context.Context, ms []moved) error {
 			} else {
 				d.ch.CancelWithdrawn(views(m.tasks))
 			}
-			b.decided[id] = reopening{version: m.inst.Version, d: d}
+			b.decided[id] = reopening{version: m.inst.Version, tasks: m.tasks, d: d}
 		}
 		return nil
 	})
+}
+
+// sameRows reports whether two reads of an instance's task rows found the
+// same rows with the same statuses and attempts (what a decision on them
+// guards).
+func sameRows(a, b []*store.Task) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	was := byID(a...)
+	for _, t := range b {
+		if r := was[t.ID]; r == nil || r.Status != t.Status || r.Attempt != t.Attempt {
+			return false
+		}
+	}
+	return true
 }

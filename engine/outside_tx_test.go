@@ -63,8 +63,16 @@ func newHolder(t *testing.T, n *node) *holder {
 }
 
 // during runs op, holds its at-th decision, checks that unrelated writes
-// complete meanwhile, then lets the decision go and returns op's error.
+// complete meanwhile, then lets the decision go and fails the test when op
+// fails.
 func (h *holder) during(t *testing.T, at int32, op func(ctx context.Context) error) {
+	t.Helper()
+	h.around(t, at, op, func() { h.writeBeside(t) })
+}
+
+// around runs op, holds its at-th decision while meanwhile runs, then lets
+// the decision go and fails the test when op fails.
+func (h *holder) around(t *testing.T, at int32, op func(ctx context.Context) error, meanwhile func()) {
 	t.Helper()
 	cur := &hold{at: at, entered: make(chan struct{}), release: make(chan struct{})}
 	h.cur.Store(cur)
@@ -79,7 +87,7 @@ func (h *holder) during(t *testing.T, at int32, op func(ctx context.Context) err
 	case <-time.After(10 * time.Second):
 		t.Fatal("the operation did not reach its decision within 10s")
 	}
-	h.writeBeside(t)
+	meanwhile()
 	cur.let()
 	select {
 	case err := <-done:
