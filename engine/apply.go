@@ -18,10 +18,11 @@ import (
 const maxApplyAttempts = 256
 
 // lockAfterConflicts is how many conflicts of an instance's writers a
-// decision loses before it reads under the instance's row lock instead: a
-// stream of writers that wait for that lock (PATCH with If-Match: *) could
-// otherwise win every race, and a read-modify-write must end by waiting for
-// its turn, never fail for contention alone.
+// decision loses, on a store with concurrent writers, before it reads under
+// the instance's row lock instead: a stream of writers that wait for that
+// lock (PATCH with If-Match: *) could otherwise win every race, and a
+// read-modify-write must end by waiting for its turn, never fail for
+// contention alone. (With one writer, the node's turns do that: turns.go.)
 const lockAfterConflicts = 8
 
 // decided is one decision ready to be written: the instance as read (its
@@ -46,30 +47,66 @@ type decided struct {
 	prior *workflow.State
 }
 
+// subject is the instance a decision is about, as far as its caller knows
+// it before reading.
+type subject struct {
+	// id is the instance; "" when only the decision's read tells (on a
+	// store with one writer, its turn is then taken from the first
+	// conflict on).
+	id string
+	// rowLocks: on a store with concurrent writers, after
+	// lockAfterConflicts conflicts, the decision reads under the row locks
+	// of the instance's tasks and of the instance. Not for a lease holder,
+	// whose lease is the guard that matters (and whose instance may have
+	// thousands of task rows), nor for writes of task rows alone.
+	rowLocks bool
+}
+
+// locked is the subject of a decision about instance id that ends by
+// waiting for its row locks on a store with concurrent writers.
+func locked(id string) subject { return subject{id: id, rowLocks: true} }
+
 // readDecideApply is the engine's write: read and decide (the caller's
 // decide, which reads without locks and calls the rules), then apply the
-// change with one guarded store.Apply. When another write moved the
-// instance or one of its tasks in between, nothing was written: decide
-// runs again on a fresh read, after a short backoff, until ctx ends (or
-// maxApplyAttempts). Errors of decide are returned as they are, never
-// retried; a decide that returns nil decided there is nothing to write (and
-// readDecideApply returns nils). It returns the instance as written (nil for
-// a tasks-only write) and the write (its inserted tasks as stored).
+// change with one guarded store write (Apply, or ApplyGroup with the
+// parents' writes a child's final write brings about, decided on reads of
+// their own: applyWithParent). When another write moved the instance or
+// one of its tasks in between, nothing was written: decide runs again on a
+// fresh read, after a short backoff, until ctx ends (or maxApplyAttempts).
+// Errors of decide are returned as they are, never retried; a decide that
+// returns nil decided there is nothing to write (and readDecideApply
+// returns nils). It returns the instance as written (nil for a tasks-only
+// write) and the write (its inserted tasks as stored).
 //
-// With lockID (the instance the decision reads) the loop, after
-// lockAfterConflicts conflicts, reads under the row locks of the instance's
-// tasks and of the instance, in one transaction with the write, so it waits
-// for the other writers instead of racing them.
+// Nothing is read or decided inside a transaction on a store whose writers
+// are serialised (SQLite): a decision may evaluate programs for a second,
+// and the single write lock held meanwhile would stall every other write.
+// There the decision is made in this node's turn for the instance (turns):
+// on.id's from the start, or, without one, the decided instance's from the
+// first conflict on, so that the node's decisions and locked writes of the
+// instance wait for each other instead of racing.
 //
-// A store whose writers are serialised anyway (SQLite) reads, decides and
-// applies in one transaction (store.Capabilities.ConcurrentWriters): the
-// reads then see what the write guards, so it never conflicts, and waits
-// its turn for the write lock rather than lose every race to writers that
-// hold it (a stream of If-Match: * writes would starve it).
-func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
+// On a store with concurrent writers (PostgreSQL), with on.rowLocks, the
+// loop, after lockAfterConflicts conflicts, reads under the row locks of
+// the instance's tasks and of the instance, in one transaction with the
+// write, so it waits for the other writers instead of racing them: only
+// the writers of that instance wait.
+func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
 	backoff := time.Millisecond
 	serial := !e.st.Capabilities().ConcurrentWriters
+	var turn func()
+	defer func() {
+		if turn != nil {
+			turn()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
+		if serial && turn == nil && on.id != "" {
+			var err error
+			if turn, err = e.turns.take(ctx, on.id); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 		var out *workflow.Instance
 		var w *store.Write
 		var parents []*store.Write
@@ -91,17 +128,14 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			return err
 		}
 		var err error
-		switch {
-		case serial:
-			err = e.st.WithTx(ctx, store.ReadCommitted, once)
-		case lockID != "" && attempt > lockAfterConflicts:
+		if !serial && on.rowLocks && attempt > lockAfterConflicts {
 			err = e.st.WithTx(ctx, store.ReadCommitted, func(q store.Querier) error {
-				if _, err := q.TasksOfInstance(ctx, lockID, store.LockWait); err != nil {
+				if _, err := q.TasksOfInstance(ctx, on.id, store.LockWait); err != nil {
 					return err
 				}
 				return once(q)
 			})
-		default:
+		} else {
 			err = once(e.st)
 		}
 		if decideErr != nil {
@@ -111,6 +145,13 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 			return nil, nil, nil, nil
 		}
 		if err == nil {
+			// The turn ends with the write: what follows it (events,
+			// promotions, the cancels of children) decides about other
+			// instances, in turns of their own.
+			if turn != nil {
+				turn()
+				turn = nil
+			}
 			e.takeEvents(ctx, out, w)
 			e.afterWrite(ctx, out, w)
 			for _, written := range append([]*store.Write{w}, parents...) {
@@ -122,6 +163,9 @@ func (e *Engine) readDecideApply(ctx context.Context, lockID string, decide func
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt == maxApplyAttempts {
 			return nil, nil, nil, err
+		}
+		if serial && on.id == "" && d != nil {
+			on.id = d.id
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		select {

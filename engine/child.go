@@ -84,7 +84,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if string(child.Input) == "null" || len(child.Input) == 0 {
 		child.Input = []byte("{}")
 	}
-	cch, err := e.decide.Start(cc, child, now)
+	cch, err := e.rulesFor(ctx).Start(cc, child, now)
 	if err != nil {
 		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
 	}
@@ -183,34 +183,63 @@ func reportsToParent(status workflow.Status) bool {
 // parent's write is guarded by its task's lease and its version: a second
 // delivery of an outcome (another node, a retried write) misses, and the
 // decision made again on a fresh read finds that the step no longer waits.
+// The parents' outcomes are decided on reads through q before anything is
+// written (withParents).
 //
 // It returns the instance w wrote and the parents' writes it made.
 func (e *Engine) applyWithParent(ctx context.Context, q store.Querier, w *store.Write) (*workflow.Instance, []*store.Write, error) {
+	ws, err := e.withParents(ctx, q, w)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := applyWrites(ctx, q, ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.wakeForParents(ws[1:])
+	return out, ws[1:], nil
+}
+
+// withParents returns w followed by the writes of the parents that w, the
+// final write of a child workflow, brings about (parentOutcome), up the
+// chain of parents: decided on reads through q, written by none.
+func (e *Engine) withParents(ctx context.Context, q store.Querier, w *store.Write) ([]*store.Write, error) {
 	ws := []*store.Write{w}
 	for cur := w; len(ws) <= rules.MaxChildDepth+1; {
 		pw, err := e.parentOutcome(ctx, q, cur)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if pw == nil {
 			break
 		}
 		ws, cur = append(ws, pw), pw
 	}
+	return ws, nil
+}
+
+// applyWrites writes ws, in order, as one atomic write (Apply for one,
+// ApplyGroup for more) and returns the instance the first one wrote.
+func applyWrites(ctx context.Context, q store.Querier, ws []*store.Write) (*workflow.Instance, error) {
 	if len(ws) == 1 {
-		out, err := q.Apply(ctx, w)
-		return out, nil, err
+		return q.Apply(ctx, ws[0])
 	}
 	_, written, err := q.ApplyGroup(ctx, nil, ws, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	for _, pw := range ws[1:] {
+	return written[0], nil
+}
+
+// wakeForParents wakes the workers when one of the parents' writes, made,
+// queued work.
+func (e *Engine) wakeForParents(parents []*store.Write) {
+	for _, pw := range parents {
 		if pw.Notify {
 			e.wake()
+			return
 		}
 	}
-	return written[0], ws[1:], nil
 }
 
 // parentOutcome is the parent's write that w, a write of a child workflow,

@@ -119,28 +119,35 @@ func (e *Engine) createCancelled(ctx context.Context, c *compiled, p store.Creat
 // creates p RUNNING, in one transaction: the cancel is decided as any
 // cancel (its tasks released), guarded by the version read, and the create
 // is checked against the limit as every write is, so the two either both
-// happen or neither.
+// happen or neither. Everything is read and decided before the
+// transaction, which only writes: a decision may evaluate programs (the
+// cancelled instance's parent takes its outcome), which must not hold a
+// single-writer store's write lock.
 func (e *Engine) makeRoom(ctx context.Context, oldest *workflow.Instance, p store.CreateParams) (*workflow.Instance, error) {
 	var out *workflow.Instance
+	var ws []*store.Write
 	err := e.withDefs(ctx, func() error {
+		tasks, err := e.st.TasksOfInstance(ctx, oldest.ID, store.LockNone)
+		if err != nil {
+			return err
+		}
+		oc, err := e.definitionOf(oldest)
+		if err != nil {
+			return err
+		}
+		now := e.clock()
+		inst := *oldest
+		inst.State = oldest.State.Clone()
+		d := &decided{id: oldest.ID, version: oldest.Version, from: oldest.Status, cause: rules.MadeRoomCause, read: byID(tasks...)}
+		if d.ch, err = e.rulesFor(ctx).Act(oc, &inst, "cancel", byStep(tasks), now); err != nil {
+			return err
+		}
+		d.ch.Update = append(d.ch.Update, rules.CancelTasks(views(tasks))...)
+		if ws, err = e.withParents(ctx, e.st, d.write(now)); err != nil {
+			return err
+		}
 		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			tasks, err := tx.TasksOfInstance(ctx, oldest.ID, store.LockNone)
-			if err != nil {
-				return err
-			}
-			oc, err := e.definitionOf(oldest)
-			if err != nil {
-				return err
-			}
-			now := e.clock()
-			inst := *oldest
-			inst.State = oldest.State.Clone()
-			d := &decided{id: oldest.ID, version: oldest.Version, from: oldest.Status, cause: rules.MadeRoomCause, read: byID(tasks...)}
-			if d.ch, err = e.rulesFor(ctx).Act(oc, &inst, "cancel", byStep(tasks), now); err != nil {
-				return err
-			}
-			d.ch.Update = append(d.ch.Update, rules.CancelTasks(views(tasks))...)
-			if _, _, err := e.applyWithParent(ctx, tx, d.write(now)); err != nil {
+			if _, err := applyWrites(ctx, tx, ws); err != nil {
 				return err
 			}
 			out, err = tx.Create(ctx, p)
@@ -150,6 +157,7 @@ func (e *Engine) makeRoom(ctx context.Context, oldest *workflow.Instance, p stor
 	if err != nil {
 		return nil, err
 	}
+	e.wakeForParents(ws[1:])
 	e.cancelChildren(ctx, oldest.ID)
 	if p.Notify {
 		e.wake()
@@ -241,7 +249,7 @@ func (e *Engine) startQueued(ctx context.Context, id string) (ok bool, err error
 	var ch *rules.Change
 	err = e.withDefs(ctx, func() error {
 		var err error
-		out, _, ch, err = e.readDecideApply(ctx, id, func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, id)
 			if err != nil || inst.Status != workflow.StatusQueued {
 				return nil, err

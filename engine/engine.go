@@ -228,6 +228,14 @@ type Engine struct {
 	seenMu    sync.Mutex
 	seen      map[string]workerSeen
 	lastPrune time.Time
+
+	// turns serialise this node's decisions about one instance on a store
+	// with one writer (turns.go).
+	turns turns
+	// decideHook, set by tests only, runs where a decision gets its rules
+	// (rulesFor), before they evaluate anything: a test holds a decision
+	// there to see what waits for it.
+	decideHook atomic.Pointer[func(context.Context)]
 }
 
 type defKey struct {

@@ -8,8 +8,12 @@ import (
 )
 
 // rulesFor is the engine's rules for one decision made for ctx, which then
-// bounds the evaluation of the definition's expressions (foreach).
+// bounds the evaluation of the definition's expressions (foreach). Every
+// decision that may evaluate a program gets its rules here.
 func (e *Engine) rulesFor(ctx context.Context) rules.Env {
+	if hook := e.decideHook.Load(); hook != nil {
+		(*hook)(ctx)
+	}
 	env := e.decide
 	env.Ctx = ctx
 	return env

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/flowd/flowd/engine/rules"
@@ -189,7 +188,7 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	var ch *rules.Change
 	err := e.withDefs(ctx, func() error {
 		var err error
-		out, _, ch, err = e.readDecideApply(ctx, id, func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, id)
 			if err != nil {
 				return nil, err
@@ -276,7 +275,7 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 		// A stale ExpectedVersion is the decision's own error, returned to
 		// the caller; a write that conflicts is decided again, and then
 		// refused by that check if the version moved.
-		out, _, ch, err = e.readDecideApply(ctx, p.ID, func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, locked(p.ID), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, p.ID)
 			if err != nil {
 				return nil, err
@@ -325,152 +324,4 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 		e.wake()
 	}
 	return out, nil
-}
-
-// BatchStatus is POST /v1/batch/status: store.Querier.BatchUpdateStatus, in
-// one transaction. A batch to RUNNING also does for each definition-based
-// instance it moved what resume (from PAUSED) or retry (from FAILED or
-// TIMED_OUT) does, in the same transaction: an instance that only changes
-// status stays at version +1; one with steps to schedule or reset, or that
-// settles, gets a second version.
-func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
-	if err := p.Normalize(); err != nil {
-		return nil, err
-	}
-	if p.NewStatus == workflow.StatusCancelled {
-		ids, err := e.st.BatchUpdateStatus(ctx, p)
-		if err == nil {
-			// As a cancel does: their children that still run, right
-			// after the batch; and the queues of the slots freed.
-			for _, id := range ids {
-				e.cancelChildren(ctx, id)
-				if rules.FreesSlot(p.Status, p.NewStatus) {
-					if inst, err := e.st.Get(ctx, id); err == nil {
-						e.afterFreed(ctx, inst)
-					}
-				}
-			}
-		}
-		return ids, err
-	}
-	if p.NewStatus != workflow.StatusRunning {
-		return e.st.BatchUpdateStatus(ctx, p)
-	}
-	retry := p.Status == workflow.StatusFailed || p.Status == workflow.StatusTimedOut
-	cause := p.Cause + ": resume"
-	switch {
-	case retry:
-		cause = p.Cause + ": retry"
-	case p.Status == workflow.StatusQueued:
-		// A QUEUED instance starts: its first steps scheduled and its
-		// workflow timeout from now, as a retry's (its steps are all
-		// PENDING, so there is nothing else for a retry to reset). The
-		// store refuses the batch whole when it would exceed a key's
-		// concurrency limit.
-		retry, cause = true, p.Cause+": start"
-	}
-	// Tasks queued before a pause are claimable again: the batch wakes
-	// the workers even where it writes no task.
-	p.Notify = true
-	var ids []string
-	var writes []*store.Write
-	batch := func() error {
-		writes = writes[:0]
-		return e.withDefs(ctx, func() error {
-			return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-				var err error
-				if ids, err = tx.BatchUpdateStatus(ctx, p); err != nil {
-					return err
-				}
-				now := e.clock()
-				for _, id := range slices.Sorted(slices.Values(ids)) {
-					w, err := e.afterBatch(ctx, tx, id, retry, cause, now)
-					if err != nil {
-						return err
-					}
-					if w != nil {
-						writes = append(writes, w)
-					}
-				}
-				return nil
-			})
-		})
-	}
-	// A task row another transaction holds for a moment (a worker's
-	// completion, the sweeper cancelling the task of a stopped instance)
-	// fails the batch with a conflict and rolls it back whole: it is run
-	// again a few times before the client is told to.
-	err := batch()
-	for attempt := 1; attempt < batchAttempts && errors.Is(err, store.ErrConflict) && ctx.Err() == nil; attempt++ {
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
-		}
-		err = batch()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(ids) > 0 {
-		e.wake()
-	}
-	for _, w := range writes {
-		e.takeEvents(ctx, nil, w)
-	}
-	return ids, nil
-}
-
-// batchAttempts bounds how often BatchStatus runs a batch to RUNNING that
-// conflicted with another transaction.
-const batchAttempts = 5
-
-// afterBatch resumes or retries instance id, which the batch of the same
-// transaction moved to RUNNING (and so holds locked): it writes a version,
-// with its tasks, only when that changes something (rules.Env.Reopen), with
-// one Apply guarded by the version read under the batch's lock and by the
-// task rows as read.
-//
-// The batch holds the instance before its tasks, against the lock order
-// (tasks first): so it takes the task rows with SKIP LOCKED and never waits
-// for one. A row another transaction holds is a task still in use (a retry
-// re-queues the rows of steps that were running when the instance failed or
-// timed out): the batch then fails with a conflict, to be tried again,
-// rather than deadlock with that worker's completion.
-func (e *Engine) afterBatch(ctx context.Context, tx store.Querier, id string, retry bool, cause string, now time.Time) (*store.Write, error) {
-	cur, err := tx.Get(ctx, id)
-	if err != nil || cur.Definition == "" {
-		return nil, err // a free-form instance: the status change is all there is
-	}
-	c, err := e.cached(cur)
-	if err != nil {
-		return nil, err
-	}
-	if c.SW != nil && retry {
-		return nil, &rules.NotAllowedError{Msg: fmt.Sprintf("cannot retry workflow %s: a Serverless Workflow instance that faulted cannot be retried", id)}
-	}
-	all, err := tx.TasksOfInstance(ctx, id, store.LockNone)
-	if err != nil {
-		return nil, err
-	}
-	locked, err := tx.TasksOfInstance(ctx, id, store.LockSkipLocked)
-	if err != nil {
-		return nil, err
-	}
-	existing := byStep(locked)
-	for _, t := range all {
-		if existing[rules.TaskKey(t.StepID, t.Iteration)] == nil {
-			return nil, fmt.Errorf("%w: workflow %s: its task for step %q is in use by another transaction; try the batch again", store.ErrConflict, id, t.StepID)
-		}
-	}
-	// Decided on cur, written only when it changes something; the write
-	// sees the same version (the instance is locked).
-	d := &decided{id: id, version: cur.Version, from: cur.Status, cause: cause, read: byID(locked...)}
-	var write bool
-	if d.ch, write = e.rulesFor(ctx).Reopen(c, cur, existing, retry, now); !write {
-		return nil, nil
-	}
-	d.ch.CancelWithdrawn(views(locked))
-	w := d.write(now)
-	_, err = tx.Apply(ctx, w)
-	return w, err
 }

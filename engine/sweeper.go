@@ -120,11 +120,13 @@ func (e *Engine) sweepDue(ctx context.Context, kind store.DueKind) error {
 // or nil when there was nothing (left) to do.
 func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.DueItem) (*store.Write, error) {
 	fresh := false
-	lockID := it.Instance.ID
-	if kind != store.DueTimeouts {
-		lockID = "" // a task's guard decides; its instance is not written
+	// A task's guard decides an item of a task; a timeout writes the
+	// instance alone.
+	on := subject{}
+	if kind == store.DueTimeouts {
+		on = locked(it.Instance.ID)
 	}
-	_, w, _, err := e.readDecideApply(ctx, lockID, func(q store.Querier, now time.Time) (*decided, error) {
+	_, w, _, err := e.readDecideApply(ctx, on, func(q store.Querier, now time.Time) (*decided, error) {
 		inst, row := it.Instance, it.Task
 		if fresh {
 			var err error

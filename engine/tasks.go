@@ -211,15 +211,27 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 // lease, the instance by its version), deciding again on a fresh read when
 // something moved. It returns the instance as written, the change and the
 // rows it inserted.
-func (e *Engine) leaseHolderOp(ctx context.Context, taskID, lease string, cause func(t *rules.Task) string, decide func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
+//
+// instanceID is the task's instance when the caller knows it ("" when
+// not): on a store with one writer the decision is made in the instance's
+// turn from the start (the task is read first to find it when it is not
+// given), so that the lease holders of one instance's tasks — the
+// iterations of a foreach step — take turns instead of racing.
+func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease string, cause func(t *rules.Task) string, decide func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
 	var ch *rules.Change
 	var written *workflow.Instance
 	var w *store.Write
+	if instanceID == "" && !e.st.Capabilities().ConcurrentWriters {
+		// Its errors are the decision's to report.
+		if row, err := e.st.Task(ctx, taskID); err == nil {
+			instanceID = row.InstanceID
+		}
+	}
 	err := e.withDefs(ctx, func() error {
 		var err error
-		// No lock fallback: only the lease holder writes through here, and
-		// its lease is the guard that matters.
-		written, w, ch, err = e.readDecideApply(ctx, "", func(q store.Querier, now time.Time) (*decided, error) {
+		// No row locks: only the lease holder writes through here, and its
+		// lease is the guard that matters.
+		written, w, ch, err = e.readDecideApply(ctx, subject{id: instanceID}, func(q store.Querier, now time.Time) (*decided, error) {
 			row, err := q.Task(ctx, taskID)
 			if err != nil {
 				return nil, err
@@ -315,7 +327,7 @@ func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output jso
 		return next, nil
 	}
 	next := rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}
-	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.Lease, rules.CompletedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.WorkflowID, task.Lease, rules.CompletedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
 		return env.CompleteTask(c, inst, t, task.Lease, json.RawMessage(out), next, now)
 	})
 	e.countCompleted(result(err, "completed"))
@@ -424,7 +436,7 @@ func (e *Engine) storedUnderLease(ctx context.Context, next *Task) bool {
 // RUNNING instance.
 func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
 	outcome := "failed"
-	_, ch, _, err := e.leaseHolderOp(ctx, taskID, lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+	_, ch, _, err := e.leaseHolderOp(ctx, taskID, "", lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
 		return env.FailTask(c, inst, t, lease, msg, retryable, now)
 	})
 	if err == nil && ch.Update[0].Task.Status == rules.TaskQueued {
@@ -453,7 +465,7 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Dur
 		d = e.lease
 	}
 	var until time.Time
-	_, _, _, err := e.readDecideApply(ctx, "", func(q store.Querier, now time.Time) (*decided, error) {
+	_, _, _, err := e.readDecideApply(ctx, subject{}, func(q store.Querier, now time.Time) (*decided, error) {
 		row, err := q.Task(ctx, taskID)
 		if err != nil {
 			return nil, err
@@ -478,7 +490,7 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Dur
 // shutdown; rules.GiveBack): the next claim delivers attempt+1. It writes
 // the task row alone, guarded by the lease.
 func (e *Engine) release(ctx context.Context, taskID, lease string) error {
-	_, _, _, err := e.readDecideApply(ctx, "", func(q store.Querier, now time.Time) (*decided, error) {
+	_, _, _, err := e.readDecideApply(ctx, subject{}, func(q store.Querier, now time.Time) (*decided, error) {
 		row, err := q.Task(ctx, taskID)
 		if err != nil {
 			return nil, err

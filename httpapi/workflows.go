@@ -195,7 +195,8 @@ func (s *Server) conditionalWrite(r *http.Request, id string, cond Precondition,
 // row, runs check on what it holds and changes it in one transaction, so the
 // request waits for concurrent writers instead of failing after some number of
 // lost races (a server-side read-modify-write never answers 503 or 409 for
-// contention alone). The locked write refuses a terminal instance before it
+// contention alone). A PATCH does so in the engine's turn for the instance
+// (engine.ModifyState), so that it cannot starve the engine's decisions. The locked write refuses a terminal instance before it
 // runs check; a terminal instance never changes again, so check runs on a
 // fresh read of it afterwards and the route's own refusals (an unknown step:
 // 404) keep their place before the terminal 409.
@@ -242,7 +243,7 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 	var inst *workflow.Instance
 	if cond.Any {
 		inst, err = s.lockedWrite(r, id, check, func() (*workflow.Instance, error) {
-			return s.cfg.Store.ModifyState(r.Context(), id, func(inst *workflow.Instance) error {
+			return s.eng.ModifyState(r.Context(), id, func(inst *workflow.Instance) error {
 				if err := check(inst); err != nil {
 					return err
 				}
