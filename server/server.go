@@ -46,6 +46,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/internal/dsn"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
@@ -99,6 +100,11 @@ type Config struct {
 	// EventRetention is how long a published event is kept for the wait
 	// steps that start waiting later [engine.DefaultEventRetention].
 	EventRetention time.Duration
+	// DBWait is how long New waits for a database that does not answer
+	// yet (refused connections, a server starting up), trying again and
+	// logging each try; other errors, such as a wrong password, end New at
+	// once [0: one try].
+	DBWait time.Duration
 	// ShutdownTimeout bounds the graceful shutdown of Run [30s].
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured log [discarded].
@@ -128,6 +134,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxStateBytes < 0 {
 		errs = append(errs, fmt.Errorf("server: MaxStateBytes must not be negative, got %d", c.MaxStateBytes))
+	}
+	if c.DBWait < 0 {
+		errs = append(errs, fmt.Errorf("server: DBWait must not be negative, got %s", c.DBWait))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("server: ShutdownTimeout must not be negative, got %s", c.ShutdownTimeout))
@@ -211,14 +220,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	base, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{})
+	base, err := openDatabase(ctx, cfg.DB, cfg.DBWait, log)
 	if err != nil {
 		return nil, err
 	}
 	rep, err := base.Migrate(ctx)
 	if err != nil {
 		base.Close()
-		return nil, fmt.Errorf("migrating %s: %w", storeopen.Redact(cfg.DB), err)
+		return nil, fmt.Errorf("migrating %s: %w", dsn.Redact(cfg.DB), err)
 	}
 	for _, m := range rep.Applied {
 		log.Info("applied migration", "name", m.Name, "version", m.Version, "duration", m.Duration)
@@ -320,7 +329,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.serveErr = make(chan error, 1)
 	go func() { s.serveErr <- s.http.Serve(httpapi.JSONErrorListener(ln)) }()
-	s.log.Info("flowd serving", "url", s.url(), "db", storeopen.Redact(s.cfg.DB), "schema_version", s.schemaVersion, "auth", len(s.cfg.Tokens) > 0)
+	s.log.Info("flowd serving", "url", s.url(), "db", dsn.Redact(s.cfg.DB), "schema_version", s.schemaVersion, "auth", len(s.cfg.Tokens) > 0)
 	return nil
 }
 

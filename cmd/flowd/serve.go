@@ -50,6 +50,9 @@ type serveConfig struct {
 	LogFormat      string
 	DemoHandlers   bool
 	Demo           bool
+	// DBWait is how long serve waits at start for a database that does
+	// not answer yet.
+	DBWait time.Duration
 }
 
 func (c *serveConfig) Validate() error {
@@ -68,6 +71,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.MaxStateBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-state-bytes must be positive, got %d", c.MaxStateBytes))
+	}
+	if c.DBWait < 0 {
+		errs = append(errs, fmt.Errorf("--db-wait must not be negative (0 tries once), got %s", c.DBWait))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", c.ShutdownTimeout))
@@ -187,6 +193,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
+	f.DurationVar(&cfg.DBWait, "db-wait", 60*time.Second, "at start, how long to wait for a database that does not answer yet (refused connections, a server starting up), trying again and logging each try; 0 tries once (env FLOWD_DB_WAIT)")
 	return cmd
 }
 
@@ -211,6 +218,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval, ScheduleInterval: cfg.ScheduleInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
 		Retention: time.Duration(cfg.Retention), EventRetention: time.Duration(cfg.EventRetention),
+		DBWait: cfg.DBWait,
 	})
 	if err != nil {
 		return err
