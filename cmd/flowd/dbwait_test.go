@@ -31,11 +31,9 @@ func TestServeWaitsForDatabase(t *testing.T) {
 	db = withPassword(t, db, secret)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e, out, errOut := testEnv(nil)
+	e, out, errOut := testEnv(map[string]string{"FLOWD_DB_WAIT": "30s"})
 	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--db-wait", "30s"}, e)
-	}()
+	go func() { done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", db}, e) }()
 	// Down: serve keeps trying instead of exiting.
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(errOut.String(), "database not answering yet") < 2 {
@@ -131,8 +129,8 @@ func TestServeNeverPrintsDatabasePassword(t *testing.T) {
 		"host=127.0.0.1 password='" + secret + " with spaces'",
 		"postgres://u:" + secret + "@[::1/db",
 	} {
-		e, out, errOut := testEnv(nil)
-		code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--db-wait", "0s"}, e)
+		e, out, errOut := testEnv(map[string]string{"FLOWD_DB_WAIT": "0s"})
+		code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", db}, e)
 		if code == 0 {
 			t.Errorf("serve --db %q succeeded", db)
 		}
