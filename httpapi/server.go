@@ -362,18 +362,27 @@ func (s *Server) validToken(header string) bool {
 }
 
 // withLimits bounds the body size and the handler's time. A body announced
-// as too large is refused before a byte of it is read.
+// as too large is refused before a byte of it is read; a body found too
+// large while read is refused by the handler (413 from readBody). Either
+// way the answer is sent at once and the rest of the body drained
+// (discardTooLarge) before the connection closes.
 func (s *Server) withLimits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > MaxBodyBytes {
-			// The body stays unread: the connection cannot carry another
-			// request after it.
+			// The connection cannot carry another request after it.
 			w.Header().Set("Connection", "close")
 			writeErrorStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes (Content-Length: %d)", MaxBodyBytes, r.ContentLength))
+			discardTooLarge(w, r.Body)
 			return
 		}
 		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+			body := &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, MaxBodyBytes)}
+			defer func(raw io.ReadCloser) {
+				if body.overLimit {
+					discardTooLarge(w, raw)
+				}
+			}(r.Body)
+			r.Body = body
 		}
 		timeout := s.cfg.RequestTimeout
 		if r.URL.Path == "/v1/tasks/poll" {
@@ -383,6 +392,46 @@ func (s *Server) withLimits(next http.Handler) http.Handler {
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// MaxDiscardBytes is how much of a body over MaxBodyBytes flowd reads and
+// discards, after its 413, before closing the connection; discardTimeout
+// bounds how long it waits for those bytes.
+const (
+	MaxDiscardBytes = 8 << 20
+	discardTimeout  = 10 * time.Second
+)
+
+// discardTooLarge sends the answer written so far (a 413) and then reads
+// and discards what remains of body, up to MaxDiscardBytes. A connection
+// closed with unread bytes in its receive buffer is reset, and a reset
+// makes a client that sends its whole body before reading (most do) lose
+// the answer, which it sees as a reset connection instead of a 413; read
+// to its end, the body leaves the connection to close cleanly.
+func discardTooLarge(w http.ResponseWriter, body io.Reader) {
+	if body == nil {
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(discardTimeout))
+	_, _ = io.CopyN(io.Discard, body, MaxDiscardBytes)
+}
+
+// limitedBody is a request body under http.MaxBytesReader that notes when
+// the handler read past the limit.
+type limitedBody struct {
+	io.ReadCloser
+	overLimit bool
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		b.overLimit = true
+	}
+	return n, err
 }
 
 // jsonMuxErrors rewrites the mux's own plain-text 404/405 replies as JSON error
