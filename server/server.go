@@ -67,11 +67,15 @@ type Config struct {
 	DB string
 	// Addr is the listen address; port 0 picks a free port, see URL [127.0.0.1:8080].
 	Addr string
-	// Tokens, when not empty, are the bearer tokens every /v1 route requires.
-	// Without tokens the server listens on loopback addresses only, unless
-	// Insecure is set.
-	Tokens   []string
+	// Tokens, when not empty, are the bearer tokens the /v1 routes
+	// require, each with its role and name (httpapi.Token; httpapi.AdminTokens
+	// makes admin tokens of secrets). Without tokens the server listens on
+	// loopback addresses only, unless Insecure is set.
+	Tokens   []httpapi.Token
 	Insecure bool
+	// MetricsTokenRequired makes /metrics need a token (of any role) too;
+	// it needs Tokens.
+	MetricsTokenRequired bool
 	// AllowedHosts are the Host header values answered besides localhost,
 	// loopback addresses and Addr itself: "host" (any port) or "host:port",
 	// or "*" for any. Requests naming another host get 421, which keeps web
@@ -159,6 +163,9 @@ func (c *Config) Validate() error {
 	}
 	if err := httpapi.ValidateAllowedHosts(c.AllowedHosts); err != nil {
 		errs = append(errs, fmt.Errorf("server: AllowedHosts: %w", err))
+	}
+	if c.MetricsTokenRequired && len(c.Tokens) == 0 {
+		errs = append(errs, errors.New("server: MetricsTokenRequired needs Tokens"))
 	}
 	return errors.Join(errs...)
 }
@@ -348,7 +355,7 @@ func (s *Server) newAPI(listenAddr string) (*httpapi.Server, error) {
 			"addr", listenAddr)
 	}
 	return httpapi.NewServer(httpapi.Config{
-		Store: s.st, Engine: s.eng, Logger: s.log, Tokens: s.cfg.Tokens, Registry: s.registry,
+		Store: s.st, Engine: s.eng, Logger: s.log, Tokens: s.cfg.Tokens, MetricsTokenRequired: s.cfg.MetricsTokenRequired, Registry: s.registry,
 		ListenAddr: listenAddr, AllowedHosts: allowed, TracerProvider: s.tracer,
 	})
 }
@@ -370,11 +377,11 @@ func (s *Server) url() string {
 }
 
 // Client returns a client of this server, authenticated with the first of
-// Config.Tokens if any; opts come after and may override it. Call it after
+// Config.Tokens (whatever its role) if any; opts come after and may override it. Call it after
 // Start.
 func (s *Server) Client(opts ...httpapi.ClientOption) *httpapi.Client {
 	if len(s.cfg.Tokens) > 0 {
-		opts = append([]httpapi.ClientOption{httpapi.WithToken(s.cfg.Tokens[0])}, opts...)
+		opts = append([]httpapi.ClientOption{httpapi.WithToken(s.cfg.Tokens[0].Secret)}, opts...)
 	}
 	return httpapi.NewClient(s.URL(), opts...)
 }
