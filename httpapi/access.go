@@ -104,7 +104,7 @@ var routeAccess = map[string]access{
 	"GET /metrics":                       publicAccess,
 	// The dashboard's page and assets: the page asks for a token and
 	// reaches the API with it.
-	"GET /{$}":              publicAccess,
+	"GET /{$}":               publicAccess,
 	"GET " + web.AssetPrefix: publicAccess,
 }
 
