@@ -49,6 +49,7 @@ type suiteCase struct {
 
 var suiteCases = []suiteCase{
 	{"Auth", testAuth, false},
+	{"Actors", testActors, false},
 	{"DefinitionsAndTasks", testDefinitionAndTaskRoutes, false},
 	{"EngineOwnsSteps", testEngineOwnsSteps, false},
 	{"StopCancelsSteps", testStopCancelsSteps, false},
