@@ -35,6 +35,7 @@ func TestDashboardReaderToken(t *testing.T) {
 			e.textContent.includes('not allowed with this token') && e.textContent.includes('403 Forbidden') &&
 			e.textContent.includes('role reader') && e.textContent.includes('admin or operator'))`),
 	)
+	b.shot(tab, "workflow-reader-refused")
 	if w := f.get(t, "order-1001"); w.Status != workflow.StatusRunning {
 		t.Errorf("order-1001 is %s after a reader's pause, want RUNNING", w.Status)
 	}
