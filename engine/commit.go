@@ -72,6 +72,9 @@ func (e *Engine) create(ctx context.Context, p store.CreateParams) (*workflow.In
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The committers write it under their own context: it carries its
+	// actor with it.
+	p.Actor = store.WriteActor(ctx, p.Actor)
 	req := &commitReq{create: &p, done: make(chan commitResult, 1)}
 	select {
 	case g.reqs <- req:
@@ -139,6 +142,9 @@ func (e *Engine) applyCompletion(ctx context.Context, w *store.Write, claim []st
 	if e.commits == nil {
 		res.inst, res.err = e.st.Apply(ctx, w)
 	} else {
+		// The committers write it under their own context: it carries its
+		// actor with it.
+		w.Actor = store.WriteActor(ctx, w.Actor)
 		req := &commitReq{w: w, claim: claim, done: make(chan commitResult, 1)}
 		e.commits <- req
 		res = <-req.done

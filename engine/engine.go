@@ -360,7 +360,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	// Two lifetimes: runCtx bounds the handlers in flight, claimCtx ends as
 	// soon as a shutdown begins so that nothing new is started meanwhile.
-	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	// The writes of the engine's own loops are the engine's, whoever
+	// started it.
+	runCtx, cancel := context.WithCancelCause(store.WithActor(context.WithoutCancel(ctx), store.ActorEngine))
 	claimCtx, stopClaiming := context.WithCancel(runCtx)
 	e.cancel, e.stopClaiming = cancel, stopClaiming
 	e.done = make(chan struct{})

@@ -52,7 +52,14 @@ func TestAPI(t *testing.T) {
 				if _, err := st.Migrate(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				handler, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens})
+				var toks []httpapi.Token
+				if len(tokens) > 0 {
+					var err error
+					if toks, err = httpapi.ParseTokens(strings.Join(tokens, "\n")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				handler, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: toks})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -58,7 +58,7 @@ func setupClient(t *testing.T, tokens []string, opts ...httpapi.ClientOption) *c
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens})
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: httpapi.AdminTokens(tokens...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
@@ -80,10 +82,19 @@ func statusFor(err error) int {
 }
 
 // writeJSON writes v with status; encoding errors can only be logged by then.
+// writeJSON answers status with v as JSON, and its Content-Length: an
+// answer flushed before the handler ends (an error answer, before the rest
+// of the request's body is drained: withDiscard) keeps it.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(b.Bytes())
 }
 
 func writeErrorStatus(w http.ResponseWriter, status int, msg string) {

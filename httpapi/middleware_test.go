@@ -36,8 +36,11 @@ func TestPanicRecovered(t *testing.T) {
 // Tokens never reach the logs, whatever the request carries.
 func TestTokensNotLogged(t *testing.T) {
 	var logs bytes.Buffer
-	s := &Server{log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), tokens: [][]byte{[]byte("sup3r-secret")}}
-	h := s.withRequestID(s.withLogging(s.withAuth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))))
+	s := &Server{log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		tokens: []configuredToken{{Token: Token{Secret: "sup3r-secret", Role: RoleAdmin, Name: "ops"}, secret: []byte("sup3r-secret")}}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/workflows", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
+	h := s.withRequestID(s.withLogging(s.withAuth(mux, mux)))
 	for _, tok := range []string{"sup3r-secret", "wrong-secret"} {
 		req := httptest.NewRequest("GET", "/v1/workflows", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -39,8 +38,13 @@ type Config struct {
 	// but runs no steps itself).
 	Engine *engine.Engine
 	Logger *slog.Logger
-	// Tokens, when not empty, are the bearer tokens every /v1 route requires.
-	Tokens []string
+	// Tokens, when not empty, are the bearer tokens the /v1 routes require,
+	// each with its role (routeAccess says which routes a role may use)
+	// and its name, the actor of the writes made with it. Without tokens
+	// every request may do everything, as store.ActorAnonymous.
+	Tokens []Token
+	// MetricsTokenRequired makes /metrics need a token (of any role) too.
+	MetricsTokenRequired bool
 	// Registry is served at /metrics; nil serves an empty registry.
 	Registry *prometheus.Registry
 	// RequestTimeout bounds every handler (default 30s).
@@ -68,7 +72,7 @@ type Server struct {
 	eng     *engine.Engine
 	log     *slog.Logger
 	handler http.Handler
-	tokens  [][]byte
+	tokens  []configuredToken
 
 	// What the Host check answers besides loopback names.
 	allowedHosts           []hostRule
@@ -112,8 +116,14 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.Engine = e
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, eng: cfg.Engine}
+	if err := checkTokens(cfg.Tokens); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	if cfg.MetricsTokenRequired && len(cfg.Tokens) == 0 {
+		return nil, errors.New("httpapi: MetricsTokenRequired without Tokens: no token could read /metrics")
+	}
 	for _, t := range cfg.Tokens {
-		s.tokens = append(s.tokens, []byte(t))
+		s.tokens = append(s.tokens, configuredToken{Token: t, secret: []byte(t.Secret)})
 	}
 	rules, anyHost, err := parseAllowedHosts(cfg.AllowedHosts)
 	if err != nil {
@@ -138,8 +148,8 @@ func NewServer(cfg Config) (*Server, error) {
 	s.routes(mux)
 	// The Host and Origin checks come first: a request a browser page forged
 	// is refused before it can be authenticated, limited or routed.
-	s.handler = s.withRequestID(s.withTracing(mux, s.withRecover(s.withLogging(
-		s.withHostCheck(s.withOriginCheck(s.withAuth(s.withLimits(jsonMuxErrors(mux)))))))))
+	s.handler = s.withRequestID(s.withTracing(mux, s.withRecover(s.withLogging(s.withDiscard(
+		s.withHostCheck(s.withOriginCheck(s.withAuth(mux, s.withLimits(jsonMuxErrors(mux))))))))))
 	return s, nil
 }
 
@@ -329,45 +339,15 @@ func (s *Server) withLogging(next http.Handler) http.Handler {
 	})
 }
 
-// withAuth requires a configured bearer token on every /v1 route.
-func (s *Server) withAuth(next http.Handler) http.Handler {
-	if len(s.tokens) == 0 {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" {
-			if !s.validToken(r.Header.Get("Authorization")) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="flowd"`)
-				writeErrorStatus(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>)")
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// validToken compares against every token in constant time, without stopping at
-// the first match, so timing reveals neither the token nor its position.
-func (s *Server) validToken(header string) bool {
-	scheme, tok, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got := []byte(strings.TrimSpace(tok))
-	match := 0
-	for _, t := range s.tokens {
-		match |= subtle.ConstantTimeCompare(got, t)
-	}
-	return match == 1
-}
-
 // withLimits bounds the body size and the handler's time. A body announced
-// as too large is refused before a byte of it is read.
+// as too large is refused before a byte of it is read; a body found too
+// large while read is refused by the handler (413 from readBody). Either
+// way what is left of the body is drained after the answer
+// (withDiscard).
 func (s *Server) withLimits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > MaxBodyBytes {
-			// The body stays unread: the connection cannot carry another
-			// request after it.
+			// The connection cannot carry another request after it.
 			w.Header().Set("Connection", "close")
 			writeErrorStatus(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes (Content-Length: %d)", MaxBodyBytes, r.ContentLength))
 			return
@@ -382,6 +362,37 @@ func (s *Server) withLimits(next http.Handler) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// MaxDiscardBytes is how much of a refused request's body flowd reads and
+// discards, after its answer, before closing the connection;
+// discardTimeout bounds how long it waits for those bytes.
+const (
+	MaxDiscardBytes = 8 << 20
+	discardTimeout  = 10 * time.Second
+)
+
+// withDiscard reads and discards, after an error answer, what is left of
+// the request's body, up to MaxDiscardBytes: a body over the limit (413),
+// or one refused before it was read (401, 403, 415, …). A connection
+// closed with unread bytes in its receive buffer is reset, and a reset
+// makes a client that sends its whole body before reading (most do) lose
+// the answer, which it sees as a reset connection; read to its end, the
+// body lets the connection close cleanly. The answer is sent first, so a
+// client that reads while it sends has it at once.
+func (s *Server) withDiscard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := r.Body
+		rec := &httpstatus.Recorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.Status < 400 || body == nil || body == http.NoBody {
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.Flush()
+		_ = rc.SetReadDeadline(time.Now().Add(discardTimeout))
+		_, _ = io.CopyN(io.Discard, body, MaxDiscardBytes)
 	})
 }
 

@@ -21,6 +21,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	// The IANA database is embedded so that a machine without zoneinfo
@@ -32,6 +33,16 @@ import (
 
 // MinEvery is the shortest `@every` interval.
 const MinEvery = time.Second
+
+// MaxEvery is the longest `@every` interval, ten years. Fire times are
+// computed as nanoseconds since 1970, which end in April 2262 (lastFire):
+// a longer interval would reach that end within the few fire times a
+// schedule shows, and is more likely a typo than a schedule.
+const MaxEvery = 10 * 365 * 24 * time.Hour
+
+// lastFire is the last instant a fire time can be: the largest time.Time
+// whose UnixNano is defined.
+var lastFire = time.Unix(0, math.MaxInt64).UTC()
 
 // macros are the `@` forms a schedule's cron may use besides `@every`.
 var macros = map[string]string{
@@ -68,6 +79,10 @@ func Parse(expr, zone string) (*Cron, error) {
 		}
 		if d < MinEvery {
 			return nil, fmt.Errorf("%w: cron %q: @every needs a duration of at least %s", ErrInvalid, expr, MinEvery)
+		}
+		if d > MaxEvery {
+			return nil, fmt.Errorf("%w: cron %q: @every takes at most %s (10 years): fire times further apart would soon pass %s, the last date flowd computes",
+				ErrInvalid, expr, MaxEvery, lastFire.Format(time.RFC3339))
 		}
 		if d%time.Microsecond != 0 {
 			// Fire times are stored to the microsecond.
@@ -122,14 +137,12 @@ func (c *Cron) Every() time.Duration { return c.every }
 
 // Next returns the first fire time strictly after after, in the schedule's
 // zone. The error is gronx's when no fire time is found (an expression that
-// never matches).
+// never matches), and wraps ErrInvalid when an `@every` fire time would be
+// outside the instants flowd computes (1677 to 2262): never a time that
+// wrapped around.
 func (c *Cron) Next(after time.Time) (time.Time, error) {
 	if c.every > 0 {
-		n := after.UnixNano() / int64(c.every)
-		if after.UnixNano() < 0 && after.UnixNano()%int64(c.every) != 0 {
-			n-- // floor, not truncation towards zero
-		}
-		return time.Unix(0, (n+1)*int64(c.every)).In(c.loc), nil
+		return c.nextEvery(after)
 	}
 	// gronx steps through the fields on a clock without daylight-saving
 	// changes (the wall clock of the zone written as UTC); each wall time it
@@ -149,6 +162,26 @@ func (c *Cron) Next(after time.Time) (time.Time, error) {
 		wall = next
 	}
 	return time.Time{}, fmt.Errorf("cron %q: no next fire time after %s", c.expr, after.Format(time.RFC3339))
+}
+
+// nextEvery is Next of an `@every` schedule: the first whole multiple of
+// the interval since 1970 after after.
+func (c *Cron) nextEvery(after time.Time) (time.Time, error) {
+	first := time.Unix(0, math.MinInt64)
+	if after.Before(first) || !after.Before(lastFire) {
+		return time.Time{}, fmt.Errorf("%w: cron \"@every %s\": %s is outside the dates flowd computes fire times for (%s to %s)",
+			ErrInvalid, c.every, after.UTC().Format(time.RFC3339), first.UTC().Format(time.RFC3339), lastFire.Format(time.RFC3339))
+	}
+	ns, every := after.UnixNano(), int64(c.every)
+	n := ns / every
+	if ns < 0 && ns%every != 0 {
+		n-- // floor, not truncation towards zero
+	}
+	if n+1 > math.MaxInt64/every {
+		return time.Time{}, fmt.Errorf("%w: cron \"@every %s\": the next fire time after %s would pass %s, the last date flowd computes",
+			ErrInvalid, c.every, after.UTC().Format(time.RFC3339), lastFire.Format(time.RFC3339))
+	}
+	return time.Unix(0, (n+1)*every).In(c.loc), nil
 }
 
 // NextN returns the n fire times after after.

@@ -82,6 +82,8 @@ func TestParseErrors(t *testing.T) {
 		{"@every 500ms", "", "at least 1s"},
 		{"@every soon", "", "Go duration"},
 		{"@every 1.0000001s", "", "whole number of microseconds"},
+		{"@every 1000000h", "", "@every takes at most 87600h0m0s (10 years)"},
+		{"@every 2562047h", "", "the last date flowd computes"},
 		{"@weekly", "", "the @ forms are"},
 		{"* * * * *", "Mars/Olympus", "not an IANA time zone"},
 		{"* * * * *", "Local", "depends on the machine"},
@@ -89,6 +91,36 @@ func TestParseErrors(t *testing.T) {
 		_, err := Parse(tc.cron, tc.zone)
 		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q, %q) = %v, want ErrInvalid saying %q", tc.cron, tc.zone, err, tc.want)
+		}
+	}
+}
+
+// An @every fire time never wraps around past the last instant flowd
+// computes (2262): the next fire time there is an error, and the longest
+// interval gives fire times in order for the next two centuries.
+func TestEveryNeverWraps(t *testing.T) {
+	longest, err := Parse("@every 87600h", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	got, err := longest.NextN(from, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range got {
+		if !f.After(from) || i > 0 && !f.After(got[i-1]) {
+			t.Fatalf("fire times %v are not in order after %s", got, from)
+		}
+	}
+	for _, after := range []time.Time{
+		time.Date(2260, 1, 1, 0, 0, 0, 0, time.UTC), // the next multiple passes 2262
+		time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), // past the last instant
+		time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), // before the first
+	} {
+		next, err := longest.Next(after)
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "flowd computes") {
+			t.Errorf("Next(%s) = %s, %v; want an ErrInvalid naming the range", after, next, err)
 		}
 	}
 }

@@ -46,6 +46,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/internal/dsn"
 	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/metrics"
@@ -67,11 +68,15 @@ type Config struct {
 	DB string
 	// Addr is the listen address; port 0 picks a free port, see URL [127.0.0.1:8080].
 	Addr string
-	// Tokens, when not empty, are the bearer tokens every /v1 route requires.
-	// Without tokens the server listens on loopback addresses only, unless
-	// Insecure is set.
-	Tokens   []string
+	// Tokens, when not empty, are the bearer tokens the /v1 routes
+	// require, each with its role and name (httpapi.Token; httpapi.AdminTokens
+	// makes admin tokens of secrets). Without tokens the server listens on
+	// loopback addresses only, unless Insecure is set.
+	Tokens   []httpapi.Token
 	Insecure bool
+	// MetricsTokenRequired makes /metrics need a token (of any role) too;
+	// it needs Tokens.
+	MetricsTokenRequired bool
 	// AllowedHosts are the Host header values answered besides localhost,
 	// loopback addresses and Addr itself: "host" (any port) or "host:port",
 	// or "*" for any. Requests naming another host get 421, which keeps web
@@ -108,6 +113,11 @@ type Config struct {
 	// EventRetention is how long a published event is kept for the wait
 	// steps that start waiting later [engine.DefaultEventRetention].
 	EventRetention time.Duration
+	// DBWait is how long New waits for a database that does not answer
+	// yet (refused connections, a server starting up), trying again and
+	// logging each try; other errors, such as a wrong password, end New at
+	// once [0: one try].
+	DBWait time.Duration
 	// ShutdownTimeout bounds the graceful shutdown of Run [30s].
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured log [discarded].
@@ -138,6 +148,9 @@ func (c *Config) Validate() error {
 	if c.MaxStateBytes < 0 {
 		errs = append(errs, fmt.Errorf("server: MaxStateBytes must not be negative, got %d", c.MaxStateBytes))
 	}
+	if c.DBWait < 0 {
+		errs = append(errs, fmt.Errorf("server: DBWait must not be negative, got %s", c.DBWait))
+	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("server: ShutdownTimeout must not be negative, got %s", c.ShutdownTimeout))
 	}
@@ -162,6 +175,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := outbound.Parse(c.OutboundAllow); err != nil {
 		errs = append(errs, fmt.Errorf("server: OutboundAllow: %w", err))
+	}
+	if c.MetricsTokenRequired && len(c.Tokens) == 0 {
+		errs = append(errs, errors.New("server: MetricsTokenRequired needs Tokens"))
 	}
 	return errors.Join(errs...)
 }
@@ -223,14 +239,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	base, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{})
+	base, err := openDatabase(ctx, cfg.DB, cfg.DBWait, log)
 	if err != nil {
 		return nil, err
 	}
 	rep, err := base.Migrate(ctx)
 	if err != nil {
 		base.Close()
-		return nil, fmt.Errorf("migrating %s: %w", storeopen.Redact(cfg.DB), err)
+		return nil, fmt.Errorf("migrating %s: %w", dsn.Redact(cfg.DB), err)
 	}
 	for _, m := range rep.Applied {
 		log.Info("applied migration", "name", m.Name, "version", m.Version, "duration", m.Duration)
@@ -333,7 +349,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.serveErr = make(chan error, 1)
 	go func() { s.serveErr <- s.http.Serve(httpapi.JSONErrorListener(ln)) }()
-	s.log.Info("flowd serving", "url", s.url(), "db", storeopen.Redact(s.cfg.DB), "schema_version", s.schemaVersion, "auth", len(s.cfg.Tokens) > 0)
+	s.log.Info("flowd serving", "url", s.url(), "db", dsn.Redact(s.cfg.DB), "schema_version", s.schemaVersion, "auth", len(s.cfg.Tokens) > 0)
 	return nil
 }
 
@@ -352,7 +368,7 @@ func (s *Server) newAPI(listenAddr string) (*httpapi.Server, error) {
 			"addr", listenAddr)
 	}
 	return httpapi.NewServer(httpapi.Config{
-		Store: s.st, Engine: s.eng, Logger: s.log, Tokens: s.cfg.Tokens, Registry: s.registry,
+		Store: s.st, Engine: s.eng, Logger: s.log, Tokens: s.cfg.Tokens, MetricsTokenRequired: s.cfg.MetricsTokenRequired, Registry: s.registry,
 		ListenAddr: listenAddr, AllowedHosts: allowed, TracerProvider: s.tracer,
 	})
 }
@@ -374,11 +390,11 @@ func (s *Server) url() string {
 }
 
 // Client returns a client of this server, authenticated with the first of
-// Config.Tokens if any; opts come after and may override it. Call it after
+// Config.Tokens (whatever its role) if any; opts come after and may override it. Call it after
 // Start.
 func (s *Server) Client(opts ...httpapi.ClientOption) *httpapi.Client {
 	if len(s.cfg.Tokens) > 0 {
-		opts = append([]httpapi.ClientOption{httpapi.WithToken(s.cfg.Tokens[0])}, opts...)
+		opts = append([]httpapi.ClientOption{httpapi.WithToken(s.cfg.Tokens[0].Secret)}, opts...)
 	}
 	return httpapi.NewClient(s.URL(), opts...)
 }

@@ -271,7 +271,7 @@ func TestCloseCutsOffRunningRequest(t *testing.T) {
 
 // Tokens: the server's own client authenticates; others get 401.
 func TestTokens(t *testing.T) {
-	s := start(t, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Tokens: []string{"s3cret"}}, nil)
+	s := start(t, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Tokens: httpapi.AdminTokens("s3cret")}, nil)
 	if _, err := s.Client().ListWorkflows(context.Background(), httpapi.ListOptions{}); err != nil {
 		t.Fatalf("the server's client: %v", err)
 	}

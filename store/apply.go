@@ -50,6 +50,9 @@ type Write struct {
 	// state, this status (SettledCause its history cause).
 	Settled      workflow.Status
 	SettledCause string
+	// Actor, when set, is the actor of the write's history rows in place
+	// of the context's (see WriteActor).
+	Actor string
 	// Output, when set, is the output of an instance the write completes
 	// (JSON), stored with the COMPLETED status; nil keeps the stored one.
 	Output json.RawMessage

@@ -22,8 +22,9 @@ import (
 // inside a transaction started by Store.WithTx.
 //
 // Every method that changes an instance increases its version by exactly 1 and
-// appends one history row in the same transaction. Methods document the errors
-// they return; test them with errors.Is / errors.As.
+// appends one history row in the same transaction, whose actor is
+// WriteActor's (the context's, unless the write names its own). Methods
+// document the errors they return; test them with errors.Is / errors.As.
 //
 // Every method that changes an instance's status to one that stops its steps
 // (workflow.Status.StopsSteps) applies workflow.State.CancelActiveSteps in
@@ -229,6 +230,9 @@ type CreateParams struct {
 	// Priority is stored with the instance (0: none, a free-form
 	// instance); the engine copies it onto the instance's tasks.
 	Priority int
+	// Actor, when set, is the actor of history row 0 in place of the
+	// context's (see WriteActor).
+	Actor string
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:
@@ -297,13 +301,17 @@ const MaxBatchLimit = 10000
 // MaxClaimQueues bounds how many queues one claim may name.
 const MaxClaimQueues = 1000
 
-// HistoryEntry is one version of an instance, as it was written.
+// HistoryEntry is one version of an instance, as it was written. Actor is
+// who asked for it (see WriteActor): an API token's name, ActorEngine,
+// ActorAnonymous, or ActorUnknown for versions written before actors were
+// recorded.
 type HistoryEntry struct {
 	Version int64           `json:"version"`
 	Status  workflow.Status `json:"status"`
 	State   workflow.State  `json:"state"`
 	At      time.Time       `json:"at"`
 	Cause   string          `json:"cause"`
+	Actor   string          `json:"actor"`
 }
 
 // Migrator is implemented by every Store: it creates or upgrades the schema.

@@ -372,7 +372,9 @@ steps:
     depends_on: [fetch]
 `
 
-// newFixture starts the real server over SQLite with an engine whose
+// newFixture starts the real server over SQLite (with tokens, token-file
+// lines, when given: the first must be an admin's, the fixture's client
+// uses it) with an engine whose
 // in-process handlers are echo (returns its input) and fail, and creates a few
 // workflows through the API. order-1001 ends up RUNNING with reserve and charge
 // COMPLETED and approve WAITING.
@@ -401,7 +403,13 @@ func newFixture(t *testing.T, tokens ...string) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(eng.Stop)
-	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng, Tokens: tokens})
+	var toks []httpapi.Token
+	if len(tokens) > 0 {
+		if toks, err = httpapi.ParseTokens(strings.Join(tokens, "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng, Tokens: toks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,8 +417,8 @@ func newFixture(t *testing.T, tokens ...string) *fixture {
 	srv := httptest.NewServer(f.serve(api))
 	t.Cleanup(srv.Close)
 	var opts []httpapi.ClientOption
-	if len(tokens) > 0 {
-		opts = append(opts, httpapi.WithToken(tokens[0]))
+	if len(toks) > 0 {
+		opts = append(opts, httpapi.WithToken(toks[0].Secret))
 	}
 	f.url, f.client = srv.URL, httpapi.NewClient(srv.URL, opts...)
 

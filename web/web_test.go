@@ -123,7 +123,7 @@ func TestServerRoutes(t *testing.T) {
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: []string{"t0ken"}})
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: httpapi.AdminTokens("t0ken")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func setup(t *testing.T, tokens ...string) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(eng.Stop)
-	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng, Tokens: tokens})
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Engine: eng, Tokens: httpapi.AdminTokens(tokens...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func setupCLI(t *testing.T, tokens ...string) *cliBundle {
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: tokens})
+	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: httpapi.AdminTokens(tokens...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -590,7 +590,9 @@ func newHistoryCmd(e *env) *cobra.Command {
 		Use:   "history ID",
 		Short: "Show every version of a workflow",
 		Long: `history lists every version of workflow ID, oldest first: its status, when it
-was written, what caused it, and what changed since the version before:
+was written, who wrote it (the actor: the name of the token of the request,
+"engine" for the engine's own writes, "anonymous" without tokens), what caused
+it, and what changed since the version before:
 "+name=value" added, "-name" removed, "name: old → new" changed, where name
 is a variable, "step ID" or "state.KEY" (another top-level key of the state).
 -o json prints each version's full state.

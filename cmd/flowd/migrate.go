@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flowd/flowd/internal/dsn"
 	"github.com/flowd/flowd/internal/storeopen"
 )
 
@@ -29,7 +30,7 @@ from several nodes at once. flowd serve runs it on start as well.`,
 			defer s.Close()
 			rep, err := s.Migrate(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("migrating %s: %w", storeopen.Redact(db), err)
+				return fmt.Errorf("migrating %s: %w", dsn.Redact(db), err)
 			}
 			if output == "json" {
 				type applied struct {
@@ -41,7 +42,7 @@ from several nodes at once. flowd serve runs it on start as well.`,
 					Database string    `json:"database"`
 					Applied  []applied `json:"applied"`
 					Version  int64     `json:"version"`
-				}{Database: storeopen.Redact(db), Applied: []applied{}, Version: rep.Version}
+				}{Database: dsn.Redact(db), Applied: []applied{}, Version: rep.Version}
 				for _, m := range rep.Applied {
 					out.Applied = append(out.Applied, applied{m.Version, m.Name, float64(m.Duration.Microseconds()) / 1000})
 				}
@@ -51,9 +52,9 @@ from several nodes at once. flowd serve runs it on start as well.`,
 				fmt.Fprintf(e.stdout, "applied %s (version %d) in %s\n", m.Name, m.Version, m.Duration.Round(100_000))
 			}
 			if len(rep.Applied) == 0 {
-				fmt.Fprintf(e.stdout, "schema of %s is up to date at version %d\n", storeopen.Redact(db), rep.Version)
+				fmt.Fprintf(e.stdout, "schema of %s is up to date at version %d\n", dsn.Redact(db), rep.Version)
 			} else {
-				fmt.Fprintf(e.stdout, "schema of %s is now at version %d\n", storeopen.Redact(db), rep.Version)
+				fmt.Fprintf(e.stdout, "schema of %s is now at version %d\n", dsn.Redact(db), rep.Version)
 			}
 			return nil
 		},

@@ -158,11 +158,11 @@ func stepProgress(steps map[string]*workflow.StepState) string {
 	return s
 }
 
-// printHistory writes the `flowd history` table with a summary of what each
-// version changed.
+// printHistory writes the `flowd history` table: who wrote each version
+// (ACTOR), why, and a summary of what it changed.
 func printHistory(w io.Writer, versions []store.HistoryEntry) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "VERSION\tSTATUS\tAT\tCAUSE\tCHANGES")
+	fmt.Fprintln(tw, "VERSION\tSTATUS\tAT\tACTOR\tCAUSE\tCHANGES")
 	for i, v := range versions {
 		change := "created"
 		if i > 0 {
@@ -172,7 +172,11 @@ func printHistory(w io.Writer, versions []store.HistoryEntry) error {
 		if cause == "" {
 			cause = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Version, clean(string(v.Status)), timestamp(v.At), clean(cause), change)
+		actor := v.Actor
+		if actor == "" {
+			actor = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.Version, clean(string(v.Status)), timestamp(v.At), clean(actor), clean(cause), change)
 	}
 	return tw.Flush()
 }

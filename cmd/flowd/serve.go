@@ -55,6 +55,11 @@ type serveConfig struct {
 	// OutboundAllow opens addresses to the calls definitions make, which
 	// the outbound policy refuses by default (loopback, private…).
 	OutboundAllow []string
+	// DBWait is how long serve waits at start for a database that does
+	// not answer yet.
+	DBWait time.Duration
+	// MetricsTokenRequired makes /metrics need a token of any role.
+	MetricsTokenRequired bool
 }
 
 func (c *serveConfig) Validate() error {
@@ -73,6 +78,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.MaxStateBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-state-bytes must be positive, got %d", c.MaxStateBytes))
+	}
+	if c.DBWait < 0 {
+		errs = append(errs, fmt.Errorf("--db-wait must not be negative (0 tries once), got %s", c.DBWait))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", c.ShutdownTimeout))
@@ -100,6 +108,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if _, err := outbound.Parse(c.OutboundAllow); err != nil {
 		errs = append(errs, fmt.Errorf("--outbound-allow: %w", err))
+	}
+	if c.MetricsTokenRequired && c.TokenFile == "" {
+		errs = append(errs, errors.New("--metrics-token-required needs --token-file: without tokens no one could read /metrics"))
 	}
 	return errors.Join(errs...)
 }
@@ -139,23 +150,17 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// readTokens reads one bearer token a line; blank lines and lines starting
-// with # are skipped.
-func readTokens(path string) ([]string, error) {
+// readTokens reads the token file: one token a line, `TOKEN` (role admin)
+// or `TOKEN ROLE [NAME]` (httpapi.ParseTokens); blank lines and lines
+// starting with # are skipped.
+func readTokens(path string) ([]httpapi.Token, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading token file: %w", err)
 	}
-	var tokens []string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		tokens = append(tokens, line)
-	}
-	if len(tokens) == 0 {
-		return nil, fmt.Errorf("token file %s holds no token (one token a line)", path)
+	tokens, err := httpapi.ParseTokens(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("token file %s: %w", path, err)
 	}
 	return tokens, nil
 }
@@ -179,7 +184,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.DB, "db", storeopen.DefaultURL, "database URL: postgres://… or sqlite:PATH (env FLOWD_DB)")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (env FLOWD_ADDR)")
-	f.StringVar(&cfg.TokenFile, "token-file", "", "file of bearer tokens, one a line; when set every /v1 route requires one (env FLOWD_TOKEN_FILE)")
+	f.StringVar(&cfg.TokenFile, "token-file", "", "file of bearer tokens, one a line: TOKEN (role admin) or TOKEN ROLE [NAME], ROLE admin, operator, worker or reader; when set every /v1 route requires one whose role may use it (env FLOWD_TOKEN_FILE)")
 	f.BoolVar(&cfg.Insecure, "insecure", false, "allow a non-loopback --addr without --token-file")
 	f.StringSliceVar(&cfg.AllowedHosts, "allowed-hosts", nil, "Host header values answered besides localhost, loopback addresses and --addr: host or host:port, comma-separated or repeated; * for any. Others get 421 (env FLOWD_ALLOWED_HOSTS)")
 	f.IntVar(&cfg.Workers, "workers", 8, "in-process step concurrency")
@@ -196,6 +201,8 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.StringSliceVar(&cfg.OutboundAllow, "outbound-allow", nil, "open addresses to the calls definitions make (http steps, Serverless Workflow call: http and call: openapi), which may not reach loopback, private, link-local (cloud metadata), unspecified or multicast addresses otherwise: CIDR, HOST or HOST:PORT, comma-separated or repeated; * turns the check off; --demo opens loopback. See \"Outbound calls\" in docs/production.md (env FLOWD_OUTBOUND_ALLOW)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
+	f.BoolVar(&cfg.MetricsTokenRequired, "metrics-token-required", false, "/metrics needs a bearer token of any role too; needs --token-file (env FLOWD_METRICS_TOKEN_REQUIRED)")
+	f.DurationVar(&cfg.DBWait, "db-wait", 60*time.Second, "at start, how long to wait for a database that does not answer yet (refused connections, a server starting up), trying again and logging each try; 0 tries once (env FLOWD_DB_WAIT)")
 	return cmd
 }
 
@@ -207,7 +214,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 	}
 	log := slog.New(handler)
 
-	var tokens []string
+	var tokens []httpapi.Token
 	if cfg.TokenFile != "" {
 		var err error
 		if tokens, err = readTokens(cfg.TokenFile); err != nil {
@@ -225,7 +232,9 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval, ScheduleInterval: cfg.ScheduleInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
 		Retention: time.Duration(cfg.Retention), EventRetention: time.Duration(cfg.EventRetention),
-		OutboundAllow: outboundAllow,
+		OutboundAllow:        outboundAllow,
+		DBWait:               cfg.DBWait,
+		MetricsTokenRequired: cfg.MetricsTokenRequired,
 	})
 	if err != nil {
 		return err

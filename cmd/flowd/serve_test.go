@@ -137,22 +137,39 @@ func TestServeEndToEnd(t *testing.T) {
 func TestServeTokens(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokenFile, []byte("# ops\nt0ken-one\n\n  t0ken-two  \n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte("# ops\nt0ken-one\n\n  t0ken-two  \nw0rker-token worker billing\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url, _ := startServe(t, "--db", "sqlite::memory:", "--token-file", tokenFile)
-	for tok, want := range map[string]int{"": 401, "nope": 401, "t0ken-one": 200, "t0ken-two": 200} {
-		req, _ := http.NewRequest("GET", url+"/v1/workflows", nil)
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
+	url, _ := startServe(t, "--db", "sqlite::memory:", "--token-file", tokenFile, "--metrics-token-required")
+	for _, c := range []struct {
+		method, path, tok string
+		want              int
+	}{
+		{"GET", "/v1/workflows", "", 401},
+		{"GET", "/v1/workflows", "nope", 401},
+		{"GET", "/v1/workflows", "t0ken-one", 200},
+		{"GET", "/v1/workflows", "t0ken-two", 200},
+		// A worker's token polls for tasks and reads definitions, and may
+		// not store a definition (a program the server runs).
+		{"GET", "/v1/definitions", "w0rker-token", 200},
+		{"PUT", "/v1/definitions/d", "w0rker-token", 403},
+		{"GET", "/v1/workflows", "w0rker-token", 403},
+		{"GET", "/metrics", "", 401},
+		{"GET", "/metrics", "w0rker-token", 200},
+		{"GET", "/healthz", "", 200},
+	} {
+		req, _ := http.NewRequest(c.method, url+c.path, strings.NewReader(`{}`))
+		if c.tok != "" {
+			req.Header.Set("Authorization", "Bearer "+c.tok)
 		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if res.StatusCode != want {
-			t.Errorf("token %q: %d, want %d", tok, res.StatusCode, want)
+		if res.StatusCode != c.want {
+			t.Errorf("%s %s with token %q: %d %s, want %d", c.method, c.path, c.tok, res.StatusCode, body, c.want)
 		}
 	}
 }
@@ -202,6 +219,10 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\n# nothing\n"), 0o600)
+	badRole := filepath.Join(dir, "bad-role")
+	os.WriteFile(badRole, []byte("# ops\ngood-token operator ops\nsecret-token superuser\n"), 0o600)
+	tooMany := filepath.Join(dir, "too-many")
+	os.WriteFile(tooMany, []byte("t0ken reader a b\n"), 0o600)
 	cases := []struct {
 		args []string
 		env  map[string]string
@@ -214,6 +235,10 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--db", "mysql://x"}, nil, exitError, "unsupported database URL"},
 		{[]string{"--db", "sqlite::memory:", "--token-file", empty}, nil, exitError, "holds no token"},
 		{[]string{"--db", "sqlite::memory:", "--token-file", filepath.Join(dir, "missing")}, nil, exitError, "reading token file"},
+		{[]string{"--db", "sqlite::memory:", "--token-file", badRole}, nil, exitError, "token file " + badRole + ": line 3: the second field is not a role: write admin, operator, worker or reader"},
+		{[]string{"--db", "sqlite::memory:", "--token-file", tooMany}, nil, exitError, "token file " + tooMany + ": line 1: 4 fields; a line is TOKEN, or TOKEN ROLE [NAME]"},
+		{[]string{"--metrics-token-required"}, nil, exitUsage, "--metrics-token-required needs --token-file"},
+		{[]string{"--db-wait", "-1s"}, nil, exitUsage, "--db-wait must not be negative"},
 		{[]string{"--lease", "0s"}, nil, exitUsage, "--lease must be positive"},
 		{[]string{"--schedule-interval", "0s"}, nil, exitUsage, "--schedule-interval must be positive, got 0s"},
 		{nil, map[string]string{"FLOWD_SCHEDULE_INTERVAL": "-1s"}, exitUsage, "--schedule-interval must be positive, got -1s"},
@@ -261,14 +286,14 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied 00010_child_workflows.sql") || !strings.Contains(out.String(), "applied 00011_definition_concurrency.go") ||
 		!strings.Contains(out.String(), "applied 00012_task_flow_control.sql") ||
 		!strings.Contains(out.String(), "applied 00013_schedules.sql") || !strings.Contains(out.String(), "applied 00014_traceparent.sql") ||
-		!strings.Contains(out.String(), "is now at version 14") {
+		!strings.Contains(out.String(), "applied 00015_history_actor.sql") || !strings.Contains(out.String(), "is now at version 15") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}
 	e, out, _ = testEnv(nil)
 	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
 		t.Fatal("second migrate failed")
 	}
-	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":14`) {
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":15`) {
 		t.Errorf("second migrate JSON: %s", got)
 	}
 	e, _, errOut = testEnv(nil)

@@ -22,7 +22,8 @@ import (
 )
 
 // NewServer starts a server on a fresh, migrated database (with bearer tokens
-// when given) and returns its base URL; the test's cleanup stops it.
+// when given, each a line of a token file: "TOKEN" or "TOKEN ROLE [NAME]")
+// and returns its base URL; the test's cleanup stops it.
 type NewServer func(t *testing.T, tokens ...string) string
 
 // Run runs the whole suite: one server for the workflow routes (subtests share
@@ -48,6 +49,7 @@ type suiteCase struct {
 
 var suiteCases = []suiteCase{
 	{"Auth", testAuth, false},
+	{"Actors", testActors, false},
 	{"DefinitionsAndTasks", testDefinitionAndTaskRoutes, false},
 	{"EngineOwnsSteps", testEngineOwnsSteps, false},
 	{"StopCancelsSteps", testStopCancelsSteps, false},

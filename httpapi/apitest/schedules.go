@@ -56,6 +56,10 @@ func testSchedules(t *testing.T, newServer NewServer) {
 		{"/v1/schedules/x", `{"definition": "sched-job", "cron": "* * *"}`, "has 3 fields; it needs 5", 400},
 		{"/v1/schedules/x", `{"definition": "sched-job", "cron": "0 0 30 2 *"}`, "never fires", 400},
 		{"/v1/schedules/x", `{"definition": "sched-job", "cron": "@every 100ms"}`, "at least 1s", 400},
+		// Fire times so far apart that they would pass the last date flowd
+		// computes (they wrapped around to 1727).
+		{"/v1/schedules/x", `{"definition": "sched-job", "cron": "@every 1000000h"}`, "@every takes at most 87600h0m0s (10 years)", 400},
+		{"/v1/schedules/x", `{"definition": "sched-job", "cron": "@every 2562047h"}`, "the last date flowd computes", 400},
 		{"/v1/schedules/x", `{"definition": "sched-job", "cron": "* * * * *", "timezone": "Mars/Base"}`, "not an IANA time zone", 400},
 		{"/v1/schedules/x", `{"definition": "sched-job", "cron": "* * * * *", "overlap": "queue"}`, `overlap \"queue\" is not one of`, 400},
 		{"/v1/schedules/x", `{"definition": "sched-job", "cron": "* * * * *", "catchup_window": "soon"}`, "catchup_window", 400},

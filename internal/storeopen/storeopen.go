@@ -7,10 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	neturl "net/url"
 	"strings"
 	"time"
 
+	"github.com/flowd/flowd/internal/dsn"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/postgres"
 	"github.com/flowd/flowd/store/sqlite"
@@ -35,17 +35,5 @@ func Open(ctx context.Context, url string, opts Options) (store.Backend, error) 
 	case strings.HasPrefix(url, "sqlite:"):
 		return sqlite.Open(ctx, url, sqlite.Options{Now: opts.Now})
 	}
-	return nil, fmt.Errorf("%w %q: use postgres://… (or postgresql://…) for PostgreSQL, sqlite:PATH or sqlite::memory: for SQLite", ErrUnknownScheme, Redact(url))
-}
-
-// Redact hides the password of a URL for messages and logs.
-func Redact(raw string) string {
-	u, err := neturl.Parse(raw)
-	if err != nil || u.User == nil {
-		if err != nil && strings.Contains(raw, "@") {
-			return "(unparsable URL)"
-		}
-		return raw
-	}
-	return u.Redacted()
+	return nil, fmt.Errorf("%w %q: use postgres://… (or postgresql://…) for PostgreSQL, sqlite:PATH or sqlite::memory: for SQLite", ErrUnknownScheme, dsn.Redact(url))
 }

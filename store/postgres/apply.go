@@ -41,8 +41,9 @@ import (
 // the history patch of the first new version (NULL: made in SQL, see
 // historyPatch), $48 the length of its state, $49 the instance's output
 // (NULL: unchanged; set only with the COMPLETED status), $50 the new tasks'
-// iterations. Every write passes every parameter, so that one statement
-// text (and its generic plan) serves all of them.
+// iterations and the rest of their tailParams, and last the actor of the
+// history rows (applyActor). Every write passes every parameter, so that
+// one statement text (and its generic plan) serves all of them.
 var applySQL, applyStrictSQL = applyStatements[applyShape{}], applyStatements[applyShape{strict: true}]
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
@@ -156,6 +157,10 @@ var (
 	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
 )
 
+// applyActor is the actor of the write's history rows: the parameter
+// after the new tasks' tailParams, the last one.
+var applyActor = "$" + strconv.Itoa(50+tailParams) + "::text"
+
 // applySetStatus is the status's part of applyInstance's SET list.
 const applySetStatus = `status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
 		`
@@ -169,12 +174,12 @@ var applyInstance = `), u AS (
 	WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43
 	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority
 ), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT $33, $34 + 1, $35, ` + historyRow("$33", "$34", "$36", "$48::int", "$47") + `, $32, $38 FROM u
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT $33, $34 + 1, $35, ` + historyRow("$33", "$34", "$36", "$48::int", "$47") + `, $32, $38, ` + applyActor + ` FROM u
 	RETURNING state
 ), h2 AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT $33, $34 + 2, $39, flowd_history_entry($33, $34 + 2, $36::jsonb, coalesce($40::jsonb, $36::jsonb), (SELECT state FROM h)), $32, $41 FROM u WHERE $39 <> ''
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT $33, $34 + 2, $39, flowd_history_entry($33, $34 + 2, $36::jsonb, coalesce($40::jsonb, $36::jsonb), (SELECT state FROM h)), $32, $41, ` + applyActor + ` FROM u WHERE $39 <> ''
 ), ins AS (
 	` + insertTasksPrefix + `$32, $32
 	FROM ` + newTasks1(50) + `
@@ -232,7 +237,7 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instan
 	if w.TasksOnly {
 		return nil, q.applyTasks(ctx, w)
 	}
-	pa, err := q.prepareApply(w)
+	pa, err := q.prepareApply(w, store.WriteActor(ctx, w.Actor))
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +258,9 @@ type preparedApply struct {
 	args    []any
 }
 
-func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
+// prepareApply checks w and makes its statement's arguments; actor is the
+// actor of its history rows.
+func (q *querier) prepareApply(w *store.Write, actor string) (*preparedApply, error) {
 	if err := w.Prepare(); err != nil {
 		return nil, err
 	}
@@ -306,7 +313,7 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 		string(w.Settled), settledState, w.SettledCause,
 		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state),
 		outputArg(w.Output))
-	args = append(args, insertCols.tail()...)
+	args = append(append(args, insertCols.tail()...), actor)
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 

@@ -26,7 +26,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 	if err := claim.Check(); err != nil {
 		return nil, nil, err
 	}
-	g, err := q.prepareGroup(creates, writes)
+	g, err := q.prepareGroup(ctx, creates, writes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,7 +89,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			if err != nil {
 				return err
 			}
-			pws, err := q.decideClaim(locked, claim.Decide)
+			pws, err := q.decideClaim(locked, claim.Decide, store.ActorFrom(ctx))
 			if err != nil {
 				return err
 			}
@@ -121,13 +121,14 @@ type preparedGroup struct {
 	written []*workflow.Instance
 }
 
-func (q *querier) prepareGroup(creates []store.CreateParams, writes []*store.Write) (*preparedGroup, error) {
+func (q *querier) prepareGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write) (*preparedGroup, error) {
 	n := len(creates) + len(writes)
 	g := &preparedGroup{
 		pcs: make([]*preparedCreate, len(creates)), pas: make([]*preparedApply, len(writes)),
 		created: make([]bool, len(creates)), written: make([]*workflow.Instance, len(writes)),
 	}
 	for i, p := range creates {
+		p.Actor = store.WriteActor(ctx, p.Actor)
 		pc, err := q.prepareCreate(p)
 		if err != nil {
 			return nil, fmt.Errorf("create %d of %d: %w", i+1, n, err)
@@ -138,7 +139,7 @@ func (q *querier) prepareGroup(creates []store.CreateParams, writes []*store.Wri
 		if w == nil {
 			return nil, fmt.Errorf("%w: write %d of %d is nil", store.ErrInvalidArgument, len(creates)+i+1, n)
 		}
-		pa, err := q.prepareApply(w)
+		pa, err := q.prepareApply(w, store.WriteActor(ctx, w.Actor))
 		if err != nil {
 			return nil, fmt.Errorf("write %d of %d: %w", len(creates)+i+1, n, err)
 		}

@@ -23,7 +23,8 @@ import (
 // $1 the instance, $2 its expected version, $3 the cause, $4 the new state,
 // $5 the store's clock, $6 SetState, $7–$12 the tasks' ids, attempts,
 // leases, owners, lease ends and attempt deadlines, $13 the history patch
-// (NULL: made in SQL; see historyPatch), $14 the new state's length.
+// (NULL: made in SQL; see historyPatch), $14 the new state's length, $15
+// the actor of the history row.
 // claimWriteOneSQL is the same for a write of one task (the common case),
 // its $7–$12 scalars: its row is found by primary key alone.
 var claimWriteSQL, claimWriteOneSQL = claimWriteStatement(false), claimWriteStatement(true)
@@ -46,8 +47,8 @@ func claimWriteStatement(oneTask bool) string {
 	WHERE $6::boolean AND id = $1 AND version = $2 AND ` + notIndexed("status") + ` = 'RUNNING'
 	RETURNING id, version, status, state
 ), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, ` + historyRow("$1", "$2", "$4", "$14::int", "$13") + `, $5, $3 FROM u
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT id, version, status, ` + historyRow("$1", "$2", "$4", "$14::int", "$13") + `, $5, $3, $15::text FROM u
 ), t AS (
 	UPDATE workflow_tasks w SET status = 'LEASED', ` + set + `, updated_at = $5` + tasks + `
 		AND (NOT $6::boolean OR EXISTS (SELECT 1 FROM u))
@@ -95,7 +96,7 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 	if err != nil {
 		return err
 	}
-	pws, err := q.decideClaim(locked, decide)
+	pws, err := q.decideClaim(locked, decide, store.ActorFrom(ctx))
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, p 
 		if err != nil {
 			return err
 		}
-		pws, err := q.decideClaim(locked, decide)
+		pws, err := q.decideClaim(locked, decide, store.ActorFrom(ctx))
 		if err != nil || len(pws) == 0 {
 			return err // the ROLLBACK of inPipelinedTx ends the transaction
 		}
@@ -280,7 +281,8 @@ type preparedClaimWrite struct {
 }
 
 // decideClaim calls decide and checks and prepares the writes it returns.
-func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) ([]*preparedClaimWrite, error) {
+// actor is the actor of their history rows.
+func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Claimable) ([]*store.ClaimWrite, error), actor string) ([]*preparedClaimWrite, error) {
 	writes, err := decide(locked)
 	if err != nil {
 		return nil, err
@@ -330,7 +332,7 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 		}
 		pw := &preparedClaimWrite{w: w, read: inst, now: now, sql: claimWriteSQL, args: []any{
 			inst.ID, w.ExpectedVersion, w.Cause, string(state), now, w.SetState,
-			ids, attempts, leases, owners, until, deadlines, patch, len(state),
+			ids, attempts, leases, owners, until, deadlines, patch, len(state), actor,
 		}}
 		if n == 1 {
 			pw.sql = claimWriteOneSQL

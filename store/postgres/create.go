@@ -27,7 +27,7 @@ import (
 // (parent_id, parent_step, parent_index; NULL for an instance without one)
 // and the traceparent (NULL for none); with tasks, the tasks' iterations and
 // flow control (tailParams); then the instance's concurrency key and limit;
-// last, the instance's priority.
+// the instance's priority; last, the actor of its history row.
 
 // createVariant selects a create statement.
 type createVariant struct{ withTasks, keyed bool }
@@ -92,9 +92,15 @@ func createConcurrencyParam(v createVariant) int {
 }
 
 // createPriorityParam is the number of the parameter holding the
-// instance's priority: the last one, after the concurrency key and limit.
+// instance's priority, after the concurrency key and limit.
 func createPriorityParam(v createVariant) int {
 	return createConcurrencyParam(v) + 2
+}
+
+// createActorParam is the number of the parameter holding the actor of
+// the history row: the last one, after the priority.
+func createActorParam(v createVariant) int {
+	return createPriorityParam(v) + 1
 }
 
 func buildCreateSQL(v createVariant) string {
@@ -148,8 +154,8 @@ func buildCreateSQL(v createVariant) string {
 	sql += `
 	RETURNING id, status, state
 ), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, 0, status, state, $6, $7 FROM i
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT id, 0, status, state, $6, $7, $` + strconv.Itoa(createActorParam(v)) + ` FROM i
 )`
 	created := `EXISTS (SELECT 1 FROM i)`
 	if v.withTasks {
@@ -184,6 +190,7 @@ const keyOwnerSQL = `SELECT workflow_id, request_hash FROM idempotency_keys WHER
 // *store.IdempotencyKeyError naming the instance it created.
 func (q *querier) Create(ctx context.Context, p store.CreateParams) (_ *workflow.Instance, err error) {
 	defer q.settle(&err) // a write of its own on the pool
+	p.Actor = store.WriteActor(ctx, p.Actor)
 	pc, err := q.prepareCreate(p)
 	if err != nil {
 		return nil, err

@@ -34,8 +34,8 @@ func taskFixture(t *testing.T, s *Store, now time.Time) {
 		SELECT format('w%s', lpad(i::text, 4, '0')), CASE WHEN i % 10 = 0 THEN 'RUNNING' ELSE 'COMPLETED' END,
 			'{}', '{}', $1, $1, $1::timestamptz + (i - 1000) * interval '1 minute'
 		FROM generate_series(0, 1999) AS i`,
-		`INSERT INTO workflow_history (instance_id, version, status, state, at)
-		SELECT id, 0, status, state, created_at FROM workflow_instances`,
+		`INSERT INTO workflow_history (instance_id, version, status, state, at, actor)
+		SELECT id, 0, status, state, created_at, 'engine' FROM workflow_instances`,
 		`INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, max_attempts, run_at,
 			lease, lease_until, input, created_at, updated_at)
 		SELECT format('t%s', lpad(i::text, 4, '0')), format('w%s', lpad((i % 2000)::text, 4, '0')), format('s%s', i / 2000),

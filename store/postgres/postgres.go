@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/flowd/flowd/internal/dsn"
 	"github.com/flowd/flowd/store"
 )
 
@@ -76,7 +77,17 @@ var _ store.Backend = (*Store)(nil)
 
 // Open connects to the PostgreSQL database at url (postgres://… or
 // postgresql://…) and checks that it answers. It does not migrate.
+//
+// A database that does not answer yet (refused or broken connections, a
+// server starting up or shutting down) is an error that errors.Is
+// store.ErrUnavailable, which a caller may wait out; a wrong password or
+// database name is not. No error shows the password of url.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	s, err := openPool(ctx, url, opts)
+	return s, dsn.RedactError(err, url)
+}
+
+func openPool(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := parseConfig(url, opts)
 	if err != nil {
 		return nil, err
@@ -89,7 +100,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// reported by Open, not by the first operation.
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: open: %w", err)
+		return nil, fmt.Errorf("postgres: open: %w", interpretError(err, ""))
 	}
 	now := opts.Now
 	if now == nil {

@@ -98,8 +98,8 @@ const (
 	WHERE id = $1 AND version = $2 AND status NOT IN ('COMPLETED', 'CANCELLED')
 	RETURNING ` + instanceColumns + `
 ), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5 FROM u
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5, $6 FROM u
 )
 SELECT definition, status, input, version, created_at, definition_revision, deadline FROM u`
 
@@ -112,8 +112,8 @@ SELECT definition, status, input, version, created_at, definition_revision, dead
 	WHERE id = old_id AND status = $2 AND ($5::bigint IS NULL OR version = $5::bigint)
 	RETURNING ` + instanceColumns + `, old_state
 ), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, flowd_history_entry(id, version, old_state, state), updated_at, $6 FROM u
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT id, version, status, flowd_history_entry(id, version, old_state, state), updated_at, $6, $7 FROM u
 )
 SELECT ` + instanceColumns + ` FROM u`
 
@@ -135,8 +135,8 @@ SELECT ` + instanceColumns + ` FROM u`
 	WHERE id = ANY (ARRAY(SELECT id FROM picked))
 	RETURNING id, version, status, state
 ), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, flowd_history_entry(id, version, picked.state, u.state), $5, $6 FROM u JOIN picked USING (id)
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT id, version, status, flowd_history_entry(id, version, picked.state, u.state), $5, $6, $7 FROM u JOIN picked USING (id)
 )
 SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
 
@@ -154,7 +154,7 @@ SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
 	// historySQL reads from the snapshot that version $2's row starts from
 	// (a patch row's first element; a snapshot is its own) up to $2 + $3
 	// (NULL: no limit).
-	historySQL = `SELECT version, status, state, at, cause FROM workflow_history
+	historySQL = `SELECT version, status, state, at, cause, actor FROM workflow_history
 	WHERE instance_id = $1
 		AND version >= coalesce((SELECT coalesce((state->>0)::bigint, version) FROM workflow_history WHERE instance_id = $1 AND version = $2), $2)
 		AND ($3::bigint IS NULL OR version < $2 + $3)
@@ -171,8 +171,8 @@ var modifySQL = `WITH u AS (
 	WHERE id = $1
 	RETURNING id, version, status, state, updated_at
 ), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5 FROM u
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5, $7 FROM u
 )
 SELECT version FROM u`
 
@@ -198,8 +198,8 @@ var completeStepSQL = `WITH u AS (
 		AND (state->'steps'->$2::text->>'status') IS DISTINCT FROM 'COMPLETED'
 	RETURNING ` + instanceColumns + `
 ), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause)
-	SELECT id, version, status, ` + historyRow("$1", "$4", "u.state", "octet_length(u.state::text)", completedStepPatch) + `, updated_at, $6 FROM u
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT id, version, status, ` + historyRow("$1", "$4", "u.state", "octet_length(u.state::text)", completedStepPatch) + `, updated_at, $6, $7 FROM u
 )
 SELECT definition, status, state, input, version, created_at, definition_revision, deadline FROM u`
 
@@ -262,7 +262,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	}
 	pc.args = append(append(pc.args, parentArgs(p.Parent)...), nullText(p.TraceParent))
 	pc.args = append(pc.args, tail...)
-	pc.args = append(append(pc.args, concurrencyArgs(p.Concurrency)...), int16(p.Priority))
+	pc.args = append(append(pc.args, concurrencyArgs(p.Concurrency)...), int16(p.Priority), p.Actor)
 	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
@@ -421,7 +421,7 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 	var status string
 	var input []byte
 	err = retryRaced(func() error {
-		err := q.db.QueryRow(ctx, replaceStateSQL, id, expectedVersion, stateJSON, now, cause).
+		err := q.db.QueryRow(ctx, replaceStateSQL, id, expectedVersion, stateJSON, now, cause, store.ActorFrom(ctx)).
 			Scan(&inst.Definition, &status, &input, &inst.Version, &inst.CreatedAt, &inst.DefinitionRevision, &inst.Deadline)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return q.diagnoseVersioned(ctx, id, expectedVersion, nil)
@@ -516,7 +516,7 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		now := tq.timestamp()
 		deadline := timestampPtr(work.Deadline)
 		var version int64
-		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline).Scan(&version); err != nil {
+		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline, store.ActorFrom(ctx)).Scan(&version); err != nil {
 			return interpretError(err, id)
 		}
 		work.Deadline = deadline
@@ -552,7 +552,7 @@ func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams
 	var inst *workflow.Instance
 	err = retryRaced(func() error {
 		var err error
-		inst, err = scanInstance(q.db.QueryRow(ctx, transitionSQL, p.ID, string(p.From), string(p.To), now, expected, p.Cause))
+		inst, err = scanInstance(q.db.QueryRow(ctx, transitionSQL, p.ID, string(p.From), string(p.To), now, expected, p.Cause, store.ActorFrom(ctx)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return q.diagnoseTransition(ctx, p)
 		}
@@ -610,7 +610,7 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 	var status string
 	var state, input []byte
 	err = retryRaced(func() error {
-		err := q.db.QueryRow(ctx, completeStepSQL, p.ID, p.StepID, []byte(p.Output), p.ExpectedVersion, now, p.Cause).
+		err := q.db.QueryRow(ctx, completeStepSQL, p.ID, p.StepID, []byte(p.Output), p.ExpectedVersion, now, p.Cause, store.ActorFrom(ctx)).
 			Scan(&inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt, &inst.DefinitionRevision, &inst.Deadline)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return q.diagnoseVersioned(ctx, p.ID, p.ExpectedVersion, &p.StepID)
@@ -641,7 +641,7 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 		return nil, err
 	}
 	now := q.timestamp()
-	rows, err := q.db.Query(ctx, batchSQL, string(p.Status), ceilMicro(p.UpdatedBefore), p.Limit, string(p.NewStatus), now, p.Cause)
+	rows, err := q.db.Query(ctx, batchSQL, string(p.Status), ceilMicro(p.UpdatedBefore), p.Limit, string(p.NewStatus), now, p.Cause, store.ActorFrom(ctx))
 	if err != nil {
 		return nil, interpretError(err, "")
 	}
@@ -778,7 +778,7 @@ func (q *querier) History(ctx context.Context, id string, since int64, limit int
 			status string
 			row    []byte
 		)
-		if err := rows.Scan(&e.Version, &status, &row, &e.At, &e.Cause); err != nil {
+		if err := rows.Scan(&e.Version, &status, &row, &e.At, &e.Cause, &e.Actor); err != nil {
 			return nil, interpretError(err, id)
 		}
 		// The replay keeps references into the row.

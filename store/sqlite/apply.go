@@ -104,12 +104,13 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 			return nil, err
 		}
 	}
-	out, err := writeVersion(ctx, c, w.ID, w.Status, pa.state, nullMicros(w.Deadline), w.Cause, micros(pa.now))
+	actor := store.WriteActor(ctx, w.Actor)
+	out, err := writeVersion(ctx, c, w.ID, w.Status, pa.state, nullMicros(w.Deadline), w.Cause, actor, micros(pa.now))
 	if err != nil {
 		return nil, err
 	}
 	if w.Settled != "" {
-		if out, err = writeVersion(ctx, c, w.ID, w.Settled, pa.settledState, nullMicros(w.Deadline), w.SettledCause, micros(pa.now)); err != nil {
+		if out, err = writeVersion(ctx, c, w.ID, w.Settled, pa.settledState, nullMicros(w.Deadline), w.SettledCause, actor, micros(pa.now)); err != nil {
 			return nil, err
 		}
 	}
@@ -168,7 +169,7 @@ func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuar
 
 // writeVersion writes one new version of id (the caller checked the
 // version it moves from) and its history row.
-func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status, state string, deadline any, cause string, now int64) (*workflow.Instance, error) {
+func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status, state string, deadline any, cause, actor string, now int64) (*workflow.Instance, error) {
 	prev, err := priorState(ctx, c, id)
 	if err != nil {
 		return nil, err
@@ -181,5 +182,5 @@ func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status
 	if err != nil {
 		return nil, interpretError(ctx, err)
 	}
-	return inst, appendHistory(ctx, c, id, cause, prev)
+	return inst, appendHistory(ctx, c, id, cause, actor, prev)
 }

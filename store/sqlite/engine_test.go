@@ -245,6 +245,12 @@ func TestMigrationKeepsData(t *testing.T) {
 	if err != nil || len(hist) != 2 || hist[0].Cause != "create" || hist[1].Cause != "start" || !hist[1].At.Equal(fromMicros(created+1)) {
 		t.Errorf("history after the migration = %+v, %v", hist, err)
 	}
+	// Versions written before actors were recorded have an unknown one.
+	for _, e := range hist {
+		if e.Actor != store.ActorUnknown {
+			t.Errorf("version %d written before the migration: actor %q, want %q", e.Version, e.Actor, store.ActorUnknown)
+		}
+	}
 
 	// The engine works on the old instance straight away.
 	if err := storetest.InsertTasks(ctx, s, []*store.Task{{ID: "t1", InstanceID: "old", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: t0}}); err != nil {

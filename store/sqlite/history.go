@@ -45,9 +45,9 @@ func priorStates(ctx context.Context, c dbtx, ids []string) (map[string][]byte, 
 }
 
 // appendHistory writes the history row of the version just written to id,
-// at = its updated_at; prev is the state that version replaced (nil: id's
-// first version).
-func appendHistory(ctx context.Context, c dbtx, id, cause string, prev []byte) error {
+// at = its updated_at, with its cause and actor; prev is the state that
+// version replaced (nil: id's first version).
+func appendHistory(ctx context.Context, c dbtx, id, cause, actor string, prev []byte) error {
 	var (
 		version int64
 		status  string
@@ -64,17 +64,17 @@ func appendHistory(ctx context.Context, c dbtx, id, cause string, prev []byte) e
 		return err
 	}
 	if _, err := c.ExecContext(ctx,
-		`INSERT INTO workflow_history (instance_id, version, status, state, at, cause) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
-		id, version, status, string(row), at, cause); err != nil {
+		`INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`,
+		id, version, status, string(row), at, cause, actor); err != nil {
 		return interpretError(ctx, err)
 	}
 	return nil
 }
 
 // appendHistories is appendHistory for each of ids.
-func appendHistories(ctx context.Context, c dbtx, ids []string, cause string, prev map[string][]byte) error {
+func appendHistories(ctx context.Context, c dbtx, ids []string, cause, actor string, prev map[string][]byte) error {
 	for _, id := range ids {
-		if err := appendHistory(ctx, c, id, cause, prev[id]); err != nil {
+		if err := appendHistory(ctx, c, id, cause, actor, prev[id]); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func historyEntry(ctx context.Context, c dbtx, id string, version int64, prev, s
 // historySQL reads from the snapshot that version ?2's row starts from (a
 // patch row's first element; a snapshot is its own) up to ?2 + ?3 (?3
 // negative: no limit).
-const historySQL = `SELECT version, status, state, at, cause FROM workflow_history
+const historySQL = `SELECT version, status, state, at, cause, actor FROM workflow_history
 WHERE instance_id = ?1
 	AND version >= coalesce((SELECT CASE WHEN json_type(state) = 'array' THEN json_extract(state, '$[0]') ELSE version END
 		FROM workflow_history WHERE instance_id = ?1 AND version = ?2), ?2)
@@ -137,7 +137,7 @@ func (q *querier) History(ctx context.Context, id string, since int64, limit int
 			row    string
 			at     int64
 		)
-		if err := rows.Scan(&e.Version, &status, &row, &at, &e.Cause); err != nil {
+		if err := rows.Scan(&e.Version, &status, &row, &at, &e.Cause, &e.Actor); err != nil {
 			return nil, interpretError(ctx, err)
 		}
 		if err := replay.Next([]byte(row)); err != nil {

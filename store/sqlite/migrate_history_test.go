@@ -1,11 +1,14 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io/fs"
+	"slices"
 	"testing"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/storetest"
 )
 
@@ -49,10 +52,7 @@ func TestHistoryMigration(t *testing.T) {
 	}
 	before := map[string][][]byte{}
 	for _, inst := range legacy {
-		before[inst.ID] = storetest.HistoryStates(t, s, inst.ID)
-		if len(before[inst.ID]) != len(inst.States) {
-			t.Fatalf("%s: %d versions before the migration", inst.ID, len(before[inst.ID]))
-		}
+		before[inst.ID] = storedStates(t, s, inst.ID)
 	}
 	// The later migrations follow it (they change nothing of history).
 	if rep := migrate(t, s); len(rep.Applied) == 0 || rep.Applied[0].Version != historyPatchesVersion {
@@ -60,6 +60,16 @@ func TestHistoryMigration(t *testing.T) {
 	}
 	for _, inst := range legacy {
 		storetest.CheckHistory(t, s, inst.ID, before[inst.ID])
+	}
+	// Versions written before actors were recorded have an unknown one.
+	hist, err := s.History(ctx, legacy[0].ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range hist {
+		if e.Actor != store.ActorUnknown {
+			t.Fatalf("legacy version %d: actor %q, want %q", e.Version, e.Actor, store.ActorUnknown)
+		}
 	}
 	size, err := s.HistorySize(ctx, "legacy-growing")
 	if err != nil {
@@ -91,7 +101,7 @@ func TestHistoryMigration(t *testing.T) {
 	want = append(want, js)
 	storetest.CheckHistory(t, s, grown.ID, want)
 
-	// Down writes every state whole; the history reads the same.
+	// Down writes every state whole, the same states.
 	p, err := s.migrationProvider(mustSub(t))
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +112,9 @@ func TestHistoryMigration(t *testing.T) {
 	if size, err := s.HistorySize(ctx, grown.ID); err != nil || size.Snapshots != size.Versions {
 		t.Errorf("after the down migration: %+v, %v; want every version whole", size, err)
 	}
-	storetest.CheckHistory(t, s, grown.ID, want)
+	if got := storedStates(t, s, grown.ID); !slices.EqualFunc(got, want, bytes.Equal) {
+		t.Errorf("after the down migration the rows hold\n%s\nwant\n%s", bytes.Join(got, []byte("\n")), bytes.Join(want, []byte("\n")))
+	}
 }
 
 func mustSub(t *testing.T) fs.FS {
@@ -112,4 +124,29 @@ func mustSub(t *testing.T) fs.FS {
 		t.Fatal(err)
 	}
 	return fsys
+}
+
+// storedStates reads the states of id's history rows, version 0 first, as
+// History would give them back: History itself reads only today's schema,
+// and these rows were written (or rewritten) whole by an older one.
+func storedStates(t *testing.T, s *Store, id string) [][]byte {
+	t.Helper()
+	ctx := t.Context()
+	r, err := s.readDB.QueryContext(ctx, `SELECT state FROM workflow_history WHERE instance_id = ?1 ORDER BY version`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rows []string
+	for r.Next() {
+		var st string
+		if err := r.Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, st)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return storetest.WholeStates(t, rows)
 }

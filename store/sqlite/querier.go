@@ -84,7 +84,7 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 			}
 			return err
 		}
-		if err := appendHistory(ctx, c, p.ID, p.Cause, nil); err != nil {
+		if err := appendHistory(ctx, c, p.ID, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
 			return err
 		}
 		if p.IdempotencyKey != "" {
@@ -217,7 +217,7 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 		if err != nil {
 			return interpretError(ctx, err)
 		}
-		return appendHistory(ctx, c, id, cause, prev)
+		return appendHistory(ctx, c, id, cause, store.ActorFrom(ctx), prev)
 	})
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if err != nil {
 			return interpretError(ctx, err)
 		}
-		return appendHistory(ctx, c, id, cause, prev)
+		return appendHistory(ctx, c, id, cause, store.ActorFrom(ctx), prev)
 	})
 	if err != nil {
 		return nil, err
@@ -309,7 +309,7 @@ func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams
 				return err
 			}
 		}
-		return appendHistory(ctx, c, p.ID, p.Cause, prev)
+		return appendHistory(ctx, c, p.ID, p.Cause, store.ActorFrom(ctx), prev)
 	})
 	if err != nil {
 		return nil, err
@@ -359,7 +359,7 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 		if err != nil {
 			return interpretError(ctx, err)
 		}
-		return appendHistory(ctx, c, p.ID, p.Cause, prev)
+		return appendHistory(ctx, c, p.ID, p.Cause, store.ActorFrom(ctx), prev)
 	})
 	if err != nil {
 		return nil, err
@@ -411,7 +411,7 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 				return err
 			}
 		}
-		return appendHistories(ctx, c, ids, p.Cause, prev)
+		return appendHistories(ctx, c, ids, p.Cause, store.ActorFrom(ctx), prev)
 	})
 	if err != nil {
 		return nil, err

@@ -522,7 +522,7 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 		if err := oneRow(res, fmt.Sprintf("claim of workflow %q", read.ID)); err != nil {
 			return claimDone{}, err
 		}
-		if err := appendHistory(ctx, c, read.ID, w.Cause, prev); err != nil {
+		if err := appendHistory(ctx, c, read.ID, w.Cause, store.ActorFrom(ctx), prev); err != nil {
 			return claimDone{}, err
 		}
 		inst := *read

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // LegacyInstance is an instance's history as a schema that stored every
@@ -39,6 +40,27 @@ func LegacyHistories() []LegacyInstance {
 		}},
 		{ID: "legacy-single", States: []string{`{"steps":{},"variables":{"only":null}}`}},
 	}
+}
+
+// WholeStates returns states, each a whole state as a schema before
+// history patches stores it, as History gives them back (as the state
+// encoder writes them): what a test expects of History once it reads
+// such rows. (History itself reads today's schema only.)
+func WholeStates(t *testing.T, states []string) [][]byte {
+	t.Helper()
+	out := make([][]byte, len(states))
+	for i, raw := range states {
+		var st workflow.State
+		if err := st.UnmarshalJSON([]byte(raw)); err != nil {
+			t.Fatalf("state %d: %v", i, err)
+		}
+		b, err := st.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = b
+	}
+	return out
 }
 
 // HistoryStates returns the states of id's versions as History gives them

@@ -229,7 +229,10 @@ watchBannerSpace();
 /** errorBanner shows an API error (or any error) with the API's message. */
 export function errorBanner(prefix, err) {
   if (err?.status === 401) return null; // the token prompt says it
-  const text = err?.describe ? err.describe() : String(err?.message || err);
+  // A token whose role may not do this (a reader's, on an action button):
+  // say so first; the server's message names the roles that may.
+  const denied = err?.status === 403 ? 'not allowed with this token. ' : '';
+  const text = denied + (err?.describe ? err.describe() : String(err?.message || err));
   return banner('error', prefix ? `${prefix} — ${text}` : text);
 }
 

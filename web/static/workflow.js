@@ -626,6 +626,8 @@ export function mount(root, { id }) {
         h('span', { class: 'hist-v mono' }, `v${v.version}`),
         badge(v.status),
         h('span', { class: 'cause' }, v.cause || ''),
+        // Who wrote the version: a token's name, "engine", "anonymous".
+        v.actor ? h('span', { class: 'actor', title: 'who wrote this version' }, 'by ', h('span', { class: 'mono' }, v.actor)) : null,
         h('span', { class: 'spacer' }),
         when(v.at)),
       prev ? (changes.length > 8
