@@ -115,7 +115,7 @@ func TestShutdownIsGraceful(t *testing.T) {
 				errs <- err
 			})
 		}
-		time.Sleep(200 * time.Millisecond) // let the polls reach the server
+		waitForPollers(t, c, polls)
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -283,5 +283,33 @@ func TestTokens(t *testing.T) {
 	text, err := httpapi.NewClient(s.URL()).Metrics(context.Background())
 	if err != nil || !strings.Contains(text, "flowd_workflows{") {
 		t.Fatalf("Metrics = %.300q, %v; want the Prometheus text with flowd_workflows", text, err)
+	}
+}
+
+// waitForPollers waits until n remote workers are listed: each poll records
+// its worker before it waits, so they are all inside the server then (a
+// fixed sleep lost polls to a loaded machine: they arrived after the
+// shutdown closed the listener).
+func waitForPollers(t *testing.T, c *httpapi.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ws, err := c.ListWorkers(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		remote := 0
+		for _, w := range ws {
+			if len(w.Handlers) == 1 && w.Handlers[0] == "elsewhere" {
+				remote++
+			}
+		}
+		if remote >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d long polls reached the server in 20 s", remote, n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

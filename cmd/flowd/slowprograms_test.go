@@ -33,10 +33,12 @@ do:
 // write). A create takes a few milliseconds; one that waited for an
 // evaluation would take up to a second, one that waited behind several (as
 // on SQLite when evaluations ran inside the write transaction: creates took
-// up to 8.8 s) seconds. The bounds — their median under 300 ms, none as long
-// as one and a half evaluations — leave a loaded test machine (the
-// evaluations keep its cores busy: up to 0.8 s was seen) a margin, and do
-// not hold when creates wait for evaluations.
+// up to 8.8 s) seconds. The bounds — their median under one evaluation,
+// none as long as three — leave a loaded test machine a wide margin (the
+// evaluations keep its cores busy: a median of 0.6 s and a longest of 1.1 s
+// were seen beside the rest of the suite), and do not hold when creates
+// queue behind evaluations (4 s seen). The engine's TestDecisionsHoldNoWriteLock
+// checks the same without timing.
 func TestSlowProgramsDoNotStallCreates(t *testing.T) {
 	dbs := map[string]func(t *testing.T) string{
 		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "flowd.db") },
@@ -111,7 +113,7 @@ func TestSlowProgramsDoNotStallCreates(t *testing.T) {
 			slices.Sort(took)
 			median, longest := took[len(took)/2], took[len(took)-1]
 			t.Logf("%d creates beside %d one-second evaluations: median %s, longest %s", len(took), slow, median, longest)
-			if longest >= 1500*time.Millisecond || median >= 300*time.Millisecond {
+			if longest >= 3*time.Second || median >= time.Second {
 				t.Errorf("creates waited for the evaluations: median %s, longest %s (all: %v)", median, longest, took)
 			}
 			if len(took) < 5 {
