@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/itchyny/gojq"
+	"github.com/flowd/flowd/internal/gojq"
 )
 
 // ExprTimeout bounds one evaluation: a document is input from users, and a

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/itchyny/gojq"
+	"github.com/flowd/flowd/internal/gojq"
 )
 
 // ExprTimeout bounds one evaluation of an expression: a definition is
