@@ -23,7 +23,7 @@ type compiler struct {
 	builtinScope  *scopeinfo
 	scopes        []*scopeinfo
 	scopecnt      int
-	regexpCache   sync.Map
+	regexpCache   regexpCache
 }
 
 // Code is a compiled jq query.
@@ -1314,8 +1314,8 @@ func listModuleDeps(q *Query) []any {
 	return deps
 }
 
-func (c *compiler) funcMatch(v any, args []any) any {
-	return funcMatch(v, args[0], args[1], args[2], &c.regexpCache)
+func (c *compiler) funcMatch(env *env, v any, args []any) any {
+	return funcMatch(v, args[0], args[1], args[2], &c.regexpCache, env.budget)
 }
 
 func (c *compiler) compileObject(e *Object) error {

@@ -17,6 +17,7 @@ type env struct {
 	label     int
 	args      [32]any // len(env.args) > maxarity
 	ctx       context.Context
+	budget    *budget // flowd: nil unless the run has limits (budget.go)
 }
 
 func newEnv(ctx context.Context) *env {

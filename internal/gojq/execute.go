@@ -36,6 +36,11 @@ loop:
 			default:
 			}
 		}
+		if env.budget != nil { // flowd: the run's bounds (budget.go)
+			if err := env.budget.tick(env); err != nil {
+				return env.stop(err)
+			}
+		}
 		switch code.op {
 		case opnop:
 			// nop
@@ -71,9 +76,19 @@ loop:
 					m[s] = v
 				}
 			}
+			if env.budget != nil { // flowd
+				if err := env.budget.object(m); err != nil {
+					return env.stop(err)
+				}
+			}
 			env.push(m)
 		case opappend:
 			i := env.index(code.v.([2]int))
+			if env.budget != nil { // flowd
+				if err := env.budget.append(i, env.values[i].([]any), env.stack.top()); err != nil {
+					return env.stop(err)
+				}
+			}
 			env.values[i] = append(env.values[i].([]any), env.pop())
 		case opfork:
 			if backtrack {
@@ -184,10 +199,29 @@ loop:
 				for i := range argcnt {
 					args[i] = env.pop()
 				}
-				w := v[0].(func(any, []any) any)(x, args)
+				if env.budget != nil { // flowd
+					if err := env.budget.before(v[2].(string), x, args); err != nil {
+						return env.stop(err)
+					}
+				}
+				var w any
+				switch f := v[0].(type) { // flowd: _match takes the run (budget_regexp.go)
+				case func(any, []any) any:
+					w = f(x, args)
+				case runFunc:
+					w = f(env, x, args)
+				}
+				if e, ok := w.(*LimitError); ok { // flowd
+					return env.stop(e)
+				}
 				if e, ok := w.(error); ok {
 					err = e
 					break loop
+				}
+				if env.budget != nil { // flowd
+					if err := env.budget.after(v[2].(string), x, args, w); err != nil {
+						return env.stop(err)
+					}
 				}
 				env.push(w)
 				if !env.paths.empty() && env.expdepth == 0 {
@@ -279,6 +313,11 @@ loop:
 				if len(v) == 0 {
 					break loop
 				}
+				if env.budget != nil { // flowd
+					if err := env.budget.iterate(len(v)); err != nil {
+						return env.stop(err)
+					}
+				}
 				xs = make([]pathValue, len(v))
 				for i, v := range v {
 					xs[i] = pathValue{path: i, value: v}
@@ -291,6 +330,11 @@ loop:
 				}
 				if len(v) == 0 {
 					break loop
+				}
+				if env.budget != nil { // flowd
+					if err := env.budget.iterate(len(v)); err != nil {
+						return env.stop(err)
+					}
 				}
 				xs = make([]pathValue, len(v))
 				var i int

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -1982,7 +1981,7 @@ func funcNow(any) any {
 	return timeToEpoch(time.Now())
 }
 
-func funcMatch(v, re, fs, testing any, cache *sync.Map) any {
+func funcMatch(v, re, fs, testing any, cache *regexpCache, b *budget) any {
 	var name string
 	if testing == true {
 		name = "test"
@@ -2009,6 +2008,11 @@ func funcMatch(v, re, fs, testing any, cache *sync.Map) any {
 	if err != nil {
 		return err
 	}
+	if b != nil { // flowd: bound the time of the match (budget_regexp.go)
+		if err := b.work(name, r.insts*int64(len(s)+1)); err != nil {
+			return err
+		}
+	}
 	if testing == true {
 		return r.MatchString(s)
 	}
@@ -2018,9 +2022,18 @@ func funcMatch(v, re, fs, testing any, cache *sync.Map) any {
 	} else {
 		n = 1
 	}
+	var limit *LimitError
+	if b != nil && n < 0 { // flowd: bound the number of matches (budget_regexp.go)
+		n, limit = b.matchLimit(r, len(s))
+	}
 	xs := r.FindAllStringSubmatchIndex(s, n)
+	if limit != nil && len(xs) >= n {
+		return limit
+	}
 	res, names := make([]any, len(xs)), r.SubexpNames()
+	runes := runeCounter{s: s} // flowd: count along s once, not from its start for each match (budget_regexp.go)
 	for i, x := range xs {
+		at := runes.at(x[0])
 		captures := make([]any, (len(x)-2)/2)
 		for j := 1; j < len(x)/2; j++ {
 			var name any
@@ -2038,14 +2051,14 @@ func funcMatch(v, re, fs, testing any, cache *sync.Map) any {
 			}
 			captures[j-1] = map[string]any{
 				"name":   name,
-				"offset": len([]rune(s[:x[j*2]])),
-				"length": len([]rune(s[:x[j*2+1]])) - len([]rune(s[:x[j*2]])),
+				"offset": at + utf8.RuneCountInString(s[x[0]:x[j*2]]),
+				"length": utf8.RuneCountInString(s[x[j*2]:x[j*2+1]]),
 				"string": s[x[j*2]:x[j*2+1]],
 			}
 		}
 		res[i] = map[string]any{
-			"offset":   len([]rune(s[:x[0]])),
-			"length":   len([]rune(s[:x[1]])) - len([]rune(s[:x[0]])),
+			"offset":   at,
+			"length":   utf8.RuneCountInString(s[x[0]:x[1]]),
 			"string":   s[x[0]:x[1]],
 			"captures": captures,
 		}
@@ -2053,7 +2066,7 @@ func funcMatch(v, re, fs, testing any, cache *sync.Map) any {
 	return res
 }
 
-func compileRegexp(re, flags string, cache *sync.Map) (*regexpMatcher, error) {
+func compileRegexp(re, flags string, cache *regexpCache) (*regexpMatcher, error) {
 	key := [2]string{re, flags}
 	if r, ok := cache.Load(key); ok {
 		return r.(*regexpMatcher), nil
@@ -2069,15 +2082,21 @@ func compileRegexp(re, flags string, cache *sync.Map) (*regexpMatcher, error) {
 	if strings.ContainsRune(flags, 'm') {
 		re = "(?s)" + re
 	}
+	insts, empty, err := regexpShape(re) // flowd: bound the program (budget_regexp.go)
+	if err != nil {
+		return nil, err
+	}
 	r, err := regexp.Compile(re)
 	if err != nil {
 		return nil, fmt.Errorf("invalid regular expression %q: %s", re, err)
 	}
-	m := &regexpMatcher{Regexp: r}
-	if r, err := regexp.Compile(`\A(?s:.)(?:` + re + `)`); err == nil {
-		m.probe = r
+	m := &regexpMatcher{Regexp: r, insts: insts}
+	if empty { // flowd: only one that can match nothing needs the probe (budget_regexp.go)
+		if r, err := regexp.Compile(`\A(?s:.)(?:` + re + `)`); err == nil {
+			m.probe = r
+		}
 	}
-	cache.Store(key, m)
+	cache.store(key, m)
 	return m, nil
 }
 
@@ -2086,6 +2105,7 @@ func compileRegexp(re, flags string, cache *sync.Map) (*regexpMatcher, error) {
 // preceding match, while the latter reports it.
 type regexpMatcher struct {
 	*regexp.Regexp
+	insts int64 // flowd: the program's estimated size (budget_regexp.go)
 	// probe matches a single character followed by the regular expression,
 	// anchored at the beginning, and is used to look for an empty match at
 	// the end of a non-empty match without losing the preceding context,

@@ -90,7 +90,11 @@ func parseNumber(v json.Number) any {
 			return f
 		}
 	}
-	if bi, ok := new(big.Int).SetString(v.String(), 10); ok {
+	if len(v) > maxIntegerDigits { // flowd: parsing is quadratic (budget.go)
+		if f, err := v.Float64(); err == nil {
+			return f
+		}
+	} else if bi, ok := new(big.Int).SetString(v.String(), 10); ok {
 		return bi
 	}
 	if strings.HasPrefix(v.String(), "-") {
