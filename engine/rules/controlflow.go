@@ -44,10 +44,11 @@ func (c *Definition) compileControlFlow() error {
 	return nil
 }
 
-// when evaluates, under ctx (see Env.evalCtx), step id's `when` program on the instance as it is: run
-// reports whether the step runs (no program, or a truthy result). An
-// error is the program's, to fail the step with.
-func (c *Definition) when(ctx context.Context, id string, inst *workflow.Instance) (run bool, err error) {
+// when evaluates, under ctx (see Env.evalCtx) and within b, step id's
+// `when` program on the instance as it is: run reports whether the step
+// runs (no program, or a truthy result). An error is the program's, to
+// fail the step with.
+func (c *Definition) when(ctx context.Context, b workflow.ExprBudget, id string, inst *workflow.Instance) (run bool, err error) {
 	x := c.flow.whens[id]
 	if x == nil {
 		return true, nil
@@ -56,7 +57,7 @@ func (c *Definition) when(ctx context.Context, id string, inst *workflow.Instanc
 	if err != nil {
 		return false, err
 	}
-	v, err := x.Eval(ctx, doc)
+	v, err := x.Eval(ctx, doc, b)
 	if err != nil {
 		return false, err
 	}

@@ -56,6 +56,44 @@ steps:
 	}
 }
 
+// TestWhenBoundedByTheStateLimit: a when that would build a value larger
+// than the state limit (the environment's MaxStateBytes) fails its step,
+// and so the instance, with an error naming the expression and the limit,
+// before the memory is taken.
+func TestWhenBoundedByTheStateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		when     string
+		maxState int
+		want     string
+	}{
+		{`("x"*1e9) as $a | ($a+$a+$a+$a)`, 0,
+			`when: expression "(\"x\"*1e9) as $a | ($a+$a+$a+$a)": ` + "`*`" + ` would build a value of 1000000002 bytes, over --max-state-bytes (4194304 bytes)`},
+		{`("x" * 2147483000) | length > 0`, 0,
+			`when: expression "(\"x\" * 2147483000) | length > 0": ` + "`*`" + ` would build a value of 2147483002 bytes, over --max-state-bytes (4194304 bytes)`},
+		{`.input.s * 1000 | length > 0`, 5000,
+			`when: expression ".input.s * 1000 | length > 0": ` + "`*`" + ` would build a value of 10002 bytes, over --max-state-bytes (5000 bytes)`},
+	} {
+		t.Run(tc.when, func(t *testing.T) {
+			w := &world{t: t, env: testEnv(), tasks: map[string]*Task{}, now: t0,
+				c: compileDef(t, "name: w\nsteps:\n  - {id: a, type: task, handler: h, when: '"+tc.when+"'}\n")}
+			w.env.MaxStateBytes = tc.maxState
+			w.inst = &workflow.Instance{ID: "wf-1", Definition: "w", Input: json.RawMessage(`{"s": "0123456789"}`), State: w.c.Def.InitialState()}
+			ch, err := w.env.Start(w.c, w.inst, w.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.apply(ch)
+			w.wantStatus(workflow.StatusFailed)
+			if st := w.step("a"); st.Status != workflow.StepFailed || st.Error != tc.want {
+				t.Errorf("step a: %s %q\nwant FAILED %q", st.Status, st.Error, tc.want)
+			}
+			if len(w.tasks) != 0 {
+				t.Errorf("tasks %v, want none", w.tasks)
+			}
+		})
+	}
+}
+
 func TestWhenOnARootStepIsEvaluatedAtStart(t *testing.T) {
 	w := started(t, `
 name: w

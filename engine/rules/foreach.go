@@ -185,6 +185,12 @@ func (fe *foreachState) next() (i int, rerun, ok bool) {
 	return 0, false, false
 }
 
+// exprBudget is the budget of every expression evaluation: time, and
+// values no larger than the state may be.
+func (env Env) exprBudget() workflow.ExprBudget {
+	return workflow.ExprBudget{MaxStateBytes: env.MaxStateBytes}
+}
+
 // evalCtx bounds an expression's evaluation besides workflow.ExprTimeout.
 func (env Env) evalCtx() context.Context {
 	if env.Ctx != nil {
@@ -200,7 +206,7 @@ func (env Env) evalForeach(c *Definition, inst *workflow.Instance, id string) (j
 	if err != nil {
 		return nil, 0, "foreach: " + err.Error()
 	}
-	v, err := c.foreach[id].Eval(env.evalCtx(), doc)
+	v, err := c.foreach[id].Eval(env.evalCtx(), doc, env.exprBudget())
 	if err != nil {
 		return nil, 0, "foreach: " + err.Error()
 	}
