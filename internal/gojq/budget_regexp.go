@@ -39,14 +39,14 @@ func (c *regexpCache) store(key [2]string, m *regexpMatcher) {
 // compiling it reports why.
 func regexpShape(re string) (insts int64, empty bool, err error) {
 	if len(re) > maxRegexpBytes {
-		return 0, false, &LimitError{Kind: LimitWork, Op: "a regular expression", Size: int64(len(re)), Max: maxRegexpBytes}
+		return 0, false, &LimitError{Kind: LimitWork, Op: "compiling a regular expression", Size: int64(len(re)), Max: maxRegexpBytes}
 	}
 	p, err := syntax.Parse(re, syntax.Perl)
 	if err != nil {
 		return 0, true, nil
 	}
 	if n := regexpInsts(p); n > maxRegexpInsts {
-		return 0, false, &LimitError{Kind: LimitWork, Op: "a regular expression", Size: n, Max: maxRegexpInsts}
+		return 0, false, &LimitError{Kind: LimitWork, Op: "compiling a regular expression", Size: n, Max: maxRegexpInsts}
 	} else {
 		return n, minMatch(p) == 0, nil
 	}
@@ -146,4 +146,13 @@ func (b *budget) matchLimit(r *regexpMatcher, n int) (int, *LimitError) {
 		}
 	}
 	return int(min(most, 1<<30)), limit
+}
+
+// RegexpSize returns the estimated instructions of the program of a Go
+// regular expression (RE2 syntax, as regexp.Compile takes it), or a
+// *LimitError when its source or program is larger than a limited run
+// allows. flowd bounds the regular expressions of JSON Schemas with it too.
+func RegexpSize(re string) (int64, error) {
+	insts, _, err := regexpShape(re)
+	return insts, err
 }
