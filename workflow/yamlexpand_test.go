@@ -89,12 +89,13 @@ steps:
 	if string(def.Steps[1].Input) != `{"region":"eu","tier":"gold"}` || def.Steps[1].Retry == nil || def.Steps[1].Retry.MaxAttempts != 5 {
 		t.Errorf("step b: input %s, retry %+v", def.Steps[1].Input, def.Steps[1].Retry)
 	}
-	under := "a: &a \"" + strings.Repeat("x", 1<<20) + "\"\nb: [*a, *a]\n" // 3 MiB expanded
-	if err := CheckYAMLExpansion([]byte(under), MaxExpandedDocumentBytes); err != nil {
-		t.Errorf("3 MiB expanded: %v", err)
+	const bound = 4 << 10
+	under := "a: &a \"" + strings.Repeat("x", 1<<10) + "\"\nb: [*a, *a]\n" // 3 KiB expanded
+	if err := CheckYAMLExpansion([]byte(under), bound); err != nil {
+		t.Errorf("3 KiB expanded: %v", err)
 	}
-	over := "a: &a \"" + strings.Repeat("x", 1<<20) + "\"\nb: [*a, *a, *a, *a]\n" // 5 MiB
-	if err := CheckYAMLExpansion([]byte(over), MaxExpandedDocumentBytes); !errors.Is(err, ErrDocumentTooLarge) {
-		t.Errorf("5 MiB expanded: %v, want ErrDocumentTooLarge", err)
+	over := "a: &a \"" + strings.Repeat("x", 1<<10) + "\"\nb: [*a, *a, *a, *a]\n" // 5 KiB
+	if err := CheckYAMLExpansion([]byte(over), bound); !errors.Is(err, ErrDocumentTooLarge) {
+		t.Errorf("5 KiB expanded: %v, want ErrDocumentTooLarge", err)
 	}
 }

@@ -66,12 +66,13 @@ func (c *Definition) when(ctx context.Context, b workflow.ExprBudget, id string,
 
 // output is the output of an instance that completes: the definition's
 // output template rendered on its input and step outputs (a SKIPPED step's
-// output is null), or without one an object mapping each COMPLETED step
-// that no other step depends on to its output.
-func (c *Definition) output(inst *workflow.Instance) (json.RawMessage, error) {
+// output is null; at most max bytes, see workflow.Template.Render), or
+// without one an object mapping each COMPLETED step that no other step
+// depends on to its output.
+func (c *Definition) output(inst *workflow.Instance, max int) (json.RawMessage, error) {
 	outputs := workflow.StepOutputs(inst.State.Steps)
 	if c.flow.output != nil {
-		return c.flow.output.Render(inst.Input, outputs)
+		return c.flow.output.Render(inst.Input, outputs, max)
 	}
 	m := make(map[string]json.RawMessage, len(c.flow.leaves))
 	for _, id := range c.flow.leaves {
@@ -85,8 +86,8 @@ func (c *Definition) output(inst *workflow.Instance) (json.RawMessage, error) {
 // finish gives an instance that has just completed its output. An output
 // that does not render fails the instance instead, and the history cause
 // of the write says why (Change.Note).
-func (c *Definition) finish(inst *workflow.Instance, ch *Change) {
-	out, err := c.output(inst)
+func (c *Definition) finish(inst *workflow.Instance, ch *Change, max int) {
+	out, err := c.output(inst, max)
 	if err != nil {
 		inst.Status = workflow.StatusFailed
 		ch.Note = "; the workflow output failed to render: " + err.Error()

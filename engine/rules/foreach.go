@@ -319,7 +319,7 @@ func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string,
 			outputs = workflow.StepOutputs(inst.State.Steps)
 		}
 		it := &workflow.Iteration{Item: items[i], Index: i}
-		input, err := c.renderWith(id, inst, outputs, it)
+		input, err := c.renderWith(id, inst, outputs, it, env.MaxStateBytes)
 		if err != nil {
 			return env.failForeach(inst, id, fe, i, err.Error(), rows, ch)
 		}
@@ -397,7 +397,7 @@ func (env Env) failForeach(inst *workflow.Instance, id string, fe *foreachState,
 	st := inst.State.Steps[id]
 	st.Status, st.Error = workflow.StepFailed, fmt.Sprintf("iteration %d: %s", i, msg)
 	fe.save(st)
-	settle(nil, inst, ch) // a step failed: the instance fails, it cannot complete (no output to render)
+	settle(nil, inst, ch, env.MaxStateBytes) // a step failed: the instance fails, it cannot complete (no output to render)
 	return nil
 }
 
