@@ -131,6 +131,9 @@ var bombDefinitions = map[string]string{
 	"when-x4": `{"name":"when-x4","steps":[{"id":"a","type":"task","handler":"h","when":"(\"x\"*1e9) as $a | ($a+$a+$a+$a)"}]}`,
 	"when-2g": `{"name":"when-2g","steps":[{"id":"a","type":"task","handler":"h","when":"(\"x\" * 2147483000) | length > 0"}]}`,
 	"map":     `{"name":"map","steps":[{"id":"a","type":"task","handler":"h","foreach":"[range(10000)] | map(\"x\"*100000)"}]}`,
+	// Holds as much as an evaluation may: a recursion keeping a 4 MB string
+	// at each level.
+	"hold": `{"name":"hold","steps":[{"id":"a","type":"task","handler":"h","when":"def f($n): (\"x\"*4000000 + ($n|tostring)) as $a | if $n > 0 then f($n-1) else $a end; f(15) | length > 0"}]}`,
 	"sw-1g": "document: {dsl: '1.0.0', namespace: test, name: sw-1g, version: '1.0.0'}\n" +
 		"do:\n  - grow:\n      set:\n        n: '${ \"x\" * 1000000000 | length }'\n",
 	"sw-int": "document: {dsl: '1.0.0', namespace: test, name: sw-int, version: '1.0.0'}\n" +
@@ -218,6 +221,8 @@ func TestBombsKeepTheNodeUp(t *testing.T) {
 	}
 	run("three concurrent starts of the Serverless Workflow set", []bomb{bombs[4], bombs[4], bombs[4]})
 	run("eight at once", append(append([]bomb{}, bombs...), bombs[4], bombs[2]))
+	holder := bomb{"holding what an evaluation may", startFails("hold", "would make the evaluation hold more than 16777216 bytes (4 × --max-state-bytes)")}
+	run("eight holding what they may at once", []bomb{holder, holder, holder, holder, holder, holder, holder, holder})
 }
 
 // concurrently runs bombs at once, instance ids prefixed with tag.
