@@ -162,7 +162,7 @@ func (s *schema) check(v any, instance string) *Error {
 			Instance: instance,
 		}
 	}
-	parts, err := valueParts(v, "")
+	parts, err := valueParts(v)
 	if err != nil {
 		return fail(err.Error())
 	}

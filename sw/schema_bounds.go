@@ -112,38 +112,71 @@ func schemaParts(doc any) int64 {
 var errTooLarge = errors.New("too large to validate")
 
 // valueParts counts the parts of v, and refuses a number too long or too
-// large to be held exactly (at says where, a JSON pointer).
-func valueParts(v any, at string) (int64, error) {
+// large to be held exactly, naming where it is (the first in key order).
+func valueParts(v any) (int64, error) {
+	n, fits := countParts(v)
+	if fits {
+		return n, nil
+	}
+	at, bad := numberAt(v, "")
+	if at != "" {
+		at = "at " + at + ": "
+	}
+	return 0, fmt.Errorf("%sthe number %s is %w (at most %d digits and an exponent of ±%d)", at, clipNumber(bad), errTooLarge, maxSchemaNumber, maxSchemaNumber)
+}
+
+// countParts counts the parts of v; fits is false when a number in it
+// does not fit (see schemaNumberFits).
+func countParts(v any) (n int64, fits bool) {
 	switch v := v.(type) {
 	case map[string]any:
-		n := int64(1)
-		for k, e := range v {
-			m, err := valueParts(e, at+"/"+pointerToken(k))
-			if err != nil {
-				return 0, err
+		n = 1
+		for _, e := range v {
+			m, ok := countParts(e)
+			if !ok {
+				return 0, false
 			}
 			n += m + 1
 		}
-		return n, nil
+		return n, true
 	case []any:
-		n := int64(1)
-		for i, e := range v {
-			m, err := valueParts(e, at+"/"+strconv.Itoa(i))
-			if err != nil {
-				return 0, err
+		n = 1
+		for _, e := range v {
+			m, ok := countParts(e)
+			if !ok {
+				return 0, false
 			}
 			n += m
 		}
-		return n, nil
+		return n, true
+	case json.Number:
+		return 1, schemaNumberFits(string(v))
+	}
+	return 1, true
+}
+
+// numberAt returns the JSON pointer (at: v's own) and the text of the
+// first number of v, in key order, that does not fit; "" for none.
+func numberAt(v any, at string) (string, string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(v) {
+			if p, n := numberAt(v[k], at+"/"+pointerToken(k)); n != "" {
+				return p, n
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if p, n := numberAt(e, at+"/"+strconv.Itoa(i)); n != "" {
+				return p, n
+			}
+		}
 	case json.Number:
 		if !schemaNumberFits(string(v)) {
-			if at == "" {
-				at = "the value"
-			}
-			return 0, fmt.Errorf("at %s: the number %s is %w (at most %d digits and an exponent of ±%d)", at, clipNumber(string(v)), errTooLarge, maxSchemaNumber, maxSchemaNumber)
+			return at, string(v)
 		}
 	}
-	return 1, nil
+	return "", ""
 }
 
 // schemaNumberFits reports whether the number n (JSON syntax) has at most
