@@ -88,7 +88,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if err != nil {
 		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
 	}
-	slot, err := slotOf(cc, child.Input)
+	slot, err := slotOf(cc, child.Input, e.maxState)
 	if err != nil {
 		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
 	}
@@ -290,7 +290,7 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 		if err != nil {
 			return nil, err
 		}
-		if output, err = rules.ChildOutput(cc, child.Input, w.State, w.Output); err != nil {
+		if output, err = rules.ChildOutput(cc, child.Input, w.State, w.Output, e.maxState); err != nil {
 			return nil, err
 		}
 	}
@@ -387,7 +387,7 @@ func (e *Engine) decideChildOutcome(ctx context.Context, q store.Querier, parent
 		if err != nil {
 			return nil, err
 		}
-		if output, err = rules.ChildOutput(cc, child.Input, child.State, child.Output); err != nil {
+		if output, err = rules.ChildOutput(cc, child.Input, child.State, child.Output, e.maxState); err != nil {
 			return nil, err
 		}
 	}

@@ -24,14 +24,15 @@ import (
 const promoteBatch = 100
 
 // slotOf is the concurrency slot of an instance of c started with input
-// (nil when c has no concurrency limit). A key that does not render is the
-// caller's mistake: ErrInvalidArgument.
-func slotOf(c *compiled, input json.RawMessage) (*store.ConcurrencySlot, error) {
+// (nil when c has no concurrency limit), its key rendered to at most max
+// bytes. A key that does not render is the caller's mistake:
+// ErrInvalidArgument.
+func slotOf(c *compiled, input json.RawMessage, max int) (*store.ConcurrencySlot, error) {
 	cc := c.Def.Concurrency
 	if cc == nil {
 		return nil, nil
 	}
-	key, err := cc.RenderKey(input)
+	key, err := cc.RenderKey(input, max)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
 	}
@@ -187,7 +188,7 @@ func (e *Engine) afterFreed(ctx context.Context, inst *workflow.Instance) {
 		if err != nil {
 			return err
 		}
-		slot, err = slotOf(c, inst.Input)
+		slot, err = slotOf(c, inst.Input, e.maxState)
 		return err
 	})
 	if err != nil || slot == nil {

@@ -93,7 +93,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if err != nil {
 		return nil, err
 	}
-	slot, err := slotOf(c, input)
+	slot, err := slotOf(c, input, e.maxState)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ func (f *fakeTarget) Start(_ context.Context, def string, input json.RawMessage)
 		if err != nil {
 			return "", err
 		}
-		if _, err := tmpl.Render(input, nil); err != nil {
+		if _, err := tmpl.Render(input, nil, 0); err != nil {
 			return "", err
 		}
 	}

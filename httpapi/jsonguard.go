@@ -15,15 +15,19 @@ const MaxJSONDepth = 64
 // store sits behind the API: nesting deeper than MaxJSONDepth (decoders,
 // merge patches and encoders would otherwise spend time and stack on every
 // level), invalid UTF-8 (PostgreSQL's jsonb refuses it where SQLite keeps
-// it), and the escape \u0000 in any string, keys included (jsonb cannot store
-// a NUL character).
+// it), the escape \u0000 in any string, keys included (jsonb cannot store
+// a NUL character), and numbers whose magnitude a float64 cannot hold
+// (1e999999: code that reads numbers exactly, as a schema validator does,
+// would spend seconds on each).
 //
-// It is one pass over the bytes with a depth counter: no recursion and no
-// memory that grows with the input. It only follows strings and brackets;
-// whether the document is otherwise valid JSON is left to the decoder that
-// reads it next, which reports syntax errors in its own words. The error
-// says what is wrong and at which byte.
+// It is one pass over the bytes with a depth counter and a fixed stack of
+// the keys and indices above the current place, for the error to name it:
+// no recursion and no memory that grows with the input. It only follows
+// strings, brackets and numbers; whether the document is otherwise valid
+// JSON is left to the decoder that reads it next, which reports syntax
+// errors in its own words. The error says what is wrong and at which byte.
 func checkJSON(b []byte) error {
+	var path [MaxJSONDepth]jsonLevel
 	depth := 0
 	for i := 0; i < len(b); {
 		c := b[i]
@@ -32,16 +36,36 @@ func checkJSON(b []byte) error {
 			if depth++; depth > MaxJSONDepth {
 				return fmt.Errorf("JSON nested deeper than %d levels at byte %d", MaxJSONDepth, i)
 			}
+			path[depth-1] = jsonLevel{array: c == '[', wantKey: c == '{'}
 			i++
 		case c == '}' || c == ']':
 			if depth > 0 {
 				depth--
 			}
 			i++
+		case c == ',' && depth > 0:
+			if l := &path[depth-1]; l.array {
+				l.index++
+			} else {
+				l.wantKey = true
+			}
+			i++
+		case c == ':' && depth > 0:
+			path[depth-1].wantKey = false
+			i++
 		case c == '"':
 			end, err := checkString(b, i)
 			if err != nil {
 				return err
+			}
+			if depth > 0 && path[depth-1].wantKey {
+				path[depth-1].key = [2]int{i + 1, max(end-1, i+1)}
+			}
+			i = end
+		case c == '-' || '0' <= c && c <= '9':
+			end := numberEnd(b, i)
+			if !float64Holds(b[i:end]) {
+				return fmt.Errorf("the number %s at %s is out of range (a float64 cannot hold its magnitude) at byte %d", clipText(b[i:end]), pointerOf(b, path[:depth]), i)
 			}
 			i = end
 		case c >= utf8.RuneSelf:
@@ -57,6 +81,14 @@ func checkJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// jsonLevel is one object or array checkJSON is in: the index reached in
+// an array, the last key read in an object (its bytes, quotes excluded).
+type jsonLevel struct {
+	array, wantKey bool
+	index          int
+	key            [2]int
 }
 
 // checkString checks the string whose opening quote is at b[start] and

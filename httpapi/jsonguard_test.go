@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,9 @@ func TestCheckJSON(t *testing.T) {
 		`]]]]` + deep(MaxJSONDepth), // malformed: the decoder reports it
 		`{"a":"unterminated`,        // likewise
 		`{"a":"x\`,                  // likewise
+		`[1e308, -1.7976931348623157e308, 1.7976931348623158e308, 4.9e-324, 2.4703282292062328e-324]`,
+		`[0, -0.0, 0e999999, 0.000e-999999, 123456789012345678901234567890, 1e-300, 0.5, -12.5e3]`,
+		`{"1e999999":"1e999999"}`, // in strings, not numbers
 	}
 	for _, b := range ok {
 		if err := checkJSON([]byte(b)); err != nil {
@@ -35,6 +39,13 @@ func TestCheckJSON(t *testing.T) {
 		{`{"a":"x\u0000"}`, `a string holds the escape \u0000 (NUL), which cannot be stored, at byte 7`},
 		{`{"\u0000":1}`, `escape \u0000 (NUL), which cannot be stored, at byte 2`},
 		{`{"a":"\\\u0000"}`, `at byte 8`},
+		{`1e999999`, "the number 1e999999 at the top is out of range (a float64 cannot hold its magnitude) at byte 0"},
+		{`{"xs":[1, -1e400]}`, "the number -1e400 at /xs/1 is out of range (a float64 cannot hold its magnitude) at byte 10"},
+		{`{"a":{"b/c~":[0, 1.7976931348623159e308]}}`, "the number 1.7976931348623159e308 at /a/b~1c~0/1 is out of range"},
+		{`{"n":1e-400}`, "the number 1e-400 at /n is out of range"},
+		{`{"n":0.000000000000000000001e-310}`, "at /n is out of range"},
+		{`{"n":123456789e302}`, "at /n is out of range"},
+		{`[1e` + strings.Repeat("9", 100) + `]`, "the number 1e9999999999999999999999999999… at /0 is out of range"},
 	}
 	for _, c := range bad {
 		err := checkJSON([]byte(c.body))
@@ -44,9 +55,26 @@ func TestCheckJSON(t *testing.T) {
 	}
 }
 
+// float64Holds agrees with strconv.ParseFloat, which rounds a number out
+// of range to an infinity (with an error) or to zero.
+func TestFloat64HoldsAgreesWithParseFloat(t *testing.T) {
+	for _, n := range []string{
+		"1", "-1", "0.1", "1e308", "1.7976931348623157e308", "1.7976931348623158e308", "1.79769313486231580793e308",
+		"1.797693134862315807937289714053034150799e308", "1.7976931348623159e308", "17976931348623159e292", "0.17976931348623159e309",
+		"4.9e-324", "2.4703282292062327e-324", "2.4703282292062328e-324", "24703282292062328e-340", "0.00024703282292062328e-320",
+		"1e-323", "1e-324", "3e-324", "-3e-324", "1e400", "1e-400", "12345678901234567890123456789e280", "9.99e307",
+	} {
+		f, err := strconv.ParseFloat(n, 64)
+		want := err == nil && f != 0
+		if got := float64Holds([]byte(n)); got != want {
+			t.Errorf("float64Holds(%s) = %v, ParseFloat gives %v, %v", n, got, f, err)
+		}
+	}
+}
+
 // The guard allocates nothing, however long the body.
 func TestCheckJSONAllocatesNothing(t *testing.T) {
-	body := []byte(strings.Repeat(`{"a":[`, 30) + `"` + strings.Repeat("ü\\\"", 1000) + `"` + strings.Repeat(`]}`, 30))
+	body := []byte(strings.Repeat(`{"a":[`, 30) + `"` + strings.Repeat("ü\\\"", 1000) + `", 1e308, -0.5e-300, 1.7976931348623157e308` + strings.Repeat(`]}`, 30))
 	if err := checkJSON(body); err != nil {
 		t.Fatal(err)
 	}

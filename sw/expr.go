@@ -11,14 +11,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/itchyny/gojq"
+	"github.com/flowd/flowd/internal/gojq"
+	"github.com/flowd/flowd/workflow"
 )
-
-// ExprTimeout bounds one evaluation: a document is input from users, and a
-// program such as `def f: f; f` must cost a bounded amount of a node's time.
-const ExprTimeout = time.Second
 
 // Version is what $runtime.version says.
 var Version = "dev"
@@ -79,15 +75,17 @@ func (c *compiler) compile(src string, scope []string) (*gojq.Code, error) {
 	return code, nil
 }
 
-// scope is what one evaluation sees: the arguments and the extra variables.
+// scope is what one evaluation sees: the arguments and the extra
+// variables, and the budget it runs within.
 type scope struct {
-	names []string       // extra variable names, "$item", …
-	args  []any          // values of argNames
-	vars  map[string]any // values of the extra variables by name
+	names  []string       // extra variable names, "$item", …
+	args   []any          // values of argNames
+	vars   map[string]any // values of the extra variables by name
+	budget workflow.ExprBudget
 }
 
-// run evaluates src on dot and returns its first result as a JSON value
-// (json.Number numbers); no result is null.
+// run evaluates src on dot within the scope's budget and returns its first
+// result as a JSON value (json.Number numbers); no result is null.
 func (c *compiler) run(src string, dot any, sc *scope) (any, error) {
 	code, err := c.compile(src, sc.names)
 	if err != nil {
@@ -97,20 +95,10 @@ func (c *compiler) run(src string, dot any, sc *scope) (any, error) {
 	for _, n := range sc.names {
 		vals = append(vals, sc.vars[n])
 	}
-	ctx := newDeadline(ExprTimeout)
-	defer ctx.stop()
-	v, ok := code.RunWithContext(ctx, dot, vals...).Next()
-	if !ok {
-		return nil, nil
-	}
-	if err, isErr := v.(error); isErr {
-		var halt *gojq.HaltError
-		if errors.As(err, &halt) && halt.Value() == nil {
-			return nil, nil
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("took longer than %s", ExprTimeout)
-		}
+	// The machine is a pure function with no caller context: the budget's
+	// time bound alone bounds the evaluation.
+	v, err := sc.budget.Run(context.TODO(), code, src, dot, vals...)
+	if err != nil {
 		return nil, err
 	}
 	b, err := json.Marshal(v)
@@ -171,36 +159,4 @@ func (c *compiler) walk(v any, dot any, sc *scope) (any, error) {
 		return out, nil
 	}
 	return v, nil
-}
-
-// deadline is a context that expires after a fixed time. The machine is a
-// pure function with no caller context to derive from; each evaluation
-// carries its own bound.
-type deadline struct {
-	at    time.Time
-	done  chan struct{}
-	timer *time.Timer
-	mu    sync.Mutex
-	err   error
-}
-
-func newDeadline(d time.Duration) *deadline {
-	c := &deadline{at: time.Now().Add(d), done: make(chan struct{})}
-	c.timer = time.AfterFunc(d, func() {
-		c.mu.Lock()
-		c.err = context.DeadlineExceeded
-		c.mu.Unlock()
-		close(c.done)
-	})
-	return c
-}
-
-func (c *deadline) stop()                       { c.timer.Stop() }
-func (c *deadline) Deadline() (time.Time, bool) { return c.at, true }
-func (c *deadline) Done() <-chan struct{}       { return c.done }
-func (c *deadline) Value(any) any               { return nil }
-func (c *deadline) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
 }

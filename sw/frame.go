@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/flowd/flowd/workflow"
 )
 
 // Frame is one active task (or task list) of the instance. Frames form a
@@ -114,7 +116,8 @@ func (x *exec) scope(f *Frame, names []string, input, output any, extra map[stri
 		task = t
 	}
 	sc := &scope{
-		names: names,
+		budget: workflow.ExprBudget{MaxStateBytes: x.env.MaxStateBytes},
+		names:  names,
 		args: []any{
 			fromRaw(x.rt.Context), input, output, map[string]any{}, task, wf,
 			map[string]any{"name": "flowd", "version": Version},

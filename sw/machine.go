@@ -18,6 +18,9 @@ type Env struct {
 	WorkflowID string          // $workflow.id
 	StartedAt  time.Time       // $workflow.startedAt
 	RawInput   json.RawMessage // $workflow.input
+	// MaxStateBytes bounds what an expression builds (see
+	// workflow.ExprBudget; 0: the default).
+	MaxStateBytes int
 }
 
 // ItemKind says what an item waits for.

@@ -670,11 +670,49 @@ func TestExpressionTimeBounded(t *testing.T) {
 	d := newDriver(t, ctkHead+`do:
   - spin:
       set:
-        n: ${ [range(1e12)] | length }
+        n: '${ def f: f; f }'
 `)
 	d.run(`{}`)
 	if d.last.Fault == nil || !strings.Contains(d.last.Fault.Detail, "took longer than") || d.last.Fault.Instance != "/do/0/spin" {
 		t.Errorf("fault %+v", d.last.Fault)
+	}
+}
+
+// TestExpressionMemoryBounded: a runtime expression (a set, a switch
+// condition, an input.from) that would build a value larger than the
+// state limit faults the workflow at its place with an error naming the
+// expression and the limit, which the environment gives.
+func TestExpressionMemoryBounded(t *testing.T) {
+	for _, tc := range []struct {
+		doc, at, want string
+		maxState      int
+	}{
+		{`do:
+  - grow:
+      set:
+        n: '${ ("x" * 1000000000) | length }'
+`, "/do/0/grow", "set: n: expression \"(\\\"x\\\" * 1000000000) | length\": `*` would build a value of 1000000002 bytes, over --max-state-bytes (4194304 bytes)", 0},
+		{`do:
+  - pick:
+      switch:
+        - big:
+            when: '${ [range(1e9)] | length > 0 }'
+            then: end
+`, "/do/0/pick", "would make the evaluation hold more than 262144 bytes (4 × --max-state-bytes)", 1 << 16},
+		{`input:
+  from: '${ . + {pad: ("x" * 3000)} }'
+do:
+  - noop:
+      set:
+        ok: true
+`, "/input/from", "over --max-state-bytes (2000 bytes)", 2000},
+	} {
+		d := newDriver(t, ctkHead+tc.doc)
+		d.env.MaxStateBytes = tc.maxState
+		d.run(`{}`)
+		if f := d.last.Fault; f == nil || !strings.Contains(f.Detail, tc.want) || f.Instance != tc.at {
+			t.Errorf("fault %+v, want at %s one containing %s", d.last.Fault, tc.at, tc.want)
+		}
 	}
 }
 

@@ -19,10 +19,14 @@ import (
 )
 
 // schema is a compiled schema with the field it came from ("input.schema",
-// …), which the validation error's detail names.
+// …), which the validation error's detail names; valid decides validity
+// alone, stopping at the first failure, and parts is the document's size
+// (see schema_bounds.go).
 type schema struct {
 	field    string
 	compiled *jsonschema.Schema
+	valid    *jsonschema.Schema
+	parts    int64
 }
 
 // schemaBase is the URL the inline document is compiled under. Nothing is
@@ -92,6 +96,7 @@ func (v *validator) schema(ptr string, x any, field string) *schema {
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoader{})
+	c.UseRegexpEngine(boundedRegexp)
 	c.DefaultDraft(draft)
 	if err := c.AddResource(schemaBase, doc); err != nil {
 		v.add(ptr+"/document", "%s", bounded(schemaProblem(err)))
@@ -102,7 +107,14 @@ func (v *validator) schema(ptr string, x any, field string) *schema {
 		v.add(ptr+"/document", "%s", bounded(schemaProblem(err)))
 		return nil
 	}
-	return &schema{field: field, compiled: compiled}
+	valid := compiled
+	if _, isObject := doc.(map[string]any); isObject {
+		if valid, err = failFast(c); err != nil {
+			v.add(ptr+"/document", "%s", bounded(schemaProblem(err)))
+			return nil
+		}
+	}
+	return &schema{field: field, compiled: compiled, valid: valid, parts: schemaParts(doc)}
 }
 
 // quoteOr quotes a string and describes anything else.
@@ -137,19 +149,37 @@ func outsideRef(u string) string {
 }
 
 // check validates value v against s; a failure is the validation error of
-// the DSL raised at instance.
+// the DSL raised at instance. A value too large to validate within the
+// bounds of schema_bounds.go fails too, saying so; the failures of a large
+// value are not listed one by one.
 func (s *schema) check(v any, instance string) *Error {
-	err := s.compiled.Validate(v)
-	if err == nil {
+	fail := func(detail string) *Error {
+		return &Error{
+			Type:     ErrorType(KindValidation),
+			Status:   400,
+			Title:    "Schema validation failed",
+			Detail:   bounded(s.field + ": " + detail),
+			Instance: instance,
+		}
+	}
+	parts, err := valueParts(v)
+	if err != nil {
+		return fail(err.Error())
+	}
+	if work := parts * s.parts; work > maxSchemaWork {
+		return fail(fmt.Sprintf("the value is %v: %d parts against a schema of %d (a product of at most %d)", errTooLarge, parts, s.parts, maxSchemaWork))
+	}
+	if s.valid.Validate(v) == nil {
 		return nil
 	}
-	return &Error{
-		Type:     ErrorType(KindValidation),
-		Status:   400,
-		Title:    "Schema validation failed",
-		Detail:   bounded(s.field + ": " + validationMessage(err)),
-		Instance: instance,
+	if parts*s.parts > maxSchemaDetail {
+		return fail(fmt.Sprintf("the value (%d parts) does not match the schema; failures are listed for smaller values only", parts))
 	}
+	err = s.compiled.Validate(v)
+	if err == nil { // cannot be: valid said otherwise
+		return fail("the value does not match the schema")
+	}
+	return fail(validationMessage(err))
 }
 
 // maxDetail bounds the detail of a validation error (and the problem of a

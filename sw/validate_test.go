@@ -259,3 +259,18 @@ func TestDurations(t *testing.T) {
 		}
 	}
 }
+
+// A document whose YAML aliases would expand it past 4 MiB is a problem of
+// the document, found before it is expanded; a few aliases are fine.
+func TestParseYAMLAliases(t *testing.T) {
+	bomb := ctkHead + "do:\n  - set:\n      set:\n        big: &big \"" + strings.Repeat("x", 400_000) + "\"\n        copies: [" + strings.Repeat("*big, ", 1249) + "*big]\n"
+	_, err := Parse([]byte(bomb))
+	var p *Problems
+	if !errors.As(err, &p) || len(p.List) != 1 || p.List[0] != "/: the YAML document is too large: more than 4194304 bytes once its aliases are expanded" {
+		t.Errorf("error %v", err)
+	}
+	ok := ctkHead + "do:\n  - a:\n      set: &v {n: 1}\n  - b:\n      set: *v\n"
+	if _, err := Parse([]byte(ok)); err != nil {
+		t.Errorf("two aliases: %v", err)
+	}
+}

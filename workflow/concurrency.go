@@ -51,8 +51,9 @@ func (c *Concurrency) StrategyOrDefault() ConcurrencyStrategy {
 	return c.Strategy
 }
 
-// RenderKey renders the key template with the start's input.
-func (c *Concurrency) RenderKey(input json.RawMessage) (string, error) {
+// RenderKey renders the key template with the start's input, at most max
+// bytes (see Template.Render).
+func (c *Concurrency) RenderKey(input json.RawMessage, max int) (string, error) {
 	if c.Key == "" {
 		return "", nil
 	}
@@ -60,7 +61,7 @@ func (c *Concurrency) RenderKey(input json.RawMessage) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("concurrency key: %w", err)
 	}
-	key, err := t.RenderString(input, nil)
+	key, err := t.RenderString(input, nil, max)
 	if err != nil {
 		return "", fmt.Errorf("concurrency key: %w", err)
 	}

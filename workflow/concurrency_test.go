@@ -49,15 +49,15 @@ func TestParseConcurrency(t *testing.T) {
 	if c == nil || c.Limit != 2 || c.StrategyOrDefault() != ConcurrencyCancelInProgress {
 		t.Fatalf("concurrency = %+v", c)
 	}
-	key, err := c.RenderKey(json.RawMessage(`{"tenant": "acme"}`))
+	key, err := c.RenderKey(json.RawMessage(`{"tenant": "acme"}`), 0)
 	if err != nil || key != "tenant-acme" {
 		t.Errorf("RenderKey = %q, %v; want tenant-acme", key, err)
 	}
-	if _, err := c.RenderKey(json.RawMessage(`{}`)); err == nil {
+	if _, err := c.RenderKey(json.RawMessage(`{}`), 0); err == nil {
 		t.Error("RenderKey with the referenced input missing: no error")
 	}
 	def := &Concurrency{Limit: 1}
-	if k, err := def.RenderKey(json.RawMessage(`{}`)); err != nil || k != "" || def.StrategyOrDefault() != ConcurrencyQueue {
+	if k, err := def.RenderKey(json.RawMessage(`{}`), 0); err != nil || k != "" || def.StrategyOrDefault() != ConcurrencyQueue {
 		t.Errorf("default key and strategy: %q, %v, %s", k, err, def.StrategyOrDefault())
 	}
 }

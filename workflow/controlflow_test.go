@@ -3,9 +3,11 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseControlFlowProblems(t *testing.T) {
@@ -113,22 +115,22 @@ func TestExprEval(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.src, err)
 		}
-		got, err := e.Eval(context.Background(), doc)
+		got, err := e.Eval(context.Background(), doc, ExprBudget{})
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%s = %s, %v; want %s", tc.src, got, err, tc.want)
 		}
 	}
 	for src, want := range map[string]string{
-		`error("boom")`:          "boom",
-		`.input.amount.x`:        "expected an object but got: number (150)",
-		`def f: f + 1; f`:        "",
-		`[range(1e12)] | length`: "took longer than",
+		`error("boom")`:   "boom",
+		`.input.amount.x`: "expected an object but got: number (150)",
+		`def f: f + 1; f`: "", // the time or the memory it holds, whichever comes first
+		`def f: f; f`:     "took longer than 1s",
 	} {
 		e, err := CompileExpr(src)
 		if err != nil {
 			t.Fatalf("%s: %v", src, err)
 		}
-		_, err = e.Eval(context.Background(), doc)
+		_, err = e.Eval(context.Background(), doc, ExprBudget{})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", src, err, want)
 		}
@@ -137,5 +139,56 @@ func TestExprEval(t *testing.T) {
 		if Truthy(json.RawMessage(raw)) != want {
 			t.Errorf("Truthy(%s) = %v", raw, !want)
 		}
+	}
+}
+
+// TestExprBudget: an expression that would build a value larger than the
+// state limit, or hold more than four times it, fails at once with an error
+// naming the expression and the limit; so does one a try would catch.
+func TestExprBudget(t *testing.T) {
+	for _, tc := range []struct {
+		src      string
+		maxState int
+		want     string
+	}{
+		{`("x"*1e9) as $a | ($a+$a+$a+$a)`, 0,
+			`expression "(\"x\"*1e9) as $a | ($a+$a+$a+$a)": ` + "`*`" + ` would build a value of 1000000002 bytes, over --max-state-bytes (4194304 bytes)`},
+		{`("x" * 2147483000) | length > 0`, 0,
+			`expression "(\"x\" * 2147483000) | length > 0": ` + "`*`" + ` would build a value of 2147483002 bytes, over --max-state-bytes (4194304 bytes)`},
+		{`try ("x" * 5000) catch "caught"`, 1000,
+			`expression "try (\"x\" * 5000) catch \"caught\"": ` + "`*`" + ` would build a value of 5002 bytes, over --max-state-bytes (1000 bytes)`},
+		{`[range(10000)] | map("x"*100000) | length`, 0,
+			`expression "[range(10000)] | map(\"x\"*100000) | length": [...] would build a value larger than --max-state-bytes (4194304 bytes)`},
+		{`[range(1e9)] | length`, 1 << 16,
+			`expression "[range(1e9)] | length": [...] would make the evaluation hold more than 262144 bytes (4 × --max-state-bytes)`},
+		{`def f: [f]; f`, 1 << 16,
+			`expression "def f: [f]; f": recursion would make the evaluation hold more than 262144 bytes (4 × --max-state-bytes)`},
+	} {
+		e, err := CompileExpr(tc.src)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		start := time.Now()
+		_, err = e.Eval(context.Background(), map[string]any{}, ExprBudget{MaxStateBytes: tc.maxState})
+		var le *ExprLimitError
+		if !errors.As(err, &le) || err.Error() != tc.want {
+			t.Errorf("%s: error %v\nwant %s", tc.src, err, tc.want)
+		}
+		if d := time.Since(start); d >= ExprTimeout {
+			t.Errorf("%s: failed after %v, not before the time bound", tc.src, d)
+		}
+	}
+}
+
+// TestExprErrorIsBounded: an error that carries a large value is cut, as
+// it is stored in the instance.
+func TestExprErrorIsBounded(t *testing.T) {
+	e, err := CompileExpr(`error("x" * 100000)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Eval(context.Background(), nil, ExprBudget{})
+	if err == nil || len(err.Error()) > maxExprError+len("…") || !strings.HasPrefix(err.Error(), "error: xxx") {
+		t.Errorf("error of %d bytes: %.60v", len(err.Error()), err)
 	}
 }

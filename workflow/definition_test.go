@@ -507,7 +507,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := tpl.Render(nil, map[string]json.RawMessage{"fetch.user": json.RawMessage(`{"name":"Ada"}`)})
+	out, err := tpl.Render(nil, map[string]json.RawMessage{"fetch.user": json.RawMessage(`{"name":"Ada"}`)}, 0)
 	if err != nil || string(out) != `{"name":"Ada"}` {
 		t.Errorf("Render = %s, %v", out, err)
 	}

@@ -10,15 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/itchyny/gojq"
+	"github.com/flowd/flowd/internal/gojq"
 )
-
-// ExprTimeout bounds one evaluation of an expression: a definition is
-// input from users, and a program such as `def f: f; f` or
-// `[range(1e12)]` must cost a bounded amount of a node's time.
-const ExprTimeout = time.Second
 
 // Expr is a compiled jq program.
 type Expr struct {
@@ -47,26 +41,13 @@ func CompileExpr(src string) (*Expr, error) {
 func (e *Expr) String() string { return e.src }
 
 // Eval runs the program on doc (a value as ExprDocument builds it, or any
-// JSON-shaped Go value) and returns its first result as JSON. A program
-// that gives no result gives null; one that raises an error, runs longer
-// than ExprTimeout or gives a value JSON cannot hold returns an error
+// JSON-shaped Go value) within b and returns its first result as JSON. A
+// program that gives no result gives null; one that raises an error,
+// passes a bound of b or gives a value JSON cannot hold returns an error
 // saying so.
-func (e *Expr) Eval(ctx context.Context, doc any) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, ExprTimeout)
-	defer cancel()
-	iter := e.code.RunWithContext(ctx, doc)
-	v, ok := iter.Next()
-	if !ok {
-		return json.RawMessage("null"), nil
-	}
-	if err, isErr := v.(error); isErr {
-		var halt *gojq.HaltError
-		if errors.As(err, &halt) && halt.Value() == nil {
-			return json.RawMessage("null"), nil
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("took longer than %s", ExprTimeout)
-		}
+func (e *Expr) Eval(ctx context.Context, doc any, b ExprBudget) (json.RawMessage, error) {
+	v, err := b.Run(ctx, e.code, e.src, doc)
+	if err != nil {
 		return nil, err
 	}
 	out, err := json.Marshal(v)

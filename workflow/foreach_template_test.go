@@ -14,7 +14,7 @@ func TestIterationTemplateRendersItemAndIndex(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	got, err := tmpl.RenderIteration(json.RawMessage(`{"n":3}`), nil, &Iteration{Item: json.RawMessage(`{"name":"b.png","w":2}`), Index: 1})
+	got, err := tmpl.RenderIteration(json.RawMessage(`{"n":3}`), nil, &Iteration{Item: json.RawMessage(`{"name":"b.png","w":2}`), Index: 1}, 0)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -22,7 +22,7 @@ func TestIterationTemplateRendersItemAndIndex(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("rendered %s, want %s", got, want)
 	}
-	s, err := mustCompileIterationString(t, "/img/{{ .item.name }}?i={{ .index }}").RenderStringIteration(nil, nil, &Iteration{Item: json.RawMessage(`{"name":"a"}`), Index: 0})
+	s, err := mustCompileIterationString(t, "/img/{{ .item.name }}?i={{ .index }}").RenderStringIteration(nil, nil, &Iteration{Item: json.RawMessage(`{"name":"a"}`), Index: 0}, 0)
 	if err != nil || s != "/img/a?i=0" {
 		t.Errorf("RenderStringIteration = %q, %v; want /img/a?i=0", s, err)
 	}
@@ -43,11 +43,11 @@ func TestIterationTemplateMissingItemKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
-	_, err = tmpl.RenderIteration(nil, nil, &Iteration{Item: json.RawMessage(`"just a string"`)})
+	_, err = tmpl.RenderIteration(nil, nil, &Iteration{Item: json.RawMessage(`"just a string"`)}, 0)
 	if !errors.Is(err, ErrMissingReference) || !strings.Contains(err.Error(), `.item is a string, not an object`) {
 		t.Errorf("render error = %v, want a missing reference naming .item", err)
 	}
-	if _, err := tmpl.Render(nil, nil); !errors.Is(err, ErrMissingReference) {
+	if _, err := tmpl.Render(nil, nil, 0); !errors.Is(err, ErrMissingReference) {
 		t.Errorf("render without an iteration: %v, want ErrMissingReference", err)
 	}
 }

@@ -75,6 +75,9 @@ func DocumentJSON(data []byte, what string) ([]byte, error) {
 		// The converter would silently read the first document only.
 		return nil, fmt.Errorf("syntax: line %d: a second YAML document starts here; a %s is one document", line, what)
 	}
+	if err := CheckYAMLExpansion(data, MaxExpandedDocumentBytes); err != nil {
+		return nil, err
+	}
 	j, err := yamlToJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("syntax: %s", err.Error())

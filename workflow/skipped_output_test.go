@@ -28,14 +28,14 @@ func TestStepOutputsOfSkippedSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := whole.Render(nil, outs); err != nil || string(got) != `{"a":null,"b":"xnull"}` {
+	if got, err := whole.Render(nil, outs, 0); err != nil || string(got) != `{"a":null,"b":"xnull"}` {
 		t.Errorf("render: %s, %v", got, err)
 	}
 	deep, err := CompileTemplate(json.RawMessage(`"{{ .steps.skipped.output.stale }}"`), has)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = deep.Render(nil, outs)
+	_, err = deep.Render(nil, outs, 0)
 	if !errors.Is(err, ErrMissingReference) || !strings.Contains(err.Error(), "{{ .steps.skipped.output.stale }}") {
 		t.Errorf("a key inside a skipped step's output: %v, want a missing reference naming it", err)
 	}

@@ -215,18 +215,20 @@ func (t *Template) References() []Reference {
 // {}), outputs maps each completed step to its output (see StepOutputs). It
 // returns compact JSON; numbers keep their exact text. A reference to
 // something missing returns an error wrapping ErrMissingReference that names
-// the reference.
-func (t *Template) Render(input json.RawMessage, outputs map[string]json.RawMessage) (json.RawMessage, error) {
-	return t.RenderIteration(input, outputs, nil)
+// the reference. A template names each value as many times as it likes, so
+// what it renders is bounded: past max bytes (--max-state-bytes; 0 for the
+// default 4 MiB) it stops with an error wrapping ErrRenderTooLarge.
+func (t *Template) Render(input json.RawMessage, outputs map[string]json.RawMessage, max int) (json.RawMessage, error) {
+	return t.RenderIteration(input, outputs, nil, max)
 }
 
 // RenderIteration is Render for one iteration of a foreach step: .item and
 // .index are it's (it nil: a reference to them is missing).
-func (t *Template) RenderIteration(input json.RawMessage, outputs map[string]json.RawMessage, it *Iteration) (json.RawMessage, error) {
+func (t *Template) RenderIteration(input json.RawMessage, outputs map[string]json.RawMessage, it *Iteration, max int) (json.RawMessage, error) {
 	if t == nil || t.root == nil {
 		return json.RawMessage("null"), nil
 	}
-	r := renderer{refs: t.refs, input: input, outputs: outputs, it: it}
+	r := newRenderer(t, input, outputs, it, max)
 	out, err := r.node(nil, t.root)
 	if err != nil {
 		return nil, err
@@ -238,17 +240,18 @@ func (t *Template) RenderIteration(input json.RawMessage, outputs map[string]jso
 // CompileStringTemplate) as text: every reference, even one standing alone, is
 // written as text. It is for URLs and header values, which are strings whatever
 // the referenced value is; it does not escape anything for its destination.
-func (t *Template) RenderString(input json.RawMessage, outputs map[string]json.RawMessage) (string, error) {
-	return t.RenderStringIteration(input, outputs, nil)
+// Past max bytes it stops, as Render does.
+func (t *Template) RenderString(input json.RawMessage, outputs map[string]json.RawMessage, max int) (string, error) {
+	return t.RenderStringIteration(input, outputs, nil, max)
 }
 
 // RenderStringIteration is RenderString for one iteration of a foreach
 // step (see RenderIteration).
-func (t *Template) RenderStringIteration(input json.RawMessage, outputs map[string]json.RawMessage, it *Iteration) (string, error) {
+func (t *Template) RenderStringIteration(input json.RawMessage, outputs map[string]json.RawMessage, it *Iteration, max int) (string, error) {
 	if t == nil || t.root == nil {
 		return "", errors.New("the template is empty")
 	}
-	r := renderer{refs: t.refs, input: input, outputs: outputs, it: it}
+	r := newRenderer(t, input, outputs, it, max)
 	switch n := t.root; n.kind {
 	case nodeLiteral:
 		if n.str != nil {
@@ -541,6 +544,26 @@ type renderer struct {
 	input   json.RawMessage
 	outputs map[string]json.RawMessage
 	it      *Iteration
+	max     int // bytes rendered at most
+}
+
+// ErrRenderTooLarge is matched by the error of a template that would
+// render more than its bound.
+var ErrRenderTooLarge = errors.New("the template renders too much")
+
+func newRenderer(t *Template, input json.RawMessage, outputs map[string]json.RawMessage, it *Iteration, max int) renderer {
+	if max <= 0 {
+		max = defaultExprStateBytes
+	}
+	return renderer{refs: t.refs, input: input, outputs: outputs, it: it, max: max}
+}
+
+// fits refuses to go on past r.max bytes.
+func (r *renderer) fits(n int) error {
+	if n > r.max {
+		return fmt.Errorf("%w: more than %d bytes (--max-state-bytes)", ErrRenderTooLarge, r.max)
+	}
+	return nil
 }
 
 func (r *renderer) node(dst []byte, n *tnode) ([]byte, error) {
@@ -573,6 +596,9 @@ func (r *renderer) node(dst []byte, n *tnode) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := r.fits(len(dst) + len(v)); err != nil {
+			return nil, err
+		}
 		buf := bytes.NewBuffer(dst)
 		if err := json.Compact(buf, v); err != nil {
 			return nil, fmt.Errorf("%s: the referenced value is not valid JSON: %w", ref, err)
@@ -581,6 +607,9 @@ func (r *renderer) node(dst []byte, n *tnode) ([]byte, error) {
 	case nodeText:
 		s, err := r.text(n.parts)
 		if err != nil {
+			return nil, err
+		}
+		if err := r.fits(len(dst) + len(s)); err != nil {
 			return nil, err
 		}
 		return append(dst, encodeString(s)...), nil
@@ -600,6 +629,9 @@ func (r *renderer) text(parts []textPart) (string, error) {
 		ref := r.refs[p.ref]
 		v, err := r.resolve(ref)
 		if err != nil {
+			return "", err
+		}
+		if err := r.fits(b.Len() + len(v)); err != nil {
 			return "", err
 		}
 		if v = bytes.TrimSpace(v); len(v) > 0 && v[0] == '"' {

@@ -27,7 +27,7 @@ func render(t *testing.T, tree, input string, outputs map[string]string) (string
 	if err != nil {
 		t.Fatalf("CompileTemplate(%s): %v", tree, err)
 	}
-	out, err := tpl.Render(json.RawMessage(input), raw)
+	out, err := tpl.Render(json.RawMessage(input), raw, 0)
 	if err == nil && !json.Valid(out) {
 		t.Fatalf("Render(%s) = %s: not valid JSON", tree, out)
 	}
@@ -157,7 +157,7 @@ func TestRenderWithoutReferencesKeepsTheValue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out, err := tpl.Render(nil, nil); err != nil || string(out) != "null" {
+		if out, err := tpl.Render(nil, nil, 0); err != nil || string(out) != "null" {
 			t.Errorf("empty template renders %s, %v", out, err)
 		}
 	}
@@ -189,7 +189,7 @@ func TestRenderMissingReferences(t *testing.T) {
 	}
 	// An output that is not JSON is an error, but not a missing reference.
 	tpl, _ := CompileTemplate(json.RawMessage(`"{{ .steps.x.output }}"`), nil)
-	if _, err := tpl.Render(nil, map[string]json.RawMessage{"x": json.RawMessage(`{bad`)}); err == nil || errors.Is(err, ErrMissingReference) {
+	if _, err := tpl.Render(nil, map[string]json.RawMessage{"x": json.RawMessage(`{bad`)}, 0); err == nil || errors.Is(err, ErrMissingReference) {
 		t.Errorf("invalid output: %v", err)
 	}
 }
@@ -346,17 +346,17 @@ func TestRenderString(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := tpl.RenderString(json.RawMessage(`{"token": "t0k"}`), outputs)
+		got, err := tpl.RenderString(json.RawMessage(`{"token": "t0k"}`), outputs, 0)
 		if err != nil || got != tc.want {
 			t.Errorf("RenderString %q = %q, %v; want %q", tc.tpl, got, err, tc.want)
 		}
 	}
 	tpl, _ := CompileStringTemplate("x{{ .input.nope }}", nil)
-	if _, err := tpl.RenderString(nil, nil); !errors.Is(err, ErrMissingReference) {
+	if _, err := tpl.RenderString(nil, nil, 0); !errors.Is(err, ErrMissingReference) {
 		t.Errorf("missing reference in a string: %v", err)
 	}
 	obj, _ := CompileTemplate(json.RawMessage(`{"a": 1}`), nil)
-	if _, err := obj.RenderString(nil, nil); err == nil {
+	if _, err := obj.RenderString(nil, nil, 0); err == nil {
 		t.Error("RenderString of an object must fail")
 	}
 	if _, err := CompileStringTemplate("{{ .bad }}", nil); !errors.Is(err, ErrInvalidTemplate) {
@@ -412,7 +412,7 @@ func FuzzTemplate(f *testing.F) {
 				t.Fatalf("compile error %v is not ErrInvalidTemplate", err)
 			}
 		} else {
-			out, err := tpl.Render(json.RawMessage(input), outputs)
+			out, err := tpl.Render(json.RawMessage(input), outputs, 0)
 			if err == nil {
 				if !json.Valid(out) {
 					t.Fatalf("Render = %s: not valid JSON", out)
@@ -424,17 +424,17 @@ func FuzzTemplate(f *testing.F) {
 						t.Fatalf("a template without references changed: %s → %s", tree, out)
 					}
 				}
-				again, err := tpl.Render(json.RawMessage(input), outputs)
+				again, err := tpl.Render(json.RawMessage(input), outputs, 0)
 				if err != nil || !bytes.Equal(again, out) {
 					t.Fatalf("Render is not deterministic: %s, %s, %v", out, again, err)
 				}
 			}
-			_, _ = tpl.RenderString(json.RawMessage(input), outputs)
+			_, _ = tpl.RenderString(json.RawMessage(input), outputs, 0)
 		}
 		// The same text as a string template (a URL, a header value).
 		if st, err := CompileStringTemplate(tree, nil); err == nil {
-			if _, err := st.RenderString(json.RawMessage(input), outputs); err == nil {
-				if _, err := st.Render(json.RawMessage(input), outputs); err != nil && errors.Is(err, ErrMissingReference) {
+			if _, err := st.RenderString(json.RawMessage(input), outputs, 0); err == nil {
+				if _, err := st.Render(json.RawMessage(input), outputs, 0); err != nil && errors.Is(err, ErrMissingReference) {
 					t.Fatalf("RenderString found every reference but Render did not: %v", err)
 				}
 			}

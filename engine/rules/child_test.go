@@ -142,11 +142,11 @@ steps:
 	state.Steps["b"] = &workflow.StepState{Status: workflow.StepCompleted, Output: json.RawMessage(`{"x":2}`)}
 	state.Steps["c"] = &workflow.StepState{Status: workflow.StepCompleted}
 	state.Steps["d"] = &workflow.StepState{Status: workflow.StepSkipped}
-	out, err := ChildOutput(c, json.RawMessage(`{}`), state, nil)
+	out, err := ChildOutput(c, json.RawMessage(`{}`), state, nil, 0)
 	if err != nil || string(out) != `{"b":{"x":2},"c":null}` {
 		t.Fatalf("ChildOutput = %s, %v", out, err)
 	}
-	if out, err := ChildOutput(c, json.RawMessage(`{}`), state, json.RawMessage(`{"total":3}`)); err != nil || string(out) != `{"total":3}` {
+	if out, err := ChildOutput(c, json.RawMessage(`{}`), state, json.RawMessage(`{"total":3}`), 0); err != nil || string(out) != `{"total":3}` {
 		t.Fatalf("ChildOutput of a written output = %s, %v", out, err)
 	}
 	templ := compileDef(t, `
@@ -157,7 +157,7 @@ steps:
 `)
 	state = templ.Def.InitialState()
 	state.Steps["a"] = &workflow.StepState{Status: workflow.StepCompleted, Output: json.RawMessage(`1`)}
-	if out, err := ChildOutput(templ, json.RawMessage(`{"sku":"A-1"}`), state, nil); err != nil || string(out) != `{"first":1,"sku":"A-1"}` {
+	if out, err := ChildOutput(templ, json.RawMessage(`{"sku":"A-1"}`), state, nil, 0); err != nil || string(out) != `{"first":1,"sku":"A-1"}` {
 		t.Fatalf("ChildOutput by the output template = %s, %v", out, err)
 	}
 }

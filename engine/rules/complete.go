@@ -135,7 +135,7 @@ func (env Env) failAttempt(c *Definition, inst *workflow.Instance, t *Task, msg 
 	}
 	st.Status = workflow.StepFailed
 	t.Status = TaskFailed
-	settle(c, inst, nil)
+	settle(c, inst, nil, env.MaxStateBytes)
 }
 
 // ExpiryReason says why t's lease ended at now: its attempt's deadline

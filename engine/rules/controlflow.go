@@ -44,10 +44,11 @@ func (c *Definition) compileControlFlow() error {
 	return nil
 }
 
-// when evaluates, under ctx (see Env.evalCtx), step id's `when` program on the instance as it is: run
-// reports whether the step runs (no program, or a truthy result). An
-// error is the program's, to fail the step with.
-func (c *Definition) when(ctx context.Context, id string, inst *workflow.Instance) (run bool, err error) {
+// when evaluates, under ctx (see Env.evalCtx) and within b, step id's
+// `when` program on the instance as it is: run reports whether the step
+// runs (no program, or a truthy result). An error is the program's, to
+// fail the step with.
+func (c *Definition) when(ctx context.Context, b workflow.ExprBudget, id string, inst *workflow.Instance) (run bool, err error) {
 	x := c.flow.whens[id]
 	if x == nil {
 		return true, nil
@@ -56,7 +57,7 @@ func (c *Definition) when(ctx context.Context, id string, inst *workflow.Instanc
 	if err != nil {
 		return false, err
 	}
-	v, err := x.Eval(ctx, doc)
+	v, err := x.Eval(ctx, doc, b)
 	if err != nil {
 		return false, err
 	}
@@ -65,12 +66,13 @@ func (c *Definition) when(ctx context.Context, id string, inst *workflow.Instanc
 
 // output is the output of an instance that completes: the definition's
 // output template rendered on its input and step outputs (a SKIPPED step's
-// output is null), or without one an object mapping each COMPLETED step
-// that no other step depends on to its output.
-func (c *Definition) output(inst *workflow.Instance) (json.RawMessage, error) {
+// output is null; at most max bytes, see workflow.Template.Render), or
+// without one an object mapping each COMPLETED step that no other step
+// depends on to its output.
+func (c *Definition) output(inst *workflow.Instance, max int) (json.RawMessage, error) {
 	outputs := workflow.StepOutputs(inst.State.Steps)
 	if c.flow.output != nil {
-		return c.flow.output.Render(inst.Input, outputs)
+		return c.flow.output.Render(inst.Input, outputs, max)
 	}
 	m := make(map[string]json.RawMessage, len(c.flow.leaves))
 	for _, id := range c.flow.leaves {
@@ -84,8 +86,8 @@ func (c *Definition) output(inst *workflow.Instance) (json.RawMessage, error) {
 // finish gives an instance that has just completed its output. An output
 // that does not render fails the instance instead, and the history cause
 // of the write says why (Change.Note).
-func (c *Definition) finish(inst *workflow.Instance, ch *Change) {
-	out, err := c.output(inst)
+func (c *Definition) finish(inst *workflow.Instance, ch *Change, max int) {
+	out, err := c.output(inst, max)
 	if err != nil {
 		inst.Status = workflow.StatusFailed
 		ch.Note = "; the workflow output failed to render: " + err.Error()

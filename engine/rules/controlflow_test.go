@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,6 +52,44 @@ steps:
 			}
 			if tc.errText != "" && w.tasks["b"] != nil {
 				t.Errorf("a step whose when failed got a task: %+v", w.tasks["b"])
+			}
+		})
+	}
+}
+
+// TestWhenBoundedByTheStateLimit: a when that would build a value larger
+// than the state limit (the environment's MaxStateBytes) fails its step,
+// and so the instance, with an error naming the expression and the limit,
+// before the memory is taken.
+func TestWhenBoundedByTheStateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		when     string
+		maxState int
+		want     string
+	}{
+		{`("x"*1e9) as $a | ($a+$a+$a+$a)`, 0,
+			`when: expression "(\"x\"*1e9) as $a | ($a+$a+$a+$a)": ` + "`*`" + ` would build a value of 1000000002 bytes, over --max-state-bytes (4194304 bytes)`},
+		{`("x" * 2147483000) | length > 0`, 0,
+			`when: expression "(\"x\" * 2147483000) | length > 0": ` + "`*`" + ` would build a value of 2147483002 bytes, over --max-state-bytes (4194304 bytes)`},
+		{`.input.s * 1000 | length > 0`, 5000,
+			`when: expression ".input.s * 1000 | length > 0": ` + "`*`" + ` would build a value of 10002 bytes, over --max-state-bytes (5000 bytes)`},
+	} {
+		t.Run(tc.when, func(t *testing.T) {
+			w := &world{t: t, env: testEnv(), tasks: map[string]*Task{}, now: t0,
+				c: compileDef(t, "name: w\nsteps:\n  - {id: a, type: task, handler: h, when: '"+tc.when+"'}\n")}
+			w.env.MaxStateBytes = tc.maxState
+			w.inst = &workflow.Instance{ID: "wf-1", Definition: "w", Input: json.RawMessage(`{"s": "0123456789"}`), State: w.c.Def.InitialState()}
+			ch, err := w.env.Start(w.c, w.inst, w.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.apply(ch)
+			w.wantStatus(workflow.StatusFailed)
+			if st := w.step("a"); st.Status != workflow.StepFailed || st.Error != tc.want {
+				t.Errorf("step a: %s %q\nwant FAILED %q", st.Status, st.Error, tc.want)
+			}
+			if len(w.tasks) != 0 {
+				t.Errorf("tasks %v, want none", w.tasks)
 			}
 		})
 	}
@@ -369,5 +408,55 @@ func TestCompiledDefinitionRejectsABadWhen(t *testing.T) {
 	def := &workflow.Definition{Name: "x", Steps: []workflow.Step{{ID: "a", Type: workflow.StepTypeWait, When: ".["}}}
 	if _, err := Compile(def); err == nil || !strings.Contains(err.Error(), "step a when:") {
 		t.Errorf("Compile: %v", err)
+	}
+}
+
+// TestTemplatesBoundedByTheStateLimit: a template that names a large value
+// many times fails where it renders, past the state limit (the
+// environment's MaxStateBytes): the workflow output fails the instance, a
+// step's input fails the step, an event key is too long.
+func TestTemplatesBoundedByTheStateLimit(t *testing.T) {
+	refs := func(ref string, n int) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(`k` + strconv.Itoa(i) + `: "{{ ` + ref + ` }}"`)
+		}
+		return b.String() + "}"
+	}
+	input := `{"big": "` + strings.Repeat("x", 10_000) + `"}`
+	const tooMuch = "the template renders too much: more than 100000 bytes (--max-state-bytes)"
+	start := func(t *testing.T, def string) *world {
+		t.Helper()
+		w := &world{t: t, env: testEnv(), tasks: map[string]*Task{}, now: t0, c: compileDef(t, def)}
+		w.env.MaxStateBytes = 100_000
+		w.inst = &workflow.Instance{ID: "wf-1", Definition: w.c.Def.Name, Input: json.RawMessage(input), State: w.c.Def.InitialState()}
+		ch, err := w.env.Start(w.c, w.inst, w.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.apply(ch)
+		return w
+	}
+
+	w := start(t, "name: out\nsteps:\n  - {id: a, type: task, handler: h}\noutput: "+refs(".input.big", 100)+"\n")
+	w.deliver("a")
+	ch := w.complete("a", `1`)
+	w.wantStatus(workflow.StatusFailed)
+	if ch.Note != "; the workflow output failed to render: "+tooMuch {
+		t.Errorf("output: note %q", ch.Note)
+	}
+
+	w = start(t, "name: in\nsteps:\n  - {id: a, type: task, handler: h, input: "+refs(".input.big", 100)+"}\n")
+	if st := w.step("a"); st.Status != workflow.StepFailed || st.Error != tooMuch {
+		t.Errorf("input: step %s %q", st.Status, st.Error)
+	}
+
+	w = start(t, "name: key\nsteps:\n  - {id: a, type: wait, event: e, key: '"+strings.Repeat("{{ .input.big }}", 100)+"'}\n")
+	if st := w.step("a"); st.Status != workflow.StepFailed || st.Error != "key: the rendered key is longer than 256 characters" {
+		t.Errorf("event key: step %s %q", st.Status, st.Error)
 	}
 }

@@ -106,35 +106,36 @@ type HTTPRequest struct {
 }
 
 // render produces a step's task input from the workflow input and the
-// outputs of completed steps. An http step's input is its rendered request.
-func (c *Definition) render(id string, inst *workflow.Instance) (json.RawMessage, error) {
-	return c.renderWith(id, inst, workflow.StepOutputs(inst.State.Steps), nil)
+// outputs of completed steps, each template at most max bytes (see
+// workflow.Template.Render). An http step's input is its rendered request.
+func (c *Definition) render(id string, inst *workflow.Instance, max int) (json.RawMessage, error) {
+	return c.renderWith(id, inst, workflow.StepOutputs(inst.State.Steps), nil, max)
 }
 
 // renderWith is render with the outputs given, for iteration it of a
 // foreach step (nil for a step without foreach).
-func (c *Definition) renderWith(id string, inst *workflow.Instance, outputs map[string]json.RawMessage, it *workflow.Iteration) (json.RawMessage, error) {
+func (c *Definition) renderWith(id string, inst *workflow.Instance, outputs map[string]json.RawMessage, it *workflow.Iteration, max int) (json.RawMessage, error) {
 	step, _ := c.Def.Step(id)
 	if step.Type == workflow.StepTypeHTTP {
 		req := HTTPRequest{Method: step.Request.Method, Headers: map[string]string{}}
 		var err error
-		if req.URL, err = c.urls[id].RenderStringIteration(inst.Input, outputs, it); err != nil {
+		if req.URL, err = c.urls[id].RenderStringIteration(inst.Input, outputs, it, max); err != nil {
 			return nil, err
 		}
 		for k, t := range c.headers[id] {
-			if req.Headers[k], err = t.RenderStringIteration(inst.Input, outputs, it); err != nil {
+			if req.Headers[k], err = t.RenderStringIteration(inst.Input, outputs, it, max); err != nil {
 				return nil, err
 			}
 		}
 		if t := c.bodies[id]; t != nil {
-			if req.Body, err = t.RenderIteration(inst.Input, outputs, it); err != nil {
+			if req.Body, err = t.RenderIteration(inst.Input, outputs, it, max); err != nil {
 				return nil, err
 			}
 		}
 		return json.Marshal(req)
 	}
 	if t := c.inputs[id]; t != nil {
-		return t.RenderIteration(inst.Input, outputs, it)
+		return t.RenderIteration(inst.Input, outputs, it, max)
 	}
 	return json.RawMessage("null"), nil
 }

@@ -56,15 +56,18 @@ type WaitingFor struct {
 // as any other task. A key that does not render, or renders longer than
 // workflow.MaxEventKeyLength, fails the step at once, like any template.
 func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow.Step, st *workflow.StepState, prev *Task, now time.Time, ch *Change) {
-	key := ""
+	key, tooLong := "", false
 	if t := c.keys[step.ID]; t != nil {
 		var err error
-		if key, err = t.RenderString(inst.Input, workflow.StepOutputs(inst.State.Steps)); err != nil {
+		// A key is short (4 bytes a character at most): render no more.
+		key, err = t.RenderString(inst.Input, workflow.StepOutputs(inst.State.Steps), 4*workflow.MaxEventKeyLength)
+		if err != nil && !errors.Is(err, workflow.ErrRenderTooLarge) {
 			st.Status, st.Error = workflow.StepFailed, "key: "+err.Error()
 			return
 		}
+		tooLong = err != nil
 	}
-	if utf8.RuneCountInString(key) > workflow.MaxEventKeyLength {
+	if tooLong || utf8.RuneCountInString(key) > workflow.MaxEventKeyLength {
 		st.Status, st.Error = workflow.StepFailed, fmt.Sprintf("key: the rendered key is longer than %d characters", workflow.MaxEventKeyLength)
 		return
 	}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -44,11 +45,11 @@ func (c *Definition) taskFlow(id string, inst *workflow.Instance, outputs map[st
 	}
 	step, _ := c.Def.Step(id)
 	render := func(what string, t *workflow.Template) (string, error) {
-		key, err := t.RenderStringIteration(inst.Input, outputs, it)
-		if err != nil {
+		key, err := t.RenderStringIteration(inst.Input, outputs, it, 4*workflow.MaxFlowKeyLength)
+		if err != nil && !errors.Is(err, workflow.ErrRenderTooLarge) {
 			return "", fmt.Errorf("%s: %w", what, err)
 		}
-		if utf8.RuneCountInString(key) > workflow.MaxFlowKeyLength {
+		if err != nil || utf8.RuneCountInString(key) > workflow.MaxFlowKeyLength {
 			return "", fmt.Errorf("%s: the rendered key is longer than %d characters", what, workflow.MaxFlowKeyLength)
 		}
 		return key, nil

@@ -185,6 +185,12 @@ func (fe *foreachState) next() (i int, rerun, ok bool) {
 	return 0, false, false
 }
 
+// exprBudget is the budget of every expression evaluation: time, and
+// values no larger than the state may be.
+func (env Env) exprBudget() workflow.ExprBudget {
+	return workflow.ExprBudget{MaxStateBytes: env.MaxStateBytes}
+}
+
 // evalCtx bounds an expression's evaluation besides workflow.ExprTimeout.
 func (env Env) evalCtx() context.Context {
 	if env.Ctx != nil {
@@ -200,7 +206,7 @@ func (env Env) evalForeach(c *Definition, inst *workflow.Instance, id string) (j
 	if err != nil {
 		return nil, 0, "foreach: " + err.Error()
 	}
-	v, err := c.foreach[id].Eval(env.evalCtx(), doc)
+	v, err := c.foreach[id].Eval(env.evalCtx(), doc, env.exprBudget())
 	if err != nil {
 		return nil, 0, "foreach: " + err.Error()
 	}
@@ -313,7 +319,7 @@ func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string,
 			outputs = workflow.StepOutputs(inst.State.Steps)
 		}
 		it := &workflow.Iteration{Item: items[i], Index: i}
-		input, err := c.renderWith(id, inst, outputs, it)
+		input, err := c.renderWith(id, inst, outputs, it, env.MaxStateBytes)
 		if err != nil {
 			return env.failForeach(inst, id, fe, i, err.Error(), rows, ch)
 		}
@@ -391,7 +397,7 @@ func (env Env) failForeach(inst *workflow.Instance, id string, fe *foreachState,
 	st := inst.State.Steps[id]
 	st.Status, st.Error = workflow.StepFailed, fmt.Sprintf("iteration %d: %s", i, msg)
 	fe.save(st)
-	settle(nil, inst, ch) // a step failed: the instance fails, it cannot complete (no output to render)
+	settle(nil, inst, ch, env.MaxStateBytes) // a step failed: the instance fails, it cannot complete (no output to render)
 	return nil
 }
 

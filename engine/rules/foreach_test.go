@@ -104,6 +104,8 @@ func TestForeachExpressionProblemsFailTheStep(t *testing.T) {
 		{`.input.none`, `{}`, `foreach: gave null, want an array`},
 		{`.input.n`, `{"n":3}`, `foreach: gave a number, want an array`},
 		{`[range(10001)]`, `{}`, `foreach: gave 10001 items (at most 10000)`},
+		{`[range(10000)] | map("x"*100000)`, `{}`,
+			`foreach: expression "[range(10000)] | map(\"x\"*100000)": [...] would build a value larger than --max-state-bytes (4194304 bytes)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {

@@ -106,7 +106,7 @@ func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[s
 				if s.Join == workflow.JoinFirst {
 					withdraw(s, steps, existing, ch)
 				}
-				run, err := c.when(env.evalCtx(), s.ID, inst)
+				run, err := c.when(env.evalCtx(), env.exprBudget(), s.ID, inst)
 				switch {
 				case err != nil:
 					st.Status = workflow.StepFailed

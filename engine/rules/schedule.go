@@ -62,7 +62,7 @@ func (env Env) advance(c *Definition, inst *workflow.Instance, existing map[stri
 		return
 	}
 	env.runDecided(c, inst, existing, now, ch)
-	settle(c, inst, ch)
+	settle(c, inst, ch, env.MaxStateBytes)
 }
 
 // settle moves a RUNNING instance to FAILED or COMPLETED when its steps say
@@ -70,8 +70,8 @@ func (env Env) advance(c *Definition, inst *workflow.Instance, existing map[stri
 // steps become CANCELLED in the same write (a retry runs them again). An
 // instance is COMPLETED when every step is COMPLETED or SKIPPED; it gets
 // its output in the same write (Change.Output), or fails when that does
-// not render.
-func settle(c *Definition, inst *workflow.Instance, ch *Change) {
+// not render (or renders more than max bytes).
+func settle(c *Definition, inst *workflow.Instance, ch *Change, max int) {
 	if inst.Status != workflow.StatusRunning {
 		return
 	}
@@ -89,7 +89,7 @@ func settle(c *Definition, inst *workflow.Instance, ch *Change) {
 	}
 	if done {
 		inst.Status = workflow.StatusCompleted
-		c.finish(inst, ch)
+		c.finish(inst, ch, max)
 	}
 }
 
@@ -117,7 +117,7 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 		env.startForeach(c, inst, id, existing, now, ch)
 		return
 	}
-	input, err := c.render(id, inst)
+	input, err := c.render(id, inst, env.MaxStateBytes)
 	if err != nil {
 		st.Status = workflow.StepFailed
 		st.Error = err.Error()

@@ -66,12 +66,12 @@ func swPending(rt *sw.Runtime, id string) (sw.Item, bool) {
 	return it, ok
 }
 
-func swEnv(inst *workflow.Instance, now time.Time) sw.Env {
+func (env Env) swEnv(inst *workflow.Instance, now time.Time) sw.Env {
 	started := inst.CreatedAt
 	if started.IsZero() {
 		started = now
 	}
-	return sw.Env{Now: now, WorkflowID: inst.ID, StartedAt: started, RawInput: inst.Input}
+	return sw.Env{Now: now, WorkflowID: inst.ID, StartedAt: started, RawInput: inst.Input, MaxStateBytes: env.MaxStateBytes}
 }
 
 // swStart starts the machine of a new instance.
@@ -82,7 +82,7 @@ func (env Env) swStart(c *Definition, inst *workflow.Instance, now time.Time) (C
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
-	rt, step, err := c.SW.Start(swEnv(inst, now), input)
+	rt, step, err := c.SW.Start(env.swEnv(inst, now), input)
 	if err != nil {
 		return Change{}, err
 	}
@@ -109,7 +109,7 @@ func (env Env) swResume(c *Definition, inst *workflow.Instance, t *Task, res sw.
 	if err != nil {
 		return err
 	}
-	step, err := c.SW.Resume(swEnv(inst, now), rt, t.StepID, res)
+	step, err := c.SW.Resume(env.swEnv(inst, now), rt, t.StepID, res)
 	if err != nil {
 		return fmt.Errorf("%w: task %s: %w", ErrLeaseLost, t.StepID, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/flowd/flowd/workflow"
 	"go.yaml.in/yaml/v2"
 )
 
@@ -194,6 +195,9 @@ func fetchDocument(ctx context.Context, client *http.Client, docURL *url.URL) (*
 		return nil, err
 	}
 	var doc apiDocument
+	if err := workflow.CheckYAMLExpansion(body, workflow.MaxExpandedDocumentBytes); err != nil {
+		return nil, failure(TypeConfiguration, http.StatusBadRequest, "OpenAPI document %s cannot be read: %s", docURL, err.Error())
+	}
 	if err := yaml.Unmarshal(body, &doc); err != nil {
 		return nil, failure(TypeConfiguration, http.StatusBadRequest, "OpenAPI document %s cannot be read: %s", docURL, err.Error())
 	}

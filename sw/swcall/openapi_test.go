@@ -246,3 +246,13 @@ func TestOpenAPIDocumentErrors(t *testing.T) {
 	wantError(t, call(t, bad.Client(), swcall.Request{Kind: "openapi", Document: bad.URL + "/doc", Operation: "x"}),
 		swcall.TypeConfiguration, 400, "cannot be read")
 }
+
+// An OpenAPI document whose YAML aliases would expand it past 4 MiB is
+// refused before it is decoded.
+func TestOpenAPIDocumentAliasBomb(t *testing.T) {
+	t.Parallel()
+	doc := "openapi: 3.0.3\nx-big: &big \"" + strings.Repeat("x", 100_000) + "\"\nx-copies: [" + strings.Repeat("*big, ", 999) + "*big]\n"
+	srv, _ := apiServer(t, "application/yaml", doc)
+	wantError(t, call(t, srv.Client(), swcall.Request{Kind: "openapi", Document: srv.URL + "/doc", Operation: "x"}),
+		swcall.TypeConfiguration, 400, "the YAML document is too large: more than 4194304 bytes once its aliases are expanded")
+}
