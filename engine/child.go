@@ -94,7 +94,11 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	}
 	prior := parent.State.Clone()
 	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, prior: &prior}
-	if d.ch, err = e.decide.StartChild(parent, &tv, t.Lease, child.ID, now); err != nil {
+	d.ch, err = e.decide.StartChild(parent, &tv, t.Lease, child.ID, now)
+	if errors.Is(err, rules.ErrVersionLimit) {
+		return e.FailTask(ctx, t.ID, t.Lease, rules.VersionLimitError(e.decide.MaxVersions), false)
+	}
+	if err != nil {
 		return err
 	}
 	create := store.CreateParams{

@@ -140,7 +140,16 @@ type Config struct {
 	// TracerProvider, when not nil, traces step attempts (tracing.go) and
 	// stores the trace a workflow is started in with it; nil traces nothing.
 	TracerProvider trace.TracerProvider
+
+	// MaxVersions bounds the versions of an instance: the engine's
+	// decision that would leave it no room for more fails it instead, with
+	// an error naming the limit (engine/rules/limits.go)
+	// [DefaultMaxVersions]. Negative is an error.
+	MaxVersions int
 }
+
+// DefaultMaxVersions is Config.MaxVersions when it is 0.
+const DefaultMaxVersions = 100000
 
 // DefaultMaxStateBytes is Config.MaxStateBytes when it is 0: 4 MiB.
 const DefaultMaxStateBytes = 4 << 20
@@ -251,6 +260,13 @@ func New(cfg Config) (*Engine, error) {
 	if e.maxState == 0 {
 		e.maxState = DefaultMaxStateBytes
 	}
+	maxVersions := cfg.MaxVersions
+	if maxVersions < 0 {
+		return nil, fmt.Errorf("engine: MaxVersions must not be negative, got %d", maxVersions)
+	}
+	if maxVersions == 0 {
+		maxVersions = DefaultMaxVersions
+	}
 	if e.retention < 0 {
 		return nil, fmt.Errorf("engine: Retention must not be negative, got %s", e.retention)
 	}
@@ -282,6 +298,7 @@ func New(cfg Config) (*Engine, error) {
 		e.node = "node-" + store.NewID()[24:]
 	}
 	e.decide = rules.Env{NewID: store.NewID, Jitter: rand.Float64, MaxStateBytes: e.maxState}
+	e.decide.MaxVersions = maxVersions
 	if e.http == nil {
 		e.http = &http.Client{Timeout: 30 * time.Second}
 	}

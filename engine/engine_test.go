@@ -88,6 +88,8 @@ type nodeOpts struct {
 	wrap func(store.Backend) store.Backend
 	// maxState is Config.MaxStateBytes.
 	maxState int
+	// maxVersions is Config.MaxVersions.
+	maxVersions int
 }
 
 func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
@@ -108,7 +110,8 @@ func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
 		engineStore = o.wrap(st)
 	}
 	eng, err := engine.New(engine.Config{Store: engineStore, Workers: &o.workers, Lease: o.lease,
-		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState})
+		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState,
+		MaxVersions: o.maxVersions})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured log [discarded].
 	Logger *slog.Logger
+	// MaxVersions bounds the versions of an instance: past it the instance
+	// fails with an error naming the limit [engine.DefaultMaxVersions].
+	MaxVersions int
 	// TracerProvider receives the server's spans: HTTP requests, store
 	// operations and transactions, step attempts. Nil reads the standard
 	// OTEL_* environment (otlp.FromEnv): spans are exported over
@@ -128,6 +131,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxStateBytes < 0 {
 		errs = append(errs, fmt.Errorf("server: MaxStateBytes must not be negative, got %d", c.MaxStateBytes))
+	}
+	if c.MaxVersions < 0 {
+		errs = append(errs, fmt.Errorf("server: MaxVersions must not be negative, got %d", c.MaxVersions))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("server: ShutdownTimeout must not be negative, got %s", c.ShutdownTimeout))
@@ -237,6 +243,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ScheduleInterval: cfg.ScheduleInterval,
 		MaxStateBytes:    cfg.MaxStateBytes, Retention: cfg.Retention, EventRetention: cfg.EventRetention,
 		TracerProvider: tp,
+		MaxVersions:    cfg.MaxVersions,
 	})
 	if err != nil {
 		_ = shutdownTracer(ctx, own) // nothing was traced yet

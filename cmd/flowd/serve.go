@@ -50,6 +50,9 @@ type serveConfig struct {
 	LogFormat      string
 	DemoHandlers   bool
 	Demo           bool
+	// MaxVersions bounds the versions of an instance: past it the instance
+	// fails, with an error naming the limit.
+	MaxVersions int
 }
 
 func (c *serveConfig) Validate() error {
@@ -68,6 +71,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.MaxStateBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-state-bytes must be positive, got %d", c.MaxStateBytes))
+	}
+	if c.MaxVersions <= 0 {
+		errs = append(errs, fmt.Errorf("--max-versions must be positive, got %d", c.MaxVersions))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", c.ShutdownTimeout))
@@ -185,6 +191,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long in-flight requests and in-process steps may take to finish before their steps are cancelled and released (env FLOWD_SHUTDOWN_TIMEOUT)")
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
+	f.IntVar(&cfg.MaxVersions, "max-versions", engine.DefaultMaxVersions, "most versions a workflow instance may have: one that would go past it (a task that jumps to itself, a step retried without end) fails, with an error naming this limit (env FLOWD_MAX_VERSIONS)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	return cmd
@@ -211,6 +218,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval, ScheduleInterval: cfg.ScheduleInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
 		Retention: time.Duration(cfg.Retention), EventRetention: time.Duration(cfg.EventRetention),
+		MaxVersions: cfg.MaxVersions,
 	})
 	if err != nil {
 		return err

@@ -37,12 +37,19 @@ func ChildStartedCause(t *Task, child string) string {
 // no timeout, for as long as the child runs (childLease), so that only the
 // child's outcome or the timeout ends the attempt. Fencing as for
 // CompleteTask.
+//
+// A RUNNING instance whose version leaves no room for the child's outcome
+// starts none: ErrVersionLimit (the caller fails the attempt, which fails
+// the instance at its version limit).
 func (env Env) StartChild(inst *workflow.Instance, t *Task, lease, child string, now time.Time) (Change, error) {
 	if err := CheckLease(t, lease, now); err != nil {
 		return Change{}, err
 	}
 	if err := checkHolder(inst, t); err != nil {
 		return Change{}, err
+	}
+	if inst.Status == workflow.StatusRunning && !env.roomFor(inst.Version, 1, false) {
+		return Change{}, fmt.Errorf("%w: %s", ErrVersionLimit, VersionLimitError(env.MaxVersions))
 	}
 	inst.State.Steps[t.StepID].SetChildOf(t.Iteration, child)
 	u := *t

@@ -110,6 +110,7 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, 
 	case ev.CreatedAt.Before(inst.CreatedAt):
 		return Change{}, fmt.Errorf("%w: event %s was published before workflow %s was created", ErrEventNotTaken, ev.ID, inst.ID)
 	}
+	from := inst.Status
 	if raw, ok := st.Extra["event"]; ok {
 		var w WaitingFor
 		if json.Unmarshal(raw, &w) == nil {
@@ -137,5 +138,8 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, 
 	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Status: TaskQueued}})
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
+	if err := env.limitVersions(c, from, inst, &ch); err != nil {
+		return Change{}, err
+	}
 	return ch, nil
 }
