@@ -91,3 +91,44 @@ func TestMaxVersionsMustNotBeNegative(t *testing.T) {
 		t.Errorf("engine.New with MaxVersions -1: %v", err)
 	}
 }
+
+// A Serverless Workflow whose next state would pass the state limit fails,
+// its error naming the limit, instead of staying RUNNING while its tick is
+// decided again (and refused) every lease. Each value it builds stays well
+// below the limit: the state as a whole passes it.
+func TestStateLimitFailsAServerlessWorkflow(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{maxState: 3000, lease: 500 * time.Millisecond})
+		n.define(`
+document: {dsl: '1.0.0', namespace: test, name: grow, version: '1.0.0'}
+do:
+  - grow:
+      set:
+        s: ${ (.s // "") + "0123456789abcdefghijklmnopqrstuvwxyz" }
+      then: grow
+`)
+		n.define(`
+document: {dsl: '1.0.0', namespace: test, name: twice, version: '1.0.0'}
+do:
+  - first:
+      set:
+        a: ${ "x" * 1000 }
+  - loop:
+      for: {each: i, in: '${ [.a, .a] }'}
+      do:
+        - keep:
+            set: ${ . }
+`)
+		for _, def := range []string{"grow", "twice"} {
+			inst := n.waitStatus(n.start(def, "", "").ID, workflow.StatusFailed, 10*time.Second)
+			inst.ShowError()
+			if !strings.Contains(string(inst.Error), "more than --max-state-bytes (3000)") {
+				t.Errorf("%s: error %s", def, inst.Error)
+			}
+			if err := inst.State.CheckSize(3000); err != nil {
+				t.Errorf("%s: the failed state: %v", def, err)
+			}
+			n.checkHistory(inst)
+		}
+	})
+}

@@ -50,7 +50,13 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lea
 	done.clearLease()
 	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Lease: lease}})
 	if c.SW != nil {
-		if err := env.swResume(c, inst, t, swResult(t, output), now, &ch); err != nil {
+		// A tick's outcome is the machine's own evaluation: a state too
+		// large to store cannot be made smaller by completing it again.
+		resume := env.swResume
+		if t.Queue == QueueTick {
+			resume = env.swResumeBounded
+		}
+		if err := resume(c, inst, t, swResult(t, output), now, &ch); err != nil {
 			return Change{}, err
 		}
 	} else {

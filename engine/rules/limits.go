@@ -23,6 +23,12 @@ func VersionLimitError(max int) string {
 	return fmt.Sprintf("the workflow reached --max-versions (%d): an instance may have no more versions, so it is failed", max)
 }
 
+// StateLimitError is the error of a Serverless Workflow instance whose
+// next state would be size bytes, more than max.
+func StateLimitError(size, max int) string {
+	return fmt.Sprintf("the workflow's state would be %d bytes, more than --max-state-bytes (%d), so it is failed", size, max)
+}
+
 // ErrVersionLimit: a decision would leave the instance no room for the
 // version that records its outcome; the caller fails the attempt instead
 // (whose decision then fails the instance, VersionLimitError).

@@ -208,3 +208,67 @@ func TestVersionLimitStopsATaskThatJumpsToItself(t *testing.T) {
 		t.Errorf("the instance's error: %s", shown.Error)
 	}
 }
+
+const grow = `
+document: {dsl: '1.0.0', namespace: test, name: grow, version: '1.0.0'}
+do:
+  - grow:
+      set:
+        s: ${ (.s // "") + "0123456789abcdefghijklmnopqrstuvwxyz" }
+      then: grow
+`
+
+// A Serverless Workflow whose next state would be larger than the state
+// limit fails in that version, its error naming the limit, instead of the
+// tick being decided again (and refused) for ever.
+func TestStateLimitFailsAServerlessWorkflow(t *testing.T) {
+	w := swStarted(t, grow)
+	w.env.MaxStateBytes = 2000
+	var last Change
+	for rounds := 0; w.inst.Status == workflow.StatusRunning; rounds++ {
+		if rounds > 100 {
+			t.Fatalf("still running after %d rounds", rounds)
+		}
+		last = w.tick()
+	}
+	w.wantStatus(workflow.StatusFailed)
+	rt, err := SWRuntime(w.inst.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rt.Fault; f == nil || !strings.Contains(f.Detail, "more than --max-state-bytes (2000)") {
+		t.Errorf("fault %+v", f)
+	}
+	if !strings.Contains(last.Note, "--max-state-bytes (2000)") || len(last.Insert) != 0 || len(rt.Items) != 0 {
+		t.Errorf("last change: note %q, inserted %v, pending %v", last.Note, last.Insert, rt.Items)
+	}
+	if err := w.inst.State.CheckSize(2000); err != nil {
+		t.Errorf("the failed state: %v", err)
+	}
+}
+
+// A handler's output that would make the state too large is refused, as
+// before: its worker may complete with less, or fail the attempt.
+func TestStateLimitRefusesAServerlessHandlersOutput(t *testing.T) {
+	w := swStarted(t, `
+document: {dsl: '1.0.0', namespace: test, name: call, version: '1.0.0'}
+do:
+  - c:
+      call: h
+`)
+	w.env.MaxStateBytes = 2000
+	var task *Task
+	for _, tk := range w.tasks {
+		task = tk
+	}
+	ch, ok := w.env.Deliver(w.c, w.inst, []Task{*task}, "worker", w.now, time.Minute)
+	if !ok {
+		t.Fatal("not delivered")
+	}
+	w.apply(ch)
+	task = w.tasks[task.StepID]
+	_, err := w.env.CompleteTask(w.c, w.inst, task, task.Lease, json.RawMessage(`"`+strings.Repeat("x", 3000)+`"`), NextLease{}, w.now)
+	if !errors.Is(err, workflow.ErrStateTooLarge) {
+		t.Fatalf("an oversize output: %v", err)
+	}
+}
