@@ -49,7 +49,9 @@ func TestPublishEventListsTheStepsItFailed(t *testing.T) {
 	get := serve(h, "GET", "/v1/workflows/w1", "")
 	var inst struct {
 		Status string
-		State  struct{ Steps map[string]struct{ Status, Error string } }
+		State  struct {
+			Steps map[string]struct{ Status, Error string }
+		}
 	}
 	if err := json.Unmarshal(get.Body.Bytes(), &inst); err != nil {
 		t.Fatal(err)
