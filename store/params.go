@@ -66,6 +66,12 @@ func (p *CreateParams) Normalize() error {
 	if err := p.Parent.Validate(); err != nil {
 		return err
 	}
+	if err := p.Descendant.Check(); err != nil {
+		return err
+	}
+	if p.Descendant != nil && p.IdempotencyKey != "" {
+		return fmt.Errorf("%w: a create counted as a descendant takes no idempotency key", ErrInvalidArgument)
+	}
 	if p.LatestRevision && (p.Definition == "" || p.DefinitionRevision < 1) {
 		return fmt.Errorf("%w: LatestRevision needs a definition and its revision", ErrInvalidArgument)
 	}

@@ -229,6 +229,17 @@ type CreateParams struct {
 	// Priority is stored with the instance (0: none, a free-form
 	// instance); the engine copies it onto the instance's tasks.
 	Priority int
+	// Descendant, when set, counts the new instance as one more
+	// descendant of the top-level workflow Descendant.Root, in the same
+	// atomic write: when that workflow already has Descendant.Max
+	// descendants, nothing is written and a *DescendantLimitError
+	// (errors.Is ErrDescendantLimit) is returned; when it is not stored
+	// (deleted), an error wrapping ErrNotFound. The count never goes down
+	// (a descendant that finished, or was deleted, still counts), and it
+	// is exact however many writers create descendants of one workflow at
+	// once: they take turns on the count. With an IdempotencyKey it is
+	// ErrInvalidArgument.
+	Descendant *DescendantCount
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:

@@ -259,14 +259,15 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied 00010_child_workflows.sql") || !strings.Contains(out.String(), "applied 00011_definition_concurrency.go") ||
 		!strings.Contains(out.String(), "applied 00012_task_flow_control.sql") ||
 		!strings.Contains(out.String(), "applied 00013_schedules.sql") || !strings.Contains(out.String(), "applied 00014_traceparent.sql") ||
-		!strings.Contains(out.String(), "is now at version 14") {
+		!strings.Contains(out.String(), "applied 00016_runaway_limits.sql") ||
+		!strings.Contains(out.String(), "is now at version 16") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}
 	e, out, _ = testEnv(nil)
 	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
 		t.Fatal("second migrate failed")
 	}
-	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":14`) {
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":16`) {
 		t.Errorf("second migrate JSON: %s", got)
 	}
 	e, _, errOut = testEnv(nil)

@@ -87,6 +87,9 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		if err := appendHistory(ctx, c, p.ID, p.Cause, nil); err != nil {
 			return err
 		}
+		if err := countDescendant(ctx, c, p.Descendant); err != nil {
+			return err
+		}
 		if p.IdempotencyKey != "" {
 			if err := recordIdempotencyKey(ctx, c, p, now); err != nil {
 				return err
