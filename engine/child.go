@@ -17,8 +17,9 @@ import (
 // definition) in one write with the parent's state naming it
 // (startChild). The child's final write carries the parent step's outcome
 // in the same transaction (applyWithParent, on every path that goes
-// through readDecideApply); cancelling a parent cancels its children right
-// after the parent's own write (cancelChildren).
+// through readDecideApply); the children of a parent that no longer runs
+// (cancelled, or stopped otherwise) are the sweepers' to cancel
+// (cascade.go).
 
 // maxChildStartAttempts bounds how often starting a child is decided again
 // after its write conflicted with another writer of the parent.
@@ -280,28 +281,6 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 		return nil, err
 	}
 	return d.write(w.Now), nil
-}
-
-// cancelChildren cancels the children of id that still run (PENDING,
-// RUNNING or PAUSED), and theirs through the same cancel: called right
-// after the write that cancelled id. A child that finished or was
-// cancelled meanwhile is left as it is.
-func (e *Engine) cancelChildren(ctx context.Context, id string) {
-	p := store.ListParams{Parent: id, Limit: store.MaxListLimit}
-	for {
-		page, err := e.st.List(ctx, p)
-		if err != nil {
-			e.log.Warn("listing child workflows to cancel", "workflow", id, "err", err)
-			return
-		}
-		for _, child := range page.Instances {
-			e.cancelChild(ctx, child)
-		}
-		if page.NextCursor == "" {
-			return
-		}
-		p.Cursor = page.NextCursor
-	}
 }
 
 // cancelChild cancels child when it still runs.

@@ -150,7 +150,7 @@ func (e *Engine) makeRoom(ctx context.Context, oldest *workflow.Instance, p stor
 	if err != nil {
 		return nil, err
 	}
-	e.cancelChildren(ctx, oldest.ID)
+	e.cascadeSoon() // oldest's descendants (cascade.go)
 	if p.Notify {
 		e.wake()
 	}

@@ -220,6 +220,10 @@ type Engine struct {
 	seenMu    sync.Mutex
 	seen      map[string]workerSeen
 	lastPrune time.Time
+
+	// cascadeWake asks the sweeper to cancel abandoned children now
+	// (cascade.go).
+	cascadeWake chan struct{}
 }
 
 type defKey struct {
@@ -247,6 +251,7 @@ func New(cfg Config) (*Engine, error) {
 		waiters:        map[chan struct{}]struct{}{},
 		draining:       make(chan struct{}),
 		seen:           map[string]workerSeen{},
+		cascadeWake:    make(chan struct{}, 1),
 	}
 	if cfg.Workers != nil {
 		if *cfg.Workers < 0 {

@@ -171,6 +171,9 @@ func (p *BatchStatusParams) Normalize() error {
 	if !workflow.CanTransition(p.Status, p.NewStatus) {
 		return fmt.Errorf("%w: %s → %s", workflow.ErrInvalidTransition, p.Status, p.NewStatus)
 	}
+	if len(p.IDs) > MaxBatchLimit {
+		return fmt.Errorf("%w: %d ids, at most %d", ErrInvalidArgument, len(p.IDs), MaxBatchLimit)
+	}
 	// Stored times have microsecond precision: round the cut-off up, so that
 	// "updated_at < UpdatedBefore" keeps its exact meaning at that precision.
 	if ts := Timestamp(p.UpdatedBefore); ts.Before(p.UpdatedBefore) {

@@ -122,3 +122,26 @@ func DepthError(depth int) string {
 func UnknownDefinitionError(name string) string {
 	return fmt.Sprintf("child workflow definition %q does not exist", name)
 }
+
+// AbandonedCause is the history cause of the child workflows cancelled
+// because their parent no longer runs.
+const AbandonedCause = "cancel: its parent workflow no longer runs"
+
+// CancelAbandoned decides the cancel of children, child workflows read
+// while their parent no longer ran (cancelled, or stopped otherwise):
+// nothing waits for their outcome any more. It returns their ids by the
+// status each is cancelled from, the status it must still have when it is
+// written (a child that moved on meanwhile is decided again on a fresh
+// read). As every write to CANCELLED, it makes their RUNNING and WAITING
+// steps CANCELLED; their tasks are then cancelled as orphans, and their
+// own children are abandoned in turn. An instance that is not a child, or
+// that no longer runs (PENDING, QUEUED, RUNNING, PAUSED), is left alone.
+func CancelAbandoned(children []*workflow.Instance) map[workflow.Status][]string {
+	byStatus := map[workflow.Status][]string{}
+	for _, inst := range children {
+		if inst.Parent != nil && workflow.CanTransition(inst.Status, workflow.StatusCancelled) {
+			byStatus[inst.Status] = append(byStatus[inst.Status], inst.ID)
+		}
+	}
+	return byStatus
+}
