@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -146,10 +147,18 @@ type Config struct {
 	// an error naming the limit (engine/rules/limits.go)
 	// [DefaultMaxVersions]. Negative is an error.
 	MaxVersions int
+	// MaxDescendants bounds the child workflows, and their descendants,
+	// started under one top-level workflow: the instance that would start
+	// one more fails instead, with an error naming the limit
+	// [DefaultMaxDescendants]. Negative is an error.
+	MaxDescendants int
 }
 
 // DefaultMaxVersions is Config.MaxVersions when it is 0.
 const DefaultMaxVersions = 100000
+
+// DefaultMaxDescendants is Config.MaxDescendants when it is 0.
+const DefaultMaxDescendants = 10000
 
 // DefaultMaxStateBytes is Config.MaxStateBytes when it is 0: 4 MiB.
 const DefaultMaxStateBytes = 4 << 20
@@ -224,6 +233,8 @@ type Engine struct {
 	// cascadeWake asks the sweeper to cancel abandoned children now
 	// (cascade.go).
 	cascadeWake chan struct{}
+	// maxDescendants is Config.MaxDescendants (child.go).
+	maxDescendants int
 }
 
 type defKey struct {
@@ -271,6 +282,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if maxVersions == 0 {
 		maxVersions = DefaultMaxVersions
+	}
+	if e.maxDescendants = cfg.MaxDescendants; e.maxDescendants < 0 || e.maxDescendants > math.MaxInt32 {
+		return nil, fmt.Errorf("engine: MaxDescendants must not be negative nor above %d, got %d", math.MaxInt32, e.maxDescendants)
+	}
+	if e.maxDescendants == 0 {
+		e.maxDescendants = DefaultMaxDescendants
 	}
 	if e.retention < 0 {
 		return nil, fmt.Errorf("engine: Retention must not be negative, got %s", e.retention)

@@ -90,6 +90,8 @@ type nodeOpts struct {
 	maxState int
 	// maxVersions is Config.MaxVersions.
 	maxVersions int
+	// maxDescendants is Config.MaxDescendants.
+	maxDescendants int
 }
 
 func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
@@ -111,7 +113,7 @@ func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
 	}
 	eng, err := engine.New(engine.Config{Store: engineStore, Workers: &o.workers, Lease: o.lease,
 		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState,
-		MaxVersions: o.maxVersions})
+		MaxVersions: o.maxVersions, MaxDescendants: o.maxDescendants})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,3 +132,46 @@ do:
 		}
 	})
 }
+
+// A recursive child step with a four-item foreach grew without end (to
+// ~1.4M workflows); with MaxDescendants the tree stops at exactly that
+// many descendants: the instance that would start one more fails, its
+// error naming the limit, the failure climbs to the top-level workflow,
+// and the rest of the tree is cancelled.
+func TestDescendantLimitStopsARecursiveForeach(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{maxDescendants: 30, workers: 8})
+		n.define("name: fan\nsteps:\n  - {id: sub, type: workflow, definition: fan, foreach: '[1, 2, 3, 4]'}\n")
+		root := n.start("fan", "root", "")
+		failed := n.waitStatus(root.ID, workflow.StatusFailed, 20*time.Second)
+		n.waitNoneRunning(15 * time.Second)
+		all := n.all()
+		if len(all) != 31 {
+			t.Errorf("%d workflows, want the top-level one and 30 descendants", len(all))
+		}
+		named := 0
+		for _, inst := range all {
+			if st := inst.State.Steps["sub"]; st != nil && strings.Contains(st.Error, "top-level workflow root reached --max-descendants (30)") {
+				named++
+			}
+		}
+		if named == 0 {
+			t.Errorf("no workflow failed naming the limit; the top-level one: %+v", failed.State.Steps["sub"])
+		}
+		time.Sleep(300 * time.Millisecond)
+		if again := n.all(); len(again) != len(all) {
+			t.Errorf("%d workflows once stopped, %d later", len(all), len(again))
+		}
+	})
+}
+
+func TestMaxDescendantsMustNotBeNegative(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), "sqlite:"+t.TempDir()+"/flowd.db", sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := engine.New(engine.Config{Store: st, MaxDescendants: -1}); err == nil || !strings.Contains(err.Error(), "MaxDescendants must not be negative") {
+		t.Errorf("engine.New with MaxDescendants -1: %v", err)
+	}
+}

@@ -61,3 +61,50 @@ do:
 		t.Errorf("FAILED at version %d with error %s; want version 39 and the limit named", failed.Version, failed.Error)
 	}
 }
+
+// --max-descendants (here from FLOWD_MAX_DESCENDANTS) stops a recursive
+// child step with a four-item foreach at that many descendants, the
+// workflow that would start one more failing with an error naming it.
+func TestServeMaxDescendants(t *testing.T) {
+	e, out, _ := testEnv(nil)
+	if code := run(context.Background(), []string{"serve", "--help"}, e); code != 0 || !strings.Contains(out.String(), "(env FLOWD_MAX_DESCENDANTS) (default "+strconv.Itoa(engine.DefaultMaxDescendants)+")") {
+		t.Errorf("serve --help: exit %d; want --max-descendants to default to the engine's %d:\n%s", code, engine.DefaultMaxDescendants, out)
+	}
+	url, _ := startServeEnv(t, map[string]string{"FLOWD_MAX_DESCENDANTS": "12"}, "--db", "sqlite:"+filepath.Join(t.TempDir(), "f.db"))
+	c := httpapi.NewClient(url)
+	ctx := context.Background()
+	if _, _, err := c.PutDefinition(ctx, "fan", []byte("name: fan\nsteps:\n  - {id: sub, type: workflow, definition: fan, foreach: '[1, 2, 3, 4]'}\n")); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "fan-root", Definition: "fan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWorkflow(t, c, inst.ID, workflow.StatusFailed, 20*time.Second)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		page, err := c.ListWorkflows(ctx, httpapi.ListOptions{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running, named := 0, 0
+		for _, w := range page.Workflows {
+			if w.Status == workflow.StatusRunning {
+				running++
+			}
+			if st := w.State.Steps["sub"]; st != nil && strings.Contains(st.Error, "reached --max-descendants (12)") {
+				named++
+			}
+		}
+		if running == 0 {
+			if len(page.Workflows) != 13 || named == 0 {
+				t.Errorf("%d workflows (want 13: the top-level one and 12 descendants), %d naming the limit", len(page.Workflows), named)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workflows still run", running)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

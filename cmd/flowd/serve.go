@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -53,6 +54,9 @@ type serveConfig struct {
 	// MaxVersions bounds the versions of an instance: past it the instance
 	// fails, with an error naming the limit.
 	MaxVersions int
+	// MaxDescendants bounds the child workflows, and theirs, under one
+	// top-level workflow: the instance that would start one more fails.
+	MaxDescendants int
 }
 
 func (c *serveConfig) Validate() error {
@@ -74,6 +78,9 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.MaxVersions <= 0 {
 		errs = append(errs, fmt.Errorf("--max-versions must be positive, got %d", c.MaxVersions))
+	}
+	if c.MaxDescendants <= 0 || c.MaxDescendants > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("--max-descendants must be between 1 and %d, got %d", math.MaxInt32, c.MaxDescendants))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", c.ShutdownTimeout))
@@ -191,6 +198,7 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long in-flight requests and in-process steps may take to finish before their steps are cancelled and released (env FLOWD_SHUTDOWN_TIMEOUT)")
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
+	f.IntVar(&cfg.MaxDescendants, "max-descendants", engine.DefaultMaxDescendants, "most child workflows, with their own descendants, one top-level workflow may start: the workflow that would start one more (a recursive child step) fails, with an error naming this limit (env FLOWD_MAX_DESCENDANTS)")
 	f.IntVar(&cfg.MaxVersions, "max-versions", engine.DefaultMaxVersions, "most versions a workflow instance may have: one that would go past it (a task that jumps to itself, a step retried without end) fails, with an error naming this limit (env FLOWD_MAX_VERSIONS)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
@@ -218,7 +226,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		Workers: &cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval, ScheduleInterval: cfg.ScheduleInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, Logger: log, MaxStateBytes: cfg.MaxStateBytes,
 		Retention: time.Duration(cfg.Retention), EventRetention: time.Duration(cfg.EventRetention),
-		MaxVersions: cfg.MaxVersions,
+		MaxVersions: cfg.MaxVersions, MaxDescendants: cfg.MaxDescendants,
 	})
 	if err != nil {
 		return err

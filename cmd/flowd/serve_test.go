@@ -232,6 +232,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--max-versions", "0"}, nil, exitUsage, "--max-versions must be positive, got 0"},
 		{nil, map[string]string{"FLOWD_MAX_VERSIONS": "-3"}, exitUsage, "--max-versions must be positive, got -3"},
 		{nil, map[string]string{"FLOWD_MAX_VERSIONS": "lots"}, exitUsage, "FLOWD_MAX_VERSIONS"},
+		{[]string{"--max-descendants", "0"}, nil, exitUsage, "--max-descendants must be between 1 and 2147483647, got 0"},
+		{nil, map[string]string{"FLOWD_MAX_DESCENDANTS": "3000000000"}, exitUsage, "--max-descendants must be between 1 and 2147483647, got 3000000000"},
 		{[]string{"--log-level", "loud"}, nil, exitUsage, "--log-level"},
 		{[]string{"--bogus"}, nil, exitUsage, "unknown flag"},
 		{nil, map[string]string{"FLOWD_WORKERS": "many"}, exitUsage, "FLOWD_WORKERS"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/flowd/flowd/workflow"
 )
@@ -139,4 +140,42 @@ func abortSW(inst *workflow.Instance, msg string) error {
 	}
 	inst.State.Extra[SWStateKey] = raw
 	return nil
+}
+
+// DescendantLimitError is the error of an instance that would start one
+// more child workflow than its top-level workflow root may have
+// descendants (children, theirs, …).
+func DescendantLimitError(root string, max int) string {
+	return fmt.Sprintf("cannot start another child workflow: top-level workflow %s reached --max-descendants (%d)", root, max)
+}
+
+// FailForLimit fails the attempt of t holding lease for good with msg, a
+// limit it ran into, and with it its step and its RUNNING instance
+// (failInstance): no retry policy and no try/catch runs on, since they
+// would run into the limit again. An instance that is not RUNNING (PAUSED)
+// cannot fail: the attempt fails as FailTask fails it without retry.
+// Fencing as for CompleteTask.
+func (env Env) FailForLimit(c *Definition, inst *workflow.Instance, t *Task, lease, msg string, now time.Time) (Change, error) {
+	if inst.Status != workflow.StatusRunning {
+		return env.FailTask(c, inst, t, lease, msg, false, now)
+	}
+	if err := CheckLease(t, lease, now); err != nil {
+		return Change{}, err
+	}
+	if err := checkHolder(inst, t); err != nil {
+		return Change{}, err
+	}
+	ch := Change{Cause: FailedCause(t)}
+	u := *t
+	u.Status, u.LastError = TaskFailed, msg
+	u.clearLease()
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
+	if st := inst.State.Steps[t.StepID]; c.SW == nil && st != nil {
+		st.Status, st.Error = workflow.StepFailed, msg
+		st.Attempts = max(st.Attempts, t.Attempt)
+	}
+	if err := failInstance(c, inst, msg, &ch); err != nil {
+		return Change{}, err
+	}
+	return ch, nil
 }

@@ -272,3 +272,99 @@ do:
 		t.Fatalf("an oversize output: %v", err)
 	}
 }
+
+// A workflow step that ran into a limit fails for good: its attempt, its
+// step (whatever its retry budget) and the RUNNING instance, its other
+// active steps withdrawn, the limit named in the step's error and the
+// history. A PAUSED instance's step fails without retry, the instance
+// stays PAUSED.
+func TestFailForLimitFailsTheInstanceForGood(t *testing.T) {
+	const def = `
+name: p
+steps:
+  - {id: sub, type: workflow, definition: p, retry: {max_attempts: 9}}
+  - {id: w, type: wait}
+`
+	w := started(t, def, `{}`)
+	task := w.deliver("sub")
+	msg := DescendantLimitError("root-1", 7)
+	ch, err := w.env.FailForLimit(w.c, w.inst, task, task.Lease, msg, w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.apply(ch)
+	w.wantStatus(workflow.StatusFailed)
+	w.wantSteps(map[string]workflow.StepStatus{"sub": workflow.StepFailed, "w": workflow.StepCancelled})
+	if sub := w.step("sub"); sub.Error != msg || !strings.Contains(msg, "top-level workflow root-1 reached --max-descendants (7)") {
+		t.Errorf("sub: %+v", sub)
+	}
+	if tk := w.tasks["sub"]; tk.Status != TaskFailed || tk.Lease != "" || ch.Update[0].Guard.Lease != task.Lease {
+		t.Errorf("sub's task %+v, guard %+v", tk, ch.Update[0].Guard)
+	}
+	if ch.Note != "; "+msg || len(ch.Withdrawn) != 1 || ch.Withdrawn[0] != "w" {
+		t.Errorf("note %q, withdrawn %v", ch.Note, ch.Withdrawn)
+	}
+	// Fenced like any lease holder's write.
+	if _, err := w.env.FailForLimit(w.c, w.inst, task, "stale", msg, w.now); !errors.Is(err, ErrNotRunning) && !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("a stale lease: %v", err)
+	}
+
+	paused := started(t, def, `{}`)
+	task = paused.deliver("sub")
+	if _, err := paused.act("pause"); err != nil {
+		t.Fatal(err)
+	}
+	ch, err = paused.env.FailForLimit(paused.c, paused.inst, task, task.Lease, msg, paused.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused.apply(ch)
+	paused.wantStatus(workflow.StatusPaused)
+	if sub := paused.step("sub"); sub.Status != workflow.StepFailed || paused.tasks["sub"].Status != TaskFailed {
+		t.Errorf("paused: sub %+v, task %+v", sub, paused.tasks["sub"])
+	}
+}
+
+// A Serverless Workflow's child item that ran into a limit faults the
+// workflow with it, past any try/catch.
+func TestFailForLimitAbortsAServerlessWorkflow(t *testing.T) {
+	w := swStarted(t, `
+document: {dsl: '1.0.0', namespace: test, name: r, version: '1.0.0'}
+do:
+  - guarded:
+      try:
+        - again:
+            run:
+              workflow: {namespace: test, name: r, version: '1.0.0'}
+      catch:
+        do:
+          - recover:
+              set: {recovered: true}
+`)
+	var task *Task
+	for _, tk := range w.tasks {
+		task = tk
+	}
+	if task.Queue != QueueChild {
+		t.Fatalf("the first task is %+v", task)
+	}
+	ch, ok := w.env.Deliver(w.c, w.inst, []Task{*task}, "worker", w.now, time.Minute)
+	if !ok {
+		t.Fatal("not delivered")
+	}
+	w.apply(ch)
+	task = w.tasks[task.StepID]
+	ch, err := w.env.FailForLimit(w.c, w.inst, task, task.Lease, DescendantLimitError("root-1", 7), w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.apply(ch)
+	w.wantStatus(workflow.StatusFailed)
+	rt, err := SWRuntime(w.inst.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Fault == nil || !strings.Contains(rt.Fault.Detail, "--max-descendants (7)") || len(rt.Items) != 0 || len(w.inst.State.Steps) != 0 {
+		t.Errorf("fault %+v, pending %v, steps %v", rt.Fault, rt.Items, w.inst.State.Steps)
+	}
+}
