@@ -23,25 +23,35 @@ func (e *Engine) sweeper(ctx context.Context) {
 		if err := e.Sweep(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("sweep failed", "err", err)
 		}
-	wait:
+		if !e.untilNextSweep(ctx, t.C) {
+			return
+		}
+	}
+}
+
+// untilNextSweep waits for the next tick, working off abandoned children
+// meanwhile whenever a cancel on this node asks for it (cascadeSoon): a
+// cancel's descendants are cancelled at once, the rest at the tick. It
+// reports false when ctx ended.
+func (e *Engine) untilNextSweep(ctx context.Context, tick <-chan time.Time) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-t.C:
+			return false
+		case <-tick:
+			return true
 		case <-e.cascadeWake:
-			// A cancel on this node: its descendants now, the rest at
-			// the next tick.
 			if err := e.sweepAbandoned(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("cancelling abandoned child workflows failed", "err", err)
 			}
-			goto wait
 		}
 	}
 }
 
 // Sweep does one round of the sweeper's work: child workflows whose parent
 // no longer runs are cancelled, level by level (engine/cascade.go),
-// instances past their deadline become TIMED_OUT, expired leases use up their attempt and are re-queued (or
+// instances past their deadline become TIMED_OUT, expired leases use up
+// their attempt and are re-queued (or
 // fail the step), tasks of instances that stopped running are cancelled,
 // finished child workflows whose outcome did not reach the parent's step
 // (a status written past the engine) end that step's attempt, finished
