@@ -186,13 +186,14 @@ func TestCascadeInterruptedIsFinishedByAnotherEngine(t *testing.T) {
 
 // A definition that starts itself (two children per level) stops spawning
 // once its top-level workflow is cancelled: the cascade reaches every
-// level before the tree grows to the nesting limit (so every workflow of
-// it ends CANCELLED, none FAILED for want of an eleventh level), no child
-// was ever created for a parent that had stopped running (the parent's
-// version that started it comes before the one that stopped it), and
-// nothing more is created afterwards. Before, the cancel listed the
-// children once: those started meanwhile kept spawning until the tree
-// failed at its nesting limit.
+// level within moments (the tree stays far from the 2,047 workflows of its
+// nesting limit, and every workflow ends CANCELLED but for a branch that
+// had already run into that limit), no child was ever created for a
+// parent that had stopped running (the parent's version that started it
+// comes before the one that stopped it), and nothing more is created
+// afterwards. Before, the cancel listed the children once: those started
+// meanwhile kept spawning (789 and 1,873 workflows in two runs) until the
+// tree failed at its nesting limit.
 func TestSelfRecursiveDefinitionStopsWhenItsRootIsCancelled(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 8})
@@ -214,10 +215,20 @@ func TestSelfRecursiveDefinitionStopsWhenItsRootIsCancelled(t *testing.T) {
 		if again := n.all(); len(again) != len(all) {
 			t.Fatalf("%d workflows when none ran, %d later", len(all), len(again))
 		}
+		// The tree is cancelled within a few levels of where it was:
+		// it does not grow on to its nesting limit (2,047 workflows).
+		if len(all) > 256 {
+			t.Errorf("%d workflows when the tree stopped: it kept spawning after its root was cancelled", len(all))
+		}
 		byParent := map[string][]*workflow.Instance{}
 		for _, inst := range all {
-			if inst.Status != workflow.StatusCancelled {
-				t.Errorf("%s is %s", inst.ID, inst.Status)
+			// A branch that grew deep fast may have reached the nesting
+			// limit before the cascade reached it: its deepest workflow
+			// fails, and the failure climbs. Nothing else fails.
+			sub := inst.State.Steps["sub"]
+			nested := sub != nil && (strings.Contains(sub.Error, "deeper than 10 levels") || strings.Contains(sub.Error, "is FAILED"))
+			if inst.Status != workflow.StatusCancelled && (inst.Status != workflow.StatusFailed || !nested) {
+				t.Errorf("%s (parent %+v) is %s: step sub %+v", inst.ID, inst.Parent, inst.Status, sub)
 			}
 			if inst.Parent != nil {
 				byParent[inst.Parent.WorkflowID] = append(byParent[inst.Parent.WorkflowID], inst)
