@@ -31,10 +31,12 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	if p.NewStatus == workflow.StatusCancelled {
 		ids, err := e.st.BatchUpdateStatus(ctx, p)
 		if err == nil {
-			// As a cancel does: their children that still run, right
-			// after the batch; and the queues of the slots freed.
+			// As a cancel does: their descendants are the sweepers'
+			// (cascade.go); and the queues of the slots freed.
+			if len(ids) > 0 {
+				e.cascadeSoon()
+			}
 			for _, id := range ids {
-				e.cancelChildren(ctx, id)
 				if rules.FreesSlot(p.Status, p.NewStatus) {
 					if inst, err := e.st.Get(ctx, id); err == nil {
 						e.afterFreed(ctx, inst)

@@ -17,8 +17,9 @@ import (
 // definition) in one write with the parent's state naming it
 // (startChild). The child's final write carries the parent step's outcome
 // in the same transaction (applyWithParent, on every path that goes
-// through readDecideApply); cancelling a parent cancels its children right
-// after the parent's own write (cancelChildren).
+// through readDecideApply); the children of a parent that no longer runs
+// (cancelled, or stopped otherwise) are the sweepers' to cancel
+// (cascade.go).
 
 // maxChildStartAttempts bounds how often starting a child is decided again
 // after its write conflicted with another writer of the parent.
@@ -73,7 +74,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if err != nil {
 		return err
 	}
-	depth, err := e.depthOf(ctx, parent)
+	depth, root, err := e.lineage(ctx, parent)
 	if err != nil {
 		return err
 	}
@@ -94,7 +95,11 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	}
 	prior := parent.State.Clone()
 	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, prior: &prior}
-	if d.ch, err = e.decide.StartChild(parent, &tv, t.Lease, child.ID, now); err != nil {
+	d.ch, err = e.decide.StartChild(parent, &tv, t.Lease, child.ID, now)
+	if errors.Is(err, rules.ErrVersionLimit) {
+		return e.FailTask(ctx, t.ID, t.Lease, rules.VersionLimitError(e.decide.MaxVersions), false)
+	}
+	if err != nil {
 		return err
 	}
 	create := store.CreateParams{
@@ -104,10 +109,16 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 		Parent: parentRef(parent.ID, row), Concurrency: slot, Priority: child.Priority,
 		// The child's steps join the trace of the workflow that started it.
 		TraceParent: parent.TraceParent,
+		// One more descendant of the top-level workflow, counted in the
+		// same transaction, exactly whatever the nodes starting children.
+		Descendant: &store.DescendantCount{Root: root, Max: e.maxDescendants},
 	}
 	_, _, err = e.st.ApplyGroup(ctx, []store.CreateParams{create}, []*store.Write{d.write(now)}, nil)
 	if slot != nil && errors.Is(err, store.ErrConcurrencyLimit) {
 		return e.startChildOverLimit(ctx, t, cc, create, d, now)
+	}
+	if errors.Is(err, store.ErrDescendantLimit) {
+		return e.failForLimit(ctx, t, rules.DescendantLimitError(root, e.maxDescendants))
 	}
 	if err != nil {
 		return err
@@ -128,7 +139,11 @@ func (e *Engine) startChildOverLimit(ctx context.Context, t Task, cc *compiled, 
 	if cc.Def.Concurrency.StrategyOrDefault() == workflow.ConcurrencyCancelNewest {
 		return e.FailTask(ctx, t.ID, t.Lease, fmt.Sprintf("child workflow: %s of definition %s", workflow.ConcurrencyLimitCause, cc.Def.Name), true)
 	}
-	if _, _, err := e.st.ApplyGroup(ctx, []store.CreateParams{queuedParams(cc, create)}, []*store.Write{d.write(now)}, nil); err != nil {
+	_, _, err := e.st.ApplyGroup(ctx, []store.CreateParams{queuedParams(cc, create)}, []*store.Write{d.write(now)}, nil)
+	if errors.Is(err, store.ErrDescendantLimit) {
+		return e.failForLimit(ctx, t, rules.DescendantLimitError(create.Descendant.Root, create.Descendant.Max))
+	}
+	if err != nil {
 		return err
 	}
 	// A slot freed meanwhile: its promotion may have run before this child
@@ -149,21 +164,30 @@ func parentRef(parent string, row *store.Task) *workflow.ParentRef {
 	return ref
 }
 
-// depthOf is how many levels inst is below its top-level workflow: the
-// number of its ancestors, counted up to rules.MaxChildDepth.
-func (e *Engine) depthOf(ctx context.Context, inst *workflow.Instance) (int, error) {
-	depth := 0
+// lineage is how many levels inst is below its top-level workflow (the
+// number of its ancestors, counted up to rules.MaxChildDepth) and that
+// workflow: its farthest stored ancestor, or inst itself.
+func (e *Engine) lineage(ctx context.Context, inst *workflow.Instance) (depth int, root string, err error) {
 	for inst.Parent != nil && depth < rules.MaxChildDepth {
 		p, err := e.st.Get(ctx, inst.Parent.WorkflowID)
 		if errors.Is(err, store.ErrNotFound) {
-			return depth + 1, nil // a deleted ancestor still counts as one
+			return depth + 1, inst.ID, nil // a deleted ancestor still counts as one
 		}
 		if err != nil {
-			return 0, err
+			return 0, "", err
 		}
 		inst, depth = p, depth+1
 	}
-	return depth, nil
+	return depth, inst.ID, nil
+}
+
+// failForLimit fails t, a claimed task of a workflow step that ran into a
+// limit (msg names it), and its instance for good (rules.Env.FailForLimit).
+func (e *Engine) failForLimit(ctx context.Context, t Task, msg string) error {
+	_, _, _, err := e.leaseHolderOp(ctx, t.ID, t.WorkflowID, t.Lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, rt *rules.Task, now time.Time) (rules.Change, error) {
+		return env.FailForLimit(c, inst, rt, t.Lease, msg, now)
+	})
+	return err
 }
 
 // reportsToParent reports whether a child's write to status is its
@@ -305,28 +329,6 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 		return nil, err
 	}
 	return d.write(w.Now), nil
-}
-
-// cancelChildren cancels the children of id that still run (PENDING,
-// RUNNING or PAUSED), and theirs through the same cancel: called right
-// after the write that cancelled id. A child that finished or was
-// cancelled meanwhile is left as it is.
-func (e *Engine) cancelChildren(ctx context.Context, id string) {
-	p := store.ListParams{Parent: id, Limit: store.MaxListLimit}
-	for {
-		page, err := e.st.List(ctx, p)
-		if err != nil {
-			e.log.Warn("listing child workflows to cancel", "workflow", id, "err", err)
-			return
-		}
-		for _, child := range page.Instances {
-			e.cancelChild(ctx, child)
-		}
-		if page.NextCursor == "" {
-			return
-		}
-		p.Cursor = page.NextCursor
-	}
 }
 
 // cancelChild cancels child when it still runs.

@@ -159,7 +159,7 @@ func (e *Engine) makeRoom(ctx context.Context, oldest *workflow.Instance, p stor
 		return nil, err
 	}
 	e.wakeForParents(ws[1:])
-	e.cancelChildren(ctx, oldest.ID)
+	e.cascadeSoon() // oldest's descendants (cascade.go)
 	if p.Notify {
 		e.wake()
 	}

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -157,7 +158,24 @@ type Config struct {
 	// TracerProvider, when not nil, traces step attempts (tracing.go) and
 	// stores the trace a workflow is started in with it; nil traces nothing.
 	TracerProvider trace.TracerProvider
+
+	// MaxVersions bounds the versions of an instance: the engine's
+	// decision that would leave it no room for more fails it instead, with
+	// an error naming the limit (engine/rules/limits.go)
+	// [DefaultMaxVersions]. Negative is an error.
+	MaxVersions int
+	// MaxDescendants bounds the child workflows, and their descendants,
+	// started under one top-level workflow: the instance that would start
+	// one more fails instead, with an error naming the limit
+	// [DefaultMaxDescendants]. Negative is an error.
+	MaxDescendants int
 }
+
+// DefaultMaxVersions is Config.MaxVersions when it is 0.
+const DefaultMaxVersions = 100000
+
+// DefaultMaxDescendants is Config.MaxDescendants when it is 0.
+const DefaultMaxDescendants = 10000
 
 // DefaultMaxStateBytes is Config.MaxStateBytes when it is 0: 4 MiB.
 const DefaultMaxStateBytes = 4 << 20
@@ -236,6 +254,11 @@ type Engine struct {
 	// (rulesFor), before they evaluate anything: a test holds a decision
 	// there to see what waits for it.
 	decideHook atomic.Pointer[func(context.Context)]
+	// cascadeWake asks the sweeper to cancel abandoned children now
+	// (cascade.go).
+	cascadeWake chan struct{}
+	// maxDescendants is Config.MaxDescendants (child.go).
+	maxDescendants int
 }
 
 type defKey struct {
@@ -263,6 +286,7 @@ func New(cfg Config) (*Engine, error) {
 		waiters:        map[chan struct{}]struct{}{},
 		draining:       make(chan struct{}),
 		seen:           map[string]workerSeen{},
+		cascadeWake:    make(chan struct{}, 1),
 	}
 	if cfg.Workers != nil {
 		if *cfg.Workers < 0 {
@@ -275,6 +299,19 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if e.maxState == 0 {
 		e.maxState = DefaultMaxStateBytes
+	}
+	maxVersions := cfg.MaxVersions
+	if maxVersions < 0 {
+		return nil, fmt.Errorf("engine: MaxVersions must not be negative, got %d", maxVersions)
+	}
+	if maxVersions == 0 {
+		maxVersions = DefaultMaxVersions
+	}
+	if e.maxDescendants = cfg.MaxDescendants; e.maxDescendants < 0 || e.maxDescendants > math.MaxInt32 {
+		return nil, fmt.Errorf("engine: MaxDescendants must not be negative nor above %d, got %d", math.MaxInt32, e.maxDescendants)
+	}
+	if e.maxDescendants == 0 {
+		e.maxDescendants = DefaultMaxDescendants
 	}
 	if e.retention < 0 {
 		return nil, fmt.Errorf("engine: Retention must not be negative, got %s", e.retention)
@@ -307,6 +344,7 @@ func New(cfg Config) (*Engine, error) {
 		e.node = "node-" + store.NewID()[24:]
 	}
 	e.decide = rules.Env{NewID: store.NewID, Jitter: rand.Float64, MaxStateBytes: e.maxState}
+	e.decide.MaxVersions = maxVersions
 	if err := e.outboundClient(cfg); err != nil {
 		return nil, err
 	}

@@ -92,6 +92,10 @@ type nodeOpts struct {
 	// outbound is Config.OutboundAllow; nil opens loopback, where the
 	// tests' listeners are (an empty list opens nothing).
 	outbound []string
+	// maxVersions is Config.MaxVersions.
+	maxVersions int
+	// maxDescendants is Config.MaxDescendants.
+	maxDescendants int
 }
 
 func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
@@ -116,7 +120,7 @@ func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
 	}
 	eng, err := engine.New(engine.Config{Store: engineStore, Workers: &o.workers, Lease: o.lease,
 		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState,
-		OutboundAllow: o.outbound})
+		OutboundAllow: o.outbound, MaxVersions: o.maxVersions, MaxDescendants: o.maxDescendants})
 	if err != nil {
 		t.Fatal(err)
 	}

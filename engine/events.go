@@ -43,15 +43,29 @@ const eventPage = 1000
 const eventGrace = 5 * time.Second
 
 // PublishedEvent is an event as published, with the instances whose steps
-// it completed.
+// it completed and the steps it could not be delivered to.
 type PublishedEvent struct {
 	Event     *store.Event
 	Delivered []string
+	// Failed are the steps that took the event but failed instead of
+	// completing: it could not be recorded (their instance's state would
+	// be larger than its limit with the event's data).
+	Failed []UndeliveredEvent
+}
+
+// UndeliveredEvent is a waiting step that an event failed instead of
+// completing, and why.
+type UndeliveredEvent struct {
+	WorkflowID string
+	Step       string
+	Error      string
 }
 
 // PublishEvent stores the event (name, key, data) and then completes every
 // step waiting for it, each in its own versioned write, before it returns:
-// Delivered lists their instances (one entry per step completed). A name
+// Delivered lists their instances (one entry per step completed). A step
+// that takes it but cannot record it (its state would be too large)
+// fails, with an error saying why, and is listed in Failed. A name
 // that workflow.EventNameProblem refuses, a key longer than
 // workflow.MaxEventKeyLength, or data that is not JSON is
 // store.ErrInvalidArgument; nothing is stored then. An error delivering
@@ -77,7 +91,7 @@ func (e *Engine) publishEvent(ctx context.Context, ev *store.Event) (*PublishedE
 	if e.m != nil {
 		e.m.EventsPublished.Inc()
 	}
-	out := &PublishedEvent{Event: ev, Delivered: []string{}}
+	out := &PublishedEvent{Event: ev, Delivered: []string{}, Failed: []UndeliveredEvent{}}
 	seen := map[string]bool{}
 	for {
 		tasks, err := e.st.QueuedTasks(ctx, ev.Queue(), eventPage)
@@ -90,11 +104,14 @@ func (e *Engine) publishEvent(ctx context.Context, ev *store.Event) (*PublishedE
 				continue
 			}
 			seen[t.ID], fresh = true, fresh+1
-			ok, err := e.deliverEvent(ctx, ev, t)
+			ok, failure, err := e.deliverEvent(ctx, ev, t)
 			if err != nil {
 				return out, fmt.Errorf("event %s stored; delivering it to workflow %s: %w", ev.ID, t.InstanceID, err)
 			}
-			if ok {
+			switch {
+			case failure != "":
+				out.Failed = append(out.Failed, UndeliveredEvent{WorkflowID: t.InstanceID, Step: t.StepID, Error: failure})
+			case ok:
 				out.Delivered = append(out.Delivered, t.InstanceID)
 			}
 		}
@@ -107,15 +124,18 @@ func (e *Engine) publishEvent(ctx context.Context, ev *store.Event) (*PublishedE
 }
 
 // deliverEvent completes t's step with ev, when it still takes it (see
-// rules.Env.CompleteByEvent), and reports whether it did. A task or
-// instance that is gone, or a step that no longer takes the event, is
+// rules.Env.CompleteByEvent), and reports whether it did. When the step
+// takes it but the instance's state would be too large with its data, the
+// step fails instead (rules.Env.FailByEvent) and failure says why. A task
+// or instance that is gone, or a step that no longer takes the event, is
 // skipped; a write that conflicts is decided again on a fresh read.
-func (e *Engine) deliverEvent(ctx context.Context, ev *store.Event, t *store.Task) (bool, error) {
+func (e *Engine) deliverEvent(ctx context.Context, ev *store.Event, t *store.Task) (delivered bool, failure string, err error) {
 	rev := rules.Event{ID: ev.ID, Name: ev.Name, Key: ev.Key, Data: ev.Data, CreatedAt: ev.CreatedAt}
 	var written *workflow.Instance
-	err := e.withDefs(ctx, func() error {
+	err = e.withDefs(ctx, func() error {
 		var err error
 		written, _, _, err = e.readDecideApply(ctx, locked(t.InstanceID), func(q store.Querier, now time.Time) (*decided, error) {
+			failure = ""
 			row, err := q.Task(ctx, t.ID)
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, nil
@@ -138,8 +158,18 @@ func (e *Engine) deliverEvent(ctx context.Context, ev *store.Event, t *store.Tas
 				return nil, err
 			}
 			v := taskView(row)
-			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, read: byID(row)}
-			d.ch, err = e.rulesFor(ctx).CompleteByEvent(c, inst, &v, rev, now)
+			// The rules change inst: the state as read is kept for a
+			// second decision and for the history of the change.
+			prior := inst.State.Clone()
+			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, read: byID(row), prior: &prior}
+			env := e.rulesFor(ctx)
+			d.ch, err = env.CompleteByEvent(c, inst, &v, rev, now)
+			var big *workflow.StateTooLargeError
+			if errors.As(err, &big) {
+				failure = rules.EventTooLargeError(rev, big.Size, big.Max)
+				inst.State, inst.Status = prior.Clone(), d.from
+				d.ch, err = env.FailByEvent(c, inst, &v, rev, failure, now)
+			}
 			if errors.Is(err, rules.ErrEventNotTaken) {
 				return nil, nil
 			}
@@ -148,13 +178,17 @@ func (e *Engine) deliverEvent(ctx context.Context, ev *store.Event, t *store.Tas
 		return err
 	})
 	if err != nil || written == nil {
-		return false, err
+		return false, "", err
+	}
+	if failure != "" {
+		e.log.Warn("event not delivered: the waiting step failed", "event", ev.ID, "name", ev.Name, "workflow", t.InstanceID, "step", t.StepID, "err", failure)
+		return false, failure, nil
 	}
 	if e.m != nil {
 		e.m.EventsDelivered.Inc()
 	}
 	e.log.Debug("event delivered", "event", ev.ID, "name", ev.Name, "workflow", t.InstanceID, "step", t.StepID)
-	return true, nil
+	return true, "", nil
 }
 
 // takeEvents is what a write that committed does next when it queued
@@ -216,7 +250,7 @@ func (e *Engine) takeOldestEvent(ctx context.Context, inst *workflow.Instance, t
 	if err != nil {
 		return err
 	}
-	_, err = e.deliverEvent(ctx, ev, t)
+	_, _, err = e.deliverEvent(ctx, ev, t)
 	return err
 }
 

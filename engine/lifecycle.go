@@ -239,7 +239,9 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 		e.wake()
 	}
 	if out.Status == workflow.StatusCancelled {
-		e.cancelChildren(ctx, id)
+		// Its descendants are the sweepers' (cascade.go): the cancel
+		// answers now, however many there are.
+		e.cascadeSoon()
 	}
 	return out, nil
 }

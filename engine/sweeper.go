@@ -23,16 +23,35 @@ func (e *Engine) sweeper(ctx context.Context) {
 		if err := e.Sweep(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("sweep failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !e.untilNextSweep(ctx, t.C) {
 			return
-		case <-t.C:
 		}
 	}
 }
 
-// Sweep does one round of the sweeper's work: instances past their deadline
-// become TIMED_OUT, expired leases use up their attempt and are re-queued (or
+// untilNextSweep waits for the next tick, working off abandoned children
+// meanwhile whenever a cancel on this node asks for it (cascadeSoon): a
+// cancel's descendants are cancelled at once, the rest at the tick. It
+// reports false when ctx ended.
+func (e *Engine) untilNextSweep(ctx context.Context, tick <-chan time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick:
+			return true
+		case <-e.cascadeWake:
+			if err := e.sweepAbandoned(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("cancelling abandoned child workflows failed", "err", err)
+			}
+		}
+	}
+}
+
+// Sweep does one round of the sweeper's work: child workflows whose parent
+// no longer runs are cancelled, level by level (engine/cascade.go),
+// instances past their deadline become TIMED_OUT, expired leases use up
+// their attempt and are re-queued (or
 // fail the step), tasks of instances that stopped running are cancelled,
 // finished child workflows whose outcome did not reach the parent's step
 // (a status written past the engine) end that step's attempt, finished
@@ -51,6 +70,11 @@ func (e *Engine) sweeper(ctx context.Context) {
 // finds it done or no longer due. So two nodes sweeping at once never
 // apply one item twice.
 func (e *Engine) Sweep(ctx context.Context) error {
+	// Children of workflows that stopped first: their tasks are then
+	// cancelled as orphans in the same round.
+	if err := e.sweepAbandoned(ctx); err != nil {
+		return err
+	}
 	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueChildren} {
 		if err := e.sweepDue(ctx, kind); err != nil {
 			return err

@@ -122,6 +122,13 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the server's structured log [discarded].
 	Logger *slog.Logger
+	// MaxVersions bounds the versions of an instance: past it the instance
+	// fails with an error naming the limit [engine.DefaultMaxVersions].
+	MaxVersions int
+	// MaxDescendants bounds the child workflows, and theirs, under one
+	// top-level workflow: the instance that would start one more fails
+	// with an error naming the limit [engine.DefaultMaxDescendants].
+	MaxDescendants int
 	// TracerProvider receives the server's spans: HTTP requests, store
 	// operations and transactions, step attempts. Nil reads the standard
 	// OTEL_* environment (otlp.FromEnv): spans are exported over
@@ -150,6 +157,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DBWait < 0 {
 		errs = append(errs, fmt.Errorf("server: DBWait must not be negative, got %s", c.DBWait))
+	}
+	if c.MaxVersions < 0 {
+		errs = append(errs, fmt.Errorf("server: MaxVersions must not be negative, got %d", c.MaxVersions))
+	}
+	if c.MaxDescendants < 0 {
+		errs = append(errs, fmt.Errorf("server: MaxDescendants must not be negative, got %d", c.MaxDescendants))
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("server: ShutdownTimeout must not be negative, got %s", c.ShutdownTimeout))
@@ -266,6 +279,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		MaxStateBytes:    cfg.MaxStateBytes, Retention: cfg.Retention, EventRetention: cfg.EventRetention,
 		TracerProvider: tp,
 		OutboundAllow:  cfg.OutboundAllow,
+		MaxVersions:    cfg.MaxVersions,
+		MaxDescendants: cfg.MaxDescendants,
 	})
 	if err != nil {
 		_ = shutdownTracer(ctx, own) // nothing was traced yet

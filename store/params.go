@@ -66,6 +66,12 @@ func (p *CreateParams) Normalize() error {
 	if err := p.Parent.Validate(); err != nil {
 		return err
 	}
+	if err := p.Descendant.Check(); err != nil {
+		return err
+	}
+	if p.Descendant != nil && p.IdempotencyKey != "" {
+		return fmt.Errorf("%w: a create counted as a descendant takes no idempotency key", ErrInvalidArgument)
+	}
 	if p.LatestRevision && (p.Definition == "" || p.DefinitionRevision < 1) {
 		return fmt.Errorf("%w: LatestRevision needs a definition and its revision", ErrInvalidArgument)
 	}
@@ -164,6 +170,9 @@ func (p *BatchStatusParams) Normalize() error {
 	}
 	if !workflow.CanTransition(p.Status, p.NewStatus) {
 		return fmt.Errorf("%w: %s → %s", workflow.ErrInvalidTransition, p.Status, p.NewStatus)
+	}
+	if len(p.IDs) > MaxBatchLimit {
+		return fmt.Errorf("%w: %d ids, at most %d", ErrInvalidArgument, len(p.IDs), MaxBatchLimit)
 	}
 	// Stored times have microsecond precision: round the cut-off up, so that
 	// "updated_at < UpdatedBefore" keeps its exact meaning at that precision.

@@ -84,10 +84,11 @@ type Querier interface {
 	CompleteStep(ctx context.Context, p CompleteStepParams) (*workflow.Instance, error)
 
 	// BatchUpdateStatus moves at most p.Limit instances whose status is p.Status
-	// and whose updated_at is before p.UpdatedBefore to p.NewStatus, oldest
-	// updated_at first, each version +1, and returns their ids. Concurrent calls
-	// never return the same id. Errors: workflow.ErrInvalidTransition,
-	// ErrInvalidArgument (limit outside 1–10000).
+	// and whose updated_at is before p.UpdatedBefore (and, with p.IDs, that
+	// are among them) to p.NewStatus, oldest updated_at first, each version
+	// +1, and returns their ids. Concurrent calls never return the same id.
+	// Errors: workflow.ErrInvalidTransition, ErrInvalidArgument (limit
+	// outside 1–10000, more IDs than that).
 	BatchUpdateStatus(ctx context.Context, p BatchStatusParams) ([]string, error)
 
 	// History returns the versions of the instance from version since on,
@@ -233,6 +234,17 @@ type CreateParams struct {
 	// Actor, when set, is the actor of history row 0 in place of the
 	// context's (see WriteActor).
 	Actor string
+	// Descendant, when set, counts the new instance as one more
+	// descendant of the top-level workflow Descendant.Root, in the same
+	// atomic write: when that workflow already has Descendant.Max
+	// descendants, nothing is written and a *DescendantLimitError
+	// (errors.Is ErrDescendantLimit) is returned; when it is not stored
+	// (deleted), an error wrapping ErrNotFound. The count never goes down
+	// (a descendant that finished, or was deleted, still counts), and it
+	// is exact however many writers create descendants of one workflow at
+	// once: they take turns on the count. With an IdempotencyKey it is
+	// ErrInvalidArgument.
+	Descendant *DescendantCount
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:
@@ -293,6 +305,10 @@ type BatchStatusParams struct {
 	// when it moved at least one instance: a batch to RUNNING makes tasks
 	// queued before a pause claimable again without writing them.
 	Notify bool
+	// IDs, when not empty, keeps only these instances (at most
+	// MaxBatchLimit): a batch of instances the caller read, each written
+	// only while it still has Status.
+	IDs []string
 }
 
 // MaxBatchLimit bounds BatchStatusParams.Limit.

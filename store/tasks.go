@@ -328,6 +328,13 @@ const (
 	// write that bypassed the engine). The engine decides each one as the
 	// child's final write would have, guarded by the task's lease.
 	DueChildren
+	// DueAbandoned are child workflows that still run (PENDING, QUEUED,
+	// RUNNING or PAUSED) whose parent no longer does (COMPLETED, FAILED,
+	// CANCELLED or TIMED_OUT), with DueItem.Task nil: nothing waits for
+	// them any more. Cancelling them makes their own children due, so a
+	// sweep reaches every descendant of a cancelled workflow, level by
+	// level, on any node and after any restart.
+	DueAbandoned
 )
 
 // DueParams are the inputs of TaskQuerier.Due.
@@ -339,7 +346,7 @@ type DueParams struct {
 
 // Check reports parameters Due refuses (ErrInvalidArgument).
 func (p DueParams) Check() error {
-	if p.Kind < DueTimeouts || p.Kind > DueChildren {
+	if p.Kind < DueTimeouts || p.Kind > DueAbandoned {
 		return fmt.Errorf("%w: unknown kind of due work %d", ErrInvalidArgument, int(p.Kind))
 	}
 	if p.Limit < 1 || p.Limit > MaxBatchLimit {

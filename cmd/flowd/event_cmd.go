@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -21,7 +23,8 @@ func newEventCmd(e *env) *cobra.Command {
 		Long: `event publishes event NAME with --key K (default "") and the JSON --data
 (default null). Every wait step waiting for that name and key completes with
 the data as its output before the command returns; the ids of their
-workflows are printed. The server keeps the event: a wait step that starts
+workflows are printed. A step whose workflow's state would pass the server's
+--max-state-bytes with the data fails instead: each is printed with its error. The server keeps the event: a wait step that starts
 waiting later (within the server's --event-retention) still takes it, if its
 workflow was created before the event was published.
 
@@ -60,18 +63,39 @@ NAME is 1–128 characters of [A-Za-z0-9._:-]; K at most 256 characters.
 			if _, err := fmt.Fprintf(e.stdout, "event %s published\n", res.ID); err != nil {
 				return err
 			}
-			if len(res.Delivered) == 0 {
+			if len(res.Delivered) == 0 && len(res.Failed) == 0 {
 				_, err = fmt.Fprintln(e.stdout, "no step was waiting for it")
 				return err
 			}
-			_, err = fmt.Fprintf(e.stdout, "completed %d waiting %s, in workflows: %s\n", len(res.Delivered), plural(len(res.Delivered), "step", "steps"), strings.Join(res.Delivered, ", "))
-			return err
+			if len(res.Delivered) > 0 {
+				if _, err := fmt.Fprintf(e.stdout, "completed %d waiting %s, in workflows: %s\n", len(res.Delivered), plural(len(res.Delivered), "step", "steps"), strings.Join(res.Delivered, ", ")); err != nil {
+					return err
+				}
+			}
+			return printEventFailures(e.stdout, res.Failed)
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "the event's key (default \"\")")
 	cmd.Flags().StringVar(&data, "data", "", "the event's data as JSON, or - for stdin (default null)")
 	o.bind(cmd, e)
 	return cmd
+}
+
+// printEventFailures lists the waiting steps an event failed instead of
+// completing, one a line with the error each failed with.
+func printEventFailures(w io.Writer, failed []httpapi.EventFailure) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "could not deliver it to %d waiting %s, which failed:\n", len(failed), plural(len(failed), "step", "steps")); err != nil {
+		return err
+	}
+	for _, f := range failed {
+		if _, err := fmt.Fprintf(w, "  workflow %s step %s: %s\n", f.WorkflowID, f.Step, f.Error); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func plural(n int, one, many string) string {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -81,5 +84,39 @@ steps:
 	}
 	if res := authed.run("", []string{"FLOWD_TOKEN=s3cret"}, "event", "tick"); res.code != 0 {
 		t.Errorf("flowd event with FLOWD_TOKEN: exit %d, %q", res.code, res.stderr)
+	}
+}
+
+// flowd event prints the waiting steps the event failed instead of
+// completing (their workflow's state would pass the server's limit with
+// its data), each with its error, after those it completed.
+func TestCLIEventShowsFailedSteps(t *testing.T) {
+	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/events" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"id":"ev-1","delivered":["w1"],"failed":[`+
+			`{"workflow_id":"w2","step":"paid","error":"event \"payment\" (ev-1) cannot be delivered: too large"},`+
+			`{"workflow_id":"w3","step":"paid","error":"also too large"}]}`)
+	}))
+	t.Cleanup(stub.Close)
+	b := &cliBundle{t: t, url: stub.URL, env: map[string]string{"FLOWD_SERVER": stub.URL}}
+	res := b.run("", nil, "event", "payment", "--data", `"big"`)
+	want := `event ev-1 published
+completed 1 waiting step, in workflows: w1
+could not deliver it to 2 waiting steps, which failed:
+  workflow w2 step paid: event "payment" (ev-1) cannot be delivered: too large
+  workflow w3 step paid: also too large
+`
+	if res.code != 0 || res.stdout != want {
+		t.Errorf("flowd event: exit %d\n%s\nwant\n%s%s", res.code, res.stdout, want, res.stderr)
+	}
+	res = b.run("", nil, "event", "payment", "-o", "json")
+	var out httpapi.PublishEventResponse
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &out) != nil || len(out.Failed) != 2 || out.Failed[1].WorkflowID != "w3" {
+		t.Errorf("flowd event -o json: exit %d, %s%s", res.code, res.stdout, res.stderr)
 	}
 }

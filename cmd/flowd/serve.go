@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -60,6 +61,12 @@ type serveConfig struct {
 	DBWait time.Duration
 	// MetricsTokenRequired makes /metrics need a token of any role.
 	MetricsTokenRequired bool
+	// MaxVersions bounds the versions of an instance: past it the instance
+	// fails, with an error naming the limit.
+	MaxVersions int
+	// MaxDescendants bounds the child workflows, and theirs, under one
+	// top-level workflow: the instance that would start one more fails.
+	MaxDescendants int
 }
 
 func (c *serveConfig) Validate() error {
@@ -81,6 +88,12 @@ func (c *serveConfig) Validate() error {
 	}
 	if c.DBWait < 0 {
 		errs = append(errs, fmt.Errorf("--db-wait must not be negative (0 tries once), got %s", c.DBWait))
+	}
+	if c.MaxVersions <= 0 {
+		errs = append(errs, fmt.Errorf("--max-versions must be positive, got %d", c.MaxVersions))
+	}
+	if c.MaxDescendants <= 0 || c.MaxDescendants > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("--max-descendants must be between 1 and %d, got %d", math.MaxInt32, c.MaxDescendants))
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-timeout must be positive, got %s", c.ShutdownTimeout))
@@ -199,6 +212,8 @@ start. Several serve processes may share one PostgreSQL database.`,
 	f.BoolVar(&cfg.DemoHandlers, "demo-handlers", false, "also run the demo handlers echo, sleep and fail in process")
 	f.BoolVar(&cfg.Demo, "demo", false, "run the demo handlers and, when the database has no definitions yet, load the example workflows and start a few")
 	f.StringSliceVar(&cfg.OutboundAllow, "outbound-allow", nil, "open addresses to the calls definitions make (http steps, Serverless Workflow call: http and call: openapi), which may not reach loopback, private, link-local (cloud metadata), unspecified or multicast addresses otherwise: CIDR, HOST or HOST:PORT, comma-separated or repeated; * turns the check off; --demo opens loopback. See \"Outbound calls\" in docs/production.md (env FLOWD_OUTBOUND_ALLOW)")
+	f.IntVar(&cfg.MaxDescendants, "max-descendants", engine.DefaultMaxDescendants, "most child workflows, with their own descendants, one top-level workflow may start: the workflow that would start one more (a recursive child step) fails, with an error naming this limit (env FLOWD_MAX_DESCENDANTS)")
+	f.IntVar(&cfg.MaxVersions, "max-versions", engine.DefaultMaxVersions, "most versions a workflow instance may have: one that would go past it (a task that jumps to itself, a step retried without end) fails, with an error naming this limit (env FLOWD_MAX_VERSIONS)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&cfg.MetricsTokenRequired, "metrics-token-required", false, "/metrics needs a bearer token of any role too; needs --token-file (env FLOWD_METRICS_TOKEN_REQUIRED)")
@@ -235,6 +250,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 		OutboundAllow:        outboundAllow,
 		DBWait:               cfg.DBWait,
 		MetricsTokenRequired: cfg.MetricsTokenRequired,
+		MaxVersions:          cfg.MaxVersions, MaxDescendants: cfg.MaxDescendants,
 	})
 	if err != nil {
 		return err

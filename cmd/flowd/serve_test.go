@@ -255,6 +255,11 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--event-retention", "0s"}, nil, exitUsage, "--event-retention must be positive, got 0s"},
 		{nil, map[string]string{"FLOWD_EVENT_RETENTION": "-1h"}, exitUsage, "--event-retention must be positive, got -1h0m0s"},
 		{[]string{"--event-retention", "7d"}, nil, exitUsage, `"7d" is not a duration: write days in hours`},
+		{[]string{"--max-versions", "0"}, nil, exitUsage, "--max-versions must be positive, got 0"},
+		{nil, map[string]string{"FLOWD_MAX_VERSIONS": "-3"}, exitUsage, "--max-versions must be positive, got -3"},
+		{nil, map[string]string{"FLOWD_MAX_VERSIONS": "lots"}, exitUsage, "FLOWD_MAX_VERSIONS"},
+		{[]string{"--max-descendants", "0"}, nil, exitUsage, "--max-descendants must be between 1 and 2147483647, got 0"},
+		{nil, map[string]string{"FLOWD_MAX_DESCENDANTS": "3000000000"}, exitUsage, "--max-descendants must be between 1 and 2147483647, got 3000000000"},
 		{[]string{"--log-level", "loud"}, nil, exitUsage, "--log-level"},
 		{[]string{"--bogus"}, nil, exitUsage, "unknown flag"},
 		{nil, map[string]string{"FLOWD_WORKERS": "many"}, exitUsage, "FLOWD_WORKERS"},
@@ -286,14 +291,15 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied 00010_child_workflows.sql") || !strings.Contains(out.String(), "applied 00011_definition_concurrency.go") ||
 		!strings.Contains(out.String(), "applied 00012_task_flow_control.sql") ||
 		!strings.Contains(out.String(), "applied 00013_schedules.sql") || !strings.Contains(out.String(), "applied 00014_traceparent.sql") ||
-		!strings.Contains(out.String(), "applied 00015_history_actor.sql") || !strings.Contains(out.String(), "is now at version 15") {
+		!strings.Contains(out.String(), "applied 00015_history_actor.sql") || !strings.Contains(out.String(), "applied 00016_runaway_limits.sql") ||
+		!strings.Contains(out.String(), "is now at version 16") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}
 	e, out, _ = testEnv(nil)
 	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
 		t.Fatal("second migrate failed")
 	}
-	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":15`) {
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":16`) {
 		t.Errorf("second migrate JSON: %s", got)
 	}
 	e, _, errOut = testEnv(nil)

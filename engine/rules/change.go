@@ -93,6 +93,11 @@ type Env struct {
 	// TaskKey, for the decisions of a lease holder that need the rows of
 	// other iterations of its step (ErrNeedTasks without them).
 	Tasks map[string]*Task
+
+	// MaxVersions bounds the versions of an instance (limits.go): the
+	// decision that would leave no room for more fails it instead (0: no
+	// bound).
+	MaxVersions int
 }
 
 func (env Env) checkSize(s workflow.State) error { return s.CheckSize(env.MaxStateBytes) }

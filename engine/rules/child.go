@@ -37,12 +37,19 @@ func ChildStartedCause(t *Task, child string) string {
 // no timeout, for as long as the child runs (childLease), so that only the
 // child's outcome or the timeout ends the attempt. Fencing as for
 // CompleteTask.
+//
+// A RUNNING instance whose version leaves no room for the child's outcome
+// starts none: ErrVersionLimit (the caller fails the attempt, which fails
+// the instance at its version limit).
 func (env Env) StartChild(inst *workflow.Instance, t *Task, lease, child string, now time.Time) (Change, error) {
 	if err := CheckLease(t, lease, now); err != nil {
 		return Change{}, err
 	}
 	if err := checkHolder(inst, t); err != nil {
 		return Change{}, err
+	}
+	if inst.Status == workflow.StatusRunning && !env.roomFor(inst.Version, 1, false) {
+		return Change{}, fmt.Errorf("%w: %s", ErrVersionLimit, VersionLimitError(env.MaxVersions))
 	}
 	inst.State.Steps[t.StepID].SetChildOf(t.Iteration, child)
 	u := *t
@@ -115,4 +122,27 @@ func DepthError(depth int) string {
 // is not stored.
 func UnknownDefinitionError(name string) string {
 	return fmt.Sprintf("child workflow definition %q does not exist", name)
+}
+
+// AbandonedCause is the history cause of the child workflows cancelled
+// because their parent no longer runs.
+const AbandonedCause = "cancel: its parent workflow no longer runs"
+
+// CancelAbandoned decides the cancel of children, child workflows read
+// while their parent no longer ran (cancelled, or stopped otherwise):
+// nothing waits for their outcome any more. It returns their ids by the
+// status each is cancelled from, the status it must still have when it is
+// written (a child that moved on meanwhile is decided again on a fresh
+// read). As every write to CANCELLED, it makes their RUNNING and WAITING
+// steps CANCELLED; their tasks are then cancelled as orphans, and their
+// own children are abandoned in turn. An instance that is not a child, or
+// that no longer runs (PENDING, QUEUED, RUNNING, PAUSED), is left alone.
+func CancelAbandoned(children []*workflow.Instance) map[workflow.Status][]string {
+	byStatus := map[workflow.Status][]string{}
+	for _, inst := range children {
+		if inst.Parent != nil && workflow.CanTransition(inst.Status, workflow.StatusCancelled) {
+			byStatus[inst.Status] = append(byStatus[inst.Status], inst.ID)
+		}
+	}
+	return byStatus
 }

@@ -3,6 +3,8 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +170,30 @@ func TestChildErrorsNameTheirCause(t *testing.T) {
 	}
 	if e := DepthError(10); !strings.Contains(e, "deeper than 10 levels") {
 		t.Errorf("depth: %q", e)
+	}
+}
+
+// The children of a parent that no longer runs are cancelled from the
+// status they were read in; one that finished, or that is no child, is
+// left alone.
+func TestCancelAbandonedChildren(t *testing.T) {
+	kid := func(id string, status workflow.Status) *workflow.Instance {
+		return &workflow.Instance{ID: id, Status: status, Parent: &workflow.ParentRef{WorkflowID: "mom", Step: "s"}}
+	}
+	got := CancelAbandoned([]*workflow.Instance{
+		kid("r1", workflow.StatusRunning), kid("p1", workflow.StatusPaused), kid("r2", workflow.StatusRunning),
+		kid("q1", workflow.StatusQueued), kid("n1", workflow.StatusPending),
+		kid("done", workflow.StatusCompleted), kid("failed", workflow.StatusFailed), kid("gone", workflow.StatusCancelled),
+		kid("late", workflow.StatusTimedOut), {ID: "top", Status: workflow.StatusRunning},
+	})
+	want := map[workflow.Status][]string{
+		workflow.StatusRunning: {"r1", "r2"}, workflow.StatusPaused: {"p1"},
+		workflow.StatusQueued: {"q1"}, workflow.StatusPending: {"n1"},
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("CancelAbandoned = %v, want %v", got, want)
+	}
+	if AbandonedCause != "cancel: its parent workflow no longer runs" {
+		t.Errorf("cause %q", AbandonedCause)
 	}
 }

@@ -42,6 +42,7 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lea
 	if err := checkHolder(inst, t); err != nil {
 		return Change{}, err
 	}
+	from := inst.Status
 	ch := Change{Cause: CompletedCause(t)}
 	done := *t
 	done.Status = TaskDone
@@ -49,27 +50,33 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lea
 	done.clearLease()
 	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Lease: lease}})
 	if c.SW != nil {
-		if err := env.swResume(c, inst, t, swResult(t, output), now, &ch); err != nil {
-			return Change{}, err
+		// A tick's outcome is the machine's own evaluation: a state too
+		// large to store cannot be made smaller by completing it again.
+		resume := env.swResume
+		if t.Queue == QueueTick {
+			resume = env.swResumeBounded
 		}
-		env.leaseNext(c, inst, next, now, &ch)
-		ch.setInstance(inst)
-		ch.Notify = ch.claimable()
-		return ch, nil
-	}
-	if t.Iteration > 0 {
-		if err := env.completeIteration(c, inst, t, output, now, &ch); err != nil {
+		if err := resume(c, inst, t, swResult(t, output), now, &ch); err != nil {
 			return Change{}, err
 		}
 	} else {
-		env.completeStep(c, inst, t.StepID, output, t.Attempt, now, &ch)
-	}
-	if err := env.checkSize(inst.State); err != nil {
-		return Change{}, err
+		if t.Iteration > 0 {
+			if err := env.completeIteration(c, inst, t, output, now, &ch); err != nil {
+				return Change{}, err
+			}
+		} else {
+			env.completeStep(c, inst, t.StepID, output, t.Attempt, now, &ch)
+		}
+		if err := env.checkSize(inst.State); err != nil {
+			return Change{}, err
+		}
 	}
 	env.leaseNext(c, inst, next, now, &ch)
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
+	if err := env.limitVersions(c, from, inst, &ch); err != nil {
+		return Change{}, err
+	}
 	return ch, nil
 }
 
@@ -88,20 +95,27 @@ func (env Env) FailTask(c *Definition, inst *workflow.Instance, t *Task, lease, 
 	if strings.TrimSpace(msg) == "" {
 		msg = "failed without an error message"
 	}
+	from := inst.Status
 	ch := Change{Cause: FailedCause(t)}
 	if c.SW != nil {
-		return ch, env.swFailTask(c, inst, t, msg, false, now, &ch)
-	}
-	u := *t
-	env.failAttempt(c, inst, &u, msg, retryable, false, now)
-	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
-	if u.Iteration > 0 && u.Status == TaskFailed {
-		if err := env.iterationFailed(inst, &u, &ch); err != nil {
+		if err := env.swFailTask(c, inst, t, msg, false, now, &ch); err != nil {
 			return Change{}, err
 		}
+	} else {
+		u := *t
+		env.failAttempt(c, inst, &u, msg, retryable, false, now)
+		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
+		if u.Iteration > 0 && u.Status == TaskFailed {
+			if err := env.iterationFailed(inst, &u, &ch); err != nil {
+				return Change{}, err
+			}
+		}
+		ch.setInstance(inst)
+		ch.Notify = ch.claimable()
 	}
-	ch.setInstance(inst)
-	ch.Notify = ch.claimable()
+	if err := env.limitVersions(c, from, inst, &ch); err != nil {
+		return Change{}, err
+	}
 	return ch, nil
 }
 
@@ -171,21 +185,28 @@ func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now 
 	if checkHolder(inst, t) != nil {
 		return Change{}, false, nil
 	}
+	from := inst.Status
 	reason := ExpiryReason(t, now)
 	ch.Cause = ExpiredCause(t, reason)
 	if c.SW != nil {
-		return ch, true, env.swFailTask(c, inst, t, reason, true, now, &ch)
-	}
-	u := *t
-	env.failAttempt(c, inst, &u, reason, true, true, now)
-	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})
-	if u.Iteration > 0 && u.Status == TaskFailed {
-		if err := env.iterationFailed(inst, &u, &ch); err != nil {
+		if err := env.swFailTask(c, inst, t, reason, true, now, &ch); err != nil {
 			return Change{}, false, err
 		}
+	} else {
+		u := *t
+		env.failAttempt(c, inst, &u, reason, true, true, now)
+		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})
+		if u.Iteration > 0 && u.Status == TaskFailed {
+			if err := env.iterationFailed(inst, &u, &ch); err != nil {
+				return Change{}, false, err
+			}
+		}
+		ch.setInstance(inst)
+		ch.Notify = ch.claimable()
 	}
-	ch.setInstance(inst)
-	ch.Notify = ch.claimable()
+	if err := env.limitVersions(c, from, inst, &ch); err != nil {
+		return Change{}, false, err
+	}
 	return ch, true, nil
 }
 

@@ -113,13 +113,8 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, 
 	case ev.CreatedAt.Before(inst.CreatedAt):
 		return Change{}, fmt.Errorf("%w: event %s was published before workflow %s was created", ErrEventNotTaken, ev.ID, inst.ID)
 	}
-	if raw, ok := st.Extra["event"]; ok {
-		var w WaitingFor
-		if json.Unmarshal(raw, &w) == nil {
-			w.ID = ev.ID
-			st.Extra["event"], _ = json.Marshal(w)
-		}
-	}
+	from := inst.Status
+	noteEvent(st, ev)
 	ch := Change{Cause: EventCause(t.StepID, ev)}
 	data := ev.Data
 	if len(data) == 0 {
@@ -140,5 +135,66 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, 
 	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Status: TaskQueued}})
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
+	if err := env.limitVersions(c, from, inst, &ch); err != nil {
+		return Change{}, err
+	}
+	return ch, nil
+}
+
+// noteEvent records in the step's state.steps.S.event the id of the event
+// it took.
+func noteEvent(st *workflow.StepState, ev Event) {
+	if raw, ok := st.Extra["event"]; ok {
+		var w WaitingFor
+		if json.Unmarshal(raw, &w) == nil {
+			w.ID = ev.ID
+			st.Extra["event"], _ = json.Marshal(w)
+		}
+	}
+}
+
+// UndeliveredCause is the history cause of a step that failed because the
+// event it took could not be recorded.
+func UndeliveredCause(step string, ev Event) string {
+	return fmt.Sprintf("event %q (%s) could not be delivered to step %q", ev.Name, ev.ID, step)
+}
+
+// EventTooLargeError says why an event was not delivered: with its data
+// the instance's state would be size bytes, more than max.
+func EventTooLargeError(ev Event, size, max int) string {
+	return fmt.Sprintf("event %q (%s) cannot be delivered: with its data the workflow's state would be %d bytes, more than --max-state-bytes (%d)", ev.Name, ev.ID, size, max)
+}
+
+// FailByEvent decides an event ev that t's step takes (CompleteByEvent
+// accepted it) but that cannot be recorded (reason says why: the state
+// would be too large with its data). The step fails with reason, for good:
+// a flowd wait step FAILED (and its instance with it while RUNNING), a
+// Serverless Workflow's listen task raising a runtime error (its try/catch
+// may handle it). t is FAILED, guarded on being still QUEUED, so the step
+// is not offered the event again, nor any other.
+func (env Env) FailByEvent(c *Definition, inst *workflow.Instance, t *Task, ev Event, reason string, now time.Time) (Change, error) {
+	st := inst.State.Steps[t.StepID]
+	if st == nil || st.Status != workflow.StepWaiting || t.Status != TaskQueued {
+		return Change{}, fmt.Errorf("%w: step %q of workflow %s is not waiting", ErrEventNotTaken, t.StepID, inst.ID)
+	}
+	from := inst.Status
+	noteEvent(st, ev)
+	ch := Change{Cause: UndeliveredCause(t.StepID, ev)}
+	if c.SW != nil {
+		if err := env.swResumeBounded(c, inst, t, sw.Result{Error: swRuntimeError(reason)}, now, &ch); err != nil {
+			return Change{}, err
+		}
+	} else {
+		st.Status, st.Error = workflow.StepFailed, reason
+		settle(c, inst, nil, env.MaxStateBytes)
+	}
+	failed := *t
+	failed.Status, failed.LastError = TaskFailed, reason
+	ch.Update = append(ch.Update, TaskUpdate{Task: failed, Guard: Guard{Status: TaskQueued}})
+	ch.setInstance(inst)
+	ch.Notify = ch.claimable()
+	if err := env.limitVersions(c, from, inst, &ch); err != nil {
+		return Change{}, err
+	}
 	return ch, nil
 }

@@ -172,3 +172,76 @@ func TestRetryWaitsForTheEventAgainOnTheSameRow(t *testing.T) {
 		t.Errorf("task after retry = %+v", task)
 	}
 }
+
+// An event whose data would make the state too large cannot be recorded:
+// CompleteByEvent refuses it, and FailByEvent fails the step (and the
+// RUNNING instance) with the reason, its task FAILED while still QUEUED.
+func TestEventTooLargeFailsTheWaitingStep(t *testing.T) {
+	w := paymentWaiting(t, `{"id": 17}`)
+	w.env.MaxStateBytes = 600
+	task := *w.tasks["paid"]
+	ev := Event{ID: "ev-1", Name: "payment", Key: "order-17", Data: json.RawMessage(`"` + strings.Repeat("x", 700) + `"`), CreatedAt: t0}
+	prior := w.inst.State.Clone()
+	_, err := w.env.CompleteByEvent(w.c, w.inst, &task, ev, w.now)
+	var big *workflow.StateTooLargeError
+	if !errors.As(err, &big) {
+		t.Fatalf("CompleteByEvent with too much data: %v", err)
+	}
+	w.inst.State, w.inst.Status = prior, workflow.StatusRunning
+	reason := EventTooLargeError(ev, big.Size, big.Max)
+	ch, err := w.env.FailByEvent(w.c, w.inst, &task, ev, reason, w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.apply(ch)
+	w.wantStatus(workflow.StatusFailed)
+	paid := w.step("paid")
+	if paid.Status != workflow.StepFailed || paid.Error != reason || !strings.Contains(reason, "more than --max-state-bytes (600)") || !strings.Contains(reason, `event "payment" (ev-1)`) {
+		t.Errorf("paid: %+v", paid)
+	}
+	if got := string(paid.Extra["event"]); got != `{"name":"payment","key":"order-17","id":"ev-1"}` {
+		t.Errorf("state.steps.paid.event = %s", got)
+	}
+	if tk := w.tasks["paid"]; tk.Status != TaskFailed || tk.LastError != reason || ch.Update[0].Guard.Status != TaskQueued {
+		t.Errorf("paid's task %+v, guard %+v", tk, ch.Update[0].Guard)
+	}
+	if ch.Cause != `event "payment" (ev-1) could not be delivered to step "paid"` || w.step("ship").Status != workflow.StepPending {
+		t.Errorf("cause %q, ship %s", ch.Cause, w.step("ship").Status)
+	}
+	// The step takes nothing more.
+	if _, err := w.env.FailByEvent(w.c, w.inst, w.tasks["paid"], ev, reason, w.now); !errors.Is(err, ErrEventNotTaken) {
+		t.Errorf("a second failure: %v", err)
+	}
+}
+
+// A Serverless Workflow's listen task that cannot record its event raises
+// a runtime error at the task: without a try/catch the instance faults.
+func TestEventTooLargeRaisesAtAServerlessListenTask(t *testing.T) {
+	w := swStarted(t, `
+document: {dsl: '1.0.0', namespace: test, name: l, version: '1.0.0'}
+do:
+  - wait:
+      listen:
+        to:
+          one:
+            with: {type: payment}
+`)
+	var task *Task
+	for _, tk := range w.tasks {
+		task = tk
+	}
+	ev := Event{ID: "ev-2", Name: "payment", Data: json.RawMessage(`1`), CreatedAt: t0}
+	ch, err := w.env.FailByEvent(w.c, w.inst, task, ev, "too large", w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.apply(ch)
+	w.wantStatus(workflow.StatusFailed)
+	rt, err := SWRuntime(w.inst.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Fault == nil || rt.Fault.Detail != "too large" || rt.Fault.Instance != "/do/0/wait" {
+		t.Errorf("fault %+v", rt.Fault)
+	}
+}

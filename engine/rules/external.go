@@ -59,6 +59,7 @@ func (env Env) CompleteStep(c *Definition, inst *workflow.Instance, p ExternalCo
 	if st.Status == workflow.StepPending || st.Status == workflow.StepSkipped {
 		return Change{}, fmt.Errorf("%w: step %q of workflow %s is %s", ErrStepNotReady, p.Step, inst.ID, st.Status)
 	}
+	from := inst.Status
 	attempts := 0
 	if p.Task != nil {
 		attempts = p.Task.Attempt
@@ -82,5 +83,8 @@ func (env Env) CompleteStep(c *Definition, inst *workflow.Instance, p ExternalCo
 	}
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
+	if err := env.limitVersions(c, from, inst, &ch); err != nil {
+		return Change{}, err
+	}
 	return ch, nil
 }

@@ -73,7 +73,9 @@ func (env Env) DeliverTimer(t *Task, owner string, now time.Time, lease time.Dur
 //
 // The leased tasks come back in Update, in the order given, each guarded by
 // its QUEUED status (the claim holds the rows). A claim of iterations of
-// foreach steps alone writes no version: Change.LeasesOnly.
+// foreach steps alone writes no version: Change.LeasesOnly; nor does a
+// claim that would leave the instance no room for its attempt's outcome
+// below env.MaxVersions (the state does not count that attempt then).
 func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, owner string, now time.Time, lease time.Duration) (ch Change, ok bool) {
 	if inst.Status != workflow.StatusRunning {
 		return Change{}, false
@@ -84,7 +86,7 @@ func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, own
 		if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
-		if t.Iteration == 0 && c.SW == nil {
+		if t.Iteration == 0 && c.SW == nil && env.roomFor(inst.Version, 1, false) {
 			// An iteration's delivery changes no state: its attempts are
 			// its task's, and a foreach step's many iterations would
 			// otherwise each write the instance twice. Nor does a

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -114,6 +115,44 @@ func (env Env) swResume(c *Definition, inst *workflow.Instance, t *Task, res sw.
 		return fmt.Errorf("%w: task %s: %w", ErrLeaseLost, t.StepID, err)
 	}
 	return env.swApply(inst, rt, step, t.StepID, now, ch)
+}
+
+// swResumeBounded is swResume for an outcome the machine must take
+// whatever it is (a timer, a tick, a failure: nothing smaller can be sent
+// instead): when the next version's state would be larger than
+// env.MaxStateBytes, a RUNNING instance fails in that version, its error
+// naming the limit, instead of being decided again for ever.
+func (env Env) swResumeBounded(c *Definition, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
+	from := inst.Status
+	err := env.swResume(c, inst, t, res, now, ch)
+	var big *workflow.StateTooLargeError
+	if !errors.As(err, &big) || from != workflow.StatusRunning {
+		return err
+	}
+	return env.failOversize(c, inst, big, ch)
+}
+
+// failOversize fails the Serverless Workflow instance inst, whose next
+// state big says is too large, with StateLimitError (failInstance). The
+// runtime keeps its context unless the failed state is still too large
+// with it.
+func (env Env) failOversize(c *Definition, inst *workflow.Instance, big *workflow.StateTooLargeError, ch *Change) error {
+	if err := failInstance(c, inst, StateLimitError(big.Size, big.Max), ch); err != nil {
+		return err
+	}
+	if env.checkSize(inst.State) == nil {
+		return nil
+	}
+	rt, err := SWRuntime(inst.State)
+	if err != nil {
+		return err
+	}
+	rt.Context = json.RawMessage("{}")
+	if inst.State.Extra[SWStateKey], err = json.Marshal(rt); err != nil {
+		return err
+	}
+	ch.setInstance(inst)
+	return env.checkSize(inst.State)
 }
 
 // swApply writes the machine's step into inst and ch: the runtime into the
@@ -273,7 +312,7 @@ func (env Env) swFailTask(c *Definition, inst *workflow.Instance, t *Task, msg s
 		// A timer whose worker was lost just fires.
 		u.Status = TaskDone
 		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
-		if err := env.swResume(c, inst, t, sw.Result{}, now, ch); err != nil {
+		if err := env.swResumeBounded(c, inst, t, sw.Result{}, now, ch); err != nil {
 			return err
 		}
 		ch.setInstance(inst)
@@ -286,7 +325,7 @@ func (env Env) swFailTask(c *Definition, inst *workflow.Instance, t *Task, msg s
 	if timedOut {
 		e = &sw.Error{Type: swErrorTimeout, Status: 408, Title: "Timeout", Detail: msg}
 	}
-	if err := env.swResume(c, inst, t, sw.Result{Error: e}, now, ch); err != nil {
+	if err := env.swResumeBounded(c, inst, t, sw.Result{Error: e}, now, ch); err != nil {
 		return err
 	}
 	ch.setInstance(inst)

@@ -119,6 +119,10 @@ type preparedGroup struct {
 	pas     []*preparedApply
 	created []bool
 	written []*workflow.Instance
+	// counts are the creates' descendant counts, written last: the
+	// count of a top-level workflow is the one row every creator of its
+	// descendants waits for, so it is held for the shortest time.
+	counts []*store.DescendantCount
 }
 
 func (q *querier) prepareGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write) (*preparedGroup, error) {
@@ -134,6 +138,9 @@ func (q *querier) prepareGroup(ctx context.Context, creates []store.CreateParams
 			return nil, fmt.Errorf("create %d of %d: %w", i+1, n, err)
 		}
 		g.pcs[i] = pc
+		if pc.p.Descendant != nil {
+			g.counts = append(g.counts, pc.p.Descendant)
+		}
 	}
 	for i, w := range writes {
 		if w == nil {
@@ -157,6 +164,9 @@ func (g *preparedGroup) queue(b *pgx.Batch) {
 	}
 	for _, pa := range g.pas {
 		b.Queue(pa.sql(true), pa.args...)
+	}
+	for _, d := range g.counts {
+		b.Queue(countDescendantSQL, d.Root, d.Max)
 	}
 }
 
@@ -192,6 +202,11 @@ func (g *preparedGroup) read(br pgx.BatchResults) error {
 			firstErr = fmt.Errorf("write %d of %d: %w", len(g.pcs)+i+1, n, err)
 		}
 		g.written[i] = inst
+	}
+	for _, d := range g.counts {
+		if err := br.QueryRow().Scan(new(any)); err != nil && firstErr == nil {
+			firstErr = descendantError(err, d)
+		}
 	}
 	return firstErr
 }

@@ -191,6 +191,15 @@ const keyOwnerSQL = `SELECT workflow_id, request_hash FROM idempotency_keys WHER
 func (q *querier) Create(ctx context.Context, p store.CreateParams) (_ *workflow.Instance, err error) {
 	defer q.settle(&err) // a write of its own on the pool
 	p.Actor = store.WriteActor(ctx, p.Actor)
+	if p.Descendant != nil {
+		// The count is a statement of its own, in the create's
+		// transaction: a group of one.
+		created, _, err := q.ApplyGroup(ctx, []store.CreateParams{p}, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		return created[0], nil
+	}
 	pc, err := q.prepareCreate(p)
 	if err != nil {
 		return nil, err

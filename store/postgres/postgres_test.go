@@ -167,7 +167,8 @@ func TestIndexes(t *testing.T) {
 	s, _ := setup(t, Options{})
 	rows, err := s.pool.Query(t.Context(), `SELECT indexname, indexdef FROM pg_indexes
 		WHERE schemaname = current_schema()
-			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers', 'idempotency_keys', 'workflow_events', 'flowd_rate_buckets')`)
+			AND tablename IN ('workflow_instances', 'workflow_history', 'workflow_tasks', 'workflow_definitions', 'workers', 'idempotency_keys', 'workflow_events', 'flowd_rate_buckets',
+				'workflow_descendants')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +191,8 @@ func TestIndexes(t *testing.T) {
 		"workflow_instances_finished_updated_at_idx":       "(updated_at) WHERE (status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text, 'TIMED_OUT'::text]))",
 		"workflow_instances_parent_idx":                    "(parent_id, created_at DESC, id DESC) WHERE (parent_id IS NOT NULL)",
 		"workflow_instances_concurrency_idx":               "(definition, concurrency_key, status, created_at, id) WHERE (concurrency_key IS NOT NULL)",
+		"workflow_instances_abandoned_idx":                 "(parent_id) WHERE ((parent_id IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'QUEUED'::text, 'RUNNING'::text, 'PAUSED'::text])))",
+		"workflow_descendants_pkey":                        "(root_id)",
 		"workflow_history_pkey":                            "(instance_id, version)",
 		"workflow_instances_deadline_idx":                  "(deadline) WHERE ((status = ANY (ARRAY['RUNNING'::text, 'PAUSED'::text])) AND (deadline IS NOT NULL))",
 		"workflow_definitions_pkey":                        "(name, revision)",

@@ -130,7 +130,19 @@ SELECT ` + instanceColumns + ` FROM u`
 	ORDER BY updated_at, id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
-), u AS (
+), ` + batchWriteSQL
+
+	// batchIDsSQL is batchSQL over the instances $8 only (by primary key).
+	batchIDsSQL = `WITH picked AS MATERIALIZED (
+	SELECT id, updated_at, state FROM workflow_instances
+	WHERE id = ANY ($8::text[]) AND status = $1 AND updated_at < $2
+	ORDER BY updated_at, id
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), ` + batchWriteSQL
+
+	// batchWriteSQL writes the instances a batch picked.
+	batchWriteSQL = `u AS (
 	UPDATE workflow_instances SET status = $4, state = ` + stoppedState + `$4::text` + stoppedStateEnd + `, version = version + 1, updated_at = $5
 	WHERE id = ANY (ARRAY(SELECT id FROM picked))
 	RETURNING id, version, status, state
@@ -641,7 +653,17 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 		return nil, err
 	}
 	now := q.timestamp()
-	rows, err := q.db.Query(ctx, batchSQL, string(p.Status), ceilMicro(p.UpdatedBefore), p.Limit, string(p.NewStatus), now, p.Cause, store.ActorFrom(ctx))
+	sql, args := batchSQL, []any{string(p.Status), ceilMicro(p.UpdatedBefore), p.Limit, string(p.NewStatus), now, p.Cause, store.ActorFrom(ctx)}
+	if len(p.IDs) > 0 {
+		only := make([]string, 0, len(p.IDs))
+		for _, id := range p.IDs {
+			if storableText(id) { // one that cannot be stored is no instance
+				only = append(only, id)
+			}
+		}
+		sql, args = batchIDsSQL, append(args, only)
+	}
+	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, interpretError(err, "")
 	}

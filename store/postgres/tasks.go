@@ -95,6 +95,16 @@ WHERE status IN ('RUNNING', 'PAUSED') AND deadline < $1
 ORDER BY deadline, id COLLATE "C"
 LIMIT $2`
 
+	// dueAbandonedSQL reads the child workflows that still run through
+	// their partial index (migration 00018) and looks up each one's
+	// parent by primary key.
+	dueAbandonedSQL = `SELECT c.id, c.definition, c.status, c.state, c.input, c.version, c.created_at, c.updated_at,
+	c.definition_revision, c.deadline, c.parent_id, c.parent_step, c.parent_index, c.traceparent, c.priority, c.output
+FROM workflow_instances c JOIN workflow_instances p ON p.id = c.parent_id
+WHERE c.parent_id IS NOT NULL AND c.status IN ('PENDING', 'QUEUED', 'RUNNING', 'PAUSED')
+	AND p.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+LIMIT $1`
+
 	// dueLeasesSQL is served by the partial expiry index.
 	dueLeasesSQL = `SELECT ` + taskPrefixedColumns + claimInstanceColumns + `
 FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
@@ -483,8 +493,12 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
-	if p.Kind == store.DueTimeouts {
-		rows, err := q.db.Query(ctx, dueTimeoutsSQL, store.Timestamp(p.Now), p.Limit)
+	if p.Kind == store.DueTimeouts || p.Kind == store.DueAbandoned {
+		sql, args := dueTimeoutsSQL, []any{store.Timestamp(p.Now), p.Limit}
+		if p.Kind == store.DueAbandoned {
+			sql, args = dueAbandonedSQL, []any{p.Limit}
+		}
+		rows, err := q.db.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, interpretError(err, "")
 		}

@@ -172,6 +172,7 @@ func TestSchemaIndexes(t *testing.T) {
 		"workflow_events.workflow_events_queue_created_at_idx",
 		"workflow_history.sqlite_autoindex_workflow_history_1",
 		"workflow_instances.sqlite_autoindex_workflow_instances_1",
+		"workflow_instances.workflow_instances_abandoned_idx",
 		"workflow_instances.workflow_instances_concurrency_idx",
 		"workflow_instances.workflow_instances_created_at_id_idx",
 		"workflow_instances.workflow_instances_deadline_idx",

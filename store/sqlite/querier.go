@@ -87,6 +87,9 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		if err := appendHistory(ctx, c, p.ID, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
 			return err
 		}
+		if err := countDescendant(ctx, c, p.Descendant); err != nil {
+			return err
+		}
 		if p.IdempotencyKey != "" {
 			if err := recordIdempotencyKey(ctx, c, p, now); err != nil {
 				return err
@@ -377,14 +380,26 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 	}
 	now := q.timestamp()
 	var ids []string
-	err := q.write(ctx, func(c dbtx) error {
-		var err error
-		ids, err = queryIDs(ctx, c,
-			`SELECT id FROM workflow_instances
+	pick := `SELECT id FROM workflow_instances
 			WHERE status = ?1 AND updated_at < ?2
 			ORDER BY updated_at, id
-			LIMIT ?3`,
-			string(p.Status), micros(p.UpdatedBefore), p.Limit)
+			LIMIT ?3`
+	args := []any{string(p.Status), micros(p.UpdatedBefore), p.Limit}
+	if len(p.IDs) > 0 {
+		// The ids travel as one JSON array parameter, never as SQL text.
+		only, err := json.Marshal(p.IDs)
+		if err != nil {
+			return nil, err
+		}
+		pick = `SELECT id FROM workflow_instances
+			WHERE id IN (SELECT value FROM json_each(?4)) AND status = ?1 AND updated_at < ?2
+			ORDER BY updated_at, id
+			LIMIT ?3`
+		args = append(args, string(only))
+	}
+	err := q.write(ctx, func(c dbtx) error {
+		var err error
+		ids, err = queryIDs(ctx, c, pick, args...)
 		if err != nil {
 			return err
 		}

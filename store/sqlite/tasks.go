@@ -268,6 +268,16 @@ LIMIT ?1`
 
 	// dueTaskColumns are a task's columns followed by its instance's.
 	dueTaskColumns = qualify("t", taskColumns) + ", " + qualify("i", instanceColumns)
+
+	// dueAbandonedSQL reads the child workflows that still run through
+	// their partial index (migration 00016) and looks up each one's
+	// parent by primary key.
+	dueAbandonedSQL = `SELECT ` + qualify("c", instanceColumns) + `
+FROM workflow_instances AS c INDEXED BY workflow_instances_abandoned_idx
+CROSS JOIN workflow_instances AS p ON p.id = c.parent_id
+WHERE c.parent_id IS NOT NULL AND c.status IN ('PENDING', 'QUEUED', 'RUNNING', 'PAUSED')
+	AND p.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+LIMIT ?1`
 )
 
 // Due reads up to p.Limit items of due work; see store.TaskQuerier.
@@ -276,8 +286,12 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 		return nil, err
 	}
 	items := []store.DueItem{}
-	if p.Kind == store.DueTimeouts {
-		rows, err := q.read.QueryContext(ctx, dueTimeoutsSQL, micros(p.Now), p.Limit)
+	if p.Kind == store.DueTimeouts || p.Kind == store.DueAbandoned {
+		query, args := dueTimeoutsSQL, []any{micros(p.Now), p.Limit}
+		if p.Kind == store.DueAbandoned {
+			query, args = dueAbandonedSQL, []any{p.Limit}
+		}
+		rows, err := q.read.QueryContext(ctx, query, args...)
 		if err != nil {
 			return nil, interpretError(ctx, err)
 		}

@@ -446,6 +446,7 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 		"Due(leases)":     dueCall(store.DueLeases),
 		"Due(orphans)":    dueCall(store.DueOrphans),
 		"Due(children)":   dueCall(store.DueChildren),
+		"Due(abandoned)":  dueCall(store.DueAbandoned),
 	}
 	if d, ok := b.s.(store.DefinitionStore); ok {
 		calls["PutDefinition"] = func() error { _, _, err := d.PutDefinition(ctx, "order", json.RawMessage(orderSpec1)); return err }

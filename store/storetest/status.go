@@ -28,6 +28,50 @@ var batchTests = []conformanceTest{
 	{"BatchUpdateStatus_empty", testBatchUpdateStatusEmpty},
 	{"BatchUpdateStatus_invalidArguments", testBatchUpdateStatusInvalidArguments},
 	{"BatchUpdateStatus_concurrent", testBatchUpdateStatusConcurrent},
+	{"BatchUpdateStatus_ids", testBatchUpdateStatusIDs},
+}
+
+// testBatchUpdateStatusIDs: with IDs, a batch moves only those of them
+// that still have its status (and its cut-off), oldest first; ids of
+// other instances, or of none, change nothing; more ids than a batch may
+// hold are refused.
+func testBatchUpdateStatusIDs(t *testing.T, h Harness) {
+	b := setup(t, h)
+	f := b.newBatchFixture(t)
+	before := map[string]snapshot{}
+	for _, id := range append(slices.Clone(f.movable), f.others...) {
+		before[id] = b.snapshot(t, id)
+	}
+	b.clock.Set(f.t0.Add(time.Hour))
+	p := store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: f.cutoff, NewStatus: workflow.StatusCancelled, Limit: 100,
+		IDs: []string{"r4", "u1", "paused", "late", "nobody", "a\x00b"}}
+	got, err := b.s.BatchUpdateStatus(b.ctx, p)
+	if err != nil {
+		t.Fatalf("BatchUpdateStatus with ids: %v", err)
+	}
+	if want := []string{"u1", "r4"}; !slices.Equal(got, want) {
+		t.Errorf("BatchUpdateStatus with ids = %v, want %v", got, want)
+	}
+	for _, id := range got {
+		if inst := b.get(t, id); inst.Status != workflow.StatusCancelled || inst.Version != before[id].inst.Version+1 {
+			t.Errorf("%s: %s at version %d", id, inst.Status, inst.Version)
+		}
+	}
+	for id, snap := range before {
+		if id != "u1" && id != "r4" {
+			b.unchanged(t, "instance "+id+" outside the ids", snap)
+		}
+	}
+	again, err := b.s.BatchUpdateStatus(b.ctx, p)
+	if err != nil || len(again) != 0 {
+		t.Errorf("the same batch again = %v, %v; want nothing moved", again, err)
+	}
+	p.IDs = make([]string, store.MaxBatchLimit+1)
+	for i := range p.IDs {
+		p.IDs[i] = fmt.Sprintf("i%d", i)
+	}
+	_, err = b.s.BatchUpdateStatus(b.ctx, p)
+	wantErrorIs(t, "a batch of more ids than MaxBatchLimit", err, store.ErrInvalidArgument)
 }
 
 func testTransitionStatusOK(t *testing.T, h Harness) {

@@ -54,7 +54,7 @@ func Run(t *testing.T, h Harness) {
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
 			deleteTests, retentionTests, eventTests, scheduleTests,
 			linearizabilityTests, applyTests, applyTasksTests, outputTests, concurrencyTests, traceTests, flowControlTests,
-			actorTests,
+			actorTests, descendantTests,
 		} {
 			for _, tc := range groups {
 				t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Cancel cascades. Cancelling a workflow (an action, a batch, a status
+// written past the engine) writes that workflow alone, so the request
+// answers as soon as it is cancelled, however many descendants it has. Its
+// descendants are the sweepers' work, on every node and after any restart:
+// the child workflows that still run whose parent no longer does
+// (store.DueAbandoned) are cancelled a batch at a time
+// (rules.CancelAbandoned), each written only while it still has the
+// status it was read in — one BatchUpdateStatus per status, which on
+// PostgreSQL skips the rows another node's batch holds — and that abandons
+// their own children in turn. A sweep works level after level until none
+// is left (or cascadeRounds), and a cancel on this node starts one at once
+// (cascadeSoon) rather than at the next tick.
+
+// cascadeBatch bounds the children one read of the cascade returns;
+// cascadeRounds bounds the batches of one sweep (levels, and batches of a
+// level), so that a huge tree is worked off over several sweeps.
+const (
+	cascadeBatch  = 1000
+	cascadeRounds = 40
+)
+
+// cascadeSoon makes this node's sweeper work off abandoned children now.
+func (e *Engine) cascadeSoon() {
+	select {
+	case e.cascadeWake <- struct{}{}:
+	default:
+	}
+}
+
+// sweepAbandoned cancels the child workflows whose parent no longer runs,
+// a batch at a time, until none is left, a batch wrote nothing (what is
+// left is left to the next sweep) or cascadeRounds.
+func (e *Engine) sweepAbandoned(ctx context.Context) error {
+	for range cascadeRounds {
+		items, err := e.st.Due(ctx, store.DueParams{Kind: store.DueAbandoned, Limit: cascadeBatch})
+		if err != nil {
+			return err
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		written, err := e.cancelAbandoned(ctx, items)
+		if err != nil {
+			return err
+		}
+		if written == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// cancelAbandoned cancels the children items read, and returns how many
+// it cancelled: those that moved on meanwhile (another node cancelled
+// them, they finished) are left to a fresh read.
+func (e *Engine) cancelAbandoned(ctx context.Context, items []store.DueItem) (int, error) {
+	read := make(map[string]*workflow.Instance, len(items))
+	for _, it := range items {
+		read[it.Instance.ID] = it.Instance
+	}
+	byStatus := rules.CancelAbandoned(slices.Collect(maps.Values(read)))
+	// An updated_at cannot be later than now; a year covers clocks that
+	// differ.
+	before := e.clock().AddDate(1, 0, 0)
+	n := 0
+	for _, from := range slices.Sorted(maps.Keys(byStatus)) {
+		ids := byStatus[from]
+		moved, err := e.st.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: from, NewStatus: workflow.StatusCancelled,
+			IDs: ids, Limit: len(ids), UpdatedBefore: before, Cause: rules.AbandonedCause})
+		if err != nil {
+			return n, err
+		}
+		n += len(moved)
+		if rules.FreesSlot(from, workflow.StatusCancelled) {
+			for _, id := range moved {
+				e.afterFreed(ctx, read[id])
+			}
+		}
+	}
+	if n > 0 {
+		e.log.Info("cancelled child workflows whose parent no longer runs", "workflows", n)
+	}
+	return n, nil
+}
