@@ -149,16 +149,21 @@ func aliasBomb() string {
 		"        copies: [" + strings.Repeat("*big, ", 1249) + "*big]\n"
 }
 
-func startFails(def, want string) func(n *bombNode, id string) string {
+// startFails starts def and expects its instance to fail with an error
+// containing one of wants.
+func startFails(def string, wants ...string) func(n *bombNode, id string) string {
 	return func(n *bombNode, id string) string {
 		code, body := n.do("POST", "/v1/workflows", "application/json", `{"id":"`+id+`","definition":"`+def+`"}`)
 		if code != 201 && code != 200 {
 			return fmt.Sprintf("start: %d %.300s", code, body)
 		}
-		if got := n.waitFailed(id); !strings.Contains(got, want) {
-			return fmt.Sprintf("instance %.600s, want FAILED with %q", got, want)
+		got := n.waitFailed(id)
+		for _, want := range wants {
+			if strings.Contains(got, want) {
+				return ""
+			}
 		}
-		return ""
+		return fmt.Sprintf("instance %.600s, want FAILED with one of %q", got, wants)
 	}
 }
 
@@ -221,7 +226,10 @@ func TestBombsKeepTheNodeUp(t *testing.T) {
 	}
 	run("three concurrent starts of the Serverless Workflow set", []bomb{bombs[4], bombs[4], bombs[4]})
 	run("eight at once", append(append([]bomb{}, bombs...), bombs[4], bombs[2]))
-	holder := bomb{"holding what an evaluation may", startFails("hold", "would make the evaluation hold more than 16777216 bytes (4 × --max-state-bytes)")}
+	// On a loaded machine an evaluation may run out of its second before
+	// it has built all it may hold: either bound ends it.
+	holder := bomb{"holding what an evaluation may", startFails("hold",
+		"would make the evaluation hold more than 16777216 bytes (4 × --max-state-bytes)", "took longer than 1s")}
 	run("eight holding what they may at once", []bomb{holder, holder, holder, holder, holder, holder, holder, holder})
 }
 
