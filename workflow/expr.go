@@ -90,7 +90,7 @@ type decoded struct {
 // NewExprDoc returns the document of one decision, to be decoded within
 // gate (nil: no bound); a wait for the gate ends when ctx does.
 func NewExprDoc(ctx context.Context, gate *DocGate) *ExprDoc {
-	return &ExprDoc{ctx: ctx, gate: gate, vars: map[string]decoded{}, outputs: map[string]decoded{}}
+	return &ExprDoc{ctx: ctx, gate: gate}
 }
 
 // Document returns the document of an instance with input and state as
@@ -117,6 +117,7 @@ func (d *ExprDoc) Document(input json.RawMessage, state State) (map[string]any, 
 			return nil, fmt.Errorf("waiting for the memory to decode the instance's document (about %d bytes): %w", weight, err)
 		}
 		d.release = release
+		d.vars, d.outputs = map[string]decoded{}, map[string]decoded{}
 	}
 	var err error
 	doc := map[string]any{}
@@ -157,7 +158,7 @@ func (d *ExprDoc) Close() {
 		d.release()
 		d.release = nil
 	}
-	d.input, d.vars, d.outputs = decoded{}, map[string]decoded{}, map[string]decoded{}
+	d.input, d.vars, d.outputs = decoded{}, nil, nil
 }
 
 // of returns the value of raw: the one decoded before when raw is the same
