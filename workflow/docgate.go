@@ -11,28 +11,33 @@ import (
 
 // Before an expression runs, the document it reads (an instance's input,
 // variables and step outputs; a Serverless Workflow's input and runtime)
-// is decoded into Go values, which take 5 to 50 times its text
+// is decoded into Go values, which take 4 to 47 times its text
 // (DecodedSize). Eight starts at once, each with a 1 MiB input of small
-// objects, decode 8 × 48 MB. A DocGate shared by every decision of a node
-// makes them take turns: a decision takes the estimated weight of its
+// objects, decoded 8 × 47 MiB. A DocGate shared by every decision of a
+// node makes them take turns: a decision takes the estimated weight of its
 // document from a pool before decoding it and gives it back when its
 // evaluations are done; one whose document weighs more than the pool
 // waits for the whole pool (its first-come part, below) and runs alone.
 //
 // The pool is docPoolFactor × --max-state-bytes: 64 MiB at the default
-// 4 MiB. What a node may then hold for evaluations, at the default:
+// 4 MiB. What evaluations may hold at once is then, at the default:
 //
 //	decoded documents                          64 MiB (the pool)
 //	eight evaluations at their held bound     128 MiB (8 × 4 × 4 MiB, ExprBudget)
 //	eight 1 MiB request bodies, their copies   16 MiB
 //	                                          -------
-//	                                          208 MiB, within the 256 MiB
+//	                                          208 MiB
 //
-// a node may take above its idle size, with room for the collector's
-// lag. A 1 MiB input decodes to at most about 47 MiB (small one-key
-// objects, the costliest shape per byte), within the pool: eight of them
-// decode one after the other. Only a state grown past 1 MiB by several
-// writes can weigh more than the pool; it then runs alone.
+// within the 256 MiB a node may take above its idle size, though the
+// collector lets the heap grow past what is live before it runs: measured,
+// eight starts whose documents fit in the pool together (128 KiB inputs of
+// small objects, 6 MiB each decoded) and whose evaluations then hold their
+// bound took 178 MiB above idle; eight 1 MiB inputs, 150 to 160 MiB
+// (TestBombsKeepTheNodeUp). A 1 MiB input decodes to at most about 47 MiB
+// (small one-key objects, the costliest shape per byte), within the
+// first-come part of the pool (48 MiB): eight decode one after the other,
+// and their evaluations run one at a time. Only a state grown past 1 MiB
+// by several writes can weigh more than the pool; it then runs alone.
 //
 // A quarter of the pool is kept for small documents (at most
 // smallDocShare of the pool, 256 KiB at the default: the KBs of ordinary
