@@ -11,7 +11,7 @@ import (
 
 // Before an expression runs, the document it reads (an instance's input,
 // variables and step outputs; a Serverless Workflow's input and runtime)
-// is decoded into Go values, which take 4 to 47 times its text
+// is decoded into Go values, which take 4 to 53 times its text
 // (DecodedSize). Eight starts at once, each with a 1 MiB input of small
 // objects, decoded 8 × 47 MiB. A DocGate shared by every decision of a
 // node makes them take turns: a decision takes the estimated weight of its
@@ -33,10 +33,11 @@ import (
 // eight starts whose documents fit in the pool together (128 KiB inputs of
 // small objects, 6 MiB each decoded) and whose evaluations then hold their
 // bound took 178 MiB above idle; eight 1 MiB inputs, 150 to 160 MiB
-// (TestBombsKeepTheNodeUp). A 1 MiB input decodes to at most about 47 MiB
-// (small one-key objects, the costliest shape per byte), within the
-// first-come part of the pool (48 MiB): eight decode one after the other,
-// and their evaluations run one at a time. Only a state grown past 1 MiB
+// (TestBombsKeepTheNodeUp). A 1 MiB input decodes to 47 MiB as small
+// objects {"a":1}, 53 MiB at most (with empty keys, the costliest shape
+// per byte): about the first-come part of the pool (48 MiB), which such a
+// document takes whole: eight decode one after the other, and their
+// evaluations run one at a time. Only a state grown past 1 MiB
 // by several writes can weigh more than the pool; it then runs alone.
 //
 // A quarter of the pool is kept for small documents (at most

@@ -9,7 +9,8 @@ import "bytes"
 // interface, each object is a Go map of at least one group of eight slots,
 // each array a slice of interfaces. Measured with Go 1.26 on amd64 (live
 // heap after decoding 1 MiB with json.Decoder and UseNumber, per element
-// with its 16-byte array slot): {"a":1} 370 bytes (46× its text), {} 64
+// with its 16-byte array slot): {"a":1} 370 bytes (46× its text), {"":1}
+// 370 (53×, the costliest shape per byte), {} 64
 // (21×), [] 40 (13×), 1 33 (17×), "ab" 36 (7×), true 18 (3.5×); a long
 // string about its length. The costs below are those measurements; the
 // estimate stays within a factor of two of the live heap for every shape
