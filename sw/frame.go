@@ -104,7 +104,7 @@ func (x *exec) scope(f *Frame, names []string, input, output any, extra map[stri
 			"startedAt":  timeArg(x.env.StartedAt),
 		}
 	})
-	context := x.rt.Context
+	contextText := x.rt.Context
 	var task any
 	if f != nil {
 		n := x.task(f)
@@ -124,7 +124,7 @@ func (x *exec) scope(f *Frame, names []string, input, output any, extra map[stri
 		budget: workflow.ExprBudget{MaxStateBytes: x.env.MaxStateBytes},
 		names:  names,
 		args: []any{
-			lazyArg(func() any { return x.fromRaw(context) }), input, output, map[string]any{}, task, wf,
+			lazyArg(func() any { return x.fromRaw(contextText) }), input, output, map[string]any{}, task, wf,
 			map[string]any{"name": "flowd", "version": Version},
 		},
 		vars: map[string]any{},
