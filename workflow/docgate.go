@@ -78,10 +78,12 @@ func NewDocGate(maxStateBytes int) *DocGate {
 func (g *DocGate) Pool() int64 { return g.smallPool + g.largePool }
 
 // Acquire waits until a document of weight bytes (DecodedSize) may be
-// decoded, and takes its weight: a weight larger than the pool takes the
-// whole pool. The returned release gives the weight back (calling it
-// again does nothing); it must be called once the values decoded are no
-// longer used. A wait ends early, with ctx's error, when ctx does.
+// decoded, and takes its weight: from the small documents' share when it
+// is small and that share has room, else in line for the first-come part,
+// all of which a weight larger than that part takes. The returned release
+// gives the weight back (calling it again does nothing); it must be
+// called once the values decoded are no longer used. A wait ends early,
+// with ctx's error, when ctx does, and then takes nothing.
 func (g *DocGate) Acquire(ctx context.Context, weight int64) (release func(), err error) {
 	if g == nil || weight <= 0 {
 		return func() {}, nil
