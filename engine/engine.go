@@ -203,7 +203,8 @@ type Engine struct {
 	eventRetention time.Duration
 	// scheduleEvery is Config.ScheduleInterval (schedules.go).
 	scheduleEvery time.Duration
-	// decide holds the rules with this engine's ids, jitter and state bound.
+	// decide holds the rules with this engine's ids, jitter, state bound
+	// and gate of decoded documents.
 	decide rules.Env
 	// tracer is nil when tracing is off (tracing.go).
 	tracer trace.Tracer
@@ -345,6 +346,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.decide = rules.Env{NewID: store.NewID, Jitter: rand.Float64, MaxStateBytes: e.maxState}
 	e.decide.MaxVersions = maxVersions
+	// One gate for every decision of this engine (of the node): the
+	// documents its expressions decode take turns within it.
+	e.decide.Docs = workflow.NewDocGate(e.maxState)
 	if err := e.outboundClient(cfg); err != nil {
 		return nil, err
 	}

@@ -79,10 +79,14 @@ func (c *compiler) compile(src string, scope []string) (*gojq.Code, error) {
 // variables, and the budget it runs within.
 type scope struct {
 	names  []string       // extra variable names, "$item", …
-	args   []any          // values of argNames
+	args   []any          // values of argNames, or a lazyArg
 	vars   map[string]any // values of the extra variables by name
 	budget workflow.ExprBudget
 }
+
+// lazyArg is an argument costly to build (decoded from the instance's
+// JSON text), built only for a program that reads it.
+type lazyArg func() any
 
 // run evaluates src on dot within the scope's budget and returns its first
 // result as a JSON value (json.Number numbers); no result is null.
@@ -91,7 +95,18 @@ func (c *compiler) run(src string, dot any, sc *scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	vals := append([]any(nil), sc.args...)
+	vals := make([]any, 0, len(sc.args)+len(sc.names))
+	for i, a := range sc.args {
+		if lazy, ok := a.(lazyArg); ok {
+			// A jq program names the variables it reads: one whose
+			// text does not is not given the value.
+			a = nil
+			if strings.Contains(src, argNames[i]) {
+				a = lazy()
+			}
+		}
+		vals = append(vals, a)
+	}
 	for _, n := range sc.names {
 		vals = append(vals, sc.vars[n])
 	}

@@ -88,7 +88,7 @@ func (x *exec) startTimeout(f *Frame, n *node) {
 
 // tick evaluates a task that waited for its own version.
 func (x *exec) tick(f *Frame, n *node) {
-	raw := fromRaw(f.RawInput)
+	raw := x.fromRaw(f.RawInput)
 	if n.cond != "" {
 		ok, err := x.w.exprs.cond(n.cond, raw, x.scope(f, n.scope, raw, nil, nil))
 		if err != nil {
@@ -121,11 +121,11 @@ func (x *exec) itemDone(f *Frame, it Item, res Result) {
 	var out any
 	switch n.kind {
 	case kindEmit:
-		out = fromRaw(it.Input)
+		out = x.fromRaw(it.Input)
 	case kindWait:
-		out = fromRaw(f.Input)
+		out = x.fromRaw(f.Input)
 	default:
-		out = fromRaw(res.Output)
+		out = x.fromRaw(res.Output)
 	}
 	x.finish(f, out)
 }
@@ -150,7 +150,7 @@ func (x *exec) finish(f *Frame, out any) {
 // makes the new context, export.schema checks that.
 func (x *exec) finishThen(f *Frame, out any, then string) {
 	n := x.task(f)
-	in := fromRaw(f.Input)
+	in := x.fromRaw(f.Input)
 	if n.outputAs != nil {
 		v, err := x.w.exprs.value(n.outputAs, out, x.scope(f, n.scope, in, out, nil))
 		if err != nil {
@@ -180,7 +180,7 @@ func (x *exec) finishThen(f *Frame, out any, then string) {
 // export.schema before it replaces the old one, so that a context failing
 // its schema is never seen by a catch or a later task.
 func (x *exec) export(f *Frame, n *node, in, out any) *Error {
-	ctx := fromRaw(x.rt.Context)
+	ctx := x.fromRaw(x.rt.Context)
 	if n.exportAs != nil {
 		v, err := x.w.exprs.value(n.exportAs, out, x.scope(f, n.scope, in, out, nil))
 		if err != nil {
@@ -308,10 +308,10 @@ func (x *exec) iterate(f *Frame, n *node, data any) *Error {
 		x.finishComposite(f, data)
 		return nil
 	}
-	item := fromRaw(f.Collection[f.Index])
+	item := x.fromRaw(f.Collection[f.Index])
 	vars := map[string]any{n.forEach: item, n.forAt: f.Index}
 	if n.forWhile != "" {
-		in := fromRaw(f.Input)
+		in := x.fromRaw(f.Input)
 		ok, err := x.w.exprs.cond(n.forWhile, data, x.scope(f, withVars(n.scope, n.forEach, n.forAt), in, nil, vars))
 		if err != nil {
 			return x.exprErr(n, "while", err)

@@ -35,7 +35,7 @@ func (x *exec) branchDone(p *Frame, i int, out any) {
 		if !p.Received[j] {
 			return
 		}
-		all[j] = fromRaw(o)
+		all[j] = x.fromRaw(o)
 	}
 	x.finishComposite(p, all)
 }

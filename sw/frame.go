@@ -84,7 +84,7 @@ func (x *exec) removeBelow(f *Frame) {
 func (x *exec) variable(f *Frame, name string) any {
 	for c := f; c != nil; c = x.parent(c) {
 		if v, ok := c.Vars[name]; ok {
-			return fromRaw(v)
+			return x.fromRaw(v)
 		}
 	}
 	return nil
@@ -94,12 +94,17 @@ func (x *exec) variable(f *Frame, name string) any {
 // workflow level) for a program compiled with names; extra overrides
 // variables not yet stored.
 func (x *exec) scope(f *Frame, names []string, input, output any, extra map[string]any) *scope {
-	wf := map[string]any{
-		"id":         x.env.WorkflowID,
-		"definition": x.w.doc,
-		"input":      fromRaw(x.env.RawInput),
-		"startedAt":  timeArg(x.env.StartedAt),
-	}
+	// $workflow (the workflow's input) and $context are decoded only for a
+	// program that reads them.
+	wf := lazyArg(func() any {
+		return map[string]any{
+			"id":         x.env.WorkflowID,
+			"definition": x.w.doc,
+			"input":      x.fromRaw(x.env.RawInput),
+			"startedAt":  timeArg(x.env.StartedAt),
+		}
+	})
+	contextText := x.rt.Context
 	var task any
 	if f != nil {
 		n := x.task(f)
@@ -119,7 +124,7 @@ func (x *exec) scope(f *Frame, names []string, input, output any, extra map[stri
 		budget: workflow.ExprBudget{MaxStateBytes: x.env.MaxStateBytes},
 		names:  names,
 		args: []any{
-			fromRaw(x.rt.Context), input, output, map[string]any{}, task, wf,
+			lazyArg(func() any { return x.fromRaw(contextText) }), input, output, map[string]any{}, task, wf,
 			map[string]any{"name": "flowd", "version": Version},
 		},
 		vars: map[string]any{},

@@ -229,7 +229,7 @@ func (x *exec) received(f *Frame, i int, res Result) {
 		x.raise(f, &e)
 		return
 	}
-	ev := fromRaw(res.Output)
+	ev := x.fromRaw(res.Output)
 	val := ev
 	if n.listenRead != "envelope" {
 		m, _ := ev.(map[string]any)
@@ -245,17 +245,17 @@ func (x *exec) received(f *Frame, i int, res Result) {
 				x.setCause("received event", f.Ptr)
 				return
 			}
-			all[j] = fromRaw(o)
+			all[j] = x.fromRaw(o)
 		}
 		x.finish(f, all)
 	case "any":
 		f.Outputs = append(f.Outputs, toRaw(val))
 		events := make([]any, len(f.Outputs))
 		for j, o := range f.Outputs {
-			events[j] = fromRaw(o)
+			events[j] = x.fromRaw(o)
 		}
 		if n.listenUntil != "" {
-			in := fromRaw(f.Input)
+			in := x.fromRaw(f.Input)
 			done, err := x.w.exprs.cond(n.listenUntil, events, x.scope(f, n.scope, in, nil, nil))
 			if err != nil {
 				x.raise(f, x.exprErr(n, "listen.to.until", err))

@@ -129,7 +129,7 @@ func seqOf(id string) int {
 func (w *Workflow) Start(env Env, input json.RawMessage) (*Runtime, Step, error) {
 	rt := &Runtime{Context: json.RawMessage("{}"), Items: map[string]Item{}, Frames: map[string]*Frame{}, Waits: map[string]Waiting{}}
 	x := &exec{w: w, rt: rt, env: env, cause: "workflow started"}
-	in, err := decodeJSON(input)
+	in, err := x.decode(input)
 	if err != nil {
 		return nil, Step{}, fmt.Errorf("workflow input: %w", err)
 	}
@@ -186,7 +186,7 @@ func (w *Workflow) Resume(env Env, rt *Runtime, id string, res Result) (Step, er
 	case roleListen:
 		x.received(f, wt.Filter, res)
 	case roleFinish:
-		x.finish(f, fromRaw(f.Result))
+		x.finish(f, x.fromRaw(f.Result))
 	default:
 		x.itemDone(f, it, res)
 	}
@@ -207,6 +207,8 @@ type exec struct {
 	step  Step
 	cause string
 	ended bool // the workflow completed or faulted in this step
+	// values are the values decoded in this step (decoded.go).
+	values decodedValues
 }
 
 func (x *exec) setCause(verb, ptr string) {
@@ -319,14 +321,6 @@ func toRaw(v any) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return b
-}
-
-func fromRaw(b json.RawMessage) any {
-	v, err := decodeJSON(b)
-	if err != nil {
-		return nil
-	}
-	return v
 }
 
 func exprError(ptr string, err error) *Error {

@@ -50,7 +50,7 @@ func (x *exec) catch(c *Frame, n *node, e *Error) bool {
 	if cd == nil || !errorMatches(cd.with, e) {
 		return false
 	}
-	in := fromRaw(c.Input)
+	in := x.fromRaw(c.Input)
 	vars := map[string]any{cd.as: errorValue(e)}
 	sc := x.scope(c, cd.scope, in, nil, vars)
 	if cd.when != "" {
@@ -149,7 +149,7 @@ func retryDelay(r *retryPolicy, attempt int) time.Duration {
 func (x *exec) retryNow(c *Frame) {
 	n := x.task(c)
 	c.Phase = phaseTry
-	x.runTry(c, n, fromRaw(c.Input))
+	x.runTry(c, n, x.fromRaw(c.Input))
 }
 
 // errorMatches applies an errors.with filter: every property given must

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -136,6 +138,12 @@ var bombDefinitions = map[string]string{
 	"hold": `{"name":"hold","steps":[{"id":"a","type":"task","handler":"h","when":"def f($n): (\"x\"*4000000 + ($n|tostring)) as $a | if $n > 0 then f($n-1) else $a end; f(15) | length > 0"}]}`,
 	"sw-1g": "document: {dsl: '1.0.0', namespace: test, name: sw-1g, version: '1.0.0'}\n" +
 		"do:\n  - grow:\n      set:\n        n: '${ \"x\" * 1000000000 | length }'\n",
+	// Read a large input: a `when` that needs nothing of it (the document
+	// is decoded all the same), and one that needs all of it.
+	"doc-true": `{"name":"doc-true","steps":[{"id":"a","type":"sleep","duration":"1ms","when":"true"}]}`,
+	"doc-len":  `{"name":"doc-len","steps":[{"id":"a","type":"sleep","duration":"1ms","when":".input | length > 0"}]}`,
+	// Reads its large input, then holds as much as an evaluation may.
+	"doc-hold": `{"name":"doc-hold","steps":[{"id":"a","type":"sleep","duration":"1ms","when":"(.input.xs | length) as $l | def f($n): (\"x\"*4000000 + ($n|tostring)) as $a | if $n > 0 then f($n-1) else $a end; f(15) | length > $l"}]}`,
 	"sw-int": "document: {dsl: '1.0.0', namespace: test, name: sw-int, version: '1.0.0'}\n" +
 		"input:\n  schema:\n    format: json\n    document:\n      type: object\n      properties:\n        xs: {type: array, items: {type: integer}}\n" +
 		"do:\n  - ok:\n      set:\n        ok: true\n",
@@ -164,6 +172,45 @@ func startFails(def string, wants ...string) func(n *bombNode, id string) string
 			}
 		}
 		return fmt.Sprintf("instance %.600s, want FAILED with one of %q", got, wants)
+	}
+}
+
+// largeDocument is a start of def whose body is 1 MiB, its input
+// {"xs": [{"a":1}, …]}: small objects, the shape whose decoded values cost
+// the most (about 47 MB for the megabyte). It must be answered 201, and
+// the instance complete (fail with an error containing want, when set):
+// the node's gate on decoded documents makes such starts take turns, it
+// fails none.
+func largeDocument(def, want string) func(n *bombNode, id string) string {
+	return func(n *bombNode, id string) string {
+		head := `{"id":"` + id + `","definition":"` + def + `","input":{"xs":[`
+		objects := ((1 << 20) - len(head) - 3) / 8
+		body := head + strings.TrimSuffix(strings.Repeat(`{"a":1},`, objects), ",") + "]}}"
+		if code, got := n.do("POST", "/v1/workflows", "application/json", body); code != 201 {
+			return fmt.Sprintf("start: %d %.300s", code, got)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			// The history holds the versions' states, not the input.
+			code, got := n.do("GET", "/v1/workflows/"+id+"/history", "", "")
+			var h struct {
+				Versions []struct{ Status string }
+			}
+			if code == 200 && json.Unmarshal([]byte(got), &h) == nil && len(h.Versions) > 0 {
+				switch last := h.Versions[len(h.Versions)-1]; {
+				case last.Status == "COMPLETED" && want == "":
+					return ""
+				case last.Status == "FAILED" && want != "" && strings.Contains(got, want):
+					return ""
+				case last.Status == "COMPLETED" || last.Status == "FAILED":
+					return fmt.Sprintf("%s, want %q: %.600s", last.Status, cmp.Or(want, "COMPLETED"), got)
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Sprintf("not COMPLETED after 60s: %d %.600s", code, got)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }
 
@@ -231,6 +278,14 @@ func TestBombsKeepTheNodeUp(t *testing.T) {
 	holder := bomb{"holding what an evaluation may", startFails("hold",
 		"would make the evaluation hold more than 16777216 bytes (4 × --max-state-bytes)", "took longer than 1s")}
 	run("eight holding what they may at once", []bomb{holder, holder, holder, holder, holder, holder, holder, holder})
+	// Each 1 MiB input decodes to about 47 MB: eight at once took 585 MB
+	// before the documents took turns (674 MB holding what they may).
+	docTrue := bomb{"a 1 MiB input of small objects, when: true", largeDocument("doc-true", "")}
+	run("eight 1 MiB inputs read by a when at once", []bomb{docTrue, docTrue, docTrue, docTrue, docTrue, docTrue, docTrue, docTrue})
+	docLen := bomb{"a 1 MiB input of small objects, when: .input | length > 0", largeDocument("doc-len", "")}
+	run("eight 1 MiB inputs read whole by a when at once", []bomb{docLen, docLen, docLen, docLen, docLen, docLen, docLen, docLen})
+	docHold := bomb{"a 1 MiB input, and a when holding what it may", largeDocument("doc-hold", "would make the evaluation hold more than 16777216 bytes (4 × --max-state-bytes)")}
+	run("eight 1 MiB inputs and evaluations holding what they may at once", []bomb{docHold, docHold, docHold, docHold, docHold, docHold, docHold, docHold})
 }
 
 // concurrently runs bombs at once, instance ids prefixed with tag.

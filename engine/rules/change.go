@@ -86,6 +86,11 @@ type Env struct {
 	// no bound); a larger one is refused with workflow.ErrStateTooLarge.
 	MaxStateBytes int
 
+	// Docs bounds the documents the decisions of a node decode at once
+	// for their expressions (nil: no bound): one gate for every decision
+	// of the node.
+	Docs *workflow.DocGate
+
 	// Ctx, when set, is the caller's context: it bounds the evaluation of
 	// expressions (besides workflow.ExprTimeout).
 	Ctx context.Context

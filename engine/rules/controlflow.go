@@ -45,23 +45,23 @@ func (c *Definition) compileControlFlow() error {
 }
 
 // when evaluates, under ctx (see Env.evalCtx) and within b, step id's
-// `when` program on the instance as it is: run reports whether the step
-// runs (no program, or a truthy result). An error is the program's, to
-// fail the step with.
-func (c *Definition) when(ctx context.Context, b workflow.ExprBudget, id string, inst *workflow.Instance) (run bool, err error) {
+// `when` program on the instance as it is (doc: the decision's document):
+// run reports whether the step runs (no program, or a truthy result). An
+// error is the program's, to fail the step with.
+func (c *Definition) when(ctx context.Context, b workflow.ExprBudget, id string, inst *workflow.Instance, doc *workflow.ExprDoc) (run bool, err error) {
 	x := c.flow.whens[id]
 	if x == nil {
 		return true, nil
 	}
-	doc, err := workflow.ExprDocument(inst.Input, inst.State, nil, 0)
+	v, err := doc.Document(inst.Input, inst.State)
 	if err != nil {
 		return false, err
 	}
-	v, err := x.Eval(ctx, doc, b)
+	out, err := x.Eval(ctx, v, b)
 	if err != nil {
 		return false, err
 	}
-	return workflow.Truthy(v), nil
+	return workflow.Truthy(out), nil
 }
 
 // output is the output of an instance that completes: the definition's

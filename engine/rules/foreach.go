@@ -199,14 +199,15 @@ func (env Env) evalCtx() context.Context {
 	return context.TODO() // a decision made without a caller's context: the timeout alone bounds it
 }
 
-// evalForeach runs step id's foreach expression on the instance: the array
-// of items and their number, or the message the step fails with.
-func (env Env) evalForeach(c *Definition, inst *workflow.Instance, id string) (json.RawMessage, int, string) {
-	doc, err := workflow.ExprDocument(inst.Input, inst.State, nil, 0)
+// evalForeach runs step id's foreach expression on the instance (doc: the
+// decision's document): the array of items and their number, or the
+// message the step fails with.
+func (env Env) evalForeach(c *Definition, inst *workflow.Instance, id string, doc *workflow.ExprDoc) (json.RawMessage, int, string) {
+	d, err := doc.Document(inst.Input, inst.State)
 	if err != nil {
 		return nil, 0, "foreach: " + err.Error()
 	}
-	v, err := c.foreach[id].Eval(env.evalCtx(), doc, env.exprBudget())
+	v, err := c.foreach[id].Eval(env.evalCtx(), d, env.exprBudget())
 	if err != nil {
 		return nil, 0, "foreach: " + err.Error()
 	}
@@ -244,8 +245,8 @@ func describeValue(v []byte) string {
 // before, and runs the others again with a fresh budget), and the first
 // iterations are queued. An expression that fails or does not give an
 // array of at most workflow.MaxForeachItems fails the step; an empty array
-// completes it at once with [].
-func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change) {
+// completes it at once with []. doc is the decision's document.
+func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change, doc *workflow.ExprDoc) {
 	st := inst.State.Steps[id]
 	fe, err := foreachOf(st)
 	if err == nil && fe != nil {
@@ -258,7 +259,7 @@ func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, e
 		return
 	}
 	if fe == nil {
-		items, n, msg := env.evalForeach(c, inst, id)
+		items, n, msg := env.evalForeach(c, inst, id, doc)
 		if msg != "" {
 			st.Status, st.Error = workflow.StepFailed, msg
 			return

@@ -86,8 +86,12 @@ func (c *Definition) decidable(steps map[string]*workflow.StepState) bool {
 // and is scheduled or skipped. A skip can decide the steps after it, so it
 // goes round until nothing moves. A `when` that fails to evaluate fails
 // its step (no retry) with "when: <message>", and nothing more is decided:
-// settle fails the instance.
+// settle fails the instance. The expressions of the decision (each `when`,
+// a foreach) read one document, decoded once within the node's gate
+// (Env.Docs) and given back once every step has moved.
 func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[string]*Task, now time.Time, ch *Change) {
+	doc := workflow.NewExprDoc(env.evalCtx(), env.Docs)
+	defer doc.Close()
 	steps := inst.State.Steps
 	for moved := true; moved; {
 		moved = false
@@ -106,7 +110,7 @@ func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[s
 				if s.Join == workflow.JoinFirst {
 					withdraw(s, steps, existing, ch)
 				}
-				run, err := c.when(env.evalCtx(), env.exprBudget(), s.ID, inst)
+				run, err := c.when(env.evalCtx(), env.exprBudget(), s.ID, inst, doc)
 				switch {
 				case err != nil:
 					st.Status = workflow.StepFailed
@@ -115,7 +119,7 @@ func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[s
 				case !run:
 					skipStep(st)
 				default:
-					env.schedule(c, inst, s.ID, existing, now, ch)
+					env.schedule(c, inst, s.ID, existing, now, ch, doc)
 				}
 			}
 			moved = true

@@ -95,8 +95,9 @@ func settle(c *Definition, inst *workflow.Instance, ch *Change, max int) {
 
 // schedule starts one ready step: a wait step starts WAITING; the others
 // render their input and get a queued task. A template that references
-// something missing fails the step at once, without retry.
-func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change) {
+// something missing fails the step at once, without retry. doc is the
+// decision's document (for a foreach expression).
+func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change, doc *workflow.ExprDoc) {
 	step, _ := c.Def.Step(id)
 	st := inst.State.Steps[id]
 	if st == nil {
@@ -114,7 +115,7 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 		return
 	}
 	if step.Foreach != "" {
-		env.startForeach(c, inst, id, existing, now, ch)
+		env.startForeach(c, inst, id, existing, now, ch, doc)
 		return
 	}
 	input, err := c.render(id, inst, env.MaxStateBytes)

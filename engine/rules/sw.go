@@ -83,7 +83,12 @@ func (env Env) swStart(c *Definition, inst *workflow.Instance, now time.Time) (C
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
 	}
+	release, err := env.swDocuments(inst, nil)
+	if err != nil {
+		return Change{}, err
+	}
 	rt, step, err := c.SW.Start(env.swEnv(inst, now), input)
+	release()
 	if err != nil {
 		return Change{}, err
 	}
@@ -110,7 +115,12 @@ func (env Env) swResume(c *Definition, inst *workflow.Instance, t *Task, res sw.
 	if err != nil {
 		return err
 	}
+	release, err := env.swDocuments(inst, res.Output)
+	if err != nil {
+		return err
+	}
 	step, err := c.SW.Resume(env.swEnv(inst, now), rt, t.StepID, res)
+	release()
 	if err != nil {
 		return fmt.Errorf("%w: task %s: %w", ErrLeaseLost, t.StepID, err)
 	}
@@ -153,6 +163,22 @@ func (env Env) failOversize(c *Definition, inst *workflow.Instance, big *workflo
 	}
 	ch.setInstance(inst)
 	return env.checkSize(inst.State)
+}
+
+// swDocuments takes from the node's gate (Env.Docs) the weight of what a
+// step of the machine decodes for its evaluations and schema checks: the
+// instance's input, its runtime (the context, the frames' inputs and
+// outputs) and the output of the item it resumes with. The machine keeps
+// them as JSON text and decodes them as it goes; what it decoded is
+// garbage once it returns, when the caller gives the weight back. An
+// error is the end of ctx while waiting.
+func (env Env) swDocuments(inst *workflow.Instance, result json.RawMessage) (release func(), err error) {
+	weight := workflow.DecodedSize(inst.Input) + workflow.DecodedSize(inst.State.Extra[SWStateKey]) + workflow.DecodedSize(result)
+	release, err = env.Docs.Acquire(env.evalCtx(), weight)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the memory to decode the instance's documents (about %d bytes): %w", weight, err)
+	}
+	return release, nil
 }
 
 // swApply writes the machine's step into inst and ch: the runtime into the
