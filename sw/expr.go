@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/flowd/flowd/internal/gojq"
+	"github.com/flowd/flowd/internal/third_party/gojq"
 	"github.com/flowd/flowd/workflow"
 )
 

@@ -18,7 +18,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/flowd/flowd/internal/gojq"
+	"github.com/flowd/flowd/internal/third_party/gojq"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 

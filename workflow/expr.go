@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/flowd/flowd/internal/gojq"
+	"github.com/flowd/flowd/internal/third_party/gojq"
 )
 
 // Expr is a compiled jq program.

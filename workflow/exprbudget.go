@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/flowd/flowd/internal/gojq"
+	"github.com/flowd/flowd/internal/third_party/gojq"
 )
 
 // ExprTimeout bounds the time of one evaluation: a definition is input

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/internal/gojq"
+	"github.com/flowd/flowd/internal/third_party/gojq"
 )
 
 var testLimits = gojq.Limits{MaxValueBytes: 4 << 20, MaxHeldBytes: 16 << 20}
