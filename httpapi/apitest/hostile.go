@@ -153,7 +153,9 @@ func testStateLimit(t *testing.T, newServer NewServer) {
 	expect(t, a.do("PUT", "/v1/definitions/sl", `{"name":"sl","steps":[{"id":"a","type":"task","handler":"sl-remote"}]}`), 201, "definition")
 	expect(t, a.do("POST", "/v1/workflows", `{"id":"sl-task","definition":"sl"}`), 201, "start")
 	grow("sl-task")
-	r := a.do("POST", "/v1/tasks/poll", `{"worker":"w","handlers":["sl-remote"],"wait_seconds":5}`)
+	// A long lease: the refused completion and the reads around it must not
+	// outlast it on a loaded machine, or the retry below meets a lost lease.
+	r := a.do("POST", "/v1/tasks/poll", `{"worker":"w","handlers":["sl-remote"],"wait_seconds":5,"lease_seconds":600}`)
 	expect(t, r, 200, "poll")
 	var task httpapi.TaskResponse
 	r.json(t, &task)
