@@ -98,7 +98,7 @@ func TestHeartbeatSurvivesDroppedConnection(t *testing.T) {
 	ctx := context.Background()
 
 	const lease = 3 * time.Second // heartbeats every ~1s: reconnecting after the fault fits in one, even on a loaded machine
-	const runFor = 4 * lease / 3         // past the first lease: only heartbeats keep it alive
+	const runFor = 4 * lease / 3  // past the first lease: only heartbeats keep it alive
 	var (
 		started   = make(chan struct{})
 		startOnce sync.Once
