@@ -197,17 +197,7 @@ func TestEventInEachLanguage(t *testing.T) {
 		"flowd": func() *world {
 			return started(t, "name: l\nsteps:\n  - {id: wait, type: wait, event: payment}\n", `{}`)
 		},
-		"serverless": func() *world {
-			return swStarted(t, `
-document: {dsl: '1.0.0', namespace: test, name: l, version: '1.0.0'}
-do:
-  - wait:
-      listen:
-        to:
-          one:
-            with: {type: payment}
-`)
-		},
+		"serverless": func() *world { return swStarted(t, swListen) },
 	}
 	for name, start := range worlds {
 		t.Run(name, func(t *testing.T) {

@@ -19,7 +19,8 @@ import (
 // = item id) and one entry of state.steps (RUNNING, or WAITING for an
 // event), so that leases, fencing, deliveries, timeouts and the sweeper
 // treat it as any step. A finished row resumes the machine, which decides
-// the next version: one per finished task.
+// the next version: one per finished task. The rules reach all this
+// through the instances' Language, serverless (serverless.go).
 
 // SWStateKey is the top-level key of an instance's state that holds the
 // interpreter's runtime.
