@@ -228,7 +228,7 @@ func (b *reopenBatch) decide(ctx context.Context, ms []moved) error {
 				return err
 			}
 			id := m.inst.ID
-			if c.SW != nil && b.retry {
+			if !c.Language.CanRetry() && b.retry {
 				return &rules.NotAllowedError{Msg: fmt.Sprintf("cannot retry workflow %s: a Serverless Workflow instance that faulted cannot be retried", id)}
 			}
 			// The rules change the instance they decide on.

@@ -66,7 +66,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if err != nil {
 		return err
 	}
-	name := childDefinition(pc, parent, row.StepID)
+	name := pc.Language.ChildDefinition(parent, row.StepID)
 	cc, err := e.compiled(ctx, name, 0)
 	if errors.Is(err, store.ErrNotFound) {
 		return e.FailTask(ctx, t.ID, t.Lease, rules.UnknownDefinitionError(name), false)
@@ -426,15 +426,4 @@ func (e *Engine) cancelDroppedChildren(ctx context.Context, w *store.Write) {
 			e.cancelChild(ctx, child)
 		}
 	}
-}
-
-// childDefinition is the definition the workflow step (or Serverless
-// Workflow `run: workflow` task) step of parent starts a child of.
-func childDefinition(pc *compiled, parent *workflow.Instance, step string) string {
-	if pc.SW != nil {
-		name, _ := rules.SWChildDefinition(parent, step)
-		return name
-	}
-	s, _ := pc.Def.Step(step)
-	return s.Definition
 }

@@ -270,9 +270,10 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 			if err != nil {
 				return nil, err
 			}
-			if c.SW != nil && d.ch.Cause != "" {
-				// A Serverless Workflow version is named by the task
-				// that finished, not by the row.
+			if d.ch.Cause != "" {
+				// The decision names the version: a Serverless
+				// Workflow's by the task that finished, not by the row
+				// (a flowd step's cause is the row's).
 				d.cause = d.ch.Cause
 			}
 			return d, cancelWithdrawn(ctx, q, d)

@@ -63,17 +63,14 @@ func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existi
 	if !slices.Contains(target.from, inst.Status) {
 		return Change{}, &NotAllowedError{fmt.Sprintf("cannot %s workflow %s: it is %s (allowed from %v)", action, inst.ID, inst.Status, target.from)}
 	}
-	if c != nil && c.SW != nil && action == "retry" {
+	if c != nil && !c.Language.CanRetry() && action == "retry" {
 		return Change{}, &NotAllowedError{fmt.Sprintf("cannot retry workflow %s: a Serverless Workflow instance that faulted cannot be retried (start a new one; use try/catch with retry in the document to retry its tasks)", inst.ID)}
 	}
 	was := inst.Status
 	inst.Status = target.to
 	var ch Change
-	if c != nil && c.SW != nil {
-		// Its pending items wait in their rows: a resume makes them
-		// claimable again, a pause or a cancel holds or ends them.
-	} else if c != nil {
-		env.reopen(c, inst, existing, action == "retry", now, &ch)
+	if c != nil {
+		c.Language.reopen(env, inst, existing, action == "retry", now, &ch)
 		if inst.Status != target.to && !workflow.CanTransition(was, inst.Status) {
 			// Nothing was left to run: the action's status now, settled
 			// in a second version.
@@ -91,26 +88,10 @@ func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existi
 // false when that changes nothing (a resume with nothing ready and nothing
 // to settle): the batch's status change is all there is.
 func (env Env) Reopen(c *Definition, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time) (ch Change, write bool) {
-	if c.SW != nil {
-		ch.setInstance(inst)
-		ch.Notify = true
-		return ch, false
-	}
-	ready := c.decidable(inst.State.Steps) // what a resume schedules or skips
-	env.reopen(c, inst, existing, retry, now, &ch)
+	write = c.Language.reopen(env, inst, existing, retry, now, &ch)
 	ch.setInstance(inst)
 	ch.Notify = true // tasks queued before a pause are claimable again
-	return ch, retry || ready || inst.Status != workflow.StatusRunning
-}
-
-// reopen schedules what is ready in an instance that runs again (resume,
-// retry): a retry first resets its failed and interrupted steps and its
-// timeout (prepareRetry).
-func (env Env) reopen(c *Definition, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time, ch *Change) {
-	if retry {
-		prepareRetry(c, inst, now)
-	}
-	env.advance(c, inst, existing, now, ch)
+	return ch, write
 }
 
 // prepareRetry gives a retried instance a new timeout and puts its failed,

@@ -49,27 +49,8 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lea
 	done.LastError = ""
 	done.clearLease()
 	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Lease: lease}})
-	if c.SW != nil {
-		// A tick's outcome is the machine's own evaluation: a state too
-		// large to store cannot be made smaller by completing it again.
-		resume := env.swResume
-		if t.Queue == QueueTick {
-			resume = env.swResumeBounded
-		}
-		if err := resume(c, inst, t, swResult(t, output), now, &ch); err != nil {
-			return Change{}, err
-		}
-	} else {
-		if t.Iteration > 0 {
-			if err := env.completeIteration(c, inst, t, output, now, &ch); err != nil {
-				return Change{}, err
-			}
-		} else {
-			env.completeStep(c, inst, t.StepID, output, t.Attempt, now, &ch)
-		}
-		if err := env.checkSize(inst.State); err != nil {
-			return Change{}, err
-		}
+	if err := c.Language.taskCompleted(env, inst, t, output, now, &ch); err != nil {
+		return Change{}, err
 	}
 	env.leaseNext(c, inst, next, now, &ch)
 	ch.setInstance(inst)
@@ -97,21 +78,8 @@ func (env Env) FailTask(c *Definition, inst *workflow.Instance, t *Task, lease, 
 	}
 	from := inst.Status
 	ch := Change{Cause: FailedCause(t)}
-	if c.SW != nil {
-		if err := env.swFailTask(c, inst, t, msg, false, now, &ch); err != nil {
-			return Change{}, err
-		}
-	} else {
-		u := *t
-		env.failAttempt(c, inst, &u, msg, retryable, false, now)
-		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
-		if u.Iteration > 0 && u.Status == TaskFailed {
-			if err := env.iterationFailed(inst, &u, &ch); err != nil {
-				return Change{}, err
-			}
-		}
-		ch.setInstance(inst)
-		ch.Notify = ch.claimable()
+	if err := c.Language.taskFailed(env, inst, t, msg, retryable, false, now, &ch); err != nil {
+		return Change{}, err
 	}
 	if err := env.limitVersions(c, from, inst, &ch); err != nil {
 		return Change{}, err
@@ -188,21 +156,8 @@ func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now 
 	from := inst.Status
 	reason := ExpiryReason(t, now)
 	ch.Cause = ExpiredCause(t, reason)
-	if c.SW != nil {
-		if err := env.swFailTask(c, inst, t, reason, true, now, &ch); err != nil {
-			return Change{}, false, err
-		}
-	} else {
-		u := *t
-		env.failAttempt(c, inst, &u, reason, true, true, now)
-		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})
-		if u.Iteration > 0 && u.Status == TaskFailed {
-			if err := env.iterationFailed(inst, &u, &ch); err != nil {
-				return Change{}, false, err
-			}
-		}
-		ch.setInstance(inst)
-		ch.Notify = ch.claimable()
+	if err := c.Language.taskFailed(env, inst, t, reason, true, true, now, &ch); err != nil {
+		return Change{}, false, err
 	}
 	if err := env.limitVersions(c, from, inst, &ch); err != nil {
 		return Change{}, false, err

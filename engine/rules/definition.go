@@ -26,10 +26,9 @@ type Definition struct {
 	// concurrencyKeys and rateKeys are the steps' flow-control keys
 	// (flowcontrol.go).
 	concurrencyKeys, rateKeys map[string]*workflow.Template
-	// SW is the compiled Serverless Workflow document of a definition in
-	// that language (nil for a flowd definition): its instances run on
-	// the interpreter (sw.go).
-	SW *sw.Workflow
+	// Language runs the instances: a flowd DAG (dag.go) or a compiled
+	// Serverless Workflow document (serverless.go).
+	Language Language
 }
 
 // Compile compiles def's templates; an error names the step and field of
@@ -43,11 +42,14 @@ func Compile(def *workflow.Definition) (*Definition, error) {
 		// The document's timeout is the instances' deadline.
 		d := *def
 		d.Timeout = workflow.Duration(w.Timeout)
-		return &Definition{Def: &d, SW: w}, nil
+		c := &Definition{Def: &d}
+		c.Language = serverless{c: c, w: w}
+		return c, nil
 	}
 	c := &Definition{Def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
 		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{},
 		foreach: map[string]*workflow.Expr{}, keys: map[string]*workflow.Template{}}
+	c.Language = dag{c: c}
 	has := def.HasStep
 	var err error
 	for _, s := range def.Steps {

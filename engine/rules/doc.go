@@ -11,7 +11,10 @@
 // settles COMPLETED or FAILED, how retries back off, who may complete an
 // attempt (fencing), what each action and status transition does. The engine
 // reads what a decision needs, calls this package, and writes the result; it
-// decides nothing itself.
+// decides nothing itself. The two definition languages, flowd DAGs and
+// Serverless Workflow documents, meet these rules through one interface,
+// Language (language.go), which a compiled Definition holds: the rules
+// never ask which language they run.
 //
 // No I/O: the package imports only the standard library and the workflow
 // package. The time is an argument; fresh ids (task ids, lease tokens) and

@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -116,16 +115,8 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, 
 	from := inst.Status
 	noteEvent(st, ev)
 	ch := Change{Cause: EventCause(t.StepID, ev)}
-	data := ev.Data
-	if len(data) == 0 {
-		data = json.RawMessage("null")
-	}
-	if c.SW != nil {
-		if err := env.swResume(c, inst, t, sw.Result{Output: swEventOutput(ev)}, now, &ch); err != nil {
-			return Change{}, err
-		}
-	} else {
-		env.completeStep(c, inst, t.StepID, data, 0, now, &ch)
+	if err := c.Language.eventTaken(env, inst, t, ev, now, &ch); err != nil {
+		return Change{}, err
 	}
 	if err := env.checkSize(inst.State); err != nil {
 		return Change{}, err
@@ -180,13 +171,8 @@ func (env Env) FailByEvent(c *Definition, inst *workflow.Instance, t *Task, ev E
 	from := inst.Status
 	noteEvent(st, ev)
 	ch := Change{Cause: UndeliveredCause(t.StepID, ev)}
-	if c.SW != nil {
-		if err := env.swResumeBounded(c, inst, t, sw.Result{Error: swRuntimeError(reason)}, now, &ch); err != nil {
-			return Change{}, err
-		}
-	} else {
-		st.Status, st.Error = workflow.StepFailed, reason
-		settle(c, inst, nil, env.MaxStateBytes)
+	if err := c.Language.eventUndelivered(env, inst, t, reason, now, &ch); err != nil {
+		return Change{}, err
 	}
 	failed := *t
 	failed.Status, failed.LastError = TaskFailed, reason

@@ -214,10 +214,8 @@ func TestEventTooLargeFailsTheWaitingStep(t *testing.T) {
 	}
 }
 
-// A Serverless Workflow's listen task that cannot record its event raises
-// a runtime error at the task: without a try/catch the instance faults.
-func TestEventTooLargeRaisesAtAServerlessListenTask(t *testing.T) {
-	w := swStarted(t, `
+// swListen is a document whose one task listens for a payment event.
+const swListen = `
 document: {dsl: '1.0.0', namespace: test, name: l, version: '1.0.0'}
 do:
   - wait:
@@ -225,7 +223,12 @@ do:
         to:
           one:
             with: {type: payment}
-`)
+`
+
+// A Serverless Workflow's listen task that cannot record its event raises
+// a runtime error at the task: without a try/catch the instance faults.
+func TestEventTooLargeRaisesAtAServerlessListenTask(t *testing.T) {
+	w := swStarted(t, swListen)
 	var task *Task
 	for _, tk := range w.tasks {
 		task = tk

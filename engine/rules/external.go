@@ -32,7 +32,7 @@ type ExternalCompletion struct {
 // is refused (ErrStepNotReady). The instance then moves on as after a task
 // completion. A state larger than env.MaxStateBytes is refused.
 func (env Env) CompleteStep(c *Definition, inst *workflow.Instance, p ExternalCompletion, now time.Time) (Change, error) {
-	if c != nil && c.SW != nil {
+	if c != nil && !c.Language.completesStepsFromOutside() {
 		return Change{}, &NotAllowedError{fmt.Sprintf("workflow %s runs a Serverless Workflow document: its tasks are completed by their workers, events and timers, not through the API", inst.ID)}
 	}
 	st, ok := inst.State.Steps[p.Step]

@@ -86,7 +86,7 @@ func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, own
 		if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
-		if t.Iteration == 0 && c.SW == nil && env.roomFor(inst.Version, 1, false) {
+		if t.Iteration == 0 && c.Language.countsAttemptsInState() && env.roomFor(inst.Version, 1, false) {
 			// An iteration's delivery changes no state: its attempts are
 			// its task's, and a foreach step's many iterations would
 			// otherwise each write the instance twice. Nor does a
@@ -96,7 +96,7 @@ func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, own
 			}
 			state.Steps[t.StepID].Attempts = t.Attempt + 1
 		}
-		env.lease(&t, owner, now, lease, c.stepTimeout(inst, t.StepID))
+		env.lease(&t, owner, now, lease, c.Language.attemptTimeout(inst, t.StepID))
 		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: Guard{Status: TaskQueued}})
 	}
 	if len(ch.Update) == 0 {
@@ -146,7 +146,7 @@ func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease,
 		if st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
-		env.lease(nt, next.Owner, now, next.Lease, c.stepTimeout(inst, nt.StepID))
+		env.lease(nt, next.Owner, now, next.Lease, c.Language.attemptTimeout(inst, nt.StepID))
 		if nt.Iteration == 0 {
 			st.Attempts = nt.Attempt
 		}
@@ -185,14 +185,4 @@ func GiveBack(t *Task, lease string, now time.Time) error {
 	t.MaxAttempts++
 	t.clearLease()
 	return nil
-}
-
-// stepTimeout bounds one attempt of step id's task (0: no bound): the
-// step's timeout, or a Serverless Workflow task's.
-func (c *Definition) stepTimeout(inst *workflow.Instance, id string) time.Duration {
-	if c.SW != nil {
-		return swTimeout(inst, id)
-	}
-	step, _ := c.Def.Step(id)
-	return time.Duration(step.Timeout)
 }

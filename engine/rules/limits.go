@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -90,11 +89,6 @@ func (env Env) limitVersions(c *Definition, from workflow.Status, inst *workflow
 // re-queued is cancelled instead. The history cause ends with msg.
 func failInstance(c *Definition, inst *workflow.Instance, msg string, ch *Change) error {
 	inst.Status = workflow.StatusFailed
-	if c.SW != nil {
-		if err := abortSW(inst, msg); err != nil {
-			return err
-		}
-	}
 	// A step whose task the change updates, or already withdrawn, is not
 	// withdrawn again: a task is written once.
 	updated := map[string]bool{}
@@ -113,9 +107,8 @@ func failInstance(c *Definition, inst *workflow.Instance, msg string, ch *Change
 			ch.Withdrawn = append(ch.Withdrawn, id)
 		}
 	}
-	if c.SW != nil {
-		// A Serverless Workflow's steps mirror its pending items: none.
-		clear(inst.State.Steps)
+	if err := c.Language.abort(inst, msg); err != nil {
+		return err
 	}
 	inst.State.CancelActiveSteps()
 	ch.Insert, ch.Next, ch.Output = nil, nil, nil
@@ -123,22 +116,6 @@ func failInstance(c *Definition, inst *workflow.Instance, msg string, ch *Change
 	ch.Note = "; " + msg
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
-	return nil
-}
-
-// abortSW ends the Serverless Workflow runtime in inst's state with a
-// runtime error whose detail is msg (sw.Runtime.Abort).
-func abortSW(inst *workflow.Instance, msg string) error {
-	rt, err := SWRuntime(inst.State)
-	if err != nil {
-		return err
-	}
-	rt.Abort(swRuntimeError(msg))
-	raw, err := json.Marshal(rt)
-	if err != nil {
-		return err
-	}
-	inst.State.Extra[SWStateKey] = raw
 	return nil
 }
 
@@ -170,7 +147,9 @@ func (env Env) FailForLimit(c *Definition, inst *workflow.Instance, t *Task, lea
 	u.Status, u.LastError = TaskFailed, msg
 	u.clearLease()
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
-	if st := inst.State.Steps[t.StepID]; c.SW == nil && st != nil {
+	// (A Serverless Workflow's steps, which mirror its pending items, are
+	// emptied when failInstance aborts its machine.)
+	if st := inst.State.Steps[t.StepID]; st != nil {
 		st.Status, st.Error = workflow.StepFailed, msg
 		st.Attempts = max(st.Attempts, t.Attempt)
 	}

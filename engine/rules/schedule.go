@@ -9,36 +9,15 @@ import (
 
 // Start decides a new instance of c: inst carries its id, input and initial
 // state (c.Def.InitialState with the caller's variables). It becomes
-// RUNNING, gets the workflow timeout as its deadline, and the steps without
-// dependencies are scheduled in the same write (their `when` evaluated;
-// a start that skips every step completes in a second version,
-// Change.Settled). A state larger than env.MaxStateBytes is refused
+// RUNNING, gets the workflow timeout as its deadline, and its first tasks
+// are queued in the same write — a flowd definition's steps without
+// dependencies (their `when` evaluated), a Serverless Workflow's first
+// items; an instance that waits for nothing (every step skipped, a
+// document that ends at once) settles in a second version,
+// Change.Settled. A state larger than env.MaxStateBytes is refused
 // (workflow.ErrStateTooLarge).
 func (env Env) Start(c *Definition, inst *workflow.Instance, now time.Time) (Change, error) {
-	if c.SW != nil {
-		return env.swStart(c, inst, now)
-	}
-	inst.Status = workflow.StatusRunning
-	inst.Deadline = deadline(c, now)
-	ch := Change{Cause: "start"}
-	env.advance(c, inst, nil, now, &ch)
-	if err := env.checkSize(inst.State); err != nil {
-		return Change{}, err
-	}
-	switch inst.Status {
-	case workflow.StatusCompleted:
-		// Every step was skipped: an instance is created RUNNING, and
-		// completes in a second version (Settled).
-		inst.Status = workflow.StatusRunning
-		ch.Settled, ch.SettledCause = workflow.StatusCompleted, "every step was skipped at start"
-	case workflow.StatusFailed:
-		// Nothing runs for a failed instance: the steps scheduled before
-		// the one that failed are CANCELLED, and get their tasks on retry.
-		ch.Insert = nil
-	}
-	ch.setInstance(inst)
-	ch.Notify = ch.claimable()
-	return ch, nil
+	return c.Language.start(env, inst, now)
 }
 
 // deadline is when an instance started (or retried) now times out; nil

@@ -19,7 +19,8 @@ import (
 // = item id) and one entry of state.steps (RUNNING, or WAITING for an
 // event), so that leases, fencing, deliveries, timeouts and the sweeper
 // treat it as any step. A finished row resumes the machine, which decides
-// the next version: one per finished task.
+// the next version: one per finished task. The rules reach all this
+// through the instances' Language, serverless (serverless.go).
 
 // SWStateKey is the top-level key of an instance's state that holds the
 // interpreter's runtime.
@@ -75,42 +76,9 @@ func (env Env) swEnv(inst *workflow.Instance, now time.Time) sw.Env {
 	return sw.Env{Now: now, WorkflowID: inst.ID, StartedAt: started, RawInput: inst.Input, MaxStateBytes: env.MaxStateBytes}
 }
 
-// swStart starts the machine of a new instance.
-func (env Env) swStart(c *Definition, inst *workflow.Instance, now time.Time) (Change, error) {
-	inst.Status = workflow.StatusRunning
-	inst.Deadline = deadline(c, now)
-	input := inst.Input
-	if len(input) == 0 {
-		input = json.RawMessage("{}")
-	}
-	release, err := env.swDocuments(inst, nil)
-	if err != nil {
-		return Change{}, err
-	}
-	rt, step, err := c.SW.Start(env.swEnv(inst, now), input)
-	release()
-	if err != nil {
-		return Change{}, err
-	}
-	ch := Change{}
-	if err := env.swApply(inst, rt, step, "", now, &ch); err != nil {
-		return Change{}, err
-	}
-	switch inst.Status {
-	case workflow.StatusCompleted, workflow.StatusFailed:
-		// Nothing waited: created RUNNING, settled in a second version.
-		ch.Cause = "workflow started"
-		ch.Settled, ch.SettledCause = inst.Status, step.Cause
-		inst.Status = workflow.StatusRunning
-	}
-	ch.setInstance(inst)
-	ch.Notify = ch.claimable()
-	return ch, nil
-}
-
-// swResume resumes the machine with the outcome of item t.StepID and
+// resume resumes the machine with the outcome of item t.StepID and
 // decides the instance's side of the write; the caller adds t's own update.
-func (env Env) swResume(c *Definition, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
+func (l serverless) resume(env Env, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
 	rt, err := SWRuntime(inst.State)
 	if err != nil {
 		return err
@@ -119,7 +87,7 @@ func (env Env) swResume(c *Definition, inst *workflow.Instance, t *Task, res sw.
 	if err != nil {
 		return err
 	}
-	step, err := c.SW.Resume(env.swEnv(inst, now), rt, t.StepID, res)
+	step, err := l.w.Resume(env.swEnv(inst, now), rt, t.StepID, res)
 	release()
 	if err != nil {
 		return fmt.Errorf("%w: task %s: %w", ErrLeaseLost, t.StepID, err)
@@ -127,27 +95,27 @@ func (env Env) swResume(c *Definition, inst *workflow.Instance, t *Task, res sw.
 	return env.swApply(inst, rt, step, t.StepID, now, ch)
 }
 
-// swResumeBounded is swResume for an outcome the machine must take
+// resumeBounded is resume for an outcome the machine must take
 // whatever it is (a timer, a tick, a failure: nothing smaller can be sent
 // instead): when the next version's state would be larger than
 // env.MaxStateBytes, a RUNNING instance fails in that version, its error
 // naming the limit, instead of being decided again for ever.
-func (env Env) swResumeBounded(c *Definition, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
+func (l serverless) resumeBounded(env Env, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
 	from := inst.Status
-	err := env.swResume(c, inst, t, res, now, ch)
+	err := l.resume(env, inst, t, res, now, ch)
 	var big *workflow.StateTooLargeError
 	if !errors.As(err, &big) || from != workflow.StatusRunning {
 		return err
 	}
-	return env.failOversize(c, inst, big, ch)
+	return l.failOversize(env, inst, big, ch)
 }
 
 // failOversize fails the Serverless Workflow instance inst, whose next
 // state big says is too large, with StateLimitError (failInstance). The
 // runtime keeps its context unless the failed state is still too large
 // with it.
-func (env Env) failOversize(c *Definition, inst *workflow.Instance, big *workflow.StateTooLargeError, ch *Change) error {
-	if err := failInstance(c, inst, StateLimitError(big.Size, big.Max), ch); err != nil {
+func (l serverless) failOversize(env Env, inst *workflow.Instance, big *workflow.StateTooLargeError, ch *Change) error {
+	if err := failInstance(l.c, inst, StateLimitError(big.Size, big.Max), ch); err != nil {
 		return err
 	}
 	if env.checkSize(inst.State) == nil {
@@ -280,16 +248,6 @@ func swTask(inst *workflow.Instance, it sw.Item, now time.Time) (Task, *workflow
 	return t, st, nil
 }
 
-// swTimeout is the attempt timeout of item id's task (0: none).
-func swTimeout(inst *workflow.Instance, id string) time.Duration {
-	rt, err := SWRuntime(inst.State)
-	if err != nil {
-		return 0
-	}
-	it, _ := swPending(rt, id)
-	return it.Timeout
-}
-
 // swResult is the outcome an item's completed task carries: the output of
 // a handler, a child workflow or a timer as it is; an http or emit item's
 // run gives an SWCallResult.
@@ -317,12 +275,13 @@ func swRuntimeError(detail string) *sw.Error {
 	return &sw.Error{Type: swErrorRuntime, Status: 500, Title: "Runtime Error", Detail: detail}
 }
 
-// swFailTask records a failed attempt of an item's task: a handler's
+// taskFailed records a failed attempt of an item's task: a handler's
 // failure, a child workflow that did not complete, or (expired) a lease
 // that ran out. A lease lost with attempts left is delivered again; every
 // other failure raises a DSL error at the item's task, for the workflow's
-// try/catch to handle.
-func (env Env) swFailTask(c *Definition, inst *workflow.Instance, t *Task, msg string, expired bool, now time.Time, ch *Change) error {
+// try/catch to handle: flowd retries no handler's failure, whether
+// retryable or not.
+func (l serverless) taskFailed(env Env, inst *workflow.Instance, t *Task, msg string, _, expired bool, now time.Time, ch *Change) error {
 	u := *t
 	u.LastError = msg
 	u.clearLease()
@@ -338,7 +297,7 @@ func (env Env) swFailTask(c *Definition, inst *workflow.Instance, t *Task, msg s
 		// A timer whose worker was lost just fires.
 		u.Status = TaskDone
 		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
-		if err := env.swResumeBounded(c, inst, t, sw.Result{}, now, ch); err != nil {
+		if err := l.resumeBounded(env, inst, t, sw.Result{}, now, ch); err != nil {
 			return err
 		}
 		ch.setInstance(inst)
@@ -351,7 +310,7 @@ func (env Env) swFailTask(c *Definition, inst *workflow.Instance, t *Task, msg s
 	if timedOut {
 		e = &sw.Error{Type: swErrorTimeout, Status: 408, Title: "Timeout", Detail: msg}
 	}
-	if err := env.swResumeBounded(c, inst, t, sw.Result{Error: e}, now, ch); err != nil {
+	if err := l.resumeBounded(env, inst, t, sw.Result{Error: e}, now, ch); err != nil {
 		return err
 	}
 	ch.setInstance(inst)
@@ -370,18 +329,4 @@ func swEventOutput(ev Event) json.RawMessage {
 		"subject": ev.Key, "time": ev.CreatedAt.UTC().Format(time.RFC3339Nano), "data": data,
 	})
 	return out
-}
-
-// SWChildDefinition is the definition a child item of the Serverless
-// Workflow instance inst starts (ok false when step is no such item).
-func SWChildDefinition(inst *workflow.Instance, step string) (string, bool) {
-	rt, err := SWRuntime(inst.State)
-	if err != nil {
-		return "", false
-	}
-	it, ok := swPending(rt, step)
-	if !ok || it.Kind != sw.ItemChild {
-		return "", false
-	}
-	return it.Definition, true
 }
