@@ -833,26 +833,3 @@ func TestHasNULEscape(t *testing.T) {
 	}
 }
 
-// stoppedStateEnd spells out workflow.StopStatuses and
-// workflow.ActiveStepStatuses in SQL: the lists must stay the same.
-func TestStoppedStateListsMatchWorkflow(t *testing.T) {
-	quote := func(names []string) string {
-		for i, n := range names {
-			names[i] = "'" + n + "'"
-		}
-		return "(" + strings.Join(names, ", ") + ")"
-	}
-	var stop, active []string
-	for _, s := range workflow.StopStatuses {
-		stop = append(stop, string(s))
-	}
-	for _, s := range workflow.ActiveStepStatuses {
-		active = append(active, string(s))
-	}
-	if !strings.HasPrefix(stoppedStateEnd, " IN "+quote(stop)) {
-		t.Errorf("stoppedStateEnd does not start with IN %s", quote(stop))
-	}
-	if strings.Count(stoppedStateEnd, "IN "+quote(active)) != 2 {
-		t.Errorf("stoppedStateEnd does not test IN %s twice", quote(active))
-	}
-}
