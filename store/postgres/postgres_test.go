@@ -832,4 +832,3 @@ func TestHasNULEscape(t *testing.T) {
 		}
 	}
 }
-
