@@ -17,9 +17,8 @@ import (
 
 // applySQL is Apply in one statement, so one implicit transaction: the
 // guarded task updates (tu), the instance's versioned update (u) with its
-// history rows (h, and h2 for the settled version, whose previous row is
-// h's, not visible to the statement: it is handed over), the new tasks (ins)
-// and the notification (n).
+// history rows (h, and h2 for the settled version; made by historyEntry),
+// the new tasks (ins) and the notification (n).
 //
 // tu runs only while the instance is at the expected version, and each row
 // only while its guard holds; u runs only when every guarded row matched.
@@ -38,8 +37,7 @@ import (
 // state (NULL: the same) and cause, $42 the engine's now, $43 the number of
 // updates, $44 whether to notify, $45 the number of new versions, $46 the
 // updates' LeaseEnded guards (an array, or one boolean for one update), $47
-// the history patch of the first new version (NULL: made in SQL, see
-// historyPatch), $48 the length of its state, $49 the instance's output
+// and $48 the history rows of the first and the settled version, $49 the instance's output
 // (NULL: unchanged; set only with the COMPLETED status), $50 the new tasks'
 // iterations and the rest of their tailParams, and last the actor of the
 // history rows (applyActor). Every write passes every parameter, so that
@@ -175,11 +173,10 @@ var applyInstance = `), u AS (
 	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT $33, $34 + 1, $35, ` + historyRow("$33", "$34", "$36", "$48::int", "$47") + `, $32, $38, ` + applyActor + ` FROM u
-	RETURNING state
+	SELECT $33, $34 + 1, $35, $47::jsonb, $32, $38, ` + applyActor + ` FROM u
 ), h2 AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT $33, $34 + 2, $39, flowd_history_entry($33, $34 + 2, $36::jsonb, coalesce($40::jsonb, $36::jsonb), (SELECT state FROM h)), $32, $41, ` + applyActor + ` FROM u WHERE $39 <> ''
+	SELECT $33, $34 + 2, $39, $48::jsonb, $32, $41, ` + applyActor + ` FROM u WHERE $39 <> ''
 ), ins AS (
 	` + insertTasksPrefix + `$32, $32
 	FROM ` + newTasks1(50) + `
@@ -237,7 +234,7 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instan
 	if w.TasksOnly {
 		return nil, q.applyTasks(ctx, w)
 	}
-	pa, err := q.prepareApply(w, store.WriteActor(ctx, w.Actor))
+	pa, err := q.prepareApply(ctx, w, store.WriteActor(ctx, w.Actor))
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +257,7 @@ type preparedApply struct {
 
 // prepareApply checks w and makes its statement's arguments; actor is the
 // actor of its history rows.
-func (q *querier) prepareApply(w *store.Write, actor string) (*preparedApply, error) {
+func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string) (*preparedApply, error) {
 	if err := w.Prepare(); err != nil {
 		return nil, err
 	}
@@ -275,12 +272,17 @@ func (q *querier) prepareApply(w *store.Write, actor string) (*preparedApply, er
 	}
 	final := w.State.Clone()
 	var settledState any // NULL: the settled version has the first one's state
+	finalJSON := state
 	if w.Settled != "" && store.StopSteps(w.Status, w.Settled, &final) {
 		b, err := marshalState(final)
 		if err != nil {
 			return nil, err
 		}
-		settledState = b
+		settledState, finalJSON = b, b
+	}
+	rows, err := q.applyHistory(ctx, w, state, finalJSON)
+	if err != nil {
+		return nil, err
 	}
 	now := q.timestamp()
 	inserts, insertCols, err := prepareTasks(w.Insert, now)
@@ -311,7 +313,7 @@ func (q *querier) prepareApply(w *store.Write, actor string) (*preparedApply, er
 	args = append(args, now, w.ID, w.ExpectedVersion,
 		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
 		string(w.Settled), settledState, w.SettledCause,
-		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, historyPatch(w.Prior, state), len(state),
+		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, rows[0], rows[1],
 		outputArg(w.Output))
 	args = append(append(args, insertCols.tail()...), actor)
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
@@ -438,56 +440,21 @@ func (pa *preparedApply) fill() {
 	}
 }
 
-// wholeStateBelow is the size in bytes under which a version's state is
-// stored whole, without reading the previous history row: a small
-// snapshot costs the server less than a patch's bookkeeping (the workflow
-// benchmark, whose states are a few hundred bytes, ran 10–15 % slower with
-// patches), and it bounds what such a version stores. flowd_history_entry
-// (migration 00007) applies the same size to the states it is given.
-const wholeStateBelow = 4096
-
-// historyRow is the SQL of the history row of a write guarded by version
-// (SQL expressions: the instance, the version it replaces, the new state,
-// its length in bytes, the patch from historyPatch). Without a patch it is
-// flowd_history_entry, which diffs in SQL the state the version replaces
-// (read from the table: the statement's snapshot holds the version its
-// caller read). With one it is that function's policy written out here,
-// reading the previous history row once (in the same snapshot), because a
-// function call per write cost the server a tenth of a step's write. The
-// lengths the engine's writes give are of their compact JSON, a little less
-// than the function's jsonb text, which the policy's bound tolerates.
-func historyRow(id, version, state, stateLen, patch string) string {
-	return `CASE WHEN ` + stateLen + ` < ` + fmt.Sprint(wholeStateBelow) + ` THEN ` + state + `::jsonb
-		WHEN ` + patch + `::jsonb IS NULL
-		THEN flowd_history_entry(` + id + `, ` + version + ` + 1, (SELECT state FROM workflow_instances WHERE id = ` + id + `), ` + state + `::jsonb)
-		ELSE coalesce((SELECT CASE WHEN p.cost + octet_length(` + patch + `::jsonb::text) > ` + fmt.Sprint(jsondelta.SnapshotFactor) + ` * ` + stateLen + `
-				THEN ` + state + `::jsonb
-				ELSE jsonb_build_array(p.base, p.cost + octet_length(` + patch + `::jsonb::text), ` + patch + `::jsonb) END
-			FROM (SELECT CASE WHEN jsonb_typeof(state) = 'array' THEN (state->>0)::bigint ELSE ` + version + ` END AS base,
-					CASE WHEN jsonb_typeof(state) = 'array' THEN (state->>1)::bigint ELSE octet_length(state::text) END AS cost
-				FROM workflow_history WHERE instance_id = ` + id + ` AND version = ` + version + `) p), ` + state + `::jsonb) END`
-}
-
-// historyPatch is the history patch from prior (the state a write was
-// decided on; nil when the caller did not give it) to state, the new
-// version's encoded state, as statement text; nil (NULL) leaves the patch
-// to flowd_history_entry, which makes it in SQL from the stored state. The
-// patch is made here because the server's recursive diff cost more than
-// the rest of a step's write. Made with Go's key order and cast to jsonb by
-// the statement, it turns the stored (jsonb) state into the new one as
-// jsonb keeps it. A state whose keys this order cannot place (the diff
-// says so) is left to SQL too.
-func historyPatch(prior *workflow.State, state []byte) any {
-	if prior == nil || len(state) < wholeStateBelow {
-		return nil // a small state is stored whole: historyRow never reads the patch
-	}
-	old, err := marshalState(*prior)
+// applyHistory returns the history rows of w's versions: the first one's,
+// whose state is state, and the settled version's (nil when w settles
+// nothing), whose state is final and whose previous row is the first one.
+func (q *querier) applyHistory(ctx context.Context, w *store.Write, state, final []byte) ([2]any, error) {
+	old, err := priorState(ctx, q.db, w.ID, w.ExpectedVersion, w.Prior, state)
 	if err != nil {
-		return nil
+		return [2]any{}, err
 	}
-	patch, ok, err := jsondelta.Diff(old, state, jsondelta.Bytewise)
-	if err != nil || !ok {
-		return nil
+	first, err := historyEntry(ctx, q.db, w.ID, w.ExpectedVersion+1, old, state)
+	if err != nil || w.Settled == "" {
+		return [2]any{string(first), nil}, err
 	}
-	return string(patch)
+	settled, err := jsondelta.Row(w.ExpectedVersion+2, state, final, func() ([]byte, error) { return first, nil })
+	if err != nil {
+		return [2]any{}, fmt.Errorf("postgres: workflow %q history version %d: %w", w.ID, w.ExpectedVersion+2, err)
+	}
+	return [2]any{string(first), string(settled)}, nil
 }

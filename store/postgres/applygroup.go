@@ -89,7 +89,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			if err != nil {
 				return err
 			}
-			pws, err := q.decideClaim(locked, claim.Decide, store.ActorFrom(ctx))
+			pws, err := q.decideClaim(ctx, conn, locked, claim.Decide, store.ActorFrom(ctx))
 			if err != nil {
 				return err
 			}
@@ -146,7 +146,7 @@ func (q *querier) prepareGroup(ctx context.Context, creates []store.CreateParams
 		if w == nil {
 			return nil, fmt.Errorf("%w: write %d of %d is nil", store.ErrInvalidArgument, len(creates)+i+1, n)
 		}
-		pa, err := q.prepareApply(w, store.WriteActor(ctx, w.Actor))
+		pa, err := q.prepareApply(ctx, w, store.WriteActor(ctx, w.Actor))
 		if err != nil {
 			return nil, fmt.Errorf("write %d of %d: %w", len(creates)+i+1, n, err)
 		}

@@ -22,9 +22,8 @@ import (
 //
 // $1 the instance, $2 its expected version, $3 the cause, $4 the new state,
 // $5 the store's clock, $6 SetState, $7–$12 the tasks' ids, attempts,
-// leases, owners, lease ends and attempt deadlines, $13 the history patch
-// (NULL: made in SQL; see historyPatch), $14 the new state's length, $15
-// the actor of the history row.
+// leases, owners, lease ends and attempt deadlines, $13 the history row
+// (historyEntry), $14 the actor of the history row.
 // claimWriteOneSQL is the same for a write of one task (the common case),
 // its $7–$12 scalars: its row is found by primary key alone.
 var claimWriteSQL, claimWriteOneSQL = claimWriteStatement(false), claimWriteStatement(true)
@@ -48,7 +47,7 @@ func claimWriteStatement(oneTask bool) string {
 	RETURNING id, version, status, state
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, ` + historyRow("$1", "$2", "$4", "$14::int", "$13") + `, $5, $3, $15::text FROM u
+	SELECT id, version, status, $13::jsonb, $5, $3, $14::text FROM u
 ), t AS (
 	UPDATE workflow_tasks w SET status = 'LEASED', ` + set + `, updated_at = $5` + tasks + `
 		AND (NOT $6::boolean OR EXISTS (SELECT 1 FROM u))
@@ -96,7 +95,7 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 	if err != nil {
 		return err
 	}
-	pws, err := q.decideClaim(locked, decide, store.ActorFrom(ctx))
+	pws, err := q.decideClaim(ctx, q.db, locked, decide, store.ActorFrom(ctx))
 	if err != nil {
 		return err
 	}
@@ -139,7 +138,7 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, p 
 		if err != nil {
 			return err
 		}
-		pws, err := q.decideClaim(locked, decide, store.ActorFrom(ctx))
+		pws, err := q.decideClaim(ctx, conn, locked, decide, store.ActorFrom(ctx))
 		if err != nil || len(pws) == 0 {
 			return err // the ROLLBACK of inPipelinedTx ends the transaction
 		}
@@ -281,8 +280,9 @@ type preparedClaimWrite struct {
 }
 
 // decideClaim calls decide and checks and prepares the writes it returns.
-// actor is the actor of their history rows.
-func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Claimable) ([]*store.ClaimWrite, error), actor string) ([]*preparedClaimWrite, error) {
+// actor is the actor of their history rows; db, the claim's connection,
+// is where the rows the history policy needs are read.
+func (q *querier) decideClaim(ctx context.Context, db dbtx, locked []store.Claimable, decide func([]store.Claimable) ([]*store.ClaimWrite, error), actor string) ([]*preparedClaimWrite, error) {
 	writes, err := decide(locked)
 	if err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 		// Without SetState the state is not written, but a parameter that
 		// PostgreSQL may cast while planning has to be valid JSON.
 		state := []byte("{}")
-		var patch any
+		var history any // NULL: no version written
 		if w.SetState {
 			if err := checkText("cause", w.Cause); err != nil {
 				return nil, err
@@ -312,9 +312,19 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 			}
 			// The instance as the claim read it is the state the write
 			// is guarded by (ExpectedVersion).
+			var prior *workflow.State
 			if inst.Version == w.ExpectedVersion {
-				patch = historyPatch(&inst.State, state)
+				prior = &inst.State
 			}
+			old, err := priorState(ctx, db, inst.ID, w.ExpectedVersion, prior, state)
+			if err != nil {
+				return nil, err
+			}
+			row, err := historyEntry(ctx, db, inst.ID, w.ExpectedVersion+1, old, state)
+			if err != nil {
+				return nil, err
+			}
+			history = string(row)
 		}
 		n := len(w.Tasks)
 		ids, leases, owners := make([]string, n), make([]string, n), make([]string, n)
@@ -332,7 +342,7 @@ func (q *querier) decideClaim(locked []store.Claimable, decide func([]store.Clai
 		}
 		pw := &preparedClaimWrite{w: w, read: inst, now: now, sql: claimWriteSQL, args: []any{
 			inst.ID, w.ExpectedVersion, w.Cause, string(state), now, w.SetState,
-			ids, attempts, leases, owners, until, deadlines, patch, len(state), actor,
+			ids, attempts, leases, owners, until, deadlines, history, actor,
 		}}
 		if n == 1 {
 			pw.sql = claimWriteOneSQL

@@ -18,6 +18,21 @@ import (
 // historyPatchesVersion is the migration that stores history as patches.
 const historyPatchesVersion = 7
 
+// historyInGoVersion is the migration that drops the SQL functions that
+// made history rows.
+const historyInGoVersion = 19
+
+// historyFunctions counts the SQL functions of migration 00007.
+func historyFunctions(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_proc
+		WHERE proname IN ('flowd_json_diff', 'flowd_json_apply', 'flowd_history_entry')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // migrateProvider is goose over the embedded migrations, without the
 // session lock (one test, one database).
 func migrateProvider(t *testing.T, s *Store) *goose.Provider {
@@ -75,6 +90,12 @@ func TestHistoryMigration(t *testing.T) {
 	for _, inst := range legacy {
 		storetest.CheckHistory(t, s, inst.ID, before[inst.ID])
 	}
+	// The rows were made by the SQL functions of migration 00007, which
+	// the later migration that moved the policy to Go drops: they read the
+	// same without them.
+	if n := historyFunctions(t, s); n != 0 {
+		t.Errorf("%d history functions left after the migration", n)
+	}
 	// Versions written before actors were recorded have an unknown one.
 	hist, err := s.History(ctx, legacy[0].ID, 0, 0)
 	if err != nil {
@@ -115,7 +136,14 @@ func TestHistoryMigration(t *testing.T) {
 	want = append(want, js)
 	storetest.CheckHistory(t, s, grown.ID, want)
 
-	// Down writes every state whole (flowd_json_apply), the same states.
+	// Down recreates the functions, then writes every state whole
+	// (flowd_json_apply), the same states.
+	if _, err := p.DownTo(ctx, historyInGoVersion-1); err != nil {
+		t.Fatalf("migrate down to %d: %v", historyInGoVersion-1, err)
+	}
+	if n := historyFunctions(t, s); n != 3 {
+		t.Errorf("%d history functions after migrating down to %d, want 3", n, historyInGoVersion-1)
+	}
 	if _, err := p.DownTo(ctx, historyPatchesVersion-1); err != nil {
 		t.Fatalf("migrate down: %v", err)
 	}

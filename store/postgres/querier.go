@@ -54,25 +54,6 @@ func (q *querier) atomically(ctx context.Context, fn func(*querier) error) error
 
 func (q *querier) timestamp() time.Time { return store.Timestamp(q.now()) }
 
-// stoppedState is the SQL form of workflow.State.CancelActiveSteps for the
-// UPDATE statements that change an instance's status in SQL (transition,
-// batch, timeout), completed by the new status (stoppedState + "$3::text" +
-// stoppedStateEnd): when that status stops steps
-// (workflow.Status.StopsSteps), every RUNNING or WAITING step of state becomes
-// CANCELLED in the same write; a state without such a step is left as it is,
-// byte for byte. The status lists are those of workflow.StopStatuses and
-// workflow.ActiveStepStatuses (a test checks that they agree).
-const (
-	stoppedState    = `CASE WHEN `
-	stoppedStateEnd = ` IN ('COMPLETED', 'CANCELLED', 'FAILED', 'TIMED_OUT')
-		AND jsonb_typeof(state->'steps') = 'object'
-		AND EXISTS (SELECT 1 FROM jsonb_each(state->'steps') s WHERE s.value->>'status' IN ('RUNNING', 'WAITING'))
-	THEN jsonb_set(state, '{steps}', (SELECT jsonb_object_agg(s.key,
-		CASE WHEN s.value->>'status' IN ('RUNNING', 'WAITING') THEN s.value || '{"status": "CANCELLED"}' ELSE s.value END)
-		FROM jsonb_each(state->'steps') s))
-	ELSE state END`
-)
-
 // instanceColumns is the column list scanInstance reads, in its order.
 const instanceColumns = instanceBaseColumns + ", output"
 
@@ -84,11 +65,9 @@ const instanceBaseColumns = "id, definition, status, state, input, version, crea
 // The write statements. Each is one data-modifying CTE: the conditional
 // UPDATE (or INSERT) and the history row of the new version are one statement,
 // hence one round trip and atomic without an explicit transaction. The
-// history row is flowd_history_entry of the state the version replaces
-// (migration 00007): a statement guarded by a version its caller read sees
-// that version in its snapshot, so it reads the old state from the table;
-// one that is not (TransitionStatus without a version, the batches) takes
-// it from the row it locked. JSON goes
+// history row is a parameter, made in Go by historyEntry from the state the
+// version replaces: the writes that decide the new state in Go (a
+// transition, a batch, a step's completion) read the old one first. JSON goes
 // in as text parameters with explicit ::jsonb casts; columns the caller
 // already has are not returned. "Not terminal" is spelled
 // status NOT IN ('COMPLETED', 'CANCELLED'), as workflow.Status.Terminal says.
@@ -99,58 +78,53 @@ const (
 	RETURNING ` + instanceColumns + `
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5, $6 FROM u
+	SELECT id, version, status, $7::jsonb, updated_at, $5, $6 FROM u
 )
 SELECT definition, status, input, version, created_at, definition_revision, deadline FROM u`
 
-	// $5 is NULL when no version is expected: then the row may change after
-	// the statement's snapshot, so the state it replaces is read from the
-	// row as locked (old), not from the snapshot.
+	// transitionSQL writes the status and the state ($8) decided in Go on
+	// the version $5 read, while the instance still has status $2.
 	transitionSQL = `WITH u AS (
-	UPDATE workflow_instances SET status = $3, state = ` + stoppedState + `$3::text` + stoppedStateEnd + `, version = version + 1, updated_at = $4
-	FROM (SELECT id AS old_id, state AS old_state FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE) old
-	WHERE id = old_id AND status = $2 AND ($5::bigint IS NULL OR version = $5::bigint)
-	RETURNING ` + instanceColumns + `, old_state
+	UPDATE workflow_instances SET status = $3, state = $8::jsonb, version = version + 1, updated_at = $4
+	WHERE id = $1 AND status = $2 AND version = $5
+	RETURNING ` + instanceColumns + `
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, flowd_history_entry(id, version, old_state, state), updated_at, $6, $7 FROM u
+	SELECT id, version, status, $9::jsonb, updated_at, $6, $7 FROM u
 )
 SELECT ` + instanceColumns + ` FROM u`
 
-	// The ids are chosen in a CTE with FOR UPDATE SKIP LOCKED (never
-	// UPDATE … LIMIT, which PostgreSQL does not have): concurrent batches skip each
-	// other's rows instead of waiting or returning the same id. MATERIALIZED
-	// makes the LIMIT apply exactly once; id = ANY (ARRAY(…)) makes the
-	// UPDATE find its rows through the primary key whatever the planner
-	// thinks of a join with the CTE (it chose a sequential scan of the
-	// table for one).
-	batchSQL = `WITH picked AS MATERIALIZED (
-	SELECT id, updated_at, state FROM workflow_instances
+	// The ids are chosen with FOR UPDATE SKIP LOCKED (never UPDATE …
+	// LIMIT, which PostgreSQL does not have): concurrent batches skip each
+	// other's rows instead of waiting or returning the same id. The batch
+	// runs in a transaction: batchPickSQL locks the rows, the new states
+	// and their history rows are made in Go, and batchWriteSQL writes them.
+	batchPickSQL = `SELECT id, version, state FROM workflow_instances
 	WHERE status = $1 AND updated_at < $2
 	ORDER BY updated_at, id
 	LIMIT $3
-	FOR UPDATE SKIP LOCKED
-), ` + batchWriteSQL
+	FOR UPDATE SKIP LOCKED`
 
-	// batchIDsSQL is batchSQL over the instances $8 only (by primary key).
-	batchIDsSQL = `WITH picked AS MATERIALIZED (
-	SELECT id, updated_at, state FROM workflow_instances
-	WHERE id = ANY ($8::text[]) AND status = $1 AND updated_at < $2
+	// batchPickIDsSQL is batchPickSQL over the instances $4 only (by
+	// primary key).
+	batchPickIDsSQL = `SELECT id, version, state FROM workflow_instances
+	WHERE id = ANY ($4::text[]) AND status = $1 AND updated_at < $2
 	ORDER BY updated_at, id
 	LIMIT $3
-	FOR UPDATE SKIP LOCKED
-), ` + batchWriteSQL
+	FOR UPDATE SKIP LOCKED`
 
-	// batchWriteSQL writes the instances a batch picked.
-	batchWriteSQL = `u AS (
-	UPDATE workflow_instances SET status = $4, state = ` + stoppedState + `$4::text` + stoppedStateEnd + `, version = version + 1, updated_at = $5
-	WHERE id = ANY (ARRAY(SELECT id FROM picked))
-	RETURNING id, version, status, state
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, flowd_history_entry(id, version, picked.state, u.state), $5, $6, $7 FROM u JOIN picked USING (id)
+	// batchWriteSQL writes the instances a batch picked ($1, locked): their
+	// status $2, states $3 and history rows $4. id = ANY (…) finds them
+	// through the primary key whatever the planner thinks of the arrays.
+	batchWriteSQL = `WITH x AS (
+	SELECT * FROM unnest($1::text[], $3::text[], $4::text[]) AS x (id, state, history)
+), u AS (
+	UPDATE workflow_instances i SET status = $2, state = x.state::jsonb, version = i.version + 1, updated_at = $5
+	FROM x WHERE i.id = ANY ($1::text[]) AND i.id = x.id
+	RETURNING i.id, i.version, i.status
 )
-SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
+INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+SELECT u.id, u.version, u.status, x.history::jsonb, $5, $6, $7 FROM u JOIN x USING (id)`
 
 	// ModifyState: the row lock. FOR NO KEY UPDATE is the lock the UPDATE
 	// that follows takes anyway; unlike FOR UPDATE it does not block inserts
@@ -175,45 +149,17 @@ SELECT u.id FROM u JOIN picked USING (id) ORDER BY picked.updated_at, picked.id`
 	existsSQL = `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $1)`
 )
 
-// modifySQL is ModifyState's write once fn has run. Its history row is
-// flowd_history_entry's: a patch made in Go here (as the engine's writes
-// send one) made PostgreSQL plan the statement anew on every call.
+// modifySQL is ModifyState's write once fn has run, with its history row
+// $8.
 var modifySQL = `WITH u AS (
 	UPDATE workflow_instances SET state = $2::jsonb, status = $3, deadline = $6, version = version + 1, updated_at = $4
 	WHERE id = $1
 	RETURNING id, version, status, state, updated_at
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, flowd_history_entry(id, version, (SELECT state FROM workflow_instances WHERE id = $1), state), updated_at, $5, $7 FROM u
+	SELECT id, version, status, $8::jsonb, updated_at, $5, $7 FROM u
 )
 SELECT version FROM u`
-
-// completedStepPatch is the history patch of completeStepSQL, made from
-// what it writes rather than by a diff: the step's new object, set whole.
-const completedStepPatch = `jsonb_build_object('m', jsonb_build_object('steps', jsonb_build_object('s', jsonb_build_object($2::text, u.state->'steps'->$2::text))))`
-
-// The step id $2 is only ever a parameter: an element of text[] paths
-// and the right operand of ?, never part of SQL text or of a JSON path
-// literal. The WHERE clause holds every
-// precondition of workflow.State.CompleteStep: the step exists as an
-// object and is not COMPLETED. The result matches State.CompleteStep:
-// status COMPLETED, output set, error removed; the step object is
-// rebuilt and set once, so the document is rewritten once.
-var completeStepSQL = `WITH u AS (
-	UPDATE workflow_instances
-	SET state = jsonb_set(state, ARRAY['steps', $2::text],
-			((state->'steps'->$2::text) - 'error') || jsonb_build_object('status', 'COMPLETED', 'output', $3::jsonb)),
-		version = version + 1, updated_at = $5
-	WHERE id = $1 AND version = $4 AND status NOT IN ('COMPLETED', 'CANCELLED')
-		AND state->'steps' ? $2::text
-		AND jsonb_typeof(state->'steps'->$2::text) = 'object'
-		AND (state->'steps'->$2::text->>'status') IS DISTINCT FROM 'COMPLETED'
-	RETURNING ` + instanceColumns + `
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, ` + historyRow("$1", "$4", "u.state", "octet_length(u.state::text)", completedStepPatch) + `, updated_at, $6, $7 FROM u
-)
-SELECT definition, status, state, input, version, created_at, definition_revision, deadline FROM u`
 
 // preparedCreate is a checked CreateParams with its statement.
 type preparedCreate struct {
@@ -427,16 +373,31 @@ func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion i
 	// The result carries a deep copy of the state, not the caller's maps.
 	// (Re-parsing the bytes just marshalled cost more CPU than the rest of the
 	// write together: profile in docs/BENCHMARKS.md.)
-	state := newState.Clone()
+	old, err := priorState(ctx, q.db, id, expectedVersion, nil, stateJSON)
+	if err != nil {
+		return nil, err
+	}
+	return q.writeState(ctx, id, expectedVersion, newState.Clone(), stateJSON, old, cause, nil)
+}
+
+// writeState writes state (stateJSON encoded) as the version after
+// expectedVersion of a non-terminal instance id, old being the state it
+// replaces (nil: not needed by the history policy); a miss is diagnosed by
+// diagnoseVersioned, with stepID.
+func (q *querier) writeState(ctx context.Context, id string, expectedVersion int64, state workflow.State, stateJSON, old []byte, cause string, stepID *string) (*workflow.Instance, error) {
+	history, err := historyEntry(ctx, q.db, id, expectedVersion+1, old, stateJSON)
+	if err != nil {
+		return nil, err
+	}
 	now := q.timestamp()
 	inst := &workflow.Instance{ID: id, State: state, UpdatedAt: now}
 	var status string
 	var input []byte
 	err = retryRaced(func() error {
-		err := q.db.QueryRow(ctx, replaceStateSQL, id, expectedVersion, stateJSON, now, cause, store.ActorFrom(ctx)).
+		err := q.db.QueryRow(ctx, replaceStateSQL, id, expectedVersion, stateJSON, now, cause, store.ActorFrom(ctx), string(history)).
 			Scan(&inst.Definition, &status, &input, &inst.Version, &inst.CreatedAt, &inst.DefinitionRevision, &inst.Deadline)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return q.diagnoseVersioned(ctx, id, expectedVersion, nil)
+			return q.diagnoseVersioned(ctx, id, expectedVersion, stepID)
 		}
 		return interpretError(err, id)
 	})
@@ -525,10 +486,18 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 		if err != nil {
 			return err
 		}
+		old, err := marshalState(cur.State)
+		if err != nil {
+			return err
+		}
+		history, err := historyEntry(ctx, tq.db, id, cur.Version+1, old, stateJSON)
+		if err != nil {
+			return err
+		}
 		now := tq.timestamp()
 		deadline := timestampPtr(work.Deadline)
 		var version int64
-		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline, store.ActorFrom(ctx)).Scan(&version); err != nil {
+		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline, store.ActorFrom(ctx), string(history)).Scan(&version); err != nil {
 			return interpretError(err, id)
 		}
 		work.Deadline = deadline
@@ -543,8 +512,12 @@ func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.
 	return out, nil
 }
 
-// TransitionStatus moves the instance from p.From to p.To with one
-// conditional UPDATE; a second statement runs only to explain a miss.
+// TransitionStatus reads the instance, makes its new state (the steps a
+// stopping status stops) and history row in Go, and writes them with one
+// UPDATE guarded by the version read and the status; a miss is explained by
+// diagnoseTransition, and when nothing explains it (the instance moved on
+// between the read and the write without a version being expected) the
+// transition runs again.
 func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams) (_ *workflow.Instance, err error) {
 	defer q.settle(&err) // a write of its own on the pool
 	if err := p.Normalize(); err != nil {
@@ -556,15 +529,31 @@ func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams
 	if !storableText(p.ID) {
 		return nil, store.NotFound(p.ID)
 	}
-	var expected any // NULL: any version
-	if p.ExpectedVersion != nil {
-		expected = *p.ExpectedVersion
-	}
-	now := q.timestamp()
 	var inst *workflow.Instance
 	err = retryRaced(func() error {
-		var err error
-		inst, err = scanInstance(q.db.QueryRow(ctx, transitionSQL, p.ID, string(p.From), string(p.To), now, expected, p.Cause, store.ActorFrom(ctx)))
+		cur, err := q.getRow(ctx, getSQL, p.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != p.From || (p.ExpectedVersion != nil && cur.Version != *p.ExpectedVersion) {
+			return q.diagnoseTransition(ctx, p)
+		}
+		old, err := marshalState(cur.State)
+		if err != nil {
+			return err
+		}
+		next, stateJSON := cur.State, old
+		if store.StopSteps(p.From, p.To, &next) {
+			if stateJSON, err = marshalState(next); err != nil {
+				return err
+			}
+		}
+		history, err := historyEntry(ctx, q.db, p.ID, cur.Version+1, old, stateJSON)
+		if err != nil {
+			return err
+		}
+		inst, err = scanInstance(q.db.QueryRow(ctx, transitionSQL, p.ID, string(p.From), string(p.To), q.timestamp(), cur.Version,
+			p.Cause, store.ActorFrom(ctx), string(stateJSON), string(history)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return q.diagnoseTransition(ctx, p)
 		}
@@ -617,33 +606,34 @@ func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) 
 	if err := checkText("cause", p.Cause); err != nil {
 		return nil, err
 	}
-	now := q.timestamp()
-	inst := &workflow.Instance{ID: p.ID, UpdatedAt: now}
-	var status string
-	var state, input []byte
-	err = retryRaced(func() error {
-		err := q.db.QueryRow(ctx, completeStepSQL, p.ID, p.StepID, []byte(p.Output), p.ExpectedVersion, now, p.Cause, store.ActorFrom(ctx)).
-			Scan(&inst.Definition, &status, &state, &input, &inst.Version, &inst.CreatedAt, &inst.DefinitionRevision, &inst.Deadline)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return q.diagnoseVersioned(ctx, p.ID, p.ExpectedVersion, &p.StepID)
-		}
-		return interpretError(err, p.ID)
-	})
+	// The step is completed in Go, by the domain type, on the version
+	// read; the write is guarded by that version.
+	cur, err := q.getRow(ctx, getSQL, p.ID)
 	if err != nil {
 		return nil, err
 	}
-	if inst.State, err = decodeState(state); err != nil {
+	if cur.Status.Terminal() || cur.Version != p.ExpectedVersion {
+		return nil, q.diagnoseVersioned(ctx, p.ID, p.ExpectedVersion, &p.StepID)
+	}
+	old, err := marshalState(cur.State)
+	if err != nil {
 		return nil, err
 	}
-	inst.Status = workflow.Status(status)
-	inst.Input = compactJSON(input)
-	inst.CreatedAt = inst.CreatedAt.UTC()
-	inst.Deadline = utcPtr(inst.Deadline)
-	return inst, nil
+	next := cur.State
+	if err := next.CompleteStep(p.StepID, compactJSON(p.Output)); err != nil {
+		return nil, fmt.Errorf("workflow %q: %w", p.ID, err)
+	}
+	stateJSON, err := marshalState(next)
+	if err != nil {
+		return nil, err
+	}
+	return q.writeState(ctx, p.ID, p.ExpectedVersion, next, stateJSON, old, p.Cause, &p.StepID)
 }
 
-// BatchUpdateStatus moves at most p.Limit instances in one statement and
-// returns their ids, oldest updated_at first.
+// BatchUpdateStatus moves at most p.Limit instances in one transaction
+// and returns their ids, oldest updated_at first: it locks them
+// (batchPickSQL), makes their new states and history rows in Go and writes
+// them in one statement (batchWriteSQL).
 func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) (_ []string, err error) {
 	defer q.settle(&err) // a write of its own on the pool
 	if err := p.Normalize(); err != nil {
@@ -652,8 +642,7 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 	if err := checkText("cause", p.Cause); err != nil {
 		return nil, err
 	}
-	now := q.timestamp()
-	sql, args := batchSQL, []any{string(p.Status), ceilMicro(p.UpdatedBefore), p.Limit, string(p.NewStatus), now, p.Cause, store.ActorFrom(ctx)}
+	sql, args := batchPickSQL, []any{string(p.Status), ceilMicro(p.UpdatedBefore), p.Limit}
 	if len(p.IDs) > 0 {
 		only := make([]string, 0, len(p.IDs))
 		for _, id := range p.IDs {
@@ -661,25 +650,67 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 				only = append(only, id)
 			}
 		}
-		sql, args = batchIDsSQL, append(args, only)
+		sql, args = batchPickIDsSQL, append(args, only)
 	}
-	rows, err := q.db.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, interpretError(err, "")
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, interpretError(err, "")
-	}
-	if ids == nil {
-		ids = []string{}
-	}
-	if p.Notify && len(ids) > 0 {
-		// Inside a transaction delivered at its commit; on the pool once
-		// the batch is committed.
-		if _, err := q.db.Exec(ctx, notifySQL); err != nil {
-			return nil, interpretError(err, "")
+	ids := []string{}
+	err = q.atomically(ctx, func(tq *querier) error {
+		ids = ids[:0]
+		rows, err := tq.db.Query(ctx, sql, args...)
+		if err != nil {
+			return interpretError(err, "")
 		}
+		type picked struct {
+			id      string
+			version int64
+			state   []byte
+		}
+		locked, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (picked, error) {
+			var p picked
+			err := r.Scan(&p.id, &p.version, &p.state)
+			return p, err
+		})
+		if err != nil {
+			return interpretError(err, "")
+		}
+		if len(locked) == 0 {
+			return nil
+		}
+		states, histories := make([]string, len(locked)), make([]string, len(locked))
+		for i, l := range locked {
+			st, err := decodeState(l.state)
+			if err != nil {
+				return err
+			}
+			old, err := marshalState(st)
+			if err != nil {
+				return err
+			}
+			next := old
+			if store.StopSteps(p.Status, p.NewStatus, &st) {
+				if next, err = marshalState(st); err != nil {
+					return err
+				}
+			}
+			history, err := historyEntry(ctx, tq.db, l.id, l.version+1, old, next)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, l.id)
+			states[i], histories[i] = string(next), string(history)
+		}
+		if _, err := tq.db.Exec(ctx, batchWriteSQL, ids, string(p.NewStatus), states, histories, tq.timestamp(), p.Cause, store.ActorFrom(ctx)); err != nil {
+			return interpretError(err, "")
+		}
+		if p.Notify {
+			// Delivered at the commit.
+			if _, err := tq.db.Exec(ctx, notifySQL); err != nil {
+				return interpretError(err, "")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return ids, nil
 }

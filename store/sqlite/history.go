@@ -82,20 +82,20 @@ func appendHistories(ctx context.Context, c dbtx, ids []string, cause, actor str
 }
 
 // historyEntry is what the history row of version of id stores: see
-// jsondelta.Entry. Without a previous state or row it is a snapshot.
+// jsondelta.Row, which reads the previous version's row only when the
+// policy needs it.
 func historyEntry(ctx context.Context, c dbtx, id string, version int64, prev, state []byte) ([]byte, error) {
-	if prev == nil || version == 0 {
-		return state, nil
-	}
-	var prevRow string
-	err := c.QueryRowContext(ctx, `SELECT state FROM workflow_history WHERE instance_id = ?1 AND version = ?2`, id, version-1).Scan(&prevRow)
-	if errors.Is(err, sql.ErrNoRows) {
-		return state, nil
-	}
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	row, err := jsondelta.Entry([]byte(prevRow), version-1, prev, state, jsondelta.Bytewise)
+	row, err := jsondelta.Row(version, prev, state, func() ([]byte, error) {
+		var prevRow string
+		err := c.QueryRowContext(ctx, `SELECT state FROM workflow_history WHERE instance_id = ?1 AND version = ?2`, id, version-1).Scan(&prevRow)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, interpretError(ctx, err)
+		}
+		return []byte(prevRow), nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: workflow %q history version %d: %w", id, version, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/flowd/flowd/internal/jsondelta"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -20,6 +21,7 @@ var historyStorageTests = []conformanceTest{
 	{"HistoryStorage_growingState", testHistoryGrowingState},
 	{"HistoryStorage_sinceInPatchRuns", testHistorySinceInPatchRuns},
 	{"HistoryStorage_applyWithPrior", testHistoryApplyWithPrior},
+	{"HistoryStorage_samePolicy", testHistorySamePolicy},
 }
 
 // historyWriter writes versions of one instance and keeps each version's
@@ -275,5 +277,56 @@ func testHistoryApplyWithPrior(t *testing.T, h Harness) {
 	w.apply(t, func(s *workflow.State) { delete(s.Variables, "added"); s.Variables["0first"] = raw(`"é<&>"`) })
 	w.apply(t, func(s *workflow.State) { s.Steps["b"].Status = workflow.StepRunning; s.Steps["b"].Error = "x" })
 	w.apply(t, func(s *workflow.State) { s.Extra = map[string]json.RawMessage{"meta": raw(`{"k":null}`)} })
+	w.check(t)
+}
+
+// Every store decides snapshot or patch by jsondelta.Row over the states
+// as Go encodes them, so one sequence of writes — small states, a state
+// growing past jsondelta.WholeBelow, large states changed a little through
+// each kind of write, a status-only version — stores as many snapshots on
+// every store as the policy gives for those states.
+func testHistorySamePolicy(t *testing.T, h Harness) {
+	b := setup(t, h)
+	r := rand.New(rand.NewPCG(13, 14))
+	w := newHistoryWriter(t, b, workflow.State{Variables: map[string]json.RawMessage{"a": raw(`1`)}})
+	w.modify(t, func(s *workflow.State) { s.Variables["a"] = raw(`2`) })
+	for i := range 12 {
+		set := func(s *workflow.State) {
+			s.Variables[fmt.Sprintf("v%02d", i%5)] = raw(`"` + randomHex(r, 1500) + `"`)
+		}
+		switch i % 3 {
+		case 0:
+			w.modify(t, set)
+		case 1:
+			w.apply(t, set)
+		default:
+			next := w.inst.State.Clone()
+			set(&next)
+			w.replace(t, next)
+		}
+	}
+	b.transition(t, w.inst.ID, workflow.StatusPending, workflow.StatusRunning)
+	w.record(t)
+
+	var rows [][]byte
+	var want int64
+	for v, st := range w.states {
+		var old []byte
+		if v > 0 {
+			old = w.states[v-1]
+		}
+		row, err := jsondelta.Row(int64(v), old, st, func() ([]byte, error) { return rows[v-1], nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+		if jsondelta.IsSnapshot(row) {
+			want++
+		}
+	}
+	size := w.size(t)
+	if size.Snapshots != want || want == 1 || want == size.Versions {
+		t.Errorf("%d of %d versions stored as snapshots, the policy gives %d", size.Snapshots, size.Versions, want)
+	}
 	w.check(t)
 }
