@@ -20,8 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/worker"
@@ -128,7 +129,7 @@ func approveOutput(n int) json.RawMessage {
 // …/steps/c/complete with that ETag; a 412 means the instance moved on since
 // the GET (b's retry, say), so GET again. Reads and writes alternate between
 // the nodes. It returns the number of 412s.
-func approveStep(ctx context.Context, t *testing.T, clients []*httpapi.Client, id string, n int) (conflicts int) {
+func approveStep(ctx context.Context, t *testing.T, clients []*client.Client, id string, n int) (conflicts int) {
 	for try := 0; ctx.Err() == nil; try++ {
 		reader, writer := clients[(n+try)%len(clients)], clients[(n+try+1)%len(clients)]
 		inst, err := reader.GetWorkflow(ctx, id)
@@ -154,14 +155,14 @@ func approveStep(ctx context.Context, t *testing.T, clients []*httpapi.Client, i
 			t.Errorf("approver: %s step c is %s, want WAITING", id, c.Status)
 			return conflicts
 		}
-		_, err = writer.CompleteStep(ctx, id, "c", httpapi.ETag(inst.Version), approveOutput(n))
+		_, err = writer.CompleteStep(ctx, id, "c", api.ETag(inst.Version), approveOutput(n))
 		switch {
 		case err == nil:
 			return conflicts
-		case httpapi.IsPreconditionFailed(err):
+		case client.IsPreconditionFailed(err):
 			conflicts++
 		case ctx.Err() == nil:
-			t.Errorf("approver: complete %s/c with If-Match %s: %v", id, httpapi.ETag(inst.Version), err)
+			t.Errorf("approver: complete %s/c with If-Match %s: %v", id, api.ETag(inst.Version), err)
 			return conflicts
 		}
 	}
@@ -212,13 +213,13 @@ func TestTwoServeNodes(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	flags := []string{"--db", db, "--demo-handlers", "--lease", "2s", "--sweep-interval", "200ms", "--log-level", "warn"}
 	var urls []string
-	var clients []*httpapi.Client
+	var clients []*client.Client
 	var stops []func() int
 	for range 2 {
 		url, stop := startServe(t, flags...)
 		urls = append(urls, url)
 		stops = append(stops, stop)
-		clients = append(clients, httpapi.NewClient(url, httpapi.WithHTTPClient(&http.Client{Timeout: 30 * time.Second})))
+		clients = append(clients, client.New(url, client.WithHTTPClient(&http.Client{Timeout: 30 * time.Second})))
 	}
 	ctx := context.Background()
 	if _, _, err := clients[0].PutDefinition(ctx, "nodes-diamond", []byte(nodesDiamondDef)); err != nil {
@@ -286,7 +287,7 @@ func TestTwoServeNodes(t *testing.T) {
 		i, c := s%len(clients), clients[s%len(clients)]
 		starters.Go(func() {
 			for n := s; n < nodesInstances; n += nodesStarters * len(clients) {
-				inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{
+				inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{
 					ID: ids[n], Definition: "nodes-diamond", Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)),
 				})
 				if err != nil {
@@ -487,7 +488,7 @@ func checkNodesHistory(t *testing.T, inst *workflow.Instance, h []store.HistoryE
 
 // checkWorkersListed: every node lists both remote workers, each with the
 // node that served it, and both nodes' in-process pools (worker = node).
-func checkWorkersListed(t *testing.T, clients []*httpapi.Client) {
+func checkWorkersListed(t *testing.T, clients []*client.Client) {
 	t.Helper()
 	for i, c := range clients {
 		ws, err := c.ListWorkers(context.Background())
