@@ -22,7 +22,6 @@ import (
 
 	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/client"
-	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/worker"
@@ -79,7 +78,7 @@ type nodeDeliveries struct {
 }
 
 // record reports whether this is the first delivery of the attempt.
-func (d *nodeDeliveries) record(who string, task engine.Task) bool {
+func (d *nodeDeliveries) record(who string, task worker.Task) bool {
 	k := nodeDelivery{task.WorkflowID, task.Step, task.Attempt}
 	d.mu.Lock()
 	d.byWho[who]++
@@ -101,9 +100,9 @@ func (d *nodeDeliveries) has(wf, step string, attempt int) bool {
 // attempt that produced the output; its first delivery tells the approver
 // that c is WAITING (c became WAITING in the transaction that scheduled b).
 // finish echoes its input.
-func remoteHandlers(who string, rec *nodeDeliveries, ready chan<- string) map[string]engine.Handler {
-	return map[string]engine.Handler{
-		"flaky": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+func remoteHandlers(who string, rec *nodeDeliveries, ready chan<- string) map[string]worker.Handler {
+	return map[string]worker.Handler{
+		"flaky": func(_ context.Context, task worker.Task) (json.RawMessage, error) {
 			if rec.record(who, task) && task.Attempt == 1 {
 				ready <- task.WorkflowID // room for every instance
 			}
@@ -112,7 +111,7 @@ func remoteHandlers(who string, rec *nodeDeliveries, ready chan<- string) map[st
 			}
 			return json.Marshal(map[string]any{"attempt": task.Attempt, "input": task.Input})
 		},
-		"finish": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+		"finish": func(_ context.Context, task worker.Task) (json.RawMessage, error) {
 			rec.record(who, task)
 			return task.Input, nil
 		},

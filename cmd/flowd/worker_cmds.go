@@ -503,9 +503,9 @@ Connection: --server (env FLOWD_SERVER, default ` + defaultServer + `) and
 // workerHandlers builds the handlers of flowd worker: the demo handlers named
 // by --handlers and the commands of --handler NAME=COMMAND. Each name may be
 // served once, and at least one must be.
-func workerHandlers(demo map[string]engine.Handler, names, commands []string) (map[string]engine.Handler, error) {
+func workerHandlers(demo map[string]worker.Handler, names, commands []string) (map[string]worker.Handler, error) {
 	available := strings.Join(slices.Sorted(maps.Keys(demo)), ", ")
-	hs := map[string]engine.Handler{}
+	hs := map[string]worker.Handler{}
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		if n == "" {
