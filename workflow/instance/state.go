@@ -262,8 +262,6 @@ func ParseState(b []byte) (State, error) {
 	return s, nil
 }
 
-func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
-
 func cloneRaw(m map[string]json.RawMessage) map[string]json.RawMessage {
 	if m == nil {
 		return nil
