@@ -11,6 +11,7 @@ import (
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/api"
 )
 
 // DefinitionInfo is a stored definition revision.
@@ -21,28 +22,36 @@ type DefinitionInfo struct {
 	Definition *workflow.Definition `json:"definition"`
 }
 
-// UnmarshalJSON reads what the API shows of a revision (a client's copy):
-// its definition is a Serverless Workflow document or flowd's steps.
+// UnmarshalJSON reads what the API shows of a revision (DefinitionFromAPI).
 func (d *DefinitionInfo) UnmarshalJSON(data []byte) error {
-	var raw struct {
-		Name       string          `json:"name"`
-		Revision   int             `json:"revision"`
-		CreatedAt  time.Time       `json:"created_at"`
-		Definition json.RawMessage `json:"definition"`
-	}
+	var raw api.DefinitionInfo
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return err
 	}
-	*d = DefinitionInfo{Name: raw.Name, Revision: raw.Revision, CreatedAt: raw.CreatedAt}
+	info, err := DefinitionFromAPI(&raw)
+	if err != nil {
+		return err
+	}
+	*d = *info
+	return nil
+}
+
+// DefinitionFromAPI reads a revision as the API shows it (a client's copy):
+// its definition is a Serverless Workflow document or flowd's steps.
+func DefinitionFromAPI(raw *api.DefinitionInfo) (*DefinitionInfo, error) {
+	d := &DefinitionInfo{Name: raw.Name, Revision: raw.Revision, CreatedAt: raw.CreatedAt}
 	if len(raw.Definition) == 0 || string(raw.Definition) == "null" {
-		return nil
+		return d, nil
 	}
 	if sw.IsDocument(raw.Definition) {
 		d.Definition = &workflow.Definition{Name: raw.Name, Revision: raw.Revision, Serverless: raw.Definition}
-		return nil
+		return d, nil
 	}
 	d.Definition = new(workflow.Definition)
-	return json.Unmarshal(raw.Definition, d.Definition)
+	if err := json.Unmarshal(raw.Definition, d.Definition); err != nil {
+		return nil, fmt.Errorf("definition %s revision %d: %w", raw.Name, raw.Revision, err)
+	}
+	return d, nil
 }
 
 // compiled is a definition revision with its templates compiled

@@ -38,6 +38,7 @@ import (
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/tracing"
 	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/worker/task"
 )
 
 // Errors of the engine; the API maps them to status codes. They are the
@@ -88,18 +89,22 @@ type Task struct {
 // fails the attempt; wrap it with Permanent to fail the step without retrying.
 type Handler func(ctx context.Context, t Task) (json.RawMessage, error)
 
-type permanentError struct{ err error }
-
-func (p permanentError) Error() string { return p.err.Error() }
-func (p permanentError) Unwrap() error { return p.err }
-
-// Permanent marks err as not worth retrying.
-func Permanent(err error) error { return permanentError{err} }
+// Permanent marks err as not worth retrying (task.Permanent: the same mark
+// for remote and in-process handlers).
+func Permanent(err error) error { return task.Permanent(err) }
 
 // IsPermanent reports whether err was marked with Permanent.
-func IsPermanent(err error) bool {
-	var p permanentError
-	return errors.As(err, &p)
+func IsPermanent(err error) bool { return task.IsPermanent(err) }
+
+// TaskHandler runs h, a handler written for remote workers (package worker,
+// task.Handler), in process.
+func TaskHandler(h task.Handler) Handler {
+	return func(ctx context.Context, t Task) (json.RawMessage, error) {
+		return h(ctx, task.Task{
+			ID: t.ID, WorkflowID: t.WorkflowID, Step: t.Step, Handler: t.Handler, Attempt: t.Attempt, Index: t.Index,
+			Input: t.Input, IdempotencyKey: t.IdempotencyKey, Lease: t.Lease, LeaseUntil: t.LeaseUntil, TraceParent: t.TraceParent,
+		})
+	}
 }
 
 // Config configures an Engine. Zero values take the defaults in brackets.

@@ -10,6 +10,7 @@ import (
 	"github.com/flowd/flowd/schedule"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/api"
 )
 
 // Schedules: every node runs a scheduler that starts the instances of the
@@ -98,10 +99,7 @@ func (e *Engine) TriggerSchedule(ctx context.Context, name string) (*workflow.In
 
 // BackfillResult is what a backfill did: the ids it created and those that
 // existed already (fired, triggered, or backfilled before), by fire time.
-type BackfillResult struct {
-	Created  []string `json:"created"`
-	Existing []string `json:"existing"`
-}
+type BackfillResult = api.BackfillResponse
 
 // BackfillSchedule starts one instance per fire time of the schedule in
 // [from, to], with the fire time's id, so a repeated backfill creates

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -19,7 +20,7 @@ func TestOrderLinesExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := exampleServer(t, func(_ context.Context, t engine.Task) (json.RawMessage, error) { return t.Input, nil }, "order-line", "order-lines")
-	if _, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "ol-1", Definition: "order-lines", Input: json.RawMessage(`{"lines": [{"sku": "A-1", "quantity": 2}, {"sku": "B-7", "quantity": 1}, {"sku": "C-3", "quantity": 5}]}`)}); err != nil {
+	if _, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "ol-1", Definition: "order-lines", Input: json.RawMessage(`{"lines": [{"sku": "A-1", "quantity": 2}, {"sku": "B-7", "quantity": 1}, {"sku": "C-3", "quantity": 5}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var inst *workflow.Instance
@@ -42,7 +43,7 @@ func TestOrderLinesExample(t *testing.T) {
 	if got, want := string(inst.Output), `{"shipped":`+lines+`}`; got != want {
 		t.Fatalf("order output %s, want %s", got, want)
 	}
-	page, err := c.ListWorkflows(ctx, httpapi.ListOptions{Parent: "ol-1"})
+	page, err := c.ListWorkflows(ctx, client.ListOptions{Parent: "ol-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -44,7 +45,7 @@ func TestApprovalOrTimeoutExample(t *testing.T) {
 	completed := func(inst *workflow.Instance) bool { return inst.Status == workflow.StatusCompleted }
 
 	// The approval wins.
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "approved", Definition: "approval-or-timeout", Input: json.RawMessage(`{"order": "o-1"}`)})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "approved", Definition: "approval-or-timeout", Input: json.RawMessage(`{"order": "o-1"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestApprovalOrTimeoutExample(t *testing.T) {
 	if _, _, err := c.PutDefinition(ctx, "approval-or-timeout", []byte(short)); err != nil {
 		t.Fatal(err)
 	}
-	inst, err = c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "timed-out", Definition: "approval-or-timeout", Input: json.RawMessage(`{"order": "o-2"}`)})
+	inst, err = c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "timed-out", Definition: "approval-or-timeout", Input: json.RawMessage(`{"order": "o-2"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestApprovalOrTimeoutExample(t *testing.T) {
 	if got := string(inst.Output); got != `{"escalated":{"order":"o-2","reason":"no approval within the hour"},"order":"o-2","shipped":null}` {
 		t.Errorf("output of the escalated order: %s", got)
 	}
-	if _, err := c.CompleteStep(ctx, inst.ID, "approve", "*", json.RawMessage(`{"approved": true}`)); httpapi.StatusCode(err) != http.StatusConflict {
+	if _, err := c.CompleteStep(ctx, inst.ID, "approve", "*", json.RawMessage(`{"approved": true}`)); client.StatusCode(err) != http.StatusConflict {
 		t.Errorf("a late approval: %v, want 409", err)
 	}
 }

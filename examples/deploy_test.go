@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
@@ -16,10 +17,10 @@ import (
 func TestDeployExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := exampleServer(t, func(_ context.Context, task worker.Task) (json.RawMessage, error) { return task.Input, nil }, "deploy")
+	c := exampleServer(t, engine.TaskHandler(func(_ context.Context, task worker.Task) (json.RawMessage, error) { return task.Input, nil }), "deploy")
 	start := func(id, env string) *workflow.Instance {
 		t.Helper()
-		inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: id, Definition: "deploy",
+		inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: id, Definition: "deploy",
 			Input: json.RawMessage(`{"environment": "` + env + `", "version": "1.4.0"}`)})
 		if err != nil {
 			t.Fatal(err)

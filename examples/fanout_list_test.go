@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
@@ -18,13 +19,13 @@ import (
 func TestFanoutListExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := exampleServer(t, worker.Echo, "fanout-list")
+	c := exampleServer(t, engine.TaskHandler(worker.Echo), "fanout-list")
 	images := make([]string, 20)
 	for i := range images {
 		images[i] = fmt.Sprintf("img-%02d.png", i)
 	}
 	input, _ := json.Marshal(map[string]any{"album": "summer", "images": images})
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "fanout-list", Input: input})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: "fanout-list", Input: input})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -27,7 +27,7 @@ func TestTenantSyncExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	input := `{"records": [{"tenant": "acme", "id": 1}, {"tenant": "acme", "id": 2}, {"tenant": "globex", "id": 3}, {"tenant": "acme", "id": 4}, {"tenant": "globex", "id": 5}, {"tenant": "initech", "id": 6}, {"tenant": "acme", "id": 7}]}`
-	created, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "ts-1", Definition: "tenant-sync", Input: json.RawMessage(input)})
+	created, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "ts-1", Definition: "tenant-sync", Input: json.RawMessage(input)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/workflow"
 )
@@ -63,7 +63,7 @@ func TestGoWorkerExample(t *testing.T) {
 	if _, _, err := c.PutDefinition(ctx, "greeting", def); err != nil {
 		t.Fatal(err)
 	}
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "greeting", Input: json.RawMessage(`{"name": "ana"}`)})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: "greeting", Input: json.RawMessage(`{"name": "ana"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

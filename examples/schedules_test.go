@@ -10,15 +10,16 @@ import (
 
 	yaml "go.yaml.in/yaml/v2"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/workflow"
 )
 
 // readScheduleExample reads a schedule file of examples/schedules as
 // `flowd schedule apply` does (strict YAML: the fields of
 // PUT /v1/schedules/{name} and the name).
-func readScheduleExample(t *testing.T, path string) (string, httpapi.PutScheduleRequest) {
+func readScheduleExample(t *testing.T, path string) (string, api.PutScheduleRequest) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -41,7 +42,7 @@ func readScheduleExample(t *testing.T, path string) (string, httpapi.PutSchedule
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f.Name, httpapi.PutScheduleRequest{Definition: f.Definition, Cron: f.Cron, Timezone: f.Timezone,
+	return f.Name, api.PutScheduleRequest{Definition: f.Definition, Cron: f.Cron, Timezone: f.Timezone,
 		Input: in, Overlap: f.Overlap, Paused: f.Paused, CatchupWindow: f.CatchupWindow}
 }
 
@@ -110,7 +111,7 @@ func TestNightlyDigestScheduleExample(t *testing.T) {
 
 // waitDone polls the instance id until it leaves PENDING and RUNNING (or 30
 // seconds pass) and returns it.
-func waitDone(t *testing.T, c *httpapi.Client, id string) *workflow.Instance {
+func waitDone(t *testing.T, c *client.Client, id string) *workflow.Instance {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		inst, err := c.GetWorkflow(context.Background(), id)

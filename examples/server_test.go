@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/workflow"
 )
@@ -17,7 +17,7 @@ import (
 // workers run echo as the "echo" handler, applies the example definitions
 // named (the files NAME.yaml of this folder, in order: a child's before its
 // parent's) and returns its client.
-func exampleServer(t *testing.T, echo engine.Handler, names ...string) *httpapi.Client {
+func exampleServer(t *testing.T, echo engine.Handler, names ...string) *client.Client {
 	t.Helper()
 	ctx := context.Background()
 	srv, err := server.New(ctx, server.Config{DB: "sqlite:" + filepath.Join(t.TempDir(), "flowd.db"), Addr: "127.0.0.1:0"})
@@ -46,7 +46,7 @@ func exampleServer(t *testing.T, echo engine.Handler, names ...string) *httpapi.
 
 // waitFor polls workflow id through c until done says so; a run that takes
 // longer than 30 s fails the test (a hung run, not a timing assertion).
-func waitFor(t *testing.T, c *httpapi.Client, id string, done func(*workflow.Instance) bool) *workflow.Instance {
+func waitFor(t *testing.T, c *client.Client, id string, done func(*workflow.Instance) bool) *workflow.Instance {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		inst, err := c.GetWorkflow(context.Background(), id)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/workflow"
 )
@@ -64,7 +64,7 @@ func TestShipOrderExample(t *testing.T) {
 	}
 	for _, id := range []string{"o-1", "o-risky", "o-flaky"} {
 		input := `{"id": "` + id + `", "sku": "A-1", "quantity": 2, "amount": 42}`
-		if _, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: id, Definition: "ship-order", Input: json.RawMessage(input)}); err != nil {
+		if _, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: id, Definition: "ship-order", Input: json.RawMessage(input)}); err != nil {
 			t.Fatal(err)
 		}
 	}

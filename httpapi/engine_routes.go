@@ -9,22 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/engine"
 )
 
 // maxPollWait bounds wait_seconds of a long poll.
 const maxPollWait = 60 * time.Second
-
-// DefinitionResponse is the body of a successful PUT /v1/definitions/{name}.
-type DefinitionResponse struct {
-	Name     string `json:"name"`
-	Revision int    `json:"revision"`
-}
-
-// ListDefinitionsResponse is the body of GET /v1/definitions.
-type ListDefinitionsResponse struct {
-	Definitions []*engine.DefinitionInfo `json:"definitions"`
-}
 
 func (s *Server) putDefinition(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
@@ -59,7 +49,16 @@ func (s *Server) listDefinitions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ListDefinitionsResponse{Definitions: defs})
+	out := ListDefinitionsResponse{Definitions: make([]*api.DefinitionInfo, 0, len(defs))}
+	for _, d := range defs {
+		info, err := apiDefinition(d)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out.Definitions = append(out.Definitions, info)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
@@ -72,7 +71,12 @@ func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
 		}
 		rev = n
 	}
-	info, err := s.eng.GetDefinition(r.Context(), r.PathValue("name"), rev)
+	d, err := s.eng.GetDefinition(r.Context(), r.PathValue("name"), rev)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	info, err := apiDefinition(d)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -80,61 +84,14 @@ func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, info)
 }
 
-// PollRequest is the body of POST /v1/tasks/poll.
-type PollRequest struct {
-	Worker       string   `json:"worker"`
-	Handlers     []string `json:"handlers"`
-	LeaseSeconds *float64 `json:"lease_seconds,omitempty"`
-	WaitSeconds  *float64 `json:"wait_seconds,omitempty"`
-}
-
-// TaskResponse is a task handed to a remote worker.
-type TaskResponse struct {
-	TaskID     string    `json:"task_id"`
-	Lease      string    `json:"lease"`
-	LeaseUntil time.Time `json:"lease_until"`
-	WorkflowID string    `json:"workflow_id"`
-	Step       string    `json:"step"`
-	Handler    string    `json:"handler"`
-	Attempt    int       `json:"attempt"`
-	// Index is the item's index for an iteration of a foreach step.
-	Index          *int            `json:"index,omitempty"`
-	Input          json.RawMessage `json:"input"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	// TraceParent is the W3C traceparent of the workflow's trace, absent
-	// when it has none: a worker's spans of the attempt continue it.
-	TraceParent string `json:"traceparent,omitempty"`
-}
-
-// CompleteTaskRequest is the body of POST /v1/tasks/{task_id}/complete.
-type CompleteTaskRequest struct {
-	Lease  string          `json:"lease"`
-	Output json.RawMessage `json:"output"`
-}
-
-// FailTaskRequest is the body of POST /v1/tasks/{task_id}/fail.
-type FailTaskRequest struct {
-	Lease     string `json:"lease"`
-	Error     string `json:"error"`
-	Retryable *bool  `json:"retryable"`
-}
-
-// HeartbeatRequest is the body of POST /v1/tasks/{task_id}/heartbeat.
-type HeartbeatRequest struct {
-	Lease        string   `json:"lease"`
-	LeaseSeconds *float64 `json:"lease_seconds,omitempty"`
-}
-
-// TaskResultResponse answers complete and fail.
-type TaskResultResponse struct {
-	TaskID string `json:"task_id"`
-	Status string `json:"status"`
-}
-
-// HeartbeatResponse answers heartbeat.
-type HeartbeatResponse struct {
-	TaskID     string    `json:"task_id"`
-	LeaseUntil time.Time `json:"lease_until"`
+// apiDefinition is a revision as the API shows it: the definition in its
+// stored form.
+func apiDefinition(d *engine.DefinitionInfo) (*api.DefinitionInfo, error) {
+	raw, err := json.Marshal(d.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("encoding definition %s revision %d: %w", d.Name, d.Revision, err)
+	}
+	return &api.DefinitionInfo{Name: d.Name, Revision: d.Revision, CreatedAt: d.CreatedAt, Definition: raw}, nil
 }
 
 func seconds(name string, v *float64, max time.Duration) (time.Duration, error) {
@@ -184,19 +141,13 @@ func (s *Server) pollTask(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// leased is a request body of a lease holder (complete, fail, heartbeat).
-type leased interface{ leaseToken() string }
-
-func (r *CompleteTaskRequest) leaseToken() string { return r.Lease }
-func (r *FailTaskRequest) leaseToken() string     { return r.Lease }
-func (r *HeartbeatRequest) leaseToken() string    { return r.Lease }
-
-// decodeLeased decodes a lease holder's body strictly and requires its lease.
-func decodeLeased(r *http.Request, v leased) error {
+// decodeLeased decodes a lease holder's body (complete, fail, heartbeat)
+// strictly into v and requires its lease, which lease points to.
+func decodeLeased(r *http.Request, v any, lease *string) error {
 	if err := decodeControl(r, v, false); err != nil {
 		return err
 	}
-	if strings.TrimSpace(v.leaseToken()) == "" {
+	if strings.TrimSpace(*lease) == "" {
 		return httpError(http.StatusBadRequest, `"lease" is required: the lease returned by /v1/tasks/poll`)
 	}
 	return nil
@@ -204,7 +155,7 @@ func decodeLeased(r *http.Request, v leased) error {
 
 func (s *Server) completeTask(w http.ResponseWriter, r *http.Request) {
 	var req CompleteTaskRequest
-	if err := decodeLeased(r, &req); err != nil {
+	if err := decodeLeased(r, &req, &req.Lease); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -218,7 +169,7 @@ func (s *Server) completeTask(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) failTask(w http.ResponseWriter, r *http.Request) {
 	var req FailTaskRequest
-	if err := decodeLeased(r, &req); err != nil {
+	if err := decodeLeased(r, &req, &req.Lease); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -233,7 +184,7 @@ func (s *Server) failTask(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) heartbeatTask(w http.ResponseWriter, r *http.Request) {
 	var req HeartbeatRequest
-	if err := decodeLeased(r, &req); err != nil {
+	if err := decodeLeased(r, &req, &req.Lease); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -13,11 +13,6 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// IdempotencyKeyHeader names the header that makes POST /v1/workflows safe
-// to repeat: a repeat within 24 hours gets the instance the first request
-// created instead of a new one.
-const IdempotencyKeyHeader = "Idempotency-Key"
-
 // idempotencyKey reads the Idempotency-Key header: "" when absent, 400 when
 // given twice or not 1–255 printable ASCII characters.
 func idempotencyKey(r *http.Request) (string, error) {

@@ -19,9 +19,6 @@ type Precondition struct {
 	Tags []EntityTag
 }
 
-// ETag formats an instance version as a strong entity tag: "4".
-func ETag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
-
 var errMalformedTag = errors.New("malformed entity tag")
 
 // ParsePrecondition parses an If-Match / If-None-Match field value by RFC 9110

@@ -1,64 +1,13 @@
 package httpapi
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/workflow"
 )
-
-// PutScheduleRequest is the body of PUT /v1/schedules/{name}.
-type PutScheduleRequest struct {
-	Definition string          `json:"definition"`
-	Cron       string          `json:"cron"`
-	Timezone   string          `json:"timezone,omitempty"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Overlap    string          `json:"overlap,omitempty"`
-	Paused     bool            `json:"paused,omitempty"`
-	// CatchupWindow is a Go duration ("1m", the default, "90s", "2h").
-	CatchupWindow string `json:"catchup_window,omitempty"`
-}
-
-// Schedule is a schedule as the API shows it. NextFireTimes are the next
-// fire times after now, in UTC (RFC 3339), shown for a paused schedule too
-// (when it would fire once resumed).
-type Schedule struct {
-	Name           string          `json:"name"`
-	Definition     string          `json:"definition"`
-	Cron           string          `json:"cron"`
-	Timezone       string          `json:"timezone"`
-	Input          json.RawMessage `json:"input"`
-	Overlap        string          `json:"overlap"`
-	Paused         bool            `json:"paused"`
-	CatchupWindow  string          `json:"catchup_window"`
-	NextFireTimes  []time.Time     `json:"next_fire_times"`
-	LastFireAt     *time.Time      `json:"last_fire_at,omitempty"`
-	LastInstanceID string          `json:"last_instance_id,omitempty"`
-	BufferedFireAt *time.Time      `json:"buffered_fire_at,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-}
-
-// ListSchedulesResponse is the body of GET /v1/schedules.
-type ListSchedulesResponse struct {
-	Schedules []Schedule `json:"schedules"`
-}
-
-// BackfillRequest is the body of POST /v1/schedules/{name}/backfill.
-type BackfillRequest struct {
-	From string `json:"from"`
-	To   string `json:"to"`
-}
-
-// BackfillResponse answers a backfill: the ids it created and those that
-// existed already, by fire time.
-type BackfillResponse = engine.BackfillResult
 
 // nextFireTimesShown is how many fire times a schedule shows.
 const nextFireTimesShown = 5
@@ -222,97 +171,4 @@ func (s *Server) backfillSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
-}
-
-func schedulePath(name string) string { return "/v1/schedules/" + pathSegment(name) }
-
-// PutSchedule creates (true) or replaces (false) the schedule name.
-func (c *Client) PutSchedule(ctx context.Context, name string, req PutScheduleRequest) (*Schedule, bool, error) {
-	if name == "" {
-		return nil, false, errors.New("flowd client: PutSchedule: the schedule name is empty")
-	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, false, fmt.Errorf("flowd client: encoding schedule: %w", err)
-	}
-	var out Schedule
-	status, _, err := c.send(ctx, c.http, http.MethodPut, schedulePath(name), nil, body, "application/json", &out)
-	if err != nil {
-		return nil, false, err
-	}
-	return &out, status == http.StatusCreated, nil
-}
-
-// ListSchedules returns every schedule by name.
-func (c *Client) ListSchedules(ctx context.Context) ([]Schedule, error) {
-	var out ListSchedulesResponse
-	if _, err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, nil, "", &out); err != nil {
-		return nil, err
-	}
-	if out.Schedules == nil {
-		out.Schedules = []Schedule{}
-	}
-	return out.Schedules, nil
-}
-
-// GetSchedule returns the schedule name with its next fire times.
-func (c *Client) GetSchedule(ctx context.Context, name string) (*Schedule, error) {
-	if name == "" {
-		return nil, errors.New("flowd client: GetSchedule: the schedule name is empty")
-	}
-	var out Schedule
-	if _, err := c.do(ctx, http.MethodGet, schedulePath(name), nil, nil, "", &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// DeleteSchedule deletes the schedule name (not its instances).
-func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
-	if name == "" {
-		return errors.New("flowd client: DeleteSchedule: the schedule name is empty")
-	}
-	_, err := c.do(ctx, http.MethodDelete, schedulePath(name), nil, nil, "", nil)
-	return err
-}
-
-// PauseSchedule pauses (or, with paused false, resumes) the schedule name.
-func (c *Client) PauseSchedule(ctx context.Context, name string, paused bool) (*Schedule, error) {
-	if name == "" {
-		return nil, errors.New("flowd client: PauseSchedule: the schedule name is empty")
-	}
-	action := "/pause"
-	if !paused {
-		action = "/resume"
-	}
-	var out Schedule
-	if _, err := c.do(ctx, http.MethodPost, schedulePath(name)+action, nil, []byte(`{}`), "application/json", &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
-// TriggerSchedule starts an instance of the schedule name now.
-func (c *Client) TriggerSchedule(ctx context.Context, name string) (*workflow.Instance, error) {
-	if name == "" {
-		return nil, errors.New("flowd client: TriggerSchedule: the schedule name is empty")
-	}
-	return c.instance(ctx, http.MethodPost, schedulePath(name)+"/trigger", nil, []byte(`{}`), "application/json")
-}
-
-// BackfillSchedule starts the instances of the schedule's fire times in
-// [from, to].
-func (c *Client) BackfillSchedule(ctx context.Context, name string, from, to time.Time) (*BackfillResponse, error) {
-	if name == "" {
-		return nil, errors.New("flowd client: BackfillSchedule: the schedule name is empty")
-	}
-	body, err := json.Marshal(BackfillRequest{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339)})
-	if err != nil {
-		return nil, fmt.Errorf("flowd client: encoding backfill: %w", err)
-	}
-	var out BackfillResponse
-	if _, err := c.do(ctx, http.MethodPost, schedulePath(name)+"/backfill", nil, body, "application/json", &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }

@@ -27,9 +27,6 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// MaxBodyBytes is the largest request body accepted (413 above it).
-const MaxBodyBytes = 1 << 20
-
 // Config holds what the API needs; zero values get sensible defaults.
 type Config struct {
 	Store store.Backend

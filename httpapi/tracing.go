@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
-
-	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/flowd/flowd/tracing"
 )
@@ -16,11 +13,4 @@ func (s *Server) withTracing(mux *http.ServeMux, next http.Handler) http.Handler
 		_, pattern := mux.Handler(r)
 		return tracing.RoutePattern(pattern)
 	})
-}
-
-// injectTraceParent sends the trace of the span ctx carries, if any, as a
-// traceparent header: a workflow started from within a span joins its
-// trace, and a worker's reports join the workflow's.
-func injectTraceParent(ctx context.Context, h http.Header) {
-	tracing.Propagator().Inject(ctx, propagation.HeaderCarrier(h))
 }

@@ -2,22 +2,7 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 )
-
-// Worker is a remote worker or an in-process pool seen polling: Node is the
-// flowd node that served its polls (for a pool, the node it runs on).
-type Worker struct {
-	Worker     string    `json:"worker"`
-	Handlers   []string  `json:"handlers"`
-	Node       string    `json:"node"`
-	LastPollAt time.Time `json:"last_poll_at"`
-}
-
-// ListWorkersResponse is the body of GET /v1/workers.
-type ListWorkersResponse struct {
-	Workers []Worker `json:"workers"`
-}
 
 // listWorkers lists the workers of every node that polled in the last five
 // minutes, the most recent poll first.

@@ -17,7 +17,7 @@
 //	if err := s.Start(ctx); err != nil {
 //		return err
 //	}
-//	c := s.Client() // an *httpapi.Client of s.URL()
+//	c := s.Client() // an *client.Client of s.URL()
 //	…
 //	return s.Shutdown(ctx) // or s.Run(ctx): serve until ctx ends, then shut down
 //
@@ -44,6 +44,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/dsn"
@@ -407,11 +408,11 @@ func (s *Server) url() string {
 // Client returns a client of this server, authenticated with the first of
 // Config.Tokens (whatever its role) if any; opts come after and may override it. Call it after
 // Start.
-func (s *Server) Client(opts ...httpapi.ClientOption) *httpapi.Client {
+func (s *Server) Client(opts ...client.Option) *client.Client {
 	if len(s.cfg.Tokens) > 0 {
-		opts = append([]httpapi.ClientOption{httpapi.WithToken(s.cfg.Tokens[0].Secret)}, opts...)
+		opts = append([]client.Option{client.WithToken(s.cfg.Tokens[0].Secret)}, opts...)
 	}
-	return httpapi.NewClient(s.URL(), opts...)
+	return client.New(s.URL(), opts...)
 }
 
 // Run starts the server if it is not started yet, serves until ctx ends,

@@ -130,7 +130,7 @@ type recordTraces struct {
 	seen map[string]trace.SpanContext // by step
 }
 
-func (r *recordTraces) handler(ctx context.Context, t engine.Task) (json.RawMessage, error) {
+func (r *recordTraces) handler(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.seen == nil {
@@ -147,7 +147,7 @@ func (r *recordTraces) handler(ctx context.Context, t engine.Task) (json.RawMess
 func TestTracingInProcess(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		rec := &recordTraces{}
-		s, exp := tracedServer(t, db, 2, map[string]engine.Handler{"traced": rec.handler})
+		s, exp := tracedServer(t, db, 2, map[string]engine.Handler{"traced": engine.TaskHandler(rec.handler)})
 		inst := postWorkflow(t, s, "traced", clientTrace)
 		waitCompleted(t, s.Client(), inst.ID)
 		// An attempt's span ends once its outcome is recorded, a moment
@@ -264,7 +264,7 @@ func TestTracingRemoteWorker(t *testing.T) {
 		ctx, stop := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
-			done <- worker.Run(ctx, worker.Config{Client: c, Name: "w", Handlers: map[string]engine.Handler{"traced": rec.handler}, Wait: time.Second})
+			done <- worker.Run(ctx, worker.Config{Client: c, Name: "w", Handlers: map[string]worker.Handler{"traced": rec.handler}, Wait: time.Second})
 		}()
 		waitCompleted(t, c, inst.ID)
 		stop()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // Querier holds the operations that run either on their own (each atomic) or
@@ -317,18 +318,9 @@ const MaxBatchLimit = 10000
 // MaxClaimQueues bounds how many queues one claim may name.
 const MaxClaimQueues = 1000
 
-// HistoryEntry is one version of an instance, as it was written. Actor is
-// who asked for it (see WriteActor): an API token's name, ActorEngine,
-// ActorAnonymous, or ActorUnknown for versions written before actors were
-// recorded.
-type HistoryEntry struct {
-	Version int64           `json:"version"`
-	Status  workflow.Status `json:"status"`
-	State   workflow.State  `json:"state"`
-	At      time.Time       `json:"at"`
-	Cause   string          `json:"cause"`
-	Actor   string          `json:"actor"`
-}
+// HistoryEntry is one version of an instance, as it was written (see
+// instance.HistoryEntry; Actor is who asked for it, see WriteActor).
+type HistoryEntry = instance.HistoryEntry
 
 // Migrator is implemented by every Store: it creates or upgrades the schema.
 type Migrator interface {

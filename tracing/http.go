@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flowd/flowd/internal/httpstatus"
+	"github.com/flowd/flowd/tracing/traceparent"
 )
 
 // HTTPHandler returns next with a server span per request, named
@@ -25,7 +26,7 @@ func HTTPHandler(tp trace.TracerProvider, next http.Handler, route func(*http.Re
 	}
 	tracer := tp.Tracer(TracerName)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx := traceparent.Propagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		pattern := route(r)
 		name := r.Method
 		if pattern != "" {

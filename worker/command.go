@@ -13,8 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
 )
 
 // ExitPermanent is the exit status with which a command run by Command fails
@@ -49,13 +48,13 @@ const commandKillGrace = 800 * time.Millisecond
 // abandons its tasks) the whole process group gets SIGTERM, and SIGKILL a
 // moment later if it is still there, so that children the command started
 // do not outlive the task.
-func Command(command string) engine.Handler {
-	return func(ctx context.Context, t engine.Task) (json.RawMessage, error) {
+func Command(command string) Handler {
+	return func(ctx context.Context, t Task) (json.RawMessage, error) {
 		return runCommand(ctx, command, t)
 	}
 }
 
-func runCommand(ctx context.Context, command string, t engine.Task) (json.RawMessage, error) {
+func runCommand(ctx context.Context, command string, t Task) (json.RawMessage, error) {
 	cmd := exec.CommandContext(ctx, "sh", "-c", command)
 	input := t.Input
 	if len(input) == 0 {
@@ -77,7 +76,7 @@ func runCommand(ctx context.Context, command string, t engine.Task) (json.RawMes
 		// environment carrier reads, for a command that traces itself.
 		cmd.Env = append(cmd.Env, "TRACEPARENT="+t.TraceParent)
 	}
-	stdout := &limitedBuffer{max: httpapi.MaxBodyBytes}
+	stdout := &limitedBuffer{max: api.MaxBodyBytes}
 	stderr := &tailBuffer{max: StderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	group := inOwnProcessGroup(cmd)
@@ -107,7 +106,7 @@ func runCommand(ctx context.Context, command string, t engine.Task) (json.RawMes
 				msg = "the command " + exitStatus(ee)
 			}
 			if ee.ExitCode() == ExitPermanent {
-				return nil, engine.Permanent(errors.New(msg))
+				return nil, Permanent(errors.New(msg))
 			}
 			return nil, errors.New(msg)
 		default:
@@ -115,14 +114,14 @@ func runCommand(ctx context.Context, command string, t engine.Task) (json.RawMes
 		}
 	}
 	if stdout.overflow {
-		return nil, engine.Permanent(fmt.Errorf("the command wrote more than %d bytes on stdout, more than the server accepts as an output", stdout.max))
+		return nil, Permanent(fmt.Errorf("the command wrote more than %d bytes on stdout, more than the server accepts as an output", stdout.max))
 	}
 	out := bytes.TrimSpace(stdout.buf.Bytes())
 	if len(out) == 0 {
 		return json.RawMessage("null"), nil
 	}
 	if !json.Valid(out) {
-		return nil, engine.Permanent(fmt.Errorf("the command's stdout is not JSON: %q", excerpt(out, 200)))
+		return nil, Permanent(fmt.Errorf("the command's stdout is not JSON: %q", excerpt(out, 200)))
 	}
 	return json.RawMessage(out), nil
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-func commandTask(input string) engine.Task {
-	return engine.Task{
+func commandTask(input string) worker.Task {
+	return worker.Task{
 		ID: "t1", WorkflowID: "wf-1", Step: "greet", Handler: "greet", Attempt: 2,
 		Input: json.RawMessage(input), IdempotencyKey: "wf-1/greet",
 	}
@@ -194,7 +194,7 @@ steps:
     retry: {max_attempts: 2, initial_backoff: 10ms, max_backoff: 20ms}
   - {id: refuse, type: task, handler: refuse, depends_on: [flaky], retry: {max_attempts: 3}}
 `)
-	startWorker(t, worker.Config{Client: b.client, Wait: time.Second, Handlers: map[string]engine.Handler{
+	startWorker(t, worker.Config{Client: b.client, Wait: time.Second, Handlers: map[string]worker.Handler{
 		"greet":  worker.Command(`sed 's/.*"name":"\([^"]*\)".*/{"greeting": "Hello, \1!"}/'`),
 		"flaky":  worker.Command(`if [ "$FLOWD_ATTEMPT" = 1 ]; then echo 'try again' >&2; exit 1; fi; echo '{"attempt": '$FLOWD_ATTEMPT'}'`),
 		"refuse": worker.Command(`echo 'no such customer' >&2; exit 100`),
@@ -231,7 +231,7 @@ steps:
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	logs := &logRecorder{}
 	startWorker(t, worker.Config{Client: b.client, Wait: time.Second, Lease: time.Second, Logger: slog.New(logs),
-		Handlers: map[string]engine.Handler{"nap": worker.Command(`sleep 60 & echo $! > ` + pidFile + `; wait`)}})
+		Handlers: map[string]worker.Handler{"nap": worker.Command(`sleep 60 & echo $! > ` + pidFile + `; wait`)}})
 	b.start(t, "slow", "n1", "")
 	b.waitStatus(t, "n1", workflow.StatusFailed, 30*time.Second)
 	b2, err := os.ReadFile(pidFile)

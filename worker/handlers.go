@@ -4,7 +4,7 @@
 // keeps the task's lease alive with heartbeats, and reports the output or
 // the error.
 //
-//	w := worker.New(httpapi.NewClient("http://127.0.0.1:8080"), worker.Options{Concurrency: 8})
+//	w := worker.New(client.New("http://127.0.0.1:8080"), worker.Options{Concurrency: 8})
 //	w.Handle("charge", func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 //		var in struct{ Amount int }
 //		if err := json.Unmarshal(t.Input, &in); err != nil {
@@ -32,16 +32,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/flowd/flowd/engine"
 )
 
 // DemoHandlers returns the built-in demo handlers by name:
 //   - echo returns its input;
 //   - sleep waits input.ms milliseconds (at most an hour) and returns {"slept_ms": N};
 //   - fail fails with input.message (retryable unless input.permanent is true).
-func DemoHandlers() map[string]engine.Handler {
-	return map[string]engine.Handler{
+func DemoHandlers() map[string]Handler {
+	return map[string]Handler{
 		"echo":  Echo,
 		"sleep": Sleep,
 		"fail":  Fail,
@@ -49,17 +47,17 @@ func DemoHandlers() map[string]engine.Handler {
 }
 
 // Echo returns the task's input unchanged.
-func Echo(_ context.Context, t engine.Task) (json.RawMessage, error) {
+func Echo(_ context.Context, t Task) (json.RawMessage, error) {
 	return t.Input, nil
 }
 
 // Sleep waits input.ms milliseconds, or until ctx ends.
-func Sleep(ctx context.Context, t engine.Task) (json.RawMessage, error) {
+func Sleep(ctx context.Context, t Task) (json.RawMessage, error) {
 	var in struct {
 		MS *float64 `json:"ms"`
 	}
 	if err := json.Unmarshal(t.Input, &in); err != nil || in.MS == nil || *in.MS < 0 || *in.MS > float64(time.Hour/time.Millisecond) {
-		return nil, engine.Permanent(errors.New(`sleep needs input {"ms": N} with 0 <= N <= 3600000`))
+		return nil, Permanent(errors.New(`sleep needs input {"ms": N} with 0 <= N <= 3600000`))
 	}
 	d := time.Duration(*in.MS * float64(time.Millisecond))
 	select {
@@ -71,7 +69,7 @@ func Sleep(ctx context.Context, t engine.Task) (json.RawMessage, error) {
 }
 
 // Fail fails with input.message; input.permanent: true makes it not retryable.
-func Fail(_ context.Context, t engine.Task) (json.RawMessage, error) {
+func Fail(_ context.Context, t Task) (json.RawMessage, error) {
 	var in struct {
 		Message   string `json:"message"`
 		Permanent bool   `json:"permanent"`
@@ -81,7 +79,7 @@ func Fail(_ context.Context, t engine.Task) (json.RawMessage, error) {
 		in.Message = fmt.Sprintf("fail handler: attempt %d failed as asked", t.Attempt)
 	}
 	if in.Permanent {
-		return nil, engine.Permanent(errors.New(in.Message))
+		return nil, Permanent(errors.New(in.Message))
 	}
 	return nil, errors.New(in.Message)
 }

@@ -18,8 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
+	"github.com/flowd/flowd/worker/task"
 )
 
 // Defaults of Config.
@@ -44,11 +45,11 @@ const abandonWait = time.Second
 
 // Config configures Run. Zero values take the defaults in brackets.
 type Config struct {
-	Client *httpapi.Client // required
+	Client *client.Client // required
 	// Name identifies this worker in lease owners [hostname-pid].
 	Name string
 	// Handlers are served by name: the worker polls for exactly these.
-	Handlers map[string]engine.Handler
+	Handlers map[string]Handler
 	// Concurrency is how many tasks run at once, each slot polling on its own [4].
 	Concurrency int
 	// Lease is asked for each task and each heartbeat [0: the server's default].
@@ -120,7 +121,7 @@ func (c *Config) validate() error {
 // its lease, which heartbeats at a third of the lease extend; a heartbeat
 // answered 409 means the task was taken away (instance cancelled, lease
 // expired, step completed by hand) and cancels the handler, whose result is
-// then dropped. An error marked engine.Permanent fails the step at once; any
+// then dropped. An error marked Permanent fails the step at once; any
 // other error, and a panic, fails the attempt, which is retried per the step's
 // policy. Transport and server errors are retried with backoff.
 //
@@ -141,7 +142,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	r := &runner{cfg: cfg, log: cfg.Logger, names: slices.Sorted(maps.Keys(cfg.Handlers))}
-	r.poll = httpapi.PollRequest{Worker: cfg.Name, Handlers: r.names}
+	r.poll = api.PollRequest{Worker: cfg.Name, Handlers: r.names}
 	wait := cfg.Wait.Seconds()
 	r.poll.WaitSeconds = &wait
 	if cfg.Lease > 0 {
@@ -205,7 +206,7 @@ type runner struct {
 	cfg         Config
 	log         *slog.Logger
 	names       []string
-	poll        httpapi.PollRequest
+	poll        api.PollRequest
 	stopPolling context.CancelCauseFunc
 	fatal       atomic.Pointer[error]
 	inFlight    atomic.Int64
@@ -309,7 +310,7 @@ func unreachable(err error) bool {
 // refused reports the answers to a poll that retrying does not change: a bad
 // request, a missing or unknown token, or no flowd API at the URL.
 func refused(err error) bool {
-	switch httpapi.StatusCode(err) {
+	switch client.StatusCode(err) {
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed:
 		return true
 	}
@@ -339,9 +340,9 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // execute runs one task and reports its outcome, unless the task was taken
 // away or abandoned meanwhile.
-func (r *runner) execute(workCtx context.Context, tr *httpapi.TaskResponse) {
+func (r *runner) execute(workCtx context.Context, tr *api.TaskResponse) {
 	start := time.Now()
-	t := engine.Task{
+	t := Task{
 		ID: tr.TaskID, WorkflowID: tr.WorkflowID, Step: tr.Step, Handler: tr.Handler, Attempt: tr.Attempt, Index: tr.Index,
 		Input: tr.Input, IdempotencyKey: tr.IdempotencyKey, Lease: tr.Lease, LeaseUntil: tr.LeaseUntil,
 		TraceParent: tr.TraceParent,
@@ -381,14 +382,14 @@ func (r *runner) execute(workCtx context.Context, tr *httpapi.TaskResponse) {
 		return r.cfg.Client.CompleteTask(ctx, t.ID, t.Lease, output)
 	}
 	if err != nil {
-		retryable := !engine.IsPermanent(err)
+		retryable := !task.IsPermanent(err)
 		msg, args = "task failed", append(args, "retryable", retryable, "err", err.Error())
 		report = func(ctx context.Context) error {
 			return r.cfg.Client.FailTask(ctx, t.ID, t.Lease, err.Error(), retryable)
 		}
 	}
 	rerr := r.report(workCtx, leaseEnd, report)
-	if code := httpapi.StatusCode(rerr); err == nil && (code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge) {
+	if code := client.StatusCode(rerr); err == nil && (code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge) {
 		// The server will never take this output (too large, say): retrying
 		// the attempt would only produce it again.
 		msg = "task failed"
@@ -401,7 +402,7 @@ func (r *runner) execute(workCtx context.Context, tr *httpapi.TaskResponse) {
 	switch {
 	case rerr == nil:
 		log.Info(msg, args...)
-	case httpapi.IsConflict(rerr) || httpapi.IsNotFound(rerr):
+	case client.IsConflict(rerr) || client.IsNotFound(rerr):
 		// Fenced: the lease expired or the instance stopped meanwhile, and
 		// whoever holds the step now decides.
 		log.Debug(msg+", not recorded: the worker no longer holds the task", append(args, "report_err", rerr)...)
@@ -415,7 +416,7 @@ func (r *runner) execute(workCtx context.Context, tr *httpapi.TaskResponse) {
 func (r *runner) report(ctx context.Context, lease *leaseClock, send func(context.Context) error) error {
 	for failures := 1; ; failures++ {
 		err := send(ctx)
-		code := httpapi.StatusCode(err)
+		code := client.StatusCode(err)
 		if err == nil || (code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests) || ctx.Err() != nil {
 			return err
 		}
@@ -430,10 +431,10 @@ func (r *runner) report(ctx context.Context, lease *leaseClock, send func(contex
 
 // call runs the handler; a panic is a failed attempt, an empty output is null
 // and an output that is not JSON fails the step.
-func (r *runner) call(ctx context.Context, t engine.Task) (out json.RawMessage, err error) {
+func (r *runner) call(ctx context.Context, t Task) (out json.RawMessage, err error) {
 	h, ok := r.cfg.Handlers[t.Handler]
 	if !ok {
-		return nil, engine.Permanent(fmt.Errorf("no handler %q on worker %s", t.Handler, r.cfg.Name))
+		return nil, Permanent(fmt.Errorf("no handler %q on worker %s", t.Handler, r.cfg.Name))
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -445,7 +446,7 @@ func (r *runner) call(ctx context.Context, t engine.Task) (out json.RawMessage, 
 		out = json.RawMessage("null")
 	}
 	if err == nil && !json.Valid(out) {
-		err = engine.Permanent(errors.New("handler returned invalid JSON"))
+		err = Permanent(errors.New("handler returned invalid JSON"))
 	}
 	return out, err
 }
@@ -473,7 +474,7 @@ func (l *leaseClock) set(t time.Time) {
 // ends, and cancels the handler's context when the lease is lost (409 or 404
 // on a heartbeat) or runs out. Expiry times are the server's; the clocks of
 // worker and server are assumed to agree to well within a lease.
-func (r *runner) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t engine.Task, lease *leaseClock, log *slog.Logger) {
+func (r *runner) keepLease(ctx context.Context, cancel context.CancelCauseFunc, t Task, lease *leaseClock, log *slog.Logger) {
 	until := t.LeaseUntil
 	expiry := time.NewTimer(time.Until(until))
 	defer expiry.Stop()
@@ -505,7 +506,7 @@ func (r *runner) keepLease(ctx context.Context, cancel context.CancelCauseFunc, 
 		switch {
 		case ctx.Err() != nil:
 			return
-		case httpapi.IsConflict(err) || httpapi.IsNotFound(err):
+		case client.IsConflict(err) || client.IsNotFound(err):
 			cancel(fmt.Errorf("lost the lease: %w", err))
 			return
 		case err != nil:

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store/sqlite"
@@ -30,7 +32,7 @@ import (
 // by a remote worker through the tasks API.
 type bundle struct {
 	url    string
-	client *httpapi.Client
+	client *client.Client
 }
 
 func setup(t *testing.T, tokens ...string) *bundle {
@@ -65,11 +67,11 @@ func setup(t *testing.T, tokens ...string) *bundle {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	var opts []httpapi.ClientOption
+	var opts []client.Option
 	if len(tokens) > 0 {
-		opts = append(opts, httpapi.WithToken(tokens[0]))
+		opts = append(opts, client.WithToken(tokens[0]))
 	}
-	return &bundle{url: srv.URL, client: httpapi.NewClient(srv.URL, opts...)}
+	return &bundle{url: srv.URL, client: client.New(srv.URL, opts...)}
 }
 
 func (b *bundle) define(t *testing.T, yaml string) {
@@ -85,7 +87,7 @@ func (b *bundle) define(t *testing.T, yaml string) {
 
 func (b *bundle) start(t *testing.T, def, id, input string) {
 	t.Helper()
-	req := httpapi.CreateWorkflowRequest{ID: id, Definition: def}
+	req := api.CreateWorkflowRequest{ID: id, Definition: def}
 	if input != "" {
 		req.Input = json.RawMessage(input)
 	}
@@ -144,7 +146,7 @@ func startWorker(t *testing.T, cfg worker.Config) (stop func() error) {
 }
 
 // handlers returns the demo handlers plus extra.
-func handlers(extra map[string]engine.Handler) map[string]engine.Handler {
+func handlers(extra map[string]worker.Handler) map[string]worker.Handler {
 	hs := worker.DemoHandlers()
 	for k, v := range extra {
 		hs[k] = v
@@ -250,13 +252,13 @@ func TestRunEndToEnd(t *testing.T) {
 	b.define(t, pipelineYAML)
 	b.define(t, doomedYAML)
 	b.define(t, declinedYAML)
-	flaky := func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+	flaky := func(_ context.Context, task worker.Task) (json.RawMessage, error) {
 		if task.Attempt == 1 {
 			return nil, errors.New("transient trouble")
 		}
 		return task.Input, nil
 	}
-	panicky := func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+	panicky := func(_ context.Context, task worker.Task) (json.RawMessage, error) {
 		if task.Attempt == 1 {
 			panic("first attempts always panic")
 		}
@@ -265,13 +267,13 @@ func TestRunEndToEnd(t *testing.T) {
 	logs := &logRecorder{}
 	startWorker(t, worker.Config{
 		Client: b.client, Name: "e2e", Logger: slog.New(logs), Wait: 2 * time.Second, Concurrency: 2,
-		Handlers: map[string]engine.Handler{"echo": worker.Echo, "fail": worker.Fail, "flaky": flaky, "panicky": panicky},
+		Handlers: map[string]worker.Handler{"echo": worker.Echo, "fail": worker.Fail, "flaky": flaky, "panicky": panicky},
 	})
 	// Sleeps go to a second worker with a short lease, which only heartbeats
 	// keep alive for the length of a nap.
 	startWorker(t, worker.Config{
 		Client: b.client, Name: "e2e-sleep", Logger: slog.New(logs), Wait: 2 * time.Second,
-		Handlers: map[string]engine.Handler{"sleep": worker.Sleep}, Lease: 3 * time.Second,
+		Handlers: map[string]worker.Handler{"sleep": worker.Sleep}, Lease: 3 * time.Second,
 	})
 
 	const n = 4
@@ -342,19 +344,19 @@ steps:
   - {id: s, type: task, handler: slow, input: {n: 1}}
 `)
 	type started struct {
-		task engine.Task
+		task worker.Task
 		at   time.Time
 	}
 	firstStarted := make(chan started, 1)
 	firstStopped := make(chan error, 1)
-	block := func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
+	block := func(ctx context.Context, task worker.Task) (json.RawMessage, error) {
 		firstStarted <- started{task, time.Now()}
 		<-ctx.Done()
 		firstStopped <- context.Cause(ctx)
 		return nil, context.Cause(ctx)
 	}
 	stopA := startWorker(t, worker.Config{
-		Client: b.client, Name: "a", Handlers: map[string]engine.Handler{"slow": block},
+		Client: b.client, Name: "a", Handlers: map[string]worker.Handler{"slow": block},
 		Lease: 2 * time.Second, Wait: time.Second, ShutdownGrace: -1,
 	})
 	b.start(t, "slow", "w", "")
@@ -378,7 +380,7 @@ steps:
 	var second atomic.Pointer[started]
 	startWorker(t, worker.Config{
 		Client: b.client, Name: "b", Wait: time.Second,
-		Handlers: map[string]engine.Handler{"slow": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+		Handlers: map[string]worker.Handler{"slow": func(_ context.Context, task worker.Task) (json.RawMessage, error) {
 			second.Store(&started{task, time.Now()})
 			return json.RawMessage(`{"by":"b"}`), nil
 		}},
@@ -418,7 +420,7 @@ steps:
 	logs := &logRecorder{}
 	startWorker(t, worker.Config{
 		Client: b.client, Lease: 3 * time.Second, Wait: time.Second, Logger: slog.New(logs), Concurrency: 2,
-		Handlers: handlers(map[string]engine.Handler{"block": func(ctx context.Context, _ engine.Task) (json.RawMessage, error) {
+		Handlers: handlers(map[string]worker.Handler{"block": func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
 			running <- struct{}{}
 			<-ctx.Done()
 			causes <- context.Cause(ctx)
@@ -432,7 +434,7 @@ steps:
 	}
 	select {
 	case cause := <-causes:
-		if !httpapi.IsConflict(cause) || !strings.Contains(cause.Error(), "lost the lease") {
+		if !client.IsConflict(cause) || !strings.Contains(cause.Error(), "lost the lease") {
 			t.Errorf("handler context ended with %v, want the heartbeat's 409", cause)
 		}
 	case <-time.After(15 * time.Second):
@@ -466,7 +468,7 @@ steps:
 	logs := &logRecorder{}
 	startWorker(t, worker.Config{
 		Client: b.client, Lease: 30 * time.Second, Wait: time.Second, Logger: slog.New(logs), Concurrency: 1,
-		Handlers: handlers(map[string]engine.Handler{"stubborn": func(context.Context, engine.Task) (json.RawMessage, error) {
+		Handlers: handlers(map[string]worker.Handler{"stubborn": func(context.Context, worker.Task) (json.RawMessage, error) {
 			running <- struct{}{}
 			<-release // ignores its context
 			return json.RawMessage(`{"late":true}`), nil
@@ -505,7 +507,7 @@ steps:
 	running := make(chan struct{}, 1)
 	stop := startWorker(t, worker.Config{
 		Client: b.client, Wait: time.Second,
-		Handlers: map[string]engine.Handler{"nap": func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
+		Handlers: map[string]worker.Handler{"nap": func(ctx context.Context, task worker.Task) (json.RawMessage, error) {
 			running <- struct{}{}
 			return worker.Sleep(ctx, task)
 		}},
@@ -538,7 +540,7 @@ steps:
   - {id: s, type: task, handler: busy}
 `)
 	var active, peak atomic.Int32
-	busy := func(ctx context.Context, _ engine.Task) (json.RawMessage, error) {
+	busy := func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
 		n := active.Add(1)
 		defer active.Add(-1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -549,7 +551,7 @@ steps:
 	for i := range 9 {
 		b.start(t, "busy", fmt.Sprintf("w%d", i), "")
 	}
-	startWorker(t, worker.Config{Client: b.client, Concurrency: 3, Wait: time.Second, Handlers: map[string]engine.Handler{"busy": busy}})
+	startWorker(t, worker.Config{Client: b.client, Concurrency: 3, Wait: time.Second, Handlers: map[string]worker.Handler{"busy": busy}})
 	for i := range 9 {
 		inst := b.waitStatus(t, fmt.Sprintf("w%d", i), workflow.StatusCompleted, 15*time.Second)
 		if out := string(inst.State.Steps["s"].Output); out != "null" {
@@ -589,7 +591,7 @@ steps:
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	startWorker(t, worker.Config{Client: httpapi.NewClient(front.URL), Concurrency: 2, Wait: time.Second, Handlers: worker.DemoHandlers()})
+	startWorker(t, worker.Config{Client: client.New(front.URL), Concurrency: 2, Wait: time.Second, Handlers: worker.DemoHandlers()})
 	b.start(t, "quick", "q", "")
 
 	time.Sleep(1500 * time.Millisecond)
@@ -609,24 +611,24 @@ func TestRunRefused(t *testing.T) {
 	b := setup(t, "s3cret")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	err := worker.Run(ctx, worker.Config{Client: httpapi.NewClient(b.url), Handlers: worker.DemoHandlers(), Wait: time.Second})
-	if !httpapi.IsUnauthorized(err) || ctx.Err() != nil {
+	err := worker.Run(ctx, worker.Config{Client: client.New(b.url), Handlers: worker.DemoHandlers(), Wait: time.Second})
+	if !client.IsUnauthorized(err) || ctx.Err() != nil {
 		t.Errorf("Run without a token: %v", err)
 	}
 }
 
 func TestRunConfig(t *testing.T) {
 	t.Parallel()
-	c := httpapi.NewClient("http://127.0.0.1:1")
-	echo := map[string]engine.Handler{"echo": worker.Echo}
+	c := client.New("http://127.0.0.1:1")
+	echo := map[string]worker.Handler{"echo": worker.Echo}
 	for _, tc := range []struct {
 		cfg  worker.Config
 		want string
 	}{
 		{worker.Config{Handlers: echo}, "Client is required"},
 		{worker.Config{Client: c}, "at least one handler"},
-		{worker.Config{Client: c, Handlers: map[string]engine.Handler{"flowd:sleep": worker.Echo}}, `"flowd:sleep" is not a handler name`},
-		{worker.Config{Client: c, Handlers: map[string]engine.Handler{"x": nil}}, `handler "x" is nil`},
+		{worker.Config{Client: c, Handlers: map[string]worker.Handler{"flowd:sleep": worker.Echo}}, `"flowd:sleep" is not a handler name`},
+		{worker.Config{Client: c, Handlers: map[string]worker.Handler{"x": nil}}, `handler "x" is nil`},
 		{worker.Config{Client: c, Handlers: echo, Concurrency: -1}, "Concurrency"},
 		{worker.Config{Client: c, Handlers: echo, Lease: 10 * time.Millisecond}, "Lease"},
 		{worker.Config{Client: c, Handlers: echo, Wait: 2 * time.Minute}, "Wait"},
@@ -665,7 +667,7 @@ func (f *fakeTasks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/v1/tasks/poll" && !f.handedOut:
 		f.handedOut = true
-		json.NewEncoder(w).Encode(httpapi.TaskResponse{
+		json.NewEncoder(w).Encode(api.TaskResponse{
 			TaskID: "t1", Lease: "l1", LeaseUntil: f.leaseUntil(), WorkflowID: "w", Step: "s",
 			Handler: "block", Attempt: 1, Input: json.RawMessage(`{}`), IdempotencyKey: "w/s",
 		})
@@ -676,7 +678,7 @@ func (f *fakeTasks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case r.URL.Path == "/v1/tasks/t1/heartbeat":
 		f.heartbeats++
-		json.NewEncoder(w).Encode(httpapi.HeartbeatResponse{TaskID: "t1", LeaseUntil: f.leaseUntil()})
+		json.NewEncoder(w).Encode(api.HeartbeatResponse{TaskID: "t1", LeaseUntil: f.leaseUntil()})
 	default:
 		f.results = append(f.results, r.URL.Path)
 		fmt.Fprint(w, `{}`)
@@ -705,8 +707,8 @@ func TestRunHeartbeatsKeepTheLease(t *testing.T) {
 	t.Cleanup(srv.Close)
 	done := make(chan error, 1)
 	stop := startWorker(t, worker.Config{
-		Client: httpapi.NewClient(srv.URL), Concurrency: 1, Wait: time.Second,
-		Handlers: map[string]engine.Handler{"block": func(ctx context.Context, _ engine.Task) (json.RawMessage, error) {
+		Client: client.New(srv.URL), Concurrency: 1, Wait: time.Second,
+		Handlers: map[string]worker.Handler{"block": func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
 			sleep(ctx, 1500*time.Millisecond)
 			done <- context.Cause(ctx)
 			return nil, nil
@@ -734,8 +736,8 @@ func TestRunAttemptDeadline(t *testing.T) {
 	t.Cleanup(srv.Close)
 	done := make(chan error, 1)
 	stop := startWorker(t, worker.Config{
-		Client: httpapi.NewClient(srv.URL), Concurrency: 1, Wait: time.Second,
-		Handlers: map[string]engine.Handler{"block": func(ctx context.Context, _ engine.Task) (json.RawMessage, error) {
+		Client: client.New(srv.URL), Concurrency: 1, Wait: time.Second,
+		Handlers: map[string]worker.Handler{"block": func(ctx context.Context, _ worker.Task) (json.RawMessage, error) {
 			<-ctx.Done()
 			done <- context.Cause(ctx)
 			return nil, ctx.Err()
@@ -772,8 +774,8 @@ steps:
 `)
 	startWorker(t, worker.Config{
 		Client: b.client, Wait: time.Second,
-		Handlers: map[string]engine.Handler{"big": func(context.Context, engine.Task) (json.RawMessage, error) {
-			return json.Marshal(strings.Repeat("x", httpapi.MaxBodyBytes))
+		Handlers: map[string]worker.Handler{"big": func(context.Context, worker.Task) (json.RawMessage, error) {
+			return json.Marshal(strings.Repeat("x", api.MaxBodyBytes))
 		}},
 	})
 	b.start(t, "big", "w", "")
@@ -790,7 +792,7 @@ func TestRunUnreachableServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	logs := &logRecorder{}
-	err := worker.Run(ctx, worker.Config{Client: httpapi.NewClient("http://127.0.0.1:1"), Handlers: worker.DemoHandlers(), Logger: slog.New(logs)})
+	err := worker.Run(ctx, worker.Config{Client: client.New("http://127.0.0.1:1"), Handlers: worker.DemoHandlers(), Logger: slog.New(logs)})
 	var ue *url.Error
 	if err == nil || !strings.Contains(err.Error(), "worker: cannot reach the server: ") || !strings.Contains(err.Error(), "connection refused") || !errors.As(err, &ue) {
 		t.Errorf("Run against a closed port: %v", err)
@@ -837,7 +839,7 @@ steps:
 	}))
 	t.Cleanup(front.Close)
 	logs := &logRecorder{}
-	startWorker(t, worker.Config{Client: httpapi.NewClient(front.URL), Concurrency: 3, Wait: time.Second,
+	startWorker(t, worker.Config{Client: client.New(front.URL), Concurrency: 3, Wait: time.Second,
 		Handlers: worker.DemoHandlers(), Logger: slog.New(logs)})
 	waitFor(t, "a first poll answered", func() bool { return answered.Load() > 0 })
 	down.Store(true)

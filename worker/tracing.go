@@ -3,7 +3,7 @@ package worker
 import (
 	"context"
 
-	"github.com/flowd/flowd/tracing"
+	"github.com/flowd/flowd/tracing/traceparent"
 )
 
 // continueTrace is ctx carrying the polled task's trace (its W3C
@@ -12,5 +12,5 @@ import (
 // the attempt's delivery in the workflow's trace. A task without one
 // leaves ctx as it is.
 func continueTrace(ctx context.Context, traceParent string) context.Context {
-	return tracing.WithTraceParent(ctx, traceParent)
+	return traceparent.WithTraceParent(ctx, traceParent)
 }

@@ -8,24 +8,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/client"
+	"github.com/flowd/flowd/worker/task"
 )
 
-// Task is one attempt of a task step, as a handler receives it: the
-// workflow, the step, the attempt number, the input, and the idempotency key
-// to make side effects happen once although handlers run at least once.
-type Task = engine.Task
+// Task is one attempt of a task step, as a handler receives it (task.Task).
+type Task = task.Task
 
 // Handler runs one attempt of a task step and returns its output, a JSON
-// value. An error fails the attempt, which is retried per the step's retry
-// policy; wrap it with Permanent to fail the step at once. The context ends
-// when the lease is lost (the task was taken away) or the worker gives up on
-// the task at shutdown.
-type Handler = engine.Handler
+// value (task.Handler). An error fails the attempt, which is retried per the
+// step's retry policy; wrap it with Permanent to fail the step at once. The
+// context ends when the lease is lost (the task was taken away) or the
+// worker gives up on the task at shutdown.
+type Handler = task.Handler
 
 // Permanent marks err as not worth retrying: the step fails at once.
-func Permanent(err error) error { return engine.Permanent(err) }
+func Permanent(err error) error { return task.Permanent(err) }
 
 // Options configure a Worker. Zero values take the defaults in brackets.
 type Options struct {
@@ -50,7 +48,7 @@ type Options struct {
 // tasks API (long polls, heartbeats, completions). Create it with New,
 // register handlers with Handle, then Run it.
 type Worker struct {
-	client *httpapi.Client
+	client *client.Client
 	opts   Options
 
 	mu       sync.Mutex
@@ -58,10 +56,10 @@ type Worker struct {
 	running  bool
 }
 
-// New returns a worker that takes tasks from the server client talks to
-// (httpapi.NewClient(url, httpapi.WithToken(token))).
-func New(client *httpapi.Client, opts Options) *Worker {
-	return &Worker{client: client, opts: opts, handlers: map[string]Handler{}}
+// New returns a worker that takes tasks from the server c talks to
+// (client.New(url, client.WithToken(token))).
+func New(c *client.Client, opts Options) *Worker {
+	return &Worker{client: c, opts: opts, handlers: map[string]Handler{}}
 }
 
 // Handle serves the task steps whose handler is name with h: a definition's

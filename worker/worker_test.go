@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
@@ -97,7 +98,7 @@ steps:
 
 func TestWorkerRefusesBadHandlers(t *testing.T) {
 	t.Parallel()
-	c := httpapi.NewClient("http://127.0.0.1:1")
+	c := client.New("http://127.0.0.1:1")
 	if err := worker.New(c, worker.Options{}).Run(t.Context()); err == nil || err.Error() != "worker: config: Handlers must name at least one handler" {
 		t.Errorf("no handler: %v", err)
 	}
@@ -127,7 +128,7 @@ func ExampleWorker() {
 	}
 
 	// The worker: a client of the server, and a handler per handler name.
-	w := worker.New(httpapi.NewClient(srv.URL()), worker.Options{Concurrency: 4, Wait: time.Second})
+	w := worker.New(client.New(srv.URL()), worker.Options{Concurrency: 4, Wait: time.Second})
 	w.Handle("greet", func(ctx context.Context, t worker.Task) (json.RawMessage, error) {
 		var in struct{ Name string }
 		if err := json.Unmarshal(t.Input, &in); err != nil {
@@ -144,7 +145,7 @@ func ExampleWorker() {
 	if _, _, err := c.PutDefinition(ctx, "greeting", []byte(def)); err != nil {
 		log.Fatal(err)
 	}
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "greeting", Input: json.RawMessage(`{"name": "ana"}`)})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: "greeting", Input: json.RawMessage(`{"name": "ana"}`)})
 	if err != nil {
 		log.Fatal(err)
 	}

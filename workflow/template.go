@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 var (
@@ -471,7 +473,7 @@ func (c *compiler) parseStepRef(rest string) (Reference, error) {
 		if !sawOutput {
 			sawOutput, firstStep = true, step
 		}
-		if validateID("", step, false) != nil {
+		if instance.ValidateName(step) != nil {
 			continue
 		}
 		keys, err := parseKeys(after)
@@ -489,7 +491,7 @@ func (c *compiler) parseStepRef(rest string) (Reference, error) {
 	case len(cands) == 0 && keyErr != nil:
 		return Reference{}, keyErr
 	case len(cands) == 0:
-		return Reference{}, errors.New("step id " + idProblem(validateID("", firstStep, false)))
+		return Reference{}, errors.New("step id " + idProblem(instance.ValidateName(firstStep)))
 	case c.stepIDs == nil:
 		return cands[0], nil
 	}

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // Validate checks d against every rule of a definition and returns a
@@ -27,7 +29,7 @@ func (d *Definition) Validate() error {
 func (d *Definition) validate(ps *problemList) {
 	if d.Name == "" {
 		ps.add("name", "is required")
-	} else if err := validateID("", d.Name, false); err != nil {
+	} else if err := instance.ValidateName(d.Name); err != nil {
 		ps.add("name", idProblem(err))
 	}
 	if d.Revision < 0 {
@@ -50,7 +52,7 @@ func (d *Definition) validate(ps *problemList) {
 			ps.add(path+".id", "is required")
 			continue
 		}
-		if err := validateID("", s.ID, false); err != nil {
+		if err := instance.ValidateName(s.ID); err != nil {
 			ps.add(path+".id", idProblem(err))
 			continue
 		}
@@ -107,7 +109,7 @@ func (d *Definition) validateStep(ps *problemList, i int, index map[string]int) 
 		if child {
 			if s.Definition == "" {
 				ps.add(path+".definition", "is required for a workflow step (the name of the child's definition)")
-			} else if err := validateID("", s.Definition, false); err != nil {
+			} else if err := instance.ValidateName(s.Definition); err != nil {
 				ps.add(path+".definition", idProblem(err))
 			}
 		}
@@ -505,7 +507,7 @@ func (q problem) format(d *Definition) string {
 	if rest, ok := strings.CutPrefix(q.path, "steps["); ok {
 		if n, after, ok := strings.Cut(rest, "]"); ok {
 			loc := "steps[" + n + "]"
-			if i, err := strconv.Atoi(n); err == nil && i < len(d.Steps) && validateID("", d.Steps[i].ID, false) == nil {
+			if i, err := strconv.Atoi(n); err == nil && i < len(d.Steps) && instance.ValidateName(d.Steps[i].ID) == nil {
 				loc += " (" + d.Steps[i].ID + ")"
 			}
 			if after = strings.TrimPrefix(after, "."); after != "" {

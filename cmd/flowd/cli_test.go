@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store/sqlite"
 	"github.com/flowd/flowd/workflow"
@@ -47,7 +49,7 @@ type cliBundle struct {
 	t      *testing.T
 	url    string
 	clock  *testClock
-	client *httpapi.Client
+	client *client.Client
 	env    map[string]string
 }
 
@@ -62,19 +64,19 @@ func setupCLI(t *testing.T, tokens ...string) *cliBundle {
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: httpapi.AdminTokens(tokens...)})
+	handler, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: httpapi.AdminTokens(tokens...)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api)
+	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
-	var opts []httpapi.ClientOption
+	var opts []client.Option
 	if len(tokens) > 0 {
-		opts = append(opts, httpapi.WithToken(tokens[0]))
+		opts = append(opts, client.WithToken(tokens[0]))
 	}
 	return &cliBundle{
 		t: t, url: srv.URL, clock: clock,
-		client: httpapi.NewClient(srv.URL, opts...),
+		client: client.New(srv.URL, opts...),
 		// The server comes from the environment, as it would in a shell
 		// session, which also keeps the random port out of the goldens.
 		env: map[string]string{"FLOWD_SERVER": srv.URL},
@@ -309,7 +311,7 @@ func TestCLIEnvironment(t *testing.T) {
 func TestCLIToken(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t, "s3cret")
-	if _, err := b.client.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: "w"}); err != nil {
+	if _, err := b.client.CreateWorkflow(t.Context(), api.CreateWorkflowRequest{ID: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	b.golden("unauthorized", 1, "", "get", "w")
@@ -328,7 +330,7 @@ func TestCLIToken(t *testing.T) {
 func TestCLIEscapesControlCharacters(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	_, err := b.client.CreateWorkflow(context.Background(), httpapi.CreateWorkflowRequest{
+	_, err := b.client.CreateWorkflow(context.Background(), api.CreateWorkflowRequest{
 		ID:    "w",
 		State: []byte(`{"variables":{"x\u001b[2Jy":"\u001b[31mred"},"steps":{"s":{"status":"FAILED","error":"boom\n\u001b]0;title\u0007"}}}`),
 	})
@@ -436,7 +438,7 @@ func TestCLIWorkerCommand(t *testing.T) {
 	if _, _, err := b.client.PutDefinition(ctx, "shell", []byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "sh-1", Definition: "shell", Input: []byte(`{"name":"Ada"}`)}); err != nil {
+	if _, err := b.client.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "sh-1", Definition: "shell", Input: []byte(`{"name":"Ada"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -520,7 +522,7 @@ func TestCLIWorker(t *testing.T) {
 	if _, _, err := b.client.PutDefinition(ctx, "pipe", []byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "w1", Definition: "pipe", Input: []byte(`{"x":7}`)}); err != nil {
+	if _, err := b.client.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "w1", Definition: "pipe", Input: []byte(`{"x":7}`)}); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})

@@ -14,7 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -93,7 +94,7 @@ func (o *clientOptions) getenv(getenv func(string) (string, bool)) func(string) 
 func (o *clientOptions) json() bool { return o.format == "json" }
 
 // client checks the shared flags and returns a client of the server.
-func (o *clientOptions) client() (*httpapi.Client, error) {
+func (o *clientOptions) client() (*client.Client, error) {
 	if o.format != "text" && o.format != "json" {
 		return nil, usageError("-o/--%s must be text or json, not %q", o.formatFlag, o.format)
 	}
@@ -101,17 +102,17 @@ func (o *clientOptions) client() (*httpapi.Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usageError("--server %q is not a server URL such as %s", o.server, defaultServer)
 	}
-	opts := []httpapi.ClientOption{httpapi.WithHTTPClient(&http.Client{Timeout: clientTimeout})}
+	opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: clientTimeout})}
 	if o.token != "" {
-		opts = append(opts, httpapi.WithToken(o.token))
+		opts = append(opts, client.WithToken(o.token))
 	}
-	return httpapi.NewClient(o.server, opts...), nil
+	return client.New(o.server, opts...), nil
 }
 
 // apiFailure gives a failed call its exit code and a message that says what
 // to do about it.
 func (o *clientOptions) apiFailure(err error) error {
-	var ae *httpapi.APIError
+	var ae *client.APIError
 	if errors.As(err, &ae) {
 		switch ae.StatusCode {
 		case http.StatusPreconditionFailed, http.StatusPreconditionRequired:
@@ -150,12 +151,12 @@ func readJSONArg(e *env, what, value string, object bool) (json.RawMessage, erro
 	b := []byte(value)
 	if value == "-" {
 		var err error
-		b, err = io.ReadAll(io.LimitReader(e.stdin, httpapi.MaxBodyBytes+1))
+		b, err = io.ReadAll(io.LimitReader(e.stdin, api.MaxBodyBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("reading %s from stdin: %w", what, err)
 		}
-		if len(b) > httpapi.MaxBodyBytes {
-			return nil, usageError("%s on stdin is larger than %d bytes", what, httpapi.MaxBodyBytes)
+		if len(b) > api.MaxBodyBytes {
+			return nil, usageError("%s on stdin is larger than %d bytes", what, api.MaxBodyBytes)
 		}
 	}
 	b = bytes.TrimSpace(b)
@@ -185,7 +186,7 @@ func parseIfMatch(cmd *cobra.Command, id, v string) (string, error) {
 	quoted := len(digits) == len(v)-2
 	if digits != "" && (quoted || digits == v) && strings.Trim(digits, "0123456789") == "" {
 		if n, err := strconv.ParseInt(digits, 10, 64); err == nil {
-			return httpapi.ETag(n), nil
+			return api.ETag(n), nil
 		}
 	}
 	return "", usageError(`--if-match must be the version the change is based on (a number such as 3, as "flowd get" shows it) or * for any version; got %q`, v)
@@ -237,7 +238,7 @@ instances of higher priority are delivered first.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := httpapi.CreateWorkflowRequest{ID: id}
+			req := api.CreateWorkflowRequest{ID: id}
 			if len(args) == 1 {
 				req.Definition = args[0]
 			}
@@ -276,9 +277,9 @@ instances of higher priority are delivered first.
 				return err
 			}
 			created := true
-			opts := []httpapi.CreateOption{httpapi.WithCreated(&created)}
+			opts := []client.CreateOption{client.WithCreated(&created)}
 			if key != "" {
-				opts = append(opts, httpapi.WithIdempotencyKey(key))
+				opts = append(opts, client.WithIdempotencyKey(key))
 			}
 			inst, err := c.CreateWorkflow(cmd.Context(), req, opts...)
 			if err != nil {
@@ -351,7 +352,7 @@ there are more, it says on stderr how to get the next page (--cursor).
   flowd list -o json | jq -r '.workflows[].id'`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := httpapi.ListOptions{Definition: definition, Limit: limit, Cursor: cursor, IDPrefix: idPrefix, Parent: parent}
+			opts := client.ListOptions{Definition: definition, Limit: limit, Cursor: cursor, IDPrefix: idPrefix, Parent: parent}
 			if cmd.Flags().Changed("parent") {
 				if err := workflow.ValidateInstanceID(parent); err != nil {
 					return usageError("--parent: %v", err)
@@ -610,7 +611,7 @@ is a variable, "step ID" or "state.KEY" (another top-level key of the state).
 				return o.apiFailure(err)
 			}
 			if o.json() {
-				return printJSON(e.stdout, httpapi.HistoryResponse{Versions: versions})
+				return printJSON(e.stdout, api.HistoryResponse{Versions: versions})
 			}
 			return printHistory(e.stdout, versions)
 		},

@@ -7,13 +7,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/examples"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/workflow"
 )
 
 // clientTarget seeds the demo through a server's API.
-type clientTarget struct{ c *httpapi.Client }
+type clientTarget struct{ c *client.Client }
 
 func (t clientTarget) PutDefinition(ctx context.Context, body []byte) error {
 	def, err := workflow.ParseDefinition(body)
@@ -25,7 +26,7 @@ func (t clientTarget) PutDefinition(ctx context.Context, body []byte) error {
 }
 
 func (t clientTarget) Start(ctx context.Context, def string, input json.RawMessage) (string, error) {
-	inst, err := t.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: def, Input: input})
+	inst, err := t.c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: def, Input: input})
 	if err != nil {
 		return "", err
 	}

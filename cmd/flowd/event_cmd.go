@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -83,7 +83,7 @@ NAME is 1–128 characters of [A-Za-z0-9._:-]; K at most 256 characters.
 
 // printEventFailures lists the waiting steps an event failed instead of
 // completing, one a line with the error each failed with.
-func printEventFailures(w io.Writer, failed []httpapi.EventFailure) error {
+func printEventFailures(w io.Writer, failed []api.EventFailure) error {
 	if len(failed) == 0 {
 		return nil
 	}

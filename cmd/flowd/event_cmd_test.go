@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
 )
 
 // flowd event publishes through POST /v1/events: it names the event and
@@ -25,7 +25,7 @@ steps:
 		t.Fatal(err)
 	}
 	for _, id := range []string{"order-1", "order-1b"} {
-		if _, err := b.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: id, Definition: "pay", Input: json.RawMessage(`{"order":"o-1"}`)}); err != nil {
+		if _, err := b.client.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: id, Definition: "pay", Input: json.RawMessage(`{"order":"o-1"}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,7 +45,7 @@ steps:
 	}
 
 	res = b.run("", nil, "event", "payment", "--key", "o-1", "-o", "json")
-	var out httpapi.PublishEventResponse
+	var out api.PublishEventResponse
 	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &out) != nil || out.ID == "" || out.Delivered == nil || len(out.Delivered) != 0 {
 		t.Errorf("flowd event -o json: exit %d, %s%s", res.code, res.stdout, res.stderr)
 	}
@@ -115,7 +115,7 @@ could not deliver it to 2 waiting steps, which failed:
 		t.Errorf("flowd event: exit %d\n%s\nwant\n%s%s", res.code, res.stdout, want, res.stderr)
 	}
 	res = b.run("", nil, "event", "payment", "-o", "json")
-	var out httpapi.PublishEventResponse
+	var out api.PublishEventResponse
 	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &out) != nil || len(out.Failed) != 2 || out.Failed[1].WorkflowID != "w3" {
 		t.Errorf("flowd event -o json: exit %d, %s%s", res.code, res.stdout, res.stderr)
 	}

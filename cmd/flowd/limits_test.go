@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/workflow"
 )
 
 // waitWorkflow polls the workflow until it has status want.
-func waitWorkflow(t *testing.T, c *httpapi.Client, id string, want workflow.Status, timeout time.Duration) *workflow.Instance {
+func waitWorkflow(t *testing.T, c *client.Client, id string, want workflow.Status, timeout time.Duration) *workflow.Instance {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -40,7 +41,7 @@ func TestServeMaxVersions(t *testing.T) {
 		t.Errorf("serve --help: exit %d; want --max-versions to default to the engine's %d:\n%s", code, engine.DefaultMaxVersions, out)
 	}
 	url, _ := startServeEnv(t, map[string]string{"FLOWD_MAX_VERSIONS": "40"}, "--db", "sqlite:"+filepath.Join(t.TempDir(), "f.db"))
-	c := httpapi.NewClient(url)
+	c := client.New(url)
 	ctx := context.Background()
 	if _, _, err := c.PutDefinition(ctx, "spin", []byte(`
 document: {dsl: '1.0.0', namespace: test, name: spin, version: '1.0.0'}
@@ -52,7 +53,7 @@ do:
 `)); err != nil {
 		t.Fatal(err)
 	}
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "spin"})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: "spin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,19 +72,19 @@ func TestServeMaxDescendants(t *testing.T) {
 		t.Errorf("serve --help: exit %d; want --max-descendants to default to the engine's %d:\n%s", code, engine.DefaultMaxDescendants, out)
 	}
 	url, _ := startServeEnv(t, map[string]string{"FLOWD_MAX_DESCENDANTS": "12"}, "--db", "sqlite:"+filepath.Join(t.TempDir(), "f.db"))
-	c := httpapi.NewClient(url)
+	c := client.New(url)
 	ctx := context.Background()
 	if _, _, err := c.PutDefinition(ctx, "fan", []byte("name: fan\nsteps:\n  - {id: sub, type: workflow, definition: fan, foreach: '[1, 2, 3, 4]'}\n")); err != nil {
 		t.Fatal(err)
 	}
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "fan-root", Definition: "fan"})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "fan-root", Definition: "fan"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitWorkflow(t, c, inst.ID, workflow.StatusFailed, 20*time.Second)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		page, err := c.ListWorkflows(ctx, httpapi.ListOptions{Limit: 100})
+		page, err := c.ListWorkflows(ctx, client.ListOptions{Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/worker"
@@ -78,7 +78,7 @@ type nodeDeliveries struct {
 }
 
 // record reports whether this is the first delivery of the attempt.
-func (d *nodeDeliveries) record(who string, task engine.Task) bool {
+func (d *nodeDeliveries) record(who string, task worker.Task) bool {
 	k := nodeDelivery{task.WorkflowID, task.Step, task.Attempt}
 	d.mu.Lock()
 	d.byWho[who]++
@@ -100,9 +100,9 @@ func (d *nodeDeliveries) has(wf, step string, attempt int) bool {
 // attempt that produced the output; its first delivery tells the approver
 // that c is WAITING (c became WAITING in the transaction that scheduled b).
 // finish echoes its input.
-func remoteHandlers(who string, rec *nodeDeliveries, ready chan<- string) map[string]engine.Handler {
-	return map[string]engine.Handler{
-		"flaky": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+func remoteHandlers(who string, rec *nodeDeliveries, ready chan<- string) map[string]worker.Handler {
+	return map[string]worker.Handler{
+		"flaky": func(_ context.Context, task worker.Task) (json.RawMessage, error) {
 			if rec.record(who, task) && task.Attempt == 1 {
 				ready <- task.WorkflowID // room for every instance
 			}
@@ -111,7 +111,7 @@ func remoteHandlers(who string, rec *nodeDeliveries, ready chan<- string) map[st
 			}
 			return json.Marshal(map[string]any{"attempt": task.Attempt, "input": task.Input})
 		},
-		"finish": func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+		"finish": func(_ context.Context, task worker.Task) (json.RawMessage, error) {
 			rec.record(who, task)
 			return task.Input, nil
 		},
@@ -128,7 +128,7 @@ func approveOutput(n int) json.RawMessage {
 // …/steps/c/complete with that ETag; a 412 means the instance moved on since
 // the GET (b's retry, say), so GET again. Reads and writes alternate between
 // the nodes. It returns the number of 412s.
-func approveStep(ctx context.Context, t *testing.T, clients []*httpapi.Client, id string, n int) (conflicts int) {
+func approveStep(ctx context.Context, t *testing.T, clients []*client.Client, id string, n int) (conflicts int) {
 	for try := 0; ctx.Err() == nil; try++ {
 		reader, writer := clients[(n+try)%len(clients)], clients[(n+try+1)%len(clients)]
 		inst, err := reader.GetWorkflow(ctx, id)
@@ -154,14 +154,14 @@ func approveStep(ctx context.Context, t *testing.T, clients []*httpapi.Client, i
 			t.Errorf("approver: %s step c is %s, want WAITING", id, c.Status)
 			return conflicts
 		}
-		_, err = writer.CompleteStep(ctx, id, "c", httpapi.ETag(inst.Version), approveOutput(n))
+		_, err = writer.CompleteStep(ctx, id, "c", api.ETag(inst.Version), approveOutput(n))
 		switch {
 		case err == nil:
 			return conflicts
-		case httpapi.IsPreconditionFailed(err):
+		case client.IsPreconditionFailed(err):
 			conflicts++
 		case ctx.Err() == nil:
-			t.Errorf("approver: complete %s/c with If-Match %s: %v", id, httpapi.ETag(inst.Version), err)
+			t.Errorf("approver: complete %s/c with If-Match %s: %v", id, api.ETag(inst.Version), err)
 			return conflicts
 		}
 	}
@@ -212,13 +212,13 @@ func TestTwoServeNodes(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	flags := []string{"--db", db, "--demo-handlers", "--lease", "2s", "--sweep-interval", "200ms", "--log-level", "warn"}
 	var urls []string
-	var clients []*httpapi.Client
+	var clients []*client.Client
 	var stops []func() int
 	for range 2 {
 		url, stop := startServe(t, flags...)
 		urls = append(urls, url)
 		stops = append(stops, stop)
-		clients = append(clients, httpapi.NewClient(url, httpapi.WithHTTPClient(&http.Client{Timeout: 30 * time.Second})))
+		clients = append(clients, client.New(url, client.WithHTTPClient(&http.Client{Timeout: 30 * time.Second})))
 	}
 	ctx := context.Background()
 	if _, _, err := clients[0].PutDefinition(ctx, "nodes-diamond", []byte(nodesDiamondDef)); err != nil {
@@ -286,7 +286,7 @@ func TestTwoServeNodes(t *testing.T) {
 		i, c := s%len(clients), clients[s%len(clients)]
 		starters.Go(func() {
 			for n := s; n < nodesInstances; n += nodesStarters * len(clients) {
-				inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{
+				inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{
 					ID: ids[n], Definition: "nodes-diamond", Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)),
 				})
 				if err != nil {
@@ -487,7 +487,7 @@ func checkNodesHistory(t *testing.T, inst *workflow.Instance, h []store.HistoryE
 
 // checkWorkersListed: every node lists both remote workers, each with the
 // node that served it, and both nodes' in-process pools (worker = node).
-func checkWorkersListed(t *testing.T, clients []*httpapi.Client) {
+func checkWorkersListed(t *testing.T, clients []*client.Client) {
 	t.Helper()
 	for i, c := range clients {
 		ws, err := c.ListWorkers(context.Background())

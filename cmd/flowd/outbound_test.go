@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -20,17 +21,17 @@ import (
 const fetchDefinition = `{"name": "fetch", "steps": [{"id": "call", "type": "http",
   "request": {"method": "GET", "url": "{{ .input.url }}"}, "retry": {"max_attempts": 3, "initial_backoff": "10ms"}}]}`
 
-// fetchThrough starts fetch on the server at api with url and waits until
+// fetchThrough starts fetch on the server at server with url and waits until
 // it completes or fails.
-func fetchThrough(t *testing.T, api, url string) *workflow.Instance {
+func fetchThrough(t *testing.T, server, url string) *workflow.Instance {
 	t.Helper()
 	ctx := context.Background()
-	c := httpapi.NewClient(api)
+	c := client.New(server)
 	if _, _, err := c.PutDefinition(ctx, "fetch", []byte(fetchDefinition)); err != nil {
 		t.Fatal(err)
 	}
 	input, _ := json.Marshal(map[string]string{"url": url})
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "fetch", Input: input})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: "fetch", Input: input})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +67,9 @@ func internalService(t *testing.T) (*httptest.Server, *atomic.Int64) {
 func TestServeRefusesOutboundCalls(t *testing.T) {
 	t.Parallel()
 	secret, hits := internalService(t)
-	api, _ := startServe(t, "--db", "sqlite::memory:")
-	for _, target := range []string{secret.URL + "/admin/secret", api + "/v1/definitions"} {
-		inst := fetchThrough(t, api, target)
+	server, _ := startServe(t, "--db", "sqlite::memory:")
+	for _, target := range []string{secret.URL + "/admin/secret", server + "/v1/definitions"} {
+		inst := fetchThrough(t, server, target)
 		step := inst.State.Steps["call"]
 		want := "http step: GET " + target + ": outbound call refused: " + strings.Split(strings.TrimPrefix(target, "http://"), "/")[0] +
 			" is a loopback address; flowd serve --outbound-allow opens it"
@@ -87,16 +88,16 @@ func TestServeOutboundAllow(t *testing.T) {
 	t.Parallel()
 	opened, _ := internalService(t)
 	other, otherHits := internalService(t)
-	api, _ := startServe(t, "--db", "sqlite::memory:", "--outbound-allow", strings.TrimPrefix(opened.URL, "http://"))
-	if inst := fetchThrough(t, api, opened.URL+"/x"); inst.Status != workflow.StatusCompleted {
+	server, _ := startServe(t, "--db", "sqlite::memory:", "--outbound-allow", strings.TrimPrefix(opened.URL, "http://"))
+	if inst := fetchThrough(t, server, opened.URL+"/x"); inst.Status != workflow.StatusCompleted {
 		t.Errorf("opened listener: %s %+v", inst.Status, inst.State.Steps["call"])
 	}
-	if inst := fetchThrough(t, api, other.URL+"/x"); inst.Status != workflow.StatusFailed ||
+	if inst := fetchThrough(t, server, other.URL+"/x"); inst.Status != workflow.StatusFailed ||
 		!strings.Contains(inst.State.Steps["call"].Error, "outbound call refused") || otherHits.Load() != 0 {
 		t.Errorf("another listener: %s %+v", inst.Status, inst.State.Steps["call"])
 	}
-	api, _ = startServeEnv(t, map[string]string{"FLOWD_OUTBOUND_ALLOW": "*"}, "--db", "sqlite::memory:")
-	if inst := fetchThrough(t, api, other.URL+"/x"); inst.Status != workflow.StatusCompleted {
+	server, _ = startServeEnv(t, map[string]string{"FLOWD_OUTBOUND_ALLOW": "*"}, "--db", "sqlite::memory:")
+	if inst := fetchThrough(t, server, other.URL+"/x"); inst.Status != workflow.StatusCompleted {
 		t.Errorf("FLOWD_OUTBOUND_ALLOW=*: %s %+v", inst.Status, inst.State.Steps["call"])
 	}
 }

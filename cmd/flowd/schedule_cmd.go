@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v2"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
 )
 
 func newScheduleCmd(e *env) *cobra.Command {
@@ -43,20 +43,20 @@ type scheduleFile struct {
 
 // parseScheduleFile reads a schedule from YAML or JSON (JSON is YAML); an
 // unknown field is an error, so a misspelt one is not silently ignored.
-func parseScheduleFile(data []byte, source string) (string, httpapi.PutScheduleRequest, error) {
+func parseScheduleFile(data []byte, source string) (string, api.PutScheduleRequest, error) {
 	var f scheduleFile
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return "", httpapi.PutScheduleRequest{}, usageError("the schedule in %s: %v", source, err)
+		return "", api.PutScheduleRequest{}, usageError("the schedule in %s: %v", source, err)
 	}
 	if strings.TrimSpace(f.Name) == "" {
-		return "", httpapi.PutScheduleRequest{}, usageError("the schedule in %s has no name", source)
+		return "", api.PutScheduleRequest{}, usageError("the schedule in %s has no name", source)
 	}
-	req := httpapi.PutScheduleRequest{Definition: f.Definition, Cron: f.Cron, Timezone: f.Timezone,
+	req := api.PutScheduleRequest{Definition: f.Definition, Cron: f.Cron, Timezone: f.Timezone,
 		Overlap: f.Overlap, Paused: f.Paused, CatchupWindow: f.CatchupWindow}
 	if f.Input != nil {
 		in, err := json.Marshal(jsonValue(f.Input))
 		if err != nil {
-			return "", httpapi.PutScheduleRequest{}, usageError("the schedule in %s: input: %v", source, err)
+			return "", api.PutScheduleRequest{}, usageError("the schedule in %s: input: %v", source, err)
 		}
 		req.Input = in
 	}
@@ -131,7 +131,7 @@ replaced; the fire times it already fired are not fired again.
 	return cmd
 }
 
-func firstFire(s *httpapi.Schedule) string {
+func firstFire(s *api.Schedule) string {
 	if len(s.NextFireTimes) == 0 {
 		return "-"
 	}
@@ -158,7 +158,7 @@ overlap policy, whether it is paused, its next fire time and its last fire
 				return o.apiFailure(err)
 			}
 			if o.json() {
-				return printJSON(e.stdout, httpapi.ListSchedulesResponse{Schedules: list})
+				return printJSON(e.stdout, api.ListSchedulesResponse{Schedules: list})
 			}
 			if len(list) == 0 {
 				fmt.Fprintln(e.stderr, "no schedules")
@@ -177,7 +177,7 @@ overlap policy, whether it is paused, its next fire time and its last fire
 	return cmd
 }
 
-func lastFire(s *httpapi.Schedule) string {
+func lastFire(s *api.Schedule) string {
 	if s.LastFireAt == nil {
 		return "-"
 	}
@@ -212,7 +212,7 @@ schedule's time zone). -o json prints the API's response.
 	return cmd
 }
 
-func printSchedule(e *env, s *httpapi.Schedule) error {
+func printSchedule(e *env, s *api.Schedule) error {
 	tw := newTable(e.stdout)
 	fmt.Fprintf(tw, "name:\t%s\n", clean(s.Name))
 	fmt.Fprintf(tw, "definition:\t%s\n", clean(s.Definition))

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 )
 
 // TestScheduleCommands drives every schedule verb against a server whose
@@ -49,7 +50,7 @@ func TestScheduleCommands(t *testing.T) {
 	b.golden("schedule-trigger-again", 1, "", "schedule", "trigger", "nightly")
 	b.golden("schedule-backfill", 0, "", "schedule", "backfill", "nightly", "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-03T12:00:00Z")
 	res = b.run("", nil, "schedule", "backfill", "nightly", "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-03T12:00:00Z", "-o", "json")
-	var bf httpapi.BackfillResponse
+	var bf api.BackfillResponse
 	if err := json.Unmarshal([]byte(res.stdout), &bf); err != nil || res.code != 0 || len(bf.Created) != 0 || len(bf.Existing) != 3 {
 		t.Errorf("repeated backfill -o json: %d %s %s", res.code, res.stdout, res.stderr)
 	}
@@ -63,7 +64,7 @@ func TestScheduleCommands(t *testing.T) {
 
 	// The instances stay after the delete.
 	b.clock.Advance(time.Hour)
-	if page, err := b.client.ListWorkflows(t.Context(), httpapi.ListOptions{IDPrefix: "nightly-"}); err != nil || len(page.Workflows) != 4 {
+	if page, err := b.client.ListWorkflows(t.Context(), client.ListOptions{IDPrefix: "nightly-"}); err != nil || len(page.Workflows) != 4 {
 		t.Errorf("instances of the deleted schedule: %+v, %v", page, err)
 	}
 }

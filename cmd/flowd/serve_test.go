@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/internal/testkit"
 )
@@ -336,7 +336,7 @@ func TestServeDemo(t *testing.T) {
 	// --demo opens loopback: the demo's http step dials 127.0.0.1:9999,
 	// where nothing listens, and is retried (it is not refused).
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		page, err := httpapi.NewClient(url).ListWorkflows(context.Background(), httpapi.ListOptions{Definition: "http-retry"})
+		page, err := client.New(url).ListWorkflows(context.Background(), client.ListOptions{Definition: "http-retry"})
 		if err != nil || len(page.Workflows) != 1 {
 			t.Fatalf("http-retry workflows: %+v, %v", page, err)
 		}

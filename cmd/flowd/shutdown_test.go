@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -53,7 +54,7 @@ func TestServeSIGTERM(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	c := httpapi.NewClient(url)
+	c := client.New(url)
 	inst := startSleepStep(t, c, "nap", 3000)
 
 	const polls = 50
@@ -62,7 +63,7 @@ func TestServeSIGTERM(t *testing.T) {
 	for range polls {
 		wg.Go(func() {
 			wait := 60.0
-			task, err := c.PollTask(ctx, httpapi.PollRequest{Worker: "w", Handlers: []string{"elsewhere"}, WaitSeconds: &wait})
+			task, err := c.PollTask(ctx, api.PollRequest{Worker: "w", Handlers: []string{"elsewhere"}, WaitSeconds: &wait})
 			if err == nil && task != nil {
 				err = errors.New("a poll got a task")
 			}
@@ -100,7 +101,7 @@ func TestServeSIGTERM(t *testing.T) {
 	// The step finished during the shutdown and was recorded once: a new
 	// server without workers shows it completed after one attempt.
 	url2, _ := startServe(t, "--db", db, "--workers", "0")
-	got, err := httpapi.NewClient(url2).GetWorkflow(ctx, inst.ID)
+	got, err := client.New(url2).GetWorkflow(ctx, inst.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +126,14 @@ func TestServeShutdownTimeoutReleases(t *testing.T) {
 	db := "sqlite:" + filepath.Join(t.TempDir(), "flowd.db")
 	url, stop := startServe(t, "--db", db, "--demo-handlers", "--shutdown-timeout", "200ms", "--lease", "1h")
 	ctx := context.Background()
-	c := httpapi.NewClient(url)
+	c := client.New(url)
 	inst := startSleepStep(t, c, "long-nap", 600000)
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d after a shutdown past its timeout, want 0", code)
 	}
 
 	url2, _ := startServe(t, "--db", db, "--workers", "0")
-	task, err := httpapi.NewClient(url2).PollTask(ctx, httpapi.PollRequest{Worker: "w", Handlers: []string{"sleep"}})
+	task, err := client.New(url2).PollTask(ctx, api.PollRequest{Worker: "w", Handlers: []string{"sleep"}})
 	if err != nil || task == nil || task.WorkflowID != inst.ID {
 		t.Fatalf("the step's task is not claimable at once (lease of an hour): %+v, %v", task, err)
 	}
@@ -141,14 +142,14 @@ func TestServeShutdownTimeoutReleases(t *testing.T) {
 // startSleepStep stores a one-step definition NAME whose step "a" sleeps ms
 // milliseconds on the demo handler, starts a workflow of it and waits until
 // the step runs.
-func startSleepStep(t *testing.T, c *httpapi.Client, name string, ms int) *workflow.Instance {
+func startSleepStep(t *testing.T, c *client.Client, name string, ms int) *workflow.Instance {
 	t.Helper()
 	ctx := t.Context()
 	def := fmt.Sprintf(`{"name": %q, "steps": [{"id": "a", "type": "task", "handler": "sleep", "input": {"ms": %d}}]}`, name, ms)
 	if _, _, err := c.PutDefinition(ctx, name, []byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: name})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v2"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
@@ -79,7 +80,7 @@ An invalid definition is rejected with every problem listed, one a line
 			}
 			resp, created, err := c.PutDefinition(cmd.Context(), name, data)
 			if err != nil {
-				var ae *httpapi.APIError
+				var ae *client.APIError
 				if errors.As(err, &ae) && ae.StatusCode == 400 {
 					problems := ae.Problems
 					if len(problems) == 0 {
@@ -115,12 +116,12 @@ func readDefinitionFile(e *env, path string) ([]byte, error) {
 		defer f.Close()
 		r = f
 	}
-	data, err := io.ReadAll(io.LimitReader(r, httpapi.MaxBodyBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, api.MaxBodyBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	if len(data) > httpapi.MaxBodyBytes {
-		return nil, usageError("%s is larger than %d bytes, the most the server accepts", path, httpapi.MaxBodyBytes)
+	if len(data) > api.MaxBodyBytes {
+		return nil, usageError("%s is larger than %d bytes, the most the server accepts", path, api.MaxBodyBytes)
 	}
 	return data, nil
 }
@@ -209,7 +210,7 @@ API's response.
 				return o.apiFailure(err)
 			}
 			if o.json() {
-				return printJSON(e.stdout, httpapi.ListDefinitionsResponse{Definitions: defs})
+				return printJSON(e.stdout, api.ListDefinitionsResponse{Definitions: defs})
 			}
 			if len(defs) == 0 {
 				fmt.Fprintln(e.stderr, "no definitions found")
@@ -217,7 +218,11 @@ API's response.
 			}
 			tw := newTable(e.stdout)
 			fmt.Fprintln(tw, "NAME\tREVISION\tSTEPS\tTIMEOUT\tCREATED")
-			for _, d := range defs {
+			for _, raw := range defs {
+				d, err := engine.DefinitionFromAPI(raw)
+				if err != nil {
+					return err
+				}
 				steps, timeout := "-", "-"
 				if d.Definition != nil {
 					steps = strconv.Itoa(len(d.Definition.Steps))
@@ -261,7 +266,11 @@ func newDefGetCmd(e *env) *cobra.Command {
 			if o.json() {
 				return printJSON(e.stdout, info)
 			}
-			return printDefinition(e.stdout, info)
+			def, err := engine.DefinitionFromAPI(info)
+			if err != nil {
+				return err
+			}
+			return printDefinition(e.stdout, def)
 		},
 	}
 	cmd.Flags().IntVar(&revision, "revision", 0, "show this revision (default: the latest)")
@@ -494,9 +503,9 @@ Connection: --server (env FLOWD_SERVER, default ` + defaultServer + `) and
 // workerHandlers builds the handlers of flowd worker: the demo handlers named
 // by --handlers and the commands of --handler NAME=COMMAND. Each name may be
 // served once, and at least one must be.
-func workerHandlers(demo map[string]engine.Handler, names, commands []string) (map[string]engine.Handler, error) {
+func workerHandlers(demo map[string]worker.Handler, names, commands []string) (map[string]worker.Handler, error) {
 	available := strings.Join(slices.Sorted(maps.Keys(demo)), ", ")
-	hs := map[string]engine.Handler{}
+	hs := map[string]worker.Handler{}
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		if n == "" {

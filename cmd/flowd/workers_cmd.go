@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/api"
 )
 
 func newWorkersCmd(e *env) *cobra.Command {
@@ -32,7 +32,7 @@ polled. -o json prints the API's response.
 				return o.apiFailure(err)
 			}
 			if o.json() {
-				return printJSON(e.stdout, httpapi.ListWorkersResponse{Workers: ws})
+				return printJSON(e.stdout, api.ListWorkersResponse{Workers: ws})
 			}
 			if len(ws) == 0 {
 				fmt.Fprintln(e.stderr, "no worker polled in the last 5 minutes")

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store/sqlite"
@@ -35,7 +37,7 @@ func setupWorkersCLI(t *testing.T) (*cliBundle, *engine.Engine) {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	b.url, b.clock, b.client = srv.URL, clock, httpapi.NewClient(srv.URL)
+	b.url, b.clock, b.client = srv.URL, clock, client.New(srv.URL)
 	b.env["FLOWD_SERVER"] = srv.URL
 	return b, eng
 }
@@ -43,7 +45,7 @@ func setupWorkersCLI(t *testing.T) (*cliBundle, *engine.Engine) {
 func TestWorkersCommand(t *testing.T) {
 	b, _ := setupWorkersCLI(t)
 	b.golden("workers-empty", 0, "", "workers")
-	for _, p := range []httpapi.PollRequest{
+	for _, p := range []api.PollRequest{
 		{Worker: "resizer-1", Handlers: []string{"resize", "crop"}},
 		{Worker: "mailer", Handlers: []string{"send-mail"}},
 	} {
@@ -60,7 +62,7 @@ func TestWorkersCommand(t *testing.T) {
 func TestListByIDPrefix(t *testing.T) {
 	b := setupCLI(t)
 	for _, id := range []string{"order_1", "orderx2", "order_3", "invoice-1"} {
-		if _, err := b.client.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: id}); err != nil {
+		if _, err := b.client.CreateWorkflow(t.Context(), api.CreateWorkflowRequest{ID: id}); err != nil {
 			t.Fatal(err)
 		}
 		b.clock.Advance(time.Minute)
@@ -74,7 +76,7 @@ func TestListByIDPrefix(t *testing.T) {
 
 func TestListByParent(t *testing.T) {
 	b := setupCLI(t)
-	if _, err := b.client.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: "loner"}); err != nil {
+	if _, err := b.client.CreateWorkflow(t.Context(), api.CreateWorkflowRequest{ID: "loner"}); err != nil {
 		t.Fatal(err)
 	}
 	b.golden("list-parent-none", 0, "", "list", "--parent", "loner")

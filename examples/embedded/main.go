@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/server"
 	"github.com/flowd/flowd/workflow"
 )
@@ -64,7 +64,7 @@ func run(ctx context.Context, db, addr string) error {
 	if _, _, err := c.PutDefinition(ctx, "shipping", []byte(definition)); err != nil {
 		return err
 	}
-	inst, err := c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "shipping", Input: json.RawMessage(`{"kg": 3}`)})
+	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: "shipping", Input: json.RawMessage(`{"kg": 3}`)})
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/worker"
 )
 
@@ -40,13 +40,13 @@ func run(ctx context.Context) error {
 	if server == "" {
 		server = "http://127.0.0.1:8080"
 	}
-	var opts []httpapi.ClientOption
+	var opts []client.Option
 	if token := os.Getenv("FLOWD_TOKEN"); token != "" {
-		opts = append(opts, httpapi.WithToken(token))
+		opts = append(opts, client.WithToken(token))
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
-	w := worker.New(httpapi.NewClient(server, opts...), worker.Options{
+	w := worker.New(client.New(server, opts...), worker.Options{
 		Concurrency: 4,
 		Logger:      logger,
 	})

@@ -21,8 +21,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/worker"
 )
 
@@ -58,13 +57,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 
-	var opts []httpapi.ClientOption
+	var opts []client.Option
 	if *token != "" {
-		opts = append(opts, httpapi.WithToken(*token))
+		opts = append(opts, client.WithToken(*token))
 	}
 	err := worker.Run(ctx, worker.Config{
-		Client:      httpapi.NewClient(*server, opts...),
-		Handlers:    map[string]engine.Handler{*name: worker.Command(*command)},
+		Client:      client.New(*server, opts...),
+		Handlers:    map[string]worker.Handler{*name: worker.Command(*command)},
 		Concurrency: *concurrency,
 		Logger:      slog.New(slog.NewTextHandler(stderr, nil)),
 	})

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store/sqlite"
@@ -21,7 +23,7 @@ import (
 
 // startServer runs a flowd server (API and engine, no in-process workers)
 // over an in-memory SQLite store.
-func startServer(t *testing.T) (string, *httpapi.Client) {
+func startServer(t *testing.T) (string, *client.Client) {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
@@ -47,7 +49,7 @@ func startServer(t *testing.T) (string, *httpapi.Client) {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return srv.URL, httpapi.NewClient(srv.URL)
+	return srv.URL, client.New(srv.URL)
 }
 
 // The example, built and run as a user would, completes a step with the
@@ -67,7 +69,7 @@ func TestShellWorker(t *testing.T) {
 	if _, _, err := client.PutDefinition(ctx, "hello", hello); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "hello-1", Definition: "hello", Input: json.RawMessage(`{"name": "Ada"}`)}); err != nil {
+	if _, err := client.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "hello-1", Definition: "hello", Input: json.RawMessage(`{"name": "Ada"}`)}); err != nil {
 		t.Fatal(err)
 	}
 

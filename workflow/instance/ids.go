@@ -1,4 +1,4 @@
-package workflow
+package instance
 
 import (
 	"errors"
@@ -70,4 +70,11 @@ func truncate(s string) string {
 		return s[:40] + "…"
 	}
 	return s
+}
+
+// ValidateName checks an id by the rules of a step id, in an error that does
+// not say what the id is for: `"a b" has character ' ' …`, for callers whose
+// message names it (a definition's problems).
+func ValidateName(id string) error {
+	return validateID("", id, false)
 }

@@ -1,4 +1,4 @@
-package httpapi
+package client
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // ParseETag returns the version of a strong ETag such as `"4"`, the value of
@@ -29,22 +30,22 @@ func ParseETag(etag string) (int64, error) {
 	return v, nil
 }
 
-// PatchWorkflowAt is PatchWorkflow with If-Match: ETag(version): the patch is
+// PatchWorkflowAt is PatchWorkflow with If-Match: api.ETag(version): the patch is
 // applied only if the instance is still at version (else ErrPreconditionFailed).
-func (c *Client) PatchWorkflowAt(ctx context.Context, id string, version int64, patch json.RawMessage) (*workflow.Instance, error) {
-	return c.PatchWorkflow(ctx, id, ETag(version), patch)
+func (c *Client) PatchWorkflowAt(ctx context.Context, id string, version int64, patch json.RawMessage) (*instance.Instance, error) {
+	return c.PatchWorkflow(ctx, id, api.ETag(version), patch)
 }
 
-// CompleteStepAt is CompleteStep with If-Match: ETag(version).
-func (c *Client) CompleteStepAt(ctx context.Context, id, step string, version int64, output json.RawMessage) (*workflow.Instance, error) {
-	return c.CompleteStep(ctx, id, step, ETag(version), output)
+// CompleteStepAt is CompleteStep with If-Match: api.ETag(version).
+func (c *Client) CompleteStepAt(ctx context.Context, id, step string, version int64, output json.RawMessage) (*instance.Instance, error) {
+	return c.CompleteStep(ctx, id, step, api.ETag(version), output)
 }
 
 // GetWorkflowIfChanged reads the instance unless it is still at version
-// (If-None-Match: ETag(version)): changed is false, and the instance nil,
+// (If-None-Match: api.ETag(version)): changed is false, and the instance nil,
 // when the server answered 304 Not Modified. Errors: 404.
-func (c *Client) GetWorkflowIfChanged(ctx context.Context, id string, version int64) (inst *workflow.Instance, changed bool, err error) {
-	inst, err = c.instance(ctx, http.MethodGet, workflowPath(id), http.Header{"If-None-Match": {ETag(version)}}, nil, "")
+func (c *Client) GetWorkflowIfChanged(ctx context.Context, id string, version int64) (inst *instance.Instance, changed bool, err error) {
+	inst, err = c.instance(ctx, http.MethodGet, workflowPath(id), http.Header{"If-None-Match": {api.ETag(version)}}, nil, "")
 	if StatusCode(err) == http.StatusNotModified {
 		return nil, false, nil
 	}
@@ -81,7 +82,7 @@ type RetryPolicy struct {
 // attempt, each time with a fresher instance: it must decide from inst alone
 // and have no other effect. Returning a nil (or empty) patch writes nothing;
 // an error ends UpdateWorkflow with that error.
-type MergeFunc func(inst *workflow.Instance) (json.RawMessage, error)
+type MergeFunc func(inst *instance.Instance) (json.RawMessage, error)
 
 // UpdateWorkflow is an optimistic read-modify-write of the instance's state:
 // it reads the instance, asks merge for a patch, and sends it with If-Match of
@@ -95,7 +96,7 @@ type MergeFunc func(inst *workflow.Instance) (json.RawMessage, error)
 // ErrPreconditionFailed; any other error of the read or the patch (404
 // unknown id, 409 terminal instance, 400 a patch that is not an object) at
 // once, without retrying.
-func (c *Client) UpdateWorkflow(ctx context.Context, id string, policy RetryPolicy, merge MergeFunc) (*workflow.Instance, error) {
+func (c *Client) UpdateWorkflow(ctx context.Context, id string, policy RetryPolicy, merge MergeFunc) (*instance.Instance, error) {
 	if merge == nil {
 		return nil, errors.New("flowd client: UpdateWorkflow needs a merge function")
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package client
 
 import (
 	"bytes"
@@ -14,9 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/flowd/flowd/engine"
-	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/tracing/traceparent"
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // Client is a Go client for the flowd API. It is safe for
@@ -24,7 +24,7 @@ import (
 //
 // Every method that returns an instance checks that the response's ETag is the
 // instance's version, so inst.Version is always what to send as If-Match next:
-// ETag(inst.Version), or the methods taking a version (PatchWorkflowAt,
+// api.ETag(inst.Version), or the methods taking a version (PatchWorkflowAt,
 // CompleteStepAt). UpdateWorkflow retries a read-modify-write on 412. Errors
 // the server reports are *APIError; test them with errors.Is and the
 // sentinels (ErrNotFound, ErrPreconditionFailed, …), or StatusCode.
@@ -36,16 +36,16 @@ type Client struct {
 	header http.Header
 }
 
-// ClientOption configures NewClient.
-type ClientOption func(*Client)
+// Option configures New.
+type Option func(*Client)
 
 // WithToken sends `Authorization: Bearer <token>` with every request.
-func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
 // WithHTTPClient makes the client send its requests through hc (its Transport,
 // Timeout and Jar). hc itself is not modified: the client uses a copy whose
 // redirect policy refuses to follow redirects of writes.
-func WithHTTPClient(hc *http.Client) ClientOption {
+func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
 			c.http = hc
@@ -54,14 +54,14 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 }
 
 // WithHeader adds a header to every request (e.g. X-Request-Id, User-Agent).
-func WithHeader(key, value string) ClientOption {
+func WithHeader(key, value string) Option {
 	return func(c *Client) { c.header.Add(key, value) }
 }
 
-// NewClient returns a client of the server at baseURL, e.g.
+// New returns a client of the server at baseURL, e.g.
 // "http://127.0.0.1:8080" (a path prefix such as "https://host/flowd" is kept).
 // A malformed baseURL is reported by the first call, not here.
-func NewClient(baseURL string, opts ...ClientOption) *Client {
+func New(baseURL string, opts ...Option) *Client {
 	c := &Client{http: &http.Client{}, header: http.Header{}}
 	for _, o := range opts {
 		o(c)
@@ -147,7 +147,7 @@ func StatusCode(err error) int {
 }
 
 // Sentinel errors by status, matched by errors.Is on the *APIError of a
-// failed call: errors.Is(err, httpapi.ErrPreconditionFailed). The *APIError
+// failed call: errors.Is(err, client.ErrPreconditionFailed). The *APIError
 // (errors.As) carries the server's message and request id.
 var (
 	// ErrBadRequest: 400, a malformed request or an invalid definition
@@ -222,7 +222,7 @@ func IsUnauthorized(err error) bool { return errors.Is(err, ErrUnauthorized) }
 // ListOptions filter and page ListWorkflows; zero values mean "any" and the
 // server's default limit.
 type ListOptions struct {
-	Status     workflow.Status
+	Status     instance.Status
 	Definition string
 	Limit      int
 	Cursor     string // NextCursor of the previous page
@@ -238,7 +238,7 @@ var Actions = []string{"cancel", "pause", "resume", "retry"}
 // CreateWorkflow starts an instance. Errors: 404 unknown definition, 409 an
 // instance with req.ID exists, 400 invalid id or state; with
 // WithIdempotencyKey, 422 for a key used with another request.
-func (c *Client) CreateWorkflow(ctx context.Context, req CreateWorkflowRequest, opts ...CreateOption) (*workflow.Instance, error) {
+func (c *Client) CreateWorkflow(ctx context.Context, req api.CreateWorkflowRequest, opts ...CreateOption) (*instance.Instance, error) {
 	var o createOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -249,7 +249,7 @@ func (c *Client) CreateWorkflow(ctx context.Context, req CreateWorkflowRequest, 
 	}
 	var hdr http.Header
 	if o.idempotencyKey != "" {
-		hdr = http.Header{IdempotencyKeyHeader: {o.idempotencyKey}}
+		hdr = http.Header{api.IdempotencyKeyHeader: {o.idempotencyKey}}
 	}
 	inst, status, err := c.instanceStatus(ctx, http.MethodPost, "/v1/workflows", hdr, body, "application/json")
 	if err != nil {
@@ -287,12 +287,12 @@ func WithIdempotencyKey(key string) CreateOption {
 }
 
 // GetWorkflow returns the instance. Errors: 404.
-func (c *Client) GetWorkflow(ctx context.Context, id string) (*workflow.Instance, error) {
+func (c *Client) GetWorkflow(ctx context.Context, id string) (*instance.Instance, error) {
 	return c.instance(ctx, http.MethodGet, workflowPath(id), nil, nil, "")
 }
 
 // ListWorkflows returns one page of instances, newest first.
-func (c *Client) ListWorkflows(ctx context.Context, opts ListOptions) (*ListWorkflowsResponse, error) {
+func (c *Client) ListWorkflows(ctx context.Context, opts ListOptions) (*api.ListWorkflowsResponse, error) {
 	q := url.Values{}
 	if opts.Status != "" {
 		q.Set("status", string(opts.Status))
@@ -316,28 +316,28 @@ func (c *Client) ListWorkflows(ctx context.Context, opts ListOptions) (*ListWork
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out ListWorkflowsResponse
+	var out api.ListWorkflowsResponse
 	if _, err := c.do(ctx, http.MethodGet, path, nil, nil, "", &out); err != nil {
 		return nil, err
 	}
 	if out.Workflows == nil {
-		out.Workflows = []*workflow.Instance{}
+		out.Workflows = []*instance.Instance{}
 	}
 	return &out, nil
 }
 
 // PatchWorkflow applies a JSON Merge Patch (RFC 7396) to the instance's state.
-// ifMatch is the raw If-Match value: ETag(version) such as `"3"`, or `*` for
+// ifMatch is the raw If-Match value: api.ETag(version) such as `"3"`, or `*` for
 // any version; "" sends none (the server answers 428). Errors: 412 stale
 // version, 428, 404, 409 terminal instance, 400 bad patch or If-Match.
-func (c *Client) PatchWorkflow(ctx context.Context, id, ifMatch string, patch json.RawMessage) (*workflow.Instance, error) {
+func (c *Client) PatchWorkflow(ctx context.Context, id, ifMatch string, patch json.RawMessage) (*instance.Instance, error) {
 	return c.instance(ctx, http.MethodPatch, workflowPath(id), ifMatchHeader(ifMatch), patch, "application/merge-patch+json")
 }
 
 // Transition moves the instance from → to. Errors: 409 the current status is
 // not from, 422 from → to is not an allowed transition, 404.
-func (c *Client) Transition(ctx context.Context, id string, from, to workflow.Status) (*workflow.Instance, error) {
-	body, err := json.Marshal(TransitionRequest{From: from, To: to})
+func (c *Client) Transition(ctx context.Context, id string, from, to instance.Status) (*instance.Instance, error) {
+	body, err := json.Marshal(api.TransitionRequest{From: from, To: to})
 	if err != nil {
 		return nil, fmt.Errorf("flowd client: encoding transition: %w", err)
 	}
@@ -347,7 +347,7 @@ func (c *Client) Transition(ctx context.Context, id string, from, to workflow.St
 // Action runs one of the convenience transitions cancel, pause, resume or
 // retry from whatever the current status is. Errors: 409 not allowed from the
 // current status, 404.
-func (c *Client) Action(ctx context.Context, id, name string) (*workflow.Instance, error) {
+func (c *Client) Action(ctx context.Context, id, name string) (*instance.Instance, error) {
 	known := false
 	for _, a := range Actions {
 		known = known || a == name
@@ -361,8 +361,8 @@ func (c *Client) Action(ctx context.Context, id, name string) (*workflow.Instanc
 // CompleteStep marks the step COMPLETED with output (nil means JSON null).
 // ifMatch is as for PatchWorkflow. Errors: 412, 428, 404 unknown workflow or
 // step, 409 step already completed or instance terminal.
-func (c *Client) CompleteStep(ctx context.Context, id, step, ifMatch string, output json.RawMessage) (*workflow.Instance, error) {
-	body, err := json.Marshal(CompleteStepRequest{Output: output})
+func (c *Client) CompleteStep(ctx context.Context, id, step, ifMatch string, output json.RawMessage) (*instance.Instance, error) {
+	body, err := json.Marshal(api.CompleteStepRequest{Output: output})
 	if err != nil {
 		return nil, fmt.Errorf("flowd client: encoding step output: %w", err)
 	}
@@ -373,12 +373,12 @@ func (c *Client) CompleteStep(ctx context.Context, id, step, ifMatch string, out
 // BatchStatus moves at most req.Limit instances in req.Status last updated
 // before req.UpdatedBefore to req.NewStatus and returns their ids. Errors: 400
 // bad input, 422 transition not allowed.
-func (c *Client) BatchStatus(ctx context.Context, req BatchStatusRequest) ([]string, error) {
+func (c *Client) BatchStatus(ctx context.Context, req api.BatchStatusRequest) ([]string, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("flowd client: encoding batch request: %w", err)
 	}
-	var out BatchStatusResponse
+	var out api.BatchStatusResponse
 	if _, err := c.do(ctx, http.MethodPost, "/v1/batch/status", nil, body, "application/json", &out); err != nil {
 		return nil, err
 	}
@@ -390,8 +390,8 @@ func (c *Client) BatchStatus(ctx context.Context, req BatchStatusRequest) ([]str
 
 // History returns every version of the instance, oldest first, following
 // the pages of GET …/history. Errors: 404.
-func (c *Client) History(ctx context.Context, id string) ([]store.HistoryEntry, error) {
-	var all []store.HistoryEntry
+func (c *Client) History(ctx context.Context, id string) ([]instance.HistoryEntry, error) {
+	var all []instance.HistoryEntry
 	var since int64
 	for {
 		page, err := c.HistoryPage(ctx, id, HistoryOptions{Since: since})
@@ -419,7 +419,7 @@ type HistoryOptions struct {
 // on; NextSince, when not nil, is the Since of the next page. A page may
 // hold fewer versions than Limit (the server bounds its bytes). Errors:
 // 404, 400 (bad since or limit).
-func (c *Client) HistoryPage(ctx context.Context, id string, opts HistoryOptions) (*HistoryResponse, error) {
+func (c *Client) HistoryPage(ctx context.Context, id string, opts HistoryOptions) (*api.HistoryResponse, error) {
 	q := url.Values{}
 	if opts.Since != 0 {
 		q.Set("since", strconv.FormatInt(opts.Since, 10))
@@ -431,7 +431,7 @@ func (c *Client) HistoryPage(ctx context.Context, id string, opts HistoryOptions
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out HistoryResponse
+	var out api.HistoryResponse
 	if _, err := c.do(ctx, http.MethodGet, path, nil, nil, "", &out); err != nil {
 		return nil, err
 	}
@@ -450,7 +450,7 @@ func (c *Client) Healthz(ctx context.Context) error {
 // the definition equals the latest revision, which is then returned
 // unchanged. Errors: 400 invalid definition (APIError.Problems lists every
 // problem) or a name that is not the definition's.
-func (c *Client) PutDefinition(ctx context.Context, name string, body []byte) (resp *DefinitionResponse, created bool, err error) {
+func (c *Client) PutDefinition(ctx context.Context, name string, body []byte) (resp *api.DefinitionResponse, created bool, err error) {
 	if name == "" {
 		return nil, false, errors.New("flowd client: PutDefinition: the definition name is empty")
 	}
@@ -458,7 +458,7 @@ func (c *Client) PutDefinition(ctx context.Context, name string, body []byte) (r
 	if json.Valid(body) {
 		contentType = "application/json"
 	}
-	var out DefinitionResponse
+	var out api.DefinitionResponse
 	status, _, err := c.send(ctx, c.http, http.MethodPut, definitionPath(name), nil, body, contentType, &out)
 	if err != nil {
 		return nil, false, err
@@ -468,7 +468,7 @@ func (c *Client) PutDefinition(ctx context.Context, name string, body []byte) (r
 
 // GetDefinition returns revision rev of the named definition; rev 0 means the
 // latest. Errors: 404 unknown definition or revision.
-func (c *Client) GetDefinition(ctx context.Context, name string, rev int) (*engine.DefinitionInfo, error) {
+func (c *Client) GetDefinition(ctx context.Context, name string, rev int) (*api.DefinitionInfo, error) {
 	if name == "" {
 		return nil, errors.New("flowd client: GetDefinition: the definition name is empty")
 	}
@@ -479,7 +479,7 @@ func (c *Client) GetDefinition(ctx context.Context, name string, rev int) (*engi
 	if rev > 0 {
 		path += "?revision=" + strconv.Itoa(rev)
 	}
-	var out engine.DefinitionInfo
+	var out api.DefinitionInfo
 	if _, err := c.do(ctx, http.MethodGet, path, nil, nil, "", &out); err != nil {
 		return nil, err
 	}
@@ -487,13 +487,13 @@ func (c *Client) GetDefinition(ctx context.Context, name string, rev int) (*engi
 }
 
 // ListDefinitions returns the latest revision of every definition.
-func (c *Client) ListDefinitions(ctx context.Context) ([]*engine.DefinitionInfo, error) {
-	var out ListDefinitionsResponse
+func (c *Client) ListDefinitions(ctx context.Context) ([]*api.DefinitionInfo, error) {
+	var out api.ListDefinitionsResponse
 	if _, err := c.do(ctx, http.MethodGet, "/v1/definitions", nil, nil, "", &out); err != nil {
 		return nil, err
 	}
 	if out.Definitions == nil {
-		out.Definitions = []*engine.DefinitionInfo{}
+		out.Definitions = []*api.DefinitionInfo{}
 	}
 	return out.Definitions, nil
 }
@@ -507,7 +507,7 @@ const pollSlack = 15 * time.Second
 // no task came within the wait (204). If the client's HTTP timeout is shorter
 // than the wait, this request gets a longer one, so a long poll is never cut
 // short by the client. Errors: 400 bad handler names or seconds.
-func (c *Client) PollTask(ctx context.Context, req PollRequest) (*TaskResponse, error) {
+func (c *Client) PollTask(ctx context.Context, req api.PollRequest) (*api.TaskResponse, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("flowd client: encoding poll request: %w", err)
@@ -521,7 +521,7 @@ func (c *Client) PollTask(ctx context.Context, req PollRequest) (*TaskResponse, 
 			hc = &longer
 		}
 	}
-	var out TaskResponse
+	var out api.TaskResponse
 	status, _, err := c.send(ctx, hc, http.MethodPost, "/v1/tasks/poll", nil, body, "application/json", &out)
 	if err != nil {
 		return nil, err
@@ -540,25 +540,25 @@ func (c *Client) CompleteTask(ctx context.Context, taskID, lease string, output 
 	if len(output) > 0 && !json.Valid(output) {
 		return errors.New("flowd client: CompleteTask: output is not valid JSON")
 	}
-	return c.taskCall(ctx, taskID, "complete", CompleteTaskRequest{Lease: lease, Output: output}, nil)
+	return c.taskCall(ctx, taskID, "complete", api.CompleteTaskRequest{Lease: lease, Output: output}, nil)
 }
 
 // FailTask records a failed attempt with the error message msg: retried
 // after the step's backoff while attempts are left and retryable is true,
 // else the step fails. Errors as for CompleteTask.
 func (c *Client) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
-	return c.taskCall(ctx, taskID, "fail", FailTaskRequest{Lease: lease, Error: msg, Retryable: &retryable}, nil)
+	return c.taskCall(ctx, taskID, "fail", api.FailTaskRequest{Lease: lease, Error: msg, Retryable: &retryable}, nil)
 }
 
 // Heartbeat extends the lease by leaseSeconds (<= 0: the server's default
 // lease), never past the attempt's deadline, and returns the new expiry.
 // Errors as for CompleteTask: on 409 the worker no longer holds the task.
 func (c *Client) Heartbeat(ctx context.Context, taskID, lease string, leaseSeconds float64) (time.Time, error) {
-	req := HeartbeatRequest{Lease: lease}
+	req := api.HeartbeatRequest{Lease: lease}
 	if leaseSeconds > 0 {
 		req.LeaseSeconds = &leaseSeconds
 	}
-	var out HeartbeatResponse
+	var out api.HeartbeatResponse
 	if err := c.taskCall(ctx, taskID, "heartbeat", req, &out); err != nil {
 		return time.Time{}, err
 	}
@@ -594,19 +594,19 @@ func ifMatchHeader(v string) http.Header {
 }
 
 // instance sends a request whose success body is one instance with its ETag.
-func (c *Client) instance(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*workflow.Instance, error) {
+func (c *Client) instance(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*instance.Instance, error) {
 	inst, _, err := c.instanceStatus(ctx, method, path, hdr, body, contentType)
 	return inst, err
 }
 
 // instanceStatus is instance that also returns the response's status.
-func (c *Client) instanceStatus(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*workflow.Instance, int, error) {
-	var inst workflow.Instance
+func (c *Client) instanceStatus(ctx context.Context, method, path string, hdr http.Header, body []byte, contentType string) (*instance.Instance, int, error) {
+	var inst instance.Instance
 	status, resp, err := c.send(ctx, c.http, method, path, hdr, body, contentType, &inst)
 	if err != nil {
 		return nil, 0, err
 	}
-	if got, want := resp.Get("ETag"), ETag(inst.Version); got != want {
+	if got, want := resp.Get("ETag"), api.ETag(inst.Version); got != want {
 		return nil, 0, fmt.Errorf("flowd client: %s %s: the response's ETag is %q but the instance is at version %d (want ETag %s)", method, path, got, inst.Version, want)
 	}
 	return &inst, status, nil
@@ -649,7 +649,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	injectTraceParent(ctx, req.Header)
+	traceparent.Inject(ctx, req.Header)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, nil, err // *url.Error: names the method and URL already
@@ -674,7 +674,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 
 func apiErrorFrom(method string, resp *http.Response, data []byte) *APIError {
 	e := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
-	var body ErrorBody
+	var body api.ErrorBody
 	if json.Unmarshal(data, &body) == nil && (body.Error != "" || body.Message != "") {
 		e.Reason, e.Message, e.Problems = body.Error, body.Message, body.Problems
 		return e
@@ -709,13 +709,13 @@ func excerpt(b []byte, n int) string {
 
 // ListWorkers returns the remote workers and in-process pools of every node
 // that polled in the last five minutes, the most recent poll first.
-func (c *Client) ListWorkers(ctx context.Context) ([]Worker, error) {
-	var out ListWorkersResponse
+func (c *Client) ListWorkers(ctx context.Context) ([]api.Worker, error) {
+	var out api.ListWorkersResponse
 	if _, err := c.do(ctx, http.MethodGet, "/v1/workers", nil, nil, "", &out); err != nil {
 		return nil, err
 	}
 	if out.Workers == nil {
-		out.Workers = []Worker{}
+		out.Workers = []api.Worker{}
 	}
 	return out.Workers, nil
 }

@@ -1,9 +1,11 @@
-// Package workflow holds flowd's domain types: workflow instances, their state
-// document, statuses and the transition table, step statuses and id rules.
+// Package instance holds a workflow instance as stored and as the API shows
+// it: the instance, its state document, statuses and the transition table,
+// step statuses and the id rules. Package workflow gives these the names the
+// engine and stores use.
 //
-// It is pure: no I/O, no SQL, no HTTP. Stores, the engine and the API build on it;
-// it imports nothing of ours.
-package workflow
+// It is pure: no I/O, no SQL, no HTTP, and it imports nothing of ours, so API
+// clients and workers can use it without linking the server.
+package instance
 
 import (
 	"encoding/json"

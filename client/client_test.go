@@ -1,4 +1,4 @@
-package httpapi_test
+package client_test
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store/sqlite"
 	"github.com/flowd/flowd/workflow"
@@ -20,7 +23,7 @@ import (
 // clientBundle is what one client test needs: a real API server over a fresh
 // in-memory SQLite store, and a client of it.
 type clientBundle struct {
-	c     *httpapi.Client
+	c     *client.Client
 	url   string
 	store *sqlite.Store
 	seen  *requestLog
@@ -47,7 +50,7 @@ func (rt recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) 
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func setupClient(t *testing.T, tokens []string, opts ...httpapi.ClientOption) *clientBundle {
+func setupClient(t *testing.T, tokens []string, opts ...client.Option) *clientBundle {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
@@ -65,14 +68,14 @@ func setupClient(t *testing.T, tokens []string, opts ...httpapi.ClientOption) *c
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	log := &requestLog{}
-	opts = append([]httpapi.ClientOption{httpapi.WithHTTPClient(&http.Client{Transport: recordingTransport{log}})}, opts...)
-	return &clientBundle{c: httpapi.NewClient(srv.URL, opts...), url: srv.URL, store: st, seen: log}
+	opts = append([]client.Option{client.WithHTTPClient(&http.Client{Transport: recordingTransport{log}})}, opts...)
+	return &clientBundle{c: client.New(srv.URL, opts...), url: srv.URL, store: st, seen: log}
 }
 
 // create makes a free-form instance with the given state (may be "").
 func (b *clientBundle) create(t *testing.T, id, state string) *workflow.Instance {
 	t.Helper()
-	inst, err := b.c.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: id, State: json.RawMessage(state)})
+	inst, err := b.c.CreateWorkflow(t.Context(), api.CreateWorkflowRequest{ID: id, State: json.RawMessage(state)})
 	if err != nil {
 		t.Fatalf("create %s: %v", id, err)
 	}
@@ -83,11 +86,11 @@ func (b *clientBundle) create(t *testing.T, id, state string) *workflow.Instance
 // a message and a request id, and that exactly the matching Is* helper says so.
 func wantStatus(t *testing.T, err error, status int) {
 	t.Helper()
-	var ae *httpapi.APIError
+	var ae *client.APIError
 	if !errors.As(err, &ae) {
 		t.Fatalf("error %v (%T) is not an *APIError; want %d", err, err, status)
 	}
-	if ae.StatusCode != status || httpapi.StatusCode(err) != status {
+	if ae.StatusCode != status || client.StatusCode(err) != status {
 		t.Fatalf("status %d, want %d (%v)", ae.StatusCode, status, err)
 	}
 	if ae.Reason != http.StatusText(status) || ae.Message == "" || ae.RequestID == "" {
@@ -97,8 +100,8 @@ func wantStatus(t *testing.T, err error, status int) {
 		t.Errorf("Error() = %q, want prefix %q", err.Error(), prefix)
 	}
 	helpers := map[int]func(error) bool{
-		404: httpapi.IsNotFound, 409: httpapi.IsConflict, 412: httpapi.IsPreconditionFailed,
-		428: httpapi.IsPreconditionRequired, 401: httpapi.IsUnauthorized, 400: httpapi.IsBadRequest,
+		404: client.IsNotFound, 409: client.IsConflict, 412: client.IsPreconditionFailed,
+		428: client.IsPreconditionRequired, 401: client.IsUnauthorized, 400: client.IsBadRequest,
 	}
 	for code, is := range helpers {
 		if got := is(err); got != (code == status) {
@@ -106,17 +109,17 @@ func wantStatus(t *testing.T, err error, status int) {
 		}
 	}
 	sentinels := map[int]error{
-		400: httpapi.ErrBadRequest, 401: httpapi.ErrUnauthorized, 403: httpapi.ErrForbidden,
-		404: httpapi.ErrNotFound, 409: httpapi.ErrConflict, 412: httpapi.ErrPreconditionFailed,
-		413: httpapi.ErrTooLarge, 415: httpapi.ErrUnsupportedMediaType, 422: httpapi.ErrUnprocessable,
-		428: httpapi.ErrPreconditionRequired, 503: httpapi.ErrUnavailable,
+		400: client.ErrBadRequest, 401: client.ErrUnauthorized, 403: client.ErrForbidden,
+		404: client.ErrNotFound, 409: client.ErrConflict, 412: client.ErrPreconditionFailed,
+		413: client.ErrTooLarge, 415: client.ErrUnsupportedMediaType, 422: client.ErrUnprocessable,
+		428: client.ErrPreconditionRequired, 503: client.ErrUnavailable,
 	}
 	for code, sentinel := range sentinels {
 		if got := errors.Is(err, sentinel); got != (code == status) {
 			t.Errorf("errors.Is(%d error, %v) = %v", status, sentinel, got)
 		}
 	}
-	if errors.Is(err, httpapi.ErrServer) != (status >= 500) {
+	if errors.Is(err, client.ErrServer) != (status >= 500) {
 		t.Errorf("errors.Is(%d error, ErrServer) = %v", status, !(status >= 500))
 	}
 }
@@ -126,7 +129,7 @@ func TestClientCreateAndGet(t *testing.T) {
 	b := setupClient(t, nil)
 	ctx := t.Context()
 
-	inst, err := b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{
+	inst, err := b.c.CreateWorkflow(ctx, api.CreateWorkflowRequest{
 		ID: "order-1", Input: json.RawMessage(`{"sku":"A-1"}`), State: json.RawMessage(`{"variables":{"n":1}}`),
 	})
 	if err != nil {
@@ -151,18 +154,18 @@ func TestClientCreateAndGet(t *testing.T) {
 		t.Errorf("GET sent Content-Type %q", ct)
 	}
 
-	auto, err := b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{})
+	auto, err := b.c.CreateWorkflow(ctx, api.CreateWorkflowRequest{})
 	if err != nil || auto.ID == "" {
 		t.Fatalf("create with a server id: %+v, %v", auto, err)
 	}
 
 	_, err = b.c.GetWorkflow(ctx, "nope")
 	wantStatus(t, err, 404)
-	_, err = b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "order-1"})
+	_, err = b.c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "order-1"})
 	wantStatus(t, err, 409)
-	_, err = b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "bad id"})
+	_, err = b.c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "bad id"})
 	wantStatus(t, err, 400)
-	_, err = b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{Definition: "no-such-definition"})
+	_, err = b.c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: "no-such-definition"})
 	wantStatus(t, err, 404)
 }
 
@@ -178,7 +181,7 @@ func TestClientList(t *testing.T) {
 	}
 
 	var ids []string
-	opts := httpapi.ListOptions{Limit: 2}
+	opts := client.ListOptions{Limit: 2}
 	for pages := 0; ; pages++ {
 		if pages > 3 {
 			t.Fatal("paging does not end")
@@ -199,17 +202,17 @@ func TestClientList(t *testing.T) {
 		t.Errorf("paged ids %v, want newest first c,b,a", ids)
 	}
 
-	running, err := b.c.ListWorkflows(ctx, httpapi.ListOptions{Status: workflow.StatusRunning})
+	running, err := b.c.ListWorkflows(ctx, client.ListOptions{Status: workflow.StatusRunning})
 	if err != nil || len(running.Workflows) != 1 || running.Workflows[0].ID != "b" {
 		t.Errorf("status filter: %+v, %v", running, err)
 	}
-	none, err := b.c.ListWorkflows(ctx, httpapi.ListOptions{Definition: "order"})
+	none, err := b.c.ListWorkflows(ctx, client.ListOptions{Definition: "order"})
 	if err != nil || none.Workflows == nil || len(none.Workflows) != 0 {
 		t.Errorf("definition filter: %+v, %v", none, err)
 	}
-	_, err = b.c.ListWorkflows(ctx, httpapi.ListOptions{Limit: 5000})
+	_, err = b.c.ListWorkflows(ctx, client.ListOptions{Limit: 5000})
 	wantStatus(t, err, 400)
-	_, err = b.c.ListWorkflows(ctx, httpapi.ListOptions{Status: "running"})
+	_, err = b.c.ListWorkflows(ctx, client.ListOptions{Status: "running"})
 	wantStatus(t, err, 400)
 }
 
@@ -219,7 +222,7 @@ func TestClientPatch(t *testing.T) {
 	ctx := t.Context()
 	b.create(t, "w", `{"variables":{"a":1,"b":2}}`)
 
-	inst, err := b.c.PatchWorkflow(ctx, "w", httpapi.ETag(0), json.RawMessage(`{"variables":{"a":10,"b":null}}`))
+	inst, err := b.c.PatchWorkflow(ctx, "w", api.ETag(0), json.RawMessage(`{"variables":{"a":10,"b":null}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +237,7 @@ func TestClientPatch(t *testing.T) {
 		t.Errorf("PATCH If-Match %q", im)
 	}
 
-	_, err = b.c.PatchWorkflow(ctx, "w", httpapi.ETag(0), json.RawMessage(`{"variables":{"a":11}}`))
+	_, err = b.c.PatchWorkflow(ctx, "w", api.ETag(0), json.RawMessage(`{"variables":{"a":11}}`))
 	wantStatus(t, err, 412)
 	_, err = b.c.PatchWorkflow(ctx, "w", "", json.RawMessage(`{}`))
 	wantStatus(t, err, 428)
@@ -289,7 +292,7 @@ func TestClientTransitionAndActions(t *testing.T) {
 	wantStatus(t, err, 404)
 
 	_, err = b.c.Action(ctx, "w", "explode")
-	if err == nil || httpapi.StatusCode(err) != 0 || !strings.Contains(err.Error(), "unknown action") {
+	if err == nil || client.StatusCode(err) != 0 || !strings.Contains(err.Error(), "unknown action") {
 		t.Errorf("unknown action: %v", err)
 	}
 }
@@ -300,7 +303,7 @@ func TestClientCompleteStep(t *testing.T) {
 	ctx := t.Context()
 	b.create(t, "w", `{"steps":{"approve":{"status":"WAITING"},"ship":{"status":"PENDING"}}}`)
 
-	inst, err := b.c.CompleteStep(ctx, "w", "approve", httpapi.ETag(0), json.RawMessage(`{"by":"ana"}`))
+	inst, err := b.c.CompleteStep(ctx, "w", "approve", api.ETag(0), json.RawMessage(`{"by":"ana"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +315,7 @@ func TestClientCompleteStep(t *testing.T) {
 		t.Errorf("completing a step changed the instance status to %s", inst.Status)
 	}
 
-	_, err = b.c.CompleteStep(ctx, "w", "ship", httpapi.ETag(0), nil)
+	_, err = b.c.CompleteStep(ctx, "w", "ship", api.ETag(0), nil)
 	wantStatus(t, err, 412)
 	_, err = b.c.CompleteStep(ctx, "w", "ship", "", nil)
 	wantStatus(t, err, 428)
@@ -323,7 +326,7 @@ func TestClientCompleteStep(t *testing.T) {
 	_, err = b.c.CompleteStep(ctx, "w", "approve", "*", nil)
 	wantStatus(t, err, 409)
 
-	inst, err = b.c.CompleteStep(ctx, "w", "ship", httpapi.ETag(1), nil)
+	inst, err = b.c.CompleteStep(ctx, "w", "ship", api.ETag(1), nil)
 	if err != nil || string(inst.State.Steps["ship"].Output) != "null" {
 		t.Fatalf("complete without output: %+v, %v", inst, err)
 	}
@@ -337,14 +340,14 @@ func TestClientBatchStatus(t *testing.T) {
 		b.create(t, id, "")
 	}
 	limit := 2
-	ids, err := b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+	ids, err := b.c.BatchStatus(ctx, api.BatchStatusRequest{
 		Status: workflow.StatusPending, NewStatus: workflow.StatusCancelled,
 		UpdatedBefore: time.Now().Add(time.Hour).UTC().Format(time.RFC3339), Limit: &limit,
 	})
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("batch: %v, %v", ids, err)
 	}
-	ids, err = b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+	ids, err = b.c.BatchStatus(ctx, api.BatchStatusRequest{
 		Status: workflow.StatusPending, NewStatus: workflow.StatusCancelled,
 		UpdatedBefore: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), Limit: &limit,
 	})
@@ -352,16 +355,16 @@ func TestClientBatchStatus(t *testing.T) {
 		t.Fatalf("empty batch: %#v, %v", ids, err)
 	}
 
-	_, err = b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+	_, err = b.c.BatchStatus(ctx, api.BatchStatusRequest{
 		Status: workflow.StatusPending, NewStatus: workflow.StatusCompleted, UpdatedBefore: "2030-01-01T00:00:00Z", Limit: &limit,
 	})
 	wantStatus(t, err, 422)
 	zero := 0
-	_, err = b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+	_, err = b.c.BatchStatus(ctx, api.BatchStatusRequest{
 		Status: workflow.StatusPending, NewStatus: workflow.StatusCancelled, UpdatedBefore: "2030-01-01T00:00:00Z", Limit: &zero,
 	})
 	wantStatus(t, err, 400)
-	_, err = b.c.BatchStatus(ctx, httpapi.BatchStatusRequest{
+	_, err = b.c.BatchStatus(ctx, api.BatchStatusRequest{
 		Status: workflow.StatusPending, NewStatus: workflow.StatusCancelled, UpdatedBefore: "yesterday", Limit: &limit,
 	})
 	wantStatus(t, err, 400)
@@ -405,7 +408,7 @@ func TestClientHealthz(t *testing.T) {
 	}
 	b.store.Close()
 	err := b.c.Healthz(t.Context())
-	if httpapi.StatusCode(err) != http.StatusServiceUnavailable {
+	if client.StatusCode(err) != http.StatusServiceUnavailable {
 		t.Fatalf("healthz on a closed database: %v", err)
 	}
 }
@@ -414,17 +417,17 @@ func TestClientAuth(t *testing.T) {
 	t.Parallel()
 	b := setupClient(t, []string{"s3cret"})
 	ctx := t.Context()
-	_, err := b.c.ListWorkflows(ctx, httpapi.ListOptions{})
+	_, err := b.c.ListWorkflows(ctx, client.ListOptions{})
 	wantStatus(t, err, 401)
 
-	authed := httpapi.NewClient(b.url, httpapi.WithToken("s3cret"))
-	if _, err := authed.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "w"}); err != nil {
+	authed := client.New(b.url, client.WithToken("s3cret"))
+	if _, err := authed.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := authed.GetWorkflow(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
-	wrong := httpapi.NewClient(b.url, httpapi.WithToken("s3cre"))
+	wrong := client.New(b.url, client.WithToken("s3cre"))
 	_, err = wrong.GetWorkflow(ctx, "w")
 	wantStatus(t, err, 401)
 	if err := b.c.Healthz(ctx); err != nil {
@@ -445,7 +448,7 @@ func TestClientChecksETag(t *testing.T) {
 			fmt.Fprint(w, `{"id":"w","status":"PENDING","state":{},"input":{},"version":3}`)
 		}))
 		defer srv.Close()
-		_, err := httpapi.NewClient(srv.URL).GetWorkflow(t.Context(), "w")
+		_, err := client.New(srv.URL).GetWorkflow(t.Context(), "w")
 		if err == nil || !strings.Contains(err.Error(), "ETag") {
 			t.Errorf("%s ETag: err = %v, want an ETag mismatch", name, err)
 		}
@@ -471,7 +474,7 @@ func TestClientDoesNotFollowRedirectsOfWrites(t *testing.T) {
 	defer srv.Close()
 
 	hc := &http.Client{}
-	c := httpapi.NewClient(srv.URL+"/old/", httpapi.WithHTTPClient(hc))
+	c := client.New(srv.URL+"/old/", client.WithHTTPClient(hc))
 	if hc.CheckRedirect != nil {
 		t.Error("NewClient modified the caller's *http.Client")
 	}
@@ -479,11 +482,11 @@ func TestClientDoesNotFollowRedirectsOfWrites(t *testing.T) {
 		t.Errorf("GET through a redirect: %v", err)
 	}
 	_, err := c.PatchWorkflow(t.Context(), "w", "*", json.RawMessage(`{}`))
-	if httpapi.StatusCode(err) != http.StatusTemporaryRedirect || !strings.Contains(err.Error(), "/new/v1/workflows/w") {
+	if client.StatusCode(err) != http.StatusTemporaryRedirect || !strings.Contains(err.Error(), "/new/v1/workflows/w") {
 		t.Errorf("PATCH through a redirect: %v", err)
 	}
 	_, err = c.Action(t.Context(), "w", "cancel")
-	if httpapi.StatusCode(err) != http.StatusTemporaryRedirect {
+	if client.StatusCode(err) != http.StatusTemporaryRedirect {
 		t.Errorf("POST through a redirect: %v", err)
 	}
 	mu.Lock()
@@ -503,8 +506,8 @@ func TestClientForeignErrorBody(t *testing.T) {
 		fmt.Fprint(w, "<html>\n  <body>upstream   down</body>\n</html>\n"+strings.Repeat("x", 500))
 	}))
 	defer srv.Close()
-	_, err := httpapi.NewClient(srv.URL).GetWorkflow(t.Context(), "w")
-	var ae *httpapi.APIError
+	_, err := client.New(srv.URL).GetWorkflow(t.Context(), "w")
+	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.StatusCode != 502 || ae.Reason != "Bad Gateway" {
 		t.Fatalf("err = %#v", err)
 	}
@@ -516,8 +519,8 @@ func TestClientForeignErrorBody(t *testing.T) {
 func TestClientBadBaseURL(t *testing.T) {
 	t.Parallel()
 	for _, u := range []string{"127.0.0.1:8080", "ftp://host", "http://", "http://u:p@host", "http://host/?x=1", "http://[::1"} {
-		_, err := httpapi.NewClient(u).GetWorkflow(context.Background(), "w")
-		if err == nil || httpapi.StatusCode(err) != 0 || !strings.Contains(err.Error(), "server URL") {
+		_, err := client.New(u).GetWorkflow(context.Background(), "w")
+		if err == nil || client.StatusCode(err) != 0 || !strings.Contains(err.Error(), "server URL") {
 			t.Errorf("NewClient(%q): err = %v", u, err)
 		}
 	}
@@ -528,8 +531,8 @@ func TestClientTransportError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	err := httpapi.NewClient(url).Healthz(t.Context())
-	if err == nil || httpapi.StatusCode(err) != 0 || httpapi.IsNotFound(err) {
+	err := client.New(url).Healthz(t.Context())
+	if err == nil || client.StatusCode(err) != 0 || client.IsNotFound(err) {
 		t.Fatalf("unreachable server: %v", err)
 	}
 }
@@ -541,8 +544,8 @@ func TestClientDotIDs(t *testing.T) {
 	b := setupClient(t, nil)
 	// "." and ".." would be resolved away as URL path segments: they are not ids.
 	for _, id := range []string{".", ".."} {
-		_, err := b.c.CreateWorkflow(t.Context(), httpapi.CreateWorkflowRequest{ID: id})
-		if httpapi.StatusCode(err) != 400 || !strings.Contains(err.Error(), "reserved") {
+		_, err := b.c.CreateWorkflow(t.Context(), api.CreateWorkflowRequest{ID: id})
+		if client.StatusCode(err) != 400 || !strings.Contains(err.Error(), "reserved") {
 			t.Errorf("create %q: %v, want 400 naming the id reserved", id, err)
 		}
 	}
@@ -590,11 +593,11 @@ func TestClientDefinitions(t *testing.T) {
 	}
 
 	latest, err := b.c.GetDefinition(ctx, "order", 0)
-	if err != nil || latest.Revision != 2 || len(latest.Definition.Steps) != 1 {
+	if err != nil || latest.Revision != 2 || len(definitionOf(t, latest).Steps) != 1 {
 		t.Fatalf("latest: %+v, %v", latest, err)
 	}
 	first, err := b.c.GetDefinition(ctx, "order", 1)
-	if err != nil || first.Revision != 1 || len(first.Definition.Steps) != 2 || first.Definition.Steps[1].DependsOn[0] != "reserve" {
+	if err != nil || first.Revision != 1 || len(definitionOf(t, first).Steps) != 2 || definitionOf(t, first).Steps[1].DependsOn[0] != "reserve" {
 		t.Fatalf("revision 1: %+v, %v", first, err)
 	}
 	if got := b.seen.last().URL.RawQuery; got != "revision=1" {
@@ -609,7 +612,7 @@ func TestClientDefinitions(t *testing.T) {
 	wantStatus(t, err, 404)
 	_, err = b.c.GetDefinition(ctx, "order", 9)
 	wantStatus(t, err, 404)
-	if _, err := b.c.GetDefinition(ctx, "order", -1); err == nil || httpapi.StatusCode(err) != 0 {
+	if _, err := b.c.GetDefinition(ctx, "order", -1); err == nil || client.StatusCode(err) != 0 {
 		t.Errorf("negative revision: %v", err)
 	}
 
@@ -617,7 +620,7 @@ func TestClientDefinitions(t *testing.T) {
 	bad := "name: bad\nsteps:\n  - {id: a, type: task}\n  - {id: b, type: wait, depends_on: [zz]}\n"
 	_, _, err = b.c.PutDefinition(ctx, "bad", []byte(bad))
 	wantStatus(t, err, 400)
-	var ae *httpapi.APIError
+	var ae *client.APIError
 	if !errors.As(err, &ae) || len(ae.Problems) != 2 {
 		t.Fatalf("problems of an invalid definition: %#v", err)
 	}
@@ -628,7 +631,7 @@ func TestClientDefinitions(t *testing.T) {
 	}
 	_, _, err = b.c.PutDefinition(ctx, "other-name", []byte(clientOrderYAML))
 	wantStatus(t, err, 400)
-	if _, _, err := b.c.PutDefinition(ctx, "", []byte(clientOrderYAML)); err == nil || httpapi.StatusCode(err) != 0 {
+	if _, _, err := b.c.PutDefinition(ctx, "", []byte(clientOrderYAML)); err == nil || client.StatusCode(err) != 0 {
 		t.Errorf("empty name: %v", err)
 	}
 }
@@ -642,15 +645,15 @@ func TestClientTasks(t *testing.T) {
 	if _, _, err := b.c.PutDefinition(ctx, "order", []byte(clientOrderYAML)); err != nil {
 		t.Fatal(err)
 	}
-	echo := httpapi.PollRequest{Worker: "w1", Handlers: []string{"echo"}, WaitSeconds: ptr(2.0), LeaseSeconds: ptr(5.0)}
+	echo := api.PollRequest{Worker: "w1", Handlers: []string{"echo"}, WaitSeconds: ptr(2.0), LeaseSeconds: ptr(5.0)}
 
 	// Nothing queued: 204 after the wait.
-	none, err := b.c.PollTask(ctx, httpapi.PollRequest{Handlers: []string{"echo"}})
+	none, err := b.c.PollTask(ctx, api.PollRequest{Handlers: []string{"echo"}})
 	if none != nil || err != nil {
 		t.Fatalf("empty queue: %+v, %v", none, err)
 	}
 
-	inst, err := b.c.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "o1", Definition: "order", Input: json.RawMessage(`{"sku":"A-1"}`)})
+	inst, err := b.c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: "o1", Definition: "order", Input: json.RawMessage(`{"sku":"A-1"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -701,14 +704,14 @@ func TestClientTasks(t *testing.T) {
 
 	err = b.c.CompleteTask(ctx, "no-such-task", "lease", nil)
 	wantStatus(t, err, 404)
-	_, err = b.c.PollTask(ctx, httpapi.PollRequest{Handlers: []string{"flowd:sleep"}})
+	_, err = b.c.PollTask(ctx, api.PollRequest{Handlers: []string{"flowd:sleep"}})
 	wantStatus(t, err, 400)
-	_, err = b.c.PollTask(ctx, httpapi.PollRequest{Handlers: []string{"echo"}, WaitSeconds: ptr(600.0)})
+	_, err = b.c.PollTask(ctx, api.PollRequest{Handlers: []string{"echo"}, WaitSeconds: ptr(600.0)})
 	wantStatus(t, err, 400)
-	if err := b.c.CompleteTask(ctx, "t", "l", json.RawMessage(`{`)); err == nil || httpapi.StatusCode(err) != 0 {
+	if err := b.c.CompleteTask(ctx, "t", "l", json.RawMessage(`{`)); err == nil || client.StatusCode(err) != 0 {
 		t.Errorf("invalid output is refused before sending: %v", err)
 	}
-	if err := b.c.FailTask(ctx, "", "l", "x", true); err == nil || httpapi.StatusCode(err) != 0 {
+	if err := b.c.FailTask(ctx, "", "l", "x", true); err == nil || client.StatusCode(err) != 0 {
 		t.Errorf("empty task id: %v", err)
 	}
 }
@@ -717,9 +720,9 @@ func TestClientTasks(t *testing.T) {
 // one request the time its wait needs.
 func TestClientPollOutlastsHTTPTimeout(t *testing.T) {
 	t.Parallel()
-	b := setupClient(t, nil, httpapi.WithHTTPClient(&http.Client{Timeout: 300 * time.Millisecond}))
+	b := setupClient(t, nil, client.WithHTTPClient(&http.Client{Timeout: 300 * time.Millisecond}))
 	start := time.Now()
-	task, err := b.c.PollTask(t.Context(), httpapi.PollRequest{Handlers: []string{"echo"}, WaitSeconds: ptr(1.0)})
+	task, err := b.c.PollTask(t.Context(), api.PollRequest{Handlers: []string{"echo"}, WaitSeconds: ptr(1.0)})
 	if task != nil || err != nil {
 		t.Fatalf("poll: %+v, %v", task, err)
 	}
@@ -731,8 +734,18 @@ func TestClientPollOutlastsHTTPTimeout(t *testing.T) {
 		time.Sleep(time.Second)
 	}))
 	defer slow.Close()
-	err = httpapi.NewClient(slow.URL, httpapi.WithHTTPClient(&http.Client{Timeout: 300 * time.Millisecond})).Healthz(t.Context())
+	err = client.New(slow.URL, client.WithHTTPClient(&http.Client{Timeout: 300 * time.Millisecond})).Healthz(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "Timeout") {
 		t.Errorf("a slow health check is cut at the client timeout: %v", err)
 	}
+}
+
+// definitionOf reads the definition of a revision the client got.
+func definitionOf(t *testing.T, info *api.DefinitionInfo) *workflow.Definition {
+	t.Helper()
+	d, err := engine.DefinitionFromAPI(info)
+	if err != nil || d.Definition == nil {
+		t.Fatalf("definition of %+v: %v", info, err)
+	}
+	return d.Definition
 }

@@ -1,10 +1,9 @@
-package httpapi
+package api
 
 import (
 	"encoding/json"
 
-	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // CreateWorkflowRequest is the body of POST /v1/workflows.
@@ -21,14 +20,14 @@ type CreateWorkflowRequest struct {
 // fewer workflows than its limit (it ends early at the server's page byte
 // bound); only an empty NextCursor means the last page.
 type ListWorkflowsResponse struct {
-	Workflows  []*workflow.Instance `json:"workflows"`
+	Workflows  []*instance.Instance `json:"workflows"`
 	NextCursor string               `json:"next_cursor,omitempty"`
 }
 
 // TransitionRequest is the body of POST /v1/workflows/{id}/status.
 type TransitionRequest struct {
-	From workflow.Status `json:"from"`
-	To   workflow.Status `json:"to"`
+	From instance.Status `json:"from"`
+	To   instance.Status `json:"to"`
 }
 
 // CompleteStepRequest is the body of POST /v1/workflows/{id}/steps/{step}/complete.
@@ -38,9 +37,9 @@ type CompleteStepRequest struct {
 
 // BatchStatusRequest is the body of POST /v1/batch/status.
 type BatchStatusRequest struct {
-	Status        workflow.Status `json:"status"`
+	Status        instance.Status `json:"status"`
 	UpdatedBefore string          `json:"updated_before"`
-	NewStatus     workflow.Status `json:"new_status"`
+	NewStatus     instance.Status `json:"new_status"`
 	Limit         *int            `json:"limit"`
 }
 
@@ -53,6 +52,6 @@ type BatchStatusResponse struct {
 // from ?since= on, oldest first. NextSince, present only when more
 // versions exist, is the since of the next page.
 type HistoryResponse struct {
-	Versions  []store.HistoryEntry `json:"versions"`
-	NextSince *int64               `json:"next_since,omitempty"`
+	Versions  []instance.HistoryEntry `json:"versions"`
+	NextSince *int64                  `json:"next_since,omitempty"`
 }

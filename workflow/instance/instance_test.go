@@ -1,4 +1,4 @@
-package workflow
+package instance
 
 import (
 	"encoding/json"

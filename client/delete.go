@@ -1,14 +1,16 @@
-package httpapi
+package client
 
 import (
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/flowd/flowd/api"
 )
 
 // DeleteWorkflow deletes a finished instance (COMPLETED, FAILED, CANCELLED
 // or TIMED_OUT) with its history and tasks. ifMatch is the raw If-Match
-// value, as for PatchWorkflow: ETag(version) such as `"3"`, or `*` for any
+// value, as for PatchWorkflow: api.ETag(version) such as `"3"`, or `*` for any
 // version; "" sends none (the server answers 428). Errors: 428, 400
 // malformed If-Match, 404 (ErrNotFound), 409 the instance is not finished
 // (ErrConflict), 412 stale version (ErrPreconditionFailed).
@@ -20,9 +22,9 @@ func (c *Client) DeleteWorkflow(ctx context.Context, id, ifMatch string) error {
 	return err
 }
 
-// DeleteWorkflowAt is DeleteWorkflow with If-Match: ETag(version).
+// DeleteWorkflowAt is DeleteWorkflow with If-Match: api.ETag(version).
 func (c *Client) DeleteWorkflowAt(ctx context.Context, id string, version int64) error {
-	return c.DeleteWorkflow(ctx, id, ETag(version))
+	return c.DeleteWorkflow(ctx, id, api.ETag(version))
 }
 
 // DeleteDefinition deletes every revision of the named definition. Errors:

@@ -1,4 +1,4 @@
-package workflow
+package instance
 
 import (
 	"bytes"
@@ -261,8 +261,6 @@ func ParseState(b []byte) (State, error) {
 	}
 	return s, nil
 }
-
-func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
 
 func cloneRaw(m map[string]json.RawMessage) map[string]json.RawMessage {
 	if m == nil {

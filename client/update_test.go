@@ -1,4 +1,4 @@
-package httpapi_test
+package client_test
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/flowd/flowd/httpapi"
+	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/workflow"
 )
 
 func TestParseETag(t *testing.T) {
 	for in, want := range map[string]int64{`"0"`: 0, `"42"`: 42} {
-		if got, err := httpapi.ParseETag(in); err != nil || got != want {
+		if got, err := client.ParseETag(in); err != nil || got != want {
 			t.Errorf("ParseETag(%s) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{``, `4`, `"4`, `W/"4"`, `"-1"`, `"04"`, `"abc"`, `*`} {
-		_, err := httpapi.ParseETag(bad)
+		_, err := client.ParseETag(bad)
 		want := fmt.Sprintf(`flowd client: %q is not the ETag of an instance version (want e.g. "4", quotes included)`, bad)
 		if err == nil || err.Error() != want {
 			t.Errorf("ParseETag(%s) = %v, want %q", bad, err, want)
@@ -81,7 +81,7 @@ func TestClientServerErrors(t *testing.T) {
 			w.WriteHeader(status)
 			fmt.Fprintf(w, `{"error": %q, "message": "database unreachable"}`, http.StatusText(status))
 		}))
-		_, err := httpapi.NewClient(srv.URL).GetWorkflow(t.Context(), "w")
+		_, err := client.New(srv.URL).GetWorkflow(t.Context(), "w")
 		srv.Close()
 		wantStatus(t, err, status)
 	}
@@ -96,7 +96,7 @@ func counter(t *testing.T, inst *workflow.Instance) int {
 	return n
 }
 
-func increment(t *testing.T) httpapi.MergeFunc {
+func increment(t *testing.T) client.MergeFunc {
 	return func(inst *workflow.Instance) (json.RawMessage, error) {
 		return json.RawMessage(`{"variables":{"n":` + strconv.Itoa(counter(t, inst)+1) + `}}`), nil
 	}
@@ -112,7 +112,7 @@ func TestUpdateWorkflowConcurrentWriters(t *testing.T) {
 	for range writers {
 		wg.Go(func() {
 			for range each {
-				if _, err := b.c.UpdateWorkflow(t.Context(), "w", httpapi.RetryPolicy{MaxAttempts: 100}, increment(t)); err != nil {
+				if _, err := b.c.UpdateWorkflow(t.Context(), "w", client.RetryPolicy{MaxAttempts: 100}, increment(t)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -138,7 +138,7 @@ func TestUpdateWorkflowRetries(t *testing.T) {
 	// Another writer changes the instance between the read and the patch,
 	// twice: the third attempt, from a fresh read, wins.
 	var calls atomic.Int32
-	inst, err := b.c.UpdateWorkflow(ctx, "w", httpapi.RetryPolicy{}, func(inst *workflow.Instance) (json.RawMessage, error) {
+	inst, err := b.c.UpdateWorkflow(ctx, "w", client.RetryPolicy{}, func(inst *workflow.Instance) (json.RawMessage, error) {
 		if calls.Add(1) <= 2 {
 			if _, err := b.c.PatchWorkflow(ctx, "w", "*", json.RawMessage(`{"variables":{"other":true}}`)); err != nil {
 				return nil, err
@@ -152,14 +152,14 @@ func TestUpdateWorkflowRetries(t *testing.T) {
 
 	// Always beaten: gives up after MaxAttempts with a 412.
 	calls.Store(0)
-	_, err = b.c.UpdateWorkflow(ctx, "w", httpapi.RetryPolicy{MaxAttempts: 3}, func(inst *workflow.Instance) (json.RawMessage, error) {
+	_, err = b.c.UpdateWorkflow(ctx, "w", client.RetryPolicy{MaxAttempts: 3}, func(inst *workflow.Instance) (json.RawMessage, error) {
 		calls.Add(1)
 		if _, err := b.c.PatchWorkflow(ctx, "w", "*", json.RawMessage(`{"variables":{"other":1}}`)); err != nil {
 			return nil, err
 		}
 		return json.RawMessage(`{}`), nil
 	})
-	if !errors.Is(err, httpapi.ErrPreconditionFailed) || calls.Load() != 3 {
+	if !errors.Is(err, client.ErrPreconditionFailed) || calls.Load() != 3 {
 		t.Fatalf("always beaten: %v after %d calls, want ErrPreconditionFailed after 3", err, calls.Load())
 	}
 	if want := "flowd client: updating workflow w: other writers won all 3 attempts: 412 Precondition Failed: "; len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
@@ -168,27 +168,27 @@ func TestUpdateWorkflowRetries(t *testing.T) {
 
 	// No patch: nothing written.
 	before, _ := b.c.GetWorkflow(ctx, "w")
-	inst, err = b.c.UpdateWorkflow(ctx, "w", httpapi.RetryPolicy{}, func(*workflow.Instance) (json.RawMessage, error) { return nil, nil })
+	inst, err = b.c.UpdateWorkflow(ctx, "w", client.RetryPolicy{}, func(*workflow.Instance) (json.RawMessage, error) { return nil, nil })
 	if err != nil || inst.Version != before.Version {
 		t.Fatalf("empty patch: %+v, %v; want version %d unchanged", inst, err, before.Version)
 	}
 
 	// merge's error, unknown ids and terminal instances end it at once.
 	boom := errors.New("boom")
-	if _, err := b.c.UpdateWorkflow(ctx, "w", httpapi.RetryPolicy{}, func(*workflow.Instance) (json.RawMessage, error) { return nil, boom }); err != boom {
+	if _, err := b.c.UpdateWorkflow(ctx, "w", client.RetryPolicy{}, func(*workflow.Instance) (json.RawMessage, error) { return nil, boom }); err != boom {
 		t.Errorf("merge error: %v", err)
 	}
 	calls.Store(0)
-	_, err = b.c.UpdateWorkflow(ctx, "missing", httpapi.RetryPolicy{}, func(*workflow.Instance) (json.RawMessage, error) { calls.Add(1); return nil, nil })
-	if !errors.Is(err, httpapi.ErrNotFound) || calls.Load() != 0 {
+	_, err = b.c.UpdateWorkflow(ctx, "missing", client.RetryPolicy{}, func(*workflow.Instance) (json.RawMessage, error) { calls.Add(1); return nil, nil })
+	if !errors.Is(err, client.ErrNotFound) || calls.Load() != 0 {
 		t.Errorf("unknown id: %v after %d calls", err, calls.Load())
 	}
 	if _, err := b.c.Action(ctx, "w", "cancel"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.c.UpdateWorkflow(ctx, "w", httpapi.RetryPolicy{}, increment(t))
+	_, err = b.c.UpdateWorkflow(ctx, "w", client.RetryPolicy{}, increment(t))
 	wantStatus(t, err, 409)
-	if _, err := b.c.UpdateWorkflow(ctx, "w", httpapi.RetryPolicy{}, nil); err == nil || err.Error() != "flowd client: UpdateWorkflow needs a merge function" {
+	if _, err := b.c.UpdateWorkflow(ctx, "w", client.RetryPolicy{}, nil); err == nil || err.Error() != "flowd client: UpdateWorkflow needs a merge function" {
 		t.Errorf("nil merge: %v", err)
 	}
 }
@@ -200,7 +200,7 @@ func TestUpdateWorkflowHonoursContext(t *testing.T) {
 	b.create(t, "w", `{}`)
 	ctx, cancel := context.WithCancel(t.Context())
 	calls := 0
-	_, err := b.c.UpdateWorkflow(ctx, "w", httpapi.RetryPolicy{MaxAttempts: 1000, BaseDelay: 1 << 40, MaxDelay: 1 << 40}, func(*workflow.Instance) (json.RawMessage, error) {
+	_, err := b.c.UpdateWorkflow(ctx, "w", client.RetryPolicy{MaxAttempts: 1000, BaseDelay: 1 << 40, MaxDelay: 1 << 40}, func(*workflow.Instance) (json.RawMessage, error) {
 		calls++
 		if _, err := b.c.PatchWorkflow(ctx, "w", "*", json.RawMessage(`{"variables":{"x":1}}`)); err != nil {
 			return nil, err

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// PollRequest is the body of POST /v1/tasks/poll.
+type PollRequest struct {
+	Worker       string   `json:"worker"`
+	Handlers     []string `json:"handlers"`
+	LeaseSeconds *float64 `json:"lease_seconds,omitempty"`
+	WaitSeconds  *float64 `json:"wait_seconds,omitempty"`
+}
+
+// TaskResponse is a task handed to a remote worker.
+type TaskResponse struct {
+	TaskID     string    `json:"task_id"`
+	Lease      string    `json:"lease"`
+	LeaseUntil time.Time `json:"lease_until"`
+	WorkflowID string    `json:"workflow_id"`
+	Step       string    `json:"step"`
+	Handler    string    `json:"handler"`
+	Attempt    int       `json:"attempt"`
+	// Index is the item's index for an iteration of a foreach step.
+	Index          *int            `json:"index,omitempty"`
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	// TraceParent is the W3C traceparent of the workflow's trace, absent
+	// when it has none: a worker's spans of the attempt continue it.
+	TraceParent string `json:"traceparent,omitempty"`
+}
+
+// CompleteTaskRequest is the body of POST /v1/tasks/{task_id}/complete.
+type CompleteTaskRequest struct {
+	Lease  string          `json:"lease"`
+	Output json.RawMessage `json:"output"`
+}
+
+// FailTaskRequest is the body of POST /v1/tasks/{task_id}/fail.
+type FailTaskRequest struct {
+	Lease     string `json:"lease"`
+	Error     string `json:"error"`
+	Retryable *bool  `json:"retryable"`
+}
+
+// HeartbeatRequest is the body of POST /v1/tasks/{task_id}/heartbeat.
+type HeartbeatRequest struct {
+	Lease        string   `json:"lease"`
+	LeaseSeconds *float64 `json:"lease_seconds,omitempty"`
+}
+
+// TaskResultResponse answers complete and fail.
+type TaskResultResponse struct {
+	TaskID string `json:"task_id"`
+	Status string `json:"status"`
+}
+
+// HeartbeatResponse answers heartbeat.
+type HeartbeatResponse struct {
+	TaskID     string    `json:"task_id"`
+	LeaseUntil time.Time `json:"lease_until"`
+}
+
+// Worker is a remote worker or an in-process pool seen polling: Node is the
+// flowd node that served its polls (for a pool, the node it runs on).
+type Worker struct {
+	Worker     string    `json:"worker"`
+	Handlers   []string  `json:"handlers"`
+	Node       string    `json:"node"`
+	LastPollAt time.Time `json:"last_poll_at"`
+}
+
+// ListWorkersResponse is the body of GET /v1/workers.
+type ListWorkersResponse struct {
+	Workers []Worker `json:"workers"`
+}
