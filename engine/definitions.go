@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
-	"github.com/flowd/flowd/api"
 )
 
 // DefinitionInfo is a stored definition revision.

@@ -37,8 +37,8 @@ import (
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/tracing"
-	"github.com/flowd/flowd/workflow"
 	"github.com/flowd/flowd/worker/task"
+	"github.com/flowd/flowd/workflow"
 )
 
 // Errors of the engine; the API maps them to status codes. They are the

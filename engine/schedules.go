@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/schedule"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
-	"github.com/flowd/flowd/api"
 )
 
 // Schedules: every node runs a scheduler that starts the instances of the
