@@ -204,18 +204,19 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 				return nil, err
 			}
 			var tasks []*store.Task
-			if action == "resume" || action == "retry" || action == "cancel" {
+			allRows := action == "resume" || action == "retry" || action == "cancel"
+			if allRows {
 				if tasks, err = q.TasksOfInstance(ctx, id, store.LockNone); err != nil {
 					return nil, err
 				}
 			}
-			d := &decided{id: id, version: inst.Version, from: inst.Status, cause: cause, read: byID(tasks...)}
+			d := &decided{id: id, version: inst.Version, from: inst.Status, cause: cause, read: byID(tasks...), allRows: allRows}
 			if d.ch, err = e.rulesFor(ctx).Act(c, inst, action, byStep(tasks), now); err != nil {
 				return nil, err
 			}
-			if action == "cancel" {
-				d.ch.Update = append(d.ch.Update, rules.CancelTasks(views(tasks))...)
-			}
+			// A cancel (or a resume that settles FAILED) stops the
+			// instance: its active tasks are cancelled in the write.
+			d.ch.StopTasks(d.from, views(tasks))
 			return d, nil
 		})
 		return err
