@@ -49,3 +49,35 @@ func TestFailureCancelsOtherTasksAtOnce(t *testing.T) {
 		n.wantNoActiveTasks("after a failed", inst.ID)
 	})
 }
+
+// A transition of the API that is no action (RUNNING → COMPLETED, FAILED,
+// TIMED_OUT) is the engine's one guarded write too: a child moved so
+// carries its outcome to the parent's step, and its tasks are cancelled,
+// in that write, with no sweep running.
+func TestTransitionOfChildTellsParentAtOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{noSweeps: true})
+		n.define("name: leaf\nsteps:\n  - {id: approve, type: wait}\n  - {id: later, type: task, handler: remote, depends_on: [approve]}\n")
+		n.define("name: top\nsteps:\n  - {id: sub, type: workflow, definition: leaf, retry: {max_attempts: 1}}\n")
+		for _, to := range []workflow.Status{workflow.StatusCompleted, workflow.StatusFailed} {
+			inst := n.start("top", "tr-"+string(to), "")
+			child := n.waitChild(inst.ID, "approve")
+			out, err := n.eng.Transition(context.Background(), child.ID, workflow.StatusRunning, to)
+			if err != nil || out.Status != to {
+				t.Fatalf("transition to %s: %v, %v", to, out, err)
+			}
+			if got := out.State.Steps["approve"].Status; got != workflow.StepCancelled {
+				t.Errorf("%s child: step approve is %s, want CANCELLED", to, got)
+			}
+			n.wantNoActiveTasks("child moved to "+string(to), child.ID)
+			parent, err := n.st.Get(context.Background(), inst.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if parent.Status != to {
+				t.Errorf("parent of a child moved to %s is %s at once, want %s (its only step took the outcome)", to, parent.Status, to)
+			}
+			n.wantNoActiveTasks("parent of a child moved to "+string(to), inst.ID)
+		}
+	})
+}
