@@ -328,6 +328,7 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 	if d.ch, ok, err = env.ChildFinished(pc, parent, &tv, child.ID, w.FinalStatus(), output, w.Now); err != nil || !ok {
 		return nil, err
 	}
+	d.ch.StopTasks(d.from, views(tasks)) // a parent the outcome stops
 	return d.write(w.Now), nil
 }
 

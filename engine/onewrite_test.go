@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/engine"
 
@@ -79,5 +80,47 @@ func TestTransitionOfChildTellsParentAtOnce(t *testing.T) {
 			}
 			n.wantNoActiveTasks("parent of a child moved to "+string(to), inst.ID)
 		}
+	})
+}
+
+// A batch to a status that stops steps is one transaction with what the
+// engine's write of each instance would carry: a paused child cancelled
+// by a batch fails its parent's attempt (a retry starts a new child), and
+// a running instance failed by a batch has its leased task cancelled, at
+// once, with no sweep running.
+func TestBatchStopCarriesTasksAndParents(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{noSweeps: true})
+		n.define("name: leaf\nsteps:\n  - {id: approve, type: wait}\n")
+		n.define("name: top\nsteps:\n  - {id: sub, type: workflow, definition: leaf, retry: {max_attempts: 1}}\n")
+		n.define("name: leafwork\nsteps:\n  - {id: work, type: task, handler: remote}\n")
+		ctx := context.Background()
+		inst := n.start("top", "bs-1", "")
+		child := n.waitChild(inst.ID, "approve")
+		if _, err := n.eng.Action(ctx, child.ID, "pause"); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := n.eng.BatchStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusCancelled,
+			UpdatedBefore: time.Now().Add(time.Hour), Limit: 10})
+		if err != nil || len(ids) != 1 || ids[0] != child.ID {
+			t.Fatalf("batch cancel: %v, %v; want [%s]", ids, err, child.ID)
+		}
+		parent, err := n.st.Get(ctx, inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parent.Status != workflow.StatusFailed || parent.State.Steps["sub"].Status != workflow.StepFailed {
+			t.Errorf("parent at once after its child's batch cancel: %s, step sub %s; want FAILED, FAILED", parent.Status, parent.State.Steps["sub"].Status)
+		}
+		n.wantNoActiveTasks("parent of a child cancelled by a batch", inst.ID)
+
+		work := n.start("leafwork", "bs-2", "")
+		n.poll() // its task, leased by a worker
+		ids, err = n.eng.BatchStatus(ctx, store.BatchStatusParams{Status: workflow.StatusRunning, NewStatus: workflow.StatusFailed,
+			UpdatedBefore: time.Now().Add(time.Hour), IDs: []string{work.ID}, Limit: 10})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("batch fail: %v, %v", ids, err)
+		}
+		n.wantNoActiveTasks("instance failed by a batch", work.ID)
 	})
 }
