@@ -45,6 +45,9 @@ type decided struct {
 	// change the instance they are given): the store then writes the
 	// history of the change from it (store.Write.Prior).
 	prior *workflow.State
+	// allRows: read holds every task row of the instance, and the
+	// decision cancelled what its stop cancels (stopTasks reads nothing).
+	allRows bool
 }
 
 // subject is the instance a decision is about, as far as its caller knows
@@ -120,6 +123,10 @@ func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q 
 			// A join: first the decision made withdrew steps whose task
 			// rows it was not given: their cancels join the write.
 			if decideErr = cancelWithdrawn(ctx, q, d); decideErr != nil {
+				return decideErr
+			}
+			// A write that stops the instance cancels its tasks.
+			if decideErr = stopTasks(ctx, q, d); decideErr != nil {
 				return decideErr
 			}
 			w = d.write(now)
@@ -211,6 +218,43 @@ func (d *decided) write(now time.Time) *store.Write {
 		w.Update = append(w.Update, store.TaskWrite{Task: newRow(&u.Task), Guard: g})
 	}
 	return w
+}
+
+// stopTasks adds to d's write the cancel of the instance's active tasks
+// when d stops the instance (rules.Change.StopTasks), reading its rows
+// unless the decision had them all. A completion the rules decided reads
+// nothing: the rules complete an instance only once every step has
+// finished, so none of its tasks is active but the one the completion
+// writes (a transition that forces COMPLETED reads its rows: allRows).
+func stopTasks(ctx context.Context, q store.Querier, d *decided) error {
+	if d.tasksOnly || d.allRows || !stopsOtherTasks(&d.ch, d.from) {
+		return nil
+	}
+	rows, err := q.TasksOfInstance(ctx, d.id, store.LockNone)
+	if err != nil {
+		return err
+	}
+	if d.read == nil {
+		d.read = make(map[string]*store.Task, len(rows))
+	}
+	for _, r := range rows {
+		if d.read[r.ID] == nil {
+			d.read[r.ID] = r
+		}
+	}
+	d.ch.StopTasks(d.from, views(rows))
+	return nil
+}
+
+// stopsOtherTasks reports whether ch, decided by the rules on an instance
+// in status from, stops it in a status other than COMPLETED: tasks of
+// other steps may then still be active, and the write cancels them.
+func stopsOtherTasks(ch *rules.Change, from workflow.Status) bool {
+	final := ch.Status
+	if ch.Settled != "" {
+		final = ch.Settled
+	}
+	return final != workflow.StatusCompleted && ch.StopsTasks(from)
 }
 
 // tasksOnly is the decision to write task rows alone (no version of

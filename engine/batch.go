@@ -28,21 +28,12 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}
-	if p.NewStatus == workflow.StatusCancelled {
-		ids, err := e.st.BatchUpdateStatus(ctx, p)
+	if p.NewStatus.StopsSteps() {
+		// Their tasks cancelled and their parents told in the batch's
+		// transaction (stopbatch.go).
+		ids, parents, err := e.stopBatch(ctx, p)
 		if err == nil {
-			// As a cancel does: their descendants are the sweepers'
-			// (cascade.go); and the queues of the slots freed.
-			if len(ids) > 0 {
-				e.cascadeSoon()
-			}
-			for _, id := range ids {
-				if rules.FreesSlot(p.Status, p.NewStatus) {
-					if inst, err := e.st.Get(ctx, id); err == nil {
-						e.afterFreed(ctx, inst)
-					}
-				}
-			}
+			e.afterStopBatch(ctx, p, ids, parents)
 		}
 		return ids, err
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// Cancel cascades. Cancelling a workflow (an action, a batch, a status
-// written past the engine) writes that workflow alone, so the request
+// Cancel cascades. Cancelling a workflow (an action, a batch, a
+// transition) writes that workflow alone, so the request
 // answers as soon as it is cancelled, however many descendants it has. Its
 // descendants are the sweepers' work, on every node and after any restart:
 // the child workflows that still run whose parent no longer does

@@ -328,6 +328,7 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 	if d.ch, ok, err = env.ChildFinished(pc, parent, &tv, child.ID, w.FinalStatus(), output, w.Now); err != nil || !ok {
 		return nil, err
 	}
+	d.ch.StopTasks(d.from, views(tasks)) // a parent the outcome stops
 	return d.write(w.Now), nil
 }
 
@@ -359,54 +360,6 @@ func (e *Engine) cancelAbandonedChild(ctx context.Context, parent *workflow.Inst
 		return
 	}
 	e.cancelChild(ctx, child)
-}
-
-// decideChildOutcome is the sweep's safety net for a parent step whose
-// child finished without its final write carrying the outcome (a status
-// written past the engine: a batch, a plain transition): the parent's
-// write that write would have made, decided on the child as stored. It is
-// guarded by the task's lease like the child's own delivery, so the two
-// never both apply. Nil when the step no longer waits for that child.
-func (e *Engine) decideChildOutcome(ctx context.Context, q store.Querier, parent *workflow.Instance, row *store.Task, now time.Time) (*decided, error) {
-	id := parent.State.Steps[row.StepID].ChildOf(row.Iteration)
-	if id == "" {
-		return nil, nil
-	}
-	child, err := q.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil || !reportsToParent(child.Status) {
-		return nil, err
-	}
-	pc, err := e.cached(parent)
-	if err != nil {
-		return nil, err
-	}
-	var output []byte
-	if child.Status == workflow.StatusCompleted {
-		cc, err := e.cached(child)
-		if err != nil {
-			return nil, err
-		}
-		if output, err = rules.ChildOutput(cc, child.Input, child.State, child.Output, e.maxState); err != nil {
-			return nil, err
-		}
-	}
-	tv := taskView(row)
-	prior := parent.State.Clone()
-	tasks, err := q.TasksOfInstance(ctx, parent.ID, store.LockNone)
-	if err != nil {
-		return nil, err
-	}
-	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, read: byID(tasks...), prior: &prior}
-	env := e.rulesFor(ctx)
-	env.Tasks = byStep(tasks)
-	var ok bool
-	if d.ch, ok, err = env.ChildFinished(pc, parent, &tv, child.ID, child.Status, output, now); err != nil || !ok {
-		return nil, err
-	}
-	return d, nil
 }
 
 // cancelDroppedChildren cancels the children of the workflow-step tasks

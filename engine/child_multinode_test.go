@@ -17,8 +17,7 @@ import (
 // Two engines on one PostgreSQL database: the parents' steps start their
 // children on either node, and only node B runs the children's task. Each
 // child's completion on B completes its parent's step exactly once —
-// while both nodes sweep all along, whose reconciliation would deliver the
-// same outcome again if the first delivery did not fence it — and every
+// while both nodes run and sweep all along — and every
 // history, parents' and children's, has contiguous versions.
 func TestMultiNodeChildCompletion(t *testing.T) {
 	b := postgresBackend(t)

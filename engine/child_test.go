@@ -216,10 +216,10 @@ func (n *node) waitChild(id, step string) *workflow.Instance {
 	}
 }
 
-// A child whose status is written past the engine (a plain transition of
-// the store) still reaches its parent: the sweep's reconciliation
-// completes the parent's step, once, however often it runs.
-func TestChildOutcomeReconciledBySweep(t *testing.T) {
+// A child moved by a transition of the API carries its outcome to its
+// parent's step in that write: the step completes once, and sweeps change
+// nothing more.
+func TestChildOutcomeOfTransitionCompletesParentOnce(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{})
 		n.define("name: leaf\nsteps:\n  - {id: approve, type: wait}\n")
@@ -227,10 +227,10 @@ func TestChildOutcomeReconciledBySweep(t *testing.T) {
 		inst := n.start("top", "rec-1", "")
 		child := n.waitChild(inst.ID, "approve")
 		ctx := context.Background()
-		if _, err := n.st.TransitionStatus(ctx, store.TransitionParams{ID: child.ID, From: workflow.StatusRunning, To: workflow.StatusCompleted}); err != nil {
+		if _, err := n.eng.Transition(ctx, child.ID, workflow.StatusRunning, workflow.StatusCompleted); err != nil {
 			t.Fatal(err)
 		}
-		n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+		n.waitStatus(inst.ID, workflow.StatusCompleted, time.Second)
 		// More sweeps (this node's sweeper runs too) change nothing more.
 		for range 3 {
 			if err := n.eng.Sweep(ctx); err != nil {
@@ -254,8 +254,8 @@ func TestChildOutcomeReconciledBySweep(t *testing.T) {
 	})
 }
 
-// A child that a batch status change fails fails its parent's attempt
-// (found by the sweep), and the retry starts a new child.
+// A child that a batch status change cancels fails its parent's attempt
+// (in the batch's transaction), and the retry starts a new child.
 func TestChildFailedByBatchRetries(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{})
@@ -267,7 +267,7 @@ func TestChildFailedByBatchRetries(t *testing.T) {
 		if _, err := n.eng.Action(ctx, first.ID, "pause"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := n.st.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusCancelled,
+		if _, err := n.eng.BatchStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusCancelled,
 			UpdatedBefore: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 			t.Fatal(err)
 		}

@@ -109,8 +109,12 @@ func (e *Engine) createCancelled(ctx context.Context, c *compiled, p store.Creat
 		if err != nil {
 			return err
 		}
-		out, err = tx.TransitionStatus(ctx, store.TransitionParams{ID: created.ID, From: workflow.StatusQueued,
-			To: workflow.StatusCancelled, Cause: workflow.ConcurrencyLimitCause})
+		// Created QUEUED, without tasks and without a parent (a child
+		// over its limit is the parent's to decide: startChildOverLimit):
+		// its cancel writes the status alone.
+		ch := rules.SetStatus(created, workflow.StatusCancelled, nil)
+		d := &decided{id: created.ID, version: created.Version, from: created.Status, cause: workflow.ConcurrencyLimitCause, ch: ch}
+		out, err = tx.Apply(ctx, d.write(e.clock()))
 		return err
 	})
 	return out, err

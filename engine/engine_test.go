@@ -96,6 +96,9 @@ type nodeOpts struct {
 	maxVersions int
 	// maxDescendants is Config.MaxDescendants.
 	maxDescendants int
+	// noSweeps: the sweeper runs once at the start and then not for an
+	// hour, so that a test sees what a write did by itself.
+	noSweeps bool
 }
 
 func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
@@ -118,8 +121,12 @@ func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
 	if o.outbound == nil {
 		o.outbound = outbound.Loopback
 	}
+	sweep := 50 * time.Millisecond
+	if o.noSweeps {
+		sweep = time.Hour
+	}
 	eng, err := engine.New(engine.Config{Store: engineStore, Workers: &o.workers, Lease: o.lease,
-		SweepInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState,
+		SweepInterval: sweep, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState,
 		OutboundAllow: o.outbound, MaxVersions: o.maxVersions, MaxDescendants: o.maxDescendants})
 	if err != nil {
 		t.Fatal(err)

@@ -171,10 +171,36 @@ func (e *Engine) Transition(ctx context.Context, id string, from, to workflow.St
 		// tasks, if its key has a free slot.
 		return e.startQueuedNow(ctx, id)
 	}
-	out, err := e.st.TransitionStatus(ctx, p)
-	if err == nil && rules.FreesSlot(from, to) {
-		e.afterFreed(ctx, out)
-	}
+	return e.setStatus(ctx, id, from, to, p.Cause)
+}
+
+// setStatus moves instance id from status from to to, the status alone
+// (rules.SetStatus), with the engine's one guarded write: a status that
+// stops the instance cancels its tasks and, for a child workflow, carries
+// its outcome to the parent's step in the same write (applyWithParent).
+// An instance that is not from is a *store.StatusMismatchError.
+func (e *Engine) setStatus(ctx context.Context, id string, from, to workflow.Status, cause string) (*workflow.Instance, error) {
+	var out *workflow.Instance
+	err := e.withDefs(ctx, func() error {
+		var err error
+		out, _, _, err = e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
+			inst, err := q.Get(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if inst.Status != from {
+				return nil, &store.StatusMismatchError{ID: inst.ID, Expected: from, Actual: inst.Status}
+			}
+			tasks, err := q.TasksOfInstance(ctx, id, store.LockNone)
+			if err != nil {
+				return nil, err
+			}
+			d := &decided{id: id, version: inst.Version, from: inst.Status, cause: cause, read: byID(tasks...), allRows: true}
+			d.ch = rules.SetStatus(inst, to, views(tasks))
+			return d, nil
+		})
+		return err
+	})
 	return out, err
 }
 
@@ -204,18 +230,19 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 				return nil, err
 			}
 			var tasks []*store.Task
-			if action == "resume" || action == "retry" || action == "cancel" {
+			allRows := action == "resume" || action == "retry" || action == "cancel"
+			if allRows {
 				if tasks, err = q.TasksOfInstance(ctx, id, store.LockNone); err != nil {
 					return nil, err
 				}
 			}
-			d := &decided{id: id, version: inst.Version, from: inst.Status, cause: cause, read: byID(tasks...)}
+			d := &decided{id: id, version: inst.Version, from: inst.Status, cause: cause, read: byID(tasks...), allRows: allRows}
 			if d.ch, err = e.rulesFor(ctx).Act(c, inst, action, byStep(tasks), now); err != nil {
 				return nil, err
 			}
-			if action == "cancel" {
-				d.ch.Update = append(d.ch.Update, rules.CancelTasks(views(tasks))...)
-			}
+			// A cancel (or a resume that settles FAILED) stops the
+			// instance: its active tasks are cancelled in the write.
+			d.ch.StopTasks(d.from, views(tasks))
 			return d, nil
 		})
 		return err

@@ -52,9 +52,8 @@ func (e *Engine) untilNextSweep(ctx context.Context, tick <-chan time.Time) bool
 // no longer runs are cancelled, level by level (engine/cascade.go),
 // instances past their deadline become TIMED_OUT, expired leases use up
 // their attempt and are re-queued (or
-// fail the step), tasks of instances that stopped running are cancelled,
-// finished child workflows whose outcome did not reach the parent's step
-// (a status written past the engine) end that step's attempt, finished
+// fail the step), tasks of instances that stopped running are cancelled
+// (those of the children the cancel cascade moved), finished
 // instances past their retention are deleted (engine/retention.go),
 // waiting steps whose own look-up of a stored event never ran get it
 // (engine/events.go), QUEUED instances whose key has a free slot start
@@ -75,7 +74,7 @@ func (e *Engine) Sweep(ctx context.Context) error {
 	if err := e.sweepAbandoned(ctx); err != nil {
 		return err
 	}
-	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueChildren} {
+	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans} {
 		if err := e.sweepDue(ctx, kind); err != nil {
 			return err
 		}
@@ -168,8 +167,6 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 			return decideTimeout(&work, now), nil
 		case store.DueLeases:
 			return e.decideExpiry(ctx, q, &work, row, now)
-		case store.DueChildren:
-			return e.decideChildOutcome(ctx, q, &work, row, now)
 		default:
 			return decideOrphan(&work, row), nil
 		}
@@ -272,8 +269,6 @@ func (e *Engine) logSwept(kind store.DueKind, it store.DueItem, w *store.Write) 
 	switch kind {
 	case store.DueTimeouts:
 		e.log.Info("workflow timed out", "workflow", it.Instance.ID)
-	case store.DueChildren:
-		e.log.Info("child workflow's outcome reconciled", "workflow", it.Instance.ID, "step", it.Task.StepID)
 	case store.DueLeases:
 		t := w.Update[0].Task
 		if e.m != nil {

@@ -369,7 +369,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	// The lease is checked against the row as its delivery left it; the
 	// write checks it again against the stored row.
 	ch, err := e.rulesFor(ctx).CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
-	if err != nil || len(ch.Update) > 1 || len(ch.Withdrawn) > 0 {
+	if err != nil || len(ch.Update) > 1 || len(ch.Withdrawn) > 0 || stopsOtherTasks(&ch, inst.Status) {
 		// Refused (leaseHolderOp says why), or existing tasks to
 		// re-queue or cancel, whose guards need rows this completion did
 		// not read.

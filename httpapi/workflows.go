@@ -259,7 +259,7 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return nil, err
 				}
-				return s.cfg.Store.ReplaceState(r.Context(), inst.ID, inst.Version, next, "patch")
+				return s.eng.ReplaceState(r.Context(), inst, next, "patch")
 			})
 	}
 	if err != nil {

@@ -319,15 +319,13 @@ const (
 	DueLeases
 	// DueOrphans are QUEUED or LEASED tasks whose instance is neither
 	// RUNNING nor PAUSED (a QUEUED task of a PAUSED instance runs on
-	// resume), with their instance.
+	// resume), with their instance. Every write of the engine that stops
+	// an instance cancels its tasks with it; what is left for this sweep
+	// is the cancel cascade, which moves abandoned children a batch at a
+	// time with one statement and reads none of their tasks (a read and a
+	// write per child is too slow for a tree of thousands), and tasks a
+	// previous release left behind.
 	DueOrphans
-	// DueChildren are LEASED tasks of QueueChild whose step's child
-	// workflow (state.steps.S.child of the task's instance) has finished
-	// (COMPLETED, FAILED, TIMED_OUT or CANCELLED), with their instance:
-	// outcomes the child's final write did not carry to the parent (a
-	// write that bypassed the engine). The engine decides each one as the
-	// child's final write would have, guarded by the task's lease.
-	DueChildren
 	// DueAbandoned are child workflows that still run (PENDING, QUEUED,
 	// RUNNING or PAUSED) whose parent no longer does (COMPLETED, FAILED,
 	// CANCELLED or TIMED_OUT), with DueItem.Task nil: nothing waits for

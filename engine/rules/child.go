@@ -103,7 +103,8 @@ func (env Env) ChildFinished(c *Definition, inst *workflow.Instance, t *Task, ch
 // step: the child's own output (written, when its final write carries it),
 // else the one its definition gives for its input and state (the output
 // template, or the outputs of its completed final steps) — for a child
-// whose status was written past the engine. A template renders at most max
+// moved to COMPLETED by a transition or a batch, which write no output. A
+// template renders at most max
 // bytes.
 func ChildOutput(c *Definition, input json.RawMessage, state workflow.State, written json.RawMessage, max int) (json.RawMessage, error) {
 	if len(written) > 0 {

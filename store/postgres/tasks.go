@@ -119,20 +119,6 @@ LIMIT $2`
 FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
 WHERE (t.status = 'QUEUED' OR t.status = 'LEASED') AND i.status NOT IN ('RUNNING', 'PAUSED')
 LIMIT $1`
-
-	// dueChildrenSQL reads the leased tasks of workflow steps through the
-	// partial expiry index (only tasks in flight) and looks up each one's
-	// instance and the child its step names (an iteration's: its item's
-	// entry of children) by primary key. The step id is a JSON key taken
-	// from the row, never SQL text.
-	dueChildrenSQL = `SELECT ` + taskPrefixedColumns + claimInstanceColumns + `
-FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
-JOIN workflow_instances c ON c.id = CASE WHEN t.iteration = 0 THEN i.state->'steps'->t.step_id->>'child'
-	ELSE i.state->'steps'->t.step_id->'children'->>(t.iteration - 1) END
-WHERE t.status = 'LEASED' AND t.queue = '` + store.QueueChild + `'
-	AND c.status IN ('COMPLETED', 'FAILED', 'TIMED_OUT', 'CANCELLED')
-ORDER BY t.id COLLATE "C"
-LIMIT $1`
 )
 
 // taskPrefixedColumns is taskColumns qualified with the alias t.
@@ -516,8 +502,6 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 	switch p.Kind {
 	case store.DueOrphans:
 		sql, args = dueOrphansSQL, []any{p.Limit}
-	case store.DueChildren:
-		sql, args = dueChildrenSQL, []any{p.Limit}
 	}
 	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {

@@ -251,21 +251,6 @@ CROSS JOIN workflow_instances AS i ON i.id = t.instance_id
 WHERE i.status NOT IN ('RUNNING', 'PAUSED')
 LIMIT ?1`
 
-	// dueChildrenSQL reads the leased tasks of workflow steps through the
-	// partial expiry index (only tasks in flight) and looks up each one's
-	// instance and the child its step names (an iteration's: its item's
-	// entry of children) by primary key. Step ids are
-	// of [A-Za-z0-9_.-], so quoted they are one key of the JSON path.
-	dueChildrenSQL = `SELECT ` + dueTaskColumns + `
-FROM workflow_tasks AS t CROSS JOIN workflow_instances AS i ON i.id = t.instance_id
-CROSS JOIN workflow_instances AS c ON c.id = CASE WHEN t.iteration = 0
-	THEN json_extract(i.state, '$.steps."' || t.step_id || '".child')
-	ELSE json_extract(i.state, '$.steps."' || t.step_id || '".children[' || (t.iteration - 1) || ']') END
-WHERE t.status = 'LEASED' AND t.queue = '` + store.QueueChild + `'
-	AND c.status IN ('COMPLETED', 'FAILED', 'TIMED_OUT', 'CANCELLED')
-ORDER BY t.id
-LIMIT ?1`
-
 	// dueTaskColumns are a task's columns followed by its instance's.
 	dueTaskColumns = qualify("t", taskColumns) + ", " + qualify("i", instanceColumns)
 
@@ -312,8 +297,6 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 	switch p.Kind {
 	case store.DueOrphans:
 		query, args = dueOrphansSQL, []any{p.Limit}
-	case store.DueChildren:
-		query, args = dueChildrenSQL, []any{p.Limit}
 	}
 	rows, err := q.read.QueryContext(ctx, query, args...)
 	if err != nil {

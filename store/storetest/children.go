@@ -19,7 +19,6 @@ import (
 var childTests = []conformanceTest{
 	{"Children_parentLink", testChildrenParentLink},
 	{"Children_listByParent", testChildrenListByParent},
-	{"Children_due", testChildrenDue},
 }
 
 // testChildrenParentLink: the link is stored as given and read back by
@@ -111,69 +110,4 @@ func testChildrenListByParent(t *testing.T, h Harness) {
 	}
 	_, err = b.s.List(b.ctx, store.ListParams{Parent: "a b"})
 	wantErrorIs(t, "List with a malformed parent", err, workflow.ErrInvalidID)
-}
-
-// testChildrenDue: Due(children) reads the leased workflow-step tasks whose
-// step's child has finished, and no other task.
-func testChildrenDue(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	state := func(children map[string]string) workflow.State {
-		st := workflow.State{Steps: map[string]*workflow.StepState{}}
-		for step, child := range children {
-			s := &workflow.StepState{Status: workflow.StepRunning}
-			if child != "" {
-				s.SetChild(child)
-			}
-			st.Steps[step] = s
-		}
-		return st
-	}
-	st := state(map[string]string{"done": "c-done", "failed": "c-failed", "live": "c-live", "queued": "c-queued", "none": "", "a.b": "c-dot", "task": "c-task"})
-	// A foreach step's children, by iteration: item 0's finished, item 1
-	// without one, item 2's still running.
-	st.Steps["each"] = &workflow.StepState{Status: workflow.StepRunning}
-	st.Steps["each"].SetChildOf(1, "c-item0")
-	st.Steps["each"].SetChildOf(3, "c-item2")
-	b.create(t, store.CreateParams{ID: "mom", Status: workflow.StatusRunning, State: st})
-	for id, final := range map[string]workflow.Status{"c-done": workflow.StatusCompleted, "c-failed": workflow.StatusFailed,
-		"c-live": "", "c-queued": workflow.StatusCompleted, "c-dot": workflow.StatusCancelled, "c-task": workflow.StatusCompleted,
-		"c-item0": workflow.StatusCompleted, "c-item2": ""} {
-		b.create(t, store.CreateParams{ID: id, Status: workflow.StatusRunning, Parent: &workflow.ParentRef{WorkflowID: "mom", Step: "x"}})
-		if final != "" {
-			b.transition(t, id, workflow.StatusRunning, final)
-		}
-	}
-	b.insertTasks(t,
-		withID("t-done", newTask("mom", "done", store.QueueChild, clockStart)),
-		withID("t-failed", newTask("mom", "failed", store.QueueChild, clockStart)),
-		withID("t-live", newTask("mom", "live", store.QueueChild, clockStart)),
-		withID("t-queued", newTask("mom", "queued", store.QueueChild, clockStart)),
-		withID("t-none", newTask("mom", "none", store.QueueChild, clockStart)),
-		withID("t-dot", newTask("mom", "a.b", store.QueueChild, clockStart)),
-		withID("t-task", newTask("mom", "task", "q1", clockStart)),
-		withIteration(withID("t-item0", newTask("mom", "each", store.QueueChild, clockStart)), 1),
-		withIteration(withID("t-item1", newTask("mom", "each", store.QueueChild, clockStart)), 2),
-		withIteration(withID("t-item2", newTask("mom", "each", store.QueueChild, clockStart)), 3),
-	)
-	for _, id := range []string{"t-done", "t-failed", "t-live", "t-none", "t-dot", "t-task", "t-item0", "t-item1", "t-item2"} {
-		b.lease(t, eq, id, clockStart.Add(time.Hour))
-	}
-	all := b.readTasks(t, eq, "mom")
-	items := b.due(t, eq, store.DueChildren, clockStart, 100)
-	got := b.dueTaskIDs(t, items)
-	sort.Strings(got)
-	if want := []string{"t-done", "t-dot", "t-failed", "t-item0"}; !slices.Equal(got, want) {
-		t.Errorf("Due(children) = %v, want %v", got, want)
-	}
-	if n := len(b.due(t, eq, store.DueChildren, clockStart, 2)); n != 2 {
-		t.Errorf("Due(children, limit 2) = %d items, want 2", n)
-	}
-	b.tasksUnchanged(t, eq, "after Due", all)
-}
-
-// withIteration makes t the task of an iteration of a foreach step.
-func withIteration(t *store.Task, iteration int) *store.Task {
-	t.Iteration = iteration
-	return t
 }

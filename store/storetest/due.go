@@ -227,7 +227,7 @@ func testDueOrphans(t *testing.T, h Harness) {
 func testDueInvalid(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
-	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueChildren, store.DueAbandoned} {
+	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueAbandoned} {
 		items, err := eq.Due(b.ctx, store.DueParams{Kind: kind, Now: clockStart, Limit: 10})
 		if err != nil || items == nil || len(items) != 0 {
 			t.Errorf("Due(kind %d) on an empty database = %#v, %v; want an empty, non-nil slice", kind, items, err)

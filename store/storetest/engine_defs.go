@@ -445,7 +445,6 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 		"Due(timeouts)":   dueCall(store.DueTimeouts),
 		"Due(leases)":     dueCall(store.DueLeases),
 		"Due(orphans)":    dueCall(store.DueOrphans),
-		"Due(children)":   dueCall(store.DueChildren),
 		"Due(abandoned)":  dueCall(store.DueAbandoned),
 	}
 	if d, ok := b.s.(store.DefinitionStore); ok {
