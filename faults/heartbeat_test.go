@@ -97,8 +97,11 @@ func TestHeartbeatSurvivesDroppedConnection(t *testing.T) {
 	admin := adminConn(t, addr)
 	ctx := context.Background()
 
-	const lease = 3 * time.Second // heartbeats every ~1s: reconnecting after the fault fits in one, even on a loaded machine
-	const runFor = 4 * lease / 3  // past the first lease: only heartbeats keep it alive
+	// heartbeats every ~300ms: under pgxpool's 1s idle ping, so the heartbeat
+	// meets the terminated connection instead of a fresh one (with a longer
+	// lease the pool pings first and the fault is never seen).
+	const lease = 900 * time.Millisecond
+	const runFor = 4 * lease / 3         // past the first lease: only heartbeats keep it alive
 	var (
 		started   = make(chan struct{})
 		startOnce sync.Once
