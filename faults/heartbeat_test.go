@@ -101,7 +101,7 @@ func TestHeartbeatSurvivesDroppedConnection(t *testing.T) {
 	// meets the terminated connection instead of a fresh one (with a longer
 	// lease the pool pings first and the fault is never seen).
 	const lease = 900 * time.Millisecond
-	const runFor = 4 * lease / 3         // past the first lease: only heartbeats keep it alive
+	const runFor = 4 * lease / 3 // past the first lease: only heartbeats keep it alive
 	var (
 		started   = make(chan struct{})
 		startOnce sync.Once
