@@ -148,17 +148,26 @@ func TestClaimTasksFinishesOnceDecided(t *testing.T) {
 		_ = blocker.Rollback(t.Context())
 		t.Fatal(err)
 	}
+	// The clocks start once the claim has decided (a loaded machine may take
+	// longer than any fixed delay to read): ctx ends while the write of b
+	// waits for b's lock, then the lock is released.
 	ctx, cancel := context.WithCancel(t.Context())
-	time.AfterFunc(200*time.Millisecond, cancel)
 	released := make(chan error, 1)
-	time.AfterFunc(500*time.Millisecond, func() { released <- blocker.Commit(context.WithoutCancel(t.Context())) })
+	release := func() { released <- blocker.Commit(context.WithoutCancel(t.Context())) }
+	decided := false
 	defer func() {
+		if !decided {
+			release()
+		}
 		if err := <-released; err != nil {
 			t.Errorf("the transaction holding instance b: %v", err)
 		}
 	}()
 	var ws []*store.ClaimWrite
 	err = s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"q"}, Now: now, Limit: 10}, func(l []store.Claimable) ([]*store.ClaimWrite, error) {
+		decided = true
+		time.AfterFunc(300*time.Millisecond, cancel)
+		time.AfterFunc(800*time.Millisecond, release)
 		ws = leaseAll(l, now, false)
 		return ws, nil
 	})
