@@ -95,9 +95,7 @@ func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, e
 		t := c.Task
 		if rules.IsTimer(t.Queue) {
 			// A timer changes no state when it is picked up.
-			v := taskView(t)
-			d.e.decide.DeliverTimer(&v, d.owner, d.now, d.lease)
-			setRow(t, &v)
+			d.e.decide.DeliverTimer(t, d.owner, d.now, d.lease)
 			d.writes = append(d.writes, &store.ClaimWrite{Tasks: []*store.Task{t}})
 			d.views = append(d.views, []Task{handlerTask(t)})
 			continue
@@ -178,9 +176,9 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 	if err != nil {
 		return nil, nil, err
 	}
-	vs := make([]rules.Task, len(cs))
+	vs := make([]store.Task, len(cs))
 	for i, cl := range cs {
-		vs[i] = taskView(cl.Task)
+		vs[i] = *cl.Task
 	}
 	ch, ok := e.decide.Deliver(c, inst, vs, owner, now, lease)
 	if !ok {
@@ -192,7 +190,7 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 		u := &ch.Update[i].Task
 		for _, cl := range cs {
 			if cl.Task.ID == u.ID {
-				setRow(cl.Task, u)
+				*cl.Task = *u
 				w.Tasks = append(w.Tasks, cl.Task)
 				ht := handlerTask(cl.Task)
 				ht.TraceParent = inst.TraceParent
@@ -217,7 +215,7 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 // turn from the start (the task is read first to find it when it is not
 // given), so that the lease holders of one instance's tasks — the
 // iterations of a foreach step — take turns instead of racing.
-func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease string, cause func(t *rules.Task) string, decide func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
+func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease string, cause func(t *store.Task) string, decide func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
 	var ch *rules.Change
 	var written *workflow.Instance
 	var w *store.Write
@@ -236,7 +234,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 			if err != nil {
 				return nil, err
 			}
-			t := taskView(row)
+			t := *row
 			if err := rules.CheckLease(&t, lease, now); err != nil {
 				return nil, err
 			}
@@ -328,7 +326,7 @@ func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output jso
 		return next, nil
 	}
 	next := rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}
-	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.WorkflowID, task.Lease, rules.CompletedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.WorkflowID, task.Lease, rules.CompletedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 		return env.CompleteTask(c, inst, t, task.Lease, json.RawMessage(out), next, now)
 	})
 	e.countCompleted(result(err, "completed"))
@@ -365,7 +363,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	now := e.clock()
 	work := *inst
 	work.State = inst.State.Clone()
-	row := taskView(t.row)
+	row := *t.row
 	// The lease is checked against the row as its delivery left it; the
 	// write checks it again against the stored row.
 	ch, err := e.rulesFor(ctx).CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
@@ -437,10 +435,10 @@ func (e *Engine) storedUnderLease(ctx context.Context, next *Task) bool {
 // RUNNING instance.
 func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
 	outcome := "failed"
-	_, ch, _, err := e.leaseHolderOp(ctx, taskID, "", lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+	_, ch, _, err := e.leaseHolderOp(ctx, taskID, "", lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 		return env.FailTask(c, inst, t, lease, msg, retryable, now)
 	})
-	if err == nil && ch.Update[0].Task.Status == rules.TaskQueued {
+	if err == nil && ch.Update[0].Task.Status == store.TaskQueued {
 		outcome = "retried"
 	}
 	e.countCompleted(result(err, outcome))
@@ -471,7 +469,7 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Dur
 		if err != nil {
 			return nil, err
 		}
-		t := taskView(row)
+		t := *row
 		if err := rules.CheckLease(&t, lease, now); err != nil {
 			return nil, err
 		}
@@ -496,7 +494,7 @@ func (e *Engine) release(ctx context.Context, taskID, lease string) error {
 		if err != nil {
 			return nil, err
 		}
-		t := taskView(row)
+		t := *row
 		if err := rules.GiveBack(&t, lease, now); err != nil {
 			return nil, err
 		}
