@@ -45,15 +45,14 @@ func insertRows(ts []store.Task) []*store.Task {
 	return rows
 }
 
-// handlerTask is the handler's view of a leased row.
-func handlerTask(row *store.Task) Task {
-	t := Task{
+// handlerTask is the handler's view of a leased row, with the row.
+func handlerTask(row *store.Task) leased {
+	t := leased{Task: Task{
 		ID: row.ID, WorkflowID: row.InstanceID, Step: row.StepID, Handler: row.Queue, Attempt: row.Attempt,
 		// A copy: the handler may do what it likes with its input, and the
 		// row is written back by the completion.
 		Input: bytes.Clone(row.Input), IdempotencyKey: row.InstanceID + "/" + row.StepID, Lease: row.Lease, LeaseUntil: row.LeaseUntil,
-		row: row,
-	}
+	}, row: row}
 	if row.Iteration > 0 {
 		index := row.Iteration - 1
 		t.Index = &index
@@ -64,7 +63,7 @@ func handlerTask(row *store.Task) Task {
 
 // nextTask is the handler's view of the task ch leased in the same write
 // (ch.Next), among the rows inserted for ch.Insert; nil without one.
-func nextTask(ch *rules.Change, inserted []*store.Task) *Task {
+func nextTask(ch *rules.Change, inserted []*store.Task) *leased {
 	if ch.Next == nil {
 		return nil
 	}

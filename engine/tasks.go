@@ -21,8 +21,8 @@ import (
 // writes the leases with each instance's new version. A task whose instance
 // stopped running, or moved on since it was read, stays queued; a claim that
 // lost tasks to the second tries again at once.
-func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]Task, error) {
-	var claimed []Task
+func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]leased, error) {
+	var claimed []leased
 	for range 3 {
 		got, missed, err := e.claimOnce(ctx, queues, limit-len(claimed), owner, lease)
 		if err != nil {
@@ -48,7 +48,7 @@ func (e *Engine) countClaimed(n int) {
 
 // claimOnce is one claim transaction. missed reports tasks left queued
 // because their instance moved on between the read and the write.
-func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) (claimed []Task, missed bool, err error) {
+func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) (claimed []leased, missed bool, err error) {
 	var d *claimDecision
 	err = e.withDefs(ctx, func() error {
 		d = &claimDecision{e: e, owner: owner, lease: lease, now: e.clock()}
@@ -84,7 +84,7 @@ type claimDecision struct {
 	inGroup bool
 
 	writes []*store.ClaimWrite
-	views  [][]Task // per write, the handlers' view of its tasks
+	views  [][]leased // per write, the handlers' view of its tasks
 }
 
 func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, error) {
@@ -97,7 +97,7 @@ func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, e
 			// A timer changes no state when it is picked up.
 			d.e.decide.DeliverTimer(t, d.owner, d.now, d.lease)
 			d.writes = append(d.writes, &store.ClaimWrite{Tasks: []*store.Task{t}})
-			d.views = append(d.views, []Task{handlerTask(t)})
+			d.views = append(d.views, []leased{handlerTask(t)})
 			continue
 		}
 		if byInstance[t.InstanceID] == nil {
@@ -126,7 +126,7 @@ func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, e
 
 // claimed returns the tasks of the writes made, once the claim committed;
 // missed reports writes skipped because their instance moved on.
-func (d *claimDecision) claimed() (claimed []Task, missed bool) {
+func (d *claimDecision) claimed() (claimed []leased, missed bool) {
 	for i, w := range d.writes {
 		if !w.Written {
 			missed = true
@@ -142,11 +142,11 @@ func (d *claimDecision) claimed() (claimed []Task, missed bool) {
 
 // storedUnderLeases returns, after a claim that failed, the tasks that are
 // stored under the leases it gave them: its answer was lost, not its writes.
-func (d *claimDecision) storedUnderLeases(ctx context.Context) []Task {
+func (d *claimDecision) storedUnderLeases(ctx context.Context) []leased {
 	if d == nil {
 		return nil
 	}
-	var claimed []Task
+	var claimed []leased
 	for i, w := range d.writes {
 		if len(w.Tasks) > 0 && d.e.leasedAsGiven(ctx, w.Tasks) {
 			claimed = append(claimed, d.views[i]...)
@@ -170,7 +170,7 @@ func (e *Engine) leasedAsGiven(ctx context.Context, tasks []*store.Task) bool {
 // deliver is the write that delivers the next attempt of the claimed tasks
 // of one instance (rules.Env.Deliver): the locked rows get their leases, the
 // instance the new state. Nil when the instance no longer runs them.
-func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, lease time.Duration) (*store.ClaimWrite, []Task, error) {
+func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, lease time.Duration) (*store.ClaimWrite, []leased, error) {
 	inst := cs[0].Instance
 	c, err := e.cached(inst)
 	if err != nil {
@@ -185,7 +185,7 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 		return nil, nil, nil
 	}
 	w := &store.ClaimWrite{SetState: !ch.LeasesOnly, ExpectedVersion: inst.Version, State: ch.State, Cause: ch.Cause}
-	view := make([]Task, 0, len(ch.Update))
+	view := make([]leased, 0, len(ch.Update))
 	for i := range ch.Update {
 		u := &ch.Update[i].Task
 		for _, cl := range cs {
@@ -295,7 +295,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 // (workflow.ErrStateTooLarge): the lease stays valid, so the worker may
 // complete the task with a smaller output or fail it.
 func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
-	_, err := e.completeAndLeaseNext(ctx, Task{ID: taskID, Lease: lease}, output, nil)
+	_, err := e.completeAndLeaseNext(ctx, leased{Task: Task{ID: taskID, Lease: lease}}, output, nil)
 	return err
 }
 
@@ -313,7 +313,7 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 // instance was paused, the lease was lost), nothing was written, and the
 // completion reads the task and the instance and decides again
 // (leaseHolderOp), which also says why it fails if it does.
-func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output json.RawMessage, queues []string) (*Task, error) {
+func (e *Engine) completeAndLeaseNext(ctx context.Context, task leased, output json.RawMessage, queues []string) (*leased, error) {
 	out := bytes.TrimSpace(output)
 	if len(out) == 0 {
 		out = []byte("null")
@@ -349,7 +349,7 @@ func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output jso
 // ok is false when that is not possible — no such state, a plan that
 // re-queues existing tasks, or anything that changed since (a conflict) —
 // and then nothing was written.
-func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessage, queues []string) (next *Task, ok bool) {
+func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMessage, queues []string) (next *leased, ok bool) {
 	inst := t.inst
 	if inst == nil || t.row == nil {
 		return nil, false
@@ -426,7 +426,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 // storedUnderLease reports whether next, inserted by a completion whose
 // result is not known, is stored under the lease that completion gave it:
 // the lease is a fresh token, so only that write can have stored it.
-func (e *Engine) storedUnderLease(ctx context.Context, next *Task) bool {
+func (e *Engine) storedUnderLease(ctx context.Context, next *leased) bool {
 	return e.leasedAsGiven(ctx, []*store.Task{{ID: next.ID, Lease: next.Lease}})
 }
 
@@ -554,8 +554,8 @@ func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 			return nil, err
 		}
 		if len(tasks) > 0 {
-			e.traceDelivery(ctx, &tasks[0])
-			return &tasks[0], nil
+			e.traceDelivery(ctx, &tasks[0].Task)
+			return &tasks[0].Task, nil
 		}
 		select {
 		case <-ctx.Done():
