@@ -194,7 +194,7 @@ func (d *decided) write(now time.Time) *store.Write {
 		w.ExpectedVersion = d.version
 		w.Status, w.State, w.Deadline, w.Cause = ch.Status, ch.State, ch.Deadline, d.cause
 		w.Settled, w.SettledCause = ch.Settled, ch.SettledCause
-		w.Insert = newRows(ch.Insert)
+		w.Insert = insertRows(ch.Insert)
 		w.Prior = d.prior
 		if w.Cause == "" {
 			w.Cause = ch.Cause
@@ -215,7 +215,7 @@ func (d *decided) write(now time.Time) *store.Write {
 			// Not read: guarded by what the rules say it was.
 			g.Status = store.TaskStatus(u.Guard.Status)
 		}
-		w.Update = append(w.Update, store.TaskWrite{Task: newRow(&u.Task), Guard: g})
+		w.Update = append(w.Update, store.TaskWrite{Task: &u.Task, Guard: g})
 	}
 	return w
 }
@@ -242,7 +242,7 @@ func stopTasks(ctx context.Context, q store.Querier, d *decided) error {
 			d.read[r.ID] = r
 		}
 	}
-	d.ch.StopTasks(d.from, views(rows))
+	d.ch.StopTasks(d.from, copies(rows))
 	return nil
 }
 

@@ -230,7 +230,7 @@ func (b *reopenBatch) decide(ctx context.Context, ms []moved) error {
 			if d.ch, write = b.e.rulesFor(ctx).Reopen(c, &inst, byStep(m.tasks), b.retry, now); !write {
 				d = nil // nothing to write at this version
 			} else {
-				d.ch.CancelWithdrawn(views(m.tasks))
+				d.ch.CancelWithdrawn(copies(m.tasks))
 			}
 			b.decided[id] = reopening{version: m.inst.Version, tasks: m.tasks, d: d}
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // Child workflows. A workflow step is RUNNING from the moment it is
-// scheduled, with a task on the engine-served queue rules.QueueChild;
+// scheduled, with a task on the engine-served queue store.QueueChild;
 // claiming that task starts the child (the latest revision of the step's
 // definition) in one write with the parent's state naming it
 // (startChild). The child's final write carries the parent step's outcome
@@ -53,7 +53,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if err != nil {
 		return err
 	}
-	tv := taskView(row)
+	tv := *row
 	now := e.clock()
 	if err := rules.CheckLease(&tv, t.Lease, now); err != nil {
 		return err
@@ -105,7 +105,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	create := store.CreateParams{
 		ID: child.ID, Definition: cc.Def.Name, DefinitionRevision: cc.Def.Revision, Status: cch.Status,
 		Input: child.Input, State: cch.State, Deadline: cch.Deadline, Cause: cch.Cause,
-		Tasks: newRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
+		Tasks: insertRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
 		Parent: parentRef(parent.ID, row), Concurrency: slot, Priority: child.Priority,
 		// The child's steps join the trace of the workflow that started it.
 		TraceParent: parent.TraceParent,
@@ -184,7 +184,7 @@ func (e *Engine) lineage(ctx context.Context, inst *workflow.Instance) (depth in
 // failForLimit fails t, a claimed task of a workflow step that ran into a
 // limit (msg names it), and its instance for good (rules.Env.FailForLimit).
 func (e *Engine) failForLimit(ctx context.Context, t Task, msg string) error {
-	_, _, _, err := e.leaseHolderOp(ctx, t.ID, t.WorkflowID, t.Lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, rt *rules.Task, now time.Time) (rules.Change, error) {
+	_, _, _, err := e.leaseHolderOp(ctx, t.ID, t.WorkflowID, t.Lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, rt *store.Task, now time.Time) (rules.Change, error) {
 		return env.FailForLimit(c, inst, rt, t.Lease, msg, now)
 	})
 	return err
@@ -300,7 +300,7 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 	if row == nil || parent.Definition == "" {
 		return nil, nil
 	}
-	tv := taskView(row)
+	tv := *row
 	if !rules.WaitsFor(parent, &tv, child.ID) {
 		return nil, nil
 	}
@@ -328,7 +328,7 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 	if d.ch, ok, err = env.ChildFinished(pc, parent, &tv, child.ID, w.FinalStatus(), output, w.Now); err != nil || !ok {
 		return nil, err
 	}
-	d.ch.StopTasks(d.from, views(tasks)) // a parent the outcome stops
+	d.ch.StopTasks(d.from, copies(tasks)) // a parent the outcome stops
 	return d.write(w.Now), nil
 }
 

@@ -47,7 +47,7 @@ type commitReq struct {
 type commitResult struct {
 	// inst is a start's instance, or a completion's instance as written.
 	inst *workflow.Instance
-	next *Task // a task claimed for the completion's worker
+	next *leased // a task claimed for the completion's worker
 	// moved is the completion's instance as the group's claim left it,
 	// when the claim delivered another of its tasks after the completion.
 	moved *workflow.Instance
@@ -222,7 +222,7 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 			claim = &store.GroupClaim{Params: e.claimParams(claimers[0].claim, d.now, len(claimers)), Decide: d.decide}
 		}
 		if insts, written, err := e.st.ApplyGroup(ctx, ps, ws, claim); err == nil {
-			var next []Task
+			var next []leased
 			moved := map[string]*workflow.Instance{}
 			if d != nil {
 				next, _ = d.claimed()
@@ -273,7 +273,7 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 	// claim stored under the leases it gave are the claimers' to run. Asked
 	// after the completions, which waited for the group's locks: a group
 	// still committing when its answer was lost has committed by then.
-	var next []Task
+	var next []leased
 	if lost {
 		next = d.storedUnderLeases(ctx)
 		e.countClaimed(len(next))

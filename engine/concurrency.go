@@ -147,7 +147,7 @@ func (e *Engine) makeRoom(ctx context.Context, oldest *workflow.Instance, p stor
 		if d.ch, err = e.rulesFor(ctx).Act(oc, &inst, "cancel", byStep(tasks), now); err != nil {
 			return err
 		}
-		d.ch.Update = append(d.ch.Update, rules.CancelTasks(views(tasks))...)
+		d.ch.Update = append(d.ch.Update, rules.CancelTasks(copies(tasks))...)
 		if ws, err = e.withParents(ctx, e.st, d.write(now)); err != nil {
 			return err
 		}

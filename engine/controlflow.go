@@ -23,7 +23,7 @@ func cancelWithdrawn(ctx context.Context, q store.Querier, d *decided) error {
 	if err != nil {
 		return err
 	}
-	d.ch.CancelWithdrawn(views(rows))
+	d.ch.CancelWithdrawn(copies(rows))
 	if d.read == nil {
 		d.read = map[string]*store.Task{}
 	}

@@ -19,7 +19,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,38 +55,24 @@ var (
 	ErrActionNotAllowed = rules.ErrActionNotAllowed
 )
 
-// Task is what a handler receives.
-type Task struct {
-	ID         string
-	WorkflowID string
-	Step       string
-	Handler    string
-	Attempt    int
-	// Index is the item's index when the task is an iteration of a foreach
-	// step (the input was rendered with that item); nil otherwise.
-	Index *int
-	Input json.RawMessage
-	// IdempotencyKey is the same for every attempt of a step
-	// (workflow/step; workflow/step/index for an iteration): handlers run
-	// at least once, so side effects should be keyed on it.
-	IdempotencyKey string
-	Lease          string
-	LeaseUntil     time.Time
-	// TraceParent is the W3C traceparent of the workflow's trace ("" for
-	// none), for a remote worker to continue it; an in-process handler's
-	// context carries the attempt's span instead.
-	TraceParent string
-
-	row *store.Task // the claimed row, for the claim transaction
-	// inst is the instance as the transaction that leased this task left it
-	// (in-process workers only): the base of a completion in one guarded
-	// write decided without reading (commitCompletion).
-	inst *workflow.Instance
-}
+// Task is what a handler receives: the attempt as remote workers see it
+// (package worker), so that one handler runs in either.
+type Task = task.Task
 
 // Handler runs one attempt of a task step and returns its output. An error
 // fails the attempt; wrap it with Permanent to fail the step without retrying.
-type Handler func(ctx context.Context, t Task) (json.RawMessage, error)
+type Handler = task.Handler
+
+// leased is a task this node claimed, as its in-process worker runs it: the
+// handler's Task, with the claimed row (for the claim transaction) and the
+// instance as the transaction that leased it left it: the base of a
+// completion in one guarded write decided without reading
+// (commitCompletion).
+type leased struct {
+	Task
+	row  *store.Task
+	inst *workflow.Instance
+}
 
 // Permanent marks err as not worth retrying (task.Permanent: the same mark
 // for remote and in-process handlers).
@@ -95,17 +80,6 @@ func Permanent(err error) error { return task.Permanent(err) }
 
 // IsPermanent reports whether err was marked with Permanent.
 func IsPermanent(err error) bool { return task.IsPermanent(err) }
-
-// TaskHandler runs h, a handler written for remote workers (package worker,
-// task.Handler), in process.
-func TaskHandler(h task.Handler) Handler {
-	return func(ctx context.Context, t Task) (json.RawMessage, error) {
-		return h(ctx, task.Task{
-			ID: t.ID, WorkflowID: t.WorkflowID, Step: t.Step, Handler: t.Handler, Attempt: t.Attempt, Index: t.Index,
-			Input: t.Input, IdempotencyKey: t.IdempotencyKey, Lease: t.Lease, LeaseUntil: t.LeaseUntil, TraceParent: t.TraceParent,
-		})
-	}
-}
 
 // Config configures an Engine. Zero values take the defaults in brackets.
 type Config struct {

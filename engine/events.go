@@ -157,7 +157,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev *store.Event, t *store.Tas
 			if err != nil {
 				return nil, err
 			}
-			v := taskView(row)
+			v := *row
 			// The rules change inst: the state as read is kept for a
 			// second decision and for the history of the change.
 			prior := inst.State.Clone()

@@ -20,11 +20,11 @@ func (e *Engine) rulesFor(ctx context.Context) rules.Env {
 }
 
 // readRows reads the task rows of instance id for a decision that needs
-// the rows of a foreach step's other iterations (rules.ErrNeedTasks): the
-// rules' view of them by rules.TaskKey, and d.read gets them too, so that
+// the rows of a foreach step's other iterations (rules.ErrNeedTasks): copies
+// of them by rules.TaskKey, and d.read gets them too, so that
 // the updates the rules do not guard (a cancel, a re-queue) are written
 // only while their rows are as read.
-func (e *Engine) readRows(ctx context.Context, q store.Querier, id string, d *decided) (map[string]*rules.Task, error) {
+func (e *Engine) readRows(ctx context.Context, q store.Querier, id string, d *decided) (map[string]*store.Task, error) {
 	rows, err := q.TasksOfInstance(ctx, id, store.LockNone)
 	if err != nil {
 		return nil, err

@@ -98,7 +98,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		return nil, err
 	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
-	tasks := newRows(ch.Insert)
+	tasks := insertRows(ch.Insert)
 	cp := store.CreateParams{
 		ID: p.ID, Definition: c.Def.Name, DefinitionRevision: c.Def.Revision, Status: ch.Status,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
@@ -196,7 +196,7 @@ func (e *Engine) setStatus(ctx context.Context, id string, from, to workflow.Sta
 				return nil, err
 			}
 			d := &decided{id: id, version: inst.Version, from: inst.Status, cause: cause, read: byID(tasks...), allRows: true}
-			d.ch = rules.SetStatus(inst, to, views(tasks))
+			d.ch = rules.SetStatus(inst, to, copies(tasks))
 			return d, nil
 		})
 		return err
@@ -242,7 +242,7 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 			}
 			// A cancel (or a resume that settles FAILED) stops the
 			// instance: its active tasks are cancelled in the write.
-			d.ch.StopTasks(d.from, views(tasks))
+			d.ch.StopTasks(d.from, copies(tasks))
 			return d, nil
 		})
 		return err
@@ -319,7 +319,7 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 			ec := rules.ExternalCompletion{Step: p.Step, Output: json.RawMessage(output), ExpectedVersion: p.ExpectedVersion}
 			for _, t := range tasks {
 				if t.StepID == p.Step {
-					v := taskView(t)
+					v := *t
 					ec.Task = &v
 				}
 			}
@@ -341,7 +341,7 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 				return nil, err
 			}
 			// The tasks are read: the withdrawn steps' ones are cancelled.
-			d.ch.CancelWithdrawn(views(tasks))
+			d.ch.CancelWithdrawn(copies(tasks))
 			return d, nil
 		})
 		return err

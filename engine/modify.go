@@ -38,7 +38,7 @@ func (e *Engine) ModifyState(ctx context.Context, id string, fn func(*workflow.I
 				return nil, err
 			}
 			d.read, d.allRows = byID(tasks...), true
-			d.ch.StopTasks(inst.Status, views(tasks))
+			d.ch.StopTasks(inst.Status, copies(tasks))
 		}
 		return d, nil
 	})

@@ -67,7 +67,7 @@ func (e *Engine) stopMoved(ctx context.Context, tx store.Querier, id string, p s
 	if err != nil {
 		return nil, err
 	}
-	if cancels := rules.CancelTasks(views(rows)); len(cancels) > 0 {
+	if cancels := rules.CancelTasks(copies(rows)); len(cancels) > 0 {
 		d := tasksOnly(id, inst.Status, false, cancels...)
 		d.read = byID(rows...)
 		if _, err := tx.Apply(ctx, d.write(now)); err != nil {

@@ -213,7 +213,7 @@ func (e *Engine) decideExpiry(ctx context.Context, q store.Querier, inst *workfl
 	if row.Status != store.TaskLeased || !row.LeaseUntil.Before(now) {
 		return nil, nil
 	}
-	t := taskView(row)
+	t := *row
 	ended := rules.Guard{Lease: t.Lease, LeaseEnded: true}
 	if rules.IsTimer(t.Queue) {
 		rules.ExpireTimer(&t, now)
@@ -254,7 +254,7 @@ func (e *Engine) decideExpiry(ctx context.Context, q store.Querier, inst *workfl
 // write is guarded by the row as read and by the instance's status: a
 // retry that made the instance run again makes it miss.
 func decideOrphan(inst *workflow.Instance, row *store.Task) *decided {
-	t := taskView(row)
+	t := *row
 	if !t.Status.Active() || inst.Status == workflow.StatusRunning || inst.Status == workflow.StatusPaused {
 		return nil
 	}
@@ -275,7 +275,7 @@ func (e *Engine) logSwept(kind store.DueKind, it store.DueItem, w *store.Write) 
 			e.m.LeaseExpirations.Inc()
 		}
 		e.log.Info("lease expired", "task", t.ID, "workflow", t.InstanceID, "step", t.StepID, "attempt", t.Attempt,
-			"reason", rules.ExpiryReason(&rules.Task{Attempt: it.Task.Attempt, AttemptDeadline: it.Task.AttemptDeadline}, w.Now), "next", t.Status)
+			"reason", rules.ExpiryReason(&store.Task{Attempt: it.Task.Attempt, AttemptDeadline: it.Task.AttemptDeadline}, w.Now), "next", t.Status)
 	}
 }
 

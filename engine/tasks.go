@@ -21,8 +21,8 @@ import (
 // writes the leases with each instance's new version. A task whose instance
 // stopped running, or moved on since it was read, stays queued; a claim that
 // lost tasks to the second tries again at once.
-func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]Task, error) {
-	var claimed []Task
+func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]leased, error) {
+	var claimed []leased
 	for range 3 {
 		got, missed, err := e.claimOnce(ctx, queues, limit-len(claimed), owner, lease)
 		if err != nil {
@@ -48,7 +48,7 @@ func (e *Engine) countClaimed(n int) {
 
 // claimOnce is one claim transaction. missed reports tasks left queued
 // because their instance moved on between the read and the write.
-func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) (claimed []Task, missed bool, err error) {
+func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) (claimed []leased, missed bool, err error) {
 	var d *claimDecision
 	err = e.withDefs(ctx, func() error {
 		d = &claimDecision{e: e, owner: owner, lease: lease, now: e.clock()}
@@ -84,7 +84,7 @@ type claimDecision struct {
 	inGroup bool
 
 	writes []*store.ClaimWrite
-	views  [][]Task // per write, the handlers' view of its tasks
+	views  [][]leased // per write, the handlers' view of its tasks
 }
 
 func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, error) {
@@ -95,11 +95,9 @@ func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, e
 		t := c.Task
 		if rules.IsTimer(t.Queue) {
 			// A timer changes no state when it is picked up.
-			v := taskView(t)
-			d.e.decide.DeliverTimer(&v, d.owner, d.now, d.lease)
-			setRow(t, &v)
+			d.e.decide.DeliverTimer(t, d.owner, d.now, d.lease)
 			d.writes = append(d.writes, &store.ClaimWrite{Tasks: []*store.Task{t}})
-			d.views = append(d.views, []Task{handlerTask(t)})
+			d.views = append(d.views, []leased{handlerTask(t)})
 			continue
 		}
 		if byInstance[t.InstanceID] == nil {
@@ -128,7 +126,7 @@ func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, e
 
 // claimed returns the tasks of the writes made, once the claim committed;
 // missed reports writes skipped because their instance moved on.
-func (d *claimDecision) claimed() (claimed []Task, missed bool) {
+func (d *claimDecision) claimed() (claimed []leased, missed bool) {
 	for i, w := range d.writes {
 		if !w.Written {
 			missed = true
@@ -144,11 +142,11 @@ func (d *claimDecision) claimed() (claimed []Task, missed bool) {
 
 // storedUnderLeases returns, after a claim that failed, the tasks that are
 // stored under the leases it gave them: its answer was lost, not its writes.
-func (d *claimDecision) storedUnderLeases(ctx context.Context) []Task {
+func (d *claimDecision) storedUnderLeases(ctx context.Context) []leased {
 	if d == nil {
 		return nil
 	}
-	var claimed []Task
+	var claimed []leased
 	for i, w := range d.writes {
 		if len(w.Tasks) > 0 && d.e.leasedAsGiven(ctx, w.Tasks) {
 			claimed = append(claimed, d.views[i]...)
@@ -172,27 +170,27 @@ func (e *Engine) leasedAsGiven(ctx context.Context, tasks []*store.Task) bool {
 // deliver is the write that delivers the next attempt of the claimed tasks
 // of one instance (rules.Env.Deliver): the locked rows get their leases, the
 // instance the new state. Nil when the instance no longer runs them.
-func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, lease time.Duration) (*store.ClaimWrite, []Task, error) {
+func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, lease time.Duration) (*store.ClaimWrite, []leased, error) {
 	inst := cs[0].Instance
 	c, err := e.cached(inst)
 	if err != nil {
 		return nil, nil, err
 	}
-	vs := make([]rules.Task, len(cs))
+	vs := make([]store.Task, len(cs))
 	for i, cl := range cs {
-		vs[i] = taskView(cl.Task)
+		vs[i] = *cl.Task
 	}
 	ch, ok := e.decide.Deliver(c, inst, vs, owner, now, lease)
 	if !ok {
 		return nil, nil, nil
 	}
 	w := &store.ClaimWrite{SetState: !ch.LeasesOnly, ExpectedVersion: inst.Version, State: ch.State, Cause: ch.Cause}
-	view := make([]Task, 0, len(ch.Update))
+	view := make([]leased, 0, len(ch.Update))
 	for i := range ch.Update {
 		u := &ch.Update[i].Task
 		for _, cl := range cs {
 			if cl.Task.ID == u.ID {
-				setRow(cl.Task, u)
+				*cl.Task = *u
 				w.Tasks = append(w.Tasks, cl.Task)
 				ht := handlerTask(cl.Task)
 				ht.TraceParent = inst.TraceParent
@@ -217,7 +215,7 @@ func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, leas
 // turn from the start (the task is read first to find it when it is not
 // given), so that the lease holders of one instance's tasks — the
 // iterations of a foreach step — take turns instead of racing.
-func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease string, cause func(t *rules.Task) string, decide func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
+func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease string, cause func(t *store.Task) string, decide func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error)) (*workflow.Instance, *rules.Change, []*store.Task, error) {
 	var ch *rules.Change
 	var written *workflow.Instance
 	var w *store.Write
@@ -236,7 +234,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 			if err != nil {
 				return nil, err
 			}
-			t := taskView(row)
+			t := *row
 			if err := rules.CheckLease(&t, lease, now); err != nil {
 				return nil, err
 			}
@@ -297,7 +295,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 // (workflow.ErrStateTooLarge): the lease stays valid, so the worker may
 // complete the task with a smaller output or fail it.
 func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
-	_, err := e.completeAndLeaseNext(ctx, Task{ID: taskID, Lease: lease}, output, nil)
+	_, err := e.completeAndLeaseNext(ctx, leased{Task: Task{ID: taskID, Lease: lease}}, output, nil)
 	return err
 }
 
@@ -315,7 +313,7 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 // instance was paused, the lease was lost), nothing was written, and the
 // completion reads the task and the instance and decides again
 // (leaseHolderOp), which also says why it fails if it does.
-func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output json.RawMessage, queues []string) (*Task, error) {
+func (e *Engine) completeAndLeaseNext(ctx context.Context, task leased, output json.RawMessage, queues []string) (*leased, error) {
 	out := bytes.TrimSpace(output)
 	if len(out) == 0 {
 		out = []byte("null")
@@ -328,7 +326,7 @@ func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output jso
 		return next, nil
 	}
 	next := rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}
-	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.WorkflowID, task.Lease, rules.CompletedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.WorkflowID, task.Lease, rules.CompletedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 		return env.CompleteTask(c, inst, t, task.Lease, json.RawMessage(out), next, now)
 	})
 	e.countCompleted(result(err, "completed"))
@@ -351,7 +349,7 @@ func (e *Engine) completeAndLeaseNext(ctx context.Context, task Task, output jso
 // ok is false when that is not possible — no such state, a plan that
 // re-queues existing tasks, or anything that changed since (a conflict) —
 // and then nothing was written.
-func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessage, queues []string) (next *Task, ok bool) {
+func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMessage, queues []string) (next *leased, ok bool) {
 	inst := t.inst
 	if inst == nil || t.row == nil {
 		return nil, false
@@ -365,7 +363,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 	now := e.clock()
 	work := *inst
 	work.State = inst.State.Clone()
-	row := taskView(t.row)
+	row := *t.row
 	// The lease is checked against the row as its delivery left it; the
 	// write checks it again against the stored row.
 	ch, err := e.rulesFor(ctx).CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
@@ -428,7 +426,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t Task, out json.RawMessa
 // storedUnderLease reports whether next, inserted by a completion whose
 // result is not known, is stored under the lease that completion gave it:
 // the lease is a fresh token, so only that write can have stored it.
-func (e *Engine) storedUnderLease(ctx context.Context, next *Task) bool {
+func (e *Engine) storedUnderLease(ctx context.Context, next *leased) bool {
 	return e.leasedAsGiven(ctx, []*store.Task{{ID: next.ID, Lease: next.Lease}})
 }
 
@@ -437,10 +435,10 @@ func (e *Engine) storedUnderLease(ctx context.Context, next *Task) bool {
 // RUNNING instance.
 func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
 	outcome := "failed"
-	_, ch, _, err := e.leaseHolderOp(ctx, taskID, "", lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *rules.Task, now time.Time) (rules.Change, error) {
+	_, ch, _, err := e.leaseHolderOp(ctx, taskID, "", lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 		return env.FailTask(c, inst, t, lease, msg, retryable, now)
 	})
-	if err == nil && ch.Update[0].Task.Status == rules.TaskQueued {
+	if err == nil && ch.Update[0].Task.Status == store.TaskQueued {
 		outcome = "retried"
 	}
 	e.countCompleted(result(err, outcome))
@@ -471,7 +469,7 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Dur
 		if err != nil {
 			return nil, err
 		}
-		t := taskView(row)
+		t := *row
 		if err := rules.CheckLease(&t, lease, now); err != nil {
 			return nil, err
 		}
@@ -496,7 +494,7 @@ func (e *Engine) release(ctx context.Context, taskID, lease string) error {
 		if err != nil {
 			return nil, err
 		}
-		t := taskView(row)
+		t := *row
 		if err := rules.GiveBack(&t, lease, now); err != nil {
 			return nil, err
 		}
@@ -556,8 +554,8 @@ func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 			return nil, err
 		}
 		if len(tasks) > 0 {
-			e.traceDelivery(ctx, &tasks[0])
-			return &tasks[0], nil
+			e.traceDelivery(ctx, &tasks[0].Task)
+			return &tasks[0].Task, nil
 		}
 		select {
 		case <-ctx.Done():

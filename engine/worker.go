@@ -57,7 +57,7 @@ func (e *Engine) runWorkers(claimCtx, runCtx context.Context, groupDone chan<- s
 
 // claimReq is an idle worker loop waiting for a task. The claimer answers
 // each request once: with a task, or with nil when the engine stops.
-type claimReq struct{ reply chan *Task }
+type claimReq struct{ reply chan *leased }
 
 // runClaimer claims for the idle worker loops, all of them in one claim
 // transaction, whenever work is scheduled (a wake-up from this node or, on
@@ -118,13 +118,13 @@ func (e *Engine) runClaimer(ctx context.Context, queues []string, reqs <-chan *c
 // claims of busy loops run in parallel; a loop that found nothing waits for
 // the claimer, which claims for all idle loops together.
 func (e *Engine) workerLoop(ctx, runCtx context.Context, queues []string, claims chan<- *claimReq) {
-	req := &claimReq{reply: make(chan *Task, 1)}
+	req := &claimReq{reply: make(chan *leased, 1)}
 	for ctx.Err() == nil {
 		tasks, err := e.claim(ctx, queues, 1, e.node, e.lease)
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("claiming tasks", "err", err)
 		}
-		var next *Task
+		var next *leased
 		if len(tasks) > 0 {
 			next = &tasks[0]
 		} else if ctx.Err() == nil {
@@ -141,23 +141,23 @@ func (e *Engine) workerLoop(ctx, runCtx context.Context, queues []string, claims
 // then the completion or failure. Once claimCtx has ended (a shutdown began)
 // the completion leases no next task. A task whose handler gave up because
 // runCtx ended (the shutdown's deadline passed) is released, not failed.
-func (e *Engine) execute(claimCtx, runCtx context.Context, t Task, queues []string) (next *Task) {
+func (e *Engine) execute(claimCtx, runCtx context.Context, t leased, queues []string) (next *leased) {
 	if t.Handler == store.QueueChild {
 		// Nothing runs here: the child workflow is started, and its
 		// outcome ends the attempt.
-		e.startChild(context.WithoutCancel(runCtx), t)
+		e.startChild(context.WithoutCancel(runCtx), t.Task)
 		return nil
 	}
 	// The attempt's span (when tracing) runs from here to the recorded
 	// outcome: the handler's work and the store writes nest under it.
-	runCtx, span := e.startAttempt(runCtx, t)
+	runCtx, span := e.startAttempt(runCtx, t.Task)
 	// The attempt may not outlive its lease; heartbeats move this along.
 	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)
 	var hb sync.WaitGroup
-	hb.Go(func() { e.heartbeat(ctx, cancel, t) })
+	hb.Go(func() { e.heartbeat(ctx, cancel, t.Task) })
 	e.running.Add(1)
-	output, err := e.run(ctx, t)
+	output, err := e.run(ctx, t.Task)
 	herr := err
 	e.running.Add(-1)
 	cancel(nil)

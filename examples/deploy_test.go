@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/api"
-	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
@@ -17,7 +16,7 @@ import (
 func TestDeployExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := exampleServer(t, engine.TaskHandler(func(_ context.Context, task worker.Task) (json.RawMessage, error) { return task.Input, nil }), "deploy")
+	c := exampleServer(t, func(_ context.Context, task worker.Task) (json.RawMessage, error) { return task.Input, nil }, "deploy")
 	start := func(id, env string) *workflow.Instance {
 		t.Helper()
 		inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: id, Definition: "deploy",

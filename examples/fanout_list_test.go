@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/api"
-	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
@@ -19,7 +18,7 @@ import (
 func TestFanoutListExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := exampleServer(t, engine.TaskHandler(worker.Echo), "fanout-list")
+	c := exampleServer(t, worker.Echo, "fanout-list")
 	images := make([]string, 20)
 	for i := range images {
 		images[i] = fmt.Sprintf("img-%02d.png", i)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/api"
-	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
@@ -20,12 +19,12 @@ func TestPaymentEventExample(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	release := make(chan struct{})
-	c := exampleServer(t, engine.TaskHandler(func(ctx context.Context, task worker.Task) (json.RawMessage, error) {
+	c := exampleServer(t, func(ctx context.Context, task worker.Task) (json.RawMessage, error) {
 		if task.Step == "reserve" && task.WorkflowID == "early" {
 			<-release // the payment comes before the order waits for it
 		}
 		return task.Input, nil
-	}), "payment-event")
+	}, "payment-event")
 	for _, id := range []string{"o-1", "early"} {
 		if _, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{ID: id, Definition: "payment-event", Input: json.RawMessage(`{"id": "` + id + `", "sku": "A-1"}`)}); err != nil {
 			t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/server"
@@ -88,7 +87,7 @@ func runTracedWorkflow(t *testing.T, db string) *httpapi.TaskResponse {
 	}
 	defer s.Close()
 	rec := &recordTraces{}
-	if err := s.Register("traced", engine.TaskHandler(rec.handler)); err != nil {
+	if err := s.Register("traced", rec.handler); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Start(context.Background()); err != nil {

@@ -147,7 +147,7 @@ func (r *recordTraces) handler(ctx context.Context, t worker.Task) (json.RawMess
 func TestTracingInProcess(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		rec := &recordTraces{}
-		s, exp := tracedServer(t, db, 2, map[string]engine.Handler{"traced": engine.TaskHandler(rec.handler)})
+		s, exp := tracedServer(t, db, 2, map[string]engine.Handler{"traced": rec.handler})
 		inst := postWorkflow(t, s, "traced", clientTrace)
 		waitCompleted(t, s.Client(), inst.ID)
 		// An attempt's span ends once its outcome is recorded, a moment

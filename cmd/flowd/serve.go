@@ -257,7 +257,7 @@ func serve(ctx context.Context, cfg serveConfig, e *env) error {
 	}
 	if cfg.DemoHandlers || cfg.Demo {
 		for name, h := range worker.DemoHandlers() {
-			if err := srv.Register(name, engine.TaskHandler(h)); err != nil {
+			if err := srv.Register(name, h); err != nil {
 				srv.Close()
 				return err
 			}

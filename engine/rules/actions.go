@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -55,7 +56,7 @@ func ActionFor(from, to workflow.Status) (action string, ok bool) {
 // action's target and Change.Settled the status it settles in, a second
 // version. Cancel's tasks are released with CancelTasks. After a resume,
 // tasks queued before the pause are claimable again: Notify is set.
-func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existing map[string]*Task, now time.Time) (Change, error) {
+func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existing map[string]*store.Task, now time.Time) (Change, error) {
 	target, ok := actionTargets[action]
 	if !ok {
 		return Change{}, fmt.Errorf("unknown action %q", action)
@@ -87,7 +88,7 @@ func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existi
 // to RUNNING, as Act would: existing holds its tasks by step. write is
 // false when that changes nothing (a resume with nothing ready and nothing
 // to settle): the batch's status change is all there is.
-func (env Env) Reopen(c *Definition, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time) (ch Change, write bool) {
+func (env Env) Reopen(c *Definition, inst *workflow.Instance, existing map[string]*store.Task, retry bool, now time.Time) (ch Change, write bool) {
 	write = c.Language.reopen(env, inst, existing, retry, now, &ch)
 	ch.setInstance(inst)
 	ch.Notify = true // tasks queued before a pause are claimable again

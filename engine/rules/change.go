@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -24,11 +25,11 @@ type Change struct {
 	Settled      workflow.Status
 	SettledCause string
 	// Insert are new tasks; Update are existing ones to write back.
-	Insert []Task
+	Insert []store.Task
 	Update []TaskUpdate
 	// Next, when set, points into Insert: a task leased in the same write to
 	// the worker whose completion scheduled it.
-	Next *Task
+	Next *store.Task
 	// Output, when set, is the output of an instance the write completes.
 	Output []byte
 	// Note, when set, is added to the history cause of the version that
@@ -58,17 +59,17 @@ func (ch *Change) setInstance(inst *workflow.Instance) {
 // claims a task waiting for an event.
 func (ch *Change) claimable() bool {
 	for i := range ch.Insert {
-		if ch.Insert[i].Status == TaskQueued && !IsEventQueue(ch.Insert[i].Queue) {
+		if ch.Insert[i].Status == store.TaskQueued && !IsEventQueue(ch.Insert[i].Queue) {
 			return true
 		}
 	}
 	for i := range ch.Update {
-		if t := &ch.Update[i].Task; t.Status == TaskQueued && !IsEventQueue(t.Queue) {
+		if t := &ch.Update[i].Task; t.Status == store.TaskQueued && !IsEventQueue(t.Queue) {
 			return true
 		}
 		// A task under a concurrency key that is no longer leased frees a
 		// slot: a task its key held back can be claimed now.
-		if t := &ch.Update[i].Task; t.Flow.ConcurrencyLimit > 0 && t.Status != TaskLeased {
+		if t := &ch.Update[i].Task; t.Flow.ConcurrencyLimit > 0 && t.Status != store.TaskLeased {
 			return true
 		}
 	}
@@ -97,7 +98,7 @@ type Env struct {
 	// Tasks, when the caller read them, are the instance's task rows by
 	// TaskKey, for the decisions of a lease holder that need the rows of
 	// other iterations of its step (ErrNeedTasks without them).
-	Tasks map[string]*Task
+	Tasks map[string]*store.Task
 
 	// MaxVersions bounds the versions of an instance (limits.go): the
 	// decision that would leave no room for more fails it instead (0: no

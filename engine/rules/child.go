@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
-// QueueChild is the engine-served queue of workflow steps: claiming one of
-// its tasks starts the step's child workflow, in one write with the
+// Workflow steps are served by the engine on store.QueueChild: claiming one
+// of its tasks starts the step's child workflow, in one write with the
 // parent's state naming the child (the step is RUNNING from the moment it
 // was scheduled, as a task step's is). A retry re-queues the task after
 // its backoff, and the next claim starts a new child.
-const QueueChild = "flowd:child"
 
 // MaxChildDepth bounds nesting: a child workflow is at most this many
 // levels below the workflow that no workflow step started. A definition
@@ -27,7 +27,7 @@ const childLease = 100 * 365 * 24 * time.Hour
 
 // ChildStartedCause is the history cause of the parent's write that starts
 // a child for t.
-func ChildStartedCause(t *Task, child string) string {
+func ChildStartedCause(t *store.Task, child string) string {
 	return fmt.Sprintf("step %q started child workflow %s (attempt %d)", t.StepID, child, t.Attempt)
 }
 
@@ -41,7 +41,7 @@ func ChildStartedCause(t *Task, child string) string {
 // A RUNNING instance whose version leaves no room for the child's outcome
 // starts none: ErrVersionLimit (the caller fails the attempt, which fails
 // the instance at its version limit).
-func (env Env) StartChild(inst *workflow.Instance, t *Task, lease, child string, now time.Time) (Change, error) {
+func (env Env) StartChild(inst *workflow.Instance, t *store.Task, lease, child string, now time.Time) (Change, error) {
 	if err := CheckLease(t, lease, now); err != nil {
 		return Change{}, err
 	}
@@ -67,8 +67,8 @@ func (env Env) StartChild(inst *workflow.Instance, t *Task, lease, child string,
 // child workflow child: t is leased, its step RUNNING and naming child.
 // Only then may the child's outcome end the attempt; a child of an earlier
 // attempt, or of a step that moved on, reports to nobody.
-func WaitsFor(inst *workflow.Instance, t *Task, child string) bool {
-	if t.Status != TaskLeased || t.Queue != QueueChild || checkHolder(inst, t) != nil {
+func WaitsFor(inst *workflow.Instance, t *store.Task, child string) bool {
+	if t.Status != store.TaskLeased || t.Queue != store.QueueChild || checkHolder(inst, t) != nil {
 		return false
 	}
 	return inst.State.Steps[t.StepID].ChildOf(t.Iteration) == child
@@ -81,7 +81,7 @@ func WaitsFor(inst *workflow.Instance, t *Task, child string) bool {
 // when the attempt no longer waits for that child (WaitsFor) or the child
 // has not finished: then nothing is written. The task's update is guarded
 // by its lease, so two deliveries of one outcome write it once.
-func (env Env) ChildFinished(c *Definition, inst *workflow.Instance, t *Task, child string, status workflow.Status, output json.RawMessage, now time.Time) (ch Change, ok bool, err error) {
+func (env Env) ChildFinished(c *Definition, inst *workflow.Instance, t *store.Task, child string, status workflow.Status, output json.RawMessage, now time.Time) (ch Change, ok bool, err error) {
 	if !WaitsFor(inst, t, child) {
 		return Change{}, false, nil
 	}

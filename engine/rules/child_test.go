@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -34,7 +35,7 @@ func (w *world) startChild(child string) Change {
 func TestWorkflowStepIsQueuedForTheEngineWithTheChildsInput(t *testing.T) {
 	w := started(t, parentDef, `{"sku": "A-1"}`)
 	task := w.tasks["sub"]
-	if task == nil || task.Queue != QueueChild || task.Status != TaskQueued || string(task.Input) != `{"sku":"A-1"}` || task.MaxAttempts != 2 {
+	if task == nil || task.Queue != store.QueueChild || task.Status != store.TaskQueued || string(task.Input) != `{"sku":"A-1"}` || task.MaxAttempts != 2 {
 		t.Fatalf("sub's task: %+v", task)
 	}
 	w.wantSteps(map[string]workflow.StepStatus{"sub": workflow.StepRunning, "after": workflow.StepPending})
@@ -47,7 +48,7 @@ func TestStartChildRecordsTheChildAndHoldsTheLeaseUntilTheTimeout(t *testing.T) 
 		t.Fatalf("child %q, cause %q", w.step("sub").Child(), ch.Cause)
 	}
 	task := w.tasks["sub"]
-	if task.Status != TaskLeased || !task.LeaseUntil.Equal(t0.Add(time.Minute)) || ch.Update[0].Guard.Lease == "" {
+	if task.Status != store.TaskLeased || !task.LeaseUntil.Equal(t0.Add(time.Minute)) || ch.Update[0].Guard.Lease == "" {
 		t.Fatalf("sub's task after the start: %+v", task)
 	}
 	// Without a timeout the lease outlives any child.
@@ -91,7 +92,7 @@ func TestFailedChildFailsTheAttemptAndTheRetryWaitsForANewChild(t *testing.T) {
 		}
 		w.apply(ch)
 		task := w.tasks["sub"]
-		if task.Status != TaskQueued || !task.RunAt.After(t0) || w.step("sub").Status != workflow.StepRunning ||
+		if task.Status != store.TaskQueued || !task.RunAt.After(t0) || w.step("sub").Status != workflow.StepRunning ||
 			!strings.Contains(w.step("sub").Error, "child workflow kid-1 is "+string(status)) {
 			t.Fatalf("%s: task %+v, step %+v", status, task, w.step("sub"))
 		}

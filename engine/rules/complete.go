@@ -7,16 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
 // CompletedCause is the history cause of t's completion.
-func CompletedCause(t *Task) string {
+func CompletedCause(t *store.Task) string {
 	return fmt.Sprintf("step %q completed (attempt %d)", t.StepID, t.Attempt)
 }
 
 // FailedCause is the history cause of a failed attempt of t.
-func FailedCause(t *Task) string {
+func FailedCause(t *store.Task) string {
 	return fmt.Sprintf("step %q attempt %d failed", t.StepID, t.Attempt)
 }
 
@@ -35,7 +36,7 @@ func FailedCause(t *Task) string {
 //
 // Change.Update[0] is t, DONE, guarded by its lease; further updates (none
 // today) would re-queue existing tasks.
-func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lease string, output json.RawMessage, next NextLease, now time.Time) (Change, error) {
+func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *store.Task, lease string, output json.RawMessage, next NextLease, now time.Time) (Change, error) {
 	if err := CheckLease(t, lease, now); err != nil {
 		return Change{}, err
 	}
@@ -45,9 +46,9 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lea
 	from := inst.Status
 	ch := Change{Cause: CompletedCause(t)}
 	done := *t
-	done.Status = TaskDone
+	done.Status = store.TaskDone
 	done.LastError = ""
-	done.clearLease()
+	clearLease(&done)
 	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Lease: lease}})
 	if err := c.Language.taskCompleted(env, inst, t, output, now, &ch); err != nil {
 		return Change{}, err
@@ -66,7 +67,7 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *Task, lea
 // else the step fails and with it a RUNNING instance (its other active steps
 // CANCELLED). Fencing as for CompleteTask. Change.Update[0] is t, QUEUED
 // again or FAILED.
-func (env Env) FailTask(c *Definition, inst *workflow.Instance, t *Task, lease, msg string, retryable bool, now time.Time) (Change, error) {
+func (env Env) FailTask(c *Definition, inst *workflow.Instance, t *store.Task, lease, msg string, retryable bool, now time.Time) (Change, error) {
 	if err := CheckLease(t, lease, now); err != nil {
 		return Change{}, err
 	}
@@ -91,16 +92,16 @@ func (env Env) FailTask(c *Definition, inst *workflow.Instance, t *Task, lease, 
 // a retryable failure) the task is re-queued after the step's backoff — or
 // at once when requeueNow — and the step stays RUNNING; otherwise the step
 // and the task fail, which fails a RUNNING instance.
-func (env Env) failAttempt(c *Definition, inst *workflow.Instance, t *Task, msg string, retryable, requeueNow bool, now time.Time) {
+func (env Env) failAttempt(c *Definition, inst *workflow.Instance, t *store.Task, msg string, retryable, requeueNow bool, now time.Time) {
 	st := inst.State.Steps[t.StepID]
 	st.Attempts = max(st.Attempts, t.Attempt)
 	st.Error = msg
 	t.LastError = msg
-	t.clearLease()
+	clearLease(t)
 	if retryable && t.Attempt < t.MaxAttempts {
-		t.Status = TaskQueued
+		t.Status = store.TaskQueued
 		t.RunAt = now
-		if t.Queue == QueueChild {
+		if t.Queue == store.QueueChild {
 			// The attempt's child is done with: until the next attempt
 			// starts its own, no child's outcome is this step's.
 			st.ClearChildOf(t.Iteration)
@@ -116,13 +117,13 @@ func (env Env) failAttempt(c *Definition, inst *workflow.Instance, t *Task, msg 
 		return
 	}
 	st.Status = workflow.StepFailed
-	t.Status = TaskFailed
+	t.Status = store.TaskFailed
 	settle(c, inst, nil, env.MaxStateBytes)
 }
 
 // ExpiryReason says why t's lease ended at now: its attempt's deadline
 // (the step timeout) or its lease, unrenewed.
-func ExpiryReason(t *Task, now time.Time) string {
+func ExpiryReason(t *store.Task, now time.Time) string {
 	if !t.AttemptDeadline.IsZero() && !now.Before(t.AttemptDeadline) {
 		return "attempt " + strconv.Itoa(t.Attempt) + " timed out"
 	}
@@ -130,16 +131,16 @@ func ExpiryReason(t *Task, now time.Time) string {
 }
 
 // ExpiredCause is the history cause of an expired lease of t.
-func ExpiredCause(t *Task, reason string) string {
+func ExpiredCause(t *store.Task, reason string) string {
 	return fmt.Sprintf("step %q: %s", t.StepID, reason)
 }
 
 // ExpireTimer re-queues a timer whose worker lost its lease: it just runs
 // again, at once, without using up an attempt.
-func ExpireTimer(t *Task, now time.Time) {
-	t.Status, t.RunAt = TaskQueued, now
+func ExpireTimer(t *store.Task, now time.Time) {
+	t.Status, t.RunAt = store.TaskQueued, now
 	t.MaxAttempts++
-	t.clearLease()
+	clearLease(t)
 }
 
 // ExpireLease decides an expired lease (or timed-out attempt) of a task
@@ -149,7 +150,7 @@ func ExpireTimer(t *Task, now time.Time) {
 // the step (stopped, or the step moved on): the instance is not written and
 // the task is cancelled (CancelTask). An iteration's expiry needs the rows
 // of the others (Env.Tasks): it returns ErrNeedTasks without them.
-func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now time.Time) (ch Change, ok bool, err error) {
+func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *store.Task, now time.Time) (ch Change, ok bool, err error) {
 	if checkHolder(inst, t) != nil {
 		return Change{}, false, nil
 	}
@@ -168,14 +169,14 @@ func (env Env) ExpireLease(c *Definition, inst *workflow.Instance, t *Task, now 
 // CancelTask ends a task whose step no longer runs (its instance stopped,
 // or its step was completed another way): CANCELLED, its lease revoked, so
 // that the holder's completion is refused.
-func CancelTask(t *Task) {
-	t.Status = TaskCancelled
-	t.clearLease()
+func CancelTask(t *store.Task) {
+	t.Status = store.TaskCancelled
+	clearLease(t)
 }
 
 // CancelTasks cancels the active tasks among tasks (of an instance that
 // stopped running) and returns them as updates.
-func CancelTasks(tasks []Task) []TaskUpdate {
+func CancelTasks(tasks []store.Task) []TaskUpdate {
 	var us []TaskUpdate
 	for _, t := range tasks {
 		if t.Status.Active() {

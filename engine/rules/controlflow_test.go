@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -75,7 +76,7 @@ func TestWhenBoundedByTheStateLimit(t *testing.T) {
 			`when: expression ".input.s * 1000 | length > 0": ` + "`*`" + ` would build a value of 10002 bytes, over --max-state-bytes (5000 bytes)`},
 	} {
 		t.Run(tc.when, func(t *testing.T) {
-			w := &world{t: t, env: testEnv(), tasks: map[string]*Task{}, now: t0,
+			w := &world{t: t, env: testEnv(), tasks: map[string]*store.Task{}, now: t0,
 				c: compileDef(t, "name: w\nsteps:\n  - {id: a, type: task, handler: h, when: '"+tc.when+"'}\n")}
 			w.env.MaxStateBytes = tc.maxState
 			w.inst = &workflow.Instance{ID: "wf-1", Definition: "w", Input: json.RawMessage(`{"s": "0123456789"}`), State: w.c.Def.InitialState()}
@@ -228,8 +229,8 @@ func TestJoinFirstWithdrawsTheUnfinishedDependencies(t *testing.T) {
 		t.Fatalf("Withdrawn = %v, want [timer]", ch.Withdrawn)
 	}
 	cancels := Change{Withdrawn: ch.Withdrawn}
-	cancels.CancelWithdrawn([]Task{*timerTask, *w.tasks["pre"], *w.tasks["fast"]})
-	if len(cancels.Update) != 1 || cancels.Update[0].Task.StepID != "timer" || cancels.Update[0].Task.Status != TaskCancelled {
+	cancels.CancelWithdrawn([]store.Task{*timerTask, *w.tasks["pre"], *w.tasks["fast"]})
+	if len(cancels.Update) != 1 || cancels.Update[0].Task.StepID != "timer" || cancels.Update[0].Task.Status != store.TaskCancelled {
 		t.Errorf("cancels: %+v, want the timer's task only", cancels.Update)
 	}
 	w.applyUpdates(cancels)
@@ -256,8 +257,8 @@ steps:
 	b := *w.deliver("b")
 	ch := w.complete("a", `1`)
 	cancels := Change{Withdrawn: ch.Withdrawn}
-	cancels.CancelWithdrawn([]Task{b})
-	if len(cancels.Update) != 1 || cancels.Update[0].Task.ID != b.ID || cancels.Update[0].Task.Status != TaskCancelled || cancels.Update[0].Task.Lease != "" {
+	cancels.CancelWithdrawn([]store.Task{b})
+	if len(cancels.Update) != 1 || cancels.Update[0].Task.ID != b.ID || cancels.Update[0].Task.Status != store.TaskCancelled || cancels.Update[0].Task.Lease != "" {
 		t.Fatalf("cancels: %+v", cancels.Update)
 	}
 	w.applyUpdates(cancels)
@@ -291,7 +292,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ch.Withdrawn) != 0 || w.tasks["t"].Status != TaskCancelled {
+	if len(ch.Withdrawn) != 0 || w.tasks["t"].Status != store.TaskCancelled {
 		t.Errorf("resume: withdrawn %v, timer task %+v", ch.Withdrawn, w.tasks["t"])
 	}
 	w.wantSteps(map[string]workflow.StepStatus{"c": workflow.StepRunning, "t": workflow.StepSkipped})
@@ -431,7 +432,7 @@ func TestTemplatesBoundedByTheStateLimit(t *testing.T) {
 	const tooMuch = "the template renders too much: more than 100000 bytes (--max-state-bytes)"
 	start := func(t *testing.T, def string) *world {
 		t.Helper()
-		w := &world{t: t, env: testEnv(), tasks: map[string]*Task{}, now: t0, c: compileDef(t, def)}
+		w := &world{t: t, env: testEnv(), tasks: map[string]*store.Task{}, now: t0, c: compileDef(t, def)}
 		w.env.MaxStateBytes = 100_000
 		w.inst = &workflow.Instance{ID: "wf-1", Definition: w.c.Def.Name, Input: json.RawMessage(input), State: w.c.Def.InitialState()}
 		ch, err := w.env.Start(w.c, w.inst, w.now)

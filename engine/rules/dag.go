@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -67,7 +68,7 @@ func (d dag) start(env Env, inst *workflow.Instance, now time.Time) (Change, err
 
 // taskCompleted completes the step (or one iteration of a foreach step)
 // with output and schedules what became ready.
-func (d dag) taskCompleted(env Env, inst *workflow.Instance, t *Task, output json.RawMessage, now time.Time, ch *Change) error {
+func (d dag) taskCompleted(env Env, inst *workflow.Instance, t *store.Task, output json.RawMessage, now time.Time, ch *Change) error {
 	if t.Iteration > 0 {
 		if err := env.completeIteration(d.c, inst, t, output, now, ch); err != nil {
 			return err
@@ -80,11 +81,11 @@ func (d dag) taskCompleted(env Env, inst *workflow.Instance, t *Task, output jso
 
 // taskFailed applies the step's retry policy (failAttempt): an expired
 // lease is re-queued at once, without backoff, while attempts are left.
-func (d dag) taskFailed(env Env, inst *workflow.Instance, t *Task, msg string, retryable, expired bool, now time.Time, ch *Change) error {
+func (d dag) taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg string, retryable, expired bool, now time.Time, ch *Change) error {
 	u := *t
 	env.failAttempt(d.c, inst, &u, msg, retryable, expired, now)
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
-	if u.Iteration > 0 && u.Status == TaskFailed {
+	if u.Iteration > 0 && u.Status == store.TaskFailed {
 		if err := env.iterationFailed(inst, &u, ch); err != nil {
 			return err
 		}
@@ -95,7 +96,7 @@ func (d dag) taskFailed(env Env, inst *workflow.Instance, t *Task, msg string, r
 }
 
 // eventTaken completes the wait step with the event's data as its output.
-func (d dag) eventTaken(env Env, inst *workflow.Instance, t *Task, ev Event, now time.Time, ch *Change) error {
+func (d dag) eventTaken(env Env, inst *workflow.Instance, t *store.Task, ev Event, now time.Time, ch *Change) error {
 	data := ev.Data
 	if len(data) == 0 {
 		data = json.RawMessage("null")
@@ -105,7 +106,7 @@ func (d dag) eventTaken(env Env, inst *workflow.Instance, t *Task, ev Event, now
 }
 
 // eventUndelivered fails the wait step, and with it a RUNNING instance.
-func (d dag) eventUndelivered(env Env, inst *workflow.Instance, t *Task, reason string, _ time.Time, _ *Change) error {
+func (d dag) eventUndelivered(env Env, inst *workflow.Instance, t *store.Task, reason string, _ time.Time, _ *Change) error {
 	st := inst.State.Steps[t.StepID]
 	st.Status, st.Error = workflow.StepFailed, reason
 	settle(d.c, inst, nil, env.MaxStateBytes)
@@ -115,7 +116,7 @@ func (d dag) eventUndelivered(env Env, inst *workflow.Instance, t *Task, reason 
 // reopen schedules what became ready (a retry first resets the failed and
 // interrupted steps and the timeout); it writes when it retries, when
 // something was ready to schedule or skip, or when the instance settled.
-func (d dag) reopen(env Env, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time, ch *Change) bool {
+func (d dag) reopen(env Env, inst *workflow.Instance, existing map[string]*store.Task, retry bool, now time.Time, ch *Change) bool {
 	ready := d.c.decidable(inst.State.Steps)
 	if retry {
 		prepareRetry(d.c, inst, now)

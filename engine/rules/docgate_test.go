@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -119,7 +120,7 @@ steps:
 
 // A decision that evaluates nothing does not wait for the gate.
 func TestDecisionWithoutExpressionsPassesAFullGate(t *testing.T) {
-	w := &world{t: t, env: testEnv(), tasks: map[string]*Task{}, now: t0,
+	w := &world{t: t, env: testEnv(), tasks: map[string]*store.Task{}, now: t0,
 		c: compileDef(t, "name: w\nsteps:\n  - {id: a, type: task, handler: h}\n  - {id: b, type: task, handler: h, depends_on: [a]}\n")}
 	g, release := heldGate(t)
 	defer release()

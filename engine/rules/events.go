@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -54,7 +55,7 @@ type WaitingFor struct {
 // WAITING status, so stopping, retrying and deleting the instance treat it
 // as any other task. A key that does not render, or renders longer than
 // workflow.MaxEventKeyLength, fails the step at once, like any template.
-func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow.Step, st *workflow.StepState, prev *Task, now time.Time, ch *Change) {
+func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow.Step, st *workflow.StepState, prev *store.Task, now time.Time, ch *Change) {
 	key, tooLong := "", false
 	if t := c.keys[step.ID]; t != nil {
 		var err error
@@ -79,15 +80,15 @@ func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow
 	queue := workflow.EventQueue(step.Event, key)
 	if prev != nil {
 		t := *prev
-		t.Queue, t.Status, t.RunAt, t.Input = queue, TaskQueued, now, waiting
+		t.Queue, t.Status, t.RunAt, t.Input = queue, store.TaskQueued, now, waiting
 		t.MaxAttempts = t.Attempt + 1
-		t.clearLease()
+		clearLease(&t)
 		t.LastError = ""
 		ch.Update = append(ch.Update, TaskUpdate{Task: t})
 		return
 	}
-	ch.Insert = append(ch.Insert, Task{
-		ID: env.NewID(), InstanceID: inst.ID, StepID: step.ID, Queue: queue, Status: TaskQueued,
+	ch.Insert = append(ch.Insert, store.Task{
+		ID: env.NewID(), InstanceID: inst.ID, StepID: step.ID, Queue: queue, Status: store.TaskQueued,
 		MaxAttempts: 1, RunAt: now, Input: waiting,
 	})
 }
@@ -100,14 +101,14 @@ func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow
 // take ev: it is not WAITING, t is not queued in ev's queue, the instance
 // is neither RUNNING nor PAUSED, or ev was published before the instance
 // was created. A state larger than env.MaxStateBytes is refused.
-func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, ev Event, now time.Time) (Change, error) {
+func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *store.Task, ev Event, now time.Time) (Change, error) {
 	st := inst.State.Steps[t.StepID]
 	switch {
 	case inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused:
 		return Change{}, fmt.Errorf("%w: workflow %s is %s", ErrEventNotTaken, inst.ID, inst.Status)
 	case st == nil || st.Status != workflow.StepWaiting:
 		return Change{}, fmt.Errorf("%w: step %q of workflow %s is not waiting", ErrEventNotTaken, t.StepID, inst.ID)
-	case t.Status != TaskQueued || t.Queue != workflow.EventQueue(ev.Name, ev.Key):
+	case t.Status != store.TaskQueued || t.Queue != workflow.EventQueue(ev.Name, ev.Key):
 		return Change{}, fmt.Errorf("%w: step %q of workflow %s does not wait for event %q with key %q", ErrEventNotTaken, t.StepID, inst.ID, ev.Name, ev.Key)
 	case ev.CreatedAt.Before(inst.CreatedAt):
 		return Change{}, fmt.Errorf("%w: event %s was published before workflow %s was created", ErrEventNotTaken, ev.ID, inst.ID)
@@ -122,8 +123,8 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *Task, 
 		return Change{}, err
 	}
 	done := *t
-	done.Status = TaskDone
-	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Status: TaskQueued}})
+	done.Status = store.TaskDone
+	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Status: store.TaskQueued}})
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
 	if err := env.limitVersions(c, from, inst, &ch); err != nil {
@@ -163,9 +164,9 @@ func EventTooLargeError(ev Event, size, max int) string {
 // Serverless Workflow's listen task raising a runtime error (its try/catch
 // may handle it). t is FAILED, guarded on being still QUEUED, so the step
 // is not offered the event again, nor any other.
-func (env Env) FailByEvent(c *Definition, inst *workflow.Instance, t *Task, ev Event, reason string, now time.Time) (Change, error) {
+func (env Env) FailByEvent(c *Definition, inst *workflow.Instance, t *store.Task, ev Event, reason string, now time.Time) (Change, error) {
 	st := inst.State.Steps[t.StepID]
-	if st == nil || st.Status != workflow.StepWaiting || t.Status != TaskQueued {
+	if st == nil || st.Status != workflow.StepWaiting || t.Status != store.TaskQueued {
 		return Change{}, fmt.Errorf("%w: step %q of workflow %s is not waiting", ErrEventNotTaken, t.StepID, inst.ID)
 	}
 	from := inst.Status
@@ -175,8 +176,8 @@ func (env Env) FailByEvent(c *Definition, inst *workflow.Instance, t *Task, ev E
 		return Change{}, err
 	}
 	failed := *t
-	failed.Status, failed.LastError = TaskFailed, reason
-	ch.Update = append(ch.Update, TaskUpdate{Task: failed, Guard: Guard{Status: TaskQueued}})
+	failed.Status, failed.LastError = store.TaskFailed, reason
+	ch.Update = append(ch.Update, TaskUpdate{Task: failed, Guard: Guard{Status: store.TaskQueued}})
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
 	if err := env.limitVersions(c, from, inst, &ch); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -33,7 +34,7 @@ func TestWaitStepWithAnEventQueuesATaskNoWorkerClaims(t *testing.T) {
 	w := paymentWaiting(t, `{"id": 17}`)
 	w.wantSteps(map[string]workflow.StepStatus{"paid": workflow.StepWaiting, "ship": workflow.StepPending})
 	task := w.tasks["paid"]
-	if task == nil || task.Queue != "flowd:event/payment/order-17" || task.Status != TaskQueued || task.MaxAttempts != 1 {
+	if task == nil || task.Queue != "flowd:event/payment/order-17" || task.Status != store.TaskQueued || task.MaxAttempts != 1 {
 		t.Fatalf("the waiting step's task = %+v, want one QUEUED in flowd:event/payment/order-17", task)
 	}
 	if got := string(w.step("paid").Extra["event"]); got != `{"name":"payment","key":"order-17"}` {
@@ -92,7 +93,7 @@ func TestEventCompletesTheWaitingStepOnce(t *testing.T) {
 	if ch.Cause != `event "payment" (ev-1) completed step "paid"` || !ch.Notify {
 		t.Errorf("cause %q, notify %v", ch.Cause, ch.Notify)
 	}
-	if len(ch.Update) != 1 || ch.Update[0].Task.Status != TaskDone || ch.Update[0].Guard.Status != TaskQueued {
+	if len(ch.Update) != 1 || ch.Update[0].Task.Status != store.TaskDone || ch.Update[0].Guard.Status != store.TaskQueued {
 		t.Errorf("task update = %+v, want DONE guarded on QUEUED", ch.Update)
 	}
 	w.apply(ch)
@@ -114,14 +115,14 @@ func TestEventNotTaken(t *testing.T) {
 	ev := Event{ID: "ev", Name: "payment", Key: "order-17", CreatedAt: t0.Add(time.Second)}
 	for _, c := range []struct {
 		name  string
-		setup func(w *world, task *Task, ev *Event)
+		setup func(w *world, task *store.Task, ev *Event)
 	}{
-		{"another key", func(w *world, task *Task, ev *Event) { ev.Key = "order-18" }},
-		{"another name", func(w *world, task *Task, ev *Event) { ev.Name = "refund" }},
-		{"published before the instance", func(w *world, task *Task, ev *Event) { w.inst.CreatedAt = ev.CreatedAt.Add(time.Microsecond) }},
-		{"instance cancelled", func(w *world, task *Task, ev *Event) { w.inst.Status = workflow.StatusCancelled }},
-		{"task no longer queued", func(w *world, task *Task, ev *Event) { task.Status = TaskCancelled }},
-		{"step no longer waiting", func(w *world, task *Task, ev *Event) { w.step("paid").Status = workflow.StepCancelled }},
+		{"another key", func(w *world, task *store.Task, ev *Event) { ev.Key = "order-18" }},
+		{"another name", func(w *world, task *store.Task, ev *Event) { ev.Name = "refund" }},
+		{"published before the instance", func(w *world, task *store.Task, ev *Event) { w.inst.CreatedAt = ev.CreatedAt.Add(time.Microsecond) }},
+		{"instance cancelled", func(w *world, task *store.Task, ev *Event) { w.inst.Status = workflow.StatusCancelled }},
+		{"task no longer queued", func(w *world, task *store.Task, ev *Event) { task.Status = store.TaskCancelled }},
+		{"step no longer waiting", func(w *world, task *store.Task, ev *Event) { w.step("paid").Status = workflow.StepCancelled }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := paymentWaiting(t, `{"id": 17}`)
@@ -159,7 +160,7 @@ func TestRetryWaitsForTheEventAgainOnTheSameRow(t *testing.T) {
 	}
 	w.apply(ch)
 	w.wantSteps(map[string]workflow.StepStatus{"paid": workflow.StepCancelled})
-	w.tasks["paid"].Status = TaskCancelled // as the store's stop of the instance leaves it
+	w.tasks["paid"].Status = store.TaskCancelled // as the store's stop of the instance leaves it
 	ch, err := w.act("retry")
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestRetryWaitsForTheEventAgainOnTheSameRow(t *testing.T) {
 		t.Errorf("retry: %d inserts, %d updates, notify %v; want the row re-queued and nobody woken", len(ch.Insert), len(ch.Update), ch.Notify)
 	}
 	w.wantSteps(map[string]workflow.StepStatus{"paid": workflow.StepWaiting})
-	if task := w.tasks["paid"]; task.Status != TaskQueued || task.Queue != "flowd:event/payment/order-17" || !task.RunAt.Equal(w.now) {
+	if task := w.tasks["paid"]; task.Status != store.TaskQueued || task.Queue != "flowd:event/payment/order-17" || !task.RunAt.Equal(w.now) {
 		t.Errorf("task after retry = %+v", task)
 	}
 }
@@ -202,7 +203,7 @@ func TestEventTooLargeFailsTheWaitingStep(t *testing.T) {
 	if got := string(paid.Extra["event"]); got != `{"name":"payment","key":"order-17","id":"ev-1"}` {
 		t.Errorf("state.steps.paid.event = %s", got)
 	}
-	if tk := w.tasks["paid"]; tk.Status != TaskFailed || tk.LastError != reason || ch.Update[0].Guard.Status != TaskQueued {
+	if tk := w.tasks["paid"]; tk.Status != store.TaskFailed || tk.LastError != reason || ch.Update[0].Guard.Status != store.TaskQueued {
 		t.Errorf("paid's task %+v, guard %+v", tk, ch.Update[0].Guard)
 	}
 	if ch.Cause != `event "payment" (ev-1) could not be delivered to step "paid"` || w.step("ship").Status != workflow.StepPending {
@@ -229,7 +230,7 @@ do:
 // a runtime error at the task: without a try/catch the instance faults.
 func TestEventTooLargeRaisesAtAServerlessListenTask(t *testing.T) {
 	w := swStarted(t, swListen)
-	var task *Task
+	var task *store.Task
 	for _, tk := range w.tasks {
 		task = tk
 	}

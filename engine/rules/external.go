@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -19,7 +20,7 @@ type ExternalCompletion struct {
 	// (*VersionMismatchError otherwise).
 	ExpectedVersion *int64
 	// Task is the step's task, when it has one.
-	Task *Task
+	Task *store.Task
 }
 
 // CompleteStep decides a step completed from outside. An unknown step

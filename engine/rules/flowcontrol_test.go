@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -78,11 +79,11 @@ steps:
 // A slot a key frees makes the change wake the workers; a task under flow
 // control is never leased with its predecessor's completion.
 func TestTaskFlowWakesAndLeaseNext(t *testing.T) {
-	ch := Change{Update: []TaskUpdate{{Task: Task{Status: TaskDone, Flow: workflow.TaskFlow{ConcurrencyKey: "k", ConcurrencyLimit: 1}}}}}
+	ch := Change{Update: []TaskUpdate{{Task: store.Task{Status: store.TaskDone, Flow: workflow.TaskFlow{ConcurrencyKey: "k", ConcurrencyLimit: 1}}}}}
 	if !ch.claimable() {
 		t.Error("a keyed task that is done does not wake the workers")
 	}
-	ch = Change{Update: []TaskUpdate{{Task: Task{Status: TaskLeased, Flow: workflow.TaskFlow{ConcurrencyKey: "k", ConcurrencyLimit: 1}}}}}
+	ch = Change{Update: []TaskUpdate{{Task: store.Task{Status: store.TaskLeased, Flow: workflow.TaskFlow{ConcurrencyKey: "k", ConcurrencyLimit: 1}}}}}
 	if ch.claimable() {
 		t.Error("a heartbeat of a keyed task wakes the workers")
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -246,7 +247,7 @@ func describeValue(v []byte) string {
 // iterations are queued. An expression that fails or does not give an
 // array of at most workflow.MaxForeachItems fails the step; an empty array
 // completes it at once with []. doc is the decision's document.
-func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change, doc *workflow.ExprDoc) {
+func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, existing map[string]*store.Task, now time.Time, ch *Change, doc *workflow.ExprDoc) {
 	st := inst.State.Steps[id]
 	fe, err := foreachOf(st)
 	if err == nil && fe != nil {
@@ -291,7 +292,7 @@ func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, e
 // TaskKey: an iteration that ran before is re-queued on its row, with its
 // input (ErrNeedTasks when rows lack it). An iteration whose templates
 // reference something missing fails the step (failForeach).
-func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string, fe *foreachState, rows map[string]*Task, now time.Time, ch *Change) error {
+func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string, fe *foreachState, rows map[string]*store.Task, now time.Time, ch *Change) error {
 	step, _ := c.Def.Step(id)
 	limit := step.MaxConcurrency
 	if limit <= 0 {
@@ -339,14 +340,14 @@ func (env Env) fillIterations(c *Definition, inst *workflow.Instance, id string,
 // iteration's row when it ran before. This is where a step type whose
 // iterations start differently plugs in (a workflow step: a child workflow
 // per item, its completion reported as the iteration's).
-func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string, i int, input json.RawMessage, flow workflow.TaskFlow, prev *Task, now time.Time, ch *Change) {
+func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string, i int, input json.RawMessage, flow workflow.TaskFlow, prev *store.Task, now time.Time, ch *Change) {
 	step, _ := c.Def.Step(id)
 	queue := step.Handler
 	switch step.Type {
 	case workflow.StepTypeHTTP:
-		queue = QueueHTTP
+		queue = store.QueueHTTP
 	case workflow.StepTypeWorkflow:
-		queue = QueueChild // the iteration's input is its child's input
+		queue = store.QueueChild // the iteration's input is its child's input
 	}
 	env.queueTask(inst, id, i+1, queue, now, step.RetryPolicyOrDefault().MaxAttempts, input, flow, prev, ch)
 }
@@ -356,7 +357,7 @@ func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string,
 // their rows taken from rows (ErrNeedTasks when one is missing), and the
 // instance settles FAILED. Every started iteration that did not complete
 // runs again on a retry.
-func (env Env) failForeach(inst *workflow.Instance, id string, fe *foreachState, i int, msg string, rows map[string]*Task, ch *Change) error {
+func (env Env) failForeach(inst *workflow.Instance, id string, fe *foreachState, i int, msg string, rows map[string]*store.Task, ch *Change) error {
 	delivered, err := fe.stopRunning()
 	if err != nil {
 		return err
@@ -427,7 +428,7 @@ func (ch *Change) updated(key string) int {
 // next iteration is queued in the same write when a slot is free. Only a
 // delivered iteration has an active task, so the lease that completes it
 // (CheckLease) says that it runs.
-func (env Env) completeIteration(c *Definition, inst *workflow.Instance, t *Task, output json.RawMessage, now time.Time, ch *Change) error {
+func (env Env) completeIteration(c *Definition, inst *workflow.Instance, t *store.Task, output json.RawMessage, now time.Time, ch *Change) error {
 	st := inst.State.Steps[t.StepID]
 	fe, err := foreachOf(st)
 	if err != nil {
@@ -485,7 +486,7 @@ func (fe *foreachState) ordered() (json.RawMessage, error) {
 // iterationFailed records that iteration t has no attempt left (its task
 // FAILED, the step marked FAILED by failAttempt): the step fails naming the
 // index, and the other delivered iterations are cancelled (failForeach).
-func (env Env) iterationFailed(inst *workflow.Instance, t *Task, ch *Change) error {
+func (env Env) iterationFailed(inst *workflow.Instance, t *store.Task, ch *Change) error {
 	st := inst.State.Steps[t.StepID]
 	fe, err := foreachOf(st)
 	if err != nil || fe == nil {
@@ -496,7 +497,7 @@ func (env Env) iterationFailed(inst *workflow.Instance, t *Task, ch *Change) err
 
 // cancelIterations cancels the active iterations of step id among rows (a
 // foreach step completed from outside) and drops its bookkeeping.
-func cancelIterations(st *workflow.StepState, id string, rows map[string]*Task) []TaskUpdate {
+func cancelIterations(st *workflow.StepState, id string, rows map[string]*store.Task) []TaskUpdate {
 	delete(st.Extra, foreachKey)
 	var us []TaskUpdate
 	for _, row := range rows {

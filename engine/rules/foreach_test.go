@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
 // startedAny is started for an instance that may settle at once.
 func startedAny(t *testing.T, yaml, input string) *world {
 	t.Helper()
-	w := &world{t: t, env: testEnv(), c: compileDef(t, yaml), tasks: map[string]*Task{}, now: t0}
+	w := &world{t: t, env: testEnv(), c: compileDef(t, yaml), tasks: map[string]*store.Task{}, now: t0}
 	w.inst = &workflow.Instance{ID: "wf-1", Definition: w.c.Def.Name, Input: json.RawMessage(input), State: w.c.Def.InitialState()}
 	ch, err := w.env.Start(w.c, w.inst, w.now)
 	if err != nil {
@@ -184,7 +185,7 @@ func TestForeachBoundsConcurrencyAndOrdersOutputs(t *testing.T) {
 	// as they come, 0 last.
 	order := []int{1, 2, 3, 4, 0}
 	for n, i := range order {
-		if w.tasks[iter("resize", i)].Status == TaskQueued {
+		if w.tasks[iter("resize", i)].Status == store.TaskQueued {
 			w.deliver(iter("resize", i))
 		}
 		if _, err := w.completeKey(iter("resize", i), `{"out":"`+string(rune('a'+i))+`"}`); err != nil {
@@ -229,8 +230,8 @@ func TestForeachWithoutBoundQueuesEveryIteration(t *testing.T) {
 	}
 	// Delivering iterations writes no version: their attempts are theirs.
 	version := w.inst.Version
-	ch, ok := w.env.Deliver(w.c, w.inst, []Task{*w.tasks[iter("a", 0)], *w.tasks[iter("a", 1)]}, "worker", w.now, time.Minute)
-	if !ok || !ch.LeasesOnly || len(ch.Update) != 2 || ch.Update[1].Task.Status != TaskLeased || ch.Update[1].Task.Attempt != 1 {
+	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*w.tasks[iter("a", 0)], *w.tasks[iter("a", 1)]}, "worker", w.now, time.Minute)
+	if !ok || !ch.LeasesOnly || len(ch.Update) != 2 || ch.Update[1].Task.Status != store.TaskLeased || ch.Update[1].Task.Attempt != 1 {
 		t.Errorf("delivery of two iterations: %+v, %v; want their leases alone", ch, ok)
 	}
 	w.apply(ch)
@@ -238,7 +239,7 @@ func TestForeachWithoutBoundQueuesEveryIteration(t *testing.T) {
 		t.Errorf("version %d after delivering iterations, want %d", w.inst.Version, version)
 	}
 	var req HTTPRequest
-	if err := json.Unmarshal(w.tasks[iter("a", 2)].Input, &req); err != nil || req.URL != "http://x/r?i=2" || w.tasks[iter("a", 2)].Queue != QueueHTTP {
+	if err := json.Unmarshal(w.tasks[iter("a", 2)].Input, &req); err != nil || req.URL != "http://x/r?i=2" || w.tasks[iter("a", 2)].Queue != store.QueueHTTP {
 		t.Errorf("request of iteration 2: %+v (%v), queue %s", req, err, w.tasks[iter("a", 2)].Queue)
 	}
 }
@@ -263,7 +264,7 @@ func TestForeachIterationFailureCancelsTheRest(t *testing.T) {
 	if st := w.step("a"); st.Status != workflow.StepFailed || st.Error != "iteration 1: boom" {
 		t.Errorf("step a: %s %q", st.Status, st.Error)
 	}
-	if got := w.tasks[iter("a", 2)].Status; got != TaskCancelled {
+	if got := w.tasks[iter("a", 2)].Status; got != store.TaskCancelled {
 		t.Errorf("iteration 2's task is %s, want CANCELLED in the failing write", got)
 	}
 	if len(ch.Update) != 2 || ch.Update[0].Task.ID != task.ID {
@@ -335,7 +336,7 @@ func TestForeachRetriesAnAttemptWithinTheIteration(t *testing.T) {
 	w := started(t, "name: f\nsteps:\n  - {id: a, type: task, handler: h, foreach: '.input', retry: {max_attempts: 2, initial_backoff: 1s}}\n", `[1,2]`)
 	w.deliver(iter("a", 0))
 	w.failKey(iter("a", 0), "flaky")
-	if r := w.tasks[iter("a", 0)]; r.Status != TaskQueued || r.Attempt != 1 {
+	if r := w.tasks[iter("a", 0)]; r.Status != store.TaskQueued || r.Attempt != 1 {
 		t.Errorf("iteration 0 after one failure: %+v, want re-queued", r)
 	}
 	w.wantSteps(map[string]workflow.StepStatus{"a": workflow.StepRunning})

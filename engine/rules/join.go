@@ -3,6 +3,7 @@ package rules
 import (
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -89,7 +90,7 @@ func (c *Definition) decidable(steps map[string]*workflow.StepState) bool {
 // settle fails the instance. The expressions of the decision (each `when`,
 // a foreach) read one document, decoded once within the node's gate
 // (Env.Docs) and given back once every step has moved.
-func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[string]*Task, now time.Time, ch *Change) {
+func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[string]*store.Task, now time.Time, ch *Change) {
 	doc := workflow.NewExprDoc(env.evalCtx(), env.Docs)
 	defer doc.Close()
 	steps := inst.State.Steps
@@ -134,7 +135,7 @@ func (env Env) runDecided(c *Definition, inst *workflow.Instance, existing map[s
 // themselves are withdrawn, not what they wait for. A task the decision
 // was given (existing) is cancelled here; otherwise its step is listed in
 // Change.Withdrawn for the caller to cancel with CancelWithdrawn.
-func withdraw(s *workflow.Step, steps map[string]*workflow.StepState, existing map[string]*Task, ch *Change) {
+func withdraw(s *workflow.Step, steps map[string]*workflow.StepState, existing map[string]*store.Task, ch *Change) {
 	for _, dep := range s.DependsOn {
 		st := steps[dep]
 		if st == nil || st.Status != workflow.StepPending && !st.Status.Active() {
@@ -157,7 +158,7 @@ func withdraw(s *workflow.Step, steps map[string]*workflow.StepState, existing m
 // ch withdrew (Change.Withdrawn), among tasks: the instance's task rows,
 // read for the decision's write. It empties Change.Withdrawn: the cancels
 // are added once.
-func (ch *Change) CancelWithdrawn(tasks []Task) {
+func (ch *Change) CancelWithdrawn(tasks []store.Task) {
 	defer func() { ch.Withdrawn = nil }()
 	for _, t := range tasks {
 		for _, id := range ch.Withdrawn {

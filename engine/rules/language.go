@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -39,22 +40,22 @@ type Language interface {
 	start(env Env, inst *workflow.Instance, now time.Time) (Change, error)
 	// taskCompleted decides the instance's side of t's completion with
 	// output; the caller has added t's own update (DONE).
-	taskCompleted(env Env, inst *workflow.Instance, t *Task, output json.RawMessage, now time.Time, ch *Change) error
+	taskCompleted(env Env, inst *workflow.Instance, t *store.Task, output json.RawMessage, now time.Time, ch *Change) error
 	// taskFailed decides a failed attempt of t, msg its error: a failure
 	// its worker reported (retryable says whether a retry may help), or
 	// (expired) a lease that ran out. It adds t's update, guarded by t's
 	// lease.
-	taskFailed(env Env, inst *workflow.Instance, t *Task, msg string, retryable, expired bool, now time.Time, ch *Change) error
+	taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg string, retryable, expired bool, now time.Time, ch *Change) error
 	// eventTaken decides the instance's side of ev completing t's step;
 	// the caller adds t's update and checks the state's size.
-	eventTaken(env Env, inst *workflow.Instance, t *Task, ev Event, now time.Time, ch *Change) error
+	eventTaken(env Env, inst *workflow.Instance, t *store.Task, ev Event, now time.Time, ch *Change) error
 	// eventUndelivered fails t's step for good, reason saying why the
 	// event it took cannot be recorded; the caller adds t's update.
-	eventUndelivered(env Env, inst *workflow.Instance, t *Task, reason string, now time.Time, ch *Change) error
+	eventUndelivered(env Env, inst *workflow.Instance, t *store.Task, reason string, now time.Time, ch *Change) error
 	// reopen schedules what an instance that runs again (a resume, or a
 	// retry) runs; write is false when that changes nothing the status
 	// change does not already say.
-	reopen(env Env, inst *workflow.Instance, existing map[string]*Task, retry bool, now time.Time, ch *Change) (write bool)
+	reopen(env Env, inst *workflow.Instance, existing map[string]*store.Task, retry bool, now time.Time, ch *Change) (write bool)
 	// abort ends the language's own record of inst's run for good with
 	// msg, when the instance fails past a limit (failInstance): the rules
 	// have already cancelled its steps' tasks.

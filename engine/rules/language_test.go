@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
 )
@@ -35,9 +36,9 @@ steps:
 `
 
 // only returns the world's one active task.
-func (w *world) only() *Task {
+func (w *world) only() *store.Task {
 	w.t.Helper()
-	var found *Task
+	var found *store.Task
 	for _, tk := range w.tasks {
 		if tk.Status.Active() {
 			if found != nil {
@@ -70,7 +71,7 @@ func TestRetryOfAFailedInstanceDependsOnItsLanguage(t *testing.T) {
 			task := w.deliver(w.only().StepID)
 			ch := w.fail(task.StepID, "boom", true)
 			w.wantStatus(workflow.StatusFailed)
-			if u := ch.Update[0]; u.Task.Status != TaskFailed || u.Guard.Lease != task.Lease || u.Guard.LeaseEnded {
+			if u := ch.Update[0]; u.Task.Status != store.TaskFailed || u.Guard.Lease != task.Lease || u.Guard.LeaseEnded {
 				t.Errorf("the failed attempt's update %+v", u)
 			}
 			_, err := w.act("retry")
@@ -79,7 +80,7 @@ func TestRetryOfAFailedInstanceDependsOnItsLanguage(t *testing.T) {
 					t.Fatalf("retry: %v", err)
 				}
 				w.wantStatus(workflow.StatusRunning)
-				if tk := w.tasks["c"]; tk.Status != TaskQueued {
+				if tk := w.tasks["c"]; tk.Status != store.TaskQueued {
 					t.Errorf("the retried task %+v", tk)
 				}
 				return
@@ -132,7 +133,7 @@ func TestDeliveryInEachLanguage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := start()
 			task := w.only()
-			ch, ok := w.env.Deliver(w.c, w.inst, []Task{*task}, "worker", w.now, time.Minute)
+			ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*task}, "worker", w.now, time.Minute)
 			if !ok {
 				t.Fatal("not delivered")
 			}
@@ -166,7 +167,7 @@ func TestExpiredLeaseOfAServerlessItem(t *testing.T) {
 	}
 	w.apply(ch)
 	w.wantStatus(workflow.StatusRunning)
-	if u := ch.Update[0]; u.Task.Status != TaskQueued || !u.Task.RunAt.Equal(w.now) || u.Guard != (Guard{Lease: task.Lease, LeaseEnded: true}) || !ch.Notify {
+	if u := ch.Update[0]; u.Task.Status != store.TaskQueued || !u.Task.RunAt.Equal(w.now) || u.Guard != (Guard{Lease: task.Lease, LeaseEnded: true}) || !ch.Notify {
 		t.Errorf("the expired attempt's update %+v, notify %v", u, ch.Notify)
 	}
 
@@ -185,7 +186,7 @@ func TestExpiredLeaseOfAServerlessItem(t *testing.T) {
 	if f := rt.Fault; f == nil || f.Type != sw.ErrorTypePrefix+sw.KindTimeout || f.Status != 408 || f.Detail != "attempt 2 timed out" {
 		t.Errorf("fault %+v", f)
 	}
-	if tk := w.tasks[task.StepID]; tk.Status != TaskFailed {
+	if tk := w.tasks[task.StepID]; tk.Status != store.TaskFailed {
 		t.Errorf("the timed-out task %+v", tk)
 	}
 }
@@ -210,7 +211,7 @@ func TestEventInEachLanguage(t *testing.T) {
 			}
 			w.apply(ch)
 			w.wantStatus(workflow.StatusCompleted)
-			if u := ch.Update[len(ch.Update)-1]; u.Task.Status != TaskDone || u.Guard.Status != TaskQueued {
+			if u := ch.Update[len(ch.Update)-1]; u.Task.Status != store.TaskDone || u.Guard.Status != store.TaskQueued {
 				t.Errorf("the waiter's update %+v", u)
 			}
 			// A listen task outputs the data of the events it took.

@@ -6,14 +6,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
 // CheckLease is the fence: only the current, unexpired lease of a leased
 // task may act on it (complete, fail, heartbeat, give back). A stale,
 // revoked or expired lease returns an error wrapping ErrLeaseLost.
-func CheckLease(t *Task, lease string, now time.Time) error {
-	if t.Status != TaskLeased || t.Lease != lease || lease == "" {
+func CheckLease(t *store.Task, lease string, now time.Time) error {
+	if t.Status != store.TaskLeased || t.Lease != lease || lease == "" {
 		return fmt.Errorf("%w: task %s is %s and this lease is not its current one", ErrLeaseLost, t.ID, t.Status)
 	}
 	if !now.Before(t.LeaseUntil) {
@@ -25,7 +26,7 @@ func CheckLease(t *Task, lease string, now time.Time) error {
 // checkHolder is the instance's side of the fence: a lease holder acts only
 // while its instance runs (RUNNING or PAUSED: a paused instance records the
 // attempts in flight) and its step is still RUNNING.
-func checkHolder(inst *workflow.Instance, t *Task) error {
+func checkHolder(inst *workflow.Instance, t *store.Task) error {
 	if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
 		return fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
 	}
@@ -38,9 +39,9 @@ func checkHolder(inst *workflow.Instance, t *Task) error {
 // lease delivers the next attempt of t to owner: a fresh fencing token,
 // the lease ending after lease — or at the step's timeout, which bounds the
 // attempt whatever the heartbeats.
-func (env Env) lease(t *Task, owner string, now time.Time, lease, timeout time.Duration) {
+func (env Env) lease(t *store.Task, owner string, now time.Time, lease, timeout time.Duration) {
 	t.Attempt++
-	t.Status = TaskLeased
+	t.Status = store.TaskLeased
 	t.Lease = env.NewID()
 	t.LeaseOwner = owner
 	t.LeaseUntil = now.Add(lease)
@@ -56,11 +57,11 @@ func (env Env) lease(t *Task, owner string, now time.Time, lease, timeout time.D
 // IsTimer reports whether tasks of queue are timers (sleep steps, and the
 // ticks and timers of Serverless Workflow instances): picking one up
 // changes no state, and a timer that lost its worker just runs again.
-func IsTimer(queue string) bool { return queue == QueueSleep || queue == QueueTick }
+func IsTimer(queue string) bool { return queue == store.QueueSleep || queue == store.QueueTick }
 
 // DeliverTimer leases a claimed timer to owner; the instance is not
 // written (DeliverTimer leaves the step's attempts alone).
-func (env Env) DeliverTimer(t *Task, owner string, now time.Time, lease time.Duration) {
+func (env Env) DeliverTimer(t *store.Task, owner string, now time.Time, lease time.Duration) {
 	env.lease(t, owner, now, lease, 0)
 }
 
@@ -76,7 +77,7 @@ func (env Env) DeliverTimer(t *Task, owner string, now time.Time, lease time.Dur
 // foreach steps alone writes no version: Change.LeasesOnly; nor does a
 // claim that would leave the instance no room for its attempt's outcome
 // below env.MaxVersions (the state does not count that attempt then).
-func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, owner string, now time.Time, lease time.Duration) (ch Change, ok bool) {
+func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []store.Task, owner string, now time.Time, lease time.Duration) (ch Change, ok bool) {
 	if inst.Status != workflow.StatusRunning {
 		return Change{}, false
 	}
@@ -97,7 +98,7 @@ func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []Task, own
 			state.Steps[t.StepID].Attempts = t.Attempt + 1
 		}
 		env.lease(&t, owner, now, lease, c.Language.attemptTimeout(inst, t.StepID))
-		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: Guard{Status: TaskQueued}})
+		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: Guard{Status: store.TaskQueued}})
 	}
 	if len(ch.Update) == 0 {
 		return Change{}, false
@@ -159,7 +160,7 @@ func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease,
 // accepted: while the instance runs (RUNNING or PAUSED), the lease is
 // extended to now+d, never past the attempt's deadline. It returns the new
 // end.
-func ExtendLease(t *Task, inst *workflow.Instance, now time.Time, d time.Duration) (time.Time, error) {
+func ExtendLease(t *store.Task, inst *workflow.Instance, now time.Time, d time.Duration) (time.Time, error) {
 	// The holder's fence, as for a completion: a step withdrawn or
 	// completed another way takes no heartbeat either.
 	if err := checkHolder(inst, t); err != nil {
@@ -176,13 +177,13 @@ func ExtendLease(t *Task, inst *workflow.Instance, now time.Time, d time.Duratio
 // shutdown cut its handler short): queued again at once, with one more
 // attempt in its budget, so the next delivery is attempt+1 and no retry is
 // lost. Only the current lease may give it back.
-func GiveBack(t *Task, lease string, now time.Time) error {
+func GiveBack(t *store.Task, lease string, now time.Time) error {
 	if err := CheckLease(t, lease, now); err != nil {
 		return err
 	}
-	t.Status = TaskQueued
+	t.Status = store.TaskQueued
 	t.RunAt = now
 	t.MaxAttempts++
-	t.clearLease()
+	clearLease(t)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -132,7 +133,7 @@ func DescendantLimitError(root string, max int) string {
 // would run into the limit again. An instance that is not RUNNING (PAUSED)
 // cannot fail: the attempt fails as FailTask fails it without retry.
 // Fencing as for CompleteTask.
-func (env Env) FailForLimit(c *Definition, inst *workflow.Instance, t *Task, lease, msg string, now time.Time) (Change, error) {
+func (env Env) FailForLimit(c *Definition, inst *workflow.Instance, t *store.Task, lease, msg string, now time.Time) (Change, error) {
 	if inst.Status != workflow.StatusRunning {
 		return env.FailTask(c, inst, t, lease, msg, false, now)
 	}
@@ -144,8 +145,8 @@ func (env Env) FailForLimit(c *Definition, inst *workflow.Instance, t *Task, lea
 	}
 	ch := Change{Cause: FailedCause(t)}
 	u := *t
-	u.Status, u.LastError = TaskFailed, msg
-	u.clearLease()
+	u.Status, u.LastError = store.TaskFailed, msg
+	clearLease(&u)
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
 	// (A Serverless Workflow's steps, which mirror its pending items, are
 	// emptied when failInstance aborts its machine.)

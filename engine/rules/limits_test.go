@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
 )
@@ -40,7 +41,7 @@ func TestVersionLimitFailsARetryLoop(t *testing.T) {
 		}
 		// Nothing runs on: the retry the failure queued is cancelled, the
 		// other active step (w WAITING) withdrawn.
-		if a := w.tasks["a"]; a.Status != TaskCancelled || a.Lease != "" || len(last.Insert) != 0 || last.Next != nil {
+		if a := w.tasks["a"]; a.Status != store.TaskCancelled || a.Lease != "" || len(last.Insert) != 0 || last.Next != nil {
 			t.Errorf("max %d: a's task %+v, inserted %v", max, a, last.Insert)
 		}
 		w.wantSteps(map[string]workflow.StepStatus{"a": workflow.StepCancelled, "w": workflow.StepCancelled})
@@ -139,7 +140,7 @@ func swStarted(t *testing.T, doc string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, env: testEnv(), c: c, tasks: map[string]*Task{}, now: t0}
+	w := &world{t: t, env: testEnv(), c: c, tasks: map[string]*store.Task{}, now: t0}
 	w.inst = &workflow.Instance{ID: "wf-1", Definition: "spin", Input: json.RawMessage(`{}`), State: workflow.State{}}
 	ch, err := w.env.Start(w.c, w.inst, w.now)
 	if err != nil {
@@ -154,16 +155,16 @@ func swStarted(t *testing.T, doc string) *world {
 // engine's timer worker does: leased, then completed.
 func (w *world) tick() Change {
 	w.t.Helper()
-	var task *Task
+	var task *store.Task
 	for _, tk := range w.tasks {
-		if tk.Status == TaskQueued {
+		if tk.Status == store.TaskQueued {
 			if task != nil {
 				w.t.Fatalf("two queued tasks: %+v, %+v", task, tk)
 			}
 			task = tk
 		}
 	}
-	if task == nil || task.Queue != QueueTick {
+	if task == nil || task.Queue != store.QueueTick {
 		w.t.Fatalf("no queued tick: %+v", w.tasks)
 	}
 	w.env.DeliverTimer(task, "worker", w.now, time.Minute)
@@ -257,11 +258,11 @@ do:
       call: h
 `)
 	w.env.MaxStateBytes = 2000
-	var task *Task
+	var task *store.Task
 	for _, tk := range w.tasks {
 		task = tk
 	}
-	ch, ok := w.env.Deliver(w.c, w.inst, []Task{*task}, "worker", w.now, time.Minute)
+	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*task}, "worker", w.now, time.Minute)
 	if !ok {
 		t.Fatal("not delivered")
 	}
@@ -298,7 +299,7 @@ steps:
 	if sub := w.step("sub"); sub.Error != msg || !strings.Contains(msg, "top-level workflow root-1 reached --max-descendants (7)") {
 		t.Errorf("sub: %+v", sub)
 	}
-	if tk := w.tasks["sub"]; tk.Status != TaskFailed || tk.Lease != "" || ch.Update[0].Guard.Lease != task.Lease {
+	if tk := w.tasks["sub"]; tk.Status != store.TaskFailed || tk.Lease != "" || ch.Update[0].Guard.Lease != task.Lease {
 		t.Errorf("sub's task %+v, guard %+v", tk, ch.Update[0].Guard)
 	}
 	if ch.Note != "; "+msg || len(ch.Withdrawn) != 1 || ch.Withdrawn[0] != "w" {
@@ -320,7 +321,7 @@ steps:
 	}
 	paused.apply(ch)
 	paused.wantStatus(workflow.StatusPaused)
-	if sub := paused.step("sub"); sub.Status != workflow.StepFailed || paused.tasks["sub"].Status != TaskFailed {
+	if sub := paused.step("sub"); sub.Status != workflow.StepFailed || paused.tasks["sub"].Status != store.TaskFailed {
 		t.Errorf("paused: sub %+v, task %+v", sub, paused.tasks["sub"])
 	}
 }
@@ -341,14 +342,14 @@ do:
           - recover:
               set: {recovered: true}
 `)
-	var task *Task
+	var task *store.Task
 	for _, tk := range w.tasks {
 		task = tk
 	}
-	if task.Queue != QueueChild {
+	if task.Queue != store.QueueChild {
 		t.Fatalf("the first task is %+v", task)
 	}
-	ch, ok := w.env.Deliver(w.c, w.inst, []Task{*task}, "worker", w.now, time.Minute)
+	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*task}, "worker", w.now, time.Minute)
 	if !ok {
 		t.Fatal("not delivered")
 	}

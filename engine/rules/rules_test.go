@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -24,7 +25,7 @@ func TestStartSchedulesTheRootsOfTheDAG(t *testing.T) {
 	w := started(t, diamond, `{"n": 7}`)
 	w.wantSteps(map[string]workflow.StepStatus{"a": workflow.StepRunning, "b": workflow.StepPending, "c": workflow.StepPending, "d": workflow.StepPending})
 	a := w.tasks["a"]
-	if len(w.tasks) != 1 || a == nil || a.Status != TaskQueued || a.Queue != "h" || a.MaxAttempts != workflow.DefaultMaxAttempts || !a.RunAt.Equal(t0) {
+	if len(w.tasks) != 1 || a == nil || a.Status != store.TaskQueued || a.Queue != "h" || a.MaxAttempts != workflow.DefaultMaxAttempts || !a.RunAt.Equal(t0) {
 		t.Fatalf("tasks after start: %+v", w.tasks)
 	}
 	if string(a.Input) != `{"n":7}` {
@@ -56,7 +57,7 @@ func TestCompletionSchedulesDependentsAndSettlesCompleted(t *testing.T) {
 		t.Errorf("completion: cause %q, notify %v", ch.Cause, ch.Notify)
 	}
 	w.wantSteps(map[string]workflow.StepStatus{"a": workflow.StepCompleted, "b": workflow.StepRunning, "c": workflow.StepWaiting, "d": workflow.StepPending})
-	if w.tasks["a"].Status != TaskDone || w.tasks["a"].Lease != "" || w.tasks["c"] != nil {
+	if w.tasks["a"].Status != store.TaskDone || w.tasks["a"].Lease != "" || w.tasks["c"] != nil {
 		t.Errorf("a's task %+v; a wait step has no task: %+v", w.tasks["a"], w.tasks["c"])
 	}
 	if string(w.tasks["b"].Input) != `{"x":1}` {
@@ -84,12 +85,12 @@ steps:
 `, `{}`)
 	before := w.inst.State.Steps["a"].Attempts
 	task := *w.tasks["a"]
-	ch, ok := w.env.Deliver(w.c, w.inst, []Task{task}, "worker", t0, 30*time.Second)
+	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{task}, "worker", t0, 30*time.Second)
 	if !ok || len(ch.Update) != 1 {
 		t.Fatalf("deliver: %+v, %v", ch, ok)
 	}
 	got := ch.Update[0]
-	if got.Task.Status != TaskLeased || got.Task.Attempt != 1 || got.Task.Lease == "" || got.Task.LeaseOwner != "worker" || got.Guard.Status != TaskQueued {
+	if got.Task.Status != store.TaskLeased || got.Task.Attempt != 1 || got.Task.Lease == "" || got.Task.LeaseOwner != "worker" || got.Guard.Status != store.TaskQueued {
 		t.Errorf("leased task: %+v", got)
 	}
 	// The step timeout bounds the attempt: the lease ends with it.
@@ -106,12 +107,12 @@ steps:
 
 func TestTimerDeliveryChangesNoState(t *testing.T) {
 	env := testEnv()
-	task := Task{ID: "t", StepID: "s", Queue: QueueSleep, Status: TaskQueued, MaxAttempts: 1}
+	task := store.Task{ID: "t", StepID: "s", Queue: store.QueueSleep, Status: store.TaskQueued, MaxAttempts: 1}
 	if !IsTimer(task.Queue) || IsTimer("h") {
 		t.Fatal("IsTimer")
 	}
 	env.DeliverTimer(&task, "w", t0, time.Second)
-	if task.Status != TaskLeased || task.Attempt != 1 || !task.LeaseUntil.Equal(t0.Add(time.Second)) || !task.AttemptDeadline.IsZero() {
+	if task.Status != store.TaskLeased || task.Attempt != 1 || !task.LeaseUntil.Equal(t0.Add(time.Second)) || !task.AttemptDeadline.IsZero() {
 		t.Errorf("timer lease: %+v", task)
 	}
 }
@@ -129,7 +130,7 @@ steps:
 	if ch.Cause != `step "a" attempt 1 failed` || !ch.Notify {
 		t.Errorf("failure: cause %q notify %v", ch.Cause, ch.Notify)
 	}
-	if a := w.tasks["a"]; a.Status != TaskQueued || !a.RunAt.Equal(t0.Add(750*time.Millisecond)) || a.Lease != "" || a.LastError != "boom" {
+	if a := w.tasks["a"]; a.Status != store.TaskQueued || !a.RunAt.Equal(t0.Add(750*time.Millisecond)) || a.Lease != "" || a.LastError != "boom" {
 		t.Fatalf("after attempt 1: %+v", a)
 	}
 	w.wantStatus(workflow.StatusRunning)
@@ -159,7 +160,7 @@ steps:
 	w.fail("a", "two", true)
 	w.wantStatus(workflow.StatusFailed)
 	w.wantSteps(map[string]workflow.StepStatus{"a": workflow.StepFailed, "b": workflow.StepCancelled, "c": workflow.StepCancelled, "d": workflow.StepPending})
-	if w.tasks["a"].Status != TaskFailed {
+	if w.tasks["a"].Status != store.TaskFailed {
 		t.Errorf("a's task: %+v", w.tasks["a"])
 	}
 }
@@ -195,7 +196,7 @@ steps:
 		t.Errorf("expiry guard %+v, want the expired lease %q, ended", g, w.tasks["a"].Lease)
 	}
 	w.apply(ch)
-	if a := w.tasks["a"]; a.Status != TaskQueued || !a.RunAt.Equal(w.now) || a.Lease != "" {
+	if a := w.tasks["a"]; a.Status != store.TaskQueued || !a.RunAt.Equal(w.now) || a.Lease != "" {
 		t.Errorf("re-queued at once, without backoff: %+v", a)
 	}
 	w.deliver("a")
@@ -205,25 +206,25 @@ steps:
 	}
 	w.apply(ch)
 	w.wantStatus(workflow.StatusFailed)
-	if w.step("a").Attempts != 2 || w.tasks["a"].Status != TaskFailed {
+	if w.step("a").Attempts != 2 || w.tasks["a"].Status != store.TaskFailed {
 		t.Errorf("the last attempt expired: %+v, %+v", w.step("a"), w.tasks["a"])
 	}
 }
 
 func TestExpiryReasonNamesTheAttemptDeadline(t *testing.T) {
-	task := &Task{Attempt: 2, AttemptDeadline: t0}
+	task := &store.Task{Attempt: 2, AttemptDeadline: t0}
 	if got := ExpiryReason(task, t0); got != "attempt 2 timed out" {
 		t.Errorf("%q", got)
 	}
-	if got := ExpiryReason(&Task{Attempt: 1}, t0); got != "lease expired (attempt 1)" {
+	if got := ExpiryReason(&store.Task{Attempt: 1}, t0); got != "lease expired (attempt 1)" {
 		t.Errorf("%q", got)
 	}
 }
 
 func TestExpiredTimerRunsAgainWithoutUsingAnAttempt(t *testing.T) {
-	task := &Task{Queue: QueueSleep, Status: TaskLeased, Attempt: 1, MaxAttempts: 1, Lease: "l"}
+	task := &store.Task{Queue: store.QueueSleep, Status: store.TaskLeased, Attempt: 1, MaxAttempts: 1, Lease: "l"}
 	ExpireTimer(task, t0)
-	if task.Status != TaskQueued || task.MaxAttempts != 2 || task.Lease != "" || !task.RunAt.Equal(t0) {
+	if task.Status != store.TaskQueued || task.MaxAttempts != 2 || task.Lease != "" || !task.RunAt.Equal(t0) {
 		t.Errorf("%+v", task)
 	}
 }
@@ -236,7 +237,7 @@ func TestExpiryOfAStepNoLongerRunningCancelsOnlyTheTask(t *testing.T) {
 		t.Fatal("an expiry of a stopped instance's task changes the instance")
 	}
 	CancelTask(&task)
-	if task.Status != TaskCancelled || task.Lease != "" {
+	if task.Status != store.TaskCancelled || task.Lease != "" {
 		t.Errorf("%+v", task)
 	}
 }
@@ -248,17 +249,17 @@ func TestFencingRefusesStaleExpiredAndStoppedCompletions(t *testing.T) {
 		name  string
 		lease string
 		now   time.Time
-		prep  func(inst *workflow.Instance, t *Task)
+		prep  func(inst *workflow.Instance, t *store.Task)
 		want  error
 	}{
 		{"stale lease", "someone-else", t0, nil, ErrLeaseLost},
 		{"no lease", "", t0, nil, ErrLeaseLost},
 		{"expired lease", task.Lease, task.LeaseUntil, nil, ErrLeaseLost},
-		{"task no longer leased", task.Lease, t0, func(_ *workflow.Instance, t *Task) { t.Status = TaskQueued }, ErrLeaseLost},
-		{"instance failed", task.Lease, t0, func(i *workflow.Instance, _ *Task) { i.Status = workflow.StatusFailed }, ErrNotRunning},
-		{"instance timed out", task.Lease, t0, func(i *workflow.Instance, _ *Task) { i.Status = workflow.StatusTimedOut }, ErrNotRunning},
-		{"instance cancelled", task.Lease, t0, func(i *workflow.Instance, _ *Task) { i.Status = workflow.StatusCancelled }, ErrNotRunning},
-		{"step completed another way", task.Lease, t0, func(i *workflow.Instance, _ *Task) { i.State.Steps["a"].Status = workflow.StepCompleted }, ErrLeaseLost},
+		{"task no longer leased", task.Lease, t0, func(_ *workflow.Instance, t *store.Task) { t.Status = store.TaskQueued }, ErrLeaseLost},
+		{"instance failed", task.Lease, t0, func(i *workflow.Instance, _ *store.Task) { i.Status = workflow.StatusFailed }, ErrNotRunning},
+		{"instance timed out", task.Lease, t0, func(i *workflow.Instance, _ *store.Task) { i.Status = workflow.StatusTimedOut }, ErrNotRunning},
+		{"instance cancelled", task.Lease, t0, func(i *workflow.Instance, _ *store.Task) { i.Status = workflow.StatusCancelled }, ErrNotRunning},
+		{"step completed another way", task.Lease, t0, func(i *workflow.Instance, _ *store.Task) { i.State.Steps["a"].Status = workflow.StepCompleted }, ErrLeaseLost},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,7 +282,7 @@ func TestFencingRefusesStaleExpiredAndStoppedCompletions(t *testing.T) {
 func TestHeartbeatExtendsTheLeaseUpToTheAttemptDeadline(t *testing.T) {
 	inst := &workflow.Instance{ID: "x", Status: workflow.StatusPaused,
 		State: workflow.State{Steps: map[string]*workflow.StepState{"s": {Status: workflow.StepRunning}}}}
-	task := &Task{StepID: "s", Status: TaskLeased, Lease: "l", LeaseUntil: t0.Add(time.Second), AttemptDeadline: t0.Add(10 * time.Second)}
+	task := &store.Task{StepID: "s", Status: store.TaskLeased, Lease: "l", LeaseUntil: t0.Add(time.Second), AttemptDeadline: t0.Add(10 * time.Second)}
 	until, err := ExtendLease(task, inst, t0, 30*time.Second)
 	if err != nil || !until.Equal(t0.Add(10*time.Second)) {
 		t.Errorf("heartbeat of a paused instance's task: %v, %v", until, err)
@@ -299,11 +300,11 @@ func TestHeartbeatExtendsTheLeaseUpToTheAttemptDeadline(t *testing.T) {
 }
 
 func TestGiveBackKeepsTheAttemptBudget(t *testing.T) {
-	task := &Task{Status: TaskLeased, Lease: "l", Attempt: 2, MaxAttempts: 3, LeaseUntil: t0.Add(time.Second)}
+	task := &store.Task{Status: store.TaskLeased, Lease: "l", Attempt: 2, MaxAttempts: 3, LeaseUntil: t0.Add(time.Second)}
 	if err := GiveBack(task, "other", t0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("a stale lease gives back: %v", err)
 	}
-	if err := GiveBack(task, "l", t0); err != nil || task.Status != TaskQueued || task.MaxAttempts != 4 || task.Lease != "" {
+	if err := GiveBack(task, "l", t0); err != nil || task.Status != store.TaskQueued || task.MaxAttempts != 4 || task.Lease != "" {
 		t.Errorf("give back: %+v, %v", task, err)
 	}
 }
@@ -317,11 +318,11 @@ steps:
   - {id: z, type: sleep, duration: 1s, depends_on: [a]}
 `, `{}`)
 	task := w.deliver("a")
-	ch, err := w.env.CompleteTask(w.c, w.inst, task, task.Lease, json.RawMessage(`1`), NextLease{Queues: []string{"h", QueueSleep}, Owner: "me", Lease: time.Minute}, w.now)
+	ch, err := w.env.CompleteTask(w.c, w.inst, task, task.Lease, json.RawMessage(`1`), NextLease{Queues: []string{"h", store.QueueSleep}, Owner: "me", Lease: time.Minute}, w.now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch.Next == nil || ch.Next.StepID != "b" || ch.Next.Status != TaskLeased || ch.Next.LeaseOwner != "me" || ch.Next.Attempt != 1 {
+	if ch.Next == nil || ch.Next.StepID != "b" || ch.Next.Status != store.TaskLeased || ch.Next.LeaseOwner != "me" || ch.Next.Attempt != 1 {
 		t.Fatalf("next: %+v", ch.Next)
 	}
 	if ch.State.Steps["b"].Attempts != 1 {
@@ -329,7 +330,7 @@ steps:
 	}
 	// The timer is left queued for the claim loop; it still wakes workers.
 	for _, in := range ch.Insert {
-		if in.StepID == "z" && in.Status != TaskQueued {
+		if in.StepID == "z" && in.Status != store.TaskQueued {
 			t.Errorf("timer leased: %+v", in)
 		}
 	}
@@ -352,7 +353,7 @@ steps:
 	}
 	w.wantStatus(workflow.StatusPaused)
 	// A queued task of a paused instance is not delivered.
-	if _, ok := w.env.Deliver(w.c, w.inst, []Task{*w.tasks["b"]}, "w", t0, time.Second); ok {
+	if _, ok := w.env.Deliver(w.c, w.inst, []store.Task{*w.tasks["b"]}, "w", t0, time.Second); ok {
 		t.Error("a paused instance's queued task was delivered")
 	}
 	// The completion of a leased task is recorded; nothing new runs.
@@ -457,10 +458,10 @@ steps:
 	w.wantStatus(workflow.StatusRunning)
 	w.wantSteps(map[string]workflow.StepStatus{"a": workflow.StepRunning, "b": workflow.StepRunning, "c": workflow.StepPending})
 	a, b := w.tasks["a"], w.tasks["b"]
-	if a.Status != TaskQueued || a.MaxAttempts != a.Attempt+2 || a.LastError != "" {
+	if a.Status != store.TaskQueued || a.MaxAttempts != a.Attempt+2 || a.LastError != "" {
 		t.Errorf("a re-queued with a fresh budget: %+v", a)
 	}
-	if b.Lease != "" || b.Status != TaskQueued || bLease == "" {
+	if b.Lease != "" || b.Status != store.TaskQueued || bLease == "" {
 		t.Errorf("b's old lease is fenced off: %+v", b)
 	}
 	// The first retried failure backs off from the initial backoff again.
@@ -513,10 +514,10 @@ func TestActionTransitionTable(t *testing.T) {
 }
 
 func TestCancelReleasesActiveTasksOnly(t *testing.T) {
-	us := CancelTasks([]Task{
-		{ID: "q", Status: TaskQueued}, {ID: "l", Status: TaskLeased, Lease: "x"}, {ID: "d", Status: TaskDone}, {ID: "f", Status: TaskFailed},
+	us := CancelTasks([]store.Task{
+		{ID: "q", Status: store.TaskQueued}, {ID: "l", Status: store.TaskLeased, Lease: "x"}, {ID: "d", Status: store.TaskDone}, {ID: "f", Status: store.TaskFailed},
 	})
-	if len(us) != 2 || us[0].Task.ID != "q" || us[1].Task.ID != "l" || us[1].Task.Status != TaskCancelled || us[1].Task.Lease != "" {
+	if len(us) != 2 || us[0].Task.ID != "q" || us[1].Task.ID != "l" || us[1].Task.Status != store.TaskCancelled || us[1].Task.Lease != "" {
 		t.Errorf("%+v", us)
 	}
 }
@@ -560,7 +561,7 @@ steps:
 			w.wantSteps(map[string]workflow.StepStatus{"w": workflow.StepCompleted})
 		}},
 		{name: "running task step completes and its lease is revoked", step: "a", prep: func(w *world) { w.deliver("a") }, check: func(t *testing.T, w *world, ch Change) {
-			if len(ch.Update) != 1 || ch.Update[0].Task.Status != TaskCancelled || ch.Update[0].Task.Lease != "" {
+			if len(ch.Update) != 1 || ch.Update[0].Task.Status != store.TaskCancelled || ch.Update[0].Task.Lease != "" {
 				t.Errorf("revocation: %+v", ch.Update)
 			}
 			w.wantSteps(map[string]workflow.StepStatus{"a": workflow.StepCompleted, "b": workflow.StepRunning})
@@ -640,7 +641,7 @@ steps:
   - {id: a, type: http, request: {method: POST, url: "https://x/{{ .input.id }}", headers: {X-N: "{{ .input.id }}"}, body: {id: "{{ .input.id }}"}}}
 `, `{"id": "q"}`)
 	a := w.tasks["a"]
-	if a.Queue != QueueHTTP || string(a.Input) != `{"method":"POST","url":"https://x/q","headers":{"X-N":"q"},"body":{"id":"q"}}` {
+	if a.Queue != store.QueueHTTP || string(a.Input) != `{"method":"POST","url":"https://x/q","headers":{"X-N":"q"},"body":{"id":"q"}}` {
 		t.Errorf("%s %s", a.Queue, a.Input)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -36,7 +37,7 @@ func deadline(c *Definition, now time.Time) *time.Time {
 // before (a retry re-queues the same row instead of inserting a second
 // one). A PAUSED instance is left alone: nothing new is scheduled while
 // paused.
-func (env Env) advance(c *Definition, inst *workflow.Instance, existing map[string]*Task, now time.Time, ch *Change) {
+func (env Env) advance(c *Definition, inst *workflow.Instance, existing map[string]*store.Task, now time.Time, ch *Change) {
 	if inst.Status != workflow.StatusRunning {
 		return
 	}
@@ -76,7 +77,7 @@ func settle(c *Definition, inst *workflow.Instance, ch *Change, max int) {
 // render their input and get a queued task. A template that references
 // something missing fails the step at once, without retry. doc is the
 // decision's document (for a foreach expression).
-func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, existing map[string]*Task, now time.Time, ch *Change, doc *workflow.ExprDoc) {
+func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, existing map[string]*store.Task, now time.Time, ch *Change, doc *workflow.ExprDoc) {
 	step, _ := c.Def.Step(id)
 	st := inst.State.Steps[id]
 	if st == nil {
@@ -114,11 +115,11 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 	queue, runAt, budget := step.Handler, now, step.RetryPolicyOrDefault().MaxAttempts
 	switch step.Type {
 	case workflow.StepTypeSleep:
-		queue, runAt, budget = QueueSleep, now.Add(time.Duration(step.Duration)), 1
+		queue, runAt, budget = store.QueueSleep, now.Add(time.Duration(step.Duration)), 1
 	case workflow.StepTypeHTTP:
-		queue = QueueHTTP
+		queue = store.QueueHTTP
 	case workflow.StepTypeWorkflow:
-		queue = QueueChild // its input is the child's input
+		queue = store.QueueChild // its input is the child's input
 	}
 	env.queueTask(inst, id, 0, queue, runAt, budget, input, flow, existing[id], ch)
 }
@@ -126,20 +127,20 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 // queueTask queues the task of step id (iteration: see Task.Iteration)
 // with a budget of attempts: a new row under flow, or prev, the row it ran
 // on before, re-queued (its flow as it was created).
-func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queue string, runAt time.Time, budget int, input json.RawMessage, flow workflow.TaskFlow, prev *Task, ch *Change) {
+func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queue string, runAt time.Time, budget int, input json.RawMessage, flow workflow.TaskFlow, prev *store.Task, ch *Change) {
 	if prev != nil {
 		// The same row, re-queued with a fresh budget and no lease:
 		// whoever still holds the old lease is fenced off.
 		t := *prev
-		t.Queue, t.Status, t.RunAt, t.Input = queue, TaskQueued, runAt, input
+		t.Queue, t.Status, t.RunAt, t.Input = queue, store.TaskQueued, runAt, input
 		t.MaxAttempts = t.Attempt + budget
-		t.clearLease()
+		clearLease(&t)
 		t.LastError = ""
 		ch.Update = append(ch.Update, TaskUpdate{Task: t})
 		return
 	}
-	ch.Insert = append(ch.Insert, Task{
-		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Iteration: iteration, Queue: queue, Status: TaskQueued,
+	ch.Insert = append(ch.Insert, store.Task{
+		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Iteration: iteration, Queue: queue, Status: store.TaskQueued,
 		MaxAttempts: budget, RunAt: runAt, Input: input, Flow: flow,
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
 )
@@ -87,30 +88,30 @@ func (l serverless) start(env Env, inst *workflow.Instance, now time.Time) (Chan
 }
 
 // taskCompleted resumes the machine with the item's outcome.
-func (l serverless) taskCompleted(env Env, inst *workflow.Instance, t *Task, output json.RawMessage, now time.Time, ch *Change) error {
+func (l serverless) taskCompleted(env Env, inst *workflow.Instance, t *store.Task, output json.RawMessage, now time.Time, ch *Change) error {
 	// A tick's outcome is the machine's own evaluation: a state too
 	// large to store cannot be made smaller by completing it again.
 	resume := l.resume
-	if t.Queue == QueueTick {
+	if t.Queue == store.QueueTick {
 		resume = l.resumeBounded
 	}
 	return resume(env, inst, t, swResult(t, output), now, ch)
 }
 
 // eventTaken resumes the listen item with the event as a CloudEvent.
-func (l serverless) eventTaken(env Env, inst *workflow.Instance, t *Task, ev Event, now time.Time, ch *Change) error {
+func (l serverless) eventTaken(env Env, inst *workflow.Instance, t *store.Task, ev Event, now time.Time, ch *Change) error {
 	return l.resume(env, inst, t, sw.Result{Output: swEventOutput(ev)}, now, ch)
 }
 
 // eventUndelivered raises a runtime error at the listen item, for the
 // document's try/catch to handle.
-func (l serverless) eventUndelivered(env Env, inst *workflow.Instance, t *Task, reason string, now time.Time, ch *Change) error {
+func (l serverless) eventUndelivered(env Env, inst *workflow.Instance, t *store.Task, reason string, now time.Time, ch *Change) error {
 	return l.resumeBounded(env, inst, t, sw.Result{Error: swRuntimeError(reason)}, now, ch)
 }
 
 // reopen schedules nothing: the pending items wait in their rows, which a
 // resume makes claimable again. Nothing is written beyond the status.
-func (serverless) reopen(Env, *workflow.Instance, map[string]*Task, bool, time.Time, *Change) bool {
+func (serverless) reopen(Env, *workflow.Instance, map[string]*store.Task, bool, time.Time, *Change) bool {
 	return false
 }
 

@@ -1,6 +1,10 @@
 package rules
 
-import "github.com/flowd/flowd/workflow"
+import (
+	"github.com/flowd/flowd/workflow"
+
+	"github.com/flowd/flowd/store"
+)
 
 // StopsTasks reports whether ch, decided on an instance in status from,
 // stops that instance: it leaves it in a status that stops steps
@@ -22,7 +26,7 @@ func (ch *Change) StopsTasks(from workflow.Status) bool {
 // rows as read) when ch stops its instance (StopsTasks): a stopped
 // instance keeps no task QUEUED or LEASED, in the same write that stops
 // it. A task ch already writes keeps ch's write.
-func (ch *Change) StopTasks(from workflow.Status, tasks []Task) {
+func (ch *Change) StopTasks(from workflow.Status, tasks []store.Task) {
 	if !ch.StopsTasks(from) {
 		return
 	}
@@ -33,7 +37,7 @@ func (ch *Change) StopTasks(from workflow.Status, tasks []Task) {
 	for i := range ch.Insert {
 		written[ch.Insert[i].ID] = true
 	}
-	var rest []Task
+	var rest []store.Task
 	for _, t := range tasks {
 		if !written[t.ID] {
 			rest = append(rest, t)
@@ -47,7 +51,7 @@ func (ch *Change) StopTasks(from workflow.Status, tasks []Task) {
 // they are, and a status that stops the instance cancels its active tasks
 // (tasks: every row of inst). The caller checks the transition; the
 // store's write makes the state's active steps CANCELLED with it.
-func SetStatus(inst *workflow.Instance, to workflow.Status, tasks []Task) Change {
+func SetStatus(inst *workflow.Instance, to workflow.Status, tasks []store.Task) Change {
 	ch := Change{Status: to, State: inst.State, Deadline: inst.Deadline}
 	ch.StopTasks(inst.Status, tasks)
 	return ch

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -12,14 +13,14 @@ import (
 // status that does not stop it, or an instance already stopped, cancels
 // nothing.
 func TestStopTasks(t *testing.T) {
-	rows := []Task{
-		{ID: "queued", Status: TaskQueued},
-		{ID: "leased", Status: TaskLeased, Lease: "l1"},
-		{ID: "done", Status: TaskDone},
-		{ID: "written", Status: TaskLeased, Lease: "l2"},
+	rows := []store.Task{
+		{ID: "queued", Status: store.TaskQueued},
+		{ID: "leased", Status: store.TaskLeased, Lease: "l1"},
+		{ID: "done", Status: store.TaskDone},
+		{ID: "written", Status: store.TaskLeased, Lease: "l2"},
 	}
-	cancelled := func(ch Change) map[string]TaskStatus {
-		m := map[string]TaskStatus{}
+	cancelled := func(ch Change) map[string]store.TaskStatus {
+		m := map[string]store.TaskStatus{}
 		for _, u := range ch.Update {
 			m[u.Task.ID] = u.Task.Status
 		}
@@ -28,15 +29,15 @@ func TestStopTasks(t *testing.T) {
 	for _, tc := range []struct {
 		from, to workflow.Status
 		settled  workflow.Status
-		want     map[string]TaskStatus
+		want     map[string]store.TaskStatus
 	}{
-		{workflow.StatusRunning, workflow.StatusFailed, "", map[string]TaskStatus{"queued": TaskCancelled, "leased": TaskCancelled, "written": TaskQueued}},
-		{workflow.StatusPaused, workflow.StatusCancelled, "", map[string]TaskStatus{"queued": TaskCancelled, "leased": TaskCancelled, "written": TaskQueued}},
-		{workflow.StatusPaused, workflow.StatusRunning, workflow.StatusFailed, map[string]TaskStatus{"queued": TaskCancelled, "leased": TaskCancelled, "written": TaskQueued}},
-		{workflow.StatusRunning, workflow.StatusPaused, "", map[string]TaskStatus{"written": TaskQueued}},
-		{workflow.StatusFailed, workflow.StatusFailed, "", map[string]TaskStatus{"written": TaskQueued}},
+		{workflow.StatusRunning, workflow.StatusFailed, "", map[string]store.TaskStatus{"queued": store.TaskCancelled, "leased": store.TaskCancelled, "written": store.TaskQueued}},
+		{workflow.StatusPaused, workflow.StatusCancelled, "", map[string]store.TaskStatus{"queued": store.TaskCancelled, "leased": store.TaskCancelled, "written": store.TaskQueued}},
+		{workflow.StatusPaused, workflow.StatusRunning, workflow.StatusFailed, map[string]store.TaskStatus{"queued": store.TaskCancelled, "leased": store.TaskCancelled, "written": store.TaskQueued}},
+		{workflow.StatusRunning, workflow.StatusPaused, "", map[string]store.TaskStatus{"written": store.TaskQueued}},
+		{workflow.StatusFailed, workflow.StatusFailed, "", map[string]store.TaskStatus{"written": store.TaskQueued}},
 	} {
-		ch := Change{Status: tc.to, Settled: tc.settled, Update: []TaskUpdate{{Task: Task{ID: "written", Status: TaskQueued}}}}
+		ch := Change{Status: tc.to, Settled: tc.settled, Update: []TaskUpdate{{Task: store.Task{ID: "written", Status: store.TaskQueued}}}}
 		ch.StopTasks(tc.from, rows)
 		got := cancelled(ch)
 		if len(got) != len(tc.want) {

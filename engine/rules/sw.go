@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/sw"
 	"github.com/flowd/flowd/workflow"
 )
@@ -26,16 +27,11 @@ import (
 // interpreter's runtime.
 const SWStateKey = workflow.ServerlessStateKey
 
-// The engine-served queues of Serverless Workflow items besides QueueChild
-// and the event queues: QueueTick holds pure tasks to evaluate and wait
+// The engine-served queues of Serverless Workflow items besides store.QueueChild
+// and the event queues: store.QueueTick holds pure tasks to evaluate and wait
 // timers (claimable only while the instance is RUNNING, so a paused
-// instance evaluates nothing), QueueSWCall the http and openapi calls,
-// QueueSWEmit the events to publish.
-const (
-	QueueTick   = "flowd:tick"
-	QueueSWCall = "flowd:swcall"
-	QueueSWEmit = "flowd:swemit"
-)
+// instance evaluates nothing), store.QueueSWCall the http and openapi calls,
+// store.QueueSWEmit the events to publish.
 
 // swAttempts is the attempt budget of an item's row: a lost worker's
 // delivery runs again, a failure reported by a handler does not (the
@@ -78,7 +74,7 @@ func (env Env) swEnv(inst *workflow.Instance, now time.Time) sw.Env {
 
 // resume resumes the machine with the outcome of item t.StepID and
 // decides the instance's side of the write; the caller adds t's own update.
-func (l serverless) resume(env Env, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
+func (l serverless) resume(env Env, inst *workflow.Instance, t *store.Task, res sw.Result, now time.Time, ch *Change) error {
 	rt, err := SWRuntime(inst.State)
 	if err != nil {
 		return err
@@ -100,7 +96,7 @@ func (l serverless) resume(env Env, inst *workflow.Instance, t *Task, res sw.Res
 // instead): when the next version's state would be larger than
 // env.MaxStateBytes, a RUNNING instance fails in that version, its error
 // naming the limit, instead of being decided again for ever.
-func (l serverless) resumeBounded(env Env, inst *workflow.Instance, t *Task, res sw.Result, now time.Time, ch *Change) error {
+func (l serverless) resumeBounded(env Env, inst *workflow.Instance, t *store.Task, res sw.Result, now time.Time, ch *Change) error {
 	from := inst.Status
 	err := l.resume(env, inst, t, res, now, ch)
 	var big *workflow.StateTooLargeError
@@ -213,34 +209,34 @@ func (env Env) swApply(inst *workflow.Instance, rt *sw.Runtime, step sw.Step, do
 
 // swTask is the task row of item it, and the state.steps entry that
 // mirrors it.
-func swTask(inst *workflow.Instance, it sw.Item, now time.Time) (Task, *workflow.StepState, error) {
-	t := Task{InstanceID: inst.ID, StepID: it.ID, Status: TaskQueued, MaxAttempts: swAttempts, RunAt: now,
+func swTask(inst *workflow.Instance, it sw.Item, now time.Time) (store.Task, *workflow.StepState, error) {
+	t := store.Task{InstanceID: inst.ID, StepID: it.ID, Status: store.TaskQueued, MaxAttempts: swAttempts, RunAt: now,
 		Input: it.Input, Flow: workflow.TaskFlow{Priority: inst.Priority}}
 	st := &workflow.StepState{Status: workflow.StepRunning}
 	switch it.Kind {
 	case sw.ItemTick, sw.ItemTimer:
-		t.Queue, t.MaxAttempts = QueueTick, 1
+		t.Queue, t.MaxAttempts = store.QueueTick, 1
 		if it.RunAt.After(now) {
 			t.RunAt = it.RunAt
 		}
 	case sw.ItemCall:
 		if strings.HasPrefix(it.Handler, "flowd:") || it.Handler == "" {
-			return Task{}, nil, fmt.Errorf("task %s: %q is not a handler name", it.Pointer, it.Handler)
+			return store.Task{}, nil, fmt.Errorf("task %s: %q is not a handler name", it.Pointer, it.Handler)
 		}
 		t.Queue = it.Handler
 	case sw.ItemHTTP:
-		t.Queue = QueueSWCall
+		t.Queue = store.QueueSWCall
 	case sw.ItemEmit:
-		t.Queue = QueueSWEmit
+		t.Queue = store.QueueSWEmit
 	case sw.ItemListen:
 		waiting, _ := json.Marshal(WaitingFor{Name: it.Event, Key: it.Key})
 		t.Queue, t.MaxAttempts, t.Input = workflow.EventQueue(it.Event, it.Key), 1, waiting
 		st.Status = workflow.StepWaiting
 		st.Extra = map[string]json.RawMessage{"event": waiting}
 	case sw.ItemChild:
-		t.Queue = QueueChild
+		t.Queue = store.QueueChild
 	default:
-		return Task{}, nil, fmt.Errorf("task %s: unknown item kind %q", it.Pointer, it.Kind)
+		return store.Task{}, nil, fmt.Errorf("task %s: unknown item kind %q", it.Pointer, it.Kind)
 	}
 	if len(t.Input) == 0 {
 		t.Input = json.RawMessage("null")
@@ -251,15 +247,15 @@ func swTask(inst *workflow.Instance, it sw.Item, now time.Time) (Task, *workflow
 // swResult is the outcome an item's completed task carries: the output of
 // a handler, a child workflow or a timer as it is; an http or emit item's
 // run gives an SWCallResult.
-func swResult(t *Task, output json.RawMessage) sw.Result {
+func swResult(t *store.Task, output json.RawMessage) sw.Result {
 	switch t.Queue {
-	case QueueSWCall, QueueSWEmit:
+	case store.QueueSWCall, store.QueueSWEmit:
 		var r SWCallResult
 		if err := json.Unmarshal(output, &r); err != nil {
 			return sw.Result{Error: swRuntimeError(fmt.Sprintf("the call's result is not readable: %v", err))}
 		}
 		return sw.Result{Output: r.Output, Error: r.Error}
-	case QueueTick:
+	case store.QueueTick:
 		return sw.Result{}
 	}
 	return sw.Result{Output: output}
@@ -281,13 +277,13 @@ func swRuntimeError(detail string) *sw.Error {
 // other failure raises a DSL error at the item's task, for the workflow's
 // try/catch to handle: flowd retries no handler's failure, whether
 // retryable or not.
-func (l serverless) taskFailed(env Env, inst *workflow.Instance, t *Task, msg string, _, expired bool, now time.Time, ch *Change) error {
+func (l serverless) taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg string, _, expired bool, now time.Time, ch *Change) error {
 	u := *t
 	u.LastError = msg
-	u.clearLease()
+	clearLease(&u)
 	timedOut := expired && !t.AttemptDeadline.IsZero() && !now.Before(t.AttemptDeadline)
 	if expired && !timedOut && t.Attempt < t.MaxAttempts && !IsTimer(t.Queue) {
-		u.Status, u.RunAt = TaskQueued, now
+		u.Status, u.RunAt = store.TaskQueued, now
 		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})
 		ch.setInstance(inst)
 		ch.Notify = true
@@ -295,7 +291,7 @@ func (l serverless) taskFailed(env Env, inst *workflow.Instance, t *Task, msg st
 	}
 	if IsTimer(t.Queue) {
 		// A timer whose worker was lost just fires.
-		u.Status = TaskDone
+		u.Status = store.TaskDone
 		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
 		if err := l.resumeBounded(env, inst, t, sw.Result{}, now, ch); err != nil {
 			return err
@@ -304,7 +300,7 @@ func (l serverless) taskFailed(env Env, inst *workflow.Instance, t *Task, msg st
 		ch.Notify = ch.claimable()
 		return nil
 	}
-	u.Status = TaskFailed
+	u.Status = store.TaskFailed
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
 	e := swRuntimeError(msg)
 	if timedOut {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -17,7 +18,7 @@ type world struct {
 	env   Env
 	c     *Definition
 	inst  *workflow.Instance
-	tasks map[string]*Task // by TaskKey: by step, and by step and iteration
+	tasks map[string]*store.Task // by TaskKey: by step, and by step and iteration
 	now   time.Time
 }
 
@@ -49,7 +50,7 @@ func compileDef(t *testing.T, yaml string) *Definition {
 // started returns a world whose instance of yaml has started with input.
 func started(t *testing.T, yaml, input string) *world {
 	t.Helper()
-	w := &world{t: t, env: testEnv(), c: compileDef(t, yaml), tasks: map[string]*Task{}, now: t0}
+	w := &world{t: t, env: testEnv(), c: compileDef(t, yaml), tasks: map[string]*store.Task{}, now: t0}
 	w.inst = &workflow.Instance{ID: "wf-1", Definition: w.c.Def.Name, Input: json.RawMessage(input), State: w.c.Def.InitialState()}
 	ch, err := w.env.Start(w.c, w.inst, w.now)
 	if err != nil {
@@ -91,13 +92,13 @@ func (w *world) apply(ch Change) {
 }
 
 // deliver leases step's task to "worker" as a claim would.
-func (w *world) deliver(step string) *Task {
+func (w *world) deliver(step string) *store.Task {
 	w.t.Helper()
 	task := w.tasks[step]
-	if task == nil || task.Status != TaskQueued {
+	if task == nil || task.Status != store.TaskQueued {
 		w.t.Fatalf("step %s has no queued task: %+v", step, task)
 	}
-	ch, ok := w.env.Deliver(w.c, w.inst, []Task{*task}, "worker", w.now, 30*time.Second)
+	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*task}, "worker", w.now, 30*time.Second)
 	if !ok {
 		w.t.Fatalf("delivering %s: nothing delivered", step)
 	}
