@@ -97,10 +97,11 @@ func TestHeartbeatSurvivesDroppedConnection(t *testing.T) {
 	admin := adminConn(t, addr)
 	ctx := context.Background()
 
-	// heartbeats every ~300ms: under pgxpool's 1s idle ping, so the heartbeat
-	// meets the terminated connection instead of a fresh one (with a longer
-	// lease the pool pings first and the fault is never seen).
-	const lease = 900 * time.Millisecond
+	// Heartbeats every ~500ms, under pgxpool's 1s idle ping, so that the
+	// heartbeat meets a terminated connection (with a 3s lease the fault was
+	// missed); the 1s left for the retry is what reconnecting takes on a
+	// loaded machine (900ms was too short there).
+	const lease = 1500 * time.Millisecond
 	const runFor = 4 * lease / 3 // past the first lease: only heartbeats keep it alive
 	var (
 		started   = make(chan struct{})
