@@ -14,9 +14,8 @@ import (
 // expectedVersion, and writes the result with version+1.
 //
 // The state at a given version never changes, so reading it without a lock and
-// writing with a conditional UPDATE (ReplaceState) is as safe as locking,
-// comparing and writing, and costs one statement under the row lock instead of
-// two. Errors: ErrNotFound; workflow.ErrTerminal;
+// writing it with the guarded write (Apply, guarded by that version) is as
+// safe as locking, comparing and writing. Errors: ErrNotFound; workflow.ErrTerminal;
 // *ConflictError; fn's own error, unchanged, which changes nothing.
 func UpdateState(ctx context.Context, q Querier, id string, expectedVersion int64, fn func(*workflow.State) error, cause string) (*workflow.Instance, error) {
 	inst, err := q.Get(ctx, id)
@@ -37,7 +36,8 @@ func applyAndReplace(ctx context.Context, q Querier, inst *workflow.Instance, ex
 	if err := fn(&state); err != nil {
 		return nil, err // the caller's own error, as it made it
 	}
-	return q.ReplaceState(ctx, inst.ID, expectedVersion, state, cause)
+	return q.Apply(ctx, &Write{ID: inst.ID, ExpectedVersion: expectedVersion, From: inst.Status,
+		Status: inst.Status, State: state, Deadline: inst.Deadline, Cause: cause})
 }
 
 // RetryPolicy shapes the backoff of UpdateWithRetry: before retry n (from 0) it
