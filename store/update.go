@@ -129,8 +129,8 @@ func Retry(ctx context.Context, p RetryPolicy, op func(ctx context.Context) erro
 // it read; on a conflict it backs off and starts over from a fresh read. fn may
 // run several times and must depend only on the state it is given.
 //
-// Under heavy contention on one instance prefer Querier.ModifyState, which
-// locks the row and never conflicts.
+// Under heavy contention on one instance prefer the engine's ModifyState,
+// whose writers of one instance take turns.
 func UpdateWithRetry(ctx context.Context, q Querier, id string, p RetryPolicy, fn func(*workflow.State) error, cause string) (*workflow.Instance, error) {
 	var out *workflow.Instance
 	err := Retry(ctx, p, func(ctx context.Context) error {

@@ -34,7 +34,7 @@ type dbtx interface {
 type querier struct {
 	db dbtx
 	// pool is set when db is the pool, nil when db is a transaction: then
-	// operations that need several statements (ModifyState) run in the
+	// operations that need several statements (a batch, a group) run in the
 	// caller's transaction instead of opening their own.
 	pool *pgxpool.Pool
 	now  func() time.Time

@@ -37,8 +37,8 @@ const (
 	opCreate linOp = iota
 	opGet
 	opUpdate     // UpdateState with an expected version
-	opModify     // ModifyState: increment under the row lock
-	opTransition // TransitionStatus from → to
+	opModify     // Modify: increment, decided again on a conflict
+	opTransition // Transition from → to
 )
 
 type linInput struct {

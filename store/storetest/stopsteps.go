@@ -11,8 +11,8 @@ import (
 
 // A status that stops an instance (COMPLETED, CANCELLED, FAILED, TIMED_OUT)
 // turns its RUNNING and WAITING steps CANCELLED in the same write, on every
-// path that changes a status: ModifyState, TransitionStatus,
-// BatchUpdateStatus and the timeout the sweeper writes with Apply.
+// path that changes a status: Apply (a read-modify-write, a transition, the
+// timeout the sweeper writes) and BatchUpdateStatus.
 var stopStepsTests = []conformanceTest{
 	{"StopSteps_modifyState", testStopStepsModifyState},
 	{"StopSteps_transitionStatus", testStopStepsTransition},
