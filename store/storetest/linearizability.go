@@ -104,7 +104,10 @@ var LinModel = porcupine.Model{
 			return o.ok && o.version == st.version && o.value == st.value && o.status == st.status, st
 		case opUpdate:
 			if st.version != i.expected {
-				return o.conflict && o.version == st.version, st
+				// A conflict carries the actual version, or -1 when the
+				// store could not tell (store.ConflictError): PostgreSQL's
+				// guarded write that lost a race inside its statement.
+				return o.conflict && (o.version == st.version || o.version < 0), st
 			}
 			next := linState{exists: true, version: st.version + 1, value: i.value, status: st.status}
 			return o.ok && o.version == next.version, next
@@ -200,7 +203,7 @@ func RecordHistory(ctx context.Context, q store.Querier, prefix string, size Lin
 					mu.Unlock()
 					return
 				}
-				if out.ok || out.conflict {
+				if out.ok || out.conflict && out.version >= 0 {
 					seen[key] = out.version
 				}
 				mu.Lock()
