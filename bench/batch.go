@@ -119,9 +119,14 @@ func (r *runner) cancelAll(ctx context.Context, rows []idStatus) error {
 	return r.forEach(ctx, (len(rows)+perTx-1)/perTx, func(chunk int) error {
 		return r.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 			for _, row := range rows[chunk*perTx : min((chunk+1)*perTx, len(rows))] {
-				_, err := tx.TransitionStatus(ctx, store.TransitionParams{
-					ID: row.id, From: row.status, To: workflow.StatusCancelled, Cause: "bench cleanup",
-				})
+				inst, err := tx.Get(ctx, row.id)
+				if err == nil && inst.Status != row.status {
+					err = &store.StatusMismatchError{ID: row.id, Expected: row.status, Actual: inst.Status}
+				}
+				if err == nil {
+					_, err = tx.Apply(ctx, &store.Write{ID: row.id, ExpectedVersion: inst.Version, From: inst.Status,
+						Status: workflow.StatusCancelled, State: inst.State, Deadline: inst.Deadline, Cause: "bench cleanup"})
+				}
 				if err != nil {
 					return fmt.Errorf("cancelling %s: %w", row.id, err)
 				}

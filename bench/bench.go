@@ -52,8 +52,9 @@ var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteSt
 
 // Modes of the contended scenario.
 const (
-	// ModeModify uses Querier.ModifyState, which locks the row and reads it in
-	// the same transaction: writers queue on the lock and never conflict.
+	// ModeModify uses the engine's ModifyState: the process's writers of one
+	// instance take turns, and a write that lost a race (another node's) is
+	// read and decided again: no conflict reaches the client.
 	ModeModify = "modify"
 	// ModeRetry uses store.UpdateWithRetry: read, write with the version read,
 	// back off and start over on a conflict (optimistic concurrency on the client).

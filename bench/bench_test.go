@@ -251,7 +251,7 @@ func TestBatchRefusesForeignRows(t *testing.T) {
 	}
 }
 
-// lyingStore acknowledges every fifth write without making it (or, for
+// lyingStore acknowledges every fifth write (Apply) without making it (or, for
 // batches, returns an id twice): the bench must notice from the data.
 type lyingStore struct {
 	store.Backend
@@ -266,39 +266,15 @@ func (l *lyingStore) lie() bool {
 	return true
 }
 
-func (l *lyingStore) ReplaceState(ctx context.Context, id string, expected int64, st workflow.State, cause string) (*workflow.Instance, error) {
+func (l *lyingStore) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
 	if !l.lie() {
-		return l.Backend.ReplaceState(ctx, id, expected, st, cause)
+		return l.Backend.Apply(ctx, w)
 	}
-	inst, err := l.Backend.Get(ctx, id)
+	inst, err := l.Backend.Get(ctx, w.ID)
 	if err != nil {
 		return nil, err
 	}
-	inst.State, inst.Version = st, expected+1
-	return inst, nil
-}
-
-func (l *lyingStore) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
-	if !l.lie() {
-		return l.Backend.ModifyState(ctx, id, fn, cause)
-	}
-	inst, err := l.Backend.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	inst.Version++
-	return inst, fn(inst)
-}
-
-func (l *lyingStore) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
-	if !l.lie() {
-		return l.Backend.CompleteStep(ctx, p)
-	}
-	inst, err := l.Backend.Get(ctx, p.ID)
-	if err != nil {
-		return nil, err
-	}
-	inst.Version++
+	inst.Status, inst.State, inst.Version = w.FinalStatus(), w.State, w.NewVersion()
 	return inst, nil
 }
 
@@ -404,9 +380,9 @@ type countingStore struct {
 	writes atomic.Int64
 }
 
-func (c *countingStore) ReplaceState(ctx context.Context, id string, expected int64, st workflow.State, cause string) (*workflow.Instance, error) {
+func (c *countingStore) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
 	c.writes.Add(1)
-	return c.Backend.ReplaceState(ctx, id, expected, st, cause)
+	return c.Backend.Apply(ctx, w)
 }
 
 // Measuring spans exactly the clients' operations: none before it is

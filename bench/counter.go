@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -15,7 +17,7 @@ import (
 // batch scenario (RUNNING ↔ PAUSED) never sees them in a shared database.
 
 // updateScenario: each op reads a random instance (Get) and writes counter+1
-// with one conditional ReplaceState at the version it read: one read and one
+// with one guarded write (Apply) at the version it read: one read and one
 // conditional write, the work of the pgbench script of scripts/bench-compare.
 // (store.UpdateState would read the row a second time.) A version mismatch is
 // a conflict: counted, not retried.
@@ -54,7 +56,8 @@ func (u *updateScenario) client(ctx context.Context, c *client) {
 			if err := increment(&inst.State); err != nil {
 				return err
 			}
-			_, err = s.ReplaceState(ctx, id, inst.Version, inst.State, "bench update")
+			_, err = s.Apply(ctx, &store.Write{ID: id, ExpectedVersion: inst.Version, From: inst.Status,
+				Status: inst.Status, State: inst.State, Deadline: inst.Deadline, Cause: "bench update"})
 			return err
 		})
 		switch {
@@ -96,9 +99,11 @@ func (u *updateScenario) verify(ctx context.Context, res *Result) error {
 func (u *updateScenario) close() {}
 
 // contendedScenario: every client increments the counter of one instance,
-// with ModifyState (row lock, no conflicts) or UpdateWithRetry.
+// with the engine's ModifyState (writers take turns in the process and a
+// lost race is decided again: no conflicts) or UpdateWithRetry.
 type contendedScenario struct {
 	r                  *runner
+	eng                *engine.Engine // ModeModify's
 	id                 string
 	before             *workflow.Instance
 	successes, unknown atomic.Int64
@@ -106,6 +111,13 @@ type contendedScenario struct {
 
 func (h *contendedScenario) prepare(ctx context.Context) error {
 	h.id = h.r.prefix + "hot"
+	if h.r.cfg.Mode != ModeRetry {
+		eng, err := engine.New(engine.Config{Store: h.r.s, Logger: slog.New(slog.DiscardHandler), Workers: &h.r.cfg.Workers})
+		if err != nil {
+			return err
+		}
+		h.eng = eng
+	}
 	inst, err := h.r.s.Create(ctx, store.CreateParams{ID: h.id, State: counterState(h.r.cfg.StateSize), Cause: "bench prepare"})
 	h.before = inst
 	return err
@@ -122,7 +134,7 @@ func (h *contendedScenario) client(ctx context.Context, c *client) {
 			if h.r.cfg.Mode == ModeRetry {
 				_, err = store.UpdateWithRetry(ctx, s, h.id, policy, increment, "bench contended")
 			} else {
-				_, err = s.ModifyState(ctx, h.id, modify, "bench contended")
+				_, err = h.eng.ModifyState(ctx, h.id, modify, "bench contended")
 			}
 			return err
 		})

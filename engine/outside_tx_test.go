@@ -11,6 +11,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -126,7 +127,7 @@ func (h *holder) writeBeside(t *testing.T) {
 		}
 		h.writes++
 		state := workflow.State{Variables: map[string]json.RawMessage{"n": json.RawMessage(fmt.Sprint(h.writes))}}
-		_, err = h.n.st.ReplaceState(ctx, h.bystander, cur.Version, state, "patch")
+		_, err = storetest.Replace(ctx, h.n.st, h.bystander, cur.Version, state, "patch")
 		return err
 	})
 	write("a start of another workflow", func(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/postgres"
 	"github.com/flowd/flowd/store/sqlite"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -54,7 +55,7 @@ func finishMany(t *testing.T, st store.Backend, prefix, def string, n int, statu
 			if _, err := tx.Create(t.Context(), store.CreateParams{ID: ids[i], Definition: def, Status: workflow.StatusRunning}); err != nil {
 				return err
 			}
-			if _, err := tx.TransitionStatus(t.Context(), store.TransitionParams{ID: ids[i], From: workflow.StatusRunning, To: status}); err != nil {
+			if _, err := storetest.Transition(t.Context(), tx, store.TransitionParams{ID: ids[i], From: workflow.StatusRunning, To: status}); err != nil {
 				return err
 			}
 		}
@@ -131,11 +132,11 @@ func TestRetentionSweepAcrossNodes(t *testing.T) {
 		}
 	}
 	for _, id := range live[1:] {
-		if _, err := seed.TransitionStatus(t.Context(), store.TransitionParams{ID: id, From: workflow.StatusPending, To: workflow.StatusRunning}); err != nil {
+		if _, err := storetest.Transition(t.Context(), seed, store.TransitionParams{ID: id, From: workflow.StatusPending, To: workflow.StatusRunning}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := seed.TransitionStatus(t.Context(), store.TransitionParams{ID: "live-paused", From: workflow.StatusRunning, To: workflow.StatusPaused}); err != nil {
+	if _, err := storetest.Transition(t.Context(), seed, store.TransitionParams{ID: "live-paused", From: workflow.StatusRunning, To: workflow.StatusPaused}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Hour)

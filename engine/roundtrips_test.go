@@ -16,6 +16,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -34,7 +35,7 @@ func (s *moveOnClaim) ClaimTasks(ctx context.Context, p store.ClaimParams, decid
 		if len(locked) > 0 {
 			s.claims.Add(1)
 			s.once.Do(func() {
-				_, s.err = s.Backend.ModifyState(ctx, locked[0].Task.InstanceID, func(inst *workflow.Instance) error {
+				_, s.err = storetest.Modify(ctx, s.Backend, locked[0].Task.InstanceID, func(inst *workflow.Instance) error {
 					return inst.State.SetVar("moved", true)
 				}, "moved on")
 			})

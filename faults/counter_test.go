@@ -20,6 +20,7 @@ import (
 
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -98,7 +99,7 @@ func (w *workload) incrementOnce(ctx context.Context, tg *target) error {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if tg.modify {
-		_, err := w.st.ModifyState(ctx, tg.id, func(inst *workflow.Instance) error { return increment(&inst.State) }, "increment")
+		_, err := storetest.Modify(ctx, w.st, tg.id, func(inst *workflow.Instance) error { return increment(&inst.State) }, "increment")
 		return err
 	}
 	_, err := store.UpdateWithRetry(ctx, w.st, tg.id, fastRetry, increment, "increment")

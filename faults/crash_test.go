@@ -21,6 +21,7 @@ import (
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/postgres"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -55,7 +56,7 @@ func TestCrashTxProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	err = st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		inst, err := tx.ModifyState(ctx, id, func(inst *workflow.Instance) error { return increment(&inst.State) }, crashTxCause)
+		inst, err := storetest.Modify(ctx, tx, id, func(inst *workflow.Instance) error { return increment(&inst.State) }, crashTxCause)
 		if err != nil {
 			return err
 		}
@@ -189,7 +190,7 @@ func TestKilledMidTransaction(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
 	go func() {
-		inst, err := st.ModifyState(wctx, id, func(inst *workflow.Instance) error { return increment(&inst.State) }, "survivor")
+		inst, err := storetest.Modify(wctx, st, id, func(inst *workflow.Instance) error { return increment(&inst.State) }, "survivor")
 		written <- result{inst, err, time.Now()}
 	}()
 	waiting := waitFor(10*time.Second, func() bool {

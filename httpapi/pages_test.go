@@ -15,6 +15,7 @@ import (
 
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -143,7 +144,7 @@ func TestHistoryPageByteBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 9 {
-				if inst, err = st.ReplaceState(t.Context(), "h", inst.Version, bigState(1000+int(inst.Version)), "grow"); err != nil {
+				if inst, err = storetest.Replace(t.Context(), st, "h", inst.Version, bigState(1000+int(inst.Version)), "grow"); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -24,7 +25,7 @@ func TestWorkflowsDeletedCounts(t *testing.T) {
 		if _, err := s.Create(ctx, store.CreateParams{ID: id, Status: workflow.StatusRunning}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.TransitionStatus(ctx, store.TransitionParams{ID: id, From: workflow.StatusRunning, To: workflow.StatusCompleted}); err != nil {
+		if _, err := storetest.Transition(ctx, s, store.TransitionParams{ID: id, From: workflow.StatusRunning, To: workflow.StatusCompleted}); err != nil {
 			t.Fatal(err)
 		}
 	}

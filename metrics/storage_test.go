@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -50,7 +51,7 @@ func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
 	if _, err := base.SetMaxPageCount(ctx, 1); err != nil { // clamped to the current size
 		t.Fatal(err)
 	}
-	_, err := s.ReplaceState(ctx, "w", 0, bigState(), "grow")
+	_, err := storetest.Replace(ctx, s, "w", 0, bigState(), "grow")
 	if !errors.Is(err, store.ErrStorageFull) {
 		t.Fatalf("a write past max_page_count = %v, want ErrStorageFull", err)
 	}
@@ -70,7 +71,7 @@ func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		_, err := tx.ModifyState(ctx, "w", func(inst *workflow.Instance) error {
+		_, err := storetest.Modify(ctx, tx, "w", func(inst *workflow.Instance) error {
 			inst.State = bigState()
 			return nil
 		}, "grow in a transaction")

@@ -95,38 +95,10 @@ func (q instrumentedQuerier) Create(ctx context.Context, p store.CreateParams) (
 	return inst, err
 }
 
-func (q instrumentedQuerier) ReplaceState(ctx context.Context, id string, v int64, st workflow.State, cause string) (*workflow.Instance, error) {
-	start := time.Now()
-	inst, err := q.Querier.ReplaceState(ctx, id, v, st, cause)
-	q.observe("update_state", start, err, true)
-	return inst, err
-}
-
-func (q instrumentedQuerier) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
-	start := time.Now()
-	inst, err := q.Querier.ModifyState(ctx, id, fn, cause)
-	q.observe("modify_state", start, err, true)
-	return inst, err
-}
-
 func (q instrumentedQuerier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
 	start := time.Now()
 	inst, err := q.Querier.Apply(ctx, w)
 	q.observe("apply", start, err, true)
-	return inst, err
-}
-
-func (q instrumentedQuerier) TransitionStatus(ctx context.Context, p store.TransitionParams) (*workflow.Instance, error) {
-	start := time.Now()
-	inst, err := q.Querier.TransitionStatus(ctx, p)
-	q.observe("transition_status", start, err, true)
-	return inst, err
-}
-
-func (q instrumentedQuerier) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
-	start := time.Now()
-	inst, err := q.Querier.CompleteStep(ctx, p)
-	q.observe("complete_step", start, err, true)
 	return inst, err
 }
 

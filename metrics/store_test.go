@@ -143,15 +143,12 @@ func TestRecordedOpsAreKnown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = s.ReplaceState(ctx, "w", inst.Version, inst.State, "test")
-	_, _ = s.ModifyState(ctx, "w", func(*workflow.Instance) error { return nil }, "test")
-	_, _ = s.TransitionStatus(ctx, store.TransitionParams{ID: "w", From: workflow.StatusRunning, To: workflow.StatusPaused})
-	_, _ = s.CompleteStep(ctx, store.CompleteStepParams{ID: "w", StepID: "a", ExpectedVersion: 3})
+	_, _ = s.Apply(ctx, &store.Write{ID: "w", ExpectedVersion: inst.Version, From: inst.Status, Status: workflow.StatusPaused, State: inst.State, Cause: "test"})
 	_, _ = s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusRunning, UpdatedBefore: time.Now().Add(time.Hour), Limit: 1})
 	if got := gatherOps(t, m); len(got) != before {
 		t.Errorf("ops recorded: %v; %d were pre-created (metrics.Ops = %v)", got, before, metrics.Ops)
 	}
-	for op, n := range map[string]float64{"update_state": 1, "modify_state": 1, "transition_status": 1, "complete_step": 1, "batch_status": 1} {
+	for op, n := range map[string]float64{"create": 1, "apply": 1, "batch_status": 1} {
 		if got := stateUpdates(t, m, op, metrics.ResultOK); got != n {
 			t.Errorf("flowd_state_updates_total{op=%q,result=\"ok\"} = %v, want %v", op, got, n)
 		}

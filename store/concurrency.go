@@ -51,7 +51,7 @@ func (e *ConcurrencyLimitError) Is(target error) bool { return target == ErrConc
 // concurrency limits. The limit itself is enforced by the stores' writes:
 // every write that moves an instance with a concurrency slot from a status
 // that holds none into RUNNING or PAUSED (Create, Apply, ApplyGroup,
-// TransitionStatus, ModifyState, BatchUpdateStatus) checks, in the same
+// BatchUpdateStatus) checks, in the same
 // transaction and under a lock of the key (PostgreSQL: an advisory
 // transaction lock; SQLite: its single writer), that fewer than the limit
 // of the key's instances hold one, and a Create of such an instance also

@@ -7,13 +7,13 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// Modify is the part of Querier.ModifyState that does not touch the
-// database, written once so that every backend gives fn the same thing and
-// checks its result the same way: cur is the instance as read under the row
-// lock. fn gets a copy of it, so that a failed fn leaves nothing behind and
+// Modify is the decision of a read-modify-write of an instance (the
+// engine's ModifyState), written once so that every writer gives fn the same
+// thing and checks its result the same way: cur is the instance as read.
+// fn gets a copy of it, so that a failed fn leaves nothing behind and
 // an fn that keeps references into its argument cannot change what the
 // backend stores; the copy's State, Status and Deadline, checked, are
-// returned as the instance to write (version and times are the backend's).
+// returned as the instance to write (version and times are the store's).
 // Errors: ErrInvalidArgument for a nil fn; workflow.ErrTerminal;
 // fn's own error, unchanged; workflow.ErrInvalidTransition;
 // workflow.ErrInvalidState.

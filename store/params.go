@@ -144,22 +144,6 @@ func (p *TransitionParams) Normalize() error {
 	return nil
 }
 
-// Normalize fills the defaults of p.
-func (p *CompleteStepParams) Normalize() error {
-	out := bytes.TrimSpace(p.Output)
-	if len(out) == 0 {
-		out = []byte("null")
-	}
-	if !json.Valid(out) {
-		return fmt.Errorf("%w: output is not valid JSON", ErrInvalidArgument)
-	}
-	p.Output = json.RawMessage(out)
-	if p.Cause == "" {
-		p.Cause = fmt.Sprintf("complete step %q", p.StepID)
-	}
-	return nil
-}
-
 // Normalize checks limit, statuses and the transition before any I/O.
 func (p *BatchStatusParams) Normalize() error {
 	if p.Limit < 1 || p.Limit > MaxBatchLimit {

@@ -249,32 +249,6 @@ func TestTransitionParamsNormalize(t *testing.T) {
 	}
 }
 
-func TestCompleteStepParamsNormalize(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"", "null"}, {" \n", "null"}, {"null", "null"}, {` {"a": 1} `, `{"a": 1}`}, {`7`, `7`},
-	} {
-		p := store.CompleteStepParams{ID: "w", StepID: "s"}
-		if c.in != "" {
-			p.Output = json.RawMessage(c.in)
-		}
-		if err := p.Normalize(); err != nil || string(p.Output) != c.want || p.Cause != `complete step "s"` {
-			t.Errorf("Normalize(output %q) = output %q, cause %q, %v; want %q, `complete step \"s\"`", c.in, p.Output, p.Cause, err, c.want)
-		}
-	}
-	for _, out := range []string{`{`, `nope`, `1 2`} {
-		p := store.CompleteStepParams{ID: "w", StepID: "s", Output: json.RawMessage(out)}
-		if err := p.Normalize(); !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("Normalize(output %q) = %v, want ErrInvalidArgument", out, err)
-		}
-	}
-	// The step id is not validated here: an unknown (even hostile) step is the
-	// store's ErrUnknownStep, a 404, not a 400.
-	p := store.CompleteStepParams{ID: "w", StepID: "a,b}", Cause: "c"}
-	if err := p.Normalize(); err != nil || p.Cause != "c" {
-		t.Errorf("Normalize with a hostile step id = %v, cause %q", err, p.Cause)
-	}
-}
-
 func TestBatchStatusParamsNormalize(t *testing.T) {
 	ok := store.BatchStatusParams{Status: workflow.StatusRunning, NewStatus: workflow.StatusTimedOut, UpdatedBefore: time.Now(), Limit: 1}
 	p := ok

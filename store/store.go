@@ -51,39 +51,6 @@ type Querier interface {
 	// A malformed cursor returns ErrInvalidCursor.
 	List(ctx context.Context, p ListParams) (ListPage, error)
 
-	// ReplaceState writes newState if the instance is at expectedVersion, in one
-	// conditional statement (no read under lock). Errors: ErrNotFound; a
-	// *ConflictError (errors.Is ErrConflict) carrying the actual version;
-	// workflow.ErrTerminal; workflow.ErrInvalidState.
-	ReplaceState(ctx context.Context, id string, expectedVersion int64, newState workflow.State, cause string) (*workflow.Instance, error)
-
-	// ModifyState locks the row, calls fn with the current instance and writes
-	// what fn left in inst.State, inst.Status and inst.Deadline, all in one
-	// transaction: it never conflicts with other writers (a server-side
-	// read-modify-write). fn gets a copy of the instance (see Modify, which
-	// every backend uses) and is not called for a terminal instance
-	// (workflow.ErrTerminal); a nil fn is ErrInvalidArgument. A status change must be in the transition table
-	// (workflow.ErrInvalidTransition); changes to other fields are ignored.
-	// fn's error aborts the change and is returned unchanged: it is the
-	// caller's own, and its message reaches API clients as it was written.
-	// Errors: ErrNotFound, workflow.ErrTerminal, workflow.ErrInvalidState,
-	// workflow.ErrInvalidTransition.
-	ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error)
-
-	// TransitionStatus moves the instance from p.From to p.To atomically.
-	// Errors: workflow.ErrInvalidTransition (checked before any I/O);
-	// ErrNotFound; a *StatusMismatchError (errors.Is ErrStatusMismatch) when the
-	// current status is not p.From — nothing happened in that case. When
-	// p.ExpectedVersion is set, a version mismatch is a *ConflictError.
-	TransitionStatus(ctx context.Context, p TransitionParams) (*workflow.Instance, error)
-
-	// CompleteStep sets state.steps[StepID] to COMPLETED with Output, if the
-	// instance is at ExpectedVersion. It does not change the instance status.
-	// Errors: ErrNotFound; workflow.ErrTerminal; workflow.ErrUnknownStep (the
-	// step is not in state.steps); workflow.ErrStepCompleted; *ConflictError.
-	// The step id is only ever data: never spliced into SQL or a JSON path.
-	CompleteStep(ctx context.Context, p CompleteStepParams) (*workflow.Instance, error)
-
 	// BatchUpdateStatus moves at most p.Limit instances whose status is p.Status
 	// and whose updated_at is before p.UpdatedBefore (and, with p.IDs, that
 	// are among them) to p.NewStatus, oldest updated_at first, each version
@@ -275,7 +242,8 @@ type ListPage struct {
 	NextCursor string // "" on the last page
 }
 
-// TransitionParams are the inputs of Querier.TransitionStatus.
+// TransitionParams are the inputs of a status transition (the engine's
+// Transition).
 type TransitionParams struct {
 	ID   string
 	From workflow.Status
@@ -284,15 +252,6 @@ type TransitionParams struct {
 	// version.
 	ExpectedVersion *int64
 	Cause           string // default "status FROM→TO"
-}
-
-// CompleteStepParams are the inputs of Querier.CompleteStep.
-type CompleteStepParams struct {
-	ID              string
-	StepID          string
-	Output          json.RawMessage // nil means JSON null
-	ExpectedVersion int64
-	Cause           string // default "complete step STEP"
 }
 
 // BatchStatusParams are the inputs of Querier.BatchUpdateStatus.

@@ -14,9 +14,8 @@ import (
 // expectedVersion, and writes the result with version+1.
 //
 // The state at a given version never changes, so reading it without a lock and
-// writing with a conditional UPDATE (ReplaceState) is as safe as locking,
-// comparing and writing, and costs one statement under the row lock instead of
-// two. Errors: ErrNotFound; workflow.ErrTerminal;
+// writing it with the guarded write (Apply, guarded by that version) is as
+// safe as locking, comparing and writing. Errors: ErrNotFound; workflow.ErrTerminal;
 // *ConflictError; fn's own error, unchanged, which changes nothing.
 func UpdateState(ctx context.Context, q Querier, id string, expectedVersion int64, fn func(*workflow.State) error, cause string) (*workflow.Instance, error) {
 	inst, err := q.Get(ctx, id)
@@ -37,7 +36,8 @@ func applyAndReplace(ctx context.Context, q Querier, inst *workflow.Instance, ex
 	if err := fn(&state); err != nil {
 		return nil, err // the caller's own error, as it made it
 	}
-	return q.ReplaceState(ctx, inst.ID, expectedVersion, state, cause)
+	return q.Apply(ctx, &Write{ID: inst.ID, ExpectedVersion: expectedVersion, From: inst.Status,
+		Status: inst.Status, State: state, Deadline: inst.Deadline, Cause: cause})
 }
 
 // RetryPolicy shapes the backoff of UpdateWithRetry: before retry n (from 0) it
@@ -129,8 +129,8 @@ func Retry(ctx context.Context, p RetryPolicy, op func(ctx context.Context) erro
 // it read; on a conflict it backs off and starts over from a fresh read. fn may
 // run several times and must depend only on the state it is given.
 //
-// Under heavy contention on one instance prefer Querier.ModifyState, which
-// locks the row and never conflicts.
+// Under heavy contention on one instance prefer the engine's ModifyState,
+// whose writers of one instance take turns.
 func UpdateWithRetry(ctx context.Context, q Querier, id string, p RetryPolicy, fn func(*workflow.State) error, cause string) (*workflow.Instance, error) {
 	var out *workflow.Instance
 	err := Retry(ctx, p, func(ctx context.Context) error {

@@ -247,7 +247,7 @@ func TestRetryable(t *testing.T) {
 	}
 }
 
-// fakeQuerier holds one instance in memory. ReplaceState conflicts (after a
+// fakeQuerier holds one instance in memory. Apply conflicts (after a
 // concurrent writer's version bump) conflictsLeft times before it writes.
 type fakeQuerier struct {
 	store.Querier // other methods are not used: calling one panics
@@ -276,7 +276,8 @@ func (f *fakeQuerier) Get(_ context.Context, id string) (*workflow.Instance, err
 	return &c, nil
 }
 
-func (f *fakeQuerier) ReplaceState(_ context.Context, id string, expected int64, st workflow.State, cause string) (*workflow.Instance, error) {
+func (f *fakeQuerier) Apply(_ context.Context, w *store.Write) (*workflow.Instance, error) {
+	id, expected, st, cause := w.ID, w.ExpectedVersion, w.State, w.Cause
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.replaces++

@@ -91,38 +91,6 @@ func (s *tracedStore) List(ctx context.Context, p store.ListParams) (store.ListP
 	return page, err
 }
 
-func (s *tracedStore) ReplaceState(ctx context.Context, id string, v int64, st workflow.State, cause string) (*workflow.Instance, error) {
-	ctx, span := s.start(ctx, "replace_state")
-	span.SetAttributes(AttrWorkflowID.String(id))
-	inst, err := s.Backend.ReplaceState(ctx, id, v, st, cause)
-	end(span, err)
-	return inst, err
-}
-
-func (s *tracedStore) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
-	ctx, span := s.start(ctx, "modify_state")
-	span.SetAttributes(AttrWorkflowID.String(id))
-	inst, err := s.Backend.ModifyState(ctx, id, fn, cause)
-	end(span, err)
-	return inst, err
-}
-
-func (s *tracedStore) TransitionStatus(ctx context.Context, p store.TransitionParams) (*workflow.Instance, error) {
-	ctx, span := s.start(ctx, "transition_status")
-	span.SetAttributes(AttrWorkflowID.String(p.ID))
-	inst, err := s.Backend.TransitionStatus(ctx, p)
-	end(span, err)
-	return inst, err
-}
-
-func (s *tracedStore) CompleteStep(ctx context.Context, p store.CompleteStepParams) (*workflow.Instance, error) {
-	ctx, span := s.start(ctx, "complete_step")
-	span.SetAttributes(AttrWorkflowID.String(p.ID), AttrStep.String(p.StepID))
-	inst, err := s.Backend.CompleteStep(ctx, p)
-	end(span, err)
-	return inst, err
-}
-
 func (s *tracedStore) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
 	ctx, span := s.start(ctx, "batch_status")
 	ids, err := s.Backend.BatchUpdateStatus(ctx, p)

@@ -40,6 +40,7 @@ import (
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/sqlite"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/web"
 	"github.com/flowd/flowd/workflow"
 )
@@ -1053,7 +1054,7 @@ func TestDashboardHistoryPages(t *testing.T) {
 	err := f.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
 		for v := 1; v < versions; v++ {
 			st := workflow.State{Variables: map[string]json.RawMessage{"n": json.RawMessage(strconv.Itoa(v))}}
-			if _, err := tx.ReplaceState(ctx, "long", int64(v-1), st, "patch"); err != nil {
+			if _, err := storetest.Replace(ctx, tx, "long", int64(v-1), st, "patch"); err != nil {
 				return fmt.Errorf("version %d: %w", v, err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/sqlite"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -37,7 +38,7 @@ func TestServeRetention(t *testing.T) {
 		if _, err := st.Create(t.Context(), store.CreateParams{ID: c.id, Status: workflow.StatusRunning}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.TransitionStatus(t.Context(), store.TransitionParams{ID: c.id, From: workflow.StatusRunning, To: c.end}); err != nil {
+		if _, err := storetest.Transition(t.Context(), st, store.TransitionParams{ID: c.id, From: workflow.StatusRunning, To: c.end}); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -21,7 +22,7 @@ func TestTasksOnlyStatusGuardSeesCommittedRetry(t *testing.T) {
 	ctx := t.Context()
 	inst := create(t, s, store.CreateParams{ID: "w", Status: workflow.StatusRunning,
 		Tasks: []*store.Task{{StepID: "a", Queue: "q", MaxAttempts: 3, RunAt: now}}})
-	failed, err := s.TransitionStatus(ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusFailed})
+	failed, err := storetest.Transition(ctx, s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusFailed})
 	if err != nil {
 		t.Fatal(err)
 	}

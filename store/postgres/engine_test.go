@@ -784,10 +784,10 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 		if _, err := s.Get(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.ReplaceState(ctx, id, 0, state, "replace"); err != nil {
+		if _, err := storetest.Replace(ctx, s, id, 0, state, "replace"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: id, StepID: "a", ExpectedVersion: 1}); err != nil {
+		if _, err := storetest.CompleteStep(ctx, s, storetest.StepParams{ID: id, StepID: "a", ExpectedVersion: 1}); err != nil {
 			t.Fatal(err)
 		}
 		err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
@@ -800,7 +800,7 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			if err := storetest.InsertTasks(ctx, tx, []*store.Task{task}); err != nil {
 				return err
 			}
-			if _, err := tx.ModifyState(ctx, id, func(inst *workflow.Instance) error {
+			if _, err := storetest.Modify(ctx, tx, id, func(inst *workflow.Instance) error {
 				inst.State.Steps["b"].Status = workflow.StepRunning
 				return nil
 			}, "claim"); err != nil {
@@ -818,7 +818,7 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.TransitionStatus(ctx, store.TransitionParams{ID: id, From: workflow.StatusRunning, To: workflow.StatusPaused}); err != nil {
+		if _, err := storetest.Transition(ctx, s, store.TransitionParams{ID: id, From: workflow.StatusRunning, To: workflow.StatusPaused}); err != nil {
 			t.Fatal(err)
 		}
 		// The engine's start (at the latest revision) and claim.

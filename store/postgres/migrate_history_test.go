@@ -122,7 +122,7 @@ func TestHistoryMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur.State.Variables["after"] = json.RawMessage(`[null]`)
-	if _, err := s.ReplaceState(ctx, grown.ID, cur.Version, cur.State, "after"); err != nil {
+	if _, err := storetest.Replace(ctx, s, grown.ID, cur.Version, cur.State, "after"); err != nil {
 		t.Fatal(err)
 	}
 	after, err := s.Get(ctx, grown.ID)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -94,9 +95,9 @@ func stepsState(steps map[string]workflow.StepStatus) workflow.State {
 	return s
 }
 
-// The happy-path writes are one statement each, and
-// the read-modify-write helper is a read plus one conditional write, never a
-// read under a row lock.
+// The guarded write is one statement whatever it changes (state, status, a
+// step completed in Go), and the read-modify-write helper is a read plus
+// that write, never a read under a row lock.
 func TestStatementsPerOperation(t *testing.T) {
 	t.Parallel()
 	tr := &recordingTracer{}
@@ -104,52 +105,43 @@ func TestStatementsPerOperation(t *testing.T) {
 	ctx := t.Context()
 	inst := create(t, s, store.CreateParams{Status: workflow.StatusRunning, State: stepsState(map[string]workflow.StepStatus{"approve.v2": workflow.StepWaiting})})
 
-	stop := tr.record()
-	inst, err := s.ReplaceState(ctx, inst.ID, inst.Version, stepsState(map[string]workflow.StepStatus{"approve.v2": workflow.StepWaiting, "b": workflow.StepPending}), "replace")
-	if err != nil {
-		t.Fatalf("ReplaceState: %v", err)
-	}
-	if got := stop(); len(got) != 1 {
-		t.Errorf("ReplaceState sent %d statements, want 1: %q", len(got), got)
-	}
-
-	stop = tr.record()
-	v := inst.Version
-	inst, err = s.TransitionStatus(ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v})
-	if err != nil {
-		t.Fatalf("TransitionStatus: %v", err)
-	}
-	// A transition and a step's completion make the new state and its
-	// history row in Go: they read the instance, then write it.
-	if got := stop(); len(got) != 2 {
-		t.Errorf("TransitionStatus sent %d statements, want 2: %q", len(got), got)
-	}
-
-	stop = tr.record()
-	inst, err = s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: "approve.v2", Output: json.RawMessage(`{"ok":true}`), ExpectedVersion: inst.Version})
-	if err != nil {
-		t.Fatalf("CompleteStep: %v", err)
-	}
-	got := stop()
-	if len(got) != 2 {
-		t.Errorf("CompleteStep sent %d statements, want 2: %q", len(got), got)
-	}
-	// The step id is a parameter, never part of the SQL text.
-	for _, sql := range got {
-		if strings.Contains(sql, "approve.v2") {
-			t.Errorf("CompleteStep's SQL contains the step id: %s", sql)
+	apply := func(what string, status workflow.Status, state workflow.State) {
+		t.Helper()
+		stop := tr.record()
+		next, err := s.Apply(ctx, &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
+			Status: status, State: state, Cause: what, Prior: &inst.State})
+		if err != nil {
+			t.Fatalf("Apply (%s): %v", what, err)
 		}
+		got := stop()
+		if len(got) != 1 {
+			t.Errorf("Apply (%s) sent %d statements, want 1: %q", what, len(got), got)
+		}
+		// The step id is data in a parameter, never part of the SQL text.
+		for _, sql := range got {
+			if strings.Contains(sql, "approve.v2") {
+				t.Errorf("Apply's SQL contains a step id: %s", sql)
+			}
+		}
+		inst = next
 	}
+	apply("state", inst.Status, stepsState(map[string]workflow.StepStatus{"approve.v2": workflow.StepWaiting, "b": workflow.StepPending}))
+	apply("status", workflow.StatusPaused, inst.State.Clone())
+	completed := inst.State.Clone()
+	if err := completed.CompleteStep("approve.v2", json.RawMessage(`{"ok":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	apply("step", inst.Status, completed)
 	if st := inst.State.Steps["approve.v2"]; st == nil || st.Status != workflow.StepCompleted || string(st.Output) != `{"ok":true}` {
-		t.Errorf("step after CompleteStep = %+v", st)
+		t.Errorf("step after its completion = %+v", st)
 	}
 
-	stop = tr.record()
-	_, err = store.UpdateState(ctx, s, inst.ID, inst.Version, func(st *workflow.State) error { return st.SetVar("n", 1) }, "update")
+	stop := tr.record()
+	_, err := store.UpdateState(ctx, s, inst.ID, inst.Version, func(st *workflow.State) error { return st.SetVar("n", 1) }, "update")
 	if err != nil {
 		t.Fatalf("UpdateState: %v", err)
 	}
-	got = stop()
+	got := stop()
 	if len(got) != 2 {
 		t.Errorf("UpdateState sent %d statements, want 2 (a read and the conditional write): %q", len(got), got)
 	}
@@ -244,7 +236,7 @@ func TestSchemaConstraints(t *testing.T) {
 	s, _ := setup(t, Options{})
 	ctx := t.Context()
 	inst := create(t, s, store.CreateParams{})
-	if _, err := s.ReplaceState(ctx, inst.ID, 0, workflow.State{}, "bump"); err != nil {
+	if _, err := storetest.Replace(ctx, s, inst.ID, 0, workflow.State{}, "bump"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -359,7 +351,7 @@ func TestSerializableWriteSkew(t *testing.T) {
 				read.Done()
 				read.Wait()
 			}
-			_, err = tx.ReplaceState(ctx, mine, x.Version, x.State, "skew")
+			_, err = storetest.Replace(ctx, tx, mine, x.Version, x.State, "skew")
 			if first {
 				// Both have written before either commits.
 				wrote.Done()
@@ -436,9 +428,9 @@ func TestWithTxIsolation(t *testing.T) {
 	}
 }
 
-// ModifyState inside WithTx joins the caller's transaction instead of
-// opening its own: rolling the outer one back undoes it.
-func TestModifyStateJoinsTransaction(t *testing.T) {
+// A write inside WithTx joins the caller's transaction instead of opening
+// its own: rolling the outer one back undoes it.
+func TestWriteJoinsTransaction(t *testing.T) {
 	t.Parallel()
 	tr := &recordingTracer{}
 	s, _ := setup(t, Options{Tracer: tr})
@@ -447,7 +439,7 @@ func TestModifyStateJoinsTransaction(t *testing.T) {
 	errAbort := errors.New("abort")
 	stop := tr.record()
 	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if _, err := tx.ModifyState(ctx, inst.ID, func(in *workflow.Instance) error { return in.State.SetVar("x", 1) }, "modify"); err != nil {
+		if _, err := storetest.Modify(ctx, tx, inst.ID, func(in *workflow.Instance) error { return in.State.SetVar("x", 1) }, "modify"); err != nil {
 			return err
 		}
 		return errAbort
@@ -463,7 +455,7 @@ func TestModifyStateJoinsTransaction(t *testing.T) {
 		}
 	}
 	if begins != 1 {
-		t.Errorf("%d BEGINs sent, want 1 (ModifyState must use the outer transaction): %q", begins, sqls)
+		t.Errorf("%d BEGINs sent, want 1 (the write must use the outer transaction): %q", begins, sqls)
 	}
 	got, err := s.Get(ctx, inst.ID)
 	if err != nil {
@@ -517,8 +509,8 @@ func TestCancelDuringWithTx(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-				// Take the row lock that an idle session would keep.
-				if _, err := tx.ModifyState(ctx, inst.ID, func(*workflow.Instance) error { return nil }, "lock"); err != nil {
+				// Take the row lock (a write's) that an idle session would keep.
+				if _, err := storetest.Modify(ctx, tx, inst.ID, func(*workflow.Instance) error { return nil }, "lock"); err != nil {
 					return err
 				}
 				return during(ctx, cancel, tx)
@@ -537,7 +529,7 @@ func TestCancelDuringWithTx(t *testing.T) {
 			// And the row is not locked: a write goes through at once.
 			wctx, wcancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer wcancel()
-			if _, err := s.ModifyState(wctx, inst.ID, func(*workflow.Instance) error { return nil }, "after"); err != nil {
+			if _, err := storetest.Modify(wctx, s, inst.ID, func(*workflow.Instance) error { return nil }, "after"); err != nil {
 				t.Fatalf("write after the cancelled transaction: %v", err)
 			}
 		})
@@ -596,66 +588,6 @@ func TestOpenSessionSettings(t *testing.T) {
 	}
 	if got := s.pool.Config().MaxConns; got != 3 {
 		t.Errorf("MaxConns = %d, want 3", got)
-	}
-}
-
-// A step id is data: ids that would break a spliced path literal are simply
-// unknown steps, and the state is untouched.
-func TestCompleteStepHostileIDs(t *testing.T) {
-	t.Parallel()
-	s, _ := setup(t, Options{})
-	ctx := t.Context()
-	inst := create(t, s, store.CreateParams{State: stepsState(map[string]workflow.StepStatus{"a": workflow.StepPending})})
-	for _, step := range []string{`a,status`, `a}`, `a"`, `{a}`, `steps`, `a'; DROP TABLE workflow_history; --`, `*`, ``} {
-		_, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: step, ExpectedVersion: 0})
-		if !errors.Is(err, workflow.ErrUnknownStep) {
-			t.Errorf("CompleteStep(%q) = %v, want ErrUnknownStep", step, err)
-		}
-	}
-	got, err := s.Get(ctx, inst.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Version != 0 || len(got.State.Steps) != 1 || got.State.Steps["a"].Status != workflow.StepPending {
-		t.Errorf("instance changed: %+v", got)
-	}
-}
-
-// CompleteStep's errors come in the contract's order, all from one
-// diagnosis after the single UPDATE matched nothing.
-func TestCompleteStepErrorOrder(t *testing.T) {
-	t.Parallel()
-	s, _ := setup(t, Options{})
-	ctx := t.Context()
-	st := stepsState(map[string]workflow.StepStatus{"done": workflow.StepCompleted, "open": workflow.StepRunning})
-	inst := create(t, s, store.CreateParams{Status: workflow.StatusRunning, State: st})
-	stale := int64(5)
-	for _, tc := range []struct {
-		id, step string
-		version  int64
-		want     error
-	}{
-		{"nope", "open", 0, store.ErrNotFound},
-		{inst.ID, "missing", stale, workflow.ErrUnknownStep},
-		{inst.ID, "done", stale, workflow.ErrStepCompleted},
-		{inst.ID, "open", stale, store.ErrConflict},
-	} {
-		_, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: tc.id, StepID: tc.step, ExpectedVersion: tc.version})
-		if !errors.Is(err, tc.want) {
-			t.Errorf("CompleteStep(%s, %s, v%d) = %v, want %v", tc.id, tc.step, tc.version, err, tc.want)
-		}
-	}
-	var ce *store.ConflictError
-	_, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: "open", ExpectedVersion: stale})
-	if !errors.As(err, &ce) || ce.Expected != stale || ce.Actual != 0 {
-		t.Errorf("conflict = %#v, want expected %d actual 0", err, stale)
-	}
-	if _, err := s.TransitionStatus(ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusCancelled}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: "missing", ExpectedVersion: stale})
-	if !errors.Is(err, workflow.ErrTerminal) {
-		t.Errorf("CompleteStep on a cancelled instance = %v, want ErrTerminal", err)
 	}
 }
 
@@ -749,7 +681,7 @@ func TestCreateExistsInTransaction(t *testing.T) {
 	}
 }
 
-// A smoke test of the read side and the ModifyState path.
+// A smoke test of the read side and the guarded read-modify-write path.
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t, Options{})
@@ -765,7 +697,7 @@ func TestRoundTrip(t *testing.T) {
 	if got.CreatedAt != inst.CreatedAt || got.UpdatedAt != inst.UpdatedAt || got.CreatedAt.Location() != time.UTC {
 		t.Errorf("times: created %v/%v updated %v/%v", inst.CreatedAt, got.CreatedAt, inst.UpdatedAt, got.UpdatedAt)
 	}
-	mod, err := s.ModifyState(ctx, "r1", func(in *workflow.Instance) error {
+	mod, err := storetest.Modify(ctx, s, "r1", func(in *workflow.Instance) error {
 		in.Status = workflow.StatusRunning
 		in.Definition = "ignored"
 		return in.State.SetVar("x", map[string]int{"a": 1})
@@ -774,13 +706,13 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if mod.Version != 1 || mod.Status != workflow.StatusRunning || mod.Definition != "order" || string(mod.State.Variables["x"]) != `{"a":1}` {
-		t.Errorf("ModifyState = %+v", mod)
+		t.Errorf("the guarded read-modify-write = %+v", mod)
 	}
-	if _, err := s.ModifyState(ctx, "r1", func(in *workflow.Instance) error { in.Status = workflow.StatusPending; return nil }, "bad"); !errors.Is(err, workflow.ErrInvalidTransition) {
-		t.Errorf("ModifyState RUNNING→PENDING = %v, want ErrInvalidTransition", err)
+	if _, err := storetest.Modify(ctx, s, "r1", func(in *workflow.Instance) error { in.Status = workflow.StatusPending; return nil }, "bad"); !errors.Is(err, workflow.ErrInvalidTransition) {
+		t.Errorf("the guarded read-modify-write RUNNING→PENDING = %v, want ErrInvalidTransition", err)
 	}
-	if _, err := s.ModifyState(ctx, "none", func(*workflow.Instance) error { return nil }, ""); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("ModifyState(none) = %v, want ErrNotFound", err)
+	if _, err := storetest.Modify(ctx, s, "none", func(*workflow.Instance) error { return nil }, ""); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the guarded read-modify-write(none) = %v, want ErrNotFound", err)
 	}
 	for i := range 5 {
 		create(t, s, store.CreateParams{ID: fmt.Sprintf("p%d", i)})

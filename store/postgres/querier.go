@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -35,7 +34,7 @@ type dbtx interface {
 type querier struct {
 	db dbtx
 	// pool is set when db is the pool, nil when db is a transaction: then
-	// operations that need several statements (ModifyState) run in the
+	// operations that need several statements (a batch, a group) run in the
 	// caller's transaction instead of opening their own.
 	pool *pgxpool.Pool
 	now  func() time.Time
@@ -62,38 +61,10 @@ const instanceColumns = instanceBaseColumns + ", output"
 // claim reads the instances of its tasks without it).
 const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, priority"
 
-// The write statements. Each is one data-modifying CTE: the conditional
-// UPDATE (or INSERT) and the history row of the new version are one statement,
-// hence one round trip and atomic without an explicit transaction. The
-// history row is a parameter, made in Go by historyEntry from the state the
-// version replaces: the writes that decide the new state in Go (a
-// transition, a batch, a step's completion) read the old one first. JSON goes
-// in as text parameters with explicit ::jsonb casts; columns the caller
-// already has are not returned. "Not terminal" is spelled
-// status NOT IN ('COMPLETED', 'CANCELLED'), as workflow.Status.Terminal says.
+// The batch statements and the reads. A batch's history rows are
+// parameters, made in Go by historyEntry from the states it read; JSON goes
+// in as text parameters with explicit ::jsonb casts.
 const (
-	replaceStateSQL = `WITH u AS (
-	UPDATE workflow_instances SET state = $3::jsonb, version = version + 1, updated_at = $4
-	WHERE id = $1 AND version = $2 AND status NOT IN ('COMPLETED', 'CANCELLED')
-	RETURNING ` + instanceColumns + `
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, $7::jsonb, updated_at, $5, $6 FROM u
-)
-SELECT definition, status, input, version, created_at, definition_revision, deadline FROM u`
-
-	// transitionSQL writes the status and the state ($8) decided in Go on
-	// the version $5 read, while the instance still has status $2.
-	transitionSQL = `WITH u AS (
-	UPDATE workflow_instances SET status = $3, state = $8::jsonb, version = version + 1, updated_at = $4
-	WHERE id = $1 AND status = $2 AND version = $5
-	RETURNING ` + instanceColumns + `
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, $9::jsonb, updated_at, $6, $7 FROM u
-)
-SELECT ` + instanceColumns + ` FROM u`
-
 	// The ids are chosen with FOR UPDATE SKIP LOCKED (never UPDATE …
 	// LIMIT, which PostgreSQL does not have): concurrent batches skip each
 	// other's rows instead of waiting or returning the same id. The batch
@@ -126,16 +97,7 @@ SELECT ` + instanceColumns + ` FROM u`
 INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
 SELECT u.id, u.version, u.status, x.history::jsonb, $5, $6, $7 FROM u JOIN x USING (id)`
 
-	// ModifyState: the row lock. FOR NO KEY UPDATE is the lock the UPDATE
-	// that follows takes anyway; unlike FOR UPDATE it does not block inserts
-	// of rows referencing the instance (its history, later its tasks).
-	lockSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE`
-
 	getSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1`
-
-	// diagnoseSQL explains a conditional write that matched no row. The
-	// step ($2, possibly NULL) is read for CompleteStep only.
-	diagnoseSQL = `SELECT status, version, state->'steps'->$2::text FROM workflow_instances WHERE id = $1`
 
 	// historySQL reads from the snapshot that version $2's row starts from
 	// (a patch row's first element; a snapshot is its own) up to $2 + $3
@@ -148,18 +110,6 @@ SELECT u.id, u.version, u.status, x.history::jsonb, $5, $6, $7 FROM u JOIN x USI
 
 	existsSQL = `SELECT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $1)`
 )
-
-// modifySQL is ModifyState's write once fn has run, with its history row
-// $8.
-var modifySQL = `WITH u AS (
-	UPDATE workflow_instances SET state = $2::jsonb, status = $3, deadline = $6, version = version + 1, updated_at = $4
-	WHERE id = $1
-	RETURNING id, version, status, state, updated_at
-), h AS (
-	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, version, status, $8::jsonb, updated_at, $5, $7 FROM u
-)
-SELECT version FROM u`
 
 // preparedCreate is a checked CreateParams with its statement.
 type preparedCreate struct {
@@ -351,283 +301,6 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
 	return page, nil
-}
-
-// ReplaceState writes newState with one conditional UPDATE (no read under a
-// lock); only when it matches no row does a second statement find out why.
-func (q *querier) ReplaceState(ctx context.Context, id string, expectedVersion int64, newState workflow.State, cause string) (_ *workflow.Instance, err error) {
-	defer q.settle(&err) // a write of its own on the pool
-	if err := newState.Validate(); err != nil {
-		return nil, err
-	}
-	if err := checkText("cause", cause); err != nil {
-		return nil, err
-	}
-	if !storableText(id) {
-		return nil, store.NotFound(id)
-	}
-	stateJSON, err := marshalState(newState)
-	if err != nil {
-		return nil, err
-	}
-	// The result carries a deep copy of the state, not the caller's maps.
-	// (Re-parsing the bytes just marshalled cost more CPU than the rest of the
-	// write together: profile in docs/BENCHMARKS.md.)
-	old, err := priorState(ctx, q.db, id, expectedVersion, nil, stateJSON)
-	if err != nil {
-		return nil, err
-	}
-	return q.writeState(ctx, id, expectedVersion, newState.Clone(), stateJSON, old, cause, nil)
-}
-
-// writeState writes state (stateJSON encoded) as the version after
-// expectedVersion of a non-terminal instance id, old being the state it
-// replaces (nil: not needed by the history policy); a miss is diagnosed by
-// diagnoseVersioned, with stepID.
-func (q *querier) writeState(ctx context.Context, id string, expectedVersion int64, state workflow.State, stateJSON, old []byte, cause string, stepID *string) (*workflow.Instance, error) {
-	history, err := historyEntry(ctx, q.db, id, expectedVersion+1, old, stateJSON)
-	if err != nil {
-		return nil, err
-	}
-	now := q.timestamp()
-	inst := &workflow.Instance{ID: id, State: state, UpdatedAt: now}
-	var status string
-	var input []byte
-	err = retryRaced(func() error {
-		err := q.db.QueryRow(ctx, replaceStateSQL, id, expectedVersion, stateJSON, now, cause, store.ActorFrom(ctx), string(history)).
-			Scan(&inst.Definition, &status, &input, &inst.Version, &inst.CreatedAt, &inst.DefinitionRevision, &inst.Deadline)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return q.diagnoseVersioned(ctx, id, expectedVersion, stepID)
-		}
-		return interpretError(err, id)
-	})
-	if err != nil {
-		return nil, err
-	}
-	inst.Status = workflow.Status(status)
-	inst.Input = compactJSON(input)
-	inst.CreatedAt = inst.CreatedAt.UTC()
-	inst.Deadline = utcPtr(inst.Deadline)
-	return inst, nil
-}
-
-// diagnoseVersioned explains why a write guarded by "not terminal, at
-// expectedVersion" (and, when stepID is not nil, "step exists and is not
-// completed") matched no row, in the contract's order: not found, terminal,
-// unknown step, step completed, version.
-func (q *querier) diagnoseVersioned(ctx context.Context, id string, expectedVersion int64, stepID *string) error {
-	var (
-		status  string
-		version int64
-		step    []byte
-	)
-	var stepArg *string // NULL: no step asked about, or one that cannot be stored
-	if stepID != nil && storableText(*stepID) {
-		stepArg = stepID
-	}
-	err := q.db.QueryRow(ctx, diagnoseSQL, id, stepArg).Scan(&status, &version, &step)
-	if err != nil {
-		return interpretError(err, id)
-	}
-	if st := workflow.Status(status); st.Terminal() {
-		return fmt.Errorf("workflow %q is %s: %w", id, st, workflow.ErrTerminal)
-	}
-	if stepID != nil {
-		// Decoded by the domain type, so "completed" means exactly what
-		// State.CompleteStep says it means.
-		var s workflow.StepState
-		if step == nil || s.UnmarshalJSON(step) != nil {
-			return fmt.Errorf("workflow %q: %w: %q", id, workflow.ErrUnknownStep, *stepID)
-		}
-		if s.Status == workflow.StepCompleted {
-			return fmt.Errorf("workflow %q: %w: %q", id, workflow.ErrStepCompleted, *stepID)
-		}
-	}
-	if version == expectedVersion {
-		return errRaced
-	}
-	return &store.ConflictError{ID: id, Expected: expectedVersion, Actual: version}
-}
-
-// errRaced: a conditional write matched no row, but the row read right after
-// satisfies every condition — it changed in between (it was created, or its
-// status came back). No failure can be reported truthfully, so the write runs
-// again; reporting the state of the later read as a conflict would not be
-// linearizable (the check in storetest's Linearizability found exactly that).
-var errRaced = errors.New("the row changed between the write and its diagnosis")
-
-// retryRaced runs op again while it reports errRaced, a bounded number of times.
-func retryRaced(op func() error) error {
-	for range 16 {
-		if err := op(); !errors.Is(err, errRaced) {
-			return err
-		}
-	}
-	return &store.ConflictError{Actual: -1, Reason: "the row kept changing; try again"}
-}
-
-// ModifyState locks the row, calls fn and writes its result, in one
-// transaction (the caller's inside WithTx).
-func (q *querier) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
-	if err := checkText("cause", cause); err != nil {
-		return nil, err
-	}
-	var out *workflow.Instance
-	err := q.atomically(ctx, func(tq *querier) error {
-		cur, err := tq.getRow(ctx, lockSQL, id)
-		if err != nil {
-			return err
-		}
-		work, err := store.Modify(cur, fn)
-		if err != nil {
-			return err
-		}
-		stateJSON, err := marshalState(work.State)
-		if err != nil {
-			return err
-		}
-		old, err := marshalState(cur.State)
-		if err != nil {
-			return err
-		}
-		history, err := historyEntry(ctx, tq.db, id, cur.Version+1, old, stateJSON)
-		if err != nil {
-			return err
-		}
-		now := tq.timestamp()
-		deadline := timestampPtr(work.Deadline)
-		var version int64
-		if err := tq.db.QueryRow(ctx, modifySQL, id, stateJSON, string(work.Status), now, cause, deadline, store.ActorFrom(ctx), string(history)).Scan(&version); err != nil {
-			return interpretError(err, id)
-		}
-		work.Deadline = deadline
-		work.Version = version
-		work.UpdatedAt = now
-		out = work
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// TransitionStatus reads the instance, makes its new state (the steps a
-// stopping status stops) and history row in Go, and writes them with one
-// UPDATE guarded by the version read and the status; a miss is explained by
-// diagnoseTransition, and when nothing explains it (the instance moved on
-// between the read and the write without a version being expected) the
-// transition runs again.
-func (q *querier) TransitionStatus(ctx context.Context, p store.TransitionParams) (_ *workflow.Instance, err error) {
-	defer q.settle(&err) // a write of its own on the pool
-	if err := p.Normalize(); err != nil {
-		return nil, err
-	}
-	if err := checkText("cause", p.Cause); err != nil {
-		return nil, err
-	}
-	if !storableText(p.ID) {
-		return nil, store.NotFound(p.ID)
-	}
-	var inst *workflow.Instance
-	err = retryRaced(func() error {
-		cur, err := q.getRow(ctx, getSQL, p.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Status != p.From || (p.ExpectedVersion != nil && cur.Version != *p.ExpectedVersion) {
-			return q.diagnoseTransition(ctx, p)
-		}
-		old, err := marshalState(cur.State)
-		if err != nil {
-			return err
-		}
-		next, stateJSON := cur.State, old
-		if store.StopSteps(p.From, p.To, &next) {
-			if stateJSON, err = marshalState(next); err != nil {
-				return err
-			}
-		}
-		history, err := historyEntry(ctx, q.db, p.ID, cur.Version+1, old, stateJSON)
-		if err != nil {
-			return err
-		}
-		inst, err = scanInstance(q.db.QueryRow(ctx, transitionSQL, p.ID, string(p.From), string(p.To), q.timestamp(), cur.Version,
-			p.Cause, store.ActorFrom(ctx), string(stateJSON), string(history)))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return q.diagnoseTransition(ctx, p)
-		}
-		return interpretError(err, p.ID)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return inst, nil
-}
-
-func (q *querier) diagnoseTransition(ctx context.Context, p store.TransitionParams) error {
-	var (
-		status  string
-		version int64
-		step    []byte
-	)
-	if err := q.db.QueryRow(ctx, diagnoseSQL, p.ID, nil).Scan(&status, &version, &step); err != nil {
-		return interpretError(err, p.ID)
-	}
-	if st := workflow.Status(status); st != p.From {
-		return &store.StatusMismatchError{ID: p.ID, Expected: p.From, Actual: st}
-	}
-	if p.ExpectedVersion == nil || version == *p.ExpectedVersion {
-		return errRaced
-	}
-	return &store.ConflictError{ID: p.ID, Expected: *p.ExpectedVersion, Actual: version}
-}
-
-// CompleteStep completes one step with a single UPDATE whose WHERE clause
-// holds every precondition; a second statement runs only to explain a miss.
-func (q *querier) CompleteStep(ctx context.Context, p store.CompleteStepParams) (_ *workflow.Instance, err error) {
-	defer q.settle(&err) // a write of its own on the pool
-	if err := p.Normalize(); err != nil {
-		return nil, err
-	}
-	if err := checkJSON("output", p.Output); err != nil {
-		return nil, err
-	}
-	if !storableText(p.ID) {
-		return nil, store.NotFound(p.ID)
-	}
-	if !storableText(p.StepID) {
-		// PostgreSQL text cannot hold such an id, so no jsonb key equals it:
-		// the UPDATE could only fail. The diagnosis reports an unknown step
-		// after the checks that come first.
-		return nil, q.diagnoseVersioned(ctx, p.ID, p.ExpectedVersion, &p.StepID)
-	}
-	// After the step check: the default cause contains the step id.
-	if err := checkText("cause", p.Cause); err != nil {
-		return nil, err
-	}
-	// The step is completed in Go, by the domain type, on the version
-	// read; the write is guarded by that version.
-	cur, err := q.getRow(ctx, getSQL, p.ID)
-	if err != nil {
-		return nil, err
-	}
-	if cur.Status.Terminal() || cur.Version != p.ExpectedVersion {
-		return nil, q.diagnoseVersioned(ctx, p.ID, p.ExpectedVersion, &p.StepID)
-	}
-	old, err := marshalState(cur.State)
-	if err != nil {
-		return nil, err
-	}
-	next := cur.State
-	if err := next.CompleteStep(p.StepID, compactJSON(p.Output)); err != nil {
-		return nil, fmt.Errorf("workflow %q: %w", p.ID, err)
-	}
-	stateJSON, err := marshalState(next)
-	if err != nil {
-		return nil, err
-	}
-	return q.writeState(ctx, p.ID, p.ExpectedVersion, next, stateJSON, old, p.Cause, &p.StepID)
 }
 
 // BatchUpdateStatus moves at most p.Limit instances in one transaction

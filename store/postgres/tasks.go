@@ -72,7 +72,7 @@ const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attem
 const (
 	getTaskSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
 
-	// lockInstanceSQL takes the lock an instance's writes take (see lockSQL),
+	// lockInstanceSQL takes the lock an instance's writes take (a row lock, FOR NO KEY UPDATE),
 	// reading nothing.
 	lockInstanceSQL = `SELECT FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE`
 

@@ -258,7 +258,7 @@ func TestMigrationKeepsData(t *testing.T) {
 		t.Fatalf("inserting a task for the old instance: %v", err)
 	}
 	deadline := t0
-	if _, err := s.ModifyState(ctx, "old", func(inst *workflow.Instance) error { inst.Deadline = &deadline; return nil }, "deadline"); err != nil {
+	if _, err := storetest.Modify(ctx, s, "old", func(inst *workflow.Instance) error { inst.Deadline = &deadline; return nil }, "deadline"); err != nil {
 		t.Fatal(err)
 	}
 	due, err := s.Due(ctx, store.DueParams{Kind: store.DueTimeouts, Now: t0.Add(time.Second), Limit: 10})

@@ -19,6 +19,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -233,7 +234,7 @@ func TestMemory(t *testing.T) {
 					errs <- err
 					return
 				}
-				if _, err := s.ModifyState(ctx, inst.ID, increment, "inc"); err != nil {
+				if _, err := storetest.Modify(ctx, s, inst.ID, increment, "inc"); err != nil {
 					errs <- err
 					return
 				}
@@ -302,8 +303,8 @@ func (q lockSpy) Get(ctx context.Context, id string) (*workflow.Instance, error)
 	return inst, err
 }
 
-func (q lockSpy) ReplaceState(ctx context.Context, id string, v int64, st workflow.State, cause string) (*workflow.Instance, error) {
-	inst, err := q.Querier.ReplaceState(ctx, id, v, st, cause)
+func (q lockSpy) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	inst, err := q.Querier.Apply(ctx, w)
 	q.count(err)
 	return inst, err
 }
@@ -528,12 +529,12 @@ func TestCompleteStepIDIsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{`a') OR 1=1 --`, `$.steps.a`, `a"b`, `a,}`, `b`} {
-		_, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: id, ExpectedVersion: 0})
+		_, err := storetest.CompleteStep(ctx, s, storetest.StepParams{ID: inst.ID, StepID: id, ExpectedVersion: 0})
 		if !errors.Is(err, workflow.ErrUnknownStep) {
 			t.Errorf("CompleteStep(%q) = %v, want ErrUnknownStep", id, err)
 		}
 	}
-	out, err := s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: "a.b", Output: json.RawMessage(`{"ok": true}`)})
+	out, err := storetest.CompleteStep(ctx, s, storetest.StepParams{ID: inst.ID, StepID: "a.b", Output: json.RawMessage(`{"ok": true}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,10 +562,10 @@ func TestWithTxSavepoint(t *testing.T) {
 		if _, err := tx.Create(ctx, store.CreateParams{ID: "tx"}); !errors.Is(err, store.ErrExists) {
 			return fmt.Errorf("duplicate Create in tx: %v, want ErrExists", err)
 		}
-		if _, err := tx.ReplaceState(ctx, inst.ID, 7, workflow.State{}, "stale"); !errors.Is(err, store.ErrConflict) {
+		if _, err := storetest.Replace(ctx, tx, inst.ID, 7, workflow.State{}, "stale"); !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("stale ReplaceState in tx: %v, want ErrConflict", err)
 		}
-		if _, err := tx.ModifyState(ctx, inst.ID, increment, "inc"); err != nil {
+		if _, err := storetest.Modify(ctx, tx, inst.ID, increment, "inc"); err != nil {
 			return err
 		}
 		// The read pool answers beside the open write transaction, with the
@@ -589,7 +590,7 @@ func TestWithTxSavepoint(t *testing.T) {
 		t.Errorf("WithTx(Isolation(42)) = %v, want ErrInvalidArgument", err)
 	}
 	err = s.WithTx(ctx, store.Serializable, func(tx store.Querier) error {
-		if _, err := tx.ModifyState(ctx, inst.ID, increment, "inc"); err != nil {
+		if _, err := storetest.Modify(ctx, tx, inst.ID, increment, "inc"); err != nil {
 			return err
 		}
 		return sentinel

@@ -58,19 +58,19 @@ func testActorOfEveryWrite(t *testing.T, h Harness) {
 	fail("Create", err)
 	next := inst.State.Clone()
 	next.Variables["v"] = json.RawMessage(`2`)
-	inst, err = b.s.ReplaceState(b.as("bob"), "w", inst.Version, next, "patch")
+	inst, err = Replace(b.as("bob"), b.s, "w", inst.Version, next, "patch")
 	fail("ReplaceState", err)
-	_, err = b.s.ModifyState(b.as("carol"), "w", func(i *workflow.Instance) error {
+	_, err = Modify(b.as("carol"), b.s, "w", func(i *workflow.Instance) error {
 		i.State.Variables["v"] = json.RawMessage(`3`)
 		return nil
 	}, "patch *")
 	fail("ModifyState", err)
-	_, err = b.s.TransitionStatus(b.as("dave"), store.TransitionParams{ID: "w", From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: ptr(inst.Version + 1)})
+	_, err = Transition(b.as("dave"), b.s, store.TransitionParams{ID: "w", From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: ptr(inst.Version + 1)})
 	fail("TransitionStatus", err)
-	_, err = b.s.TransitionStatus(b.as("erin"), store.TransitionParams{ID: "w", From: workflow.StatusPaused, To: workflow.StatusRunning})
+	_, err = Transition(b.as("erin"), b.s, store.TransitionParams{ID: "w", From: workflow.StatusPaused, To: workflow.StatusRunning})
 	fail("TransitionStatus without a version", err)
 	inst = b.get(t, "w")
-	_, err = b.s.CompleteStep(b.as("frank"), store.CompleteStepParams{ID: "w", StepID: "w", ExpectedVersion: inst.Version, Output: json.RawMessage(`1`)})
+	_, err = CompleteStep(b.as("frank"), b.s, StepParams{ID: "w", StepID: "w", ExpectedVersion: inst.Version, Output: json.RawMessage(`1`)})
 	fail("CompleteStep", err)
 	b.clock.Advance(time.Second)
 	ids, err := b.s.BatchUpdateStatus(b.as("grace"), store.BatchStatusParams{Status: workflow.StatusRunning, NewStatus: workflow.StatusPaused,

@@ -373,7 +373,7 @@ func testTasksOfInstanceLocksInstance(t *testing.T, h Harness) {
 			t.Errorf("Get under the lock = version %d %s, want %d %s", locked.Version, locked.Status, inst.Version, inst.Status)
 		}
 		go func() {
-			_, err := b.s.ModifyState(b.ctx, inst.ID, func(i *workflow.Instance) error {
+			_, err := Modify(b.ctx, b.s, inst.ID, func(i *workflow.Instance) error {
 				return i.State.SetVar("other", true)
 			}, "other writer")
 			other <- err

@@ -354,7 +354,7 @@ func testApplyLeaseHolderConflicts(t *testing.T, h Harness) {
 			b.setTaskStatus(t, eq, tk.ID, store.TaskQueued)
 		}},
 		{"instance moved on", func(t *testing.T, inst *workflow.Instance, _ *store.Task) {
-			if _, err := b.s.ReplaceState(b.ctx, inst.ID, inst.Version, inst.State, "someone else"); err != nil {
+			if _, err := Replace(b.ctx, b.s, inst.ID, inst.Version, inst.State, "someone else"); err != nil {
 				t.Fatal(err)
 			}
 		}},

@@ -287,7 +287,7 @@ func (b *bundle) create(t testing.TB, p store.CreateParams) *workflow.Instance {
 // transition moves id along from → to and fails t on error.
 func (b *bundle) transition(t testing.TB, id string, from, to workflow.Status) *workflow.Instance {
 	t.Helper()
-	inst, err := b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: id, From: from, To: to})
+	inst, err := Transition(b.ctx, b.s, store.TransitionParams{ID: id, From: from, To: to})
 	if err != nil {
 		t.Fatalf("TransitionStatus(%s, %s→%s): %v", id, from, to, err)
 	}

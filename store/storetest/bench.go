@@ -181,7 +181,7 @@ func benchUpdateStateContended(b *testing.B, f *benchFixture) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.ModifyState(ctx, id, func(cur *workflow.Instance) error { return increment(&cur.State) }, "bench"); err != nil {
+			if _, err := Modify(ctx, s, id, func(cur *workflow.Instance) error { return increment(&cur.State) }, "bench"); err != nil {
 				b.Errorf("ModifyState: %v", err)
 				return
 			}
@@ -255,7 +255,7 @@ func benchCompleteStep(b *testing.B, f *benchFixture) {
 	output := json.RawMessage(`{"ok":true,"items":[1,2,3]}`)
 	b.ResetTimer()
 	for i := range b.N {
-		_, err := s.CompleteStep(ctx, store.CompleteStepParams{
+		_, err := CompleteStep(ctx, s, StepParams{
 			ID: ids[i/stepsPerInstance], StepID: fmt.Sprintf("step-%02d", i%stepsPerInstance),
 			Output: output, ExpectedVersion: int64(i % stepsPerInstance),
 		})

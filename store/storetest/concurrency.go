@@ -146,7 +146,7 @@ func testConcurrencyQueued(t *testing.T, h Harness) {
 	b.transition(t, "q0", workflow.StatusQueued, workflow.StatusRunning)
 	b.transition(t, "q1", workflow.StatusQueued, workflow.StatusRunning)
 	snap := b.snapshot(t, "q2")
-	_, err = b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: "q2", From: workflow.StatusQueued, To: workflow.StatusRunning})
+	_, err = Transition(b.ctx, b.s, store.TransitionParams{ID: "q2", From: workflow.StatusQueued, To: workflow.StatusRunning})
 	wantLimit(t, "promotion over the limit", err)
 	b.unchanged(t, "refused promotion", snap)
 	due("full again", one)
@@ -161,7 +161,7 @@ func testConcurrencyRetryAndApply(t *testing.T, h Harness) {
 	b.transition(t, "f", workflow.StatusRunning, workflow.StatusFailed)
 	b.create(t, slotted("r", "d", "k", 1, workflow.StatusRunning))
 	snap := b.snapshot(t, "f")
-	_, err := b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: "f", From: workflow.StatusFailed, To: workflow.StatusRunning})
+	_, err := Transition(b.ctx, b.s, store.TransitionParams{ID: "f", From: workflow.StatusFailed, To: workflow.StatusRunning})
 	wantLimit(t, "retry (FAILED → RUNNING) over the limit", err)
 	b.unchanged(t, "refused retry", snap)
 	f := b.get(t, "f")
@@ -169,7 +169,7 @@ func testConcurrencyRetryAndApply(t *testing.T, h Harness) {
 		State: f.State, Cause: "retry", Now: b.clock.Now()})
 	wantLimit(t, "Apply of a retry over the limit", err)
 	b.unchanged(t, "refused Apply", snap)
-	_, err = b.s.ModifyState(b.ctx, "f", func(i *workflow.Instance) error { i.Status = workflow.StatusRunning; return nil }, "retry")
+	_, err = Modify(b.ctx, b.s, "f", func(i *workflow.Instance) error { i.Status = workflow.StatusRunning; return nil }, "retry")
 	wantLimit(t, "ModifyState of a retry over the limit", err)
 	b.unchanged(t, "refused ModifyState", snap)
 	b.transition(t, "r", workflow.StatusRunning, workflow.StatusTimedOut)
@@ -259,7 +259,7 @@ func testConcurrencyInvalid(t *testing.T, h Harness) {
 		// committed: a stricter transaction's snapshot might not.
 		b.create(t, slotted("rr", "d", "k", 1, workflow.StatusQueued))
 		err := b.s.WithTx(b.ctx, store.RepeatableRead, func(tx store.Querier) error {
-			_, err := tx.TransitionStatus(b.ctx, store.TransitionParams{ID: "rr", From: workflow.StatusQueued, To: workflow.StatusRunning})
+			_, err := Transition(b.ctx, tx, store.TransitionParams{ID: "rr", From: workflow.StatusQueued, To: workflow.StatusRunning})
 			return err
 		})
 		wantErrorIs(t, "promotion in a REPEATABLE READ transaction", err, store.ErrInvalidArgument)

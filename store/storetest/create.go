@@ -280,7 +280,7 @@ func testUnstorableText(t *testing.T, h Harness) {
 	inst := b.create(t, store.CreateParams{Status: workflow.StatusRunning, State: stepState()})
 	nulSteps := stepState()
 	nulSteps.Variables["s"] = json.RawMessage(`"a\u0000b"`)
-	if got, err := b.s.ReplaceState(b.ctx, inst.ID, inst.Version, nulSteps, "nul"); err != nil {
+	if got, err := Replace(b.ctx, b.s, inst.ID, inst.Version, nulSteps, "nul"); err != nil {
 		wantErrorIs(t, `ReplaceState with \u0000`, err, store.ErrInvalidArgument)
 		wantNilInstance(t, `ReplaceState with \u0000`, got)
 	} else {

@@ -32,7 +32,7 @@ func (b *bundle) finished(t testing.TB, id string, status workflow.Status) *work
 	b.create(t, store.CreateParams{ID: id, Status: workflow.StatusRunning, State: stepState(),
 		IdempotencyKey: "key-" + id, RequestHash: "h",
 		Tasks: []*store.Task{newTask("", "a", "q1", now), newTask("", "b", "q1", now)}})
-	if _, err := b.s.ModifyState(b.ctx, id, func(i *workflow.Instance) error {
+	if _, err := Modify(b.ctx, b.s, id, func(i *workflow.Instance) error {
 		i.State.Variables = map[string]json.RawMessage{"n": json.RawMessage("1")}
 		return nil
 	}, "bump"); err != nil {
@@ -167,7 +167,7 @@ func testDeleteInstanceRetryRace(t *testing.T, h Harness) {
 		}()
 		go func() {
 			defer wg.Done()
-			_, retryErr = b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: id, From: workflow.StatusFailed, To: workflow.StatusRunning})
+			_, retryErr = Transition(b.ctx, b.s, store.TransitionParams{ID: id, From: workflow.StatusFailed, To: workflow.StatusRunning})
 		}()
 		wg.Wait()
 		switch {

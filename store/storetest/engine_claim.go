@@ -274,7 +274,7 @@ func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
 	}, held, release, nil)
 	<-held
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	_, err := b.s.ModifyState(ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("x", 1) }, "while claimed")
+	_, err := Modify(ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("x", 1) }, "while claimed")
 	cancel()
 	if err != nil {
 		t.Errorf("ModifyState of the instance while a claim holds its task: %v (the claim must lock the task rows only)", err)
@@ -290,7 +290,7 @@ func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
 	// A transaction holds the instance; its tasks can still be claimed.
 	held, release = make(chan struct{}), make(chan struct{})
 	done = b.holdTx(func(tx store.Querier, _ store.TaskQuerier) error {
-		_, err := tx.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("y", 1) }, "holding")
+		_, err := Modify(b.ctx, tx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("y", 1) }, "holding")
 		return err
 	}, held, release, nil)
 	<-held

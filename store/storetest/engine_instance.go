@@ -116,15 +116,15 @@ func testInstanceEngineFieldsKept(t *testing.T, h Harness) {
 		}
 	}
 	b.clock.Advance(time.Second)
-	inst = check("ReplaceState")(b.s.ReplaceState(b.ctx, inst.ID, inst.Version, stepState(), "replace"))
+	inst = check("ReplaceState")(Replace(b.ctx, b.s, inst.ID, inst.Version, stepState(), "replace"))
 	b.clock.Advance(time.Second)
-	inst = check("ModifyState")(b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("v", 2) }, "modify"))
+	inst = check("ModifyState")(Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("v", 2) }, "modify"))
 	b.clock.Advance(time.Second)
 	inst = check("CompleteStep")(b.completeStep(inst.ID, "a", inst.Version, `{"ok":true}`))
 	b.clock.Advance(time.Second)
 	inst = check("UpdateState")(store.UpdateState(b.ctx, b.s, inst.ID, inst.Version, increment, "update"))
 	b.clock.Advance(time.Second)
-	inst = check("TransitionStatus")(b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused}))
+	inst = check("TransitionStatus")(Transition(b.ctx, b.s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused}))
 	now := b.clock.Advance(time.Second)
 	ids, err := b.s.BatchUpdateStatus(b.ctx, store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: now, NewStatus: workflow.StatusRunning, Limit: 10})
 	if err != nil || !slices.Equal(ids, []string{inst.ID}) {
@@ -153,7 +153,7 @@ func testModifyStateDeadline(t *testing.T, h Harness) {
 	modify := func(what string, prev *workflow.Instance, change func(*workflow.Instance), want *time.Time) *workflow.Instance {
 		t.Helper()
 		now := b.clock.Advance(time.Second + 1)
-		got, err := b.s.ModifyState(b.ctx, prev.ID, func(cur *workflow.Instance) error {
+		got, err := Modify(b.ctx, b.s, prev.ID, func(cur *workflow.Instance) error {
 			change(cur)
 			return increment(&cur.State)
 		}, what)
@@ -193,7 +193,7 @@ func testModifyStateDeadline(t *testing.T, h Harness) {
 
 	// A failing fn changes nothing, its deadline included.
 	snap := b.snapshot(t, inst.ID)
-	_, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+	_, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 		cur.Deadline = nil
 		return errBoom
 	}, "boom")
@@ -204,7 +204,7 @@ func testModifyStateDeadline(t *testing.T, h Harness) {
 	plain := b.create(t, store.CreateParams{ID: "plain", Input: json.RawMessage(`{}`)})
 	d4 := clockStart.Add(3 * time.Hour)
 	err = b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if _, err := tx.ModifyState(b.ctx, plain.ID, func(cur *workflow.Instance) error {
+		if _, err := Modify(b.ctx, tx, plain.ID, func(cur *workflow.Instance) error {
 			cur.Deadline = &d4
 			return nil
 		}, "deadline"); err != nil {

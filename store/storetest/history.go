@@ -41,7 +41,7 @@ func testHistoryOK(t *testing.T, h Harness) {
 	record(inst, "made")
 
 	step()
-	inst, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("v", 2) }, "modify")
+	inst, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("v", 2) }, "modify")
 	if err != nil {
 		t.Fatalf("ModifyState: %v", err)
 	}
@@ -58,13 +58,13 @@ func testHistoryOK(t *testing.T, h Harness) {
 	record(inst, `complete step "a"`)
 
 	step()
-	if inst, err = b.s.ReplaceState(b.ctx, inst.ID, inst.Version, replacement(), "replace"); err != nil {
+	if inst, err = Replace(b.ctx, b.s, inst.ID, inst.Version, replacement(), "replace"); err != nil {
 		t.Fatalf("ReplaceState: %v", err)
 	}
 	record(inst, "replace")
 
 	step()
-	if inst, err = b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, Cause: "operator"}); err != nil {
+	if inst, err = Transition(b.ctx, b.s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, Cause: "operator"}); err != nil {
 		t.Fatalf("TransitionStatus: %v", err)
 	}
 	record(inst, "operator")
@@ -118,7 +118,7 @@ func testHistoryPages(t *testing.T, h Harness) {
 	inst := b.create(t, store.CreateParams{State: counterState(0)})
 	for range 6 {
 		var err error
-		if inst, err = b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "inc"); err != nil {
+		if inst, err = Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "inc"); err != nil {
 			t.Fatalf("ModifyState: %v", err)
 		}
 	}
@@ -262,19 +262,19 @@ func testContextCancelled(t *testing.T, h Harness) {
 		"Create": func() error { _, err := b.s.Create(ctx, store.CreateParams{ID: "new"}); return err },
 		"List":   func() error { _, err := b.s.List(ctx, store.ListParams{}); return err },
 		"ReplaceState": func() error {
-			_, err := b.s.ReplaceState(ctx, inst.ID, v, replacement(), "x")
+			_, err := Replace(ctx, b.s, inst.ID, v, replacement(), "x")
 			return err
 		},
 		"ModifyState": func() error {
-			_, err := b.s.ModifyState(ctx, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "x")
+			_, err := Modify(ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "x")
 			return err
 		},
 		"TransitionStatus": func() error {
-			_, err := b.s.TransitionStatus(ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused})
+			_, err := Transition(ctx, b.s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused})
 			return err
 		},
 		"CompleteStep": func() error {
-			_, err := b.s.CompleteStep(ctx, store.CompleteStepParams{ID: inst.ID, StepID: "a", ExpectedVersion: v})
+			_, err := CompleteStep(ctx, b.s, StepParams{ID: inst.ID, StepID: "a", ExpectedVersion: v})
 			return err
 		},
 		"BatchUpdateStatus": func() error {

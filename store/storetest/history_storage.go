@@ -56,7 +56,7 @@ func (w *historyWriter) record(t *testing.T) {
 // replace writes state as the next version.
 func (w *historyWriter) replace(t *testing.T, s workflow.State) {
 	t.Helper()
-	if _, err := w.b.s.ReplaceState(w.b.ctx, w.inst.ID, w.inst.Version, s, "replace"); err != nil {
+	if _, err := Replace(w.b.ctx, w.b.s, w.inst.ID, w.inst.Version, s, "replace"); err != nil {
 		t.Fatalf("ReplaceState: %v", err)
 	}
 	w.record(t)
@@ -65,7 +65,7 @@ func (w *historyWriter) replace(t *testing.T, s workflow.State) {
 // modify changes the state through ModifyState as the next version.
 func (w *historyWriter) modify(t *testing.T, fn func(*workflow.State)) {
 	t.Helper()
-	if _, err := w.b.s.ModifyState(w.b.ctx, w.inst.ID, func(i *workflow.Instance) error { fn(&i.State); return nil }, "modify"); err != nil {
+	if _, err := Modify(w.b.ctx, w.b.s, w.inst.ID, func(i *workflow.Instance) error { fn(&i.State); return nil }, "modify"); err != nil {
 		t.Fatalf("ModifyState: %v", err)
 	}
 	w.record(t)

@@ -37,8 +37,8 @@ const (
 	opCreate linOp = iota
 	opGet
 	opUpdate     // UpdateState with an expected version
-	opModify     // ModifyState: increment under the row lock
-	opTransition // TransitionStatus from → to
+	opModify     // Modify: increment, decided again on a conflict
+	opTransition // Transition from → to
 )
 
 type linInput struct {
@@ -104,7 +104,10 @@ var LinModel = porcupine.Model{
 			return o.ok && o.version == st.version && o.value == st.value && o.status == st.status, st
 		case opUpdate:
 			if st.version != i.expected {
-				return o.conflict && o.version == st.version, st
+				// A conflict carries the actual version, or -1 when the
+				// store could not tell (store.ConflictError): PostgreSQL's
+				// guarded write that lost a race inside its statement.
+				return o.conflict && (o.version == st.version || o.version < 0), st
 			}
 			next := linState{exists: true, version: st.version + 1, value: i.value, status: st.status}
 			return o.ok && o.version == next.version, next
@@ -200,7 +203,7 @@ func RecordHistory(ctx context.Context, q store.Querier, prefix string, size Lin
 					mu.Unlock()
 					return
 				}
-				if out.ok || out.conflict {
+				if out.ok || out.conflict && out.version >= 0 {
 					seen[key] = out.version
 				}
 				mu.Lock()
@@ -234,7 +237,7 @@ func linApply(ctx context.Context, q store.Querier, in linInput) (linOutput, err
 	case opUpdate:
 		inst, err = store.UpdateState(ctx, q, in.key, in.expected, func(s *workflow.State) error { return s.SetVar("v", in.value) }, "lin update")
 	case opModify:
-		inst, err = q.ModifyState(ctx, in.key, func(i *workflow.Instance) error {
+		inst, err = Modify(ctx, q, in.key, func(i *workflow.Instance) error {
 			var v int64
 			if _, err := i.State.Var("v", &v); err != nil {
 				return err
@@ -242,7 +245,7 @@ func linApply(ctx context.Context, q store.Querier, in linInput) (linOutput, err
 			return i.State.SetVar("v", v+1)
 		}, "lin modify")
 	case opTransition:
-		inst, err = q.TransitionStatus(ctx, store.TransitionParams{ID: in.key, From: in.from, To: in.to})
+		inst, err = Transition(ctx, q, store.TransitionParams{ID: in.key, From: in.from, To: in.to})
 	}
 	var ce *store.ConflictError
 	var me *store.StatusMismatchError
@@ -307,13 +310,16 @@ func RunLinearizability(t *testing.T, h Harness, size LinSize) {
 	CheckLinearizable(t, setup(t, h).s, "lin", size)
 }
 
-// lostUpdateQuerier breaks the contract on purpose: its ReplaceState writes
-// whatever version is current (last writer wins), as a naive API handler
-// would have without If-Match.
+// lostUpdateQuerier breaks the contract on purpose: its Apply writes over
+// whatever version is current (last writer wins), as a write guarded by
+// nothing would.
 type lostUpdateQuerier struct{ store.Querier }
 
-func (q lostUpdateQuerier) ReplaceState(ctx context.Context, id string, _ int64, s workflow.State, cause string) (*workflow.Instance, error) {
-	return q.ModifyState(ctx, id, func(i *workflow.Instance) error { i.State = s; return nil }, cause)
+func (q lostUpdateQuerier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	if cur, err := q.Querier.Get(ctx, w.ID); err == nil {
+		w.ExpectedVersion = cur.Version
+	}
+	return q.Querier.Apply(ctx, w)
 }
 
 // testLinDetectsLostUpdates proves the check can fail: the same workload on a

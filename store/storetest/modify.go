@@ -40,7 +40,7 @@ func testModifyStateOK(t *testing.T, h Harness) {
 	inst := b.create(t, store.CreateParams{Definition: "d", Input: json.RawMessage(`{"in":9007199254740993}`), State: counterState(0)})
 	now := b.clock.Advance(time.Hour + 1)
 	calls := 0
-	got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+	got, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 		calls++
 		// fn sees the whole current instance, decoded.
 		assertInstance(t, "instance given to fn", inst, cur)
@@ -63,11 +63,11 @@ func testModifyStateOK(t *testing.T, h Harness) {
 	}, b.history(t, inst.ID))
 
 	// A change of state alone keeps the status; a no-op fn still writes a version.
-	got, err = b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "count")
+	got, err = Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "count")
 	if err != nil || got.Version != 2 || got.Status != workflow.StatusRunning || counter(got.State) != 2 {
 		t.Errorf("second ModifyState = %+v, %v; want version 2, RUNNING, counter 2", got, err)
 	}
-	got, err = b.s.ModifyState(b.ctx, inst.ID, func(*workflow.Instance) error { return nil }, "touch")
+	got, err = Modify(b.ctx, b.s, inst.ID, func(*workflow.Instance) error { return nil }, "touch")
 	if err != nil || got.Version != 3 || counter(got.State) != 2 {
 		t.Errorf("no-op ModifyState = %+v, %v; want version 3, counter 2", got, err)
 	}
@@ -76,7 +76,7 @@ func testModifyStateOK(t *testing.T, h Harness) {
 func testModifyStateToTerminal(t *testing.T, h Harness) {
 	b := setup(t, h)
 	inst := b.create(t, store.CreateParams{Status: workflow.StatusRunning, State: counterState(0)})
-	got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+	got, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 		cur.Status = workflow.StatusCompleted
 		return increment(&cur.State)
 	}, "finish")
@@ -87,7 +87,7 @@ func testModifyStateToTerminal(t *testing.T, h Harness) {
 		t.Errorf("ModifyState RUNNING → COMPLETED = status %s, version %d, counter %d", got.Status, got.Version, counter(got.State))
 	}
 	snap := b.snapshot(t, inst.ID)
-	_, err = b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "late")
+	_, err = Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "late")
 	wantErrorIs(t, "ModifyState after completion", err, workflow.ErrTerminal)
 	b.unchanged(t, "ModifyState after completion", snap)
 }
@@ -97,7 +97,7 @@ func testModifyStateIgnoresOtherFields(t *testing.T, h Harness) {
 	inst := b.create(t, store.CreateParams{ID: "keep", Definition: "d", Input: json.RawMessage(`{"a":1}`), State: counterState(0)})
 	other := b.create(t, store.CreateParams{ID: "other"})
 	now := b.clock.Advance(time.Second)
-	got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+	got, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 		cur.ID = "other"
 		cur.Definition = "changed"
 		cur.Input = json.RawMessage(`{"b":2}`)
@@ -120,7 +120,7 @@ func testModifyStateFnError(t *testing.T, h Harness) {
 	inst := b.create(t, store.CreateParams{State: counterState(0)})
 	snap := b.snapshot(t, inst.ID)
 	b.clock.Advance(time.Second)
-	got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+	got, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 		cur.Status = workflow.StatusRunning
 		_ = increment(&cur.State)
 		return errBoom
@@ -136,7 +136,7 @@ func testModifyStateTerminal(t *testing.T, h Harness) {
 		inst := b.terminalInstance(t, status)
 		snap := b.snapshot(t, inst.ID)
 		called := false
-		got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+		got, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 			called = true
 			cur.Status = workflow.StatusRunning
 			return nil
@@ -153,7 +153,7 @@ func testModifyStateTerminal(t *testing.T, h Harness) {
 func testModifyStateNotFound(t *testing.T, h Harness) {
 	b := setup(t, h)
 	called := false
-	got, err := b.s.ModifyState(b.ctx, "missing", func(*workflow.Instance) error { called = true; return nil }, "x")
+	got, err := Modify(b.ctx, b.s, "missing", func(*workflow.Instance) error { called = true; return nil }, "x")
 	wantErrorIs(t, "ModifyState on an unknown id", err, store.ErrNotFound)
 	wantNilInstance(t, "ModifyState on an unknown id", got)
 	if called {
@@ -167,7 +167,7 @@ func testModifyStateInvalidTransition(t *testing.T, h Harness) {
 	inst := b.create(t, store.CreateParams{State: counterState(0)})
 	snap := b.snapshot(t, inst.ID)
 	for _, to := range []workflow.Status{workflow.StatusPaused, workflow.StatusCompleted, workflow.StatusFailed, "NOPE"} {
-		got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+		got, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 			cur.Status = to
 			return increment(&cur.State)
 		}, "jump")
@@ -186,7 +186,7 @@ func testModifyStateInvalidState(t *testing.T, h Harness) {
 		"unknown step status": func(s *workflow.State) { s.Steps["a"].Status = "DONE" },
 		"nil step":            func(s *workflow.State) { s.Steps["a"] = nil },
 	} {
-		got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+		got, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 			change(&cur.State)
 			return nil
 		}, "invalid")
@@ -240,7 +240,7 @@ func testModifyStateConcurrent(t *testing.T, h Harness) {
 	var failures atomic.Int64
 	runConcurrently(workers, func(int) {
 		for range perWorker {
-			if _, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "inc"); err != nil {
+			if _, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "inc"); err != nil {
 				if failures.Add(1) <= 5 {
 					t.Errorf("ModifyState under contention: %v", err)
 				}
@@ -325,7 +325,7 @@ func testUpdateWithRetryCancel(t *testing.T, h Harness) {
 	// Every attempt conflicts: another writer changes the instance between the
 	// read and the write.
 	interfere := func(s *workflow.State) error {
-		if _, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "interfere"); err != nil {
+		if _, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "interfere"); err != nil {
 			return fmt.Errorf("interfering ModifyState: %w", err)
 		}
 		return increment(s)
@@ -397,7 +397,7 @@ func testModifyStateNilFn(t *testing.T, h Harness) {
 	b := setup(t, h)
 	inst := b.create(t, store.CreateParams{State: counterState(0)})
 	snap := b.snapshot(t, inst.ID)
-	got, err := b.s.ModifyState(b.ctx, inst.ID, nil, "nil")
+	got, err := Modify(b.ctx, b.s, inst.ID, nil, "nil")
 	if got != nil {
 		t.Errorf("ModifyState with a nil fn returned an instance: %+v", got)
 	}
@@ -411,7 +411,7 @@ func testModifyStateFnKeepsReference(t *testing.T, h Harness) {
 	b := setup(t, h)
 	inst := b.create(t, store.CreateParams{State: counterState(0)})
 	var kept *workflow.Instance
-	got, err := b.s.ModifyState(b.ctx, inst.ID, func(cur *workflow.Instance) error {
+	got, err := Modify(b.ctx, b.s, inst.ID, func(cur *workflow.Instance) error {
 		kept = cur
 		return increment(&cur.State)
 	}, "keep")

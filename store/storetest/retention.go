@@ -287,7 +287,7 @@ func testDeleteFinishedRetryRace(t *testing.T, h Harness) {
 			deleted, sweepErr = b.s.DeleteFinished(b.ctx, store.DeleteFinishedParams{Before: cutoff, Limit: 10})
 		})
 		wg.Go(func() {
-			_, retryErr = b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: id, From: workflow.StatusFailed, To: workflow.StatusRunning})
+			_, retryErr = Transition(b.ctx, b.s, store.TransitionParams{ID: id, From: workflow.StatusFailed, To: workflow.StatusRunning})
 		})
 		wg.Wait()
 		if sweepErr != nil {

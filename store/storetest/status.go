@@ -85,7 +85,7 @@ func testTransitionStatusOK(t *testing.T, h Harness) {
 			b.clock.Set(clockStart)
 			inst := b.create(t, store.CreateParams{Status: from, State: counterState(5)})
 			now := b.clock.Advance(time.Minute + 3)
-			got, err := b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: inst.ID, From: from, To: to})
+			got, err := Transition(b.ctx, b.s, store.TransitionParams{ID: inst.ID, From: from, To: to})
 			if err != nil {
 				t.Errorf("TransitionStatus %s → %s: %v", from, to, err)
 				continue
@@ -102,7 +102,7 @@ func testTransitionStatusOK(t *testing.T, h Harness) {
 	// A custom cause and a matching expected version.
 	inst := b.create(t, store.CreateParams{Status: workflow.StatusRunning})
 	v := inst.Version
-	got, err := b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v, Cause: "operator pause"})
+	got, err := Transition(b.ctx, b.s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v, Cause: "operator pause"})
 	if err != nil {
 		t.Fatalf("TransitionStatus with the expected version: %v", err)
 	}
@@ -127,11 +127,11 @@ func testTransitionStatusInvalidTransition(t *testing.T, h Harness) {
 				continue
 			}
 			// Rejected before any I/O: an unknown id does not turn it into 404.
-			got, err := b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: "does-not-exist", From: from, To: to})
+			got, err := Transition(b.ctx, b.s, store.TransitionParams{ID: "does-not-exist", From: from, To: to})
 			wantErrorIs(t, fmt.Sprintf("TransitionStatus %s → %s on an unknown id", from, to), err, workflow.ErrInvalidTransition)
 			wantNilInstance(t, "TransitionStatus", got)
 			if snap != nil {
-				got, err = b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: snap.inst.ID, From: from, To: to})
+				got, err = Transition(b.ctx, b.s, store.TransitionParams{ID: snap.inst.ID, From: from, To: to})
 				wantErrorIs(t, fmt.Sprintf("TransitionStatus %s → %s", from, to), err, workflow.ErrInvalidTransition)
 				wantNilInstance(t, "TransitionStatus", got)
 			}
@@ -144,7 +144,7 @@ func testTransitionStatusInvalidTransition(t *testing.T, h Harness) {
 		{ID: "x", From: "NOPE", To: workflow.StatusRunning},
 		{ID: "x", From: workflow.StatusPending, To: "running"},
 	} {
-		_, err := b.s.TransitionStatus(b.ctx, p)
+		_, err := Transition(b.ctx, b.s, p)
 		wantErrorIs(t, fmt.Sprintf("TransitionStatus %q → %q", p.From, p.To), err, store.ErrInvalidArgument)
 	}
 }
@@ -156,7 +156,7 @@ func testTransitionStatusNotFound(t *testing.T, h Harness) {
 		{ID: "missing", From: workflow.StatusPending, To: workflow.StatusRunning},
 		{ID: "missing", From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v},
 	} {
-		got, err := b.s.TransitionStatus(b.ctx, p)
+		got, err := Transition(b.ctx, b.s, p)
 		wantErrorIs(t, "TransitionStatus on an unknown id", err, store.ErrNotFound)
 		wantNilInstance(t, "TransitionStatus on an unknown id", got)
 	}
@@ -183,7 +183,7 @@ func testTransitionStatusMismatch(t *testing.T, h Harness) {
 	} {
 		snap := b.snapshot(t, c.inst.ID)
 		what := fmt.Sprintf("TransitionStatus %s → %s on a %s instance", c.from, c.to, c.inst.Status)
-		got, err := b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: c.inst.ID, From: c.from, To: c.to, ExpectedVersion: c.version})
+		got, err := Transition(b.ctx, b.s, store.TransitionParams{ID: c.inst.ID, From: c.from, To: c.to, ExpectedVersion: c.version})
 		wantMismatch(t, what, err, c.inst.ID, c.from, c.inst.Status)
 		wantNilInstance(t, what, got)
 		b.unchanged(t, what, snap)
@@ -196,13 +196,13 @@ func testTransitionStatusExpectedVersion(t *testing.T, h Harness) {
 	inst = b.transition(t, inst.ID, workflow.StatusPending, workflow.StatusRunning)
 	snap := b.snapshot(t, inst.ID)
 	for _, v := range []int64{0, 2, 100} {
-		got, err := b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v})
+		got, err := Transition(b.ctx, b.s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v})
 		wantConflict(t, fmt.Sprintf("TransitionStatus expecting version %d", v), err, inst.ID, v, 1)
 		wantNilInstance(t, "TransitionStatus with a stale version", got)
 	}
 	b.unchanged(t, "TransitionStatus with a stale version", snap)
 	v := int64(1)
-	got, err := b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v})
+	got, err := Transition(b.ctx, b.s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused, ExpectedVersion: &v})
 	if err != nil || got.Version != 2 || got.Status != workflow.StatusPaused {
 		t.Errorf("TransitionStatus expecting the current version = %+v, %v; want version 2, PAUSED", got, err)
 	}
@@ -215,7 +215,7 @@ func testTransitionStatusRace(t *testing.T, h Harness) {
 	const racers = 16
 	errs := make([]error, racers)
 	runConcurrently(racers, func(i int) {
-		_, errs[i] = b.s.TransitionStatus(b.ctx, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused})
+		_, errs[i] = Transition(b.ctx, b.s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused})
 	})
 	won := 0
 	for _, err := range errs {
@@ -260,13 +260,13 @@ func (b *bundle) newBatchFixture(t testing.TB) batchFixture {
 	// Created first but updated later: the order is updated_at, not created_at.
 	b.createAt(t, t0.Add(-2*time.Hour), withID("u1", running))
 	b.clock.Set(t0.Add(30 * time.Second))
-	if _, err := b.s.ModifyState(b.ctx, "u1", func(cur *workflow.Instance) error { return nil }, "touch"); err != nil {
+	if _, err := Modify(b.ctx, b.s, "u1", func(cur *workflow.Instance) error { return nil }, "touch"); err != nil {
 		t.Fatalf("ModifyState: %v", err)
 	}
 	// Created before the cutoff, updated after it.
 	b.createAt(t, t0.Add(-time.Hour), withID("touched", running))
 	b.clock.Set(t0.Add(20 * time.Minute))
-	if _, err := b.s.ModifyState(b.ctx, "touched", func(cur *workflow.Instance) error { return nil }, "touch"); err != nil {
+	if _, err := Modify(b.ctx, b.s, "touched", func(cur *workflow.Instance) error { return nil }, "touch"); err != nil {
 		t.Fatalf("ModifyState: %v", err)
 	}
 	f.others = append(f.others, "touched")

