@@ -2,50 +2,23 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/client"
+	"github.com/flowd/flowd/internal/testkit"
 	"github.com/flowd/flowd/workflow"
 )
-
-// fetchDefinition is an http step whose URL the start's input gives: the
-// shape of a server-side request forgery.
-const fetchDefinition = `{"name": "fetch", "steps": [{"id": "call", "type": "http",
-  "request": {"method": "GET", "url": "{{ .input.url }}"}, "retry": {"max_attempts": 3, "initial_backoff": "10ms"}}]}`
 
 // fetchThrough starts fetch on the server at server with url and waits until
 // it completes or fails.
 func fetchThrough(t *testing.T, server, url string) *workflow.Instance {
 	t.Helper()
-	ctx := context.Background()
-	c := client.New(server)
-	if _, _, err := c.PutDefinition(ctx, "fetch", []byte(fetchDefinition)); err != nil {
-		t.Fatal(err)
-	}
-	input, _ := json.Marshal(map[string]string{"url": url})
-	inst, err := c.CreateWorkflow(ctx, api.CreateWorkflowRequest{Definition: "fetch", Input: input})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if inst, err = c.GetWorkflow(ctx, inst.ID); err != nil {
-			t.Fatal(err)
-		}
-		if inst.Status == workflow.StatusCompleted || inst.Status == workflow.StatusFailed {
-			return inst
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still %s: %+v", inst.ID, inst.Status, inst.State.Steps)
-		}
-	}
+	return testkit.Fetch(t, client.New(server), url)
 }
 
 // internalService stands for a service on this host that no workflow
