@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -17,11 +19,13 @@ import (
 // cfg.BatchSize of them RUNNING→PAUSED per call, the other half PAUSED→RUNNING
 // (a single client alternates). An op is a call that moved at least one row.
 //
-// BatchUpdateStatus selects by status across the whole database, so the
+// A batch (the engine's BatchStatus, each instance read and written with
+// the guarded write) selects by status across the whole database, so the
 // scenario refuses a database holding RUNNING or PAUSED instances it did not
 // create, and cancels its rows when it is done.
 type batchScenario struct {
 	r       *runner
+	eng     *engine.Engine
 	ids     []string
 	index   map[string]int // read-only during the run
 	forward []atomic.Int32 // per row: times returned by RUNNING→PAUSED
@@ -40,6 +44,11 @@ const benchIDPrefix = "bench-"
 
 func (b *batchScenario) prepare(ctx context.Context) error {
 	b.lostLog.r = b.r
+	eng, err := engine.New(engine.Config{Store: b.r.s, Logger: slog.New(slog.DiscardHandler), Workers: &b.r.cfg.Workers})
+	if err != nil {
+		return err
+	}
+	b.eng = eng
 	if err := b.clearTable(ctx); err != nil {
 		return err
 	}
@@ -150,7 +159,7 @@ func (b *batchScenario) client(ctx context.Context, c *client) {
 		var ids []string
 		err := c.do("batch", what, func() error {
 			var err error
-			ids, err = b.r.s.BatchUpdateStatus(ctx, p)
+			ids, err = b.eng.BatchStatus(ctx, p)
 			if err == nil && len(ids) == 0 {
 				return errEmpty
 			}

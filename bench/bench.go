@@ -35,7 +35,7 @@ const (
 	// ScenarioCompleteStep: CompleteStep on instances with many steps, each
 	// client owning its instances.
 	ScenarioCompleteStep Scenario = "complete-step"
-	// ScenarioBatch: BatchUpdateStatus RUNNING→PAUSED and back over a large table.
+	// ScenarioBatch: the engine's BatchStatus RUNNING→PAUSED and back over a large table.
 	ScenarioBatch Scenario = "batch"
 	// ScenarioWorkflow: 3-step workflows end to end through an in-process engine.
 	ScenarioWorkflow Scenario = "workflow"

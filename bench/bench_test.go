@@ -251,8 +251,8 @@ func TestBatchRefusesForeignRows(t *testing.T) {
 	}
 }
 
-// lyingStore acknowledges every fifth write (Apply) without making it (or, for
-// batches, returns an id twice): the bench must notice from the data.
+// lyingStore acknowledges every fifth write (Apply) without making it: the
+// bench must notice from the data.
 type lyingStore struct {
 	store.Backend
 	calls, lies atomic.Int64
@@ -278,14 +278,6 @@ func (l *lyingStore) Apply(ctx context.Context, w *store.Write) (*workflow.Insta
 	return inst, nil
 }
 
-func (l *lyingStore) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
-	ids, err := l.Backend.BatchUpdateStatus(ctx, p)
-	if err == nil && len(ids) > 0 && l.lie() {
-		ids = append(ids, ids[0])
-	}
-	return ids, err
-}
-
 func TestLostUpdatesAreReported(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -296,7 +288,6 @@ func TestLostUpdatesAreReported(t *testing.T) {
 		{bench.ScenarioContended, bench.ModeModify},
 		{bench.ScenarioContended, bench.ModeRetry},
 		{bench.ScenarioCompleteStep, ""},
-		{bench.ScenarioBatch, ""},
 	} {
 		t.Run(string(c.sc)+"/"+c.mode, func(t *testing.T) {
 			t.Parallel()

@@ -16,10 +16,11 @@ import (
 // descendants are the sweepers' work, on every node and after any restart:
 // the child workflows that still run whose parent no longer does
 // (store.DueAbandoned) are cancelled a batch at a time
-// (rules.CancelAbandoned), each written only while it still has the
-// status it was read in — one BatchUpdateStatus per status, which on
-// PostgreSQL skips the rows another node's batch holds — and that abandons
-// their own children in turn. A sweep works level after level until none
+// (rules.CancelAbandoned): a batch is read again with its tasks in one
+// transaction (store.BatchReader, which on PostgreSQL skips the instances
+// another node's batch holds) and written with one guarded ApplyGroup,
+// each child's active tasks cancelled in its write; that abandons their
+// own children in turn. A sweep works level after level until none
 // is left (or cascadeRounds), and a cancel on this node starts one at once
 // (cascadeSoon) rather than at the next tick.
 
@@ -77,8 +78,23 @@ func (e *Engine) cancelAbandoned(ctx context.Context, items []store.DueItem) (in
 	n := 0
 	for _, from := range slices.Sorted(maps.Keys(byStatus)) {
 		ids := byStatus[from]
-		moved, err := e.st.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: from, NewStatus: workflow.StatusCancelled,
-			IDs: ids, Limit: len(ids), UpdatedBefore: before, Cause: rules.AbandonedCause})
+		p := store.BatchStatusParams{Status: from, NewStatus: workflow.StatusCancelled, IDs: ids, Limit: len(ids),
+			UpdatedBefore: before, Cause: rules.AbandonedCause}
+		var moved []string
+		err := e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+			moved = moved[:0]
+			got, err := tx.BatchInstances(ctx, store.BatchReadParams{Status: from, UpdatedBefore: before, IDs: ids, Limit: len(ids), Lock: true})
+			if err != nil {
+				return err
+			}
+			ws := make([]*store.Write, len(got))
+			now := e.clock()
+			for i, it := range got {
+				ws[i] = setStatusWrite(it, p, now)
+				moved = append(moved, it.Instance.ID)
+			}
+			return applyGroup(ctx, tx, ws)
+		})
 		if err != nil {
 			return n, err
 		}

@@ -132,15 +132,9 @@ type cascadeStopper struct {
 
 var errNodeLost = errors.New("the node was lost in the middle of the cascade")
 
-func (s *cascadeStopper) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
-	if s.armed.Load() && p.Cause == rules.AbandonedCause && s.batches.Add(1) > 1 {
-		return nil, errNodeLost
-	}
-	return s.Backend.BatchUpdateStatus(ctx, p)
-}
-
+// Due lets the cascade read (and so write) one batch once armed.
 func (s *cascadeStopper) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, error) {
-	if s.armed.Load() && p.Kind == store.DueAbandoned && s.batches.Load() > 1 {
+	if s.armed.Load() && p.Kind == store.DueAbandoned && s.batches.Add(1) > 1 {
 		return nil, errNodeLost
 	}
 	return s.Backend.Due(ctx, p)

@@ -3,44 +3,56 @@ package engine
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 )
 
-// stopBatch is a batch to a status that stops steps (COMPLETED, FAILED,
-// TIMED_OUT, CANCELLED): in one transaction, the batch moves the
-// instances (store.Querier.BatchUpdateStatus) and, for each one it moved,
-// cancels its active tasks (rules.CancelTasks) and carries a child's
-// outcome to its parent's step (withParents), each parent's write guarded
-// as the engine's own. All of it or nothing: a parent or task that moved
-// meanwhile fails the transaction with a conflict, and the batch is run
-// again (batchAttempts). It returns the ids moved and the parents'
-// writes made.
+// stopBatch is a batch to a status other than RUNNING: in one transaction
+// it reads the instances (store.BatchReader, locking them on PostgreSQL)
+// and writes each one's change (rules.SetStatus: a status that stops steps
+// cancels its active tasks) with the engine's guarded write; the outcome
+// of a child for its parent's step (and up) is written with it
+// (withParents), each parent's write guarded as the engine's own. All of
+// it or nothing: a parent or task that moved meanwhile fails the
+// transaction with a conflict, and the batch is run again
+// (batchAttempts). It returns the ids moved and the parents' writes made.
 //
-// A child's outcome is decided inside the transaction, on what it has
-// written: the siblings of one parent moved by one batch then each see
-// the parent as the one before left it.
+// A child's outcome is decided inside the transaction, on what the batch
+// has written: the siblings of one parent moved by one batch then each
+// see the parent as the one before left it.
 func (e *Engine) stopBatch(ctx context.Context, p store.BatchStatusParams) (ids []string, parents []*store.Write, err error) {
+	sel := store.BatchReadParams{Status: p.Status, UpdatedBefore: p.UpdatedBefore, IDs: p.IDs, Limit: p.Limit, Lock: true}
 	for attempt := 1; ; attempt++ {
 		err = e.withDefs(ctx, func() error {
 			return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-				parents = parents[:0]
-				var err error
-				if ids, err = tx.BatchUpdateStatus(ctx, p); err != nil {
+				ids, parents = []string{}, parents[:0]
+				items, err := tx.BatchInstances(ctx, sel)
+				if err != nil {
 					return err
 				}
+				var own []*store.Write
 				now := e.clock()
-				for _, id := range slices.Sorted(slices.Values(ids)) {
-					pws, err := e.stopMoved(ctx, tx, id, p, now)
+				for _, it := range items {
+					ids = append(ids, it.Instance.ID)
+					w := setStatusWrite(it, p, now)
+					ws, err := e.withParents(ctx, tx, w)
 					if err != nil {
 						return err
 					}
-					parents = append(parents, pws...)
+					if len(ws) == 1 {
+						own = append(own, w)
+						continue
+					}
+					// Written at once: a sibling's outcome is decided on
+					// the parent as this one leaves it.
+					if _, err := applyWrites(ctx, tx, ws); err != nil {
+						return err
+					}
+					parents = append(parents, ws[1:]...)
 				}
-				return nil
+				return applyGroup(ctx, tx, own)
 			})
 		})
 		if err == nil || !errors.Is(err, store.ErrConflict) || attempt == batchAttempts || ctx.Err() != nil {
@@ -54,39 +66,23 @@ func (e *Engine) stopBatch(ctx context.Context, p store.BatchStatusParams) (ids 
 	}
 }
 
-// stopMoved writes, in the batch's transaction tx, what the move of
-// instance id to p.NewStatus brings about: its active tasks cancelled,
-// and the outcome of a child for its parent's step (and up). It returns
-// the parents' writes.
-func (e *Engine) stopMoved(ctx context.Context, tx store.Querier, id string, p store.BatchStatusParams, now time.Time) ([]*store.Write, error) {
-	inst, err := tx.Get(ctx, id)
-	if err != nil {
-		return nil, err
+// setStatusWrite is the write of a batch's move of it to p.NewStatus, the
+// status alone (rules.SetStatus): a status that stops the instance cancels
+// its active tasks in the same write.
+func setStatusWrite(it store.BatchItem, p store.BatchStatusParams, now time.Time) *store.Write {
+	d := &decided{id: it.Instance.ID, version: it.Instance.Version, from: it.Instance.Status, cause: p.Cause,
+		read: byID(it.Tasks...), allRows: true}
+	d.ch = rules.SetStatus(it.Instance, p.NewStatus, copies(it.Tasks))
+	return d.write(now)
+}
+
+// applyGroup writes ws, decided on one read, as one atomic write.
+func applyGroup(ctx context.Context, q store.Querier, ws []*store.Write) error {
+	if len(ws) == 0 {
+		return nil
 	}
-	rows, err := tx.TasksOfInstance(ctx, id, store.LockNone)
-	if err != nil {
-		return nil, err
-	}
-	if cancels := rules.CancelTasks(copies(rows)); len(cancels) > 0 {
-		d := tasksOnly(id, inst.Status, false, cancels...)
-		d.read = byID(rows...)
-		if _, err := tx.Apply(ctx, d.write(now)); err != nil {
-			return nil, err
-		}
-	}
-	// The batch's version, as the engine's write of it would be.
-	moved := &store.Write{ID: id, ExpectedVersion: inst.Version - 1, From: p.Status, Status: inst.Status,
-		State: inst.State, Output: inst.Output, Now: now}
-	ws, err := e.withParents(ctx, tx, moved)
-	if err != nil {
-		return nil, err
-	}
-	for _, pw := range ws[1:] {
-		if _, err := tx.Apply(ctx, pw); err != nil {
-			return nil, err
-		}
-	}
-	return ws[1:], nil
+	_, _, err := q.ApplyGroup(ctx, nil, ws, nil)
+	return err
 }
 
 // afterStopBatch does, once a stopBatch is committed, what follows the
@@ -94,7 +90,7 @@ func (e *Engine) stopMoved(ctx context.Context, tx store.Querier, id string, p s
 // children of the instances stopped are the cascade's, and the parents'
 // writes wake the workers and cancel the children they dropped.
 func (e *Engine) afterStopBatch(ctx context.Context, p store.BatchStatusParams, ids []string, parents []*store.Write) {
-	if len(ids) > 0 {
+	if len(ids) > 0 && p.NewStatus.StopsSteps() {
 		e.cascadeSoon()
 	}
 	if rules.FreesSlot(p.Status, p.NewStatus) {

@@ -122,13 +122,6 @@ func (q instrumentedQuerier) deleted(n int) {
 	q.m.WorkflowsDeleted.Add(float64(n))
 }
 
-func (q instrumentedQuerier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
-	start := time.Now()
-	ids, err := q.Querier.BatchUpdateStatus(ctx, p)
-	q.observe("batch_status", start, err, len(ids) > 0)
-	return ids, err
-}
-
 func (q instrumentedQuerier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	start := time.Now()
 	var (

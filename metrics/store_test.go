@@ -144,11 +144,10 @@ func TestRecordedOpsAreKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = s.Apply(ctx, &store.Write{ID: "w", ExpectedVersion: inst.Version, From: inst.Status, Status: workflow.StatusPaused, State: inst.State, Cause: "test"})
-	_, _ = s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, NewStatus: workflow.StatusRunning, UpdatedBefore: time.Now().Add(time.Hour), Limit: 1})
 	if got := gatherOps(t, m); len(got) != before {
 		t.Errorf("ops recorded: %v; %d were pre-created (metrics.Ops = %v)", got, before, metrics.Ops)
 	}
-	for op, n := range map[string]float64{"create": 1, "apply": 1, "batch_status": 1} {
+	for op, n := range map[string]float64{"create": 1, "apply": 1} {
 		if got := stateUpdates(t, m, op, metrics.ResultOK); got != n {
 			t.Errorf("flowd_state_updates_total{op=%q,result=\"ok\"} = %v, want %v", op, got, n)
 		}

@@ -51,14 +51,6 @@ type Querier interface {
 	// A malformed cursor returns ErrInvalidCursor.
 	List(ctx context.Context, p ListParams) (ListPage, error)
 
-	// BatchUpdateStatus moves at most p.Limit instances whose status is p.Status
-	// and whose updated_at is before p.UpdatedBefore (and, with p.IDs, that
-	// are among them) to p.NewStatus, oldest updated_at first, each version
-	// +1, and returns their ids. Concurrent calls never return the same id.
-	// Errors: workflow.ErrInvalidTransition, ErrInvalidArgument (limit
-	// outside 1–10000, more IDs than that).
-	BatchUpdateStatus(ctx context.Context, p BatchStatusParams) ([]string, error)
-
 	// History returns the versions of the instance from version since on,
 	// oldest first, with no gap: at most limit of them, or all of them when
 	// limit is 0 (since 0, limit 0: versions 0, 1, …, current). A since
@@ -85,6 +77,9 @@ type Querier interface {
 
 	// What definition concurrency limits read.
 	ConcurrencyQuerier
+
+	// What a batch changes, read for the engine to decide and write.
+	BatchReader
 }
 
 // Store is the state store: workflow instances, their history and their
@@ -254,7 +249,10 @@ type TransitionParams struct {
 	Cause           string // default "status FROM→TO"
 }
 
-// BatchStatusParams are the inputs of Querier.BatchUpdateStatus.
+// BatchStatusParams are the inputs of a batch status change (the engine's
+// BatchStatus): it moves at most Limit instances whose status is Status
+// and whose updated_at is before UpdatedBefore (and, with IDs, that are
+// among them) to NewStatus, oldest updated_at first.
 type BatchStatusParams struct {
 	Status        workflow.Status
 	UpdatedBefore time.Time

@@ -91,11 +91,11 @@ func (s *tracedStore) List(ctx context.Context, p store.ListParams) (store.ListP
 	return page, err
 }
 
-func (s *tracedStore) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
-	ctx, span := s.start(ctx, "batch_status")
-	ids, err := s.Backend.BatchUpdateStatus(ctx, p)
+func (s *tracedStore) BatchInstances(ctx context.Context, p store.BatchReadParams) ([]store.BatchItem, error) {
+	ctx, span := s.start(ctx, "batch_instances")
+	items, err := s.Backend.BatchInstances(ctx, p)
 	end(span, err)
-	return ids, err
+	return items, err
 }
 
 func (s *tracedStore) History(ctx context.Context, id string, since int64, limit int) ([]store.HistoryEntry, error) {

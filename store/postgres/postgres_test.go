@@ -614,9 +614,9 @@ func TestBatchUpdateStatusConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Go(func() {
-			ids, err := s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: before, NewStatus: workflow.StatusTimedOut, Limit: 30})
+			ids, err := storetest.Batch(ctx, s, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: before, NewStatus: workflow.StatusTimedOut, Limit: 30})
 			if err != nil {
-				t.Errorf("BatchUpdateStatus: %v", err)
+				t.Errorf("batch: %v", err)
 			}
 			results[i] = ids
 		})
@@ -644,7 +644,7 @@ func TestBatchUpdateStatusConcurrent(t *testing.T) {
 	if len(h) != 2 || h[1].Status != workflow.StatusTimedOut || h[1].Version != 1 {
 		t.Errorf("history of w000 = %+v", h)
 	}
-	ids, err := s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: before, NewStatus: workflow.StatusRunning, Limit: 10})
+	ids, err := storetest.Batch(ctx, s, store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: before, NewStatus: workflow.StatusRunning, Limit: 10})
 	if err != nil || ids == nil || len(ids) != 0 {
 		t.Errorf("empty batch = %#v, %v; want an empty non-nil slice", ids, err)
 	}

@@ -65,38 +65,6 @@ const instanceBaseColumns = "id, definition, status, state, input, version, crea
 // parameters, made in Go by historyEntry from the states it read; JSON goes
 // in as text parameters with explicit ::jsonb casts.
 const (
-	// The ids are chosen with FOR UPDATE SKIP LOCKED (never UPDATE …
-	// LIMIT, which PostgreSQL does not have): concurrent batches skip each
-	// other's rows instead of waiting or returning the same id. The batch
-	// runs in a transaction: batchPickSQL locks the rows, the new states
-	// and their history rows are made in Go, and batchWriteSQL writes them.
-	batchPickSQL = `SELECT id, version, state FROM workflow_instances
-	WHERE status = $1 AND updated_at < $2
-	ORDER BY updated_at, id
-	LIMIT $3
-	FOR UPDATE SKIP LOCKED`
-
-	// batchPickIDsSQL is batchPickSQL over the instances $4 only (by
-	// primary key).
-	batchPickIDsSQL = `SELECT id, version, state FROM workflow_instances
-	WHERE id = ANY ($4::text[]) AND status = $1 AND updated_at < $2
-	ORDER BY updated_at, id
-	LIMIT $3
-	FOR UPDATE SKIP LOCKED`
-
-	// batchWriteSQL writes the instances a batch picked ($1, locked): their
-	// status $2, states $3 and history rows $4. id = ANY (…) finds them
-	// through the primary key whatever the planner thinks of the arrays.
-	batchWriteSQL = `WITH x AS (
-	SELECT * FROM unnest($1::text[], $3::text[], $4::text[]) AS x (id, state, history)
-), u AS (
-	UPDATE workflow_instances i SET status = $2, state = x.state::jsonb, version = i.version + 1, updated_at = $5
-	FROM x WHERE i.id = ANY ($1::text[]) AND i.id = x.id
-	RETURNING i.id, i.version, i.status
-)
-INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-SELECT u.id, u.version, u.status, x.history::jsonb, $5, $6, $7 FROM u JOIN x USING (id)`
-
 	getSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1`
 
 	// historySQL reads from the snapshot that version $2's row starts from
@@ -301,91 +269,6 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
 	return page, nil
-}
-
-// BatchUpdateStatus moves at most p.Limit instances in one transaction
-// and returns their ids, oldest updated_at first: it locks them
-// (batchPickSQL), makes their new states and history rows in Go and writes
-// them in one statement (batchWriteSQL).
-func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) (_ []string, err error) {
-	defer q.settle(&err) // a write of its own on the pool
-	if err := p.Normalize(); err != nil {
-		return nil, err
-	}
-	if err := checkText("cause", p.Cause); err != nil {
-		return nil, err
-	}
-	sql, args := batchPickSQL, []any{string(p.Status), ceilMicro(p.UpdatedBefore), p.Limit}
-	if len(p.IDs) > 0 {
-		only := make([]string, 0, len(p.IDs))
-		for _, id := range p.IDs {
-			if storableText(id) { // one that cannot be stored is no instance
-				only = append(only, id)
-			}
-		}
-		sql, args = batchPickIDsSQL, append(args, only)
-	}
-	ids := []string{}
-	err = q.atomically(ctx, func(tq *querier) error {
-		ids = ids[:0]
-		rows, err := tq.db.Query(ctx, sql, args...)
-		if err != nil {
-			return interpretError(err, "")
-		}
-		type picked struct {
-			id      string
-			version int64
-			state   []byte
-		}
-		locked, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (picked, error) {
-			var p picked
-			err := r.Scan(&p.id, &p.version, &p.state)
-			return p, err
-		})
-		if err != nil {
-			return interpretError(err, "")
-		}
-		if len(locked) == 0 {
-			return nil
-		}
-		states, histories := make([]string, len(locked)), make([]string, len(locked))
-		for i, l := range locked {
-			st, err := decodeState(l.state)
-			if err != nil {
-				return err
-			}
-			old, err := marshalState(st)
-			if err != nil {
-				return err
-			}
-			next := old
-			if store.StopSteps(p.Status, p.NewStatus, &st) {
-				if next, err = marshalState(st); err != nil {
-					return err
-				}
-			}
-			history, err := historyEntry(ctx, tq.db, l.id, l.version+1, old, next)
-			if err != nil {
-				return err
-			}
-			ids = append(ids, l.id)
-			states[i], histories[i] = string(next), string(history)
-		}
-		if _, err := tq.db.Exec(ctx, batchWriteSQL, ids, string(p.NewStatus), states, histories, tq.timestamp(), p.Cause, store.ActorFrom(ctx)); err != nil {
-			return interpretError(err, "")
-		}
-		if p.Notify {
-			// Delivered at the commit.
-			if _, err := tq.db.Exec(ctx, notifySQL); err != nil {
-				return interpretError(err, "")
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
 }
 
 // storableText reports whether s can be a PostgreSQL text value (and so a

@@ -183,70 +183,6 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	return page, nil
 }
 
-// BatchUpdateStatus picks the oldest matching instances and moves them in
-// three statements whatever their number. Two batches cannot pick the same
-// instance: the write lock is held from BEGIN IMMEDIATE, so the second batch
-// runs after the first committed and no longer matches its instances.
-func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
-	if err := p.Normalize(); err != nil {
-		return nil, err
-	}
-	now := q.timestamp()
-	var ids []string
-	pick := `SELECT id FROM workflow_instances
-			WHERE status = ?1 AND updated_at < ?2
-			ORDER BY updated_at, id
-			LIMIT ?3`
-	args := []any{string(p.Status), micros(p.UpdatedBefore), p.Limit}
-	if len(p.IDs) > 0 {
-		// The ids travel as one JSON array parameter, never as SQL text.
-		only, err := json.Marshal(p.IDs)
-		if err != nil {
-			return nil, err
-		}
-		pick = `SELECT id FROM workflow_instances
-			WHERE id IN (SELECT value FROM json_each(?4)) AND status = ?1 AND updated_at < ?2
-			ORDER BY updated_at, id
-			LIMIT ?3`
-		args = append(args, string(only))
-	}
-	err := q.write(ctx, func(c dbtx) error {
-		var err error
-		ids, err = queryIDs(ctx, c, pick, args...)
-		if err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		prev, err := priorStates(ctx, c, ids)
-		if err != nil {
-			return err
-		}
-		// The ids travel as one JSON array parameter, never as SQL text.
-		list, err := json.Marshal(ids)
-		if err != nil {
-			return err
-		}
-		if _, err := c.ExecContext(ctx,
-			`UPDATE workflow_instances SET status = ?1, version = version + 1, updated_at = ?2
-			WHERE id IN (SELECT value FROM json_each(?3))`,
-			string(p.NewStatus), now, string(list)); err != nil {
-			return interpretError(ctx, err)
-		}
-		if p.NewStatus.StopsSteps() {
-			if err := cancelActiveSteps(ctx, c, string(list)); err != nil {
-				return err
-			}
-		}
-		return appendHistories(ctx, c, ids, p.Cause, store.ActorFrom(ctx), prev)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
-}
-
 // timestamp is the time of a write, as stored: unix microseconds of the
 // injected clock, the precision of store.Timestamp.
 func (q *querier) timestamp() int64 { return micros(q.now()) }
@@ -321,58 +257,6 @@ func writeState(ctx context.Context, c dbtx, id string, s workflow.State) error 
 	}
 	return nil
 }
-
-// cancelActiveSteps applies workflow.State.CancelActiveSteps to the instances
-// of the JSON array ids, which the caller has just moved to a status that
-// stops steps, within that same change (before its history rows). Only
-// states with a RUNNING or WAITING step are read back into Go.
-func cancelActiveSteps(ctx context.Context, c dbtx, ids string) error {
-	rows, err := c.QueryContext(ctx,
-		`SELECT id, state FROM workflow_instances
-		WHERE id IN (SELECT value FROM json_each(?1))
-			AND EXISTS (SELECT 1 FROM json_each(state, '$.steps') s
-				WHERE json_extract(s.value, '$.status') IN (SELECT value FROM json_each(?2)))
-		ORDER BY id`, ids, activeStepStatuses)
-	if err != nil {
-		return interpretError(ctx, err)
-	}
-	type row struct {
-		id    string
-		state workflow.State
-	}
-	var changed []row
-	for rows.Next() {
-		var id, raw string
-		if err := rows.Scan(&id, &raw); err != nil {
-			rows.Close()
-			return interpretError(ctx, err)
-		}
-		var st workflow.State
-		if err := st.UnmarshalJSON([]byte(raw)); err != nil {
-			rows.Close()
-			return fmt.Errorf("workflow %q: stored state: %w", id, err)
-		}
-		if st.CancelActiveSteps() {
-			changed = append(changed, row{id, st})
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return interpretError(ctx, err)
-	}
-	for _, r := range changed {
-		if err := writeState(ctx, c, r.id, r.state); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// activeStepStatuses is workflow.ActiveStepStatuses as a JSON array, for
-// cancelActiveSteps' filter.
-var activeStepStatuses = func() string {
-	b, _ := json.Marshal(workflow.ActiveStepStatuses)
-	return string(b)
-}()
 
 // marshalState encodes a state for storage. It fails only for a value that is
 // not valid JSON (a json.RawMessage set by hand), which makes the state

@@ -73,7 +73,7 @@ func testActorOfEveryWrite(t *testing.T, h Harness) {
 	_, err = CompleteStep(b.as("frank"), b.s, StepParams{ID: "w", StepID: "w", ExpectedVersion: inst.Version, Output: json.RawMessage(`1`)})
 	fail("CompleteStep", err)
 	b.clock.Advance(time.Second)
-	ids, err := b.s.BatchUpdateStatus(b.as("grace"), store.BatchStatusParams{Status: workflow.StatusRunning, NewStatus: workflow.StatusPaused,
+	ids, err := Batch(b.as("grace"), b.s, store.BatchStatusParams{Status: workflow.StatusRunning, NewStatus: workflow.StatusPaused,
 		UpdatedBefore: b.clock.Now(), Limit: 10})
 	fail("BatchUpdateStatus", err)
 	if !slices.Equal(ids, []string{"w"}) {

@@ -300,7 +300,7 @@ func benchBatchUpdateStatus(b *testing.B, f *benchFixture) {
 		if st.back {
 			p.Status, p.NewStatus = workflow.StatusPaused, workflow.StatusRunning
 		}
-		ids, err := s.BatchUpdateStatus(ctx, p)
+		ids, err := Batch(ctx, s, p)
 		if err != nil {
 			b.Fatalf("BatchUpdateStatus: %v", err)
 		}

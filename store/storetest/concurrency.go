@@ -185,7 +185,7 @@ func testConcurrencyBatchAndGroup(t *testing.T, h Harness) {
 		b.create(t, slotted(fmt.Sprintf("q%d", i), "d", "k", 2, workflow.StatusQueued))
 	}
 	// One statement that would move three into two slots moves none.
-	_, err := b.s.BatchUpdateStatus(b.ctx, store.BatchStatusParams{Status: workflow.StatusQueued, NewStatus: workflow.StatusRunning,
+	_, err := Batch(b.ctx, b.s, store.BatchStatusParams{Status: workflow.StatusQueued, NewStatus: workflow.StatusRunning,
 		UpdatedBefore: b.clock.Now().Add(time.Hour), Limit: 10, Cause: "batch"})
 	wantLimit(t, "batch of three into two slots", err)
 	for i := range 3 {
@@ -193,7 +193,7 @@ func testConcurrencyBatchAndGroup(t *testing.T, h Harness) {
 			t.Errorf("q%d is %s after the refused batch", i, st)
 		}
 	}
-	ids, err := b.s.BatchUpdateStatus(b.ctx, store.BatchStatusParams{Status: workflow.StatusQueued, NewStatus: workflow.StatusRunning,
+	ids, err := Batch(b.ctx, b.s, store.BatchStatusParams{Status: workflow.StatusQueued, NewStatus: workflow.StatusRunning,
 		UpdatedBefore: b.clock.Now().Add(time.Hour), Limit: 2, Cause: "batch"})
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("batch of two into two slots = %v, %v", ids, err)

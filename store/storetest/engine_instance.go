@@ -126,7 +126,7 @@ func testInstanceEngineFieldsKept(t *testing.T, h Harness) {
 	b.clock.Advance(time.Second)
 	inst = check("TransitionStatus")(Transition(b.ctx, b.s, store.TransitionParams{ID: inst.ID, From: workflow.StatusRunning, To: workflow.StatusPaused}))
 	now := b.clock.Advance(time.Second)
-	ids, err := b.s.BatchUpdateStatus(b.ctx, store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: now, NewStatus: workflow.StatusRunning, Limit: 10})
+	ids, err := Batch(b.ctx, b.s, store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: now, NewStatus: workflow.StatusRunning, Limit: 10})
 	if err != nil || !slices.Equal(ids, []string{inst.ID}) {
 		t.Fatalf("BatchUpdateStatus = %v, %v; want [%s]", ids, err, inst.ID)
 	}

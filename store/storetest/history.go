@@ -70,7 +70,7 @@ func testHistoryOK(t *testing.T, h Harness) {
 	record(inst, "operator")
 
 	now := step()
-	ids, err := b.s.BatchUpdateStatus(b.ctx, store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: now, NewStatus: workflow.StatusTimedOut, Limit: 1})
+	ids, err := Batch(b.ctx, b.s, store.BatchStatusParams{Status: workflow.StatusPaused, UpdatedBefore: now, NewStatus: workflow.StatusTimedOut, Limit: 1})
 	if err != nil || !slices.Equal(ids, []string{inst.ID}) {
 		t.Fatalf("BatchUpdateStatus = %v, %v; want [%s]", ids, err, inst.ID)
 	}
@@ -278,7 +278,7 @@ func testContextCancelled(t *testing.T, h Harness) {
 			return err
 		},
 		"BatchUpdateStatus": func() error {
-			_, err := b.s.BatchUpdateStatus(ctx, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: clockStart.Add(time.Hour), NewStatus: workflow.StatusPaused, Limit: 10})
+			_, err := Batch(ctx, b.s, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: clockStart.Add(time.Hour), NewStatus: workflow.StatusPaused, Limit: 10})
 			return err
 		},
 		"History": func() error { _, err := b.s.History(ctx, inst.ID, 0, 0); return err },

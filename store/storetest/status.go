@@ -45,7 +45,7 @@ func testBatchUpdateStatusIDs(t *testing.T, h Harness) {
 	b.clock.Set(f.t0.Add(time.Hour))
 	p := store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: f.cutoff, NewStatus: workflow.StatusCancelled, Limit: 100,
 		IDs: []string{"r4", "u1", "paused", "late", "nobody", "a\x00b"}}
-	got, err := b.s.BatchUpdateStatus(b.ctx, p)
+	got, err := Batch(b.ctx, b.s, p)
 	if err != nil {
 		t.Fatalf("BatchUpdateStatus with ids: %v", err)
 	}
@@ -62,7 +62,7 @@ func testBatchUpdateStatusIDs(t *testing.T, h Harness) {
 			b.unchanged(t, "instance "+id+" outside the ids", snap)
 		}
 	}
-	again, err := b.s.BatchUpdateStatus(b.ctx, p)
+	again, err := Batch(b.ctx, b.s, p)
 	if err != nil || len(again) != 0 {
 		t.Errorf("the same batch again = %v, %v; want nothing moved", again, err)
 	}
@@ -70,7 +70,7 @@ func testBatchUpdateStatusIDs(t *testing.T, h Harness) {
 	for i := range p.IDs {
 		p.IDs[i] = fmt.Sprintf("i%d", i)
 	}
-	_, err = b.s.BatchUpdateStatus(b.ctx, p)
+	_, err = Batch(b.ctx, b.s, p)
 	wantErrorIs(t, "a batch of more ids than MaxBatchLimit", err, store.ErrInvalidArgument)
 }
 
@@ -313,20 +313,20 @@ func testBatchUpdateStatusOK(t *testing.T, h Harness) {
 		}
 	}
 	p := store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: f.cutoff, NewStatus: workflow.StatusPaused, Limit: 3}
-	got, err := b.s.BatchUpdateStatus(b.ctx, p)
+	got, err := Batch(b.ctx, b.s, p)
 	if err != nil {
 		t.Fatalf("BatchUpdateStatus: %v", err)
 	}
 	check("first batch (limit 3)", got, f.movable[:3], "batch RUNNING→PAUSED")
 
 	p.Limit, p.Cause = 100, "sweep"
-	got, err = b.s.BatchUpdateStatus(b.ctx, p)
+	got, err = Batch(b.ctx, b.s, p)
 	if err != nil {
 		t.Fatalf("BatchUpdateStatus: %v", err)
 	}
 	check("second batch (limit 100)", got, f.movable[3:], "sweep")
 
-	got, err = b.s.BatchUpdateStatus(b.ctx, p)
+	got, err = Batch(b.ctx, b.s, p)
 	if err != nil {
 		t.Fatalf("BatchUpdateStatus: %v", err)
 	}
@@ -341,14 +341,14 @@ func testBatchUpdateStatusOK(t *testing.T, h Harness) {
 func testBatchUpdateStatusEmpty(t *testing.T, h Harness) {
 	b := setup(t, h)
 	p := store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: clockStart.Add(time.Hour), NewStatus: workflow.StatusTimedOut, Limit: 10}
-	got, err := b.s.BatchUpdateStatus(b.ctx, p)
+	got, err := Batch(b.ctx, b.s, p)
 	if err != nil || got == nil || len(got) != 0 {
 		t.Errorf("BatchUpdateStatus on an empty database = %#v, %v; want []string{}, nil", got, err)
 	}
 	// Matching status but nothing old enough.
 	b.create(t, store.CreateParams{Status: workflow.StatusRunning})
 	p.UpdatedBefore = clockStart.Add(-time.Hour)
-	got, err = b.s.BatchUpdateStatus(b.ctx, p)
+	got, err = Batch(b.ctx, b.s, p)
 	if err != nil || got == nil || len(got) != 0 {
 		t.Errorf("BatchUpdateStatus with nothing old enough = %#v, %v; want []string{}, nil", got, err)
 	}
@@ -377,7 +377,7 @@ func testBatchUpdateStatusInvalidArguments(t *testing.T, h Harness) {
 			p.Status, p.NewStatus = workflow.StatusCompleted, workflow.StatusRunning
 		}), workflow.ErrInvalidTransition},
 	} {
-		got, err := b.s.BatchUpdateStatus(b.ctx, c.p)
+		got, err := Batch(b.ctx, b.s, c.p)
 		wantErrorIs(t, fmt.Sprintf("BatchUpdateStatus(%+v)", c.p), err, c.want)
 		if len(got) != 0 {
 			t.Errorf("BatchUpdateStatus(%+v) returned ids %v with an error", c.p, got)
@@ -386,7 +386,7 @@ func testBatchUpdateStatusInvalidArguments(t *testing.T, h Harness) {
 	for _, s := range snaps {
 		b.unchanged(t, "invalid batches", s)
 	}
-	got, err := b.s.BatchUpdateStatus(b.ctx, with(func(p *store.BatchStatusParams) { p.Limit = store.MaxBatchLimit }))
+	got, err := Batch(b.ctx, b.s, with(func(p *store.BatchStatusParams) { p.Limit = store.MaxBatchLimit }))
 	if err != nil || !slices.Equal(got, []string{inst.ID}) {
 		t.Errorf("BatchUpdateStatus with limit %d = %v, %v; want [%s]", store.MaxBatchLimit, got, err, inst.ID)
 	}
@@ -410,7 +410,7 @@ func testBatchUpdateStatusConcurrent(t *testing.T, h Harness) {
 	)
 	runConcurrently(workers, func(int) {
 		for range rows { // bounded: every non-empty call moves at least one row
-			ids, err := b.s.BatchUpdateStatus(b.ctx, p)
+			ids, err := Batch(b.ctx, b.s, p)
 			calls.Add(1)
 			if err != nil {
 				t.Errorf("concurrent BatchUpdateStatus: %v", err)

@@ -163,7 +163,7 @@ func testStopStepsBatch(t *testing.T, h Harness) {
 		// Earlier rounds' instances are stopped: each batch moves this
 		// round's two only. The way back to RUNNING leaves steps alone.
 		b.clock.Advance(time.Second)
-		got, err := b.s.BatchUpdateStatus(b.ctx, store.BatchStatusParams{
+		got, err := Batch(b.ctx, b.s, store.BatchStatusParams{
 			Status: workflow.StatusPaused, UpdatedBefore: b.clock.Now(), NewStatus: workflow.StatusRunning, Limit: 100, Cause: "resume"})
 		if err != nil || len(got) != 2 {
 			t.Fatalf("batch PAUSED → RUNNING = %v, %v", got, err)
@@ -172,7 +172,7 @@ func testStopStepsBatch(t *testing.T, h Harness) {
 			b.wantActive(t, "batch PAUSED → RUNNING", id)
 		}
 		b.clock.Advance(time.Second)
-		got, err = b.s.BatchUpdateStatus(b.ctx, store.BatchStatusParams{
+		got, err = Batch(b.ctx, b.s, store.BatchStatusParams{
 			Status: workflow.StatusRunning, UpdatedBefore: b.clock.Now(), NewStatus: to, Limit: 100, Cause: "stop"})
 		if err != nil || len(got) != 2 {
 			t.Fatalf("batch RUNNING → %s = %v, %v", to, got, err)

@@ -170,7 +170,7 @@ func testWithTxOperations(t *testing.T, h Harness) {
 		if _, err := store.UpdateWithRetry(b.ctx, tx, id, fastPolicy(&retries), increment, "retry"); err != nil {
 			return fmt.Errorf("tx.UpdateWithRetry: %w", err)
 		}
-		ids, err := tx.BatchUpdateStatus(b.ctx, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: clockStart.Add(-time.Minute), NewStatus: workflow.StatusPaused, Limit: 10})
+		ids, err := Batch(b.ctx, tx, store.BatchStatusParams{Status: workflow.StatusRunning, UpdatedBefore: clockStart.Add(-time.Minute), NewStatus: workflow.StatusPaused, Limit: 10})
 		if err != nil {
 			return fmt.Errorf("tx.BatchUpdateStatus: %w", err)
 		}
