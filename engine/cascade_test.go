@@ -134,10 +134,18 @@ var errNodeLost = errors.New("the node was lost in the middle of the cascade")
 
 // Due lets the cascade read (and so write) one batch once armed.
 func (s *cascadeStopper) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, error) {
-	if s.armed.Load() && p.Kind == store.DueAbandoned && s.batches.Add(1) > 1 {
+	if !s.armed.Load() || p.Kind != store.DueAbandoned {
+		return s.Backend.Due(ctx, p)
+	}
+	if s.batches.Load() > 0 {
+		s.batches.Add(1)
 		return nil, errNodeLost
 	}
-	return s.Backend.Due(ctx, p)
+	items, err := s.Backend.Due(ctx, p)
+	if len(items) > 0 {
+		s.batches.Add(1)
+	}
+	return items, err
 }
 
 // A cascade cut short (the node stops after one batch of it) is finished
