@@ -50,8 +50,8 @@ func (e *ConcurrencyLimitError) Is(target error) bool { return target == ErrConc
 // ConcurrencyQuerier reads what the engine needs to apply definition
 // concurrency limits. The limit itself is enforced by the stores' writes:
 // every write that moves an instance with a concurrency slot from a status
-// that holds none into RUNNING or PAUSED (Create, Apply, ApplyGroup,
-// BatchUpdateStatus) checks, in the same
+// that holds none into RUNNING or PAUSED (Create, Apply, ApplyGroup)
+// checks, in the same
 // transaction and under a lock of the key (PostgreSQL: an advisory
 // transaction lock; SQLite: its single writer), that fewer than the limit
 // of the key's instances hold one, and a Create of such an instance also

@@ -259,10 +259,6 @@ type BatchStatusParams struct {
 	NewStatus     workflow.Status
 	Limit         int // 1–10000
 	Cause         string
-	// Notify wakes the workers of every node once the batch is committed,
-	// when it moved at least one instance: a batch to RUNNING makes tasks
-	// queued before a pause claimable again without writing them.
-	Notify bool
 	// IDs, when not empty, keeps only these instances (at most
 	// MaxBatchLimit): a batch of instances the caller read, each written
 	// only while it still has Status.
