@@ -306,3 +306,34 @@ func TestConcurrencyChildWorkflows(t *testing.T) {
 		n.waitStatus("p2", workflow.StatusCompleted, 10*time.Second)
 	})
 }
+
+// A batch QUEUED → RUNNING that would hold more slots of a key than its
+// limit starts none of them: the guarded group write refuses it whole.
+func TestConcurrencyBatchOverLimitStartsNone(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{noStart: true})
+		n.define("name: bl\ntimeout: 1h\nconcurrency: {limit: 2}\nsteps:\n  - {id: nap, type: sleep, duration: 1h}\n")
+		ctx := context.Background()
+		def, err := n.st.GetDefinition(ctx, "bl", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"l1", "l2", "l3"} {
+			st := workflow.State{Steps: map[string]*workflow.StepState{"nap": {Status: workflow.StepPending}}}
+			if _, err := n.st.Create(ctx, store.CreateParams{ID: id, Definition: "bl", DefinitionRevision: def.Revision,
+				Status: workflow.StatusQueued, State: st, Concurrency: &store.ConcurrencySlot{Limit: 2}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids, err := n.eng.BatchStatus(ctx, store.BatchStatusParams{Status: workflow.StatusQueued, NewStatus: workflow.StatusRunning,
+			UpdatedBefore: time.Now().Add(time.Hour), Limit: 10, Cause: "batch"})
+		if !errors.Is(err, store.ErrConcurrencyLimit) || len(ids) != 0 {
+			t.Fatalf("batch of three into two slots = %v, %v; want ErrConcurrencyLimit", ids, err)
+		}
+		for _, id := range []string{"l1", "l2", "l3"} {
+			if inst, _ := n.st.Get(ctx, id); inst.Status != workflow.StatusQueued {
+				t.Errorf("%s is %s after the refused batch", id, inst.Status)
+			}
+		}
+	})
+}
