@@ -60,8 +60,9 @@ type Write struct {
 	// success); Update are existing ones to write back, each with its guard.
 	Insert []*Task
 	Update []TaskWrite
-	// Now is the engine's clock: a lease guard requires a lease running at
-	// Now.
+	// Now is the engine's clock when it decided the write. The stores no
+	// longer read it: a task guard is the row as read, and whether its
+	// lease runs at Now was decided before the write.
 	Now time.Time
 	// Notify wakes the workers of every node once the write is committed.
 	Notify bool
