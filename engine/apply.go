@@ -185,8 +185,7 @@ func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q 
 }
 
 // write is the store's form of d, guarded by the version read and by each
-// update's guard: the rules' lease guard, else the row as read (status and
-// attempt).
+// update's guard: the row the rules decided on, else the row read for them.
 func (d *decided) write(now time.Time) *store.Write {
 	ch := &d.ch
 	w := &store.Write{ID: d.id, From: d.from, Now: now, Notify: ch.Notify, TasksOnly: d.tasksOnly}
@@ -208,12 +207,9 @@ func (d *decided) write(now time.Time) *store.Write {
 	}
 	for i := range ch.Update {
 		u := &ch.Update[i]
-		g := store.TaskGuard{Lease: u.Guard.Lease, LeaseEnded: u.Guard.LeaseEnded}
-		if row := d.read[u.Task.ID]; g.Lease == "" && row != nil {
-			g.Status, g.Attempt = row.Status, row.Attempt
-		} else if g.Lease == "" {
-			// Not read: guarded by what the rules say it was.
-			g.Status = store.TaskStatus(u.Guard.Status)
+		g := u.Guard
+		if row := d.read[u.Task.ID]; g == (store.TaskGuard{}) && row != nil {
+			g = store.GuardOf(row)
 		}
 		w.Update = append(w.Update, store.TaskWrite{Task: &u.Task, Guard: g})
 	}

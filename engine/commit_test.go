@@ -26,7 +26,7 @@ func settle(done func() bool) {
 }
 
 // completedTask is the task w completes as a lease holder (DONE, guarded
-// by its lease), or "".
+// by the row read under its lease), or "".
 func completedTask(w *store.Write) string {
 	if len(w.Update) == 1 && w.Update[0].Guard.Lease != "" && w.Update[0].Task.Status == store.TaskDone {
 		return w.Update[0].Task.ID

@@ -208,13 +208,14 @@ func decideTimeout(inst *workflow.Instance, now time.Time) *decided {
 // one that ended: a timer is re-queued (rules.ExpireTimer) and a task of a
 // step its instance no longer runs cancelled, both as task rows alone; any
 // other expiry uses up the attempt (rules.Env.ExpireLease) in a version of
-// the instance. Every write is guarded by the lease having ended.
+// the instance. Every write is guarded by the row as read, whose lease
+// ended: a heartbeat or a completion since makes it miss.
 func (e *Engine) decideExpiry(ctx context.Context, q store.Querier, inst *workflow.Instance, row *store.Task, now time.Time) (*decided, error) {
-	if row.Status != store.TaskLeased || !row.LeaseUntil.Before(now) {
+	if !rules.LeaseEnded(row, now) {
 		return nil, nil
 	}
 	t := *row
-	ended := rules.Guard{Lease: t.Lease, LeaseEnded: true}
+	ended := store.GuardOf(row)
 	if rules.IsTimer(t.Queue) {
 		rules.ExpireTimer(&t, now)
 		return tasksOnly(inst.ID, "", true, rules.TaskUpdate{Task: t, Guard: ended}), nil

@@ -480,7 +480,7 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Dur
 		if until, err = rules.ExtendLease(&t, inst, now, d); err != nil {
 			return nil, err
 		}
-		return tasksOnly(inst.ID, inst.Status, false, rules.TaskUpdate{Task: t, Guard: rules.Guard{Lease: lease}}), nil
+		return tasksOnly(inst.ID, inst.Status, false, rules.TaskUpdate{Task: t, Guard: store.GuardOf(row)}), nil
 	})
 	return until, err
 }
@@ -498,7 +498,7 @@ func (e *Engine) release(ctx context.Context, taskID, lease string) error {
 		if err := rules.GiveBack(&t, lease, now); err != nil {
 			return nil, err
 		}
-		return tasksOnly(t.InstanceID, "", true, rules.TaskUpdate{Task: t, Guard: rules.Guard{Lease: lease}}), nil
+		return tasksOnly(t.InstanceID, "", true, rules.TaskUpdate{Task: t, Guard: store.GuardOf(row)}), nil
 	})
 	return err
 }

@@ -155,13 +155,21 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t leased, queues []st
 	ctx, cancel := context.WithCancelCause(runCtx)
 	defer cancel(nil)
 	var hb sync.WaitGroup
-	hb.Go(func() { e.heartbeat(ctx, cancel, t.Task) })
+	leaseUntil := t.LeaseUntil
+	hb.Go(func() { leaseUntil = e.heartbeat(ctx, cancel, t.Task) })
 	e.running.Add(1)
 	output, err := e.run(ctx, t.Task)
 	herr := err
 	e.running.Add(-1)
 	cancel(nil)
 	hb.Wait()
+	if t.row != nil && !leaseUntil.Equal(t.row.LeaseUntil) {
+		// The one-statement completion is guarded by the row as the
+		// heartbeats left it.
+		row := *t.row
+		row.LeaseUntil = leaseUntil
+		t.row = &row
+	}
 
 	// Record the outcome even while stopping: the work is done.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 10*time.Second)
@@ -198,8 +206,9 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t leased, queues []st
 // when the lease is lost the handler's context is cancelled. A heartbeat that
 // fails without saying anything about the lease (the database was unreachable
 // for a moment) leaves the lease valid until it expires: it is tried again
-// sooner, and only the lease's end cancels the handler.
-func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, t Task) {
+// sooner, and only the lease's end cancels the handler. It returns the
+// lease's end as the last heartbeat stored it.
+func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, t Task) time.Time {
 	for {
 		wait := time.Until(t.LeaseUntil) / 3
 		if wait < 10*time.Millisecond {
@@ -209,7 +218,7 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return
+			return t.LeaseUntil
 		case <-timer.C:
 		}
 		// A renewal that ends after the lease is no use: bound it by the lease.
@@ -218,12 +227,12 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 		hcancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return t.LeaseUntil
 			}
 			fenced := errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotRunning) || errors.Is(err, store.ErrNotFound)
 			if fenced || !e.now().Before(t.LeaseUntil) {
 				cancel(fmt.Errorf("lost the lease: %w", err))
-				return
+				return t.LeaseUntil
 			}
 			e.log.Warn("heartbeat failed; the lease is still valid, trying again",
 				"task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "err", err, "lease_until", t.LeaseUntil)
@@ -236,7 +245,7 @@ func (e *Engine) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 			case <-time.After(time.Until(until)):
 				cancel(errors.New("attempt timed out"))
 			}
-			return
+			return until
 		}
 		t.LeaseUntil = until
 	}

@@ -28,7 +28,7 @@ func TestInstrumentStoreCountsWrites(t *testing.T) {
 	completion := func(task string) *store.Write {
 		return &store.Write{ID: "w", From: workflow.StatusRunning, Status: workflow.StatusRunning, Now: time.Now(),
 			Update: []store.TaskWrite{{Task: &store.Task{ID: task, InstanceID: "w", StepID: "a", Queue: "q", Status: store.TaskDone, MaxAttempts: 1},
-				Guard: store.TaskGuard{Lease: "l"}}}}
+				Guard: store.TaskGuard{Status: store.TaskLeased, Attempt: 1, Lease: "l", LeaseUntil: time.Now()}}}}
 	}
 	if _, err := s.Apply(ctx, completion("t")); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("Apply = %v, want a conflict", err)

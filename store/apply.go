@@ -60,8 +60,9 @@ type Write struct {
 	// success); Update are existing ones to write back, each with its guard.
 	Insert []*Task
 	Update []TaskWrite
-	// Now is the engine's clock: a lease guard requires a lease running at
-	// Now.
+	// Now is the engine's clock when it decided the write. The stores no
+	// longer read it: a task guard is the row as read, and whether its
+	// lease runs at Now was decided before the write.
 	Now time.Time
 	// Notify wakes the workers of every node once the write is committed.
 	Notify bool
@@ -95,22 +96,24 @@ type TaskWrite struct {
 	Guard TaskGuard
 }
 
-// TaskGuard is what the stored row must still be for a TaskWrite to apply.
-// At least one of Lease and Status is set: a write that checks nothing could
-// overwrite a delivery or completion made since the row was read.
+// TaskGuard is what the stored row must still be for a TaskWrite to apply:
+// the row as the caller read it (GuardOf), compared field by field. Every
+// delivery changes the attempt and the lease, every completion, release or
+// expiry the status, every heartbeat the lease's end: a row equal to the
+// one read has not moved, and any concurrent change makes the write miss.
+// Whether the lease read may act (running, or ended, at the engine's
+// clock) is decided on the row read, before the write; the store only
+// compares.
 type TaskGuard struct {
-	// Lease, when set: the row is LEASED under this lease, and the lease
-	// runs at Write.Now (the fence of a lease holder).
-	Lease string
-	// Status, when set: the row has this status and this Attempt (the row
-	// as the caller read it: every delivery counts an attempt, every
-	// completion changes the status).
-	Status  TaskStatus
-	Attempt int
-	// LeaseEnded turns the Lease guard around: the row is LEASED under
-	// Lease and that lease has ended by Write.Now (the guard of a lease
-	// expiry: a heartbeat that extended the lease since makes it miss).
-	LeaseEnded bool
+	Status     TaskStatus
+	Attempt    int
+	Lease      string
+	LeaseUntil time.Time // zero: the row has no lease end
+}
+
+// GuardOf is the guard of a write of the row t as read: t as it is now.
+func GuardOf(t *Task) TaskGuard {
+	return TaskGuard{Status: t.Status, Attempt: t.Attempt, Lease: t.Lease, LeaseUntil: t.LeaseUntil}
 }
 
 // FinalStatus is the status w leaves the instance in.
@@ -173,10 +176,10 @@ func (w *Write) checkUpdates() error {
 		switch {
 		case u.Task == nil || u.Task.InstanceID != w.ID:
 			return fmt.Errorf("%w: a write updates tasks of its own instance %q only", ErrInvalidArgument, w.ID)
-		case u.Guard.Lease == "" && u.Guard.Status == "":
+		case u.Guard.Status == "":
 			return fmt.Errorf("%w: the update of task %q has no guard", ErrInvalidArgument, u.Task.ID)
-		case u.Guard.LeaseEnded && u.Guard.Lease == "":
-			return fmt.Errorf("%w: the update of task %q guards on an ended lease without naming it", ErrInvalidArgument, u.Task.ID)
+		case u.Guard.Status == TaskLeased && (u.Guard.Lease == "" || u.Guard.LeaseUntil.IsZero()):
+			return fmt.Errorf("%w: the update of task %q guards on a leased row without naming its lease", ErrInvalidArgument, u.Task.ID)
 		case seen[u.Task.ID]:
 			return fmt.Errorf("%w: task %q is updated twice", ErrInvalidArgument, u.Task.ID)
 		}

@@ -58,7 +58,7 @@ func (env Env) StartChild(inst *workflow.Instance, t *store.Task, lease, child s
 		u.LeaseUntil = u.AttemptDeadline
 	}
 	ch := Change{Cause: ChildStartedCause(t, child)}
-	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
 	ch.setInstance(inst)
 	return ch, nil
 }
@@ -80,7 +80,7 @@ func WaitsFor(inst *workflow.Instance, t *store.Task, child string) bool {
 // step's retry policy starts a new child after its backoff. ok is false
 // when the attempt no longer waits for that child (WaitsFor) or the child
 // has not finished: then nothing is written. The task's update is guarded
-// by its lease, so two deliveries of one outcome write it once.
+// by the row as read, so two deliveries of one outcome write it once.
 func (env Env) ChildFinished(c *Definition, inst *workflow.Instance, t *store.Task, child string, status workflow.Status, output json.RawMessage, now time.Time) (ch Change, ok bool, err error) {
 	if !WaitsFor(inst, t, child) {
 		return Change{}, false, nil

@@ -68,7 +68,7 @@ func TestCompletedChildCompletesTheStepOnce(t *testing.T) {
 	w.startChild("kid-1")
 	task := w.tasks["sub"]
 	ch, ok, err := w.env.ChildFinished(w.c, w.inst, task, "kid-1", workflow.StatusCompleted, json.RawMessage(`{"total":3}`), w.now)
-	if err != nil || !ok || ch.Update[0].Guard.Lease != task.Lease {
+	if err != nil || !ok || ch.Update[0].Guard != store.GuardOf(task) {
 		t.Fatalf("ChildFinished: ok %v, %v, %+v", ok, err, ch.Update)
 	}
 	w.apply(ch)

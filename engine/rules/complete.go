@@ -29,12 +29,12 @@ func FailedCause(t *store.Task) string {
 // Fencing: only t's current, unexpired lease completes (ErrLeaseLost), and
 // only while the instance runs its step (ErrNotRunning, ErrLeaseLost). t is
 // the row the caller holds locked, or the row as its delivery left it (the
-// one-statement completion): then the write's guard checks the lease again
-// against the stored row. An output that makes the state larger than
+// one-statement completion): then the write's guard, the row as read, misses
+// when the stored row moved since (a heartbeat, an expiry, a new delivery). An output that makes the state larger than
 // env.MaxStateBytes is refused (workflow.ErrStateTooLarge): the lease stays
 // valid, so the worker may complete with less or fail.
 //
-// Change.Update[0] is t, DONE, guarded by its lease; further updates (none
+// Change.Update[0] is t, DONE, guarded by t as read; further updates (none
 // today) would re-queue existing tasks.
 func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *store.Task, lease string, output json.RawMessage, next NextLease, now time.Time) (Change, error) {
 	if err := CheckLease(t, lease, now); err != nil {
@@ -49,7 +49,7 @@ func (env Env) CompleteTask(c *Definition, inst *workflow.Instance, t *store.Tas
 	done.Status = store.TaskDone
 	done.LastError = ""
 	clearLease(&done)
-	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Lease: lease}})
+	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: store.GuardOf(t)})
 	if err := c.Language.taskCompleted(env, inst, t, output, now, &ch); err != nil {
 		return Change{}, err
 	}

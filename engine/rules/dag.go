@@ -84,7 +84,7 @@ func (d dag) taskCompleted(env Env, inst *workflow.Instance, t *store.Task, outp
 func (d dag) taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg string, retryable, expired bool, now time.Time, ch *Change) error {
 	u := *t
 	env.failAttempt(d.c, inst, &u, msg, retryable, expired, now)
-	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
 	if u.Iteration > 0 && u.Status == store.TaskFailed {
 		if err := env.iterationFailed(inst, &u, ch); err != nil {
 			return err

@@ -95,7 +95,7 @@ func (env Env) awaitEvent(c *Definition, inst *workflow.Instance, step *workflow
 
 // CompleteByEvent decides the delivery of ev to t, the task of a wait step
 // waiting for it: the step completes with the event's data as its output,
-// its task is DONE (guarded on being still QUEUED, so an event completes a
+// its task is DONE (guarded on being still the QUEUED row read, so an event completes a
 // step at most once and two deliveries cannot both win), and the instance
 // moves on as after any completion. ErrEventNotTaken when the step does not
 // take ev: it is not WAITING, t is not queued in ev's queue, the instance
@@ -124,7 +124,7 @@ func (env Env) CompleteByEvent(c *Definition, inst *workflow.Instance, t *store.
 	}
 	done := *t
 	done.Status = store.TaskDone
-	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: Guard{Status: store.TaskQueued}})
+	ch.Update = append(ch.Update, TaskUpdate{Task: done, Guard: store.GuardOf(t)})
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
 	if err := env.limitVersions(c, from, inst, &ch); err != nil {
@@ -162,7 +162,7 @@ func EventTooLargeError(ev Event, size, max int) string {
 // would be too large with its data). The step fails with reason, for good:
 // a flowd wait step FAILED (and its instance with it while RUNNING), a
 // Serverless Workflow's listen task raising a runtime error (its try/catch
-// may handle it). t is FAILED, guarded on being still QUEUED, so the step
+// may handle it). t is FAILED, guarded on being still the QUEUED row read, so the step
 // is not offered the event again, nor any other.
 func (env Env) FailByEvent(c *Definition, inst *workflow.Instance, t *store.Task, ev Event, reason string, now time.Time) (Change, error) {
 	st := inst.State.Steps[t.StepID]
@@ -177,7 +177,7 @@ func (env Env) FailByEvent(c *Definition, inst *workflow.Instance, t *store.Task
 	}
 	failed := *t
 	failed.Status, failed.LastError = store.TaskFailed, reason
-	ch.Update = append(ch.Update, TaskUpdate{Task: failed, Guard: Guard{Status: store.TaskQueued}})
+	ch.Update = append(ch.Update, TaskUpdate{Task: failed, Guard: store.GuardOf(t)})
 	ch.setInstance(inst)
 	ch.Notify = ch.claimable()
 	if err := env.limitVersions(c, from, inst, &ch); err != nil {

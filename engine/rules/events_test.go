@@ -93,8 +93,8 @@ func TestEventCompletesTheWaitingStepOnce(t *testing.T) {
 	if ch.Cause != `event "payment" (ev-1) completed step "paid"` || !ch.Notify {
 		t.Errorf("cause %q, notify %v", ch.Cause, ch.Notify)
 	}
-	if len(ch.Update) != 1 || ch.Update[0].Task.Status != store.TaskDone || ch.Update[0].Guard.Status != store.TaskQueued {
-		t.Errorf("task update = %+v, want DONE guarded on QUEUED", ch.Update)
+	if len(ch.Update) != 1 || ch.Update[0].Task.Status != store.TaskDone || ch.Update[0].Guard != store.GuardOf(&task) {
+		t.Errorf("task update = %+v, want DONE guarded by the QUEUED row read", ch.Update)
 	}
 	w.apply(ch)
 	w.wantSteps(map[string]workflow.StepStatus{"paid": workflow.StepCompleted, "ship": workflow.StepRunning})

@@ -43,8 +43,8 @@ type Language interface {
 	taskCompleted(env Env, inst *workflow.Instance, t *store.Task, output json.RawMessage, now time.Time, ch *Change) error
 	// taskFailed decides a failed attempt of t, msg its error: a failure
 	// its worker reported (retryable says whether a retry may help), or
-	// (expired) a lease that ran out. It adds t's update, guarded by t's
-	// lease.
+	// (expired) a lease that ran out. It adds t's update, guarded by t as
+	// read (the caller decided its lease ended, or CheckLease accepted it).
 	taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg string, retryable, expired bool, now time.Time, ch *Change) error
 	// eventTaken decides the instance's side of ev completing t's step;
 	// the caller adds t's update and checks the state's size.

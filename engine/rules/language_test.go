@@ -71,7 +71,7 @@ func TestRetryOfAFailedInstanceDependsOnItsLanguage(t *testing.T) {
 			task := w.deliver(w.only().StepID)
 			ch := w.fail(task.StepID, "boom", true)
 			w.wantStatus(workflow.StatusFailed)
-			if u := ch.Update[0]; u.Task.Status != store.TaskFailed || u.Guard.Lease != task.Lease || u.Guard.LeaseEnded {
+			if u := ch.Update[0]; u.Task.Status != store.TaskFailed || u.Guard != store.GuardOf(task) {
 				t.Errorf("the failed attempt's update %+v", u)
 			}
 			_, err := w.act("retry")
@@ -167,7 +167,7 @@ func TestExpiredLeaseOfAServerlessItem(t *testing.T) {
 	}
 	w.apply(ch)
 	w.wantStatus(workflow.StatusRunning)
-	if u := ch.Update[0]; u.Task.Status != store.TaskQueued || !u.Task.RunAt.Equal(w.now) || u.Guard != (Guard{Lease: task.Lease, LeaseEnded: true}) || !ch.Notify {
+	if u := ch.Update[0]; u.Task.Status != store.TaskQueued || !u.Task.RunAt.Equal(w.now) || u.Guard != store.GuardOf(task) || !ch.Notify {
 		t.Errorf("the expired attempt's update %+v, notify %v", u, ch.Notify)
 	}
 
@@ -211,7 +211,7 @@ func TestEventInEachLanguage(t *testing.T) {
 			}
 			w.apply(ch)
 			w.wantStatus(workflow.StatusCompleted)
-			if u := ch.Update[len(ch.Update)-1]; u.Task.Status != store.TaskDone || u.Guard.Status != store.TaskQueued {
+			if u := ch.Update[len(ch.Update)-1]; u.Task.Status != store.TaskDone || u.Guard != store.GuardOf(task) {
 				t.Errorf("the waiter's update %+v", u)
 			}
 			// A listen task outputs the data of the events it took.

@@ -17,11 +17,22 @@ func CheckLease(t *store.Task, lease string, now time.Time) error {
 	if t.Status != store.TaskLeased || t.Lease != lease || lease == "" {
 		return fmt.Errorf("%w: task %s is %s and this lease is not its current one", ErrLeaseLost, t.ID, t.Status)
 	}
-	if !now.Before(t.LeaseUntil) {
+	if !leaseRunning(t, now) {
 		return fmt.Errorf("%w: the lease of task %s expired at %s", ErrLeaseLost, t.ID, t.LeaseUntil.Format(time.RFC3339Nano))
 	}
 	return nil
 }
+
+// LeaseEnded reports whether t is leased under a lease that has ended at
+// now: its expiry may end the attempt. The write that does is guarded by t
+// as read, so a heartbeat or a completion since makes it miss.
+func LeaseEnded(t *store.Task, now time.Time) bool {
+	return t.Status == store.TaskLeased && !leaseRunning(t, now)
+}
+
+// leaseRunning is the clock's side of the fence: t's lease runs at now
+// until, and not including, its end.
+func leaseRunning(t *store.Task, now time.Time) bool { return now.Before(t.LeaseUntil) }
 
 // checkHolder is the instance's side of the fence: a lease holder acts only
 // while its instance runs (RUNNING or PAUSED: a paused instance records the
@@ -73,7 +84,7 @@ func (env Env) DeliverTimer(t *store.Task, owner string, now time.Time, lease ti
 // steps moved on): nothing is written and the tasks stay queued.
 //
 // The leased tasks come back in Update, in the order given, each guarded by
-// its QUEUED status (the claim holds the rows). A claim of iterations of
+// the row as claimed (the claim holds the rows). A claim of iterations of
 // foreach steps alone writes no version: Change.LeasesOnly; nor does a
 // claim that would leave the instance no room for its attempt's outcome
 // below env.MaxVersions (the state does not count that attempt then).
@@ -97,8 +108,9 @@ func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []store.Tas
 			}
 			state.Steps[t.StepID].Attempts = t.Attempt + 1
 		}
+		claimed := store.GuardOf(&t)
 		env.lease(&t, owner, now, lease, c.Language.attemptTimeout(inst, t.StepID))
-		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: Guard{Status: store.TaskQueued}})
+		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: claimed})
 	}
 	if len(ch.Update) == 0 {
 		return Change{}, false

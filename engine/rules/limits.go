@@ -147,7 +147,7 @@ func (env Env) FailForLimit(c *Definition, inst *workflow.Instance, t *store.Tas
 	u := *t
 	u.Status, u.LastError = store.TaskFailed, msg
 	clearLease(&u)
-	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: lease}})
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
 	// (A Serverless Workflow's steps, which mirror its pending items, are
 	// emptied when failInstance aborts its machine.)
 	if st := inst.State.Steps[t.StepID]; st != nil {

@@ -299,7 +299,7 @@ steps:
 	if sub := w.step("sub"); sub.Error != msg || !strings.Contains(msg, "top-level workflow root-1 reached --max-descendants (7)") {
 		t.Errorf("sub: %+v", sub)
 	}
-	if tk := w.tasks["sub"]; tk.Status != store.TaskFailed || tk.Lease != "" || ch.Update[0].Guard.Lease != task.Lease {
+	if tk := w.tasks["sub"]; tk.Status != store.TaskFailed || tk.Lease != "" || ch.Update[0].Guard != store.GuardOf(task) {
 		t.Errorf("sub's task %+v, guard %+v", tk, ch.Update[0].Guard)
 	}
 	if ch.Note != "; "+msg || len(ch.Withdrawn) != 1 || ch.Withdrawn[0] != "w" {

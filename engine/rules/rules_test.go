@@ -90,7 +90,7 @@ steps:
 		t.Fatalf("deliver: %+v, %v", ch, ok)
 	}
 	got := ch.Update[0]
-	if got.Task.Status != store.TaskLeased || got.Task.Attempt != 1 || got.Task.Lease == "" || got.Task.LeaseOwner != "worker" || got.Guard.Status != store.TaskQueued {
+	if got.Task.Status != store.TaskLeased || got.Task.Attempt != 1 || got.Task.Lease == "" || got.Task.LeaseOwner != "worker" || got.Guard != store.GuardOf(&task) {
 		t.Errorf("leased task: %+v", got)
 	}
 	// The step timeout bounds the attempt: the lease ends with it.
@@ -185,15 +185,19 @@ name: e
 steps:
   - {id: a, type: task, handler: h, retry: {max_attempts: 2}}
 `, `{}`)
-	w.deliver("a")
+	leased := w.deliver("a")
 	w.now = t0.Add(time.Minute)
-	ch, ok, _ := w.env.ExpireLease(w.c, w.inst, w.tasks["a"], w.now)
+	if !LeaseEnded(leased, w.now) || LeaseEnded(leased, leased.LeaseUntil.Add(-time.Nanosecond)) {
+		t.Fatalf("LeaseEnded of a lease until %v: false at %v, or true before", leased.LeaseUntil, w.now)
+	}
+	ch, ok, _ := w.env.ExpireLease(w.c, w.inst, leased, w.now)
 	if !ok || ch.Cause != `step "a": lease expired (attempt 1)` {
 		t.Fatalf("expiry: %+v, %v", ch, ok)
 	}
-	// Guarded by the lease having ended: a renewal since makes it miss.
-	if g := ch.Update[0].Guard; g.Lease != w.tasks["a"].Lease || g.Lease == "" || !g.LeaseEnded {
-		t.Errorf("expiry guard %+v, want the expired lease %q, ended", g, w.tasks["a"].Lease)
+	// Guarded by the row as read, whose lease ended: a renewal since
+	// makes it miss.
+	if g := ch.Update[0].Guard; g != store.GuardOf(leased) || g.Lease == "" {
+		t.Errorf("expiry guard %+v, want the row as read %+v", g, *leased)
 	}
 	w.apply(ch)
 	if a := w.tasks["a"]; a.Status != store.TaskQueued || !a.RunAt.Equal(w.now) || a.Lease != "" {

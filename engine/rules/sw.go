@@ -284,7 +284,7 @@ func (l serverless) taskFailed(env Env, inst *workflow.Instance, t *store.Task, 
 	timedOut := expired && !t.AttemptDeadline.IsZero() && !now.Before(t.AttemptDeadline)
 	if expired && !timedOut && t.Attempt < t.MaxAttempts && !IsTimer(t.Queue) {
 		u.Status, u.RunAt = store.TaskQueued, now
-		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: true}})
+		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
 		ch.setInstance(inst)
 		ch.Notify = true
 		return nil
@@ -292,7 +292,7 @@ func (l serverless) taskFailed(env Env, inst *workflow.Instance, t *store.Task, 
 	if IsTimer(t.Queue) {
 		// A timer whose worker was lost just fires.
 		u.Status = store.TaskDone
-		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
+		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
 		if err := l.resumeBounded(env, inst, t, sw.Result{}, now, ch); err != nil {
 			return err
 		}
@@ -301,7 +301,7 @@ func (l serverless) taskFailed(env Env, inst *workflow.Instance, t *store.Task, 
 		return nil
 	}
 	u.Status = store.TaskFailed
-	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: Guard{Lease: t.Lease, LeaseEnded: expired}})
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
 	e := swRuntimeError(msg)
 	if timedOut {
 		e = &sw.Error{Type: swErrorTimeout, Status: 408, Title: "Timeout", Detail: msg}

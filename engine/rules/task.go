@@ -25,23 +25,11 @@ func clearLease(t *store.Task) {
 	t.Lease, t.LeaseOwner, t.LeaseUntil, t.AttemptDeadline = "", "", time.Time{}, time.Time{}
 }
 
-// Guard is what a task update requires of the stored row for the write to
-// apply: a write whose guard no longer holds changes nothing.
-type Guard struct {
-	// Lease, when set, is the lease the row must still hold, unexpired at
-	// the write: the fence of a lease holder's write.
-	Lease string
-	// Status, when set, is the status the row must still have (a QUEUED
-	// task a claim leases, an active task a cancel releases).
-	Status store.TaskStatus
-	// LeaseEnded turns the Lease guard around: the row must still hold
-	// Lease, ended by the write (the fence of a lease expiry: a holder
-	// that renewed the lease in between keeps it).
-	LeaseEnded bool
-}
-
-// TaskUpdate is a task row to write back, with its guard.
+// TaskUpdate is a task row to write back, with its guard: the row as the
+// rules read it (store.GuardOf), taken before they changed it. A zero
+// Guard leaves it to the caller, which guards the update with the row it
+// read and gave the rules (Env.Tasks, a stopped instance's rows).
 type TaskUpdate struct {
 	Task  store.Task
-	Guard Guard
+	Guard store.TaskGuard
 }

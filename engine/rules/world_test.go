@@ -65,7 +65,9 @@ func started(t *testing.T, yaml, input string) *world {
 }
 
 // apply writes ch as the store would: the instance's new version (and the
-// settled one), the inserted and updated tasks.
+// settled one), the inserted and updated tasks, each update only while its
+// guard is the row as stored (a zero guard is the caller's, made of the
+// rows it read: the world's rows).
 func (w *world) apply(ch Change) {
 	if !ch.LeasesOnly {
 		w.inst.Status, w.inst.State, w.inst.Deadline = ch.Status, ch.State, ch.Deadline
@@ -86,6 +88,9 @@ func (w *world) apply(ch Change) {
 		key := TaskKey(u.Task.StepID, u.Task.Iteration)
 		if w.tasks[key] == nil {
 			w.t.Fatalf("update of a task never inserted: %+v", u.Task)
+		}
+		if u.Guard != (store.TaskGuard{}) && u.Guard != store.GuardOf(w.tasks[key]) {
+			w.t.Fatalf("the guard of %s's update, %+v, is not the row as stored, %+v", key, u.Guard, *w.tasks[key])
 		}
 		w.tasks[key] = &u.Task
 	}

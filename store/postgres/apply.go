@@ -30,23 +30,22 @@ import (
 // nothing and the last columns say what moved.
 //
 // $1–$14 are the new tasks' columns (as insertTasksSQL), $15–$28 the
-// updated tasks' in the same order, $29–$31 their guards (lease, status,
-// attempt; NULL: not guarded), $32 the store's clock, $33 the instance, $34
+// updated tasks' in the same order, $29–$31 and $42 their guards (the rows
+// as read: status, attempt, lease and lease end), $32 the store's clock, $33 the instance, $34
 // its expected version, $35–$38 the first new version's status, state,
 // deadline and cause, $39–$41 the settled version's status (” for none),
-// state (NULL: the same) and cause, $42 the engine's now, $43 the number of
-// updates, $44 whether to notify, $45 the number of new versions, $46 the
-// updates' LeaseEnded guards (an array, or one boolean for one update), $47
-// and $48 the history rows of the first and the settled version, $49 the instance's output
-// (NULL: unchanged; set only with the COMPLETED status), $50 the new tasks'
-// iterations and the rest of their tailParams, and last the actor of the
+// state (NULL: the same) and cause, $43 the number of updates, $44
+// whether to notify, $45 the number of new versions, $46 and $47 the
+// history rows of the first and the settled version, $48 the instance's
+// output (NULL: unchanged; set only with the COMPLETED status), $49 the new
+// tasks' iterations and the rest of their tailParams, and last the actor of the
 // history rows (applyActor). Every write passes every parameter, so that
 // one statement text (and its generic plan) serves all of them.
 var applySQL, applyStrictSQL = applyStatements[applyShape{}], applyStatements[applyShape{strict: true}]
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
 // write that updates exactly one task, the common case (a completion): its
-// row and guard are scalar parameters in the same positions ($15–$31)
+// row and guard are scalar parameters in the same positions ($15–$31, $42)
 // instead of arrays, a lighter statement for PostgreSQL to plan and run on
 // the engine's hot path.
 var applyOneSQL, applyOneStrictSQL = applyStatements[applyShape{oneTask: true}], applyStatements[applyShape{oneTask: true, strict: true}]
@@ -116,14 +115,13 @@ var (
 	applyTasks = `WITH x AS (
 	SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int4[], $21::int4[],
 		$22::timestamptz[], $23::text[], $24::text[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
-		$29::text[], $30::text[], $31::int4[], $46::boolean[])
-		AS x (` + newTaskColumns + `, g_lease, g_status, g_attempt, g_ended)
+		$29::text[], $30::int4[], $31::text[], $42::timestamptz[])
+		AS x (` + newTaskColumns + `, g_status, g_attempt, g_lease, g_lease_until)
 ), tu AS (
 	UPDATE workflow_tasks t SET ` + setTaskFromX + `, updated_at = $32
 	FROM x
 	WHERE t.id = x.id AND t.instance_id = $33
-		AND (x.g_lease IS NULL OR (t.status = 'LEASED' AND t.lease = x.g_lease AND (t.lease_until > $42) <> x.g_ended))
-		AND (x.g_status IS NULL OR (t.status = x.g_status AND t.attempt = x.g_attempt))
+		AND ` + taskGuardX + `
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
 	RETURNING t.id
 `
@@ -132,8 +130,7 @@ var (
 		lease = $23, lease_owner = $24, lease_until = $25, attempt_deadline = $26,
 		input = $27::jsonb, last_error = $28, updated_at = $32
 	WHERE t.id = $15 AND ` + notIndexed("t.instance_id") + ` = $33
-		AND ($29::text IS NULL OR (t.status = 'LEASED' AND t.lease = $29 AND (t.lease_until > $42) <> $46::boolean))
-		AND ($30::text IS NULL OR (t.status = $30 AND t.attempt = $31))
+		AND t.status = $29 AND t.attempt = $30 AND t.lease = $31 AND t.lease_until IS NOT DISTINCT FROM $42::timestamptz
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
 	RETURNING t.id
 `
@@ -157,7 +154,7 @@ var (
 
 // applyActor is the actor of the write's history rows: the parameter
 // after the new tasks' tailParams, the last one.
-var applyActor = "$" + strconv.Itoa(50+tailParams) + "::text"
+var applyActor = "$" + strconv.Itoa(49+tailParams) + "::text"
 
 // applySetStatus is the status's part of applyInstance's SET list.
 const applySetStatus = `status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
@@ -168,18 +165,18 @@ const applySetStatus = `status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
 // tasks (ins) and the notification (n).
 var applyInstance = `), u AS (
 	UPDATE workflow_instances SET ` + applySetStatus + `state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
-		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($49::json, output)
+		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($48::json, output)
 	WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43
 	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT $33, $34 + 1, $35, $47::jsonb, $32, $38, ` + applyActor + ` FROM u
+	SELECT $33, $34 + 1, $35, $46::jsonb, $32, $38, ` + applyActor + ` FROM u
 ), h2 AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT $33, $34 + 2, $39, $48::jsonb, $32, $41, ` + applyActor + ` FROM u WHERE $39 <> ''
+	SELECT $33, $34 + 2, $39, $47::jsonb, $32, $41, ` + applyActor + ` FROM u WHERE $39 <> ''
 ), ins AS (
 	` + insertTasksPrefix + `$32, $32
-	FROM ` + newTasks1(50) + `
+	FROM ` + newTasks1(49) + `
 	WHERE EXISTS (SELECT 1 FROM u)
 	RETURNING 1
 ), n AS (
@@ -298,42 +295,43 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		versions = 2
 	}
 	args := insertCols.args()
-	var ended any = gu.ended
+	var leaseUntil any = gu.leaseUntil
 	if len(gu.rows) == 1 {
 		// applyOneSQL: the row and its guard as scalars.
 		r := &gu.rows[0]
 		args = append(args, r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), int32(r.Attempt), int32(r.MaxAttempts),
 			r.RunAt, r.Lease, r.LeaseOwner, nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline), string(r.Input), r.LastError,
-			gu.lease[0], gu.status[0], gu.attempt[0])
-		ended = gu.ended[0]
+			gu.status[0], gu.attempt[0], gu.lease[0])
+		leaseUntil = gu.leaseUntil[0]
 	} else {
 		args = append(args, columnArrays(gu.rows).args()...)
-		args = append(args, gu.lease, gu.status, gu.attempt)
+		args = append(args, gu.status, gu.attempt, gu.lease)
 	}
 	args = append(args, now, w.ID, w.ExpectedVersion,
 		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
 		string(w.Settled), settledState, w.SettledCause,
-		store.Timestamp(w.Now), len(w.Update), w.Notify, versions, ended, rows[0], rows[1],
+		leaseUntil, len(w.Update), w.Notify, versions, rows[0], rows[1],
 		outputArg(w.Output))
 	args = append(append(args, insertCols.tail()...), actor)
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 
 // guardedUpdates are the task writes of an Apply as statement arguments:
-// the rows and, per row, its guard (NULL: not guarded by that).
+// the rows and, per row, its guard: the row as read (a NULL lease end for
+// a row without one).
 type guardedUpdates struct {
 	rows          []store.Task
-	lease, status []*string
+	status, lease []string
 	attempt       []int32
-	ended         []bool
+	leaseUntil    []*time.Time
 }
 
 // prepareTaskWrites checks the task writes of an Apply and returns them as
 // statement arguments.
 func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 	n := len(ws)
-	gu := &guardedUpdates{rows: make([]store.Task, n), lease: make([]*string, n), status: make([]*string, n),
-		attempt: make([]int32, n), ended: make([]bool, n)}
+	gu := &guardedUpdates{rows: make([]store.Task, n), status: make([]string, n), lease: make([]string, n),
+		attempt: make([]int32, n), leaseUntil: make([]*time.Time, n)}
 	for i, u := range ws {
 		r := *u.Task
 		if r.Input == nil {
@@ -347,15 +345,9 @@ func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 		}
 		normaliseTaskTimes(&r)
 		gu.rows[i] = r
-		if u.Guard.Lease != "" {
-			gu.lease[i] = &u.Guard.Lease
-		}
-		if u.Guard.Status != "" {
-			s := string(u.Guard.Status)
-			gu.status[i] = &s
-		}
-		gu.attempt[i] = int32(u.Guard.Attempt)
-		gu.ended[i] = u.Guard.LeaseEnded
+		g := u.Guard
+		gu.status[i], gu.attempt[i], gu.lease[i] = string(g.Status), int32(g.Attempt), g.Lease
+		gu.leaseUntil[i] = nullTime(g.LeaseUntil)
 	}
 	return gu, nil
 }

@@ -19,6 +19,13 @@ const setTaskFromX = `status = x.status, attempt = x.attempt, max_attempts = x.m
 		lease = x.lease, lease_owner = x.lease_owner, lease_until = x.lease_until, attempt_deadline = x.attempt_deadline,
 		input = x.input::jsonb, last_error = x.last_error`
 
+// taskGuardX is the guard of a task update from the unnested rows x: the
+// stored row is still the row as read (status, attempt, lease and its end,
+// compared NULL-safely: a row without a lease has no end). It decides
+// nothing about the lease: the caller did, on the row it read.
+const taskGuardX = `t.status = x.g_status AND t.attempt = x.g_attempt AND t.lease = x.g_lease
+		AND t.lease_until IS NOT DISTINCT FROM x.g_lease_until`
+
 // applyTasksSQL is a TasksOnly Apply in one statement: the guarded task
 // updates (tu) and the notification (n); the instance is read (its status
 // for the From guard), never written. When some rows of tu matched and
@@ -26,7 +33,7 @@ const setTaskFromX = `status = x.status, attempt = x.attempt, max_attempts = x.m
 // rolled back; when none matched, nothing was written and the last columns
 // say why.
 //
-// The From guard ($22) is read twice: in tu, from the statement's snapshot,
+// The From guard ($21) is read twice: in tu, from the statement's snapshot,
 // and, once the task rows are locked, again in held under a share lock of
 // the instance row, which waits for a writer of the instance and sees what
 // it committed. The snapshot alone would let an orphan's cancel that waited
@@ -35,35 +42,33 @@ const setTaskFromX = `status = x.status, attempt = x.attempt, max_attempts = x.m
 // order of every write.
 //
 // $1–$14 are the updated tasks' columns (as applySQL's $15–$28), $15–$18
-// their guards (lease, status, attempt, lease ended; NULL: not guarded),
-// $19 the instance, $20 the store's clock, $21 the engine's now, $22 the
-// status the instance must have (” for any), $23 whether to notify, $24
-// the number of updates.
+// their guards (the rows as read: status, attempt, lease, lease end), $19
+// the instance, $20 the store's clock, $21 the status the instance must
+// have (” for any), $22 whether to notify, $23 the number of updates.
 const applyTasksSQL = `WITH x AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
 		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[],
-		$15::text[], $16::text[], $17::int4[], $18::boolean[])
-		AS x (` + newTaskColumns + `, g_lease, g_status, g_attempt, g_ended)
+		$15::text[], $16::int4[], $17::text[], $18::timestamptz[])
+		AS x (` + newTaskColumns + `, g_status, g_attempt, g_lease, g_lease_until)
 ), tu AS (
 	UPDATE workflow_tasks t SET ` + setTaskFromX + `, updated_at = $20
 	FROM x
 	WHERE t.id = x.id AND t.instance_id = $19
-		AND (x.g_lease IS NULL OR (t.status = 'LEASED' AND t.lease = x.g_lease AND (t.lease_until > $21) <> x.g_ended))
-		AND (x.g_status IS NULL OR (t.status = x.g_status AND t.attempt = x.g_attempt))
-		AND ($22 = '' OR EXISTS (SELECT 1 FROM workflow_instances WHERE id = $19 AND status = $22))
+		AND ` + taskGuardX + `
+		AND ($21 = '' OR EXISTS (SELECT 1 FROM workflow_instances WHERE id = $19 AND status = $21))
 	RETURNING t.id
 ), n AS (
-	SELECT pg_notify('` + notifyChannel + `', '') WHERE $23::boolean AND (SELECT count(*) FROM tu) = $24
+	SELECT pg_notify('` + notifyChannel + `', '') WHERE $22::boolean AND (SELECT count(*) FROM tu) = $23
 ), miss AS (
 	SELECT x.id FROM x WHERE x.id NOT IN (SELECT id FROM tu) LIMIT 1
 ), held AS (
-	SELECT status FROM workflow_instances WHERE id = $19 AND $22 <> '' AND EXISTS (SELECT 1 FROM tu) FOR SHARE
+	SELECT status FROM workflow_instances WHERE id = $19 AND $21 <> '' AND EXISTS (SELECT 1 FROM tu) FOR SHARE
 )
 SELECT (SELECT count(*) FROM tu), (SELECT status FROM workflow_instances WHERE id = $19), (SELECT id FROM miss),
 	(SELECT count(*) FROM n),
-	CASE WHEN (SELECT count(*) FROM tu) BETWEEN 1 AND $24 - 1
+	CASE WHEN (SELECT count(*) FROM tu) BETWEEN 1 AND $23 - 1
 		THEN flowd_conflict('` + applyTaskMiss + `' || (SELECT id FROM miss))
-	WHEN EXISTS (SELECT 1 FROM held WHERE status <> $22)
+	WHEN EXISTS (SELECT 1 FROM held WHERE status <> $21)
 		THEN flowd_conflict('` + applyStatusMoved + `' || (SELECT status FROM held)) END`
 
 // applyStatusMoved starts the FD409 message of a TasksOnly Apply rolled
@@ -85,8 +90,8 @@ func (q *querier) applyTasks(ctx context.Context, w *store.Write) error {
 		return err
 	}
 	now := q.timestamp()
-	args := append(columnArrays(gu.rows).args(), gu.lease, gu.status, gu.attempt, gu.ended,
-		w.ID, now, store.Timestamp(w.Now), string(w.From), w.Notify, len(w.Update))
+	args := append(columnArrays(gu.rows).args(), gu.status, gu.attempt, gu.lease, gu.leaseUntil,
+		w.ID, now, string(w.From), w.Notify, len(w.Update))
 	var (
 		written, notified int
 		status, missing   *string

@@ -36,7 +36,7 @@ func TestTasksOnlyStatusGuardSeesCommittedRetry(t *testing.T) {
 	cancelled := *task
 	cancelled.Status = store.TaskCancelled
 	orphan := &store.Write{ID: inst.ID, TasksOnly: true, From: workflow.StatusFailed, Now: now,
-		Update: []store.TaskWrite{{Task: &cancelled, Guard: store.TaskGuard{Status: task.Status, Attempt: task.Attempt}}}}
+		Update: []store.TaskWrite{{Task: &cancelled, Guard: store.GuardOf(task)}}}
 
 	done := make(chan error, 1)
 	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
@@ -46,7 +46,7 @@ func TestTasksOnlyStatusGuardSeesCommittedRetry(t *testing.T) {
 		requeued.RunAt = now.Add(time.Second)
 		if _, err := tx.Apply(ctx, &store.Write{ID: inst.ID, ExpectedVersion: failed.Version, From: failed.Status,
 			Status: workflow.StatusRunning, State: failed.State, Cause: "retry", Now: now,
-			Update: []store.TaskWrite{{Task: &requeued, Guard: store.TaskGuard{Status: task.Status, Attempt: task.Attempt}}}}); err != nil {
+			Update: []store.TaskWrite{{Task: &requeued, Guard: store.GuardOf(task)}}}); err != nil {
 			return err
 		}
 		go func() { _, err := s.Apply(ctx, orphan); done <- err }()

@@ -378,7 +378,7 @@ func TestEngineStatementCounts(t *testing.T) {
 	for _, tk := range tasks {
 		c := *tk
 		c.Status = store.TaskCancelled
-		w.Update = append(w.Update, store.TaskWrite{Task: &c, Guard: store.TaskGuard{Status: tk.Status, Attempt: tk.Attempt}})
+		w.Update = append(w.Update, store.TaskWrite{Task: &c, Guard: store.GuardOf(tk)})
 	}
 	stop := tr.record()
 	if _, err := s.Apply(ctx, w); err != nil {
@@ -583,7 +583,7 @@ func notifier(t *testing.T, s *Store) func(q store.Querier) error {
 			return err
 		}
 		_, err = q.Apply(t.Context(), &store.Write{ID: "n", TasksOnly: true, Notify: true,
-			Update: []store.TaskWrite{{Task: tk, Guard: store.TaskGuard{Status: tk.Status, Attempt: tk.Attempt}}}})
+			Update: []store.TaskWrite{{Task: tk, Guard: store.GuardOf(tk)}}})
 		return err
 	}
 }
@@ -810,9 +810,10 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			locked.Status = store.TaskLeased
+			claimed := store.GuardOf(locked)
+			locked.Status, locked.Attempt, locked.Lease, locked.LeaseUntil = store.TaskLeased, 1, "l-b", now.Add(time.Minute)
 			_, err = tx.Apply(ctx, &store.Write{ID: id, TasksOnly: true, Now: now, Notify: true,
-				Update: []store.TaskWrite{{Task: locked, Guard: store.TaskGuard{Status: store.TaskQueued}}}})
+				Update: []store.TaskWrite{{Task: locked, Guard: claimed}}})
 			return err
 		})
 		if err != nil {
@@ -844,17 +845,18 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 		done.Status, done.Attempt, done.Lease, done.LeaseUntil = store.TaskDone, 1, "", time.Time{}
 		if _, err := s.Apply(ctx, &store.Write{ID: id + "-e", ExpectedVersion: 1, From: workflow.StatusRunning, Status: workflow.StatusRunning,
 			State: state, Cause: "completed", Now: now,
-			Update: []store.TaskWrite{{Task: &done, Guard: store.TaskGuard{Lease: "l"}}}}); err != nil {
+			Update: []store.TaskWrite{{Task: &done, Guard: store.TaskGuard{Status: store.TaskLeased, Attempt: 1, Lease: "l", LeaseUntil: now.Add(time.Minute)}}}}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := s.Task(ctx, id+"-b")
 		if err != nil {
 			t.Fatal(err)
 		}
+		read := store.GuardOf(b)
 		b.Status = store.TaskDone
 		if _, _, err := s.ApplyGroup(ctx, nil, []*store.Write{{ID: id, ExpectedVersion: 5, From: workflow.StatusPaused, Status: workflow.StatusPaused,
 			State: state, Cause: "completed", Now: now,
-			Update: []store.TaskWrite{{Task: b, Guard: store.TaskGuard{Status: store.TaskLeased}}}}}, nil); err != nil {
+			Update: []store.TaskWrite{{Task: b, Guard: read}}}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -134,26 +134,21 @@ func (pa *preparedApply) fill() {
 	}
 }
 
-// applyTaskWrite writes one updated task while its guard holds; a miss is a
-// *store.TaskConflictError.
+// applyTaskWrite writes one updated task while its guard holds: the
+// stored row is still the row as read (status, attempt, lease and its end;
+// IS compares NULL-safely, as a row without a lease has no end). A miss is
+// a *store.TaskConflictError.
 func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuard, w *store.Write) error {
-	var lease, status any // NULL: not guarded
-	if g.Lease != "" {
-		lease = g.Lease
-	}
-	if g.Status != "" {
-		status = string(g.Status)
-	}
 	res, err := c.ExecContext(ctx,
 		`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
 		lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
 		input = ?10, last_error = ?11, updated_at = ?12
 		WHERE id = ?1 AND instance_id = ?13
-			AND (?14 IS NULL OR (status = 'LEASED' AND lease = ?14 AND (lease_until > ?15) <> ?18))
-			AND (?16 IS NULL OR (status = ?16 AND attempt = ?17))`,
+			AND status = ?14 AND attempt = ?15 AND lease = ?16 AND lease_until IS ?17`,
 		r.ID, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
 		r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
-		string(r.Input), r.LastError, micros(r.UpdatedAt), w.ID, lease, micros(w.Now), status, g.Attempt, g.LeaseEnded)
+		string(r.Input), r.LastError, micros(r.UpdatedAt), w.ID,
+		string(g.Status), g.Attempt, g.Lease, zeroNullMicros(g.LeaseUntil))
 	if err != nil {
 		return fmt.Errorf("task %q: %w", r.ID, interpretError(ctx, err))
 	}

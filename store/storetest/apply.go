@@ -38,13 +38,13 @@ func (b *bundle) applyFixture(t testing.TB, id string) (*workflow.Instance, *sto
 }
 
 // applyCompletion is the write that completes step a of inst (its task
-// DONE, guarded by its lease), schedules b (a new task) and cancels the
-// queued task of w (guarded by its status and attempt).
+// DONE), schedules b (a new task) and cancels the queued task of w, each
+// guarded by the row as read.
 func applyCompletion(inst *workflow.Instance, leased, queued *store.Task, now time.Time) (*store.Write, *store.Task, *store.Task, *store.Task) {
 	w, next := completion(inst, leased, now)
 	cancelled := *queued
 	cancelled.Status = store.TaskCancelled
-	w.Update = append(w.Update, store.TaskWrite{Task: &cancelled, Guard: store.TaskGuard{Status: queued.Status, Attempt: queued.Attempt}})
+	w.Update = append(w.Update, store.TaskWrite{Task: &cancelled, Guard: store.GuardOf(queued)})
 	return w, w.Update[0].Task, &cancelled, next
 }
 
@@ -185,11 +185,15 @@ func testApplyTaskGuardMiss(t *testing.T, h Harness) {
 		taskID string // the task whose guard misses
 	}{
 		{"wrong lease", func(w *store.Write) { w.Update[0].Guard.Lease = "another lease" }, "w-a"},
-		{"lease ended", func(w *store.Write) { w.Now = w.Now.Add(2 * time.Hour) }, "w-a"},
+		{"lease extended since read", func(w *store.Write) {
+			w.Update[0].Guard.LeaseUntil = w.Update[0].Guard.LeaseUntil.Add(time.Minute)
+		}, "w-a"},
 		{"lease guard on a task that is not leased", func(w *store.Write) {
-			w.Update[1].Guard = store.TaskGuard{Lease: "lease-w-a"}
+			w.Update[1].Guard = store.GuardOf(w.Update[0].Task)
+			w.Update[1].Guard.Status, w.Update[1].Guard.Lease = store.TaskLeased, "lease-w-a"
+			w.Update[1].Guard.LeaseUntil = clockStart.Add(time.Hour)
 		}, "w-w"},
-		{"wrong status", func(w *store.Write) { w.Update[1].Guard.Status = store.TaskLeased }, "w-w"},
+		{"wrong status", func(w *store.Write) { w.Update[1].Guard.Status = store.TaskDone }, "w-w"},
 		{"wrong attempt", func(w *store.Write) { w.Update[1].Guard.Attempt = 1 }, "w-w"},
 		{"only update misses", func(w *store.Write) {
 			w.Update = w.Update[1:]
@@ -229,6 +233,8 @@ func testApplyInvalid(t *testing.T, h Harness) {
 		want   error
 	}{
 		{"unguarded update", func(w *store.Write) { w.Update[1].Guard = store.TaskGuard{} }, store.ErrInvalidArgument},
+		{"leased row without its lease", func(w *store.Write) { w.Update[0].Guard.Lease = "" }, store.ErrInvalidArgument},
+		{"leased row without its lease's end", func(w *store.Write) { w.Update[0].Guard.LeaseUntil = time.Time{} }, store.ErrInvalidArgument},
 		{"task of another instance", func(w *store.Write) { w.Update[1].Task.InstanceID = "other" }, store.ErrInvalidArgument},
 		{"task inserted for another instance", func(w *store.Write) { w.Insert[0].InstanceID = "other" }, store.ErrInvalidArgument},
 		{"task updated twice", func(w *store.Write) { w.Update[1] = w.Update[0] }, store.ErrInvalidArgument},

@@ -16,7 +16,7 @@ var applyTasksTests = []conformanceTest{
 	{"ApplyTasks_ok", testApplyTasksOK},
 	{"ApplyTasks_guardMiss", testApplyTasksGuardMiss},
 	{"ApplyTasks_statusGuard", testApplyTasksStatusGuard},
-	{"ApplyTasks_leaseEnded", testApplyTasksLeaseEnded},
+	{"ApplyTasks_rowAsRead", testApplyTasksRowAsRead},
 	{"ApplyTasks_invalid", testApplyTasksInvalid},
 	{"ApplyTasks_inTx", testApplyTasksInTx},
 }
@@ -24,13 +24,6 @@ var applyTasksTests = []conformanceTest{
 // tasksOnly is a TasksOnly write of inst's tasks at now.
 func tasksOnly(inst string, now time.Time, updates ...store.TaskWrite) *store.Write {
 	return &store.Write{ID: inst, TasksOnly: true, Now: now, Update: updates, Notify: true}
-}
-
-// leaseGuard and rowGuard guard a task write by tk's lease, or by its
-// status and attempt.
-func leaseGuard(tk *store.Task) store.TaskGuard { return store.TaskGuard{Lease: tk.Lease} }
-func rowGuard(tk *store.Task) store.TaskGuard {
-	return store.TaskGuard{Status: tk.Status, Attempt: tk.Attempt}
 }
 
 func testApplyTasksOK(t *testing.T, h Harness) {
@@ -44,8 +37,8 @@ func testApplyTasksOK(t *testing.T, h Harness) {
 	cancelled := *queued
 	cancelled.Status = store.TaskCancelled
 	got, err := b.s.Apply(b.ctx, tasksOnly(inst.ID, now,
-		store.TaskWrite{Task: &extended, Guard: leaseGuard(leased)},
-		store.TaskWrite{Task: &cancelled, Guard: rowGuard(queued)}))
+		store.TaskWrite{Task: &extended, Guard: store.GuardOf(leased)},
+		store.TaskWrite{Task: &cancelled, Guard: store.GuardOf(queued)}))
 	if err != nil || got != nil {
 		t.Fatalf("tasks-only Apply = %v, %v; want nil, nil", got, err)
 	}
@@ -66,18 +59,20 @@ func testApplyTasksGuardMiss(t *testing.T, h Harness) {
 	stale.Lease = "not-the-lease"
 	cancelled := *queued
 	cancelled.Status = store.TaskCancelled
-	staleAttempt := rowGuard(queued)
+	staleAttempt := store.GuardOf(queued)
 	staleAttempt.Attempt++
+	heartbeatSince := store.GuardOf(leased)
+	heartbeatSince.LeaseUntil = leased.LeaseUntil.Add(-time.Second)
 	for _, c := range []struct {
 		what string
 		w    *store.Write
 		miss string
 	}{
 		{"a stale lease (with a write that holds)", tasksOnly(inst.ID, now,
-			store.TaskWrite{Task: &cancelled, Guard: rowGuard(queued)},
-			store.TaskWrite{Task: leased, Guard: leaseGuard(&stale)}), leased.ID},
-		{"a lease ended at Now", tasksOnly(inst.ID, leased.LeaseUntil,
-			store.TaskWrite{Task: leased, Guard: leaseGuard(leased)}), leased.ID},
+			store.TaskWrite{Task: &cancelled, Guard: store.GuardOf(queued)},
+			store.TaskWrite{Task: leased, Guard: store.GuardOf(&stale)}), leased.ID},
+		{"a lease end that is not the row's", tasksOnly(inst.ID, now,
+			store.TaskWrite{Task: leased, Guard: heartbeatSince}), leased.ID},
 		{"a stale attempt", tasksOnly(inst.ID, now,
 			store.TaskWrite{Task: &cancelled, Guard: staleAttempt}), queued.ID},
 		{"a task of another instance's id", tasksOnly(inst.ID, now,
@@ -104,7 +99,7 @@ func testApplyTasksStatusGuard(t *testing.T, h Harness) {
 	inst, _, queued := b.applyFixture(t, "w")
 	cancelled := *queued
 	cancelled.Status = store.TaskCancelled
-	w := tasksOnly(inst.ID, b.clock.Now(), store.TaskWrite{Task: &cancelled, Guard: rowGuard(queued)})
+	w := tasksOnly(inst.ID, b.clock.Now(), store.TaskWrite{Task: &cancelled, Guard: store.GuardOf(queued)})
 	w.From = workflow.StatusPaused
 	_, err := b.s.Apply(b.ctx, w)
 	var conflict *store.ConflictError
@@ -129,35 +124,63 @@ func testApplyTasksStatusGuard(t *testing.T, h Harness) {
 	b.unchanged(t, "instance after a tasks-only write", snap)
 }
 
-// testApplyTasksLeaseEnded: a LeaseEnded guard holds only once the lease
-// has ended by Now, also in a versioned Apply (a lease expiry).
-func testApplyTasksLeaseEnded(t *testing.T, h Harness) {
+// testApplyTasksRowAsRead: a task write holds only while the stored row is
+// the one its writer read, whatever moved it since: a heartbeat between
+// the read and the write makes an expiry miss, a second delivery makes the
+// first lease's completion miss, a completion makes a cancel miss. The
+// store decides nothing about the lease's clock: an expiry guarded by the
+// row as stored holds, in a versioned Apply too.
+func testApplyTasksRowAsRead(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	inst, leased, _ := b.applyFixture(t, "w")
+	now := b.clock.Now()
+	apply := func(what string, w *store.Write, miss bool) {
+		t.Helper()
+		_, err := b.s.Apply(b.ctx, w)
+		var tc *store.TaskConflictError
+		switch {
+		case miss && (!errors.As(err, &tc) || tc.TaskID != leased.ID):
+			t.Fatalf("%s = %v (%T), want a *TaskConflictError naming task %q", what, err, err, leased.ID)
+		case !miss && err != nil:
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// A heartbeat, then an expiry decided on the row read before it.
+	extended := *leased
+	extended.LeaseUntil = leased.LeaseUntil.Add(time.Hour)
+	apply("a heartbeat", tasksOnly(inst.ID, now, store.TaskWrite{Task: &extended, Guard: store.GuardOf(leased)}), false)
 	requeued := *leased
 	requeued.Status, requeued.Lease, requeued.LeaseOwner, requeued.LeaseUntil = store.TaskQueued, "", "", time.Time{}
-	ended := store.TaskGuard{Lease: leased.Lease, LeaseEnded: true}
-	// Before the lease ends: a miss.
-	_, err := b.s.Apply(b.ctx, tasksOnly(inst.ID, leased.LeaseUntil.Add(-time.Millisecond), store.TaskWrite{Task: &requeued, Guard: ended}))
-	var miss *store.TaskConflictError
-	if !errors.As(err, &miss) {
-		t.Errorf("an expiry guard before the lease ended = %v, want a *TaskConflictError", err)
-	}
-	assertTask(t, "the running lease", leased, b.lockTask(t, eq, leased.ID))
-	// Once ended, in a version of the instance.
+	apply("an expiry read before a heartbeat", tasksOnly(inst.ID, now, store.TaskWrite{Task: &requeued, Guard: store.GuardOf(leased)}), true)
+	assertTask(t, "the task after the expiry that missed", &extended, b.lockTask(t, eq, leased.ID))
+
+	// An expiry decided on the row as the heartbeat left it, in a version.
 	cur := b.get(t, inst.ID)
 	got, err := b.s.Apply(b.ctx, &store.Write{ID: inst.ID, ExpectedVersion: cur.Version, From: cur.Status, Status: cur.Status,
-		State: cur.State, Cause: "lease expired", Now: leased.LeaseUntil, Update: []store.TaskWrite{{Task: &requeued, Guard: ended}}})
+		State: cur.State, Cause: "lease expired", Now: now, Update: []store.TaskWrite{{Task: &requeued, Guard: store.GuardOf(&extended)}}})
 	if err != nil || got.Version != cur.Version+1 {
-		t.Fatalf("an expiry guard once the lease ended = %v, %v; want version %d", got, err, cur.Version+1)
+		t.Fatalf("an expiry guarded by the row as stored = %v, %v; want version %d", got, err, cur.Version+1)
 	}
 	assertTask(t, "the expired task", &requeued, b.lockTask(t, eq, leased.ID))
-	// The guard names the lease: it does not hold any more.
-	_, err = b.s.Apply(b.ctx, tasksOnly(inst.ID, leased.LeaseUntil.Add(time.Hour), store.TaskWrite{Task: &requeued, Guard: ended}))
-	if !errors.As(err, &miss) {
-		t.Errorf("an expiry guard of a lease no longer held = %v, want a *TaskConflictError", err)
-	}
+
+	// A second delivery; the first lease's completion misses.
+	second := requeued
+	second.Status, second.Attempt, second.Lease, second.LeaseOwner = store.TaskLeased, leased.Attempt+1, "second-lease", "w2"
+	second.LeaseUntil = now.Add(time.Hour)
+	apply("a second delivery", tasksOnly(inst.ID, now, store.TaskWrite{Task: &second, Guard: store.GuardOf(&requeued)}), false)
+	done := *leased
+	done.Status, done.Lease, done.LeaseOwner, done.LeaseUntil = store.TaskDone, "", "", time.Time{}
+	apply("the first lease's completion", tasksOnly(inst.ID, now, store.TaskWrite{Task: &done, Guard: store.GuardOf(&extended)}), true)
+	assertTask(t, "the task after the stale completion", &second, b.lockTask(t, eq, leased.ID))
+
+	// The second lease's completion; a cancel decided before it misses.
+	done.Attempt = second.Attempt
+	apply("the second lease's completion", tasksOnly(inst.ID, now, store.TaskWrite{Task: &done, Guard: store.GuardOf(&second)}), false)
+	cancelled := second
+	cancelled.Status, cancelled.Lease, cancelled.LeaseOwner, cancelled.LeaseUntil = store.TaskCancelled, "", "", time.Time{}
+	apply("a cancel read before the completion", tasksOnly(inst.ID, now, store.TaskWrite{Task: &cancelled, Guard: store.GuardOf(&second)}), true)
+	assertTask(t, "the completed task", &done, b.lockTask(t, eq, leased.ID))
 }
 
 func testApplyTasksInvalid(t *testing.T, h Harness) {
@@ -169,21 +192,23 @@ func testApplyTasksInvalid(t *testing.T, h Harness) {
 	ok := func() *store.Write {
 		c := *queued
 		c.Status = store.TaskCancelled
-		return tasksOnly(inst.ID, now, store.TaskWrite{Task: &c, Guard: rowGuard(queued)})
+		return tasksOnly(inst.ID, now, store.TaskWrite{Task: &c, Guard: store.GuardOf(queued)})
 	}
 	for what, change := range map[string]func(w *store.Write){
-		"an insert":             func(w *store.Write) { w.Insert = []*store.Task{newTask(inst.ID, "new", "q1", now)} },
-		"a status":              func(w *store.Write) { w.Status = workflow.StatusRunning },
-		"a state":               func(w *store.Write) { w.State = inst.State },
-		"a cause":               func(w *store.Write) { w.Cause = "x" },
-		"a settled version":     func(w *store.Write) { w.Settled = workflow.StatusCompleted },
-		"an expected version":   func(w *store.Write) { w.ExpectedVersion = inst.Version },
-		"a deadline":            func(w *store.Write) { w.Deadline = &now },
-		"no update":             func(w *store.Write) { w.Update = nil },
-		"no instance id":        func(w *store.Write) { w.ID = "" },
-		"an unknown From":       func(w *store.Write) { w.From = "SLEEPING" },
-		"an unguarded update":   func(w *store.Write) { w.Update[0].Guard = store.TaskGuard{} },
-		"an unnamed lease ends": func(w *store.Write) { w.Update[0].Guard = store.TaskGuard{LeaseEnded: true, Status: store.TaskQueued} },
+		"an insert":           func(w *store.Write) { w.Insert = []*store.Task{newTask(inst.ID, "new", "q1", now)} },
+		"a status":            func(w *store.Write) { w.Status = workflow.StatusRunning },
+		"a state":             func(w *store.Write) { w.State = inst.State },
+		"a cause":             func(w *store.Write) { w.Cause = "x" },
+		"a settled version":   func(w *store.Write) { w.Settled = workflow.StatusCompleted },
+		"an expected version": func(w *store.Write) { w.ExpectedVersion = inst.Version },
+		"a deadline":          func(w *store.Write) { w.Deadline = &now },
+		"no update":           func(w *store.Write) { w.Update = nil },
+		"no instance id":      func(w *store.Write) { w.ID = "" },
+		"an unknown From":     func(w *store.Write) { w.From = "SLEEPING" },
+		"an unguarded update": func(w *store.Write) { w.Update[0].Guard = store.TaskGuard{} },
+		"a leased row without its lease": func(w *store.Write) {
+			w.Update[0].Guard = store.TaskGuard{Status: store.TaskLeased, LeaseUntil: now}
+		},
 		"another instance's task": func(w *store.Write) {
 			w.Update[0].Task.InstanceID = "other"
 		},
@@ -212,10 +237,10 @@ func testApplyTasksInTx(t *testing.T, h Harness) {
 	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
 		stale := *leased
 		stale.Lease = "stale"
-		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: leased, Guard: leaseGuard(&stale)})); !errors.Is(err, store.ErrConflict) {
+		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: leased, Guard: store.GuardOf(&stale)})); !errors.Is(err, store.ErrConflict) {
 			t.Errorf("tx: a tasks-only miss = %v, want a conflict", err)
 		}
-		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: &cancelled, Guard: rowGuard(queued)})); err != nil {
+		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: &cancelled, Guard: store.GuardOf(queued)})); err != nil {
 			return err
 		}
 		got, err := teq.Task(b.ctx, queued.ID)
@@ -233,7 +258,7 @@ func testApplyTasksInTx(t *testing.T, h Harness) {
 	extended := *leased
 	extended.LeaseUntil = leased.LeaseUntil.Add(time.Hour)
 	err = b.inEngineTx(func(tx store.Querier, _ store.TaskQuerier) error {
-		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: &extended, Guard: leaseGuard(leased)})); err != nil {
+		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: &extended, Guard: store.GuardOf(leased)})); err != nil {
 			return err
 		}
 		return errBoom

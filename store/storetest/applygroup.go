@@ -47,7 +47,7 @@ func completion(inst *workflow.Instance, tk *store.Task, now time.Time) (*store.
 	return &store.Write{
 		ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status, Status: inst.Status, State: state,
 		Deadline: inst.Deadline, Cause: "step a completed", Insert: []*store.Task{next},
-		Update: []store.TaskWrite{{Task: &done, Guard: store.TaskGuard{Lease: tk.Lease}}},
+		Update: []store.TaskWrite{{Task: &done, Guard: store.GuardOf(tk)}},
 		Now:    now, Notify: true,
 	}, next
 }
@@ -94,7 +94,7 @@ func testApplyGroupOK(t *testing.T, h Harness) {
 		done.Status, done.Lease, done.LeaseOwner, done.LeaseUntil = store.TaskDone, "", "", time.Time{}
 		writes = append(writes, &store.Write{ID: "two", ExpectedVersion: two.Version + int64(i), From: workflow.StatusRunning,
 			Status: workflow.StatusRunning, State: state, Cause: "done " + tk.StepID, Now: now,
-			Update: []store.TaskWrite{{Task: &done, Guard: store.TaskGuard{Lease: tk.Lease}}}})
+			Update: []store.TaskWrite{{Task: &done, Guard: store.GuardOf(tk)}}})
 	}
 	p1, first1 := groupStart("s1", now)
 	p2, first2 := groupStart("s2", now)
@@ -207,11 +207,16 @@ func testApplyGroupAllOrNothing(t *testing.T, h Harness) {
 	}{
 		{"stale lease first", func(_ []store.CreateParams, ws []*store.Write) { ws[0].Update[0].Guard.Lease = "stale" }, taskMiss("w1-a")},
 		{"stale lease last", func(_ []store.CreateParams, ws []*store.Write) { ws[2].Update[0].Guard.Lease = "stale" }, taskMiss("w3-a")},
-		{"lease ended", func(_ []store.CreateParams, ws []*store.Write) { ws[1].Now = ws[1].Now.Add(2 * time.Hour) }, taskMiss("w2-a")},
+		{"lease extended since read", func(_ []store.CreateParams, ws []*store.Write) {
+			g := &ws[1].Update[0].Guard
+			g.LeaseUntil = g.LeaseUntil.Add(time.Minute)
+		}, taskMiss("w2-a")},
 		{"status guard missed", func(_ []store.CreateParams, ws []*store.Write) {
 			cancelled := *taken
 			cancelled.Status = store.TaskCancelled
-			ws[2].Update = append(ws[2].Update, store.TaskWrite{Task: &cancelled, Guard: store.TaskGuard{Status: store.TaskLeased}})
+			g := store.GuardOf(taken)
+			g.Status = store.TaskDone
+			ws[2].Update = append(ws[2].Update, store.TaskWrite{Task: &cancelled, Guard: g})
 		}, taskMiss("taken")},
 		{"version moved on in the middle", func(_ []store.CreateParams, ws []*store.Write) { ws[1].ExpectedVersion++ }, func(t *testing.T, err error) {
 			wantConflict(t, "a stale version", err, "w2", snaps[1].inst.Version+1, snaps[1].inst.Version)

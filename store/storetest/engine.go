@@ -171,15 +171,14 @@ func (b *bundle) updateTask(t testing.TB, tk *store.Task) {
 }
 
 // UpdateTask writes tk through q as the engine writes a task row alone, with
-// a TasksOnly Apply guarded by the row
-// as stored.
+// a TasksOnly Apply guarded by the row as stored.
 func UpdateTask(ctx context.Context, q store.Querier, tk *store.Task, now time.Time) error {
 	cur, err := q.Task(ctx, tk.ID)
 	if err != nil {
 		return err
 	}
 	_, err = q.Apply(ctx, &store.Write{ID: tk.InstanceID, TasksOnly: true, Now: now,
-		Update: []store.TaskWrite{{Task: tk, Guard: store.TaskGuard{Status: cur.Status, Attempt: cur.Attempt}}}})
+		Update: []store.TaskWrite{{Task: tk, Guard: store.GuardOf(cur)}}})
 	return err
 }
 

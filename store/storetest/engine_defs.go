@@ -305,7 +305,7 @@ func testListen(t *testing.T, h Harness) {
 			return err
 		}
 		_, err = q.Apply(b.ctx, &store.Write{ID: "n", TasksOnly: true, Notify: true,
-			Update: []store.TaskWrite{{Task: tk, Guard: store.TaskGuard{Status: tk.Status, Attempt: tk.Attempt}}}})
+			Update: []store.TaskWrite{{Task: tk, Guard: store.GuardOf(tk)}}})
 		return err
 	}
 	ctx, cancel := context.WithCancel(b.ctx)

@@ -206,10 +206,13 @@ func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 	want2.UpdatedAt = store.Timestamp(now)
 	assertTask(t, "Task after the write with zero times", &want2, got)
 
-	// Every status round-trips.
+	// Every status round-trips (a leased row with its lease).
 	for _, st := range []store.TaskStatus{store.TaskLeased, store.TaskDone, store.TaskFailed, store.TaskCancelled, store.TaskQueued} {
 		cur := b.lockTask(t, eq, "t-a")
-		cur.Status = st
+		cur.Status, cur.Lease, cur.LeaseUntil = st, "", time.Time{}
+		if st == store.TaskLeased {
+			cur.Lease, cur.LeaseUntil = "l-a", now.Add(time.Hour)
+		}
 		b.updateTask(t, cur)
 		if got := b.lockTask(t, eq, "t-a"); got.Status != st {
 			t.Errorf("status after a write of %s = %s", st, got.Status)

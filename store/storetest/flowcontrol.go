@@ -72,17 +72,12 @@ func claimAll(t testing.TB, eq store.TaskQuerier, queues []string, now time.Time
 }
 
 // finishTask ends a leased task's lease with status (DONE, FAILED, or
-// QUEUED as a lease expiry re-queues it), guarded by its lease.
+// QUEUED as a lease expiry re-queues it), guarded by the row as claimed.
 func (b *bundle) finishTask(t testing.TB, tk *store.Task, status store.TaskStatus, now time.Time) {
 	t.Helper()
 	done := *tk
 	done.Status = status
-	guard := store.TaskGuard{Lease: tk.Lease}
-	if status == store.TaskQueued {
-		// An expiry: the lease has ended by now.
-		guard.LeaseEnded = true
-		now = tk.LeaseUntil.Add(time.Second)
-	}
+	guard := store.GuardOf(tk)
 	done.Lease, done.LeaseOwner, done.LeaseUntil = "", "", time.Time{}
 	if _, err := b.s.Apply(b.ctx, &store.Write{ID: tk.InstanceID, TasksOnly: true, Now: now,
 		Update: []store.TaskWrite{{Task: &done, Guard: guard}}}); err != nil {
