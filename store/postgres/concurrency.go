@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -15,6 +16,95 @@ func concurrencyArgs(s *store.ConcurrencySlot) []any {
 	}
 	return []any{s.Key, int32(s.Limit)}
 }
+
+// slotUpsert is the statement part that applies a write's slot change
+// (store.SlotChange) to the row of counts of its key: the row is made on
+// the key's first use, else updated — a compare-and-set whose guard is
+// that a change that adds holders keeps them within the limit (and, with
+// noQueue, that none of the key waits QUEUED). When the guard misses it
+// updates nothing and returns no row; the caller's statement then raises.
+// The row lock taken by ON CONFLICT DO UPDATE (held until the transaction
+// ends, the guard evaluated on the row's latest version) makes writers of
+// one key take turns on every node. definition and key are the row's
+// columns as SQL expressions over source (a FROM clause, with its WHERE);
+// holders, queued and limit are SQL expressions that ON CONFLICT can
+// evaluate: parameters and scalar subqueries, no column of source.
+func slotUpsert(definition, key, source, holders, queued, limit string, noQueue bool) string {
+	guard := `c.holders + ` + holders + ` <= ` + limit
+	if noQueue {
+		guard += ` AND c.queued = 0`
+	}
+	// The counts are never below zero, even for instances a write of a
+	// former release left uncounted.
+	return `INSERT INTO concurrency_slots AS c (definition, key, holders, queued)
+	SELECT ` + definition + `, ` + key + `, greatest(` + holders + `, 0), greatest(` + queued + `, 0) ` + source + `
+	ON CONFLICT (definition, key) DO UPDATE SET holders = greatest(c.holders + ` + holders + `, 0), queued = greatest(c.queued + ` + queued + `, 0)
+	WHERE ` + holders + ` <= 0 OR (` + guard + `)
+	RETURNING 1`
+}
+
+// slotKeySQL applies the change $3 holders, $4 queued to the row of
+// definition $1's key $2 with limit $5: a batch's change of one key.
+var slotKeySQL = slotUpsert("$1::text", "$2::text", "", "$3::integer", "$4::integer", "$5::integer", false)
+
+// batchKeysSQL counts the instances of each concurrency key among the ids
+// $1 (a batch), with the smallest of their limits.
+const batchKeysSQL = `SELECT definition, concurrency_key, count(*), min(concurrency_limit) FROM workflow_instances
+WHERE id = ANY ($1::text[]) AND concurrency_key IS NOT NULL GROUP BY definition, concurrency_key ORDER BY definition, concurrency_key`
+
+// applyBatchSlots applies the slot change of a batch of instances that
+// moved from one status to another (ids) to the rows of their keys, in
+// the batch's transaction, one key after the other in a fixed order: a
+// key whose slots cannot take its instances refuses the whole batch.
+func applyBatchSlots(ctx context.Context, db dbtx, ids []string, ch store.SlotChange) error {
+	if ch.None() {
+		return nil
+	}
+	rows, err := db.Query(ctx, batchKeysSQL, ids)
+	if err != nil {
+		return interpretError(err, "")
+	}
+	type keyCount struct {
+		definition, key string
+		n, limit        int32
+	}
+	var keys []keyCount
+	for rows.Next() {
+		var k keyCount
+		var n int64
+		if err := rows.Scan(&k.definition, &k.key, &n, &k.limit); err != nil {
+			rows.Close()
+			return interpretError(err, "")
+		}
+		k.n = int32(n)
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return interpretError(err, "")
+	}
+	for _, k := range keys {
+		tag, err := db.Exec(ctx, slotKeySQL, k.definition, k.key, int32(ch.Holders)*k.n, int32(ch.Queued)*k.n, k.limit)
+		if err != nil {
+			return interpretError(err, "")
+		}
+		if tag.RowsAffected() == 0 {
+			return &store.ConcurrencyLimitError{Detail: fmt.Sprintf("%d more instances of concurrency key %q of definition %s do not fit its %d slots", k.n, k.key, k.definition, k.limit)}
+		}
+	}
+	return nil
+}
+
+// slotMissPrefix starts the FD409 message of a write refused by its key's
+// limit (raised with flowd_conflict, which rolls the statement back):
+// interpretError makes it a *store.ConcurrencyLimitError.
+const slotMissPrefix = "concurrency limit: "
+
+// slotArgs are a change's two parameters.
+func slotArgs(ch store.SlotChange) []any { return []any{int32(ch.Holders), int32(ch.Queued)} }
+
+// param is the placeholder of parameter n.
+func param(n int) string { return fmt.Sprintf("$%d", n) }
 
 // queuedDueSQL numbers the QUEUED instances of each key oldest first and
 // keeps those within the key's free slots (the limit stored with the oldest

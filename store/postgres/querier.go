@@ -171,7 +171,11 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	pc.args = append(append(pc.args, parentArgs(p.Parent)...), nullText(p.TraceParent))
 	pc.args = append(pc.args, tail...)
 	pc.args = append(append(pc.args, concurrencyArgs(p.Concurrency)...), int16(p.Priority), p.Actor)
-	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
+	slot := p.SlotChange()
+	if !slot.None() {
+		pc.args = append(pc.args, slotArgs(slot)...)
+	}
+	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed, slot: !slot.None()}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
 }
@@ -373,6 +377,9 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 		}
 		if _, err := tq.db.Exec(ctx, batchWriteSQL, ids, string(p.NewStatus), states, histories, tq.timestamp(), p.Cause, store.ActorFrom(ctx)); err != nil {
 			return interpretError(err, "")
+		}
+		if err := applyBatchSlots(ctx, tq.db, ids, store.SlotChangeOf(p.Status, p.NewStatus)); err != nil {
+			return err
 		}
 		if p.Notify {
 			// Delivered at the commit.

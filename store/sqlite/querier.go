@@ -87,6 +87,9 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		if err := appendHistory(ctx, c, p.ID, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
 			return err
 		}
+		if err := applySlot(ctx, c, p.ID, createdSlot(p), p.SlotChange(), 1, true); err != nil {
+			return err
+		}
 		if err := countDescendant(ctx, c, p.Descendant); err != nil {
 			return err
 		}
@@ -238,6 +241,9 @@ func (q *querier) BatchUpdateStatus(ctx context.Context, p store.BatchStatusPara
 			if err := cancelActiveSteps(ctx, c, string(list)); err != nil {
 				return err
 			}
+		}
+		if err := applyBatchSlots(ctx, c, string(list), store.SlotChangeOf(p.Status, p.NewStatus)); err != nil {
+			return err
 		}
 		return appendHistories(ctx, c, ids, p.Cause, store.ActorFrom(ctx), prev)
 	})
