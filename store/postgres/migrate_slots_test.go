@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"maps"
 	"testing"
 
 	"github.com/flowd/flowd/internal/pgtest"
@@ -38,21 +37,8 @@ func TestConcurrencySlotsMigrationCountsInstancesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]storetest.SlotCount{}
-	for rows.Next() {
-		var key string
-		var c storetest.SlotCount
-		if err := rows.Scan(&key, &c.Holders, &c.Queued); err != nil {
-			t.Fatal(err)
-		}
-		got[key] = c
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !maps.Equal(got, storetest.LegacySlotCounts) {
-		t.Errorf("slot rows after the migration = %v, want %v", got, storetest.LegacySlotCounts)
-	}
+	storetest.CheckLegacySlotCounts(t, rows)
+	rows.Close()
 	var triggers int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgname = 'workflow_instances_concurrency_guard'`).Scan(&triggers); err != nil || triggers != 0 {
 		t.Errorf("the guard trigger after the migration: %d, %v", triggers, err)

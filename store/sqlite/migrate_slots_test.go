@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"maps"
 	"testing"
 
 	"github.com/flowd/flowd/store/storetest"
@@ -31,22 +30,8 @@ func TestConcurrencySlotsMigrationCountsInstancesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]storetest.SlotCount{}
-	for rows.Next() {
-		var key string
-		var c storetest.SlotCount
-		if err := rows.Scan(&key, &c.Holders, &c.Queued); err != nil {
-			t.Fatal(err)
-		}
-		got[key] = c
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	storetest.CheckLegacySlotCounts(t, rows)
 	_ = rows.Close()
-	if !maps.Equal(got, storetest.LegacySlotCounts) {
-		t.Errorf("slot rows after the migration = %v, want %v", got, storetest.LegacySlotCounts)
-	}
 	var triggers int
 	if err := s.writeDB.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name LIKE 'workflow_instances_concurrency_%'`).Scan(&triggers); err != nil || triggers != 0 {
 		t.Errorf("the guard triggers after the migration: %d, %v", triggers, err)

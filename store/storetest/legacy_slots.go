@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"maps"
 	"testing"
 
 	"github.com/flowd/flowd/store"
@@ -46,6 +47,36 @@ var LegacySlotCounts = map[string]SlotCount{
 	"full":  {Holders: 2, Queued: 1},
 	"free":  {Holders: 1},
 	"queue": {Queued: 2},
+}
+
+// SlotRows are the rows of a query over concurrency_slots, as both
+// drivers return them.
+type SlotRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// CheckLegacySlotCounts fails t unless rows, the key, holders and queued
+// columns of the slot rows of definition d after the migration, are
+// LegacySlotCounts.
+func CheckLegacySlotCounts(t *testing.T, rows SlotRows) {
+	t.Helper()
+	got := map[string]SlotCount{}
+	for rows.Next() {
+		var key string
+		var c SlotCount
+		if err := rows.Scan(&key, &c.Holders, &c.Queued); err != nil {
+			t.Fatal(err)
+		}
+		got[key] = c
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, LegacySlotCounts) {
+		t.Errorf("slot rows after the migration = %v, want %v", got, LegacySlotCounts)
+	}
 }
 
 // CheckLegacySlots checks a store migrated over LegacySlots through its
