@@ -36,7 +36,8 @@ func (s *ConcurrencySlot) Check() error {
 // errors.Is ErrConcurrencyLimit.
 type ConcurrencyLimitError struct {
 	ID string
-	// Detail is the database's account of it (the key and the limit).
+	// Detail says why: the key's slots, its limit and definition, or that
+	// older instances of the key wait QUEUED.
 	Detail string
 }
 
