@@ -36,7 +36,8 @@ func (s *ConcurrencySlot) Check() error {
 // errors.Is ErrConcurrencyLimit.
 type ConcurrencyLimitError struct {
 	ID string
-	// Detail is the database's account of it (the key and the limit).
+	// Detail says why: the key's slots, its limit and definition, or that
+	// older instances of the key wait QUEUED.
 	Detail string
 }
 
@@ -47,18 +48,66 @@ func (e *ConcurrencyLimitError) Error() string {
 // Is makes errors.Is(err, ErrConcurrencyLimit) true.
 func (e *ConcurrencyLimitError) Is(target error) bool { return target == ErrConcurrencyLimit }
 
+// SlotChange is what a write does to the counts of its instance's
+// concurrency key: Holders and Queued are each -1, 0 or +1. The stores keep
+// one row of counts per key (definition and key) and apply a write's change
+// to it in the write's transaction, as a compare-and-set: a change that
+// adds a holder applies only while the key's holders are below the
+// instance's limit (and, for a new instance, while none of the key waits
+// QUEUED, so that older ones start first); otherwise nothing is written and
+// the write returns a *ConcurrencyLimitError. The row's lock is what makes
+// the writers of one key take turns, on every node: the counts never pass
+// the limit, not even for a moment. An instance without a concurrency key
+// changes no row.
+type SlotChange struct{ Holders, Queued int }
+
+// SlotChangeOf is the rule of slots: RUNNING and PAUSED hold one of the
+// key's slots (workflow.Status.HoldsSlot), QUEUED waits for one. from is ""
+// for a new instance.
+func SlotChangeOf(from, to workflow.Status) SlotChange {
+	var c SlotChange
+	c.Holders = slotCount(to.HoldsSlot()) - slotCount(from.HoldsSlot())
+	c.Queued = slotCount(to == workflow.StatusQueued) - slotCount(from == workflow.StatusQueued)
+	return c
+}
+
+func slotCount(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// None reports whether c changes no count.
+func (c SlotChange) None() bool { return c == SlotChange{} }
+
+// Takes reports whether c adds a holder: the change the limit guards.
+func (c SlotChange) Takes() bool { return c.Holders > 0 }
+
+// SlotChange is the change w makes to its instance's key (From to its
+// final status; a TasksOnly write changes none).
+func (w *Write) SlotChange() SlotChange {
+	if w.TasksOnly {
+		return SlotChange{}
+	}
+	return SlotChangeOf(w.From, w.FinalStatus())
+}
+
+// SlotChange is the change the create p makes to its key: none without
+// one.
+func (p *CreateParams) SlotChange() SlotChange {
+	if p.Concurrency == nil {
+		return SlotChange{}
+	}
+	return SlotChangeOf("", p.Status)
+}
+
 // ConcurrencyQuerier reads what the engine needs to apply definition
-// concurrency limits. The limit itself is enforced by the stores' writes:
-// every write that moves an instance with a concurrency slot from a status
-// that holds none into RUNNING or PAUSED (Create, Apply, ApplyGroup)
-// checks, in the same
-// transaction and under a lock of the key (PostgreSQL: an advisory
-// transaction lock; SQLite: its single writer), that fewer than the limit
-// of the key's instances hold one, and a Create of such an instance also
-// that none of the key waits QUEUED; otherwise it writes nothing and
-// returns a *ConcurrencyLimitError. The check runs at READ COMMITTED only
-// (it has to see what the lock's previous holders committed): under a
-// stricter isolation such a write is refused with ErrInvalidArgument.
+// concurrency limits. The limit itself is enforced by the stores' writes
+// (see SlotChange): every write that makes an instance with a concurrency
+// slot hold one (Create, Apply, ApplyGroup) takes it in
+// the key's row of counts with a guarded update in the same transaction,
+// or writes nothing and returns a *ConcurrencyLimitError.
 type ConcurrencyQuerier interface {
 	// QueuedDue returns QUEUED instances that may start now: for each
 	// concurrency key with QUEUED instances (only p.Definition's key p.Key

@@ -52,26 +52,54 @@ var applyOneSQL, applyOneStrictSQL = applyStatements[applyShape{oneTask: true}],
 
 // applyShape says which of applyStatement's shapes a write needs: the
 // updated tasks as arrays or as one row (oneTask), the conflict check of
-// Apply or, when strict, of ApplyGroup, and whether the write keeps the
-// instance's status (sameStatus).
-type applyShape struct{ oneTask, strict, sameStatus bool }
+// Apply or, when strict, of ApplyGroup, whether the write keeps the
+// instance's status (sameStatus), and whether it changes the counts of a
+// concurrency key (slot: it moves the instance into or out of a status
+// that holds a slot or waits for one; store.Write.SlotChange).
+type applyShape struct{ oneTask, strict, sameStatus, slot bool }
 
-// applyStatements are the shapes of applyStatement, built once.
+// applyStatements are the shapes of applyStatement, built once (a write
+// that keeps its status changes no slot).
 var applyStatements = func() map[applyShape]string {
 	m := map[applyShape]string{}
-	for i := range 8 {
-		sh := applyShape{oneTask: i&1 != 0, strict: i&2 != 0, sameStatus: i&4 != 0}
-		m[sh] = applyStatement(sh)
+	for i := range 16 {
+		sh := applyShape{oneTask: i&1 != 0, strict: i&2 != 0, sameStatus: i&4 != 0, slot: i&8 != 0}
+		if !sh.sameStatus || !sh.slot {
+			m[sh] = applyStatement(sh)
+		}
 	}
 	return m
 }()
 
+// The parameters of a slot shape, after the actor: the status the write
+// moves from (a guard: the change is decided on it) and the change's two
+// counts.
+var (
+	applyFromParam    = 50 + tailParams
+	applyHoldersParam = 51 + tailParams
+	applyQueuedParam  = 52 + tailParams
+)
+
+// applySlot is the slot shape's part after the instance's update: the
+// change applied to the row of the instance's key (none without a key).
+var applySlot = `), s AS (
+	` + slotUpsert("u.definition", "u.concurrency_key", "FROM u WHERE u.concurrency_key IS NOT NULL",
+	param(applyHoldersParam)+"::integer", param(applyQueuedParam)+"::integer", "(SELECT concurrency_limit FROM u)", false) + `
+`
+
+// applySlotMiss is the slot shape's first branch of the final CASE: a
+// write that took a slot of a key whose slots were all held raises, which
+// rolls it back whole.
+var applySlotMiss = `WHEN ` + param(applyHoldersParam) + `::integer > 0 AND u.concurrency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM s)
+		THEN flowd_conflict(format('` + slotMissPrefix + `all %s slots of concurrency key %L of definition %s are held', u.concurrency_limit, u.concurrency_key, u.definition))
+	`
+
 // applyStatement builds a shape of applySQL.
 //
 // A write that keeps the instance's status (most completions) does not
-// set the column: the concurrency guard, a row trigger on UPDATE OF status,
-// then does not run at all, where it would cost every completion a second
-// lock of the instance's row and the preparation of its WHEN clause.
+// set the column. A write that changes the counts of a concurrency key
+// (the slot shape) is also guarded on the status it moves from, on which
+// its change was decided, and applies the change to the key's row (s).
 //
 // applyStrictSQL raises FD409 whenever the instance's write did not happen,
 // whatever missed: in a pipeline of several writes (ApplyGroup), every miss
@@ -89,10 +117,15 @@ func applyStatement(sh applyShape) string {
 	if sh.sameStatus {
 		instance = strings.Replace(instance, applySetStatus, "", 1)
 	}
+	slotMiss := ""
+	if sh.slot {
+		instance = strings.Replace(instance, applyWhere, applyWhere+" AND status = "+param(applyFromParam), 1) + applySlot
+		slotMiss = applySlotMiss
+	}
 	sql += instance + miss + applySelect
 	if sh.strict {
 		return sql + `
-	CASE WHEN u.version IS NULL THEN flowd_conflict(CASE
+	CASE ` + slotMiss + `WHEN u.version IS NULL THEN flowd_conflict(CASE
 		WHEN NOT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33)
 			THEN '` + applyNotFound + `'
 		WHEN NOT EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
@@ -102,7 +135,7 @@ func applyStatement(sh applyShape) string {
 		ELSE '` + applyChanged + `' END) END` + applyFrom
 	}
 	return sql + `
-	CASE WHEN u.version IS NULL AND EXISTS (SELECT 1 FROM tu)
+	CASE ` + slotMiss + `WHEN u.version IS NULL AND EXISTS (SELECT 1 FROM tu)
 		THEN flowd_conflict(CASE WHEN EXISTS (SELECT 1 FROM miss)
 			THEN '` + applyTaskMiss + `' || (SELECT id FROM miss)
 			ELSE format('workflow %s is no longer at version %s', $33::text, $34::bigint) END) END` + applyFrom
@@ -160,14 +193,18 @@ var applyActor = "$" + strconv.Itoa(49+tailParams) + "::text"
 const applySetStatus = `status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
 		`
 
+// applyWhere is the guard of the instance's update.
+const applyWhere = `WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43`
+
 // applyInstance is the part of applyStatement after the task updates:
 // the instance's versioned update (u), its history rows (h, h2), the new
 // tasks (ins) and the notification (n).
 var applyInstance = `), u AS (
 	UPDATE workflow_instances SET ` + applySetStatus + `state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
 		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($48::json, output)
-	WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43
-	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority
+	` + applyWhere + `
+	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority,
+		concurrency_key, concurrency_limit
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
 	SELECT $33, $34 + 1, $35, $46::jsonb, $32, $38, ` + applyActor + ` FROM u
@@ -313,6 +350,9 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		leaseUntil, len(w.Update), w.Notify, versions, rows[0], rows[1],
 		outputArg(w.Output))
 	args = append(append(args, insertCols.tail()...), actor)
+	if slot := w.SlotChange(); !slot.None() {
+		args = append(append(args, string(w.From)), slotArgs(slot)...)
+	}
 	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
 }
 
@@ -354,11 +394,13 @@ func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 
 // sql is the statement that writes pa: applySQL's shape for its updates,
 // strict (applyStrictSQL) in a group, without setting the status when the
-// write keeps the one it was decided on (From; unknown when empty).
+// write keeps the one it was decided on (From; unknown when empty), with
+// the slot change when it makes one.
 func (pa *preparedApply) sql(strict bool) string {
 	w := pa.w
 	same := w.From != "" && w.Status == w.From && w.Settled == ""
-	return applyStatements[applyShape{oneTask: len(w.Update) == 1, strict: strict, sameStatus: same}]
+	slot := !w.SlotChange().None()
+	return applyStatements[applyShape{oneTask: len(w.Update) == 1, strict: strict, sameStatus: same && !slot, slot: slot}]
 }
 
 // result reads the row of applySQL or applyStrictSQL: the instance as

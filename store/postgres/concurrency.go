@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -15,6 +16,43 @@ func concurrencyArgs(s *store.ConcurrencySlot) []any {
 	}
 	return []any{s.Key, int32(s.Limit)}
 }
+
+// slotUpsert is the statement part that applies a write's slot change
+// (store.SlotChange) to the row of counts of its key: the row is made on
+// the key's first use, else updated — a compare-and-set whose guard is
+// that a change that adds holders keeps them within the limit (and, with
+// noQueue, that none of the key waits QUEUED). When the guard misses it
+// updates nothing and returns no row; the caller's statement then raises.
+// The row lock taken by ON CONFLICT DO UPDATE (held until the transaction
+// ends, the guard evaluated on the row's latest version) makes writers of
+// one key take turns on every node. definition and key are the row's
+// columns as SQL expressions over source (a FROM clause, with its WHERE);
+// holders, queued and limit are SQL expressions that ON CONFLICT can
+// evaluate: parameters and scalar subqueries, no column of source.
+func slotUpsert(definition, key, source, holders, queued, limit string, noQueue bool) string {
+	guard := `c.holders + ` + holders + ` <= ` + limit
+	if noQueue {
+		guard += ` AND c.queued = 0`
+	}
+	// The counts are never below zero, even for instances a write of a
+	// former release left uncounted.
+	return `INSERT INTO concurrency_slots AS c (definition, key, holders, queued)
+	SELECT ` + definition + `, ` + key + `, greatest(` + holders + `, 0), greatest(` + queued + `, 0) ` + source + `
+	ON CONFLICT (definition, key) DO UPDATE SET holders = greatest(c.holders + ` + holders + `, 0), queued = greatest(c.queued + ` + queued + `, 0)
+	WHERE ` + holders + ` <= 0 OR (` + guard + `)
+	RETURNING 1`
+}
+
+// slotMissPrefix starts the FD409 message of a write refused by its key's
+// limit (raised with flowd_conflict, which rolls the statement back):
+// interpretError makes it a *store.ConcurrencyLimitError.
+const slotMissPrefix = "concurrency limit: "
+
+// slotArgs are a change's two parameters.
+func slotArgs(ch store.SlotChange) []any { return []any{int32(ch.Holders), int32(ch.Queued)} }
+
+// param is the placeholder of parameter n.
+func param(n int) string { return fmt.Sprintf("$%d", n) }
 
 // queuedDueSQL numbers the QUEUED instances of each key oldest first and
 // keeps those within the key's free slots (the limit stored with the oldest

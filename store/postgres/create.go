@@ -27,10 +27,13 @@ import (
 // (parent_id, parent_step, parent_index; NULL for an instance without one)
 // and the traceparent (NULL for none); with tasks, the tasks' iterations and
 // flow control (tailParams); then the instance's concurrency key and limit;
-// the instance's priority; last, the actor of its history row.
+// the instance's priority; the actor of its history row; last, for an
+// instance that takes or waits for a slot of its concurrency key, the
+// change's two counts (store.CreateParams.SlotChange).
 
-// createVariant selects a create statement.
-type createVariant struct{ withTasks, keyed bool }
+// createVariant selects a create statement: with tasks, with an
+// idempotency key, with a change to the counts of a concurrency key.
+type createVariant struct{ withTasks, keyed, slot bool }
 
 // createStatement is a variant's statement, and its strict form for
 // ApplyGroup, which fails with FD409 when it creates nothing: in a group,
@@ -39,13 +42,11 @@ type createStatement struct{ plain, strict string }
 
 var createStatements = func() map[createVariant]createStatement {
 	m := map[createVariant]createStatement{}
-	for _, withTasks := range []bool{false, true} {
-		for _, keyed := range []bool{false, true} {
-			v := createVariant{withTasks: withTasks, keyed: keyed}
-			sql := buildCreateSQL(v)
-			m[v] = createStatement{plain: sql, strict: sql + `,
+	for i := range 8 {
+		v := createVariant{withTasks: i&1 != 0, keyed: i&2 != 0, slot: i&4 != 0}
+		sql := buildCreateSQL(v)
+		m[v] = createStatement{plain: sql, strict: sql + `,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM i) THEN flowd_conflict(format('workflow %s was not created', $1::text)) END`}
-		}
 	}
 	return m
 }()
@@ -158,6 +159,20 @@ func buildCreateSQL(v createVariant) string {
 	SELECT id, 0, status, state, $6, $7, $` + strconv.Itoa(createActorParam(v)) + ` FROM i
 )`
 	created := `EXISTS (SELECT 1 FROM i)`
+	if v.slot {
+		// The change to the key's row, made with the instance: a new
+		// instance takes a slot only while one is free and none of the key
+		// waits QUEUED, else the statement raises and writes nothing.
+		holders, queued := "$"+strconv.Itoa(createActorParam(v)+1)+"::integer", "$"+strconv.Itoa(createActorParam(v)+2)+"::integer"
+		sql += `, s AS (
+	` + slotUpsert("$2::text", ckey+"::text", "FROM i", holders, queued, climit+"::integer", true) + `
+)`
+		created = `CASE WHEN ` + holders + ` > 0 AND ` + created + ` AND NOT EXISTS (SELECT 1 FROM s) THEN flowd_conflict(CASE
+		WHEN EXISTS (SELECT 1 FROM concurrency_slots WHERE definition = $2 AND key = ` + ckey + ` AND queued > 0)
+			THEN format('` + slotMissPrefix + `instances of concurrency key %L of definition %s wait QUEUED', ` + ckey + `::text, $2::text)
+		ELSE format('` + slotMissPrefix + `all %s slots of concurrency key %L of definition %s are held', ` + climit + `::integer, ` + ckey + `::text, $2::text) END)
+	ELSE ` + created + ` END`
+	}
 	if v.withTasks {
 		// The tasks' foreign key is checked at the end of the statement,
 		// when the instance row exists (as the history row's is). Their ids

@@ -34,13 +34,9 @@ const (
 	// Raised by flowd_conflict (migration 00003): a write (Apply, a create
 	// or write of ApplyGroup) missed after part of it matched, or missed in
 	// a group, and rolled itself back with everything in its transaction.
+	// With a message that starts with slotMissPrefix, the write was
+	// refused by its concurrency key's limit.
 	codeCommitConflict = "FD409"
-	// Raised by the slot guard of definition concurrency limits (migration
-	// 00013): FD429 a write over the key's limit, FD400 such a write in a
-	// transaction stricter than READ COMMITTED, where the guard's count
-	// could miss what another writer of the key committed.
-	codeConcurrencyLimit   = "FD429"
-	codeConcurrencyNeedsRC = "FD400"
 )
 
 // interpretError maps an error from pgx to the store contract, once, at the
@@ -63,11 +59,10 @@ func interpretError(err error, id string) error {
 		case codeDeadlockDetected:
 			return &store.ConflictError{ID: id, Actual: -1, Reason: "deadlock detected"}
 		case codeCommitConflict:
+			if detail, ok := strings.CutPrefix(pgErr.Message, slotMissPrefix); ok {
+				return &store.ConcurrencyLimitError{ID: id, Detail: detail}
+			}
 			return &store.ConflictError{ID: id, Actual: -1, Reason: pgErr.Message}
-		case codeConcurrencyLimit:
-			return &store.ConcurrencyLimitError{ID: id, Detail: pgErr.Message}
-		case codeConcurrencyNeedsRC:
-			return fmt.Errorf("%w: %s", store.ErrInvalidArgument, pgErr.Message)
 		case codeDiskFull:
 			return fmt.Errorf("%w: postgres: %s (SQLSTATE %s)", store.ErrStorageFull, pgErr.Message, pgErr.Code)
 		case codeUniqueViolation:

@@ -139,7 +139,11 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	pc.args = append(append(pc.args, parentArgs(p.Parent)...), nullText(p.TraceParent))
 	pc.args = append(pc.args, tail...)
 	pc.args = append(append(pc.args, concurrencyArgs(p.Concurrency)...), int16(p.Priority), p.Actor)
-	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed}]
+	slot := p.SlotChange()
+	if !slot.None() {
+		pc.args = append(pc.args, slotArgs(slot)...)
+	}
+	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed, slot: !slot.None()}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
 }

@@ -79,10 +79,6 @@ const (
 	// Step ids are ordered bytewise (COLLATE "C"), as SQLite and Go do,
 	// whatever the database's default collation.
 	tasksOfInstanceSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = $1 ORDER BY step_id COLLATE "C", iteration`
-
-	// notifySQL wakes the listeners of every node; inside a transaction
-	// PostgreSQL delivers it at commit (and not at all on rollback).
-	notifySQL = `SELECT pg_notify('` + notifyChannel + `', '')`
 )
 
 // The reads of Due, one per store.DueKind: plain reads, no row locks (the

@@ -92,12 +92,22 @@ func prepareTaskWrites(ws []store.TaskWrite, now time.Time) ([]store.Task, error
 // holds, and returns the instance as written.
 func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance, error) {
 	w := pa.w
-	_, version, err := currentStatus(ctx, c, w.ID)
+	status, version, ks, err := currentSlot(ctx, c, w.ID)
 	if err != nil {
 		return nil, err
 	}
 	if version != w.ExpectedVersion {
 		return nil, w.VersionConflict(version)
+	}
+	slot := w.SlotChange()
+	if !slot.None() && status != w.From {
+		// The change was decided on From: a write whose From is not the
+		// stored status would miscount the key's slots.
+		return nil, &store.ConflictError{ID: w.ID, Expected: w.ExpectedVersion, Actual: version,
+			Reason: fmt.Sprintf("the workflow is %s, not %s", status, w.From)}
+	}
+	if err := applySlot(ctx, c, w.ID, ks, slot, false); err != nil {
+		return nil, err
 	}
 	for i, u := range w.Update {
 		if err := applyTaskWrite(ctx, c, &pa.updates[i], u.Guard, w); err != nil {

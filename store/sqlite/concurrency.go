@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -16,6 +17,80 @@ func concurrencyArgs(s *store.ConcurrencySlot) []any {
 		return []any{nil, nil}
 	}
 	return []any{s.Key, s.Limit}
+}
+
+// slotSQL applies the change ?3 holders, ?4 queued to the row of
+// definition ?1's key ?2 (made on the key's first use) as a compare-and-set:
+// a change that adds holders applies only while they stay within the limit
+// ?5 and, when ?6, while none of the key waits QUEUED; otherwise it changes
+// nothing. The counts never go below zero, even for instances a write of a
+// former release left uncounted. SQLite's single writer makes it exact.
+const slotSQL = `INSERT INTO concurrency_slots (definition, key, holders, queued) VALUES (?1, ?2, max(?3, 0), max(?4, 0))
+ON CONFLICT (definition, key) DO UPDATE SET holders = max(holders + ?3, 0), queued = max(queued + ?4, 0)
+WHERE ?3 <= 0 OR (holders + ?3 <= ?5 AND (NOT ?6 OR queued = 0))`
+
+// keySlot is an instance's concurrency key as stored: its definition, the
+// key and the limit (key NULL for an instance without one).
+type keySlot struct {
+	definition string
+	key        sql.NullString
+	limit      sql.NullInt64
+}
+
+// applySlot applies ch, the change of instance id of key ks, to the
+// key's row, in the caller's write transaction; create says it is new
+// (it does not pass the key's QUEUED ones). A refusal by the limit is a
+// *store.ConcurrencyLimitError.
+func applySlot(ctx context.Context, c dbtx, id string, ks keySlot, ch store.SlotChange, create bool) error {
+	if ch.None() || !ks.key.Valid {
+		return nil
+	}
+	res, err := c.ExecContext(ctx, slotSQL, ks.definition, ks.key.String, ch.Holders, ch.Queued, ks.limit.Int64, create)
+	if err != nil {
+		return interpretError(ctx, err)
+	}
+	if changed, err := res.RowsAffected(); err != nil || changed > 0 {
+		return err
+	}
+	var queued int64 // why it missed, for the message
+	if err := c.QueryRowContext(ctx, `SELECT queued FROM concurrency_slots WHERE definition = ?1 AND key = ?2`, ks.definition, ks.key.String).Scan(&queued); err != nil {
+		return interpretError(ctx, err)
+	}
+	detail := fmt.Sprintf("all %d slots of concurrency key '%s' of definition %s are held", ks.limit.Int64, ks.key.String, ks.definition)
+	switch {
+	case create && queued > 0:
+		detail = fmt.Sprintf("instances of concurrency key '%s' of definition %s wait QUEUED", ks.key.String, ks.definition)
+	}
+	return &store.ConcurrencyLimitError{ID: id, Detail: detail}
+}
+
+// createdSlot is the key of the instance p creates.
+func createdSlot(p store.CreateParams) keySlot {
+	ks := keySlot{definition: p.Definition}
+	if p.Concurrency != nil {
+		ks.key = sql.NullString{String: p.Concurrency.Key, Valid: true}
+		ks.limit = sql.NullInt64{Int64: int64(p.Concurrency.Limit), Valid: true}
+	}
+	return ks
+}
+
+// currentSlot reads the status and version of instance id and its
+// concurrency key, in one look-up.
+func currentSlot(ctx context.Context, c dbtx, id string) (workflow.Status, int64, keySlot, error) {
+	var (
+		status  string
+		version int64
+		ks      keySlot
+	)
+	err := c.QueryRowContext(ctx, `SELECT status, version, definition, concurrency_key, concurrency_limit FROM workflow_instances WHERE id = ?1`, id).
+		Scan(&status, &version, &ks.definition, &ks.key, &ks.limit)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, ks, store.NotFound(id)
+	}
+	if err != nil {
+		return "", 0, ks, interpretError(ctx, err)
+	}
+	return workflow.Status(status), version, ks, nil
 }
 
 // queuedDueSQL numbers the QUEUED instances of each key oldest first and

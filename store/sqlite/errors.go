@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strings"
 
 	sqlitedriver "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -56,10 +55,6 @@ func driverError(err error) error {
 	switch {
 	case code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, code == sqlite3.SQLITE_CONSTRAINT_UNIQUE:
 		return fmt.Errorf("sqlite: %s: %w", err.Error(), store.ErrExists)
-	case code == sqlite3.SQLITE_CONSTRAINT_TRIGGER && strings.Contains(err.Error(), concurrencyGuardMessage):
-		// The slot guard's RAISE (migrate_concurrency.go); SQLite has no
-		// error code of our own to match instead of the message.
-		return &store.ConcurrencyLimitError{Detail: err.Error()}
 	case code == sqlite3.SQLITE_CONSTRAINT_CHECK:
 		return fmt.Errorf("sqlite: %s: %w", err.Error(), store.ErrInvalidArgument)
 	case code&0xff == sqlite3.SQLITE_FULL:

@@ -31,19 +31,6 @@ func priorState(ctx context.Context, c dbtx, id string) ([]byte, error) {
 	return []byte(state), nil
 }
 
-// priorStates is priorState for each of ids.
-func priorStates(ctx context.Context, c dbtx, ids []string) (map[string][]byte, error) {
-	prev := make(map[string][]byte, len(ids))
-	for _, id := range ids {
-		s, err := priorState(ctx, c, id)
-		if err != nil {
-			return nil, err
-		}
-		prev[id] = s
-	}
-	return prev, nil
-}
-
 // appendHistory writes the history row of the version just written to id,
 // at = its updated_at, with its cause and actor; prev is the state that
 // version replaced (nil: id's first version).
@@ -67,16 +54,6 @@ func appendHistory(ctx context.Context, c dbtx, id, cause, actor string, prev []
 		`INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`,
 		id, version, status, string(row), at, cause, actor); err != nil {
 		return interpretError(ctx, err)
-	}
-	return nil
-}
-
-// appendHistories is appendHistory for each of ids.
-func appendHistories(ctx context.Context, c dbtx, ids []string, cause, actor string, prev map[string][]byte) error {
-	for _, id := range ids {
-		if err := appendHistory(ctx, c, id, cause, actor, prev[id]); err != nil {
-			return err
-		}
 	}
 	return nil
 }

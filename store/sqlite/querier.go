@@ -87,6 +87,9 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		if err := appendHistory(ctx, c, p.ID, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
 			return err
 		}
+		if err := applySlot(ctx, c, p.ID, createdSlot(p), p.SlotChange(), true); err != nil {
+			return err
+		}
 		if err := countDescendant(ctx, c, p.Descendant); err != nil {
 			return err
 		}
@@ -243,19 +246,6 @@ func currentStatus(ctx context.Context, c dbtx, id string) (workflow.Status, int
 		return "", 0, interpretError(ctx, err)
 	}
 	return workflow.Status(status), version, nil
-}
-
-// writeState stores the state of an instance the caller has just versioned,
-// without another version: it completes that same change.
-func writeState(ctx context.Context, c dbtx, id string, s workflow.State) error {
-	state, err := marshalState(s)
-	if err != nil {
-		return err
-	}
-	if _, err := c.ExecContext(ctx, `UPDATE workflow_instances SET state = ?1 WHERE id = ?2`, state, id); err != nil {
-		return interpretError(ctx, err)
-	}
-	return nil
 }
 
 // marshalState encodes a state for storage. It fails only for a value that is

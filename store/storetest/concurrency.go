@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ var concurrencyTests = []conformanceTest{
 	{"Concurrency_invalid", testConcurrencyInvalid},
 	{"Concurrency_oldestHolder", testConcurrencyOldestHolder},
 	{"Concurrency_queuedDefinitionInUse", testConcurrencyQueuedDefinitionInUse},
+	{"Concurrency_isolation", testConcurrencyIsolation},
+	{"Concurrency_fromGuard", testConcurrencyFromGuard},
 }
 
 // A QUEUED instance still needs its definition: it is live.
@@ -63,6 +66,31 @@ func wantLimit(t testing.TB, what string, err error) {
 	}
 }
 
+// wantMessage fails t unless err's message has want.
+func wantMessage(t testing.TB, what string, err error, want string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: error %v, want one that says %q", what, err, want)
+	}
+}
+
+// A write's change to its key's counts is decided on the status it moves
+// from: a write whose From is not the stored status is refused as a
+// conflict (the counts would go wrong) and writes nothing.
+func testConcurrencyFromGuard(t *testing.T, h Harness) {
+	b := setup(t, h)
+	b.create(t, slotted("h", "d", "k", 1, workflow.StatusRunning))
+	h1 := b.get(t, "h")
+	snap := b.snapshot(t, "h")
+	_, err := b.s.Apply(b.ctx, &store.Write{ID: "h", ExpectedVersion: h1.Version, From: workflow.StatusFailed, Status: workflow.StatusRunning,
+		State: h1.State, Cause: "wrong from", Now: b.clock.Now()})
+	wantErrorIs(t, "Apply from FAILED of a RUNNING instance", err, store.ErrConflict)
+	b.unchanged(t, "Apply with a wrong From", snap)
+	// The slot is still held, by h alone.
+	_, err = b.s.Create(b.ctx, slotted("n", "d", "k", 1, workflow.StatusRunning))
+	wantLimit(t, "create while h holds the only slot", err)
+}
+
 // wantAbsent fails t unless no instance id is stored.
 func (b *bundle) wantAbsent(t testing.TB, what, id string) {
 	t.Helper()
@@ -77,6 +105,7 @@ func testConcurrencyGuard(t *testing.T, h Harness) {
 	b.create(t, slotted("a2", "d", "k", 2, workflow.StatusRunning))
 	_, err := b.s.Create(b.ctx, slotted("a3", "d", "k", 2, workflow.StatusRunning))
 	wantLimit(t, "third RUNNING create of a key with limit 2", err)
+	wantMessage(t, "third RUNNING create", err, "all 2 slots of concurrency key 'k' of definition d are held")
 	b.wantAbsent(t, "refused create", "a3")
 	// Other keys, the same key of another definition, and instances that
 	// hold no slot are not counted.
@@ -137,6 +166,7 @@ func testConcurrencyQueued(t *testing.T, h Harness) {
 	// A slot is free, but a new instance does not pass the queue.
 	_, err := b.s.Create(b.ctx, slotted("jump", "d", "k", 2, workflow.StatusRunning))
 	wantLimit(t, "RUNNING create while older instances wait QUEUED", err)
+	wantMessage(t, "queue jump", err, "instances of concurrency key 'k' of definition d wait QUEUED")
 	b.wantAbsent(t, "queue jump", "jump")
 	due("one free slot: the oldest", one, "q0")
 	b.transition(t, "r2", workflow.StatusRunning, workflow.StatusFailed)
@@ -148,6 +178,7 @@ func testConcurrencyQueued(t *testing.T, h Harness) {
 	snap := b.snapshot(t, "q2")
 	_, err = Transition(b.ctx, b.s, store.TransitionParams{ID: "q2", From: workflow.StatusQueued, To: workflow.StatusRunning})
 	wantLimit(t, "promotion over the limit", err)
+	wantMessage(t, "promotion over the limit", err, "all 2 slots of concurrency key 'k' of definition d are held")
 	b.unchanged(t, "refused promotion", snap)
 	due("full again", one)
 	// A QUEUED instance can be cancelled.
@@ -254,15 +285,53 @@ func testConcurrencyInvalid(t *testing.T, h Harness) {
 		_, err = b.s.QueuedDue(b.ctx, store.QueuedParams{Limit: limit})
 		wantErrorIs(t, fmt.Sprintf("QueuedDue limit %d", limit), err, store.ErrInvalidArgument)
 	}
-	if len(b.s.Capabilities().IsolationLevels) > 1 {
-		// The guard's count must see what the key's previous writers
-		// committed: a stricter transaction's snapshot might not.
-		b.create(t, slotted("rr", "d", "k", 1, workflow.StatusQueued))
-		err := b.s.WithTx(b.ctx, store.RepeatableRead, func(tx store.Querier) error {
-			_, err := Transition(b.ctx, tx, store.TransitionParams{ID: "rr", From: workflow.StatusQueued, To: workflow.StatusRunning})
-			return err
-		})
-		wantErrorIs(t, "promotion in a REPEATABLE READ transaction", err, store.ErrInvalidArgument)
+}
+
+// The key's row of counts is written with a guard in the writing
+// transaction, whatever its isolation: concurrent promotions in
+// transactions of every level the store offers never start more instances
+// than the key has slots (a loser is refused by the limit, or conflicts).
+func testConcurrencyIsolation(t *testing.T, h Harness) {
+	b := setup(t, h)
+	const writers, limit = 6, 2
+	for _, iso := range b.s.Capabilities().IsolationLevels {
+		key := fmt.Sprintf("k%d", iso)
+		for i := range writers {
+			b.create(t, slotted(fmt.Sprintf("%s-%d", key, i), "d", key, limit, workflow.StatusQueued))
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, writers)
+		for i := range writers {
+			q := b.get(t, fmt.Sprintf("%s-%d", key, i))
+			wg.Go(func() {
+				// One write per transaction: a conflict aborts it.
+				errs[i] = b.s.WithTx(b.ctx, iso, func(tx store.Querier) error {
+					_, err := tx.Apply(b.ctx, &store.Write{ID: q.ID, ExpectedVersion: q.Version, From: q.Status,
+						Status: workflow.StatusRunning, State: q.State, Cause: "promote", Now: b.clock.Now()})
+					return err
+				})
+			})
+		}
+		wg.Wait()
+		started := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				started++
+			case errors.Is(err, store.ErrConcurrencyLimit), errors.Is(err, store.ErrConflict):
+			default:
+				t.Errorf("isolation %v: promotion %d: %v", iso, i, err)
+			}
+		}
+		running := 0
+		for i := range writers {
+			if b.get(t, fmt.Sprintf("%s-%d", key, i)).Status == workflow.StatusRunning {
+				running++
+			}
+		}
+		if started < 1 || started > limit || running != started {
+			t.Errorf("isolation %v: %d promotions succeeded and %d instances run, want the same number, 1–%d", iso, started, running, limit)
+		}
 	}
 }
 
