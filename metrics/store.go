@@ -69,12 +69,8 @@ func (s *instrumentedStore) ListDefinitions(ctx context.Context) ([]*store.Defin
 	return s.base.ListDefinitions(ctx)
 }
 
-func (s *instrumentedStore) CountByStatus(ctx context.Context) (map[workflow.Status]int64, error) {
-	return s.base.CountByStatus(ctx)
-}
-
-func (s *instrumentedStore) CountQueued(ctx context.Context) (map[string]int64, error) {
-	return s.base.CountQueued(ctx)
+func (s *instrumentedStore) CountInstances(ctx context.Context, p store.CountParams) (store.InstanceCounts, error) {
+	return s.base.CountInstances(ctx, p)
 }
 
 func (s *instrumentedStore) Capabilities() store.Capabilities { return s.base.Capabilities() }

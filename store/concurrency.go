@@ -86,9 +86,3 @@ func (p QueuedParams) Check() error {
 	}
 	return nil
 }
-
-// QueuedCounter counts the QUEUED instances per definition (definitions
-// without any are absent), for the flowd_workflows_queued gauge.
-type QueuedCounter interface {
-	CountQueued(ctx context.Context) (map[string]int64, error)
-}

@@ -120,7 +120,6 @@ type Backend interface {
 	EventStore
 	ScheduleStore
 	Counter
-	QueuedCounter
 	Migrator
 
 	// Ping reports whether the database answers.

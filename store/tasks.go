@@ -213,9 +213,37 @@ type DefinitionStore interface {
 	DeleteDefinition(ctx context.Context, name string) error
 }
 
-// Counter is implemented by stores that can count instances by status cheaply.
+// Counter counts instances, for the flowd_workflows gauges and for the
+// checks that need to know whether a database holds any.
 type Counter interface {
-	CountByStatus(ctx context.Context) (map[workflow.Status]int64, error)
+	// CountInstances returns the counts p asks for, each from one
+	// grouped read (the status index covers both): with p.ByStatus how
+	// many instances have each status, with p.Queued how many QUEUED
+	// instances with a concurrency key each definition has. Statuses and
+	// definitions without instances are absent; a count not asked for is
+	// nil.
+	CountInstances(ctx context.Context, p CountParams) (InstanceCounts, error)
+}
+
+// CountByStatus is c.CountInstances asked for the counts by status only.
+func CountByStatus(ctx context.Context, c Counter) (map[workflow.Status]int64, error) {
+	counts, err := c.CountInstances(ctx, CountParams{ByStatus: true})
+	return counts.ByStatus, err
+}
+
+// CountParams select the counts of Counter.CountInstances.
+type CountParams struct {
+	ByStatus bool
+	Queued   bool
+}
+
+// InstanceCounts are the counts Counter.CountInstances read.
+type InstanceCounts struct {
+	// ByStatus counts instances per status.
+	ByStatus map[workflow.Status]int64
+	// Queued counts, per definition, the instances waiting QUEUED for a
+	// slot of its concurrency limit.
+	Queued map[string]int64
 }
 
 // Listener is implemented by stores whose other processes can wake this one

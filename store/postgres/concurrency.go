@@ -79,26 +79,3 @@ func (q *querier) OldestHolder(ctx context.Context, definition, key string) (*wo
 	}
 	return inst, nil
 }
-
-// CountQueued counts the QUEUED instances per definition.
-func (s *Store) CountQueued(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT definition, count(*) FROM workflow_instances
-		WHERE status = 'QUEUED' AND concurrency_key IS NOT NULL GROUP BY definition`)
-	if err != nil {
-		return nil, interpretError(err, "")
-	}
-	defer rows.Close()
-	counts := map[string]int64{}
-	for rows.Next() {
-		var def string
-		var n int64
-		if err := rows.Scan(&def, &n); err != nil {
-			return nil, interpretError(err, "")
-		}
-		counts[def] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError(err, "")
-	}
-	return counts, nil
-}

@@ -74,26 +74,3 @@ ORDER BY created_at, id LIMIT 1`, definition, key))
 	}
 	return inst, nil
 }
-
-// CountQueued counts the QUEUED instances per definition.
-func (q *querier) CountQueued(ctx context.Context) (map[string]int64, error) {
-	rows, err := q.read.QueryContext(ctx, `SELECT definition, count(*) FROM workflow_instances
-		WHERE status = 'QUEUED' AND concurrency_key IS NOT NULL GROUP BY definition`)
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	defer rows.Close()
-	counts := map[string]int64{}
-	for rows.Next() {
-		var def string
-		var n int64
-		if err := rows.Scan(&def, &n); err != nil {
-			return nil, interpretError(ctx, err)
-		}
-		counts[def] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	return counts, nil
-}
