@@ -279,10 +279,11 @@ func (e *Engine) sweepEventWaits(ctx context.Context) error {
 func (e *Engine) deleteExpiredEvents(ctx context.Context) error {
 	before := e.clock().Add(-e.eventRetention)
 	for range keySweepRounds {
-		n, err := e.st.DeleteEventsBefore(ctx, before, eventSweepBatch)
+		pruned, err := e.st.Prune(ctx, store.PruneParams{Kind: store.PruneEvents, Before: before, Limit: eventSweepBatch})
 		if err != nil {
 			return fmt.Errorf("deleting expired events: %w", err)
 		}
+		n := pruned.Count
 		if e.m != nil {
 			e.m.EventsExpired.Add(float64(n))
 		}

@@ -36,7 +36,8 @@ type Event struct {
 // Queue is the queue of the tasks e completes.
 func (e *Event) Queue() string { return EventQueue(e.Name, e.Key) }
 
-// MaxEventLimit bounds the limits of EventStore's reads and sweeps.
+// MaxEventLimit bounds the limits of EventStore's reads and of the
+// PruneEvents kind of RetentionStore.Prune.
 const MaxEventLimit = 10000
 
 // EventStore stores published events and finds the tasks of wait steps that
@@ -53,11 +54,6 @@ type EventStore interface {
 	// (see EventQueue) created at or after since; ErrNotFound when there
 	// is none.
 	OldestEvent(ctx context.Context, queue string, since time.Time) (*Event, error)
-	// DeleteEventsBefore deletes at most limit events created before t,
-	// oldest first, and returns how many it deleted. Concurrent calls on
-	// PostgreSQL skip each other's rows. Errors: ErrInvalidArgument (limit
-	// outside 1–MaxEventLimit).
-	DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error)
 	// QueuedTasks returns the QUEUED tasks of queue, oldest run_at first,
 	// at most limit: the waiters an event published now completes.
 	// Errors: ErrInvalidArgument (limit outside 1–MaxEventLimit).

@@ -116,7 +116,6 @@ type Backend interface {
 	Store
 	DefinitionStore
 	WorkerStore
-	IdempotencyKeyStore
 	EventStore
 	ScheduleStore
 	Counter

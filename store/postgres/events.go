@@ -67,12 +67,10 @@ func (q *querier) OldestEvent(ctx context.Context, queue string, since time.Time
 const deleteEventsSQL = `DELETE FROM workflow_events WHERE id = ANY (ARRAY(
 	SELECT id FROM workflow_events WHERE created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
 
-// DeleteEventsBefore deletes at most limit events created before t.
-func (q *querier) DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	if err := store.CheckEventLimit(limit); err != nil {
-		return 0, err
-	}
-	tag, err := q.db.Exec(ctx, deleteEventsSQL, store.Timestamp(t), limit)
+// deleteEventsBefore deletes at most limit events created before t
+// (checked by store.PruneParams.Check).
+func (q *querier) deleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	tag, err := q.db.Exec(ctx, deleteEventsSQL, t, limit)
 	if err != nil {
 		return 0, interpretError(err, "")
 	}

@@ -54,12 +54,9 @@ func (q *querier) OldestEvent(ctx context.Context, queue string, since time.Time
 	return &e, nil
 }
 
-// DeleteEventsBefore deletes at most limit events created before t, oldest
-// first.
-func (q *querier) DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	if err := store.CheckEventLimit(limit); err != nil {
-		return 0, err
-	}
+// deleteEventsBefore deletes at most limit events created before t, oldest
+// first (checked by store.PruneParams.Check).
+func (q *querier) deleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
 	var n int64
 	err := q.write(ctx, func(c dbtx) error {
 		res, err := c.ExecContext(ctx, `DELETE FROM workflow_events WHERE id IN (

@@ -108,7 +108,7 @@ func testEventsOldestSince(t *testing.T, h Harness) {
 	}
 }
 
-// DeleteEventsBefore deletes the events created before the cutoff, at most
+// Prune(events) deletes the events created before the cutoff, at most
 // limit, oldest first.
 func testEventsDeleteBefore(t *testing.T, h Harness) {
 	b := setup(t, h)
@@ -119,19 +119,19 @@ func testEventsDeleteBefore(t *testing.T, h Harness) {
 		b.clock.Advance(time.Minute)
 	}
 	for _, limit := range []int{0, -1, store.MaxEventLimit + 1} {
-		if _, err := b.s.DeleteEventsBefore(b.ctx, b.clock.Now(), limit); !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("DeleteEventsBefore(limit %d) = %v, want ErrInvalidArgument", limit, err)
+		if _, err := b.prune(store.PruneEvents, b.clock.Now(), limit); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("Prune(events)(limit %d) = %v, want ErrInvalidArgument", limit, err)
 		}
 	}
 	cutoff := clockStart.Add(3 * time.Minute) // e0, e1, e2 are older
-	if n, err := b.s.DeleteEventsBefore(b.ctx, cutoff, 2); err != nil || n != 2 {
-		t.Fatalf("DeleteEventsBefore(limit 2) = %d, %v; want 2", n, err)
+	if n, err := b.prune(store.PruneEvents, cutoff, 2); err != nil || n != 2 {
+		t.Fatalf("Prune(events)(limit 2) = %d, %v; want 2", n, err)
 	}
 	if got, err := b.s.OldestEvent(b.ctx, store.EventQueue("tick", ""), clockStart); err != nil || got.ID != "e2" {
 		t.Errorf("oldest event after deleting 2 = %+v, %v; want e2", got, err)
 	}
-	if n, err := b.s.DeleteEventsBefore(b.ctx, cutoff, 10); err != nil || n != 1 {
-		t.Errorf("DeleteEventsBefore again = %d, %v; want 1", n, err)
+	if n, err := b.prune(store.PruneEvents, cutoff, 10); err != nil || n != 1 {
+		t.Errorf("Prune(events) again = %d, %v; want 1", n, err)
 	}
 	if got, err := b.s.OldestEvent(b.ctx, store.EventQueue("tick", ""), clockStart); err != nil || got.ID != "e3" {
 		t.Errorf("oldest event after the sweep = %+v, %v; want e3", got, err)

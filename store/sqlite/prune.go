@@ -1,0 +1,28 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/flowd/flowd/store"
+)
+
+// Prune deletes one batch of p.Kind's expired rows; see store.RetentionStore.
+func (q *querier) Prune(ctx context.Context, p store.PruneParams) (store.Pruned, error) {
+	p, err := p.Check()
+	if err != nil {
+		return store.Pruned{}, err
+	}
+	var n int
+	switch p.Kind {
+	case store.PruneInstances:
+		ids, err := q.deleteFinished(ctx, p)
+		return store.Pruned{Count: len(ids), IDs: ids}, err
+	case store.PruneEvents:
+		n, err = q.deleteEventsBefore(ctx, p.Before, p.Limit)
+	case store.PruneIdempotencyKeys:
+		n, err = q.deleteKeysBefore(ctx, p.Before, p.Limit)
+	case store.PruneWorkers:
+		n, err = q.deleteWorkersBefore(ctx, p.Before)
+	}
+	return store.Pruned{Count: n}, err
+}
