@@ -227,12 +227,3 @@ func (s *instrumentedStore) Prune(ctx context.Context, p store.PruneParams) (sto
 func (s *instrumentedStore) PublishEvent(ctx context.Context, e *store.Event) error {
 	return s.base.PublishEvent(ctx, e)
 }
-func (s *instrumentedStore) OldestEvent(ctx context.Context, queue string, since time.Time) (*store.Event, error) {
-	return s.base.OldestEvent(ctx, queue, since)
-}
-func (s *instrumentedStore) QueuedTasks(ctx context.Context, queue string, limit int) ([]*store.Task, error) {
-	return s.base.QueuedTasks(ctx, queue, limit)
-}
-func (s *instrumentedStore) TasksWithEvents(ctx context.Context, since, writtenBefore time.Time, limit int) ([]*store.Task, error) {
-	return s.base.TasksWithEvents(ctx, since, writtenBefore, limit)
-}

@@ -82,9 +82,6 @@ type Querier interface {
 
 	// The one guarded write of a decided change.
 	Applier
-
-	// What definition concurrency limits read.
-	ConcurrencyQuerier
 }
 
 // Store is the state store: workflow instances, their history and their
@@ -189,7 +186,7 @@ type CreateParams struct {
 	Parent *workflow.ParentRef
 	// Concurrency, when set, is the instance's concurrency key and limit,
 	// stored with it: every write that makes it hold a slot is checked
-	// against the limit (see ConcurrencyQuerier).
+	// against the limit (see ConcurrencySlot).
 	Concurrency *ConcurrencySlot
 	// TraceParent, when not "", is stored with the instance: the W3C
 	// traceparent of the trace its steps' attempts join.

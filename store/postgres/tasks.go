@@ -479,6 +479,9 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
+	if items, ok, err := q.dueRead(ctx, p); ok {
+		return items, err
+	}
 	if p.Kind == store.DueTimeouts || p.Kind == store.DueAbandoned {
 		sql, args := dueTimeoutsSQL, []any{store.Timestamp(p.Now), p.Limit}
 		if p.Kind == store.DueAbandoned {
