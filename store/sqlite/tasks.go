@@ -270,7 +270,7 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
-	if items, ok, err := q.dueRead(ctx, p); ok {
+	if items, ok, err := q.dueReads().Read(ctx, p); ok {
 		return items, err
 	}
 	items := []store.DueItem{}
