@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -77,11 +78,11 @@ func (b *bundle) tasksWithEvents(since, writtenBefore time.Time, limit int) ([]*
 // dueInstances are the instances of items that carry an instance only.
 func dueInstances(items []store.DueItem) ([]*workflow.Instance, error) {
 	if items == nil {
-		return nil, fmt.Errorf("Due returned nil, want a non-nil slice")
+		return nil, errors.New("due work read as nil, want a non-nil slice")
 	}
 	for _, it := range items {
 		if it.Instance == nil || it.Task != nil || it.Event != nil {
-			return nil, fmt.Errorf("Due item %+v, want an instance only", it)
+			return nil, fmt.Errorf("due item %+v, want an instance only", it)
 		}
 	}
 	return store.DueInstances(items), nil
@@ -90,11 +91,11 @@ func dueInstances(items []store.DueItem) ([]*workflow.Instance, error) {
 // dueTasksOnly are the tasks of items that carry a task only.
 func dueTasksOnly(items []store.DueItem) ([]*store.Task, error) {
 	if items == nil {
-		return nil, fmt.Errorf("Due returned nil, want a non-nil slice")
+		return nil, errors.New("due work read as nil, want a non-nil slice")
 	}
 	for _, it := range items {
 		if it.Task == nil || it.Instance != nil || it.Event != nil {
-			return nil, fmt.Errorf("Due item %+v, want a task only", it)
+			return nil, fmt.Errorf("due item %+v, want a task only", it)
 		}
 	}
 	return store.DueTasks(items), nil
