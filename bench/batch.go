@@ -71,7 +71,7 @@ func (b *batchScenario) prepare(ctx context.Context) error {
 // the RUNNING and PAUSED rows an earlier, interrupted bench run left behind,
 // and refuses to go on when others exist.
 func (b *batchScenario) clearTable(ctx context.Context) error {
-	counts, err := b.r.s.CountByStatus(ctx)
+	counts, err := store.CountByStatus(ctx, b.r.s)
 	if err != nil {
 		return err
 	}

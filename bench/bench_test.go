@@ -217,7 +217,7 @@ func TestRerunSameDatabase(t *testing.T) {
 	if got.Status != workflow.StatusCancelled {
 		t.Errorf("stale bench row is %s, want CANCELLED", got.Status)
 	}
-	counts, err := s.CountByStatus(ctx)
+	counts, err := store.CountByStatus(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}

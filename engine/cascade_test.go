@@ -54,7 +54,7 @@ func (n *node) makeChildren(parent string, count int, leaf bool) []string {
 // PAUSED).
 func (n *node) running() int {
 	n.t.Helper()
-	counts, err := n.st.(store.Counter).CountByStatus(context.Background())
+	counts, err := store.CountByStatus(context.Background(), n.st.(store.Counter))
 	if err != nil {
 		n.t.Fatal(err)
 	}

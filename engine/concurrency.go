@@ -46,9 +46,13 @@ func slotOf(c *compiled, input json.RawMessage, max int) (*store.ConcurrencySlot
 // created RUNNING in one transaction). p is the refused create.
 func (e *Engine) startOverLimit(ctx context.Context, c *compiled, p store.CreateParams) (*workflow.Instance, error) {
 	for attempt := 1; ; attempt++ {
-		oldest, err := e.st.OldestHolder(ctx, p.Definition, p.Concurrency.Key)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		holders, err := e.st.Due(ctx, store.DueParams{Kind: store.DueHolder, Definition: p.Definition, Key: p.Concurrency.Key, Limit: 1})
+		if err != nil {
 			return nil, err
+		}
+		var oldest *workflow.Instance
+		if len(holders) > 0 {
+			oldest = holders[0].Instance
 		}
 		action, err := rules.OverLimitAction(c.Def.Concurrency.Strategy, oldest != nil)
 		if err != nil {
@@ -206,11 +210,11 @@ func (e *Engine) afterFreed(ctx context.Context, inst *workflow.Instance) {
 func (e *Engine) promote(ctx context.Context, definition, key string) bool {
 	started := false
 	for {
-		queued, err := e.st.QueuedDue(ctx, store.QueuedParams{Definition: definition, Key: key, Limit: promoteBatch})
+		queued, err := e.st.Due(ctx, store.DueParams{Kind: store.DueQueued, Definition: definition, Key: key, Limit: promoteBatch})
 		if err != nil || len(queued) == 0 {
 			return started
 		}
-		for _, inst := range queued {
+		for _, inst := range store.DueInstances(queued) {
 			ok, err := e.startQueued(ctx, inst.ID)
 			if err != nil {
 				if !errors.Is(err, store.ErrConcurrencyLimit) && ctx.Err() == nil {
@@ -230,11 +234,11 @@ func (e *Engine) promote(ctx context.Context, definition, key string) bool {
 // and free slots, for a node that died between a write that freed a slot
 // and its promotion (or a write past the engine that freed one).
 func (e *Engine) promoteDue(ctx context.Context) error {
-	queued, err := e.st.QueuedDue(ctx, store.QueuedParams{Limit: sweepBatch})
+	queued, err := e.st.Due(ctx, store.DueParams{Kind: store.DueQueued, Limit: sweepBatch})
 	if err != nil {
 		return err
 	}
-	for _, inst := range queued {
+	for _, inst := range store.DueInstances(queued) {
 		if _, err := e.startQueued(ctx, inst.ID); err != nil && !errors.Is(err, store.ErrConcurrencyLimit) {
 			if ctx.Err() != nil {
 				return err

@@ -94,10 +94,11 @@ func (e *Engine) publishEvent(ctx context.Context, ev *store.Event) (*PublishedE
 	out := &PublishedEvent{Event: ev, Delivered: []string{}, Failed: []UndeliveredEvent{}}
 	seen := map[string]bool{}
 	for {
-		tasks, err := e.st.QueuedTasks(ctx, ev.Queue(), eventPage)
+		waiters, err := e.st.Due(ctx, store.DueParams{Kind: store.DueWaiters, Queue: ev.Queue(), Limit: eventPage})
 		if err != nil {
 			return out, fmt.Errorf("event %s stored; finding its waiters: %w", ev.ID, err)
 		}
+		tasks := store.DueTasks(waiters)
 		fresh := 0
 		for _, t := range tasks {
 			if seen[t.ID] {
@@ -243,14 +244,11 @@ func (e *Engine) takeOldestEvent(ctx context.Context, inst *workflow.Instance, t
 	if inst.CreatedAt.After(since) {
 		since = inst.CreatedAt
 	}
-	ev, err := e.st.OldestEvent(ctx, t.Queue, since)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	oldest, err := e.st.Due(ctx, store.DueParams{Kind: store.DueEvent, Queue: t.Queue, Since: since, Limit: 1})
+	if err != nil || len(oldest) == 0 {
 		return err
 	}
-	_, _, err = e.deliverEvent(ctx, ev, t)
+	_, _, err = e.deliverEvent(ctx, oldest[0].Event, t)
 	return err
 }
 
@@ -264,12 +262,13 @@ const eventSweepBatch = 1000
 // its look-up) get it now.
 func (e *Engine) sweepEventWaits(ctx context.Context) error {
 	now := e.clock()
-	tasks, err := e.st.TasksWithEvents(ctx, now.Add(-e.eventRetention), now.Add(-eventGrace), eventSweepBatch)
+	waiters, err := e.st.Due(ctx, store.DueParams{Kind: store.DueEventWaiters,
+		Since: now.Add(-e.eventRetention), WrittenBefore: now.Add(-eventGrace), Limit: eventSweepBatch})
 	if err != nil {
 		return fmt.Errorf("finding waiting steps with events: %w", err)
 	}
-	for _, t := range tasks {
-		e.takeEventsFor(ctx, nil, []*store.Task{t})
+	for _, w := range waiters {
+		e.takeEventsFor(ctx, nil, []*store.Task{w.Task})
 	}
 	return nil
 }
@@ -279,10 +278,11 @@ func (e *Engine) sweepEventWaits(ctx context.Context) error {
 func (e *Engine) deleteExpiredEvents(ctx context.Context) error {
 	before := e.clock().Add(-e.eventRetention)
 	for range keySweepRounds {
-		n, err := e.st.DeleteEventsBefore(ctx, before, eventSweepBatch)
+		pruned, err := e.st.Prune(ctx, store.PruneParams{Kind: store.PruneEvents, Before: before, Limit: eventSweepBatch})
 		if err != nil {
 			return fmt.Errorf("deleting expired events: %w", err)
 		}
+		n := pruned.Count
 		if e.m != nil {
 			e.m.EventsExpired.Add(float64(n))
 		}

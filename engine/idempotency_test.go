@@ -57,7 +57,8 @@ func TestSweepDeletesExpiredIdempotencyKeys(t *testing.T) {
 		if err := eng.Sweep(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := st.DeleteIdempotencyKeysBefore(t.Context(), clock.Now().Add(-store.IdempotencyKeyTTL), 10); err != nil || n != 0 {
+		left, err := st.Prune(t.Context(), store.PruneParams{Kind: store.PruneIdempotencyKeys, Before: clock.Now().Add(-store.IdempotencyKeyTTL), Limit: 10})
+		if n := left.Count; err != nil || n != 0 {
 			t.Errorf("expired keys left after a sweep: %d, %v; want 0", n, err)
 		}
 		_, err = st.Create(t.Context(), store.CreateParams{IdempotencyKey: "young", RequestHash: "h"})

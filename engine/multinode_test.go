@@ -90,7 +90,7 @@ func waitAllCompleted(t *testing.T, st store.Backend, ids []string, timeout time
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
 	for {
-		counts, err := st.CountByStatus(ctx)
+		counts, err := store.CountByStatus(ctx, st)
 		if err != nil {
 			t.Fatal(err)
 		}

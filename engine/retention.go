@@ -51,7 +51,7 @@ func (r *retentionSweep) ran(now time.Time, backlog bool) {
 
 // deleteExpired deletes the finished instances whose retention has passed,
 // in batches of store.MaxDeleteFinished, each its own transaction. Every
-// node runs it; DeleteFinished makes sure no two delete the same instance.
+// node runs it; Prune makes sure no two delete the same instance.
 // A failed sweep is tried again at the next one.
 func (e *Engine) deleteExpired(ctx context.Context) error {
 	now := e.clock()
@@ -67,14 +67,14 @@ func (e *Engine) deleteExpired(ctx context.Context) error {
 		return nil
 	}
 	for range retentionRounds {
-		ids, err := e.st.DeleteFinished(ctx, p)
+		pruned, err := e.st.Prune(ctx, p)
 		if err != nil {
 			return fmt.Errorf("deleting expired workflows: %w", err)
 		}
-		if len(ids) > 0 {
+		if ids := pruned.IDs; len(ids) > 0 {
 			e.log.Info("deleted expired workflows", "count", len(ids), "first", ids[0], "last", ids[len(ids)-1])
 		}
-		if len(ids) < p.Limit {
+		if pruned.Count < p.Limit {
 			e.expiry.ran(now, false)
 			return nil
 		}
@@ -89,8 +89,8 @@ func (e *Engine) deleteExpired(ctx context.Context) error {
 // revision they ran: retention is a policy of the definition's name, and
 // changing it applies at once. Instances of a deleted definition follow
 // the server's retention.
-func (e *Engine) retentionParams(ctx context.Context, now time.Time) (store.DeleteFinishedParams, error) {
-	p := store.DeleteFinishedParams{Limit: store.MaxDeleteFinished}
+func (e *Engine) retentionParams(ctx context.Context, now time.Time) (store.PruneParams, error) {
+	p := store.PruneParams{Kind: store.PruneInstances, Limit: store.MaxDeleteFinished}
 	if e.retention > 0 {
 		p.Before = now.Add(-e.retention)
 	}

@@ -85,7 +85,7 @@ func (e *Engine) NextFireTimes(s *store.Schedule, n int) ([]time.Time, error) {
 // at the second of a fire that already started, returns an error wrapping
 // store.ErrExists. Errors: store.ErrNotFound for an unknown schedule.
 func (e *Engine) TriggerSchedule(ctx context.Context, name string) (*workflow.Instance, error) {
-	s, err := e.schedules().GetSchedule(ctx, name)
+	s, err := store.GetSchedule(ctx, e.schedules(), name)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (e *Engine) BackfillSchedule(ctx context.Context, name string, from, to tim
 	if to.Before(from) {
 		return nil, fmt.Errorf("%w: backfill: to (%s) is before from (%s)", store.ErrInvalidArgument, to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
-	s, err := e.schedules().GetSchedule(ctx, name)
+	s, err := store.GetSchedule(ctx, e.schedules(), name)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (e *Engine) scheduler(ctx context.Context) {
 // fired_until are started, buffered or missed (see fireDue). Every node
 // calls it; the guarded writes keep them from firing one time twice.
 func (e *Engine) FireSchedules(ctx context.Context) error {
-	list, err := e.schedules().ListSchedules(ctx)
+	list, err := e.schedules().ListSchedules(ctx, store.ListSchedulesParams{})
 	if err != nil {
 		return fmt.Errorf("listing schedules: %w", err)
 	}
@@ -212,7 +212,7 @@ func (e *Engine) fireDue(ctx context.Context, s *store.Schedule) error {
 		if err != nil {
 			return err
 		}
-		if s, err = e.schedules().GetSchedule(ctx, s.Name); err != nil {
+		if s, err = store.GetSchedule(ctx, e.schedules(), s.Name); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return nil // deleted meanwhile
 			}
@@ -356,12 +356,12 @@ func (e *Engine) startFire(ctx context.Context, s *store.Schedule, f store.Sched
 
 // GetSchedule returns the schedule name (store.ErrNotFound).
 func (e *Engine) GetSchedule(ctx context.Context, name string) (*store.Schedule, error) {
-	return e.schedules().GetSchedule(ctx, name)
+	return store.GetSchedule(ctx, e.schedules(), name)
 }
 
 // ListSchedules returns every schedule by name.
 func (e *Engine) ListSchedules(ctx context.Context) ([]*store.Schedule, error) {
-	return e.schedules().ListSchedules(ctx)
+	return e.schedules().ListSchedules(ctx, store.ListSchedulesParams{})
 }
 
 // DeleteSchedule deletes the schedule name; the instances it started stay.

@@ -144,7 +144,7 @@ func TestScheduleFiresAtDueTime(t *testing.T) {
 		if err != nil || inst.Status != workflow.StatusRunning || inst.Definition != "job" || string(inst.Input) != `{"k":"v"}` {
 			t.Errorf("fired instance = %+v, %v", inst, err)
 		}
-		s, err := n.st.GetSchedule(t.Context(), "nightly")
+		s, err := store.GetSchedule(t.Context(), n.st, "nightly")
 		if err != nil || s.LastInstanceID != want[0] || !s.LastFireAt.Equal(clock.Now()) {
 			t.Errorf("schedule after the fire = %+v, %v", s, err)
 		}
@@ -246,7 +246,7 @@ func TestScheduleOverlap(t *testing.T) {
 		if ids := n.ids("buffer_one"); !slices.Equal(ids, []string{id("buffer_one", 0), id("buffer_one", 1)}) {
 			t.Errorf("buffer_one after the first finished: %v (the buffered 04:01 must start)", ids)
 		}
-		if s, _ := n.st.GetSchedule(t.Context(), "buffer_one"); s.BufferedFireAt != nil {
+		if s, _ := store.GetSchedule(t.Context(), n.st, "buffer_one"); s.BufferedFireAt != nil {
 			t.Errorf("buffer_one still has a buffered fire: %v", s.BufferedFireAt)
 		}
 		clock.setTime(at(3))
@@ -255,7 +255,7 @@ func TestScheduleOverlap(t *testing.T) {
 			t.Errorf("skip after the first finished: %v", ids)
 		}
 		// buffer_one: 04:01's instance runs, so 04:03 waits.
-		if s, _ := n.st.GetSchedule(t.Context(), "buffer_one"); s.BufferedFireAt == nil || !s.BufferedFireAt.Equal(at(3)) {
+		if s, _ := store.GetSchedule(t.Context(), n.st, "buffer_one"); s.BufferedFireAt == nil || !s.BufferedFireAt.Equal(at(3)) {
 			t.Errorf("buffer_one did not buffer 04:03: %+v", s)
 		}
 	})
@@ -337,7 +337,7 @@ func TestScheduleBackfill(t *testing.T) {
 		if ids := n.ids("ahead"); len(ids) != 1 || n.fires("ahead") != 0 {
 			t.Errorf("scheduler after a backfill: %v, fires %v", ids, n.fires("ahead"))
 		}
-		if s, _ := n.st.GetSchedule(t.Context(), "ahead"); !s.FiredUntil.Equal(time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)) {
+		if s, _ := store.GetSchedule(t.Context(), n.st, "ahead"); !s.FiredUntil.Equal(time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC)) {
 			t.Errorf("the schedule did not advance past the backfilled fire: %v", s.FiredUntil)
 		}
 	})
@@ -401,7 +401,7 @@ func TestScheduleDeletedDefinition(t *testing.T) {
 		}
 		clock.setTime(time.Date(2026, 11, 25, 4, 0, 0, 0, time.UTC))
 		n.fire()
-		s, err := n.st.GetSchedule(t.Context(), "orphan")
+		s, err := store.GetSchedule(t.Context(), n.st, "orphan")
 		if err != nil || !s.FiredUntil.Equal(clock.Now()) || n.misses("orphan") != 1 {
 			t.Errorf("schedule %+v, %v, misses %v", s, err, n.misses("orphan"))
 		}
@@ -431,7 +431,7 @@ func TestScheduleCrashMidFire(t *testing.T) {
 		if ids := other.ids("c"); !slices.Equal(ids, []string{id}) {
 			t.Errorf("instances = %v, want only %s", ids, id)
 		}
-		s, err := other.st.GetSchedule(t.Context(), "c")
+		s, err := store.GetSchedule(t.Context(), other.st, "c")
 		if err != nil || !s.FiredUntil.Equal(fireAt) || s.LastInstanceID != id {
 			t.Errorf("schedule = %+v, %v", s, err)
 		}

@@ -41,11 +41,12 @@ func TestEmitPublishesOnceWhenRunAgain(t *testing.T) {
 			t.Fatalf("run %d: %s (%v)", run, out, err)
 		}
 	}
-	ev, err := st.OldestEvent(ctx, (&store.Event{Name: "com.example.paid", Key: "o-1"}).Queue(), time.Time{})
-	if err != nil || ev.ID != "wf-1-sw-3" || string(ev.Data) != `{"amount":3}` {
-		t.Fatalf("stored event %+v, %v", ev, err)
+	stored, err := st.Due(ctx, store.DueParams{Kind: store.DueEvent, Queue: (&store.Event{Name: "com.example.paid", Key: "o-1"}).Queue(), Limit: 1})
+	if err != nil || len(stored) != 1 || stored[0].Event.ID != "wf-1-sw-3" || string(stored[0].Event.Data) != `{"amount":3}` {
+		t.Fatalf("stored events %+v, %v", stored, err)
 	}
-	if later, err := st.OldestEvent(ctx, ev.Queue(), ev.CreatedAt.Add(time.Microsecond)); err == nil {
-		t.Errorf("a second event was stored: %+v", later)
+	ev := stored[0].Event
+	if later, err := st.Due(ctx, store.DueParams{Kind: store.DueEvent, Queue: ev.Queue(), Since: ev.CreatedAt.Add(time.Microsecond), Limit: 1}); err != nil || len(later) != 0 {
+		t.Errorf("a second event was stored: %+v, %v", later, err)
 	}
 }

@@ -295,11 +295,11 @@ const (
 func (e *Engine) deleteExpiredKeys(ctx context.Context) error {
 	before := e.clock().Add(-store.IdempotencyKeyTTL)
 	for range keySweepRounds {
-		n, err := e.st.DeleteIdempotencyKeysBefore(ctx, before, keySweepBatch)
+		pruned, err := e.st.Prune(ctx, store.PruneParams{Kind: store.PruneIdempotencyKeys, Before: before, Limit: keySweepBatch})
 		if err != nil {
 			return fmt.Errorf("deleting expired idempotency keys: %w", err)
 		}
-		if n < keySweepBatch {
+		if pruned.Count < keySweepBatch {
 			break
 		}
 	}

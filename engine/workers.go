@@ -110,6 +110,6 @@ func (e *Engine) pruneWorkers(ctx context.Context) error {
 	if !due {
 		return nil
 	}
-	_, err := e.st.DeleteWorkersBefore(ctx, now.Add(-WorkersWindow))
+	_, err := e.st.Prune(ctx, store.PruneParams{Kind: store.PruneWorkers, Before: now.Add(-WorkersWindow)})
 	return err
 }

@@ -14,7 +14,7 @@ import (
 
 // flowd_workflows_deleted_total counts every stored delete: DeleteInstance
 // (the DELETE route) outside and inside a committed transaction, and each
-// instance of a DeleteFinished batch (the retention sweep); a refused
+// instance of a Prune of instances (the retention sweep); a refused
 // delete and one rolled back count nothing.
 func TestWorkflowsDeletedCounts(t *testing.T) {
 	ctx := t.Context()
@@ -62,9 +62,9 @@ func TestWorkflowsDeletedCounts(t *testing.T) {
 	if got := deleted(); got != 2 {
 		t.Errorf("after a committed delete in a transaction: %v, want 2", got)
 	}
-	ids, err := s.DeleteFinished(ctx, store.DeleteFinishedParams{Before: time.Now().Add(time.Hour), Limit: 3})
-	if err != nil || len(ids) != 3 {
-		t.Fatalf("DeleteFinished = %v, %v; want 3 ids", ids, err)
+	pruned, err := s.Prune(ctx, store.PruneParams{Kind: store.PruneInstances, Before: time.Now().Add(time.Hour), Limit: 3})
+	if ids := pruned.IDs; err != nil || len(ids) != 3 {
+		t.Fatalf("Prune(instances) = %v, %v; want 3 ids", ids, err)
 	}
 	if got := deleted(); got != 5 {
 		t.Errorf("after a batch of 3: %v, want 5", got)

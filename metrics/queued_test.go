@@ -37,8 +37,13 @@ func TestQueuedGauge(t *testing.T) {
 	base := openSQLite(t)
 	m := metrics.New()
 	s := m.InstrumentStore(base)
-	m.RegisterQueuedGauge(s.CountQueued, nil)
-	m.RegisterWorkflowGauge(s.CountByStatus, nil)
+	m.RegisterQueuedGauge(func(ctx context.Context) (map[string]int64, error) {
+		c, err := s.CountInstances(ctx, store.CountParams{Queued: true})
+		return c.Queued, err
+	}, nil)
+	m.RegisterWorkflowGauge(func(ctx context.Context) (map[workflow.Status]int64, error) {
+		return store.CountByStatus(ctx, s)
+	}, nil)
 	if got := queuedValues(t, m); len(got) != 0 {
 		t.Errorf("no queued instance: %v", got)
 	}

@@ -39,11 +39,8 @@ func (m *Metrics) registerSchedules() {
 func (s *instrumentedStore) PutSchedule(ctx context.Context, sc store.Schedule) (*store.Schedule, bool, error) {
 	return s.base.PutSchedule(ctx, sc)
 }
-func (s *instrumentedStore) GetSchedule(ctx context.Context, name string) (*store.Schedule, error) {
-	return s.base.GetSchedule(ctx, name)
-}
-func (s *instrumentedStore) ListSchedules(ctx context.Context) ([]*store.Schedule, error) {
-	return s.base.ListSchedules(ctx)
+func (s *instrumentedStore) ListSchedules(ctx context.Context, p store.ListSchedulesParams) ([]*store.Schedule, error) {
+	return s.base.ListSchedules(ctx, p)
 }
 func (s *instrumentedStore) DeleteSchedule(ctx context.Context, name string) error {
 	return s.base.DeleteSchedule(ctx, name)

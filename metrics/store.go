@@ -69,12 +69,8 @@ func (s *instrumentedStore) ListDefinitions(ctx context.Context) ([]*store.Defin
 	return s.base.ListDefinitions(ctx)
 }
 
-func (s *instrumentedStore) CountByStatus(ctx context.Context) (map[workflow.Status]int64, error) {
-	return s.base.CountByStatus(ctx)
-}
-
-func (s *instrumentedStore) CountQueued(ctx context.Context) (map[string]int64, error) {
-	return s.base.CountQueued(ctx)
+func (s *instrumentedStore) CountInstances(ctx context.Context, p store.CountParams) (store.InstanceCounts, error) {
+	return s.base.CountInstances(ctx, p)
 }
 
 func (s *instrumentedStore) Capabilities() store.Capabilities { return s.base.Capabilities() }
@@ -203,37 +199,24 @@ func (s *instrumentedStore) ListWorkers(ctx context.Context, since time.Time) ([
 	return s.base.ListWorkers(ctx, since)
 }
 
-func (s *instrumentedStore) DeleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
-	n, err := s.base.DeleteWorkersBefore(ctx, t)
-	s.noteWrite(err, n > 0)
-	return n, err
-}
-
-func (s *instrumentedStore) DeleteFinished(ctx context.Context, p store.DeleteFinishedParams) ([]string, error) {
-	ids, err := s.base.DeleteFinished(ctx, p)
-	s.noteWrite(err, len(ids) > 0)
-	s.deleted(len(ids))
-	return ids, err
-}
-
-func (s *instrumentedStore) DeleteIdempotencyKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	return s.base.DeleteIdempotencyKeysBefore(ctx, t, limit)
+// Prune counts the instances it deletes (flowd_workflows_deleted_total);
+// its deletes of instances and worker records are writes, as the other
+// writes of those tables, for StorageFull. The deletes of events and
+// idempotency keys pass through without counting, as their writes do.
+func (s *instrumentedStore) Prune(ctx context.Context, p store.PruneParams) (store.Pruned, error) {
+	pruned, err := s.base.Prune(ctx, p)
+	switch p.Kind {
+	case store.PruneInstances:
+		s.noteWrite(err, pruned.Count > 0)
+		s.deleted(len(pruned.IDs))
+	case store.PruneWorkers:
+		s.noteWrite(err, pruned.Count > 0)
+	}
+	return pruned, err
 }
 
 // The event store's writes are not instance writes: they pass through
 // without counting as state updates.
 func (s *instrumentedStore) PublishEvent(ctx context.Context, e *store.Event) error {
 	return s.base.PublishEvent(ctx, e)
-}
-func (s *instrumentedStore) OldestEvent(ctx context.Context, queue string, since time.Time) (*store.Event, error) {
-	return s.base.OldestEvent(ctx, queue, since)
-}
-func (s *instrumentedStore) DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	return s.base.DeleteEventsBefore(ctx, t, limit)
-}
-func (s *instrumentedStore) QueuedTasks(ctx context.Context, queue string, limit int) ([]*store.Task, error) {
-	return s.base.QueuedTasks(ctx, queue, limit)
-}
-func (s *instrumentedStore) TasksWithEvents(ctx context.Context, since, writtenBefore time.Time, limit int) ([]*store.Task, error) {
-	return s.base.TasksWithEvents(ctx, since, writtenBefore, limit)
 }

@@ -53,6 +53,7 @@ import (
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/tracing"
+	"github.com/flowd/flowd/workflow"
 )
 
 // Defaults of Config.
@@ -272,8 +273,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	m := metrics.New()
 	st := m.InstrumentStore(tracing.WrapStore(tp, base))
-	m.RegisterWorkflowGauge(st.CountByStatus, log)
-	m.RegisterQueuedGauge(st.CountQueued, log)
+	m.RegisterWorkflowGauge(func(ctx context.Context) (map[workflow.Status]int64, error) {
+		return store.CountByStatus(ctx, st)
+	}, log)
+	m.RegisterQueuedGauge(func(ctx context.Context) (map[string]int64, error) {
+		c, err := st.CountInstances(ctx, store.CountParams{Queued: true})
+		return c.Queued, err
+	}, log)
 	eng, err := engine.New(engine.Config{
 		Store: st, Logger: log, Metrics: m, Workers: cfg.Workers, Lease: cfg.Lease, SweepInterval: cfg.SweepInterval,
 		ScheduleInterval: cfg.ScheduleInterval,

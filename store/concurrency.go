@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -19,6 +18,15 @@ var ErrConcurrencyLimit = errors.New("concurrency limit reached")
 // with a concurrency limit: the key as rendered at its start and the limit
 // of its definition's revision. The key is scoped to the definition: two
 // definitions with the same key do not share slots.
+//
+// The limit is enforced by the stores' writes (see SlotChange): every
+// write that makes an instance with a concurrency slot hold one (Create,
+// Apply, ApplyGroup) takes it in the key's row of counts with a guarded
+// update in the same transaction, or writes nothing and returns a
+// *ConcurrencyLimitError.
+//
+// What the engine reads to apply the limits are the kinds DueQueued and
+// DueHolder of TaskQuerier.Due.
 type ConcurrencySlot struct {
 	Key   string
 	Limit int
@@ -100,44 +108,4 @@ func (p *CreateParams) SlotChange() SlotChange {
 		return SlotChange{}
 	}
 	return SlotChangeOf("", p.Status)
-}
-
-// ConcurrencyQuerier reads what the engine needs to apply definition
-// concurrency limits. The limit itself is enforced by the stores' writes
-// (see SlotChange): every write that makes an instance with a concurrency
-// slot hold one (Create, Apply, ApplyGroup) takes it in
-// the key's row of counts with a guarded update in the same transaction,
-// or writes nothing and returns a *ConcurrencyLimitError.
-type ConcurrencyQuerier interface {
-	// QueuedDue returns QUEUED instances that may start now: for each
-	// concurrency key with QUEUED instances (only p.Definition's key p.Key
-	// when p.Definition is set), its oldest ones (created_at, then id), as
-	// many as the key has free slots, at most p.Limit in all, oldest first.
-	// It reads without locks: the write that starts one is checked
-	// against the limit as every write is.
-	QueuedDue(ctx context.Context, p QueuedParams) ([]*workflow.Instance, error)
-	// OldestHolder returns the oldest RUNNING instance (created_at, then
-	// id) of definition's concurrency key key, or ErrNotFound.
-	OldestHolder(ctx context.Context, definition, key string) (*workflow.Instance, error)
-}
-
-// QueuedParams are the inputs of ConcurrencyQuerier.QueuedDue.
-type QueuedParams struct {
-	Definition string // "" for every key
-	Key        string // with Definition
-	Limit      int    // 1–MaxBatchLimit
-}
-
-// Check reports parameters QueuedDue refuses (ErrInvalidArgument).
-func (p QueuedParams) Check() error {
-	if p.Limit < 1 || p.Limit > MaxBatchLimit {
-		return fmt.Errorf("%w: limit %d is outside 1–%d", ErrInvalidArgument, p.Limit, MaxBatchLimit)
-	}
-	return nil
-}
-
-// QueuedCounter counts the QUEUED instances per definition (definitions
-// without any are absent), for the flowd_workflows_queued gauge.
-type QueuedCounter interface {
-	CountQueued(ctx context.Context) (map[string]int64, error)
 }

@@ -36,39 +36,22 @@ type Event struct {
 // Queue is the queue of the tasks e completes.
 func (e *Event) Queue() string { return EventQueue(e.Name, e.Key) }
 
-// MaxEventLimit bounds the limits of EventStore's reads and sweeps.
+// MaxEventLimit bounds the limits of EventStore's reads and of the
+// PruneEvents kind of RetentionStore.Prune.
 const MaxEventLimit = 10000
 
-// EventStore stores published events and finds the tasks of wait steps that
-// wait for them. An event completes the wait steps waiting for it when it
-// is published, and those that start waiting later while it is kept (the
-// engine's event retention), so both sides look each other up.
+// EventStore stores published events. An event completes the wait steps
+// waiting for it when it is published, and those that start waiting later
+// while it is kept (the engine's event retention), so both sides look each
+// other up: the waiters of an event and the event of a waiter are the
+// kinds DueWaiters, DueEventWaiters and DueEvent of TaskQuerier.Due; the
+// expired events are deleted by RetentionStore.Prune.
 type EventStore interface {
 	// PublishEvent stores e and fills in its ID (a new UUIDv7 when empty)
 	// and CreatedAt (the store's clock). A Data of nil is stored as null.
 	// Errors: ErrInvalidArgument (no name, or data that is not JSON);
 	// ErrExists (the id is taken).
 	PublishEvent(ctx context.Context, e *Event) error
-	// OldestEvent returns the oldest event (created_at, then id) of queue
-	// (see EventQueue) created at or after since; ErrNotFound when there
-	// is none.
-	OldestEvent(ctx context.Context, queue string, since time.Time) (*Event, error)
-	// DeleteEventsBefore deletes at most limit events created before t,
-	// oldest first, and returns how many it deleted. Concurrent calls on
-	// PostgreSQL skip each other's rows. Errors: ErrInvalidArgument (limit
-	// outside 1–MaxEventLimit).
-	DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error)
-	// QueuedTasks returns the QUEUED tasks of queue, oldest run_at first,
-	// at most limit: the waiters an event published now completes.
-	// Errors: ErrInvalidArgument (limit outside 1–MaxEventLimit).
-	QueuedTasks(ctx context.Context, queue string, limit int) ([]*Task, error)
-	// TasksWithEvents returns QUEUED tasks of event queues that an
-	// event could complete — some event of their queue was created at or
-	// after both since and their instance's creation — and that were last
-	// written before writtenBefore, at most limit of them. It is the
-	// sweeper's safety net for a waiter whose own look-up never ran.
-	// Errors: ErrInvalidArgument (limit outside 1–MaxEventLimit).
-	TasksWithEvents(ctx context.Context, since, writtenBefore time.Time, limit int) ([]*Task, error)
 }
 
 // CheckEvent reports an event PublishEvent refuses and fills in its

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -54,13 +53,4 @@ func ValidateIdempotencyKey(key string) error {
 		}
 	}
 	return nil
-}
-
-// IdempotencyKeyStore is what the sweeper needs of the keys.
-type IdempotencyKeyStore interface {
-	// DeleteIdempotencyKeysBefore deletes at most limit keys created before t
-	// (oldest first) and returns how many it deleted. Concurrent calls on
-	// PostgreSQL skip each other's rows. Errors: ErrInvalidArgument (limit
-	// below 1).
-	DeleteIdempotencyKeysBefore(ctx context.Context, t time.Time, limit int) (int, error)
 }

@@ -23,10 +23,10 @@ type ScheduleStore interface {
 	// replace never fires a time twice. created tells which it was.
 	// Errors: ErrInvalidArgument (see Schedule.Normalize).
 	PutSchedule(ctx context.Context, s Schedule) (out *Schedule, created bool, err error)
-	// GetSchedule returns the schedule, or an error wrapping ErrNotFound.
-	GetSchedule(ctx context.Context, name string) (*Schedule, error)
-	// ListSchedules returns every schedule, by name (bytewise).
-	ListSchedules(ctx context.Context) ([]*Schedule, error)
+	// ListSchedules returns the schedules by name (bytewise): every one,
+	// or with p.Name only that one ([] when it is not stored; see
+	// GetSchedule).
+	ListSchedules(ctx context.Context, p ListSchedulesParams) ([]*Schedule, error)
 	// DeleteSchedule deletes the schedule (not the instances it started).
 	// Errors: ErrNotFound.
 	DeleteSchedule(ctx context.Context, name string) error
@@ -47,6 +47,29 @@ type ScheduleStore interface {
 	// node fired, or the schedule was paused or replaced meanwhile): nothing
 	// was written; Create's errors for f.Start, with nothing written.
 	FireSchedule(ctx context.Context, f ScheduleFire) (*workflow.Instance, error)
+}
+
+// ListSchedulesParams filter ScheduleStore.ListSchedules.
+type ListSchedulesParams struct {
+	Name string // "" for every schedule
+}
+
+// GetSchedule is ListSchedules of one name: the schedule, or an error
+// wrapping ErrNotFound.
+func GetSchedule(ctx context.Context, s ScheduleStore, name string) (*Schedule, error) {
+	list, err := s.ListSchedules(ctx, ListSchedulesParams{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, ScheduleNotFound(name)
+	}
+	return list[0], nil
+}
+
+// ScheduleNotFound is the error of a schedule that is not stored.
+func ScheduleNotFound(name string) error {
+	return fmt.Errorf("schedule %q: %w", name, ErrNotFound)
 }
 
 // Overlap policies: what a fire does while the previous instance of the

@@ -75,9 +75,6 @@ type Querier interface {
 	// The one guarded write of a decided change.
 	Applier
 
-	// What definition concurrency limits read.
-	ConcurrencyQuerier
-
 	// What a batch changes, read for the engine to decide and write.
 	BatchReader
 }
@@ -111,11 +108,9 @@ type Backend interface {
 	Store
 	DefinitionStore
 	WorkerStore
-	IdempotencyKeyStore
 	EventStore
 	ScheduleStore
 	Counter
-	QueuedCounter
 	Migrator
 
 	// Ping reports whether the database answers.
@@ -186,7 +181,7 @@ type CreateParams struct {
 	Parent *workflow.ParentRef
 	// Concurrency, when set, is the instance's concurrency key and limit,
 	// stored with it: every write that makes it hold a slot is checked
-	// against the limit (see ConcurrencyQuerier).
+	// against the limit (see ConcurrencySlot).
 	Concurrency *ConcurrencySlot
 	// TraceParent, when not "", is stored with the instance: the W3C
 	// traceparent of the trace its steps' attempts join.

@@ -116,11 +116,13 @@ type TaskQuerier interface {
 	// conflict. On the store (not in a transaction) a lock would end with
 	// the statement: every mode reads.
 	TasksOfInstance(ctx context.Context, instanceID string, mode LockMode) ([]*Task, error)
-	// Due reads what the sweeper has to do, at most p.Limit items of
-	// p.Kind (see DueKind), without locking anything: the engine decides
-	// each item and writes it with Apply, guarded by what Due read, so
-	// that two sweepers never both write one item. ErrInvalidArgument for
-	// an unknown kind or a limit outside 1–MaxBatchLimit.
+	// Due reads what the sweeper, the concurrency limits and the event
+	// waits have to do, at most p.Limit items of p.Kind (see DueKind),
+	// without locking anything: the engine decides each item and writes
+	// it with Apply (or Create, ApplyGroup), guarded by what Due read, so
+	// that two sweepers never both write one item. A kind that finds
+	// nothing returns an empty, non-nil slice. ErrInvalidArgument for an
+	// unknown kind or a limit outside 1–MaxBatchLimit.
 	Due(ctx context.Context, p DueParams) ([]DueItem, error)
 	// ClaimTasks claims tasks in one transaction — on PostgreSQL, called on
 	// the store, in two round trips. It locks up to p.Limit claimable tasks
@@ -213,9 +215,37 @@ type DefinitionStore interface {
 	DeleteDefinition(ctx context.Context, name string) error
 }
 
-// Counter is implemented by stores that can count instances by status cheaply.
+// Counter counts instances, for the flowd_workflows gauges and for the
+// checks that need to know whether a database holds any.
 type Counter interface {
-	CountByStatus(ctx context.Context) (map[workflow.Status]int64, error)
+	// CountInstances returns the counts p asks for, each from one
+	// grouped read (the status index covers both): with p.ByStatus how
+	// many instances have each status, with p.Queued how many QUEUED
+	// instances with a concurrency key each definition has. Statuses and
+	// definitions without instances are absent; a count not asked for is
+	// nil.
+	CountInstances(ctx context.Context, p CountParams) (InstanceCounts, error)
+}
+
+// CountByStatus is c.CountInstances asked for the counts by status only.
+func CountByStatus(ctx context.Context, c Counter) (map[workflow.Status]int64, error) {
+	counts, err := c.CountInstances(ctx, CountParams{ByStatus: true})
+	return counts.ByStatus, err
+}
+
+// CountParams select the counts of Counter.CountInstances.
+type CountParams struct {
+	ByStatus bool
+	Queued   bool
+}
+
+// InstanceCounts are the counts Counter.CountInstances read.
+type InstanceCounts struct {
+	// ByStatus counts instances per status.
+	ByStatus map[workflow.Status]int64
+	// Queued counts, per definition, the instances waiting QUEUED for a
+	// slot of its concurrency limit.
+	Queued map[string]int64
 }
 
 // Listener is implemented by stores whose other processes can wake this one
@@ -333,18 +363,55 @@ const (
 	// sweep reaches every descendant of a cancelled workflow, level by
 	// level, on any node and after any restart.
 	DueAbandoned
+	// DueQueued are QUEUED instances that may start now (DueItem.Task is
+	// nil): for each concurrency key with QUEUED instances (only
+	// Definition's key Key when Definition is set), its oldest ones
+	// (created_at, then id), as many as the key has free slots, oldest
+	// first. The write that starts one is checked against the limit as
+	// every write is (see ConcurrencySlot).
+	DueQueued
+	// DueHolder is the oldest RUNNING instance (created_at, then id) of
+	// Definition's concurrency key Key: at most one item, with
+	// DueItem.Task nil, whatever Limit.
+	DueHolder
+	// DueWaiters are the QUEUED tasks of Queue (an event queue, see
+	// EventQueue), oldest run_at first: the waiters an event published now
+	// completes. DueItem.Instance is nil.
+	DueWaiters
+	// DueEventWaiters are QUEUED tasks of event queues that an event could
+	// complete — some event of their queue was created at or after both
+	// Since and their instance's creation — and that were last written
+	// before WrittenBefore. It is the sweeper's safety net for a waiter
+	// whose own look-up never ran. DueItem.Instance is nil.
+	DueEventWaiters
+	// DueEvent is the oldest event (created_at, then id) of Queue created
+	// at or after Since: at most one item, with DueItem.Event set (and
+	// Instance and Task nil), whatever Limit. It is the event a waiter
+	// that starts waiting now takes.
+	DueEvent
 )
 
-// DueParams are the inputs of TaskQuerier.Due.
+// DueParams are the inputs of TaskQuerier.Due; each kind reads the
+// fields its doc names (see DueKind).
 type DueParams struct {
 	Kind  DueKind
 	Now   time.Time
 	Limit int // 1–MaxBatchLimit
+	// Definition and Key name one concurrency key (DueQueued: "" for
+	// every key; DueHolder).
+	Definition string
+	Key        string
+	// Queue is the event queue of DueWaiters and DueEvent.
+	Queue string
+	// Since bounds the events of DueEventWaiters and DueEvent;
+	// WrittenBefore the tasks of DueEventWaiters.
+	Since         time.Time
+	WrittenBefore time.Time
 }
 
 // Check reports parameters Due refuses (ErrInvalidArgument).
 func (p DueParams) Check() error {
-	if p.Kind < DueTimeouts || p.Kind > DueAbandoned {
+	if p.Kind < DueTimeouts || p.Kind > DueEvent {
 		return fmt.Errorf("%w: unknown kind of due work %d", ErrInvalidArgument, int(p.Kind))
 	}
 	if p.Limit < 1 || p.Limit > MaxBatchLimit {
@@ -354,9 +421,47 @@ func (p DueParams) Check() error {
 }
 
 // DueItem is one item of due work, as read: an instance, and for the kinds
-// of tasks one of its tasks. Items of one instance may share the Instance;
-// a caller that changes it changes it for all of them.
+// of tasks one of its tasks (for DueWaiters and DueEventWaiters the task
+// only; for DueEvent an event only). Items of one instance may share the
+// Instance; a caller that changes it changes it for all of them.
 type DueItem struct {
 	Instance *workflow.Instance
 	Task     *Task
+	Event    *Event
+}
+
+// InstanceItems are the due items of insts.
+func InstanceItems(insts []*workflow.Instance) []DueItem {
+	items := make([]DueItem, len(insts))
+	for i, inst := range insts {
+		items[i].Instance = inst
+	}
+	return items
+}
+
+// DueInstances are the instances of items.
+func DueInstances(items []DueItem) []*workflow.Instance {
+	insts := make([]*workflow.Instance, len(items))
+	for i, it := range items {
+		insts[i] = it.Instance
+	}
+	return insts
+}
+
+// DueTasks are the tasks of items.
+func DueTasks(items []DueItem) []*Task {
+	tasks := make([]*Task, len(items))
+	for i, it := range items {
+		tasks[i] = it.Task
+	}
+	return tasks
+}
+
+// TaskItems are the due items of tasks read without their instance.
+func TaskItems(tasks []*Task) []DueItem {
+	items := make([]DueItem, len(tasks))
+	for i, t := range tasks {
+		items[i].Task = t
+	}
+	return items
 }

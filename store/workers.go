@@ -19,9 +19,6 @@ type WorkerStore interface {
 	// ListWorkers returns the workers that polled at or after since, the
 	// most recent poll first, then by worker and node.
 	ListWorkers(ctx context.Context, since time.Time) ([]WorkerRecord, error)
-	// DeleteWorkersBefore deletes the workers whose last poll is before t and
-	// returns how many it deleted.
-	DeleteWorkersBefore(ctx context.Context, t time.Time) (int, error)
 }
 
 // WorkerRecord is one worker as a node last saw it polling.

@@ -324,7 +324,7 @@ func seedDemo(ctx context.Context, eng *engine.Engine, log *slog.Logger) error {
 
 // isEmpty reports whether the database has no workflow instance at all.
 func isEmpty(ctx context.Context, st store.Backend) (bool, error) {
-	counts, err := st.CountByStatus(ctx)
+	counts, err := store.CountByStatus(ctx, st)
 	if err != nil {
 		return false, err
 	}

@@ -70,11 +70,9 @@ WHERE q.n <= q.lim - (SELECT count(*) FROM workflow_instances h
 ORDER BY created_at, id
 LIMIT $3`
 
-// QueuedDue returns the QUEUED instances that have a free slot.
-func (q *querier) QueuedDue(ctx context.Context, p store.QueuedParams) ([]*workflow.Instance, error) {
-	if err := p.Check(); err != nil {
-		return nil, err
-	}
+// queuedDue returns the QUEUED instances that have a free slot (checked p
+// of store.DueQueued).
+func (q *querier) queuedDue(ctx context.Context, p store.DueParams) ([]*workflow.Instance, error) {
 	var def, key any
 	if p.Definition != "" {
 		if !storableText(p.Definition) || !storableText(p.Key) {
@@ -106,8 +104,9 @@ const oldestHolderSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances
 WHERE definition = $1 AND concurrency_key = $2 AND status = 'RUNNING'
 ORDER BY created_at, id LIMIT 1`
 
-// OldestHolder returns the oldest RUNNING instance of the key.
-func (q *querier) OldestHolder(ctx context.Context, definition, key string) (*workflow.Instance, error) {
+// oldestHolder returns the oldest RUNNING instance of the key, or
+// ErrNotFound.
+func (q *querier) oldestHolder(ctx context.Context, definition, key string) (*workflow.Instance, error) {
 	if !storableText(definition) || !storableText(key) {
 		return nil, store.NotFound("")
 	}
@@ -116,27 +115,4 @@ func (q *querier) OldestHolder(ctx context.Context, definition, key string) (*wo
 		return nil, interpretError(err, "")
 	}
 	return inst, nil
-}
-
-// CountQueued counts the QUEUED instances per definition.
-func (s *Store) CountQueued(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT definition, count(*) FROM workflow_instances
-		WHERE status = 'QUEUED' AND concurrency_key IS NOT NULL GROUP BY definition`)
-	if err != nil {
-		return nil, interpretError(err, "")
-	}
-	defer rows.Close()
-	counts := map[string]int64{}
-	for rows.Next() {
-		var def string
-		var n int64
-		if err := rows.Scan(&def, &n); err != nil {
-			return nil, interpretError(err, "")
-		}
-		counts[def] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError(err, "")
-	}
-	return counts, nil
 }

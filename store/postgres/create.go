@@ -248,12 +248,10 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (_ *workflow
 const deleteKeysSQL = `DELETE FROM idempotency_keys WHERE key = ANY (ARRAY(
 	SELECT key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
 
-// DeleteIdempotencyKeysBefore deletes at most limit keys created before t.
-func (s *Store) DeleteIdempotencyKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	if limit < 1 {
-		return 0, fmt.Errorf("%w: limit %d is below 1", store.ErrInvalidArgument, limit)
-	}
-	tag, err := s.pool.Exec(ctx, deleteKeysSQL, store.Timestamp(t), limit)
+// deleteKeysBefore deletes at most limit keys created before t (checked
+// by store.PruneParams.Check).
+func (s *Store) deleteKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, deleteKeysSQL, t, limit)
 	if err != nil {
 		return 0, interpretError(err, "")
 	}

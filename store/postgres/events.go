@@ -41,8 +41,9 @@ func interpretEventError(err error, id string) error {
 	return err
 }
 
-// OldestEvent returns the oldest event of queue created at or after since.
-func (q *querier) OldestEvent(ctx context.Context, queue string, since time.Time) (*store.Event, error) {
+// oldestEvent returns the oldest event of queue created at or after since,
+// or ErrNotFound.
+func (q *querier) oldestEvent(ctx context.Context, queue string, since time.Time) (*store.Event, error) {
 	notFound := fmt.Errorf("no event of queue %q since %s: %w", queue, since.Format(time.RFC3339Nano), store.ErrNotFound)
 	if !storableText(queue) {
 		return nil, notFound
@@ -67,23 +68,18 @@ func (q *querier) OldestEvent(ctx context.Context, queue string, since time.Time
 const deleteEventsSQL = `DELETE FROM workflow_events WHERE id = ANY (ARRAY(
 	SELECT id FROM workflow_events WHERE created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
 
-// DeleteEventsBefore deletes at most limit events created before t.
-func (q *querier) DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	if err := store.CheckEventLimit(limit); err != nil {
-		return 0, err
-	}
-	tag, err := q.db.Exec(ctx, deleteEventsSQL, store.Timestamp(t), limit)
+// deleteEventsBefore deletes at most limit events created before t
+// (checked by store.PruneParams.Check).
+func (q *querier) deleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	tag, err := q.db.Exec(ctx, deleteEventsSQL, t, limit)
 	if err != nil {
 		return 0, interpretError(err, "")
 	}
 	return int(tag.RowsAffected()), nil
 }
 
-// QueuedTasks returns the QUEUED tasks of queue through the claim index.
-func (q *querier) QueuedTasks(ctx context.Context, queue string, limit int) ([]*store.Task, error) {
-	if err := store.CheckEventLimit(limit); err != nil {
-		return nil, err
-	}
+// queuedTasks returns the QUEUED tasks of queue through the claim index.
+func (q *querier) queuedTasks(ctx context.Context, queue string, limit int) ([]*store.Task, error) {
 	if !storableText(queue) {
 		return []*store.Task{}, nil
 	}
@@ -101,10 +97,7 @@ const tasksWithEventsSQL = `SELECT ` + taskPrefixedColumns + ` FROM workflow_tas
 	  AND EXISTS (SELECT 1 FROM workflow_events e WHERE e.queue = t.queue AND e.created_at >= greatest(i.created_at, $1))
 	ORDER BY t.updated_at LIMIT $3`
 
-// TasksWithEvents returns waiting tasks that an event could complete.
-func (q *querier) TasksWithEvents(ctx context.Context, since, writtenBefore time.Time, limit int) ([]*store.Task, error) {
-	if err := store.CheckEventLimit(limit); err != nil {
-		return nil, err
-	}
+// tasksWithEvents returns waiting tasks that an event could complete.
+func (q *querier) tasksWithEvents(ctx context.Context, since, writtenBefore time.Time, limit int) ([]*store.Task, error) {
 	return q.queryTasks(ctx, tasksWithEventsSQL, store.Timestamp(since), store.Timestamp(writtenBefore), limit)
 }

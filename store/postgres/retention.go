@@ -40,13 +40,9 @@ const deleteFinishedSQL = `WITH own (definition, before) AS (
 DELETE FROM workflow_instances WHERE id = ANY (ARRAY(SELECT id FROM doomed))
 RETURNING id`
 
-// DeleteFinished deletes one batch of expired finished instances; see
-// store.RetentionStore.
-func (s *Store) DeleteFinished(ctx context.Context, p store.DeleteFinishedParams) ([]string, error) {
-	p, err := p.Check()
-	if err != nil {
-		return nil, err
-	}
+// deleteFinished deletes one batch of expired finished instances (checked
+// p of store.PruneInstances).
+func (s *Store) deleteFinished(ctx context.Context, p store.PruneParams) ([]string, error) {
 	latest, due := p.Latest()
 	if !due {
 		return []string{}, nil

@@ -60,10 +60,6 @@ func scanSchedule(row pgx.Row, extra ...any) (*store.Schedule, error) {
 	return &s, nil
 }
 
-func scheduleNotFound(name string) error {
-	return fmt.Errorf("schedule %q: %w", name, store.ErrNotFound)
-}
-
 // PutSchedule creates or replaces the schedule s.Name.
 func (s *Store) PutSchedule(ctx context.Context, sc store.Schedule) (*store.Schedule, bool, error) {
 	if err := sc.Normalize(); err != nil {
@@ -78,11 +74,11 @@ func (s *Store) PutSchedule(ctx context.Context, sc store.Schedule) (*store.Sche
 	return out, created, nil
 }
 
-// GetSchedule returns the schedule name.
-func (s *Store) GetSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+// getSchedule returns the schedule name, or an error wrapping ErrNotFound.
+func (s *Store) getSchedule(ctx context.Context, name string) (*store.Schedule, error) {
 	out, err := scanSchedule(s.pool.QueryRow(ctx, getScheduleSQL, name))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, scheduleNotFound(name)
+		return nil, store.ScheduleNotFound(name)
 	}
 	if err != nil {
 		return nil, interpretError(err, "")
@@ -90,8 +86,18 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (*store.Schedule, 
 	return out, nil
 }
 
-// ListSchedules returns every schedule by name.
-func (s *Store) ListSchedules(ctx context.Context) ([]*store.Schedule, error) {
+// ListSchedules returns every schedule by name, or the one p names.
+func (s *Store) ListSchedules(ctx context.Context, p store.ListSchedulesParams) ([]*store.Schedule, error) {
+	if p.Name != "" {
+		sc, err := s.getSchedule(ctx, p.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			return []*store.Schedule{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []*store.Schedule{sc}, nil
+	}
 	rows, err := s.pool.Query(ctx, listSchedulesSQL)
 	if err != nil {
 		return nil, interpretError(err, "")
@@ -118,7 +124,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 		return commitOutcome(interpretError(err, ""))
 	}
 	if tag.RowsAffected() == 0 {
-		return scheduleNotFound(name)
+		return store.ScheduleNotFound(name)
 	}
 	return nil
 }
@@ -127,7 +133,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool) (*store.Schedule, error) {
 	out, err := scanSchedule(s.pool.QueryRow(ctx, pauseScheduleSQL, name, paused, s.timestamp()))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, scheduleNotFound(name)
+		return nil, store.ScheduleNotFound(name)
 	}
 	if err != nil {
 		return nil, commitOutcome(interpretError(err, ""))
@@ -151,7 +157,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.ScheduleFire) (*workfl
 				return interpretError(err, "")
 			}
 			if !seen {
-				return scheduleNotFound(f.Name)
+				return store.ScheduleNotFound(f.Name)
 			}
 			return &store.ConflictError{Actual: -1,
 				Reason: fmt.Sprintf("schedule %q was fired, paused or replaced by another writer", f.Name)}

@@ -475,6 +475,9 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
+	if items, ok, err := q.dueReads().Read(ctx, p); ok {
+		return items, err
+	}
 	if p.Kind == store.DueTimeouts || p.Kind == store.DueAbandoned {
 		sql, args := dueTimeoutsSQL, []any{store.Timestamp(p.Now), p.Limit}
 		if p.Kind == store.DueAbandoned {
@@ -581,24 +584,47 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 	return &t, nil
 }
 
-// CountByStatus counts instances per status (statuses without instances are
-// absent from the map).
-func (s *Store) CountByStatus(ctx context.Context) (map[workflow.Status]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
+// CountInstances reads the counts p asks for (see store.Counter).
+func (s *Store) CountInstances(ctx context.Context, p store.CountParams) (store.InstanceCounts, error) {
+	var c store.InstanceCounts
+	if p.ByStatus {
+		counts, err := s.countGrouped(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
+		if err != nil {
+			return store.InstanceCounts{}, err
+		}
+		c.ByStatus = make(map[workflow.Status]int64, len(counts))
+		for st, n := range counts {
+			c.ByStatus[workflow.Status(st)] = n
+		}
+	}
+	if p.Queued {
+		counts, err := s.countGrouped(ctx, `SELECT definition, count(*) FROM workflow_instances
+			WHERE status = 'QUEUED' AND concurrency_key IS NOT NULL GROUP BY definition`)
+		if err != nil {
+			return store.InstanceCounts{}, err
+		}
+		c.Queued = counts
+	}
+	return c, nil
+}
+
+// countGrouped runs query, whose rows are (group, count), into a map.
+func (s *Store) countGrouped(ctx context.Context, query string) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, query)
 	if err != nil {
 		return nil, interpretError(err, "")
 	}
 	defer rows.Close()
-	counts := map[workflow.Status]int64{}
+	counts := map[string]int64{}
 	for rows.Next() {
 		var (
-			status string
-			n      int64
+			group string
+			n     int64
 		)
-		if err := rows.Scan(&status, &n); err != nil {
+		if err := rows.Scan(&group, &n); err != nil {
 			return nil, interpretError(err, "")
 		}
-		counts[workflow.Status(status)] = n
+		counts[group] = n
 	}
 	if err := rows.Err(); err != nil {
 		return nil, interpretError(err, "")

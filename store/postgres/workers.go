@@ -66,9 +66,9 @@ func (s *Store) ListWorkers(ctx context.Context, since time.Time) ([]store.Worke
 	return ws, nil
 }
 
-// DeleteWorkersBefore deletes the workers whose last poll is before t.
-func (s *Store) DeleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, deleteWorkersSQL, store.Timestamp(t))
+// deleteWorkersBefore deletes the workers whose last poll is before t.
+func (s *Store) deleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, deleteWorkersSQL, t)
 	if err != nil {
 		return 0, commitOutcome(interpretError(err, ""))
 	}

@@ -108,11 +108,9 @@ WHERE q.n <= q.lim - (SELECT count(*) FROM workflow_instances h
 ORDER BY created_at, id
 LIMIT ?3`
 
-// QueuedDue returns the QUEUED instances that have a free slot.
-func (q *querier) QueuedDue(ctx context.Context, p store.QueuedParams) ([]*workflow.Instance, error) {
-	if err := p.Check(); err != nil {
-		return nil, err
-	}
+// queuedDue returns the QUEUED instances that have a free slot (checked p
+// of store.DueQueued).
+func (q *querier) queuedDue(ctx context.Context, p store.DueParams) ([]*workflow.Instance, error) {
 	var def, key any
 	if p.Definition != "" {
 		def, key = p.Definition, p.Key
@@ -136,8 +134,9 @@ func (q *querier) QueuedDue(ctx context.Context, p store.QueuedParams) ([]*workf
 	return out, nil
 }
 
-// OldestHolder returns the oldest RUNNING instance of the key.
-func (q *querier) OldestHolder(ctx context.Context, definition, key string) (*workflow.Instance, error) {
+// oldestHolder returns the oldest RUNNING instance of the key, or
+// ErrNotFound.
+func (q *querier) oldestHolder(ctx context.Context, definition, key string) (*workflow.Instance, error) {
 	inst, err := scanInstance(q.read.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM workflow_instances
 WHERE definition = ?1 AND concurrency_key = ?2 AND status = 'RUNNING'
 ORDER BY created_at, id LIMIT 1`, definition, key))
@@ -148,27 +147,4 @@ ORDER BY created_at, id LIMIT 1`, definition, key))
 		return nil, interpretError(ctx, err)
 	}
 	return inst, nil
-}
-
-// CountQueued counts the QUEUED instances per definition.
-func (q *querier) CountQueued(ctx context.Context) (map[string]int64, error) {
-	rows, err := q.read.QueryContext(ctx, `SELECT definition, count(*) FROM workflow_instances
-		WHERE status = 'QUEUED' AND concurrency_key IS NOT NULL GROUP BY definition`)
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	defer rows.Close()
-	counts := map[string]int64{}
-	for rows.Next() {
-		var def string
-		var n int64
-		if err := rows.Scan(&def, &n); err != nil {
-			return nil, interpretError(ctx, err)
-		}
-		counts[def] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	return counts, nil
 }

@@ -146,24 +146,48 @@ func (q *querier) ListDefinitions(ctx context.Context) ([]*store.DefinitionRecor
 	return defs, nil
 }
 
-// CountByStatus returns how many instances have each status; statuses with
-// no instance are absent. The (status, updated_at) index covers it.
-func (q *querier) CountByStatus(ctx context.Context) (map[workflow.Status]int64, error) {
-	rows, err := q.read.QueryContext(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
+// CountInstances reads the counts p asks for (see store.Counter). The
+// (status, updated_at) index covers both.
+func (q *querier) CountInstances(ctx context.Context, p store.CountParams) (store.InstanceCounts, error) {
+	var c store.InstanceCounts
+	if p.ByStatus {
+		counts, err := q.countGrouped(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
+		if err != nil {
+			return store.InstanceCounts{}, err
+		}
+		c.ByStatus = make(map[workflow.Status]int64, len(counts))
+		for st, n := range counts {
+			c.ByStatus[workflow.Status(st)] = n
+		}
+	}
+	if p.Queued {
+		counts, err := q.countGrouped(ctx, `SELECT definition, count(*) FROM workflow_instances
+			WHERE status = 'QUEUED' AND concurrency_key IS NOT NULL GROUP BY definition`)
+		if err != nil {
+			return store.InstanceCounts{}, err
+		}
+		c.Queued = counts
+	}
+	return c, nil
+}
+
+// countGrouped runs query, whose rows are (group, count), into a map.
+func (q *querier) countGrouped(ctx context.Context, query string) (map[string]int64, error) {
+	rows, err := q.read.QueryContext(ctx, query)
 	if err != nil {
 		return nil, interpretError(ctx, err)
 	}
 	defer rows.Close()
-	counts := map[workflow.Status]int64{}
+	counts := map[string]int64{}
 	for rows.Next() {
 		var (
-			status string
-			n      int64
+			group string
+			n     int64
 		)
-		if err := rows.Scan(&status, &n); err != nil {
+		if err := rows.Scan(&group, &n); err != nil {
 			return nil, interpretError(ctx, err)
 		}
-		counts[workflow.Status(status)] = n
+		counts[group] = n
 	}
 	if err := rows.Err(); err != nil {
 		return nil, interpretError(ctx, err)

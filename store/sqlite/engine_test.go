@@ -635,7 +635,7 @@ func TestEngineMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts, err := s.CountByStatus(ctx)
+	counts, err := store.CountByStatus(ctx, s)
 	if err != nil || counts[workflow.StatusTimedOut] != 1 || len(counts) != 1 {
 		t.Errorf("CountByStatus = %v, %v; want TIMED_OUT: 1", counts, err)
 	}

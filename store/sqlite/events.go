@@ -34,8 +34,9 @@ func (q *querier) PublishEvent(ctx context.Context, e *store.Event) error {
 	return nil
 }
 
-// OldestEvent returns the oldest event of queue created at or after since.
-func (q *querier) OldestEvent(ctx context.Context, queue string, since time.Time) (*store.Event, error) {
+// oldestEvent returns the oldest event of queue created at or after since,
+// or ErrNotFound.
+func (q *querier) oldestEvent(ctx context.Context, queue string, since time.Time) (*store.Event, error) {
 	var (
 		e       store.Event
 		data    string
@@ -54,12 +55,9 @@ func (q *querier) OldestEvent(ctx context.Context, queue string, since time.Time
 	return &e, nil
 }
 
-// DeleteEventsBefore deletes at most limit events created before t, oldest
-// first.
-func (q *querier) DeleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	if err := store.CheckEventLimit(limit); err != nil {
-		return 0, err
-	}
+// deleteEventsBefore deletes at most limit events created before t, oldest
+// first (checked by store.PruneParams.Check).
+func (q *querier) deleteEventsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
 	var n int64
 	err := q.write(ctx, func(c dbtx) error {
 		res, err := c.ExecContext(ctx, `DELETE FROM workflow_events WHERE id IN (
@@ -73,11 +71,8 @@ func (q *querier) DeleteEventsBefore(ctx context.Context, t time.Time, limit int
 	return int(n), err
 }
 
-// QueuedTasks returns the QUEUED tasks of queue through the claim index.
-func (q *querier) QueuedTasks(ctx context.Context, queue string, limit int) ([]*store.Task, error) {
-	if err := store.CheckEventLimit(limit); err != nil {
-		return nil, err
-	}
+// queuedTasks returns the QUEUED tasks of queue through the claim index.
+func (q *querier) queuedTasks(ctx context.Context, queue string, limit int) ([]*store.Task, error) {
 	return queryTasks(ctx, q.read, `SELECT `+taskColumns+` FROM workflow_tasks
 		WHERE status = 'QUEUED' AND queue = ?1 ORDER BY run_at LIMIT ?2`, queue, limit)
 }
@@ -92,10 +87,7 @@ var tasksWithEventsSQL = `SELECT ` + qualify("t", taskColumns) + ` FROM workflow
 	  AND EXISTS (SELECT 1 FROM workflow_events e WHERE e.queue = t.queue AND e.created_at >= max(i.created_at, ?1))
 	ORDER BY t.updated_at LIMIT ?3`
 
-// TasksWithEvents returns waiting tasks that an event could complete.
-func (q *querier) TasksWithEvents(ctx context.Context, since, writtenBefore time.Time, limit int) ([]*store.Task, error) {
-	if err := store.CheckEventLimit(limit); err != nil {
-		return nil, err
-	}
+// tasksWithEvents returns waiting tasks that an event could complete.
+func (q *querier) tasksWithEvents(ctx context.Context, since, writtenBefore time.Time, limit int) ([]*store.Task, error) {
 	return queryTasks(ctx, q.read, tasksWithEventsSQL, micros(since), micros(writtenBefore), limit)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/flowd/flowd/store"
@@ -40,12 +39,9 @@ func recordIdempotencyKey(ctx context.Context, c dbtx, p store.CreateParams, now
 	return interpretError(ctx, err)
 }
 
-// DeleteIdempotencyKeysBefore deletes at most limit keys created before t,
-// oldest first.
-func (q *querier) DeleteIdempotencyKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {
-	if limit < 1 {
-		return 0, fmt.Errorf("%w: limit %d is below 1", store.ErrInvalidArgument, limit)
-	}
+// deleteKeysBefore deletes at most limit keys created before t, oldest
+// first (checked by store.PruneParams.Check).
+func (q *querier) deleteKeysBefore(ctx context.Context, t time.Time, limit int) (int, error) {
 	var n int64
 	err := q.write(ctx, func(c dbtx) error {
 		res, err := c.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE key IN (

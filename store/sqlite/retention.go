@@ -20,15 +20,11 @@ const expiredFinishedSQL = `SELECT i.id FROM workflow_instances i
 	  AND i.updated_at < CASE WHEN own.key IS NULL THEN ?1 ELSE own.value END
 	LIMIT ?4`
 
-// DeleteFinished deletes one batch of expired finished instances in one
+// deleteFinished deletes one batch of expired finished instances in one
 // write transaction: SQLite's single writer makes the selection and the
 // deletes one step, so concurrent calls never see the same rows. See
-// store.RetentionStore.
-func (q *querier) DeleteFinished(ctx context.Context, p store.DeleteFinishedParams) ([]string, error) {
-	p, err := p.Check()
-	if err != nil {
-		return nil, err
-	}
+// store.PruneInstances (p is checked).
+func (q *querier) deleteFinished(ctx context.Context, p store.PruneParams) ([]string, error) {
 	latest, due := p.Latest()
 	if !due {
 		return []string{}, nil

@@ -45,10 +45,6 @@ func optMicros(v sql.NullInt64) *time.Time {
 	return &t
 }
 
-func scheduleNotFound(name string) error {
-	return fmt.Errorf("schedule %q: %w", name, store.ErrNotFound)
-}
-
 // PutSchedule creates or replaces the schedule s.Name; a replace keeps where
 // the firing stands and created_at.
 func (q *querier) PutSchedule(ctx context.Context, sc store.Schedule) (*store.Schedule, bool, error) {
@@ -86,11 +82,11 @@ func (q *querier) PutSchedule(ctx context.Context, sc store.Schedule) (*store.Sc
 	return out, created, nil
 }
 
-// GetSchedule returns the schedule name.
-func (q *querier) GetSchedule(ctx context.Context, name string) (*store.Schedule, error) {
+// getSchedule returns the schedule name, or an error wrapping ErrNotFound.
+func (q *querier) getSchedule(ctx context.Context, name string) (*store.Schedule, error) {
 	out, err := scanSchedule(q.read.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE name = ?1`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, scheduleNotFound(name)
+		return nil, store.ScheduleNotFound(name)
 	}
 	if err != nil {
 		return nil, interpretError(ctx, err)
@@ -98,8 +94,18 @@ func (q *querier) GetSchedule(ctx context.Context, name string) (*store.Schedule
 	return out, nil
 }
 
-// ListSchedules returns every schedule by name (bytewise, as on PostgreSQL).
-func (q *querier) ListSchedules(ctx context.Context) ([]*store.Schedule, error) {
+// ListSchedules returns every schedule by name, or the one p names (bytewise, as on PostgreSQL).
+func (q *querier) ListSchedules(ctx context.Context, p store.ListSchedulesParams) ([]*store.Schedule, error) {
+	if p.Name != "" {
+		sc, err := q.getSchedule(ctx, p.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			return []*store.Schedule{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []*store.Schedule{sc}, nil
+	}
 	rows, err := q.read.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules ORDER BY name`)
 	if err != nil {
 		return nil, interpretError(ctx, err)
@@ -130,7 +136,7 @@ func (q *querier) DeleteSchedule(ctx context.Context, name string) error {
 			if err != nil {
 				return interpretError(ctx, err)
 			}
-			return scheduleNotFound(name)
+			return store.ScheduleNotFound(name)
 		}
 		return nil
 	})
@@ -145,7 +151,7 @@ func (q *querier) SetSchedulePaused(ctx context.Context, name string, paused boo
 		out, err = scanSchedule(c.QueryRowContext(ctx,
 			`UPDATE schedules SET paused = ?2, updated_at = ?3 WHERE name = ?1 RETURNING `+scheduleColumns, name, paused, now))
 		if errors.Is(err, sql.ErrNoRows) {
-			return scheduleNotFound(name)
+			return store.ScheduleNotFound(name)
 		}
 		return interpretError(ctx, err)
 	})
@@ -179,7 +185,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.ScheduleFire) (*workfl
 				return interpretError(ctx, err)
 			}
 			if seen == 0 {
-				return scheduleNotFound(f.Name)
+				return store.ScheduleNotFound(f.Name)
 			}
 			return &store.ConflictError{Actual: -1,
 				Reason: fmt.Sprintf("schedule %q was fired, paused or replaced by another writer", f.Name)}

@@ -270,6 +270,9 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
+	if items, ok, err := q.dueReads().Read(ctx, p); ok {
+		return items, err
+	}
 	items := []store.DueItem{}
 	if p.Kind == store.DueTimeouts || p.Kind == store.DueAbandoned {
 		query, args := dueTimeoutsSQL, []any{micros(p.Now), p.Limit}

@@ -63,8 +63,8 @@ func (q *querier) ListWorkers(ctx context.Context, since time.Time) ([]store.Wor
 	return ws, nil
 }
 
-// DeleteWorkersBefore deletes the workers whose last poll is before t.
-func (q *querier) DeleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
+// deleteWorkersBefore deletes the workers whose last poll is before t.
+func (q *querier) deleteWorkersBefore(ctx context.Context, t time.Time) (int, error) {
 	var n int64
 	err := q.write(ctx, func(c dbtx) error {
 		res, err := c.ExecContext(ctx, `DELETE FROM workers WHERE last_poll_at < ?1`, micros(t))

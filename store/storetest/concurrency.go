@@ -141,11 +141,11 @@ func testConcurrencyQueued(t *testing.T, h Harness) {
 		b.clock.Advance(time.Millisecond)
 	}
 	b.create(t, slotted("other", "d", "k2", 2, workflow.StatusQueued))
-	due := func(what string, p store.QueuedParams, want ...string) {
+	due := func(what string, p store.DueParams, want ...string) {
 		t.Helper()
-		got, err := b.s.QueuedDue(b.ctx, p)
+		got, err := b.queuedDue(p)
 		if err != nil {
-			t.Fatalf("%s: QueuedDue: %v", what, err)
+			t.Fatalf("%s: Due(queued): %v", what, err)
 		}
 		ids := []string{}
 		for _, inst := range got {
@@ -155,11 +155,11 @@ func testConcurrencyQueued(t *testing.T, h Harness) {
 			ids = append(ids, inst.ID)
 		}
 		if !slices.Equal(ids, want) {
-			t.Errorf("%s: QueuedDue = %v, want %v", what, ids, want)
+			t.Errorf("%s: Due(queued) = %v, want %v", what, ids, want)
 		}
 	}
-	all := store.QueuedParams{Limit: 100}
-	one := store.QueuedParams{Definition: "d", Key: "k", Limit: 100}
+	all := store.DueParams{Kind: store.DueQueued, Limit: 100}
+	one := store.DueParams{Kind: store.DueQueued, Definition: "d", Key: "k", Limit: 100}
 	due("no free slot of k", one)
 	due("every key", all, "other")
 	b.transition(t, "r1", workflow.StatusRunning, workflow.StatusCompleted)
@@ -171,7 +171,7 @@ func testConcurrencyQueued(t *testing.T, h Harness) {
 	due("one free slot: the oldest", one, "q0")
 	b.transition(t, "r2", workflow.StatusRunning, workflow.StatusFailed)
 	due("two free slots: the two oldest", one, "q0", "q1")
-	due("limit 1", store.QueuedParams{Definition: "d", Key: "k", Limit: 1}, "q0")
+	due("limit 1", store.DueParams{Kind: store.DueQueued, Definition: "d", Key: "k", Limit: 1}, "q0")
 	// Promotion is a write like any other: guarded.
 	b.transition(t, "q0", workflow.StatusQueued, workflow.StatusRunning)
 	b.transition(t, "q1", workflow.StatusQueued, workflow.StatusRunning)
@@ -282,8 +282,8 @@ func testConcurrencyInvalid(t *testing.T, h Harness) {
 	wantErrorIs(t, "a key without a definition", err, store.ErrInvalidArgument)
 	b.wantAbsent(t, "invalid creates", "z")
 	for _, limit := range []int{0, store.MaxBatchLimit + 1} {
-		_, err = b.s.QueuedDue(b.ctx, store.QueuedParams{Limit: limit})
-		wantErrorIs(t, fmt.Sprintf("QueuedDue limit %d", limit), err, store.ErrInvalidArgument)
+		_, err = b.queuedDue(store.DueParams{Kind: store.DueQueued, Limit: limit})
+		wantErrorIs(t, fmt.Sprintf("Due(queued) limit %d", limit), err, store.ErrInvalidArgument)
 	}
 }
 
@@ -337,19 +337,19 @@ func testConcurrencyIsolation(t *testing.T, h Harness) {
 
 func testConcurrencyOldestHolder(t *testing.T, h Harness) {
 	b := setup(t, h)
-	if _, err := b.s.OldestHolder(b.ctx, "d", "k"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("OldestHolder of an empty key: %v, want ErrNotFound", err)
+	if _, err := b.oldestHolder("d", "k"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Due(holder) of an empty key: %v, want ErrNotFound", err)
 	}
 	b.create(t, slotted("old", "d", "k", 5, workflow.StatusRunning))
 	b.clock.Advance(time.Millisecond)
 	b.create(t, slotted("new", "d", "k", 5, workflow.StatusRunning))
 	b.create(t, slotted("otherdef", "e", "k", 5, workflow.StatusRunning))
-	got, err := b.s.OldestHolder(b.ctx, "d", "k")
+	got, err := b.oldestHolder("d", "k")
 	if err != nil || got.ID != "old" {
-		t.Fatalf("OldestHolder = %v, %v; want old", got, err)
+		t.Fatalf("Due(holder) = %v, %v; want old", got, err)
 	}
 	b.transition(t, "old", workflow.StatusRunning, workflow.StatusPaused)
-	if got, err = b.s.OldestHolder(b.ctx, "d", "k"); err != nil || got.ID != "new" {
-		t.Errorf("OldestHolder with the oldest PAUSED = %v, %v; want new (only RUNNING ones are cancelled to make room)", got, err)
+	if got, err = b.oldestHolder("d", "k"); err != nil || got.ID != "new" {
+		t.Errorf("Due(holder) with the oldest PAUSED = %v, %v; want new (only RUNNING ones are cancelled to make room)", got, err)
 	}
 }

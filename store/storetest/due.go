@@ -227,7 +227,8 @@ func testDueOrphans(t *testing.T, h Harness) {
 func testDueInvalid(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
-	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueAbandoned} {
+	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueAbandoned,
+		store.DueQueued, store.DueHolder, store.DueWaiters, store.DueEventWaiters, store.DueEvent} {
 		items, err := eq.Due(b.ctx, store.DueParams{Kind: kind, Now: clockStart, Limit: 10})
 		if err != nil || items == nil || len(items) != 0 {
 			t.Errorf("Due(kind %d) on an empty database = %#v, %v; want an empty, non-nil slice", kind, items, err)
@@ -237,7 +238,7 @@ func testDueInvalid(t *testing.T, h Harness) {
 			wantErrorIs(t, fmt.Sprintf("Due(kind %d, limit %d)", kind, limit), err, store.ErrInvalidArgument)
 		}
 	}
-	for _, kind := range []store.DueKind{0, store.DueAbandoned + 1} {
+	for _, kind := range []store.DueKind{0, store.DueEvent + 1} {
 		_, err := eq.Due(b.ctx, store.DueParams{Kind: kind, Now: clockStart, Limit: 10})
 		wantErrorIs(t, fmt.Sprintf("Due(kind %d)", kind), err, store.ErrInvalidArgument)
 	}

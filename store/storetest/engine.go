@@ -44,6 +44,7 @@ var definitionTests = []conformanceTest{
 	{"Definitions_list", testDefinitionsList},
 	{"Definitions_concurrentPut", testDefinitionsConcurrentPut},
 	{"CountByStatus", testCountByStatus},
+	{"CountQueued", testCountQueued},
 	{"Listen_otherStore", testListen},
 	{"Engine_contextCancelled", testEngineContextCancelled},
 }

@@ -234,9 +234,9 @@ func testDefinitionsConcurrentPut(t *testing.T, h Harness) {
 func testCountByStatus(t *testing.T, h Harness) {
 	b := setup(t, h)
 	c := b.counter(t)
-	got, err := c.CountByStatus(b.ctx)
+	got, err := countByStatus(b.ctx, c)
 	if err != nil || len(got) != 0 {
-		t.Errorf("CountByStatus on an empty database = %v, %v; want no entries", got, err)
+		t.Errorf("CountInstances(ByStatus) on an empty database = %v, %v; want no entries", got, err)
 	}
 	want := map[workflow.Status]int64{}
 	add := func(st workflow.Status, n int) {
@@ -256,12 +256,50 @@ func testCountByStatus(t *testing.T, h Harness) {
 	add(workflow.StatusCancelled, 1)
 	b.transition(t, b.create(t, store.CreateParams{Status: workflow.StatusRunning}).ID, workflow.StatusRunning, workflow.StatusTimedOut)
 	want[workflow.StatusTimedOut]++
-	got, err = c.CountByStatus(b.ctx)
+	got, err = countByStatus(b.ctx, c)
 	if err != nil {
-		t.Fatalf("CountByStatus: %v", err)
+		t.Fatalf("CountInstances(ByStatus): %v", err)
 	}
 	if !maps.Equal(got, want) {
-		t.Errorf("CountByStatus = %v, want %v (absent statuses absent)", got, want)
+		t.Errorf("CountInstances(ByStatus) = %v, want %v (absent statuses absent)", got, want)
+	}
+}
+
+// countByStatus is CountInstances asked for the counts by status only.
+func countByStatus(ctx context.Context, c store.Counter) (map[workflow.Status]int64, error) {
+	counts, err := c.CountInstances(ctx, store.CountParams{ByStatus: true})
+	if err == nil && counts.Queued != nil { // asked for by status only
+		err = fmt.Errorf("CountInstances(ByStatus) also counted the queued instances: %v", counts.Queued)
+	}
+	return counts.ByStatus, err
+}
+
+// The queued count is, per definition, the QUEUED instances with a
+// concurrency key: neither another status nor a QUEUED instance without a
+// key counts.
+func testCountQueued(t *testing.T, h Harness) {
+	b := setup(t, h)
+	c := b.counter(t)
+	got, err := c.CountInstances(b.ctx, store.CountParams{Queued: true})
+	if err != nil || len(got.Queued) != 0 || got.ByStatus != nil {
+		t.Errorf("CountInstances(Queued) on an empty database = %+v, %v; want no entries and no counts by status", got, err)
+	}
+	slot := &store.ConcurrencySlot{Key: "k", Limit: 1}
+	b.create(t, store.CreateParams{Definition: "a", Status: workflow.StatusRunning, Concurrency: slot})
+	for range 3 {
+		b.create(t, store.CreateParams{Definition: "a", Status: workflow.StatusQueued, Concurrency: slot})
+	}
+	b.create(t, store.CreateParams{Definition: "b", Status: workflow.StatusQueued, Concurrency: slot})
+	b.create(t, store.CreateParams{Definition: "c", Status: workflow.StatusQueued})
+	got, err = c.CountInstances(b.ctx, store.CountParams{ByStatus: true, Queued: true})
+	if err != nil {
+		t.Fatalf("CountInstances: %v", err)
+	}
+	if want := map[string]int64{"a": 3, "b": 1}; !maps.Equal(got.Queued, want) {
+		t.Errorf("CountInstances(Queued) = %v, want %v", got.Queued, want)
+	}
+	if want := map[workflow.Status]int64{workflow.StatusRunning: 1, workflow.StatusQueued: 5}; !maps.Equal(got.ByStatus, want) {
+		t.Errorf("CountInstances(ByStatus, Queued).ByStatus = %v, want %v", got.ByStatus, want)
 	}
 }
 
@@ -453,7 +491,10 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 		calls["ListDefinitions"] = func() error { _, err := d.ListDefinitions(ctx); return err }
 	}
 	if c, ok := b.s.(store.Counter); ok {
-		calls["CountByStatus"] = func() error { _, err := c.CountByStatus(ctx); return err }
+		calls["CountInstances"] = func() error {
+			_, err := c.CountInstances(ctx, store.CountParams{ByStatus: true, Queued: true})
+			return err
+		}
 	}
 	for name, call := range calls {
 		wantErrorIs(t, name+" with a cancelled context", call(), context.Canceled)

@@ -30,21 +30,21 @@ func testEventsPublish(t *testing.T, h Harness) {
 	if e.ID == "" || !e.CreatedAt.Equal(store.Timestamp(clockStart)) || string(e.Data) != "null" {
 		t.Errorf("published event = %+v, want an id, the store's time and null data", e)
 	}
-	got, err := b.s.OldestEvent(b.ctx, store.EventQueue("paid", "order-1"), clockStart.Add(-time.Hour))
+	got, err := b.oldestEvent(store.EventQueue("paid", "order-1"), clockStart.Add(-time.Hour))
 	if err != nil || got.ID != e.ID || got.Name != "paid" || got.Key != "order-1" || string(got.Data) != "null" || !got.CreatedAt.Equal(e.CreatedAt) {
-		t.Errorf("OldestEvent = %+v, %v; want %+v", got, err, e)
+		t.Errorf("Due(event) = %+v, %v; want %+v", got, err, e)
 	}
 	withData := &store.Event{Name: "paid", Data: json.RawMessage(` {"n": 9007199254740993, "s": "\u00e9"} `)}
 	if err := b.s.PublishEvent(b.ctx, withData); err != nil {
 		t.Fatal(err)
 	}
-	got, err = b.s.OldestEvent(b.ctx, store.EventQueue("paid", ""), clockStart)
+	got, err = b.oldestEvent(store.EventQueue("paid", ""), clockStart)
 	var data struct {
 		N json.Number `json:"n"`
 		S string      `json:"s"`
 	}
 	if err != nil || got.ID != withData.ID || json.Unmarshal(got.Data, &data) != nil || data.N != "9007199254740993" || data.S != "é" {
-		t.Errorf("OldestEvent of the key \"\" = %+v, %v; want the event with its data as published", got, err)
+		t.Errorf("Due(event) of the key \"\" = %+v, %v; want the event with its data as published", got, err)
 	}
 	for _, bad := range []*store.Event{
 		{Name: ""},
@@ -61,7 +61,7 @@ func testEventsPublish(t *testing.T, h Harness) {
 	}
 }
 
-// OldestEvent takes the oldest event of the queue created at or after
+// Due(event) takes the oldest event of the queue created at or after
 // since (ties by id), and nothing of other names or keys.
 func testEventsOldestSince(t *testing.T, h Harness) {
 	b := setup(t, h)
@@ -89,16 +89,16 @@ func testEventsOldestSince(t *testing.T, h Harness) {
 		{clockStart.Add(time.Microsecond), "e2"},
 		{clockStart.Add(time.Second), "e2"},
 	} {
-		got, err := b.s.OldestEvent(b.ctx, q, c.since)
+		got, err := b.oldestEvent(q, c.since)
 		if err != nil || got.ID != c.want {
-			t.Errorf("OldestEvent(since %s) = %+v, %v; want %s", c.since, got, err, c.want)
+			t.Errorf("Due(event)(since %s) = %+v, %v; want %s", c.since, got, err, c.want)
 		}
 	}
-	if got, err := b.s.OldestEvent(b.ctx, q, clockStart.Add(2*time.Second)); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("OldestEvent after every event = %+v, %v; want ErrNotFound", got, err)
+	if got, err := b.oldestEvent(q, clockStart.Add(2*time.Second)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Due(event) after every event = %+v, %v; want ErrNotFound", got, err)
 	}
-	if got, err := b.s.OldestEvent(b.ctx, store.EventQueue("paid", "k/2"), clockStart); err != nil || got.ID != "z" || got.Key != "k/2" {
-		t.Errorf("OldestEvent(key k/2) = %+v, %v; want z", got, err)
+	if got, err := b.oldestEvent(store.EventQueue("paid", "k/2"), clockStart); err != nil || got.ID != "z" || got.Key != "k/2" {
+		t.Errorf("Due(event)(key k/2) = %+v, %v; want z", got, err)
 	}
 	if name, key, ok := store.ParseEventQueue(store.EventQueue("paid", "k/2")); !ok || name != "paid" || key != "k/2" {
 		t.Errorf("ParseEventQueue = %q, %q, %v", name, key, ok)
@@ -108,7 +108,7 @@ func testEventsOldestSince(t *testing.T, h Harness) {
 	}
 }
 
-// DeleteEventsBefore deletes the events created before the cutoff, at most
+// Prune(events) deletes the events created before the cutoff, at most
 // limit, oldest first.
 func testEventsDeleteBefore(t *testing.T, h Harness) {
 	b := setup(t, h)
@@ -119,21 +119,21 @@ func testEventsDeleteBefore(t *testing.T, h Harness) {
 		b.clock.Advance(time.Minute)
 	}
 	for _, limit := range []int{0, -1, store.MaxEventLimit + 1} {
-		if _, err := b.s.DeleteEventsBefore(b.ctx, b.clock.Now(), limit); !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("DeleteEventsBefore(limit %d) = %v, want ErrInvalidArgument", limit, err)
+		if _, err := b.prune(store.PruneEvents, b.clock.Now(), limit); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("Prune(events)(limit %d) = %v, want ErrInvalidArgument", limit, err)
 		}
 	}
 	cutoff := clockStart.Add(3 * time.Minute) // e0, e1, e2 are older
-	if n, err := b.s.DeleteEventsBefore(b.ctx, cutoff, 2); err != nil || n != 2 {
-		t.Fatalf("DeleteEventsBefore(limit 2) = %d, %v; want 2", n, err)
+	if n, err := b.prune(store.PruneEvents, cutoff, 2); err != nil || n != 2 {
+		t.Fatalf("Prune(events)(limit 2) = %d, %v; want 2", n, err)
 	}
-	if got, err := b.s.OldestEvent(b.ctx, store.EventQueue("tick", ""), clockStart); err != nil || got.ID != "e2" {
+	if got, err := b.oldestEvent(store.EventQueue("tick", ""), clockStart); err != nil || got.ID != "e2" {
 		t.Errorf("oldest event after deleting 2 = %+v, %v; want e2", got, err)
 	}
-	if n, err := b.s.DeleteEventsBefore(b.ctx, cutoff, 10); err != nil || n != 1 {
-		t.Errorf("DeleteEventsBefore again = %d, %v; want 1", n, err)
+	if n, err := b.prune(store.PruneEvents, cutoff, 10); err != nil || n != 1 {
+		t.Errorf("Prune(events) again = %d, %v; want 1", n, err)
 	}
-	if got, err := b.s.OldestEvent(b.ctx, store.EventQueue("tick", ""), clockStart); err != nil || got.ID != "e3" {
+	if got, err := b.oldestEvent(store.EventQueue("tick", ""), clockStart); err != nil || got.ID != "e3" {
 		t.Errorf("oldest event after the sweep = %+v, %v; want e3", got, err)
 	}
 }
@@ -148,7 +148,7 @@ func (b *bundle) eventWaiter(t *testing.T, id, name, key string) *store.Task {
 	return tk
 }
 
-// QueuedTasks returns the QUEUED tasks of exactly that queue.
+// Due(waiters) returns the QUEUED tasks of exactly that queue.
 func testEventsQueuedTasks(t *testing.T, h Harness) {
 	b := setup(t, h)
 	b.eventWaiter(t, "a", "paid", "k")
@@ -160,22 +160,22 @@ func testEventsQueuedTasks(t *testing.T, h Harness) {
 	if err := UpdateTask(b.ctx, b.s, done, b.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.s.QueuedTasks(b.ctx, store.EventQueue("paid", "k"), 10)
+	got, err := b.queuedTasks(store.EventQueue("paid", "k"), 10)
 	if ids := taskIDs(got); err != nil || !slices.Equal(ids, []string{"a-w", "b-w"}) {
-		t.Errorf("QueuedTasks = %v, %v; want [a-w b-w]", ids, err)
+		t.Errorf("Due(waiters) = %v, %v; want [a-w b-w]", ids, err)
 	}
-	if got, err := b.s.QueuedTasks(b.ctx, store.EventQueue("paid", "k"), 1); err != nil || len(got) != 1 || got[0].ID != "a-w" {
-		t.Errorf("QueuedTasks(limit 1) = %v, %v; want [a-w]", taskIDs(got), err)
+	if got, err := b.queuedTasks(store.EventQueue("paid", "k"), 1); err != nil || len(got) != 1 || got[0].ID != "a-w" {
+		t.Errorf("Due(waiters)(limit 1) = %v, %v; want [a-w]", taskIDs(got), err)
 	}
-	if got, err := b.s.QueuedTasks(b.ctx, "nothing\x00", 10); err != nil || len(got) != 0 {
-		t.Errorf("QueuedTasks of an unstorable queue = %v, %v; want none", taskIDs(got), err)
+	if got, err := b.queuedTasks("nothing\x00", 10); err != nil || len(got) != 0 {
+		t.Errorf("Due(waiters) of an unstorable queue = %v, %v; want none", taskIDs(got), err)
 	}
-	if _, err := b.s.QueuedTasks(b.ctx, "q", 0); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("QueuedTasks(limit 0) = %v, want ErrInvalidArgument", err)
+	if _, err := b.queuedTasks("q", 0); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("Due(waiters)(limit 0) = %v, want ErrInvalidArgument", err)
 	}
 }
 
-// TasksWithEvents returns the waiting tasks that have an event created
+// Due(event waiters) returns the waiting tasks that have an event created
 // since both the cutoff and their instance's creation, written before
 // writtenBefore.
 func testEventsTasksWithEvents(t *testing.T, h Harness) {
@@ -193,19 +193,19 @@ func testEventsTasksWithEvents(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	later := b.clock.Advance(time.Second)
-	got, err := b.s.TasksWithEvents(b.ctx, clockStart, later, 10)
+	got, err := b.tasksWithEvents(clockStart, later, 10)
 	if ids := taskIDs(got); err != nil || !slices.Equal(ids, []string{"match-w"}) {
-		t.Errorf("TasksWithEvents = %v, %v; want [match-w]", ids, err)
+		t.Errorf("Due(event waiters) = %v, %v; want [match-w]", ids, err)
 	}
 	// The event is older than the cutoff (expired): nothing.
-	if got, err := b.s.TasksWithEvents(b.ctx, later, later, 10); err != nil || len(got) != 0 {
-		t.Errorf("TasksWithEvents(since after the event) = %v, %v; want none", taskIDs(got), err)
+	if got, err := b.tasksWithEvents(later, later, 10); err != nil || len(got) != 0 {
+		t.Errorf("Due(event waiters)(since after the event) = %v, %v; want none", taskIDs(got), err)
 	}
 	// Written at or after writtenBefore: left to the waiter's own look-up.
-	if got, err := b.s.TasksWithEvents(b.ctx, clockStart, clockStart.Add(time.Second), 10); err != nil || len(got) != 0 {
-		t.Errorf("TasksWithEvents(written before the tasks) = %v, %v; want none", taskIDs(got), err)
+	if got, err := b.tasksWithEvents(clockStart, clockStart.Add(time.Second), 10); err != nil || len(got) != 0 {
+		t.Errorf("Due(event waiters)(written before the tasks) = %v, %v; want none", taskIDs(got), err)
 	}
-	if _, err := b.s.TasksWithEvents(b.ctx, clockStart, later, 0); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("TasksWithEvents(limit 0) = %v, want ErrInvalidArgument", err)
+	if _, err := b.tasksWithEvents(clockStart, later, 0); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("Due(event waiters)(limit 0) = %v, want ErrInvalidArgument", err)
 	}
 }

@@ -219,13 +219,13 @@ func testIdempotencyKeyDeleteBefore(t *testing.T, h Harness) {
 	}
 	cut := b.clock.Advance(time.Minute)
 	young := b.create(t, keyed("young", "h"))
-	if _, err := b.s.DeleteIdempotencyKeysBefore(b.ctx, cut, 0); !errors.Is(err, store.ErrInvalidArgument) {
+	if _, err := b.prune(store.PruneIdempotencyKeys, cut, 0); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Errorf("limit 0: %v, want ErrInvalidArgument", err)
 	}
 	for _, want := range []int{2, 1, 0} {
-		n, err := b.s.DeleteIdempotencyKeysBefore(b.ctx, cut, 2)
+		n, err := b.prune(store.PruneIdempotencyKeys, cut, 2)
 		if err != nil || n != want {
-			t.Fatalf("DeleteIdempotencyKeysBefore = %d, %v; want %d", n, err, want)
+			t.Fatalf("Prune(idempotency keys) = %d, %v; want %d", n, err, want)
 		}
 	}
 	_, err := b.s.Create(b.ctx, keyed("young", "h"))

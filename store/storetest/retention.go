@@ -13,27 +13,59 @@ import (
 )
 
 var retentionTests = []conformanceTest{
-	{"DeleteFinished", testDeleteFinished},
-	{"DeleteFinished_perDefinition", testDeleteFinishedPerDefinition},
-	{"DeleteFinished_limit", testDeleteFinishedLimit},
-	{"DeleteFinished_concurrent", testDeleteFinishedConcurrent},
-	{"DeleteFinished_skipsLocked", testDeleteFinishedSkipsLocked},
-	{"DeleteFinished_retryRace", testDeleteFinishedRetryRace},
+	{"PruneInstances", testPruneInstances},
+	{"PruneInstances_perDefinition", testPruneInstancesPerDefinition},
+	{"PruneInstances_limit", testPruneInstancesLimit},
+	{"PruneInstances_concurrent", testPruneInstancesConcurrent},
+	{"PruneInstances_skipsLocked", testPruneInstancesSkipsLocked},
+	{"PruneInstances_retryRace", testPruneInstancesRetryRace},
+	{"Prune_unknownKind", testPruneUnknownKind},
 }
 
-// deleteFinished calls DeleteFinished and fails t on error; the ids come
+// deleteFinished prunes instances and fails t on error; the ids come
 // back sorted.
-func (b *bundle) deleteFinished(t testing.TB, p store.DeleteFinishedParams) []string {
+func (b *bundle) deleteFinished(t testing.TB, p store.PruneParams) []string {
 	t.Helper()
-	ids, err := b.s.DeleteFinished(b.ctx, p)
+	ids, err := b.pruneInstances(p)
 	if err != nil {
-		t.Fatalf("DeleteFinished(%+v): %v", p, err)
+		t.Fatalf("Prune(%+v): %v", p, err)
 	}
 	if ids == nil {
-		t.Errorf("DeleteFinished(%+v) returned nil ids, want a non-nil slice", p)
+		t.Errorf("Prune(%+v) returned nil ids, want a non-nil slice", p)
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// pruneInstances is Prune of store.PruneInstances: the ids it deleted,
+// checked against its count.
+func (b *bundle) pruneInstances(p store.PruneParams) ([]string, error) {
+	r, err := b.s.Prune(b.ctx, p)
+	if r.Count != len(r.IDs) {
+		return r.IDs, fmt.Errorf("Prune(%+v) counted %d instances and returned %d ids", p, r.Count, len(r.IDs))
+	}
+	return r.IDs, err
+}
+
+// prune is Prune of a kind that deletes rows without ids: how many.
+func (b *bundle) prune(kind store.PruneKind, before time.Time, limit int) (int, error) {
+	r, err := b.s.Prune(b.ctx, store.PruneParams{Kind: kind, Before: before, Limit: limit})
+	if r.IDs != nil {
+		return r.Count, fmt.Errorf("Prune(kind %d) returned ids %v", kind, r.IDs)
+	}
+	return r.Count, err
+}
+
+// A kind Prune does not know is refused, naming it.
+func testPruneUnknownKind(t *testing.T, h Harness) {
+	b := setup(t, h)
+	for _, kind := range []store.PruneKind{0, store.PruneWorkers + 1} {
+		_, err := b.s.Prune(b.ctx, store.PruneParams{Kind: kind, Before: b.clock.Now(), Limit: 1})
+		wantErrorIs(t, fmt.Sprintf("kind %d", kind), err, store.ErrInvalidArgument)
+		if want := fmt.Sprintf("invalid argument: unknown kind of prune %d", kind); err == nil || err.Error() != want {
+			t.Errorf("Prune(kind %d) = %v, want %q", kind, err, want)
+		}
+	}
 }
 
 // finishedOf creates an instance of def (no stored revision needed) and
@@ -53,7 +85,7 @@ func (b *bundle) finishedOf(t testing.TB, id, def string, status workflow.Status
 // Only finished instances whose updated_at is strictly before the cutoff
 // go, each with its history, tasks and idempotency key; live instances of
 // any age and recent finished ones stay as they were.
-func testDeleteFinished(t *testing.T, h Harness) {
+func testPruneInstances(t *testing.T, h Harness) {
 	b := setup(t, h)
 	var old []string
 	for _, status := range workflow.StopStatuses {
@@ -74,10 +106,10 @@ func testDeleteFinished(t *testing.T, h Harness) {
 		kept = append(kept, b.snapshot(t, id))
 	}
 
-	if got := b.deleteFinished(t, store.DeleteFinishedParams{Limit: store.MaxDeleteFinished}); len(got) != 0 {
+	if got := b.deleteFinished(t, store.PruneParams{Kind: store.PruneInstances, Limit: store.MaxDeleteFinished}); len(got) != 0 {
 		t.Errorf("with no cutoff at all (keep forever): deleted %v", got)
 	}
-	got := b.deleteFinished(t, store.DeleteFinishedParams{Before: cutoff, Limit: store.MaxDeleteFinished})
+	got := b.deleteFinished(t, store.PruneParams{Kind: store.PruneInstances, Before: cutoff, Limit: store.MaxDeleteFinished})
 	if !slices.Equal(got, old) {
 		t.Errorf("deleted %v, want %v", got, old)
 	}
@@ -94,7 +126,7 @@ func testDeleteFinished(t *testing.T, h Harness) {
 	if n := len(b.tasksOf(t, b.engine(t), "recent")); n != 2 {
 		t.Errorf("recent: %d tasks, want 2", n)
 	}
-	if got := b.deleteFinished(t, store.DeleteFinishedParams{Before: cutoff, Limit: store.MaxDeleteFinished}); len(got) != 0 {
+	if got := b.deleteFinished(t, store.PruneParams{Kind: store.PruneInstances, Before: cutoff, Limit: store.MaxDeleteFinished}); len(got) != 0 {
 		t.Errorf("a second call deleted %v, want nothing", got)
 	}
 }
@@ -102,7 +134,7 @@ func testDeleteFinished(t *testing.T, h Harness) {
 // A definition's own cutoff replaces Before for its instances, the zero
 // time keeps them; free-form instances and those of other definitions
 // follow Before, and Before's zero time keeps them.
-func testDeleteFinishedPerDefinition(t *testing.T, h Harness) {
+func testPruneInstancesPerDefinition(t *testing.T, h Harness) {
 	b := setup(t, h)
 	t0 := b.clock.Now()
 	// One finished instance of each definition at t0, t0+1h, …, t0+4h.
@@ -113,7 +145,7 @@ func testDeleteFinishedPerDefinition(t *testing.T, h Harness) {
 		}
 		b.clock.Advance(time.Hour)
 	}
-	p := store.DeleteFinishedParams{
+	p := store.PruneParams{Kind: store.PruneInstances,
 		Before: t0.Add(150 * time.Minute), // hours 0, 1, 2
 		Definitions: map[string]time.Time{
 			"short": t0.Add(270 * time.Minute), // hours 0–4
@@ -138,11 +170,11 @@ func testDeleteFinishedPerDefinition(t *testing.T, h Harness) {
 	}
 
 	// Keeping by default, deleting one definition's instances only.
-	got = b.deleteFinished(t, store.DeleteFinishedParams{Definitions: map[string]time.Time{"long": b.clock.Now()}, Limit: store.MaxDeleteFinished})
+	got = b.deleteFinished(t, store.PruneParams{Kind: store.PruneInstances, Definitions: map[string]time.Time{"long": b.clock.Now()}, Limit: store.MaxDeleteFinished})
 	if want := []string{"long-1", "long-2", "long-3", "long-4"}; !slices.Equal(got, want) {
 		t.Errorf("with only long's cutoff: deleted %v, want %v", got, want)
 	}
-	if got := b.deleteFinished(t, store.DeleteFinishedParams{Definitions: map[string]time.Time{"keep": {}, "absent": b.clock.Now()}, Limit: 10}); len(got) != 0 {
+	if got := b.deleteFinished(t, store.PruneParams{Kind: store.PruneInstances, Definitions: map[string]time.Time{"keep": {}, "absent": b.clock.Now()}, Limit: 10}); len(got) != 0 {
 		t.Errorf("keeping every instance of the definitions that have some: deleted %v", got)
 	}
 }
@@ -156,14 +188,14 @@ func cmpName(def string) string {
 }
 
 // Limit bounds each call; an out-of-range limit deletes nothing.
-func testDeleteFinishedLimit(t *testing.T, h Harness) {
+func testPruneInstancesLimit(t *testing.T, h Harness) {
 	b := setup(t, h)
 	for i := range 5 {
 		b.finishedOf(t, fmt.Sprintf("w%d", i), "", workflow.StatusCancelled)
 	}
 	cutoff := b.clock.Advance(time.Minute)
 	for _, limit := range []int{0, -1, store.MaxDeleteFinished + 1} {
-		ids, err := b.s.DeleteFinished(b.ctx, store.DeleteFinishedParams{Before: cutoff, Limit: limit})
+		ids, err := b.pruneInstances(store.PruneParams{Kind: store.PruneInstances, Before: cutoff, Limit: limit})
 		wantErrorIs(t, fmt.Sprintf("limit %d", limit), err, store.ErrInvalidArgument)
 		if len(ids) != 0 {
 			t.Errorf("limit %d: deleted %v", limit, ids)
@@ -174,7 +206,7 @@ func testDeleteFinishedLimit(t *testing.T, h Harness) {
 	}
 	var all []string
 	for _, want := range []int{2, 2, 1, 0} {
-		got := b.deleteFinished(t, store.DeleteFinishedParams{Before: cutoff, Limit: 2})
+		got := b.deleteFinished(t, store.PruneParams{Kind: store.PruneInstances, Before: cutoff, Limit: 2})
 		if len(got) != want {
 			t.Errorf("deleted %v, want %d ids", got, want)
 		}
@@ -189,7 +221,7 @@ func testDeleteFinishedLimit(t *testing.T, h Harness) {
 
 // Concurrent calls (the sweeps of several nodes) delete every expired
 // instance exactly once: no id comes back twice.
-func testDeleteFinishedConcurrent(t *testing.T, h Harness) {
+func testPruneInstancesConcurrent(t *testing.T, h Harness) {
 	b := setup(t, h)
 	const n, callers = 60, 4
 	want := make([]string, n)
@@ -208,7 +240,7 @@ func testDeleteFinishedConcurrent(t *testing.T, h Harness) {
 	for range callers {
 		wg.Go(func() {
 			for {
-				ids, err := b.s.DeleteFinished(b.ctx, store.DeleteFinishedParams{Before: cutoff, Limit: 7})
+				ids, err := b.pruneInstances(store.PruneParams{Kind: store.PruneInstances, Before: cutoff, Limit: 7})
 				if err != nil {
 					errs <- err
 					return
@@ -225,7 +257,7 @@ func testDeleteFinishedConcurrent(t *testing.T, h Harness) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Errorf("DeleteFinished: %v", err)
+		t.Errorf("Prune(instances): %v", err)
 	}
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -238,15 +270,15 @@ func testDeleteFinishedConcurrent(t *testing.T, h Harness) {
 
 // On a store with concurrent writers, an instance another transaction
 // holds locked is skipped, not waited for, and deleted by a later call.
-func testDeleteFinishedSkipsLocked(t *testing.T, h Harness) {
+func testPruneInstancesSkipsLocked(t *testing.T, h Harness) {
 	b := setup(t, h)
 	if !b.s.Capabilities().ConcurrentWriters {
-		t.Skip("writes are serialised: no other transaction holds a row while DeleteFinished runs")
+		t.Skip("writes are serialised: no other transaction holds a row while Prune runs")
 	}
 	b.finishedOf(t, "held", "", workflow.StatusCompleted)
 	b.finishedOf(t, "free", "", workflow.StatusCompleted)
 	cutoff := b.clock.Advance(time.Minute)
-	p := store.DeleteFinishedParams{Before: cutoff, Limit: store.MaxDeleteFinished}
+	p := store.PruneParams{Kind: store.PruneInstances, Before: cutoff, Limit: store.MaxDeleteFinished}
 	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
 		eq, err := engineTx(tx)
 		if err != nil {
@@ -270,7 +302,7 @@ func testDeleteFinishedSkipsLocked(t *testing.T, h Harness) {
 
 // A retry (FAILED → RUNNING) racing the sweep: the instance is either
 // deleted (and the retry finds nothing) or retried (and stays, live).
-func testDeleteFinishedRetryRace(t *testing.T, h Harness) {
+func testPruneInstancesRetryRace(t *testing.T, h Harness) {
 	b := setup(t, h)
 	const rounds = 20
 	for i := range rounds {
@@ -284,14 +316,14 @@ func testDeleteFinishedRetryRace(t *testing.T, h Harness) {
 			retryErr error
 		)
 		wg.Go(func() {
-			deleted, sweepErr = b.s.DeleteFinished(b.ctx, store.DeleteFinishedParams{Before: cutoff, Limit: 10})
+			deleted, sweepErr = b.pruneInstances(store.PruneParams{Kind: store.PruneInstances, Before: cutoff, Limit: 10})
 		})
 		wg.Go(func() {
 			_, retryErr = Transition(b.ctx, b.s, store.TransitionParams{ID: id, From: workflow.StatusFailed, To: workflow.StatusRunning})
 		})
 		wg.Wait()
 		if sweepErr != nil {
-			t.Fatalf("%s: DeleteFinished: %v", id, sweepErr)
+			t.Fatalf("%s: Prune(instances): %v", id, sweepErr)
 		}
 		switch {
 		case slices.Equal(deleted, []string{id}):
@@ -303,7 +335,7 @@ func testDeleteFinishedRetryRace(t *testing.T, h Harness) {
 			}
 			b.transition(t, id, workflow.StatusRunning, workflow.StatusCompleted)
 			b.clock.Advance(time.Minute)
-			if got := b.deleteFinished(t, store.DeleteFinishedParams{Before: b.clock.Now(), Limit: 10}); !slices.Equal(got, []string{id}) {
+			if got := b.deleteFinished(t, store.PruneParams{Kind: store.PruneInstances, Before: b.clock.Now(), Limit: 10}); !slices.Equal(got, []string{id}) {
 				t.Errorf("%s: once finished again: deleted %v", id, got)
 			}
 		default:

@@ -37,7 +37,7 @@ func (b *bundle) putSchedule(t testing.TB, s store.Schedule) (*store.Schedule, b
 
 func (b *bundle) getSchedule(t testing.TB, name string) *store.Schedule {
 	t.Helper()
-	s, err := b.s.GetSchedule(b.ctx, name)
+	s, err := store.GetSchedule(b.ctx, b.s, name)
 	if err != nil {
 		t.Fatalf("GetSchedule(%q): %v", name, err)
 	}
@@ -92,7 +92,7 @@ func testSchedulesPutGetListDelete(t *testing.T, h Harness) {
 
 	b.putSchedule(t, newSchedule("a"))
 	b.putSchedule(t, newSchedule("B"))
-	list, err := b.s.ListSchedules(b.ctx)
+	list, err := b.s.ListSchedules(b.ctx, store.ListSchedulesParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +107,14 @@ func testSchedulesPutGetListDelete(t *testing.T, h Harness) {
 	if err := b.s.DeleteSchedule(b.ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.s.GetSchedule(b.ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := store.GetSchedule(b.ctx, b.s, "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetSchedule after delete: %v, want ErrNotFound", err)
+	}
+	if one, err := b.s.ListSchedules(b.ctx, store.ListSchedulesParams{Name: "a"}); err != nil || one == nil || len(one) != 0 {
+		t.Errorf("ListSchedules(Name a) after delete = %v, %v; want an empty, non-nil slice", one, err)
+	}
+	if one, err := b.s.ListSchedules(b.ctx, store.ListSchedulesParams{Name: "B"}); err != nil || len(one) != 1 || one[0].Name != "B" {
+		t.Errorf("ListSchedules(Name B) = %v, %v; want B only", one, err)
 	}
 	if err := b.s.DeleteSchedule(b.ctx, "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteSchedule twice: %v, want ErrNotFound", err)
@@ -145,7 +151,7 @@ func testSchedulesInvalid(t *testing.T, h Harness) {
 			t.Errorf("%s: PutSchedule = %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	if list, err := b.s.ListSchedules(b.ctx); err != nil || len(list) != 0 {
+	if list, err := b.s.ListSchedules(b.ctx, store.ListSchedulesParams{}); err != nil || len(list) != 0 {
 		t.Errorf("after invalid puts: %d schedules, %v", len(list), err)
 	}
 	if _, err := b.s.SetSchedulePaused(b.ctx, "nope", true); !errors.Is(err, store.ErrNotFound) {

@@ -86,7 +86,7 @@ func testWorkersReplace(t *testing.T, h Harness) {
 }
 
 // testWorkersSinceAndDelete: ListWorkers keeps polls at or after since;
-// DeleteWorkersBefore removes exactly the older ones and counts them.
+// Prune(workers) removes exactly the older ones and counts them.
 func testWorkersSinceAndDelete(t *testing.T, h Harness) {
 	b := setup(t, h)
 	for i := range 5 {
@@ -107,15 +107,15 @@ func testWorkersSinceAndDelete(t *testing.T, h Harness) {
 	if got := b.listWorkers(t, clockStart.Add(time.Hour)); len(got) != 0 {
 		t.Errorf("ListWorkers(since after every poll) = %v, want none", names(got))
 	}
-	n, err := b.s.DeleteWorkersBefore(b.ctx, cut)
+	n, err := b.prune(store.PruneWorkers, cut, 0)
 	if err != nil || n != 2 {
-		t.Fatalf("DeleteWorkersBefore(the third poll) = %d, %v; want 2, nil", n, err)
+		t.Fatalf("Prune(workers)(the third poll) = %d, %v; want 2, nil", n, err)
 	}
 	if got := names(b.listWorkers(t, clockStart.Add(-time.Hour))); !cmp.Equal(got, []string{"w4", "w3", "w2"}) {
 		t.Errorf("ListWorkers after the delete = %v, want [w4 w3 w2]", got)
 	}
-	if n, err := b.s.DeleteWorkersBefore(b.ctx, cut); err != nil || n != 0 {
-		t.Errorf("DeleteWorkersBefore again = %d, %v; want 0, nil", n, err)
+	if n, err := b.prune(store.PruneWorkers, cut, 0); err != nil || n != 0 {
+		t.Errorf("Prune(workers) again = %d, %v; want 0, nil", n, err)
 	}
 }
 
