@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/bench"
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -25,7 +26,7 @@ func TestWorkflowScenarioConcurrencyLimit(t *testing.T) {
 			if res.ConcurrencyLimit != 1 || res.Started < 2 || res.Completed != res.Started || res.LostUpdates != 0 {
 				t.Fatalf("concurrency-limited workflow run: limit %d, started %d, completed %d, lost %d", res.ConcurrencyLimit, res.Started, res.Completed, res.LostUpdates)
 			}
-			rec, err := st.GetDefinition(t.Context(), "flowd-bench-chain", 0)
+			rec, err := store.GetDefinition(t.Context(), st, "flowd-bench-chain", 0)
 			if err != nil {
 				t.Fatal(err)
 			}

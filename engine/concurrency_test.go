@@ -209,7 +209,7 @@ func TestConcurrencySweeperPromotes(t *testing.T) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{})
 		n.define(concDef("sw", "queue", 1))
 		ctx := context.Background()
-		def, err := n.st.GetDefinition(ctx, "sw", 0)
+		def, err := store.GetDefinition(ctx, n.st, "sw", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestConcurrencyBatchStartsQueued(t *testing.T) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{noStart: true})
 		n.define("name: bq\ntimeout: 1h\nconcurrency: {limit: 5}\nsteps:\n  - {id: nap, type: sleep, duration: 1h}\n")
 		ctx := context.Background()
-		def, err := n.st.GetDefinition(ctx, "bq", 0)
+		def, err := store.GetDefinition(ctx, n.st, "bq", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestConcurrencyBatchOverLimitStartsNone(t *testing.T) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{noStart: true})
 		n.define("name: bl\ntimeout: 1h\nconcurrency: {limit: 2}\nsteps:\n  - {id: nap, type: sleep, duration: 1h}\n")
 		ctx := context.Background()
-		def, err := n.st.GetDefinition(ctx, "bl", 0)
+		def, err := store.GetDefinition(ctx, n.st, "bl", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,7 +79,7 @@ func (e *Engine) PutDefinitionAs(ctx context.Context, name string, data []byte) 
 	if err != nil {
 		return nil, false, err
 	}
-	rec, err := e.defs.GetDefinition(ctx, def.Name, rev)
+	rec, err := store.GetDefinition(ctx, e.defs, def.Name, rev)
 	if err != nil {
 		return nil, false, err
 	}
@@ -97,7 +97,7 @@ func (e *Engine) PutDefinitionAs(ctx context.Context, name string, data []byte) 
 
 // GetDefinition returns revision rev of name (0: the latest).
 func (e *Engine) GetDefinition(ctx context.Context, name string, rev int) (*DefinitionInfo, error) {
-	rec, err := e.defs.GetDefinition(ctx, name, rev)
+	rec, err := store.GetDefinition(ctx, e.defs, name, rev)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (e *Engine) forgetDefinition(name string) {
 
 // ListDefinitions returns the latest revision of every definition.
 func (e *Engine) ListDefinitions(ctx context.Context) ([]*DefinitionInfo, error) {
-	recs, err := e.defs.ListDefinitions(ctx)
+	recs, err := e.defs.ListDefinitions(ctx, store.ListDefinitionsParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (e *Engine) compiled(ctx context.Context, name string, rev int) (*compiled,
 	if ok {
 		return c, nil
 	}
-	rec, err := e.defs.GetDefinition(ctx, name, rev)
+	rec, err := store.GetDefinition(ctx, e.defs, name, rev)
 	if rev == 0 && errors.Is(err, store.ErrNotFound) {
 		// Deleted, perhaps through another node: the next start must not
 		// try the revision this node remembers first.

@@ -94,7 +94,7 @@ func (e *Engine) retentionParams(ctx context.Context, now time.Time) (store.Prun
 	if e.retention > 0 {
 		p.Before = now.Add(-e.retention)
 	}
-	defs, err := e.defs.ListDefinitions(ctx)
+	defs, err := e.defs.ListDefinitions(ctx, store.ListDefinitionsParams{})
 	if err != nil {
 		return p, fmt.Errorf("reading the definitions' retention: %w", err)
 	}

@@ -97,11 +97,11 @@ type defReads struct {
 	latest atomic.Int64
 }
 
-func (s *defReads) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
-	if rev == 0 {
+func (s *defReads) ListDefinitions(ctx context.Context, p store.ListDefinitionsParams) ([]*store.DefinitionRecord, error) {
+	if p.Name != "" && p.Revision == 0 {
 		s.latest.Add(1)
 	}
-	return s.Backend.GetDefinition(ctx, name, rev)
+	return s.Backend.ListDefinitions(ctx, p)
 }
 
 // A start uses the latest revision the node knows without reading it, and

@@ -61,12 +61,8 @@ func (s *instrumentedStore) DeleteDefinition(ctx context.Context, name string) e
 	return err
 }
 
-func (s *instrumentedStore) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
-	return s.base.GetDefinition(ctx, name, rev)
-}
-
-func (s *instrumentedStore) ListDefinitions(ctx context.Context) ([]*store.DefinitionRecord, error) {
-	return s.base.ListDefinitions(ctx)
+func (s *instrumentedStore) ListDefinitions(ctx context.Context, p store.ListDefinitionsParams) ([]*store.DefinitionRecord, error) {
+	return s.base.ListDefinitions(ctx, p)
 }
 
 func (s *instrumentedStore) CountInstances(ctx context.Context, p store.CountParams) (store.InstanceCounts, error) {

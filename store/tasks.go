@@ -200,10 +200,11 @@ type DefinitionStore interface {
 	// PutDefinition stores spec as a new revision of name unless it equals the
 	// latest revision, and returns the revision and whether it was created.
 	PutDefinition(ctx context.Context, name string, spec json.RawMessage) (rev int, created bool, err error)
-	// GetDefinition returns revision rev of name (0: the latest); ErrNotFound.
-	GetDefinition(ctx context.Context, name string, rev int) (*DefinitionRecord, error)
-	// ListDefinitions returns the latest revision of every definition, by name.
-	ListDefinitions(ctx context.Context) ([]*DefinitionRecord, error)
+	// ListDefinitions returns the latest revision of every definition, by
+	// name (bytewise); with p.Name, only that definition's revision
+	// p.Revision (0: its latest), or [] when it is not stored (see
+	// GetDefinition). ErrInvalidArgument for a Revision without a Name.
+	ListDefinitions(ctx context.Context, p ListDefinitionsParams) ([]*DefinitionRecord, error)
 	// DeleteDefinition deletes every revision of name in one atomic write,
 	// unless an instance of the definition is live (PENDING, QUEUED,
 	// RUNNING or PAUSED). The check and the delete are atomic with respect to Create:
@@ -213,6 +214,43 @@ type DefinitionStore interface {
 	// Finished instances of the definition stay, naming a revision that is
 	// gone. Errors: ErrNotFound; ErrDefinitionInUse (wrapped).
 	DeleteDefinition(ctx context.Context, name string) error
+}
+
+// ListDefinitionsParams select what ListDefinitions returns.
+type ListDefinitionsParams struct {
+	Name     string // "" for the latest revision of every definition
+	Revision int    // with Name: that revision; 0 for the latest
+}
+
+// Check reports parameters ListDefinitions refuses (ErrInvalidArgument).
+func (p ListDefinitionsParams) Check() error {
+	if p.Name == "" && p.Revision != 0 {
+		return fmt.Errorf("%w: a definition revision without a name", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// GetDefinition is ListDefinitions of one name: revision rev of name (0:
+// the latest), or an error wrapping ErrNotFound naming what is missing
+// (also for a negative rev).
+func GetDefinition(ctx context.Context, s DefinitionStore, name string, rev int) (*DefinitionRecord, error) {
+	notFound := func() error {
+		if rev == 0 {
+			return fmt.Errorf("definition %q: %w", name, ErrNotFound)
+		}
+		return fmt.Errorf("definition %q revision %d: %w", name, rev, ErrNotFound)
+	}
+	if name == "" || rev < 0 {
+		return nil, notFound()
+	}
+	list, err := s.ListDefinitions(ctx, ListDefinitionsParams{Name: name, Revision: rev})
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, notFound()
+	}
+	return list[0], nil
 }
 
 // Counter counts instances, for the flowd_workflows gauges and for the

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 
@@ -90,43 +89,30 @@ func (s *Store) PutDefinition(ctx context.Context, name string, spec json.RawMes
 	return 0, false, &store.ConflictError{Actual: -1, Reason: fmt.Sprintf("definition %q: too many concurrent revisions", name)}
 }
 
-// GetDefinition returns revision rev of name, or its latest revision when rev
-// is 0. ErrNotFound when there is no such definition or revision.
-func (s *Store) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
-	notFound := func() error {
-		if rev == 0 {
-			return fmt.Errorf("definition %q: %w", name, store.ErrNotFound)
-		}
-		return fmt.Errorf("definition %q revision %d: %w", name, rev, store.ErrNotFound)
+// ListDefinitions returns the latest revision of every definition, ordered
+// by name ([] when there is none), or the one revision p asks for; see
+// store.DefinitionStore.
+func (s *Store) ListDefinitions(ctx context.Context, p store.ListDefinitionsParams) ([]*store.DefinitionRecord, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
-	if !storableText(name) || rev < 0 || rev > math.MaxInt32 {
-		return nil, notFound()
+	defs := []*store.DefinitionRecord{}
+	var rows pgx.Rows
+	var err error
+	switch {
+	case p.Name == "":
+		rows, err = s.pool.Query(ctx, listDefinitionsSQL)
+	case !storableText(p.Name) || p.Revision < 0 || p.Revision > math.MaxInt32:
+		return defs, nil // no such definition can be stored
+	case p.Revision == 0:
+		rows, err = s.pool.Query(ctx, latestDefinitionSQL, p.Name)
+	default:
+		rows, err = s.pool.Query(ctx, definitionSQL, p.Name, int32(p.Revision))
 	}
-	var row pgx.Row
-	if rev == 0 {
-		row = s.pool.QueryRow(ctx, latestDefinitionSQL, name)
-	} else {
-		row = s.pool.QueryRow(ctx, definitionSQL, name, int32(rev))
-	}
-	d, err := scanDefinition(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound()
-	}
-	if err != nil {
-		return nil, interpretError(err, "")
-	}
-	return d, nil
-}
-
-// ListDefinitions returns the latest revision of every definition, ordered by
-// name ([] when there is none).
-func (s *Store) ListDefinitions(ctx context.Context) ([]*store.DefinitionRecord, error) {
-	rows, err := s.pool.Query(ctx, listDefinitionsSQL)
 	if err != nil {
 		return nil, interpretError(err, "")
 	}
 	defer rows.Close()
-	defs := []*store.DefinitionRecord{}
 	for rows.Next() {
 		d, err := scanDefinition(rows)
 		if err != nil {

@@ -445,7 +445,7 @@ func TestPutDefinitionConcurrent(t *testing.T) {
 		if !ok {
 			t.Fatalf("revisions %v: %d is missing", revs, rev)
 		}
-		d, err := s.GetDefinition(ctx, "order", rev)
+		d, err := store.GetDefinition(ctx, s, "order", rev)
 		if err != nil || string(d.Spec) != fmt.Sprintf(`{"name":"order","i":%d}`, i) {
 			t.Errorf("GetDefinition(order, %d) = %+v, %v; want put %d's spec", rev, d, err, i)
 		}
@@ -481,12 +481,12 @@ func TestDefinitionSpecBytes(t *testing.T) {
 		t.Errorf("PutDefinition of an equal spec = %d, %v, %v; want 1, false", rev, created, err)
 	}
 	for _, rev := range []int{0, 1} {
-		d, err := s.GetDefinition(ctx, "order", rev)
+		d, err := store.GetDefinition(ctx, s, "order", rev)
 		if err != nil || string(d.Spec) != spec || d.Revision != 1 || d.Name != "order" {
 			t.Errorf("GetDefinition(order, %d) = %+v, %v; want the bytes put", rev, d, err)
 		}
 	}
-	list, err := s.ListDefinitions(ctx)
+	list, err := s.ListDefinitions(ctx, store.ListDefinitionsParams{})
 	if err != nil || len(list) != 1 || string(list[0].Spec) != spec {
 		t.Errorf("ListDefinitions = %+v, %v", list, err)
 	}

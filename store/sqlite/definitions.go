@@ -92,47 +92,36 @@ func (q *querier) PutDefinition(ctx context.Context, name string, spec json.RawM
 	return rev, created, nil
 }
 
-// GetDefinition returns revision rev of name, or its latest revision when rev
-// is 0. Errors: ErrNotFound ("definition %q" / "definition %q revision %d"),
-// also for a negative rev, as on PostgreSQL.
-func (q *querier) GetDefinition(ctx context.Context, name string, rev int) (*store.DefinitionRecord, error) {
-	var row *sql.Row
+// ListDefinitions returns the latest revision of every definition, ordered
+// by name ([] when there is none), or the one revision p asks for; see
+// store.DefinitionStore. The primary key (name, revision) serves the scan,
+// the max per name and the look-up of one.
+func (q *querier) ListDefinitions(ctx context.Context, p store.ListDefinitionsParams) ([]*store.DefinitionRecord, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	defs := []*store.DefinitionRecord{}
+	var rows *sql.Rows
+	var err error
 	switch {
-	case rev < 0:
-		return nil, fmt.Errorf("definition %q revision %d: %w", name, rev, store.ErrNotFound)
-	case rev == 0:
-		row = q.read.QueryRowContext(ctx,
-			`SELECT `+definitionColumns+` FROM workflow_definitions WHERE name = ?1 ORDER BY revision DESC LIMIT 1`, name)
+	case p.Name == "":
+		rows, err = q.read.QueryContext(ctx,
+			`SELECT `+definitionColumns+` FROM workflow_definitions AS d
+			WHERE revision = (SELECT max(revision) FROM workflow_definitions WHERE name = d.name)
+			ORDER BY name`)
+	case p.Revision < 0:
+		return defs, nil
+	case p.Revision == 0:
+		rows, err = q.read.QueryContext(ctx,
+			`SELECT `+definitionColumns+` FROM workflow_definitions WHERE name = ?1 ORDER BY revision DESC LIMIT 1`, p.Name)
 	default:
-		row = q.read.QueryRowContext(ctx,
-			`SELECT `+definitionColumns+` FROM workflow_definitions WHERE name = ?1 AND revision = ?2`, name, rev)
+		rows, err = q.read.QueryContext(ctx,
+			`SELECT `+definitionColumns+` FROM workflow_definitions WHERE name = ?1 AND revision = ?2`, p.Name, p.Revision)
 	}
-	d, err := scanDefinition(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		if rev == 0 {
-			return nil, fmt.Errorf("definition %q: %w", name, store.ErrNotFound)
-		}
-		return nil, fmt.Errorf("definition %q revision %d: %w", name, rev, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	return d, nil
-}
-
-// ListDefinitions returns the latest revision of every definition, ordered by
-// name; [] when there is none. The primary key (name, revision) serves both
-// the scan and the max per name.
-func (q *querier) ListDefinitions(ctx context.Context) ([]*store.DefinitionRecord, error) {
-	rows, err := q.read.QueryContext(ctx,
-		`SELECT `+definitionColumns+` FROM workflow_definitions AS d
-		WHERE revision = (SELECT max(revision) FROM workflow_definitions WHERE name = d.name)
-		ORDER BY name`)
 	if err != nil {
 		return nil, interpretError(ctx, err)
 	}
 	defer rows.Close()
-	defs := []*store.DefinitionRecord{}
 	for rows.Next() {
 		d, err := scanDefinition(rows)
 		if err != nil {

@@ -394,7 +394,7 @@ func TestEngineErrors(t *testing.T) {
 	if _, _, err := s.PutDefinition(ctx, "order", json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetDefinition(ctx, "order", -1); !errors.Is(err, store.ErrNotFound) {
+	if _, err := store.GetDefinition(ctx, s, "order", -1); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetDefinition(revision -1) = %v, want ErrNotFound", err)
 	}
 
@@ -594,7 +594,7 @@ func TestPutDefinitionTwoStores(t *testing.T) {
 	if again, created, err := b.PutDefinition(ctx, "order", json.RawMessage(`{"x":[1,2]}`)); err != nil || created || again != rev {
 		t.Errorf("PutDefinition of the same spec, compacted = %d, %v, %v; want %d, false", again, created, err, rev)
 	}
-	if d, err := b.GetDefinition(ctx, "order", 0); err != nil || string(d.Spec) != `{"x":[1,2]}` {
+	if d, err := store.GetDefinition(ctx, b, "order", 0); err != nil || string(d.Spec) != `{"x":[1,2]}` {
 		t.Errorf("latest spec = %v, %v; want the compacted form", d, err)
 	}
 }

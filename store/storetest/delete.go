@@ -215,10 +215,10 @@ func testDeleteDefinition(t *testing.T, h Harness) {
 		t.Fatalf("DeleteDefinition: %v", err)
 	}
 	for _, rev := range []int{0, 1, 2} {
-		_, err := d.GetDefinition(b.ctx, "d", rev)
+		_, err := store.GetDefinition(b.ctx, d, "d", rev)
 		wantErrorIs(t, fmt.Sprintf("GetDefinition(d, %d) after the delete", rev), err, store.ErrNotFound)
 	}
-	defs, err := d.ListDefinitions(b.ctx)
+	defs, err := d.ListDefinitions(b.ctx, store.ListDefinitionsParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func testDeleteDefinition(t *testing.T, h Harness) {
 		t.Fatalf("DeleteDefinition the second time: %v", err)
 	}
 	b.putDefinition(t, d, "d", `{"rev":1}`, 5, true)
-	if _, err := d.GetDefinition(b.ctx, "other", 1); err != nil {
+	if _, err := store.GetDefinition(b.ctx, d, "other", 1); err != nil {
 		t.Errorf("another definition after the deletes: %v", err)
 	}
 }
@@ -266,10 +266,10 @@ func testDeleteDefinitionLive(t *testing.T, h Harness) {
 		}
 		err := d.DeleteDefinition(b.ctx, "d")
 		wantErrorIs(t, "DeleteDefinition with a "+string(step.to)+" instance", err, store.ErrDefinitionInUse)
-		if _, err := d.GetDefinition(b.ctx, "d", 1); err != nil {
+		if _, err := store.GetDefinition(b.ctx, d, "d", 1); err != nil {
 			t.Errorf("revision 1 after a refused delete (%s): %v", step.to, err)
 		}
-		if _, err := d.GetDefinition(b.ctx, "d", 2); err != nil {
+		if _, err := store.GetDefinition(b.ctx, d, "d", 2); err != nil {
 			t.Errorf("revision 2 after a refused delete (%s): %v", step.to, err)
 		}
 	}
@@ -351,7 +351,7 @@ func testDeleteDefinitionStartHeld(t *testing.T, h Harness) {
 	if got := b.get(t, "w"); got.Status != workflow.StatusRunning {
 		t.Errorf("the started instance is %s", got.Status)
 	}
-	if _, err := d.GetDefinition(b.ctx, "d", 1); err != nil {
+	if _, err := store.GetDefinition(b.ctx, d, "d", 1); err != nil {
 		t.Errorf("the definition after the refused delete: %v", err)
 	}
 }

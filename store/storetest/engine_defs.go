@@ -86,7 +86,7 @@ func testDefinitionsPutAndGet(t *testing.T, h Harness) {
 
 	get := func(name string, rev int) *store.DefinitionRecord {
 		t.Helper()
-		rec, err := d.GetDefinition(b.ctx, name, rev)
+		rec, err := store.GetDefinition(b.ctx, d, name, rev)
 		if err != nil {
 			t.Fatalf("GetDefinition(%q, %d): %v", name, rev, err)
 		}
@@ -108,7 +108,7 @@ func testDefinitionsPutAndGet(t *testing.T, h Harness) {
 	}{
 		{"order", 4}, {"order", 100}, {"missing", 0}, {"missing", 1}, {"ORDER", 0}, {"billing", 2},
 	} {
-		rec, err := d.GetDefinition(b.ctx, c.name, c.rev)
+		rec, err := store.GetDefinition(b.ctx, d, c.name, c.rev)
 		wantErrorIs(t, fmt.Sprintf("GetDefinition(%q, %d)", c.name, c.rev), err, store.ErrNotFound)
 		if rec != nil {
 			t.Errorf("GetDefinition(%q, %d) returned %+v with an error", c.name, c.rev, rec)
@@ -134,7 +134,7 @@ func testDefinitionsInvalid(t *testing.T, h Harness) {
 		_, _, err := d.PutDefinition(b.ctx, c.name, spec)
 		wantErrorIs(t, fmt.Sprintf("PutDefinition(%q, %q)", c.name, c.spec), err, store.ErrInvalidArgument)
 	}
-	list, err := d.ListDefinitions(b.ctx)
+	list, err := d.ListDefinitions(b.ctx, store.ListDefinitionsParams{})
 	if err != nil || len(list) != 0 {
 		t.Errorf("ListDefinitions after refused puts = %d definitions, %v; want none", len(list), err)
 	}
@@ -145,7 +145,7 @@ func testDefinitionsInvalid(t *testing.T, h Harness) {
 func testDefinitionsList(t *testing.T, h Harness) {
 	b := setup(t, h)
 	d := b.defs(t)
-	list, err := d.ListDefinitions(b.ctx)
+	list, err := d.ListDefinitions(b.ctx, store.ListDefinitionsParams{})
 	if err != nil || list == nil || len(list) != 0 {
 		t.Errorf("ListDefinitions on an empty database = %#v, %v; want an empty, non-nil slice", list, err)
 	}
@@ -161,11 +161,31 @@ func testDefinitionsList(t *testing.T, h Harness) {
 	b.clock.Advance(time.Second)
 	mid := b.putDefinition(t, d, "mid", spec("mid", 3), 3, true)
 	b.putDefinition(t, d, "mid", spec("mid", 3), 3, false)
-	list, err = d.ListDefinitions(b.ctx)
+	list, err = d.ListDefinitions(b.ctx, store.ListDefinitionsParams{})
 	if err != nil {
 		t.Fatalf("ListDefinitions: %v", err)
 	}
 	assertDefinitions(t, "ListDefinitions", []*store.DefinitionRecord{alpha, mid, zeta}, list)
+	// One name: its latest revision, or the one asked for; nothing for a
+	// name or revision that is not stored.
+	for _, c := range []struct {
+		p    store.ListDefinitionsParams
+		want []*store.DefinitionRecord
+	}{
+		{store.ListDefinitionsParams{Name: "mid"}, []*store.DefinitionRecord{mid}},
+		{store.ListDefinitionsParams{Name: "zeta", Revision: 2}, []*store.DefinitionRecord{zeta}},
+		{store.ListDefinitionsParams{Name: "zeta", Revision: 3}, []*store.DefinitionRecord{}},
+		{store.ListDefinitionsParams{Name: "missing"}, []*store.DefinitionRecord{}},
+	} {
+		got, err := d.ListDefinitions(b.ctx, c.p)
+		if err != nil || got == nil {
+			t.Errorf("ListDefinitions(%+v) = %#v, %v; want a non-nil slice", c.p, got, err)
+			continue
+		}
+		assertDefinitions(t, fmt.Sprintf("ListDefinitions(%+v)", c.p), c.want, got)
+	}
+	_, err = d.ListDefinitions(b.ctx, store.ListDefinitionsParams{Revision: 1})
+	wantErrorIs(t, "ListDefinitions of a revision without a name", err, store.ErrInvalidArgument)
 }
 
 func testDefinitionsConcurrentPut(t *testing.T, h Harness) {
@@ -215,17 +235,17 @@ func testDefinitionsConcurrentPut(t *testing.T, h Harness) {
 	}
 	specs[2*rounds+1] = same
 	for rev, spec := range specs {
-		rec, err := d.GetDefinition(b.ctx, "order", rev)
+		rec, err := store.GetDefinition(b.ctx, d, "order", rev)
 		if err != nil {
 			t.Errorf("GetDefinition(order, %d): %v", rev, err)
 			continue
 		}
 		assertJSON(t, fmt.Sprintf("spec of revision %d", rev), []byte(spec), rec.Spec)
 	}
-	if _, err := d.GetDefinition(b.ctx, "order", 2*rounds+2); err == nil {
+	if _, err := store.GetDefinition(b.ctx, d, "order", 2*rounds+2); err == nil {
 		t.Errorf("revision %d exists; the puts created more revisions than specs", 2*rounds+2)
 	}
-	latest, err := d.GetDefinition(b.ctx, "order", 0)
+	latest, err := store.GetDefinition(b.ctx, d, "order", 0)
 	if err != nil || latest.Revision != 2*rounds+1 {
 		t.Errorf("latest revision = %v, %v; want %d", latest, err, 2*rounds+1)
 	}
@@ -487,8 +507,8 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 	}
 	if d, ok := b.s.(store.DefinitionStore); ok {
 		calls["PutDefinition"] = func() error { _, _, err := d.PutDefinition(ctx, "order", json.RawMessage(orderSpec1)); return err }
-		calls["GetDefinition"] = func() error { _, err := d.GetDefinition(ctx, "order", 0); return err }
-		calls["ListDefinitions"] = func() error { _, err := d.ListDefinitions(ctx); return err }
+		calls["GetDefinition"] = func() error { _, err := store.GetDefinition(ctx, d, "order", 0); return err }
+		calls["ListDefinitions"] = func() error { _, err := d.ListDefinitions(ctx, store.ListDefinitionsParams{}); return err }
 	}
 	if c, ok := b.s.(store.Counter); ok {
 		calls["CountInstances"] = func() error {
@@ -506,7 +526,7 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 	_, err := eq.Task(b.ctx, "t-new")
 	wantErrorIs(t, "Task of a task inserted with a cancelled context", err, store.ErrNotFound)
 	if d, ok := b.s.(store.DefinitionStore); ok {
-		_, err := d.GetDefinition(b.ctx, "order", 0)
+		_, err := store.GetDefinition(b.ctx, d, "order", 0)
 		wantErrorIs(t, "GetDefinition of a definition put with a cancelled context", err, store.ErrNotFound)
 	}
 }
