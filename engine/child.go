@@ -348,8 +348,8 @@ func (e *Engine) cancelChild(ctx context.Context, child *workflow.Instance) {
 
 // cancelAbandonedChild cancels the child of the parent's step whose
 // attempt ended without it: the step timed out (its task's lease ended at
-// the step timeout) or the parent stopped running (its task was cancelled
-// as an orphan).
+// the step timeout). A child whose parent stopped running is the cancel
+// cascade's (cascade.go).
 func (e *Engine) cancelAbandonedChild(ctx context.Context, parent *workflow.Instance, step string, iteration int) {
 	id := parent.State.Steps[step].ChildOf(iteration)
 	if id == "" {

@@ -91,7 +91,7 @@ type Config struct {
 	Workers *int
 	// Lease is the lease of in-process steps and the default for remote ones [30s].
 	Lease time.Duration
-	// SweepInterval is how often timeouts, expired leases and orphans are swept [1s].
+	// SweepInterval is how often timeouts, expired leases and abandoned children are swept [1s].
 	SweepInterval time.Duration
 	// PollInterval is the fallback claim interval when nothing wakes the
 	// workers [500ms].

@@ -69,12 +69,12 @@ func (e *Engine) untilNextSweep(ctx context.Context, tick <-chan time.Time) bool
 // finds it done or no longer due. So two nodes sweeping at once never
 // apply one item twice.
 func (e *Engine) Sweep(ctx context.Context) error {
-	// Children of workflows that stopped first: their tasks are then
-	// cancelled as orphans in the same round.
+	// Children of workflows that stopped first: each one's write cancels
+	// its tasks.
 	if err := e.sweepAbandoned(ctx); err != nil {
 		return err
 	}
-	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans} {
+	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases} {
 		if err := e.sweepDue(ctx, kind); err != nil {
 			return err
 		}
@@ -165,19 +165,16 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 		switch kind {
 		case store.DueTimeouts:
 			return decideTimeout(&work, now), nil
-		case store.DueLeases:
-			return e.decideExpiry(ctx, q, &work, row, now)
 		default:
-			return decideOrphan(&work, row), nil
+			return e.decideExpiry(ctx, q, &work, row, now)
 		}
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil // deleted meanwhile: nothing left to do
 	}
 	if err == nil && w != nil && it.Task != nil && it.Task.Queue == store.QueueChild &&
-		(kind == store.DueLeases && !w.TasksOnly || kind == store.DueOrphans) {
-		// The attempt timed out, or its workflow stopped (failed, timed
-		// out): the attempt's child must not run on.
+		kind == store.DueLeases && !w.TasksOnly {
+		// The attempt timed out: the attempt's child must not run on.
 		e.cancelAbandonedChild(ctx, it.Instance, it.Task.StepID, it.Task.Iteration)
 	}
 	return w, err
@@ -248,21 +245,6 @@ func (e *Engine) decideExpiry(ctx context.Context, q store.Querier, inst *workfl
 	}
 	d.ch = ch
 	return d, nil
-}
-
-// decideOrphan cancels row, an active task of an instance that no longer
-// runs (neither RUNNING nor PAUSED), nil when it is not one any more. The
-// write is guarded by the row as read and by the instance's status: a
-// retry that made the instance run again makes it miss.
-func decideOrphan(inst *workflow.Instance, row *store.Task) *decided {
-	t := *row
-	if !t.Status.Active() || inst.Status == workflow.StatusRunning || inst.Status == workflow.StatusPaused {
-		return nil
-	}
-	rules.CancelTask(&t)
-	d := tasksOnly(inst.ID, inst.Status, false, rules.TaskUpdate{Task: t})
-	d.read = byID(row)
-	return d
 }
 
 // logSwept logs and counts one item a sweep wrote.

@@ -75,8 +75,8 @@ type Write struct {
 	Prior *workflow.State
 
 	// TasksOnly makes the write one of task rows alone: a heartbeat, a
-	// task given back, a timer's lease expiry, a cancelled orphan task
-	// change no instance, so they add no version and no history row, and
+	// task given back, a timer's lease expiry, the cancel of a task whose
+	// step ended change no instance, so they add no version and no history row, and
 	// they do not conflict with the instance's other writers. Only ID, From,
 	// Update, Now and Notify are used: every Update is a task of instance ID
 	// written while its guard holds; From, when set, is the status the

@@ -385,15 +385,6 @@ const (
 	// DueLeases are LEASED tasks whose lease ended before Now, the longest
 	// ended first, with their instance.
 	DueLeases
-	// DueOrphans are QUEUED or LEASED tasks whose instance is neither
-	// RUNNING nor PAUSED (a QUEUED task of a PAUSED instance runs on
-	// resume), with their instance. Every write of the engine that stops
-	// an instance cancels its tasks with it; what is left for this sweep
-	// is the cancel cascade, which moves abandoned children a batch at a
-	// time with one statement and reads none of their tasks (a read and a
-	// write per child is too slow for a tree of thousands), and tasks a
-	// previous release left behind.
-	DueOrphans
 	// DueAbandoned are child workflows that still run (PENDING, QUEUED,
 	// RUNNING or PAUSED) whose parent no longer does (COMPLETED, FAILED,
 	// CANCELLED or TIMED_OUT), with DueItem.Task nil: nothing waits for

@@ -111,7 +111,7 @@ func prepareRetry(c *Definition, inst *workflow.Instance, now time.Time) {
 
 // TimeOut decides the workflow timeout: a RUNNING or PAUSED instance whose
 // deadline has passed becomes TIMED_OUT, its RUNNING and WAITING steps
-// CANCELLED (its tasks are then cancelled as orphans). ok is false when
+// CANCELLED (the write cancels its tasks: Change.StopTasks). ok is false when
 // the timeout does not apply.
 func TimeOut(inst *workflow.Instance, now time.Time) (ch Change, ok bool) {
 	if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused ||

@@ -135,7 +135,7 @@ const AbandonedCause = "cancel: its parent workflow no longer runs"
 // status each is cancelled from, the status it must still have when it is
 // written (a child that moved on meanwhile is decided again on a fresh
 // read). As every write to CANCELLED, it makes their RUNNING and WAITING
-// steps CANCELLED; their tasks are then cancelled as orphans, and their
+// steps CANCELLED and their tasks in the same write, and their
 // own children are abandoned in turn. An instance that is not a child, or
 // that no longer runs (PENDING, QUEUED, RUNNING, PAUSED), is left alone.
 func CancelAbandoned(children []*workflow.Instance) map[workflow.Status][]string {

@@ -36,7 +36,7 @@ const taskGuardX = `t.status = x.g_status AND t.attempt = x.g_attempt AND t.leas
 // The From guard ($21) is read twice: in tu, from the statement's snapshot,
 // and, once the task rows are locked, again in held under a share lock of
 // the instance row, which waits for a writer of the instance and sees what
-// it committed. The snapshot alone would let an orphan's cancel that waited
+// it committed. The snapshot alone would let a tasks-only cancel that waited
 // for a task row a retry was writing cancel the task the retry had just
 // made runnable again. Locking the instance after its tasks keeps the lock
 // order of every write.

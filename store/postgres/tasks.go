@@ -107,14 +107,6 @@ FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
 WHERE t.status = 'LEASED' AND t.lease_until < $1
 ORDER BY t.lease_until, t.id COLLATE "C"
 LIMIT $2`
-
-	// dueOrphansSQL tests the status with an OR, not IN, so that the
-	// planner can combine the two partial indexes (claim and expiry) in a
-	// BitmapOr instead of scanning every finished task.
-	dueOrphansSQL = `SELECT ` + taskPrefixedColumns + claimInstanceColumns + `
-FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
-WHERE (t.status = 'QUEUED' OR t.status = 'LEASED') AND i.status NOT IN ('RUNNING', 'PAUSED')
-LIMIT $1`
 )
 
 // taskPrefixedColumns is taskColumns qualified with the alias t.
@@ -498,10 +490,6 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 		return items, nil
 	}
 	sql, args := dueLeasesSQL, []any{store.Timestamp(p.Now), p.Limit}
-	switch p.Kind {
-	case store.DueOrphans:
-		sql, args = dueOrphansSQL, []any{p.Limit}
-	}
 	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, interpretError(err, "")

@@ -96,8 +96,6 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"SEARCH t USING INDEX workflow_tasks_expiry_idx (lease_until<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
 		{"timeout sweep", dueTimeoutsSQL, []any{1, 10},
 			[]string{"USING INDEX workflow_instances_deadline_idx (deadline>? AND deadline<?)"}},
-		{"orphan sweep", dueOrphansSQL, []any{10},
-			[]string{"USING INDEX workflow_tasks_claim_idx", "USING INDEX workflow_tasks_expiry_idx", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
 		{"event safety net", tasksWithEventsSQL, []any{1, 10, 10},
 			[]string{"USING INDEX workflow_tasks_event_waits_idx", "USING COVERING INDEX workflow_events_queue_created_at_idx (queue=? AND created_at>?)"}},
 	} {
@@ -270,8 +268,8 @@ func TestMigrationKeepsData(t *testing.T) {
 		Status: workflow.StatusTimedOut, State: inst.State, Deadline: inst.Deadline, Cause: "workflow timeout"}); err != nil {
 		t.Fatalf("timing the old instance out: %v", err)
 	}
-	if due, err := s.Due(ctx, store.DueParams{Kind: store.DueOrphans, Limit: 10}); err != nil || len(due) != 1 || due[0].Task.ID != "t1" {
-		t.Errorf("Due(orphans) = %v, %v; want [t1]", due, err)
+	if tasks, err := s.TasksOfInstance(ctx, "old", store.LockNone); err != nil || len(tasks) != 1 || tasks[0].ID != "t1" {
+		t.Errorf("the old instance's tasks = %v, %v; want [t1]", tasks, err)
 	}
 }
 
@@ -639,8 +637,8 @@ func TestEngineMemory(t *testing.T) {
 	if err != nil || counts[workflow.StatusTimedOut] != 1 || len(counts) != 1 {
 		t.Errorf("CountByStatus = %v, %v; want TIMED_OUT: 1", counts, err)
 	}
-	if due, err := s.Due(ctx, store.DueParams{Kind: store.DueOrphans, Limit: 10}); err != nil || len(due) != 1 {
-		t.Errorf("Due(orphans) = %v, %v; want one", due, err)
+	if tasks, err := s.TasksOfInstance(ctx, "inst", store.LockNone); err != nil || len(tasks) != 1 {
+		t.Errorf("the instance's tasks = %v, %v; want one", tasks, err)
 	}
 }
 

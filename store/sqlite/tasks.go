@@ -236,21 +236,6 @@ WHERE t.status = 'LEASED' AND t.lease_until < ?1
 ORDER BY t.lease_until, t.id
 LIMIT ?2`
 
-	// dueOrphansSQL finds the active tasks through the two partial indexes
-	// (claim for QUEUED, expiry for LEASED), so the sweep never reads
-	// finished tasks, however many have accumulated, and looks up each
-	// one's instance by primary key.
-	dueOrphansSQL = `SELECT ` + dueTaskColumns + `
-FROM (
-    SELECT id FROM workflow_tasks WHERE status = 'QUEUED'
-    UNION ALL
-    SELECT id FROM workflow_tasks WHERE status = 'LEASED'
-) AS a
-CROSS JOIN workflow_tasks AS t ON t.id = a.id
-CROSS JOIN workflow_instances AS i ON i.id = t.instance_id
-WHERE i.status NOT IN ('RUNNING', 'PAUSED')
-LIMIT ?1`
-
 	// dueTaskColumns are a task's columns followed by its instance's.
 	dueTaskColumns = qualify("t", taskColumns) + ", " + qualify("i", instanceColumns)
 
@@ -297,10 +282,6 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 		return items, nil
 	}
 	query, args := dueLeasesSQL, []any{micros(p.Now), p.Limit}
-	switch p.Kind {
-	case store.DueOrphans:
-		query, args = dueOrphansSQL, []any{p.Limit}
-	}
 	rows, err := q.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, interpretError(ctx, err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +21,6 @@ import (
 var dueTests = []conformanceTest{
 	{"Due_timeouts", testDueTimeouts},
 	{"Due_leases", testDueLeases},
-	{"Due_orphans", testDueOrphans},
 	{"Due_invalid", testDueInvalid},
 	{"Due_concurrentSweeps", testDueConcurrentSweeps},
 }
@@ -174,60 +172,10 @@ func testDueLeases(t *testing.T, h Harness) {
 	}
 }
 
-func testDueOrphans(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	live := []string{"run", "paused"}
-	dead := []string{"pending", "completed", "cancelled", "failed", "timedout"}
-	b.running(t, "run")
-	b.create(t, store.CreateParams{ID: "paused", Status: workflow.StatusPaused})
-	b.create(t, store.CreateParams{ID: "pending"})
-	for _, id := range dead[1:] {
-		b.running(t, id)
-	}
-	for _, inst := range append(slices.Clone(live), dead...) {
-		b.insertTasks(t,
-			withID(inst+"-q", newTask(inst, "q", "q1", clockStart)),
-			withID(inst+"-l", newTask(inst, "l", "q1", clockStart)),
-			withID(inst+"-d", newTask(inst, "d", "q1", clockStart)),
-			withID(inst+"-f", newTask(inst, "f", store.QueueSleep, clockStart)),
-			withID(inst+"-c", newTask(inst, "c", store.QueueHTTP, clockStart)),
-		)
-		b.lease(t, eq, inst+"-l", clockStart.Add(time.Minute))
-		b.setTaskStatus(t, eq, inst+"-d", store.TaskDone)
-		b.setTaskStatus(t, eq, inst+"-f", store.TaskFailed)
-		b.setTaskStatus(t, eq, inst+"-c", store.TaskCancelled)
-	}
-	b.transition(t, "completed", workflow.StatusRunning, workflow.StatusCompleted)
-	b.transition(t, "cancelled", workflow.StatusRunning, workflow.StatusCancelled)
-	b.transition(t, "failed", workflow.StatusRunning, workflow.StatusFailed)
-	b.transition(t, "timedout", workflow.StatusRunning, workflow.StatusTimedOut)
-	all := b.readTasks(t, eq, append(slices.Clone(live), dead...)...)
-	var orphans []string
-	for _, inst := range dead {
-		orphans = append(orphans, inst+"-l", inst+"-q")
-	}
-	sort.Strings(orphans)
-
-	items := b.due(t, eq, store.DueOrphans, clockStart, 100)
-	got := b.dueTaskIDs(t, items)
-	sort.Strings(got)
-	if !slices.Equal(got, orphans) {
-		t.Errorf("Due(orphans) = %v, want %v", got, orphans)
-	}
-	for _, it := range items {
-		assertTask(t, "orphan "+it.Task.ID, all[it.Task.ID], it.Task)
-	}
-	if n := len(b.due(t, eq, store.DueOrphans, clockStart, 4)); n != 4 {
-		t.Errorf("Due(orphans, limit 4) = %d items, want 4", n)
-	}
-	b.tasksUnchanged(t, eq, "after Due", all)
-}
-
 func testDueInvalid(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
-	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueOrphans, store.DueAbandoned,
+	for _, kind := range []store.DueKind{store.DueTimeouts, store.DueLeases, store.DueAbandoned,
 		store.DueQueued, store.DueHolder, store.DueWaiters, store.DueEventWaiters, store.DueEvent} {
 		items, err := eq.Due(b.ctx, store.DueParams{Kind: kind, Now: clockStart, Limit: 10})
 		if err != nil || items == nil || len(items) != 0 {

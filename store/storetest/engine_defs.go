@@ -502,7 +502,6 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 		"ClaimTasks":      func() error { _, err := Claimable(ctx, eq, []string{"q1"}, clockStart, 10); return err },
 		"Due(timeouts)":   dueCall(store.DueTimeouts),
 		"Due(leases)":     dueCall(store.DueLeases),
-		"Due(orphans)":    dueCall(store.DueOrphans),
 		"Due(abandoned)":  dueCall(store.DueAbandoned),
 	}
 	if d, ok := b.s.(store.DefinitionStore); ok {
