@@ -15,6 +15,7 @@ import (
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/observed"
 	"github.com/flowd/flowd/store/postgres"
 	"github.com/flowd/flowd/store/sqlite"
 	"github.com/flowd/flowd/store/storetest"
@@ -153,7 +154,7 @@ func TestRetentionSweepAcrossNodes(t *testing.T) {
 		m := metrics.New()
 		none := 0
 		eng, err := engine.New(engine.Config{
-			Store: m.InstrumentStore(openAtClock(t, b, addr, clock.Now)), Metrics: m, Workers: &none, NodeID: name,
+			Store: observed.Wrap(openAtClock(t, b, addr, clock.Now), nil, m), Metrics: m, Workers: &none, NodeID: name,
 			Now: clock.Now, Retention: time.Hour, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 		})
 		if err != nil {

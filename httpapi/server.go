@@ -196,7 +196,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // healthz answers 503 while the database does not answer, and while it is out
 // of space (a write failed with store.ErrStorageFull and none has succeeded
 // since: it answers reads, but cannot take writes). Only a store that watches
-// its writes (store.StorageReporter, as the server's instrumented one does)
+// its writes (store.StorageReporter, as the server's observed one does)
 // can tell the second.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if sr, ok := s.cfg.Store.(store.StorageReporter); ok && sr.StorageFull() {

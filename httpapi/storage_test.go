@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/metrics"
+	"github.com/flowd/flowd/store/observed"
 	"github.com/flowd/flowd/store/sqlite"
 )
 
@@ -28,7 +29,7 @@ func TestStorageFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.New()
-	handler, err := httpapi.NewServer(httpapi.Config{Store: m.InstrumentStore(base), Registry: m.Registry})
+	handler, err := httpapi.NewServer(httpapi.Config{Store: observed.Wrap(base, nil, m), Registry: m.Registry})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,5 @@
-// Package metrics owns flowd's Prometheus metrics on a private
-// registry, and an instrumented store.Backend that records every state update.
-// It observes; it never changes what it wraps.
+// Package metrics owns flowd's Prometheus metrics on a private registry;
+// package store/observed records every state update of the store in them.
 package metrics
 
 import (
@@ -26,8 +25,8 @@ type Metrics struct {
 	TasksCompleted   *prometheus.CounterVec // result
 	LeaseExpirations prometheus.Counter
 	// WorkflowsDeleted counts the instances deleted, by DeleteInstance
-	// (DELETE /v1/workflows/{id}) and by the retention sweep alike: the
-	// instrumented store counts every delete that was stored.
+	// (DELETE /v1/workflows/{id}) and by the retention sweep alike:
+	// store/observed counts every delete that was stored.
 	WorkflowsDeleted prometheus.Counter
 	// EventsPublished counts the events stored by POST /v1/events;
 	// EventsDelivered the steps they completed (on publish or later);
@@ -56,8 +55,8 @@ const (
 var Results = []string{ResultOK, ResultConflict, ResultNotFound, ResultError}
 
 // Ops are the operations of flowd_state_updates_total and
-// flowd_update_duration_seconds: the store's writes the instrumented store
-// observes.
+// flowd_update_duration_seconds: the store's writes store/observed
+// records.
 var Ops = []string{"create", "apply", "claim", "delete"}
 
 // TaskResults are the results of flowd_tasks_completed_total: an attempt
@@ -201,12 +200,4 @@ func Result(err error) string {
 		return ResultNotFound
 	}
 	return ResultError
-}
-
-// observe records one write of op; wrote says whether a success stored
-// anything (see noteWrite).
-func (q instrumentedQuerier) observe(op string, start time.Time, err error, wrote bool) {
-	q.m.StateUpdates.WithLabelValues(op, Result(err)).Inc()
-	q.m.UpdateDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	q.noteWrite(err, wrote)
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/flowd/flowd/internal/testkit"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/observed"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -34,9 +36,9 @@ func queuedValues(t *testing.T, m *metrics.Metrics) map[string]float64 {
 // definition as stored; QUEUED is also a status of flowd_workflows.
 func TestQueuedGauge(t *testing.T) {
 	ctx := context.Background()
-	base := openSQLite(t)
+	base := testkit.SQLite(t, "sqlite::memory:")
 	m := metrics.New()
-	s := m.InstrumentStore(base)
+	s := observed.Wrap(base, nil, m)
 	m.RegisterQueuedGauge(func(ctx context.Context) (map[string]int64, error) {
 		c, err := s.CountInstances(ctx, store.CountParams{Queued: true})
 		return c.Queued, err

@@ -52,7 +52,7 @@ import (
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/tracing"
+	"github.com/flowd/flowd/store/observed"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -213,7 +213,7 @@ type Server struct {
 	cfg           Config
 	log           *slog.Logger
 	base          store.Backend // closed last
-	st            store.Backend // base, instrumented
+	st            store.Backend // base, observed (store/observed)
 	eng           *engine.Engine
 	registry      *prometheus.Registry
 	schemaVersion int64
@@ -272,7 +272,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	m := metrics.New()
-	st := m.InstrumentStore(tracing.WrapStore(tp, base))
+	st := observed.Wrap(base, tp, m)
 	m.RegisterWorkflowGauge(func(ctx context.Context) (map[workflow.Status]int64, error) {
 		return store.CountByStatus(ctx, st)
 	}, log)
@@ -325,7 +325,7 @@ func (s *Server) Register(name string, h engine.Handler) error {
 // going through HTTP.
 func (s *Server) Engine() *engine.Engine { return s.eng }
 
-// Store returns the store the server writes through (instrumented for /metrics).
+// Store returns the store the server writes through (observed for /metrics and traces).
 func (s *Server) Store() store.Backend { return s.st }
 
 // SchemaVersion is the database schema version after New's migration.

@@ -121,7 +121,7 @@ type Backend interface {
 }
 
 // StorageReporter is implemented by a Store wrapper that watches every write
-// (the instrumented store of package metrics): StorageFull reports whether a
+// (store/observed): StorageFull reports whether a
 // write failed with ErrStorageFull and none has stored anything since.
 type StorageReporter interface {
 	StorageFull() bool

@@ -2,7 +2,6 @@ package tracing_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -13,9 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/tracing"
-	"github.com/flowd/flowd/workflow"
 )
 
 func newProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
@@ -23,72 +20,6 @@ func newProvider(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExp
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return tp, exp
-}
-
-// fakeBackend is a backend whose transactions run fn and whose Create
-// fails; everything else is unused.
-type fakeBackend struct {
-	store.Backend
-	txs int
-}
-
-var errCreate = errors.New("create failed")
-
-func (f *fakeBackend) Capabilities() store.Capabilities { return store.Capabilities{Name: "postgres"} }
-func (f *fakeBackend) WithTx(ctx context.Context, _ store.Isolation, fn func(store.Querier) error) error {
-	f.txs++
-	return fn(nil)
-}
-func (f *fakeBackend) Create(context.Context, store.CreateParams) (*workflow.Instance, error) {
-	return nil, errCreate
-}
-
-type listeningBackend struct{ *fakeBackend }
-
-func (listeningBackend) Listen(context.Context) (<-chan struct{}, error) { return nil, nil }
-
-// TestWrapStore: a transaction is one span "store.tx", an operation one of
-// its own, marked failed with its error; the backend's notifications stay
-// visible; without a provider the store is returned as it is.
-func TestWrapStore(t *testing.T) {
-	t.Parallel()
-	base := &fakeBackend{}
-	if got := tracing.WrapStore(nil, base); got != store.Backend(base) {
-		t.Fatalf("WrapStore(nil, s) = %T, want s itself", got)
-	}
-	tp, exp := newProvider(t)
-	s := tracing.WrapStore(tp, base)
-	if _, ok := s.(store.Listener); ok {
-		t.Error("a store that cannot Listen appears to through the wrapper")
-	}
-	if _, ok := tracing.WrapStore(tp, listeningBackend{base}).(store.Listener); !ok {
-		t.Error("the wrapper hides the backend's Listen")
-	}
-	if err := s.WithTx(t.Context(), store.Serializable, func(store.Querier) error { return nil }); err != nil || base.txs != 1 {
-		t.Fatalf("WithTx = %v after %d transactions", err, base.txs)
-	}
-	if _, err := s.Create(t.Context(), store.CreateParams{ID: "w"}); !errors.Is(err, errCreate) {
-		t.Fatalf("Create = %v, want the backend's error", err)
-	}
-	spans := exp.GetSpans()
-	if len(spans) != 2 || spans[0].Name != "store.tx" || spans[1].Name != "store.create" {
-		t.Fatalf("spans %v, want store.tx and store.create", spans.Snapshots())
-	}
-	for _, sp := range spans {
-		if sp.SpanKind != trace.SpanKindClient {
-			t.Errorf("%s is a %s span", sp.Name, sp.SpanKind)
-		}
-		found := false
-		for _, kv := range sp.Attributes {
-			found = found || kv.Key == "db.system.name" && kv.Value.AsString() == "postgresql"
-		}
-		if !found {
-			t.Errorf("%s: attributes %v, want db.system.name postgresql", sp.Name, sp.Attributes)
-		}
-	}
-	if spans[0].Status.Code != codes.Unset || spans[1].Status.Code != codes.Error {
-		t.Errorf("statuses %v, %v; want the failed create's only an error", spans[0].Status, spans[1].Status)
-	}
 }
 
 // TestHTTPHandler: a request's span joins the caller's trace, is named

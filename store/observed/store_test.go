@@ -1,4 +1,4 @@
-package metrics_test
+package observed_test
 
 import (
 	"context"
@@ -7,19 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/internal/testkit"
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/observed"
 	"github.com/flowd/flowd/store/sqlite"
 	"github.com/flowd/flowd/workflow"
 )
 
 // Every write the engine makes is counted under its op, with its result,
 // also inside a transaction.
-func TestInstrumentStoreCountsWrites(t *testing.T) {
+func TestWrapCountsWrites(t *testing.T) {
 	ctx := context.Background()
 	base := openSQLite(t)
 	m := metrics.New()
-	s := m.InstrumentStore(base)
+	s := observed.Wrap(base, nil, m)
 	if _, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,40 +107,13 @@ func stateUpdates(t *testing.T, m *metrics.Metrics, op, result string) float64 {
 	return 0
 }
 
-// Every documented metric is scraped from the start, each op at 0:
-// a dashboard or alert on a fresh server finds them.
-func TestMetricsExistBeforeAnyWrite(t *testing.T) {
-	m := metrics.New()
-	families, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	series := map[string]int{}
-	for _, f := range families {
-		series[f.GetName()] = len(f.GetMetric())
-	}
-	for name, want := range map[string]int{
-		"flowd_state_updates_total":     len(metrics.Ops) * len(metrics.Results),
-		"flowd_update_duration_seconds": len(metrics.Ops),
-		"flowd_update_retries_total":    1,
-		"flowd_tasks_claimed_total":     1,
-		"flowd_tasks_completed_total":   len(metrics.TaskResults),
-		"flowd_lease_expirations_total": 1,
-		"flowd_workflows_deleted_total": 1,
-	} {
-		if series[name] != want {
-			t.Errorf("%s has %d series on a fresh registry, want %d", name, series[name], want)
-		}
-	}
-}
-
-// The ops the instrumented store records are those pre-created (metrics.Ops).
+// The ops the observed store records are those pre-created (metrics.Ops).
 func TestRecordedOpsAreKnown(t *testing.T) {
 	m := metrics.New()
 	before := len(gatherOps(t, m))
 	ctx := context.Background()
 	base := openSQLite(t)
-	s := m.InstrumentStore(base)
+	s := observed.Wrap(base, nil, m)
 	inst, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning, State: workflow.State{Steps: map[string]*workflow.StepState{"a": {Status: workflow.StepWaiting}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -186,14 +161,5 @@ func openSQLite(t *testing.T) store.Backend {
 // openSQLiteAt opens and migrates the SQLite database at url.
 func openSQLiteAt(t *testing.T, url string) *sqlite.Store {
 	t.Helper()
-	ctx := context.Background()
-	base, err := sqlite.Open(ctx, url, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { base.Close() })
-	if _, err := base.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return base
+	return testkit.SQLite(t, url)
 }

@@ -1,4 +1,4 @@
-package metrics_test
+package observed_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/observed"
 	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
@@ -19,7 +20,7 @@ import (
 func TestWorkflowsDeletedCounts(t *testing.T) {
 	ctx := t.Context()
 	m := metrics.New()
-	s := m.InstrumentStore(openSQLite(t))
+	s := observed.Wrap(openSQLite(t), nil, m)
 	for i := range 6 {
 		id := fmt.Sprintf("w%d", i)
 		if _, err := s.Create(ctx, store.CreateParams{ID: id, Status: workflow.StatusRunning}); err != nil {

@@ -1,4 +1,4 @@
-package metrics_test
+package observed_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/observed"
 	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
@@ -27,7 +28,7 @@ func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
 	ctx := context.Background()
 	base := openSQLiteAt(t, "sqlite:"+t.TempDir()+"/full.db")
 	m := metrics.New()
-	s := m.InstrumentStore(base)
+	s := observed.Wrap(base, nil, m)
 	full := func() bool { return s.(store.StorageReporter).StorageFull() }
 	gauge := func() float64 {
 		mfs, err := m.Registry.Gather()

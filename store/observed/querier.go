@@ -1,0 +1,149 @@
+package observed
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// querier observes the Querier operations of the backend, or of one
+// transaction (tx set): outside a transaction each is a span and its
+// writes count at once; inside one the transaction's span covers them and
+// what they stored counts once it commits.
+type querier struct {
+	q  store.Querier
+	o  *observer
+	tx *txWrites // nil outside WithTx
+}
+
+func (q querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
+	start := time.Now()
+	ctx, span := q.start(ctx, "create")
+	withID(span, p.ID)
+	inst, err := q.q.Create(ctx, p)
+	end(span, err)
+	q.observe("create", start, err, true)
+	return inst, err
+}
+
+func (q querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
+	ctx, span := q.start(ctx, "get")
+	withID(span, id)
+	inst, err := q.q.Get(ctx, id)
+	end(span, err)
+	return inst, err
+}
+
+func (q querier) List(ctx context.Context, p store.ListParams) (store.ListPage, error) {
+	ctx, span := q.start(ctx, "list")
+	page, err := q.q.List(ctx, p)
+	end(span, err)
+	return page, err
+}
+
+func (q querier) BatchInstances(ctx context.Context, p store.BatchReadParams) ([]store.BatchItem, error) {
+	ctx, span := q.start(ctx, "batch_instances")
+	items, err := q.q.BatchInstances(ctx, p)
+	end(span, err)
+	return items, err
+}
+
+func (q querier) History(ctx context.Context, id string, since int64, limit int) ([]store.HistoryEntry, error) {
+	ctx, span := q.start(ctx, "history")
+	withID(span, id)
+	h, err := q.q.History(ctx, id, since, limit)
+	end(span, err)
+	return h, err
+}
+
+func (q querier) DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error {
+	start := time.Now()
+	ctx, span := q.start(ctx, "delete")
+	withID(span, id)
+	err := q.q.DeleteInstance(ctx, id, expectedVersion)
+	end(span, err)
+	q.observe("delete", start, err, true)
+	if err == nil {
+		q.deleted(1)
+	}
+	return err
+}
+
+func (q querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	start := time.Now()
+	ctx, span := q.start(ctx, "apply")
+	withID(span, w.ID)
+	inst, err := q.q.Apply(ctx, w)
+	end(span, err)
+	q.observe("apply", start, err, true)
+	return inst, err
+}
+
+func (q querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	start := time.Now()
+	var (
+		claimWrites []*store.ClaimWrite
+		decided     bool
+	)
+	if q.o.m != nil && claim != nil && claim.Decide != nil {
+		decide := claim.Decide
+		claim = &store.GroupClaim{Params: claim.Params, Decide: func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+			var err error
+			decided = true
+			claimWrites, err = decide(locked)
+			return claimWrites, err
+		}}
+	}
+	ctx, span := q.start(ctx, "apply_group")
+	if span != nil {
+		span.SetAttributes(attribute.Int("flowd.creates", len(creates)), attribute.Int("flowd.writes", len(writes)), attribute.Bool("flowd.claim", claim != nil))
+	}
+	created, written, err := q.q.ApplyGroup(ctx, creates, writes, claim)
+	end(span, err)
+	q.observeGroup(start, err, len(creates), len(writes), claimWrites, decided)
+	return created, written, err
+}
+
+func (q querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+	start := time.Now()
+	var writes []*store.ClaimWrite
+	if q.o.m != nil {
+		inner := decide
+		decide = func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+			var err error
+			writes, err = inner(locked)
+			return writes, err
+		}
+	}
+	ctx, span := q.start(ctx, "claim_tasks")
+	err := q.q.ClaimTasks(ctx, p, decide)
+	end(span, err)
+	q.observeClaim(start, err, writes)
+	return err
+}
+
+func (q querier) Task(ctx context.Context, id string) (*store.Task, error) {
+	ctx, span := q.start(ctx, "task")
+	t, err := q.q.Task(ctx, id)
+	end(span, err)
+	return t, err
+}
+
+func (q querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
+	ctx, span := q.start(ctx, "tasks_of_instance")
+	withID(span, instanceID)
+	ts, err := q.q.TasksOfInstance(ctx, instanceID, mode)
+	end(span, err)
+	return ts, err
+}
+
+func (q querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, error) {
+	ctx, span := q.start(ctx, "due")
+	items, err := q.q.Due(ctx, p)
+	end(span, err)
+	return items, err
+}
