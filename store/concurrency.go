@@ -89,9 +89,6 @@ func slotCount(b bool) int {
 // None reports whether c changes no count.
 func (c SlotChange) None() bool { return c == SlotChange{} }
 
-// Takes reports whether c adds a holder: the change the limit guards.
-func (c SlotChange) Takes() bool { return c.Holders > 0 }
-
 // SlotChange is the change w makes to its instance's key (From to its
 // final status; a TasksOnly write changes none).
 func (w *Write) SlotChange() SlotChange {

@@ -86,3 +86,35 @@ func oneItem(it DueItem, err error) ([]DueItem, error) {
 	}
 	return []DueItem{it}, nil
 }
+
+// CountReads are one backend's grouped counts behind Counter.CountInstances,
+// each a map of group to count: instances by status, and QUEUED instances
+// with a concurrency key by definition. Count is the one place that picks
+// and assembles them.
+type CountReads struct {
+	ByStatus func(ctx context.Context) (map[string]int64, error)
+	Queued   func(ctx context.Context) (map[string]int64, error)
+}
+
+// Count reads the counts p asks for.
+func (r CountReads) Count(ctx context.Context, p CountParams) (InstanceCounts, error) {
+	var c InstanceCounts
+	if p.ByStatus {
+		counts, err := r.ByStatus(ctx)
+		if err != nil {
+			return InstanceCounts{}, err
+		}
+		c.ByStatus = make(map[workflow.Status]int64, len(counts))
+		for st, n := range counts {
+			c.ByStatus[workflow.Status(st)] = n
+		}
+	}
+	if p.Queued {
+		counts, err := r.Queued(ctx)
+		if err != nil {
+			return InstanceCounts{}, err
+		}
+		c.Queued = counts
+	}
+	return c, nil
+}

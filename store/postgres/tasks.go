@@ -574,26 +574,15 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 
 // CountInstances reads the counts p asks for (see store.Counter).
 func (s *Store) CountInstances(ctx context.Context, p store.CountParams) (store.InstanceCounts, error) {
-	var c store.InstanceCounts
-	if p.ByStatus {
-		counts, err := s.countGrouped(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
-		if err != nil {
-			return store.InstanceCounts{}, err
-		}
-		c.ByStatus = make(map[workflow.Status]int64, len(counts))
-		for st, n := range counts {
-			c.ByStatus[workflow.Status(st)] = n
-		}
-	}
-	if p.Queued {
-		counts, err := s.countGrouped(ctx, `SELECT definition, count(*) FROM workflow_instances
+	return store.CountReads{
+		ByStatus: func(ctx context.Context) (map[string]int64, error) {
+			return s.countGrouped(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
+		},
+		Queued: func(ctx context.Context) (map[string]int64, error) {
+			return s.countGrouped(ctx, `SELECT definition, count(*) FROM workflow_instances
 			WHERE status = 'QUEUED' AND concurrency_key IS NOT NULL GROUP BY definition`)
-		if err != nil {
-			return store.InstanceCounts{}, err
-		}
-		c.Queued = counts
-	}
-	return c, nil
+		},
+	}.Count(ctx, p)
 }
 
 // countGrouped runs query, whose rows are (group, count), into a map.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/workflow"
 )
 
 // Definitions (store.DefinitionStore) and instance counts (store.Counter).
@@ -138,26 +137,15 @@ func (q *querier) ListDefinitions(ctx context.Context, p store.ListDefinitionsPa
 // CountInstances reads the counts p asks for (see store.Counter). The
 // (status, updated_at) index covers both.
 func (q *querier) CountInstances(ctx context.Context, p store.CountParams) (store.InstanceCounts, error) {
-	var c store.InstanceCounts
-	if p.ByStatus {
-		counts, err := q.countGrouped(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
-		if err != nil {
-			return store.InstanceCounts{}, err
-		}
-		c.ByStatus = make(map[workflow.Status]int64, len(counts))
-		for st, n := range counts {
-			c.ByStatus[workflow.Status(st)] = n
-		}
-	}
-	if p.Queued {
-		counts, err := q.countGrouped(ctx, `SELECT definition, count(*) FROM workflow_instances
+	return store.CountReads{
+		ByStatus: func(ctx context.Context) (map[string]int64, error) {
+			return q.countGrouped(ctx, `SELECT status, count(*) FROM workflow_instances GROUP BY status`)
+		},
+		Queued: func(ctx context.Context) (map[string]int64, error) {
+			return q.countGrouped(ctx, `SELECT definition, count(*) FROM workflow_instances
 			WHERE status = 'QUEUED' AND concurrency_key IS NOT NULL GROUP BY definition`)
-		if err != nil {
-			return store.InstanceCounts{}, err
-		}
-		c.Queued = counts
-	}
-	return c, nil
+		},
+	}.Count(ctx, p)
 }
 
 // countGrouped runs query, whose rows are (group, count), into a map.
