@@ -122,26 +122,26 @@ func listAll(ctx context.Context, s store.Backend, st workflow.Status, fn func(*
 	}
 }
 
-// cancelAll moves the instances to CANCELLED, many per transaction.
+// cancelAll moves the instances to CANCELLED, many per group write.
 func (r *runner) cancelAll(ctx context.Context, rows []idStatus) error {
 	const perTx = 500
 	return r.forEach(ctx, (len(rows)+perTx-1)/perTx, func(chunk int) error {
-		return r.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			for _, row := range rows[chunk*perTx : min((chunk+1)*perTx, len(rows))] {
-				inst, err := tx.Get(ctx, row.id)
-				if err == nil && inst.Status != row.status {
-					err = &store.StatusMismatchError{ID: row.id, Expected: row.status, Actual: inst.Status}
-				}
-				if err == nil {
-					_, err = tx.Apply(ctx, &store.Write{ID: row.id, ExpectedVersion: inst.Version, From: inst.Status,
-						Status: workflow.StatusCancelled, State: inst.State, Deadline: inst.Deadline, Cause: "bench cleanup"})
-				}
-				if err != nil {
-					return fmt.Errorf("cancelling %s: %w", row.id, err)
-				}
+		var ws []*store.Write
+		for _, row := range rows[chunk*perTx : min((chunk+1)*perTx, len(rows))] {
+			inst, err := r.s.Get(ctx, row.id)
+			if err == nil && inst.Status != row.status {
+				err = &store.StatusMismatchError{ID: row.id, Expected: row.status, Actual: inst.Status}
 			}
-			return nil
-		})
+			if err != nil {
+				return fmt.Errorf("cancelling %s: %w", row.id, err)
+			}
+			ws = append(ws, &store.Write{ID: row.id, ExpectedVersion: inst.Version, From: inst.Status,
+				Status: workflow.StatusCancelled, State: inst.State, Deadline: inst.Deadline, Cause: "bench cleanup"})
+		}
+		if _, _, err := r.s.ApplyGroup(ctx, nil, ws, nil); err != nil {
+			return fmt.Errorf("cancelling: %w", err)
+		}
+		return nil
 	})
 }
 

@@ -15,19 +15,17 @@ import (
 // createsPerTx is how many instances prepare creates in one transaction.
 const createsPerTx = 250
 
-// createMany creates n instances from p(i) in transactions of createsPerTx,
+// createMany creates n instances from p(i) in groups of createsPerTx,
 // several at once where the backend has concurrent writers.
 func (r *runner) createMany(ctx context.Context, n int, p func(i int) store.CreateParams) error {
 	return r.forEach(ctx, (n+createsPerTx-1)/createsPerTx, func(chunk int) error {
 		lo, hi := chunk*createsPerTx, min((chunk+1)*createsPerTx, n)
-		return r.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			for i := lo; i < hi; i++ {
-				if _, err := tx.Create(ctx, p(i)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		ps := make([]store.CreateParams, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			ps = append(ps, p(i))
+		}
+		_, _, err := r.s.ApplyGroup(ctx, ps, nil, nil)
+		return err
 	})
 }
 

@@ -17,12 +17,10 @@ import (
 // bound should a guard keep missing.
 const maxApplyAttempts = 256
 
-// lockAfterConflicts is how many conflicts of an instance's writers a
-// decision loses, on a store with concurrent writers, before it reads under
-// the instance's row lock instead: a stream of writers that wait for that
-// lock (PATCH with If-Match: *) could otherwise win every race, and a
-// read-modify-write must end by waiting for its turn, never fail for
-// contention alone. (With one writer, the node's turns do that: turns.go.)
+// lockAfterConflicts is how many races a decision loses, on a store with
+// concurrent writers, before it takes this node's turn for the instance
+// (turns): a read-modify-write must end by waiting for its turn, never
+// fail for contention alone.
 const lockAfterConflicts = 8
 
 // decided is one decision ready to be written: the instance as read (its
@@ -57,17 +55,10 @@ type subject struct {
 	// store with one writer, its turn is then taken from the first
 	// conflict on).
 	id string
-	// rowLocks: on a store with concurrent writers, after
-	// lockAfterConflicts conflicts, the decision reads under the row locks
-	// of the instance's tasks and of the instance. Not for a lease holder,
-	// whose lease is the guard that matters (and whose instance may have
-	// thousands of task rows), nor for writes of task rows alone.
-	rowLocks bool
 }
 
-// locked is the subject of a decision about instance id that ends by
-// waiting for its row locks on a store with concurrent writers.
-func locked(id string) subject { return subject{id: id, rowLocks: true} }
+// about is the subject of a decision about instance id.
+func about(id string) subject { return subject{id: id} }
 
 // readDecideApply is the engine's write: read and decide (the caller's
 // decide, which reads without locks and calls the rules), then apply the
@@ -89,11 +80,11 @@ func locked(id string) subject { return subject{id: id, rowLocks: true} }
 // first conflict on, so that the node's decisions and locked writes of the
 // instance wait for each other instead of racing.
 //
-// On a store with concurrent writers (PostgreSQL), with on.rowLocks, the
-// loop, after lockAfterConflicts conflicts, reads under the row locks of
-// the instance's tasks and of the instance, in one transaction with the
-// write, so it waits for the other writers instead of racing them: only
-// the writers of that instance wait.
+// On a store with concurrent writers (PostgreSQL) no decision holds a lock
+// in the database: the writers of one instance race as equals, each loser
+// deciding again after a random backoff that doubles (up to 50 ms), until
+// one has lost lockAfterConflicts races: it then takes the node's turn for
+// the instance, and the node's other writers of it queue behind it.
 func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q store.Querier, now time.Time) (*decided, error)) (*workflow.Instance, *store.Write, *rules.Change, error) {
 	backoff := time.Millisecond
 	serial := !e.st.Capabilities().ConcurrentWriters
@@ -104,7 +95,7 @@ func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q 
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		if serial && turn == nil && on.id != "" {
+		if turn == nil && on.id != "" && (serial || attempt > lockAfterConflicts || e.turns.busy(on.id)) {
 			var err error
 			if turn, err = e.turns.take(ctx, on.id); err != nil {
 				return nil, nil, nil, err
@@ -134,17 +125,7 @@ func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q 
 			out, parents, err = e.applyWithParent(ctx, q, w)
 			return err
 		}
-		var err error
-		if !serial && on.rowLocks && attempt > lockAfterConflicts {
-			err = e.st.WithTx(ctx, store.ReadCommitted, func(q store.Querier) error {
-				if _, err := q.TasksOfInstance(ctx, on.id, store.LockWait); err != nil {
-					return err
-				}
-				return once(q)
-			})
-		} else {
-			err = once(e.st)
-		}
+		err := once(e.st)
 		if decideErr != nil {
 			return nil, nil, nil, decideErr
 		}
@@ -171,7 +152,7 @@ func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q 
 		if !errors.Is(err, store.ErrConflict) || attempt == maxApplyAttempts {
 			return nil, nil, nil, err
 		}
-		if serial && on.id == "" && d != nil {
+		if on.id == "" && d != nil {
 			on.id = d.id
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -226,7 +207,7 @@ func stopTasks(ctx context.Context, q store.Querier, d *decided) error {
 	if d.tasksOnly || d.allRows || !stopsOtherTasks(&d.ch, d.from) {
 		return nil
 	}
-	rows, err := q.TasksOfInstance(ctx, d.id, store.LockNone)
+	rows, err := q.TasksOfInstance(ctx, d.id)
 	if err != nil {
 		return err
 	}

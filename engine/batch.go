@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
@@ -13,28 +11,31 @@ import (
 
 // BatchStatus is POST /v1/batch/status: it moves at most p.Limit instances
 // of p.Status updated before p.UpdatedBefore to p.NewStatus, oldest first,
-// all of them or none, and returns their ids. Each instance is read
-// (store.BatchReader, which on PostgreSQL locks those no other batch
-// holds, so that two batches never take one instance), decided by the
-// rules and written with the engine's guarded write: a status that stops
-// steps cancels the instance's tasks and tells a child's parent
-// (stopbatch.go); a batch to RUNNING also does for each definition-based
-// instance what resume (from PAUSED) or retry (from FAILED or TIMED_OUT)
-// does: an instance that only changes status gets version +1; one with
-// steps to schedule or reset, or that settles, gets a second version.
+// and returns their ids. The instances are read (store.BatchReader, which
+// locks nothing), each one's change decided by the rules and written, all
+// in one transaction, guarded by what was read (store.Applier.ApplyEach):
+// an instance that moved meanwhile — another batch took it, the engine
+// wrote it — is left out and the batch reads again for its place, so two
+// batches at once never return one id. A status that stops steps cancels
+// the instance's tasks and tells a child's parent (stopbatch.go); a batch
+// to RUNNING does for each definition-based instance what resume (from
+// PAUSED) or retry (from FAILED or TIMED_OUT) does, in the same version
+// (+1; +2 for one that then settles, as the action's).
 func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]string, error) {
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}
 	if p.NewStatus != workflow.StatusRunning {
+		// What a failed batch wrote before it failed is followed up too.
 		ids, parents, err := e.stopBatch(ctx, p)
-		if err == nil {
-			e.afterStopBatch(ctx, p, ids, parents)
+		e.afterStopBatch(ctx, p, ids, parents)
+		if err != nil {
+			return nil, err
 		}
-		return ids, err
+		return ids, nil
 	}
 	b := &reopenBatch{e: e, p: p, retry: p.Status == workflow.StatusFailed || p.Status == workflow.StatusTimedOut,
-		cause: p.Cause + ": resume", decided: map[string]reopening{}}
+		cause: p.Cause + ": resume"}
 	switch {
 	case b.retry:
 		b.cause = p.Cause + ": retry"
@@ -47,118 +48,58 @@ func (e *Engine) BatchStatus(ctx context.Context, p store.BatchStatusParams) ([]
 		b.retry, b.cause = true, p.Cause+": start"
 	}
 	ids, writes, err := b.run(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if len(ids) > 0 {
 		e.wake()
 	}
 	for _, w := range writes {
 		e.takeEvents(ctx, nil, w)
 	}
+	if err != nil {
+		return nil, err
+	}
 	return ids, nil
 }
 
-// batchAttempts bounds how often BatchStatus runs a batch that conflicted
-// with another transaction, and how often it decides again for instances
-// that moved between its decisions and its write.
-const batchAttempts = 5
+// batchAttempts bounds how often a batch reads and decides again when
+// none of the instances it decided for could be written (each had moved:
+// another batch took them, or the engine wrote them meanwhile).
+const batchAttempts = 20
 
-// errUndecided rolls back a batch that read instances it has no decision
-// for yet.
-var errUndecided = errors.New("the batch read instances it has not decided for")
-
-// reopenBatch is one batch to RUNNING: decided holds, by instance, what it
-// writes for an instance as read (its version and task rows).
+// reopenBatch is one batch to RUNNING.
 type reopenBatch struct {
-	e       *Engine
-	p       store.BatchStatusParams
-	retry   bool
-	cause   string
-	decided map[string]reopening
+	e     *Engine
+	p     store.BatchStatusParams
+	retry bool
+	cause string
 }
 
-// reopening is what the batch writes for an instance read at version with
-// tasks: its move to RUNNING, and what resume or retry then writes (nil:
-// nothing).
-type reopening struct {
-	version int64
-	tasks   []*store.Task
-	move    *decided
-	d       *decided
-}
-
-// run runs the batch until it is written with a decision for every
-// instance it reads, and returns their ids and the writes made.
-//
-// The decisions are made outside the transaction (a decision may evaluate
-// programs for a second, which must not hold a single-writer store's write
-// lock): a transaction that reads instances it has none for, or that
-// moved since, rolls back, and the batch is decided and run again. A write
-// that conflicts with another transaction fails the batch whole: it is run
-// again a few times before the client is told to.
+// run reads the batch's instances, decides each one's change outside any
+// transaction (a decision may evaluate programs for a second, which must
+// not hold a single-writer store's write lock) and writes them with one
+// ApplyEach, each guarded by what was read (see inRounds). It returns the
+// ids moved and the writes made.
 func (b *reopenBatch) run(ctx context.Context) (ids []string, writes []*store.Write, err error) {
+	ids = []string{}
 	sel := b.selection()
-	first, err := b.e.st.BatchInstances(ctx, sel)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := b.decide(ctx, first); err != nil {
-		return nil, nil, err
-	}
-	sel.Lock = true
-	conflicts, rounds := 0, 0
-	for {
-		var undecided []store.BatchItem
-		err = b.e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			ids, writes, undecided = []string{}, nil, nil
-			items, err := tx.BatchInstances(ctx, sel)
-			if err != nil {
-				return err
-			}
-			now := b.e.clock()
-			for _, it := range items {
-				r, ok := b.decided[it.Instance.ID]
-				if !ok || r.version != it.Instance.Version || !sameRows(r.tasks, it.Tasks) {
-					undecided = append(undecided, it)
-					continue
-				}
-				ids = append(ids, it.Instance.ID)
-				writes = append(writes, r.move.write(now))
-				if r.d != nil {
-					writes = append(writes, r.d.write(now))
-				}
-			}
-			if len(undecided) > 0 {
-				return errUndecided
-			}
-			if len(writes) == 0 {
-				return nil
-			}
-			_, _, err = tx.ApplyGroup(ctx, nil, writes, nil)
-			return err
-		})
-		switch {
-		case errors.Is(err, errUndecided) && rounds < batchAttempts:
-			rounds++
-			if err := b.decide(ctx, undecided); err != nil {
-				return nil, nil, err
-			}
-			continue
-		case errors.Is(err, errUndecided):
-			return nil, nil, fmt.Errorf("%w: the workflows of the batch kept changing while it was decided; try the batch again", store.ErrConflict)
-		case errors.Is(err, store.ErrConflict) && conflicts+1 < batchAttempts && ctx.Err() == nil:
-			conflicts++
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(conflicts) * 10 * time.Millisecond):
-			}
-			continue
-		case err != nil:
-			return nil, nil, err
+	err = inRounds(ctx, b.p.Limit, func(limit int) (read, wrote int, err error) {
+		sel.Limit = limit
+		items, err := b.e.st.BatchInstances(ctx, sel)
+		if err != nil {
+			return 0, 0, err
 		}
-		return ids, writes, nil
-	}
+		ws, err := b.decide(ctx, items)
+		if err != nil {
+			return 0, 0, err
+		}
+		written, err := b.e.st.ApplyEach(ctx, ws)
+		for i, inst := range written {
+			if inst != nil {
+				ids, writes, wrote = append(ids, inst.ID), append(writes, ws[i]), wrote+1
+			}
+		}
+		return len(items), wrote, err
+	})
+	return ids, writes, err
 }
 
 // selection is what the batch reads.
@@ -166,59 +107,39 @@ func (b *reopenBatch) selection() store.BatchReadParams {
 	return store.BatchReadParams{Status: b.p.Status, UpdatedBefore: b.p.UpdatedBefore, IDs: b.p.IDs, Limit: b.p.Limit}
 }
 
-// decide decides, outside any transaction, what the batch writes for each
-// instance as read: its move to RUNNING (rules.SetStatus, a version of its
-// own, which wakes the workers: tasks queued before a pause are claimable
-// again) and then, for a definition-based instance, what resume or retry
-// writes on the version the move leaves (rules.Env.Reopen): a second
-// version only when that changes something.
-func (b *reopenBatch) decide(ctx context.Context, items []store.BatchItem) error {
-	return b.e.withDefs(ctx, func() error {
+// decide decides what the batch writes for each instance as read: its move
+// to RUNNING as resume (from PAUSED) or retry (from FAILED or TIMED_OUT;
+// the start of a QUEUED one is a retry too) does it (rules.Env.Reopen), in
+// one write.
+func (b *reopenBatch) decide(ctx context.Context, items []store.BatchItem) ([]*store.Write, error) {
+	var ws []*store.Write
+	err := b.e.withDefs(ctx, func() error {
+		// Run again once a definition is loaded: decided anew.
+		ws = make([]*store.Write, 0, len(items))
 		now := b.e.clock()
 		for _, it := range items {
 			id, read := it.Instance.ID, byID(it.Tasks...)
-			move := &decided{id: id, version: it.Instance.Version, from: it.Instance.Status, cause: b.p.Cause, read: read,
-				ch: rules.SetStatus(it.Instance, workflow.StatusRunning, nil)}
-			move.ch.Notify = true
-			r := reopening{version: it.Instance.Version, tasks: it.Tasks, move: move}
+			var c *compiled
+			cause := b.p.Cause
 			if it.Instance.Definition != "" {
-				c, err := b.e.cached(it.Instance)
-				if err != nil {
+				var err error
+				if c, err = b.e.cached(it.Instance); err != nil {
 					return err
 				}
 				if !c.Language.CanRetry() && b.retry {
 					return &rules.NotAllowedError{Msg: fmt.Sprintf("cannot retry workflow %s: a Serverless Workflow instance that faulted cannot be retried", id)}
 				}
-				// The rules change the instance they decide on: a copy, as
-				// the move leaves it.
-				inst := *it.Instance
-				inst.State = it.Instance.State.Clone()
-				inst.Status, inst.Version = workflow.StatusRunning, it.Instance.Version+1
-				d := &decided{id: id, version: inst.Version, from: inst.Status, cause: b.cause, read: read}
-				var write bool
-				if d.ch, write = b.e.rulesFor(ctx).Reopen(c, &inst, byStep(it.Tasks), b.retry, now); write {
-					d.ch.CancelWithdrawn(copies(it.Tasks))
-					r.d = d
-				}
+				cause = b.cause
 			}
-			b.decided[id] = r
+			// The rules change the instance they decide on: a copy.
+			inst := *it.Instance
+			inst.State = it.Instance.State.Clone()
+			d := &decided{id: id, version: it.Instance.Version, from: it.Instance.Status, cause: cause, read: read,
+				ch: b.e.rulesFor(ctx).Reopen(c, &inst, byStep(it.Tasks), b.retry, now)}
+			d.ch.CancelWithdrawn(copies(it.Tasks))
+			ws = append(ws, d.write(now))
 		}
 		return nil
 	})
-}
-
-// sameRows reports whether two reads of an instance's task rows found the
-// same rows with the same statuses and attempts (what a decision on them
-// guards).
-func sameRows(a, b []*store.Task) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	was := byID(a...)
-	for _, t := range b {
-		if r := was[t.ID]; r == nil || r.Status != t.Status || r.Attempt != t.Attempt {
-			return false
-		}
-	}
-	return true
+	return ws, err
 }

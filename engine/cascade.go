@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
@@ -16,11 +17,11 @@ import (
 // descendants are the sweepers' work, on every node and after any restart:
 // the child workflows that still run whose parent no longer does
 // (store.DueAbandoned) are cancelled a batch at a time
-// (rules.CancelAbandoned): a batch is read again with its tasks in one
-// transaction (store.BatchReader, which on PostgreSQL skips the instances
-// another node's batch holds) and written with one guarded ApplyGroup,
-// each child's active tasks cancelled in its write; that abandons their
-// own children in turn. A sweep works level after level until none
+// (rules.CancelAbandoned): a batch is read again with its tasks
+// (store.BatchReader) and written with one ApplyEach, each child's cancel
+// guarded by what was read and its active tasks cancelled in its write
+// (a child that moved meanwhile is left to the next read); that abandons
+// their own children in turn. A sweep works level after level until none
 // is left (or cascadeRounds), and a cancel on this node starts one at once
 // (cascadeSoon) rather than at the next tick.
 
@@ -41,8 +42,8 @@ func (e *Engine) cascadeSoon() {
 }
 
 // sweepAbandoned cancels the child workflows whose parent no longer runs,
-// a batch at a time, until none is left, a batch wrote nothing (what is
-// left is left to the next sweep) or cascadeRounds.
+// a batch at a time, until none is left or cascadeRounds (what is left is
+// left to the next sweep).
 func (e *Engine) sweepAbandoned(ctx context.Context) error {
 	for range cascadeRounds {
 		items, err := e.st.Due(ctx, store.DueParams{Kind: store.DueAbandoned, Limit: cascadeBatch})
@@ -57,7 +58,14 @@ func (e *Engine) sweepAbandoned(ctx context.Context) error {
 			return err
 		}
 		if written == 0 {
-			return nil
+			// Every child read moved before its cancel was written (it
+			// started a child of its own, finished a step): read again in
+			// a moment, rather than at the next sweep.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 	}
 	return nil
@@ -80,23 +88,24 @@ func (e *Engine) cancelAbandoned(ctx context.Context, items []store.DueItem) (in
 		ids := byStatus[from]
 		p := store.BatchStatusParams{Status: from, NewStatus: workflow.StatusCancelled, IDs: ids, Limit: len(ids),
 			UpdatedBefore: before, Cause: rules.AbandonedCause}
-		var moved []string
-		err := e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			moved = moved[:0]
-			got, err := tx.BatchInstances(ctx, store.BatchReadParams{Status: from, UpdatedBefore: before, IDs: ids, Limit: len(ids), Lock: true})
-			if err != nil {
-				return err
-			}
-			ws := make([]*store.Write, len(got))
-			now := e.clock()
-			for i, it := range got {
-				ws[i] = setStatusWrite(it, p, now)
-				moved = append(moved, it.Instance.ID)
-			}
-			return applyGroup(ctx, tx, ws)
-		})
+		got, err := e.st.BatchInstances(ctx, store.BatchReadParams{Status: from, UpdatedBefore: before, IDs: ids, Limit: len(ids)})
 		if err != nil {
 			return n, err
+		}
+		ws := make([]*store.Write, len(got))
+		now := e.clock()
+		for i, it := range got {
+			ws[i] = setStatusWrite(it, p, now)
+		}
+		written, err := e.st.ApplyEach(ctx, ws)
+		if err != nil {
+			return n, err
+		}
+		var moved []string
+		for _, inst := range written {
+			if inst != nil {
+				moved = append(moved, inst.ID)
+			}
 		}
 		n += len(moved)
 		if rules.FreesSlot(from, workflow.StatusCancelled) {

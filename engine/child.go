@@ -283,7 +283,7 @@ func (e *Engine) parentOutcome(ctx context.Context, q store.Querier, w *store.Wr
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := q.TasksOfInstance(ctx, parent.ID, store.LockNone)
+	tasks, err := q.TasksOfInstance(ctx, parent.ID)
 	if err != nil {
 		return nil, err
 	}

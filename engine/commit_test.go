@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,8 +262,8 @@ func TestFanOutCompletionsRace(t *testing.T) {
 // batchingStore makes group commit observable: single completions (Apply)
 // take a while (so that other workers' completions queue up behind them), and
 // batches are counted. With failFirst every batch is refused as a conflict
-// before anything is written; with failLast it is written in a transaction
-// that then fails, so all of it must be rolled back. Either way the
+// before anything is written; with failLast it is sent with a last write
+// that fails, so all of it must be rolled back. Either way the
 // completions must then be written one by one.
 type batchingStore struct {
 	readTracking
@@ -293,17 +294,18 @@ func (s *batchingStore) ApplyGroup(ctx context.Context, creates []store.CreatePa
 	if s.failFirst {
 		return nil, nil, errRefused
 	}
-	var created, written []*workflow.Instance
-	err := s.Backend.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		var err error
-		if created, written, err = tx.ApplyGroup(ctx, creates, ws, claim); err != nil {
-			return err
+	if s.failLast {
+		// A last write that misses (its instance does not exist) after
+		// the group's: the store must roll all of the group back.
+		missing := &store.Write{ID: "no-such-workflow", From: workflow.StatusRunning, Status: workflow.StatusRunning, Cause: "refused by the test"}
+		if _, _, err := s.Backend.ApplyGroup(ctx, creates, append(slices.Clone(ws), missing), claim); err == nil {
+			return nil, nil, errors.New("a group with a write of an unknown workflow was written")
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return nil, nil, err
 		}
-		if s.failLast {
-			return errRefused
-		}
-		return nil
-	})
+		return nil, nil, errRefused
+	}
+	created, written, err := s.Backend.ApplyGroup(ctx, creates, ws, claim)
 	if err != nil {
 		return nil, nil, err
 	}

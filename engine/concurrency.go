@@ -103,40 +103,40 @@ func (e *Engine) createQueued(ctx context.Context, c *compiled, p store.CreatePa
 	return out, nil
 }
 
-// createCancelled creates the instance and cancels it in one transaction:
+// createCancelled creates the instance and cancels it in one group write:
 // version 0 QUEUED, version 1 CANCELLED with the cause "concurrency limit"
 // (an instance is never created in a terminal status).
 func (e *Engine) createCancelled(ctx context.Context, c *compiled, p store.CreateParams) (*workflow.Instance, error) {
-	var out *workflow.Instance
-	err := e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		created, err := tx.Create(ctx, queuedParams(c, p))
-		if err != nil {
-			return err
-		}
-		// Created QUEUED, without tasks and without a parent (a child
-		// over its limit is the parent's to decide: startChildOverLimit):
-		// its cancel writes the status alone.
-		ch := rules.SetStatus(created, workflow.StatusCancelled, nil)
-		d := &decided{id: created.ID, version: created.Version, from: created.Status, cause: workflow.ConcurrencyLimitCause, ch: ch}
-		out, err = tx.Apply(ctx, d.write(e.clock()))
-		return err
-	})
-	return out, err
+	q := queuedParams(c, p)
+	if q.ID == "" {
+		q.ID = store.NewID() // the cancel names the instance it creates
+	}
+	// Created QUEUED, without tasks and without a parent (a child over its
+	// limit is the parent's to decide: startChildOverLimit): its cancel
+	// writes the status alone.
+	queued := &workflow.Instance{ID: q.ID, Status: q.Status, State: q.State}
+	ch := rules.SetStatus(queued, workflow.StatusCancelled, nil)
+	d := &decided{id: q.ID, version: 0, from: q.Status, cause: workflow.ConcurrencyLimitCause, ch: ch}
+	_, written, err := e.st.ApplyGroup(ctx, []store.CreateParams{q}, []*store.Write{d.write(e.clock())}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return written[0], nil
 }
 
 // makeRoom cancels oldest, the key's oldest RUNNING instance as read, and
-// creates p RUNNING, in one transaction: the cancel is decided as any
-// cancel (its tasks released), guarded by the version read, and the create
-// is checked against the limit as every write is, so the two either both
-// happen or neither. Everything is read and decided before the
-// transaction, which only writes: a decision may evaluate programs (the
+// creates p RUNNING, in one group write (the cancel first: store.GroupOrder):
+// the cancel is decided as any cancel (its tasks released), guarded by the
+// version read, and the create is checked against the limit as every
+// write is, so the two either both happen or neither. Everything is read
+// and decided before the write: a decision may evaluate programs (the
 // cancelled instance's parent takes its outcome), which must not hold a
 // single-writer store's write lock.
 func (e *Engine) makeRoom(ctx context.Context, oldest *workflow.Instance, p store.CreateParams) (*workflow.Instance, error) {
 	var out *workflow.Instance
 	var ws []*store.Write
 	err := e.withDefs(ctx, func() error {
-		tasks, err := e.st.TasksOfInstance(ctx, oldest.ID, store.LockNone)
+		tasks, err := e.st.TasksOfInstance(ctx, oldest.ID)
 		if err != nil {
 			return err
 		}
@@ -155,13 +155,12 @@ func (e *Engine) makeRoom(ctx context.Context, oldest *workflow.Instance, p stor
 		if ws, err = e.withParents(ctx, e.st, d.write(now)); err != nil {
 			return err
 		}
-		return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-			if _, err := applyWrites(ctx, tx, ws); err != nil {
-				return err
-			}
-			out, err = tx.Create(ctx, p)
+		created, _, err := e.st.ApplyGroup(ctx, []store.CreateParams{p}, ws, nil)
+		if err != nil {
 			return err
-		})
+		}
+		out = created[0]
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -258,7 +257,7 @@ func (e *Engine) startQueued(ctx context.Context, id string) (ok bool, err error
 	var ch *rules.Change
 	err = e.withDefs(ctx, func() error {
 		var err error
-		out, _, ch, err = e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, about(id), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, id)
 			if err != nil || inst.Status != workflow.StatusQueued {
 				return nil, err

@@ -87,7 +87,7 @@ func TestConcurrencyQueue(t *testing.T) {
 		}
 		// A QUEUED instance has no task and its steps are all PENDING.
 		queued, _ := n.st.Get(ctx, "a3")
-		if tasks, err := n.st.TasksOfInstance(ctx, "a3", store.LockNone); err != nil || len(tasks) != 0 {
+		if tasks, err := n.st.TasksOfInstance(ctx, "a3"); err != nil || len(tasks) != 0 {
 			t.Errorf("a QUEUED instance has tasks: %v, %v", tasks, err)
 		}
 		if queued.State.Steps["hold"].Status != workflow.StepPending || queued.Deadline != nil {
@@ -194,7 +194,7 @@ func TestConcurrencyCancelInProgress(t *testing.T) {
 		if last := h[len(h)-1]; last.Cause != rules.MadeRoomCause {
 			t.Errorf("o1's cause = %q", last.Cause)
 		}
-		tasks, err := n.st.TasksOfInstance(ctx, "o1", store.LockNone)
+		tasks, err := n.st.TasksOfInstance(ctx, "o1")
 		if err != nil || len(tasks) != 1 || tasks[0].Status != store.TaskCancelled {
 			t.Errorf("o1's tasks after its cancel: %+v, %v", tasks, err)
 		}
@@ -256,7 +256,7 @@ func TestConcurrencyBatchStartsQueued(t *testing.T) {
 		}
 		for _, id := range ids {
 			inst, _ := n.st.Get(ctx, id)
-			tasks, _ := n.st.TasksOfInstance(ctx, id, store.LockNone)
+			tasks, _ := n.st.TasksOfInstance(ctx, id)
 			if inst.Status != workflow.StatusRunning || inst.Deadline == nil || len(tasks) != 1 || inst.State.Steps["nap"].Status != workflow.StepRunning {
 				t.Errorf("%s after the batch: %s, deadline %v, %d tasks, nap %s", id, inst.Status, inst.Deadline, len(tasks), inst.State.Steps["nap"].Status)
 			}

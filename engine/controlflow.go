@@ -19,7 +19,7 @@ func cancelWithdrawn(ctx context.Context, q store.Querier, d *decided) error {
 	if len(d.ch.Withdrawn) == 0 {
 		return nil
 	}
-	rows, err := q.TasksOfInstance(ctx, d.id, store.LockNone)
+	rows, err := q.TasksOfInstance(ctx, d.id)
 	if err != nil {
 		return err
 	}

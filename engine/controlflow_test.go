@@ -27,7 +27,7 @@ steps:
 // taskOf returns the task row of step.
 func (n *node) taskOf(id, step string) *store.Task {
 	n.t.Helper()
-	rows, err := n.st.TasksOfInstance(context.Background(), id, store.LockNone)
+	rows, err := n.st.TasksOfInstance(context.Background(), id)
 	if err != nil {
 		n.t.Fatal(err)
 	}

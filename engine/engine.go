@@ -227,8 +227,8 @@ type Engine struct {
 	seen      map[string]workerSeen
 	lastPrune time.Time
 
-	// turns serialise this node's decisions about one instance on a store
-	// with one writer (turns.go).
+	// turns serialise this node's decisions about one instance: always on a
+	// store with one writer, under contention on one with many (turns.go).
 	turns turns
 	// decideHook, set by tests only, runs where a decision gets its rules
 	// (rulesFor), before they evaluate anything: a test holds a decision

@@ -135,7 +135,7 @@ func (e *Engine) deliverEvent(ctx context.Context, ev *store.Event, t *store.Tas
 	var written *workflow.Instance
 	err = e.withDefs(ctx, func() error {
 		var err error
-		written, _, _, err = e.readDecideApply(ctx, locked(t.InstanceID), func(q store.Querier, now time.Time) (*decided, error) {
+		written, _, _, err = e.readDecideApply(ctx, about(t.InstanceID), func(q store.Querier, now time.Time) (*decided, error) {
 			failure = ""
 			row, err := q.Task(ctx, t.ID)
 			if errors.Is(err, store.ErrNotFound) {

@@ -25,7 +25,7 @@ func (e *Engine) rulesFor(ctx context.Context) rules.Env {
 // the updates the rules do not guard (a cancel, a re-queue) are written
 // only while their rows are as read.
 func (e *Engine) readRows(ctx context.Context, q store.Querier, id string, d *decided) (map[string]*store.Task, error) {
-	rows, err := q.TasksOfInstance(ctx, id, store.LockNone)
+	rows, err := q.TasksOfInstance(ctx, id)
 	if err != nil {
 		return nil, err
 	}

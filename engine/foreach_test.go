@@ -36,7 +36,7 @@ func TestForeachBoundedUnderConcurrentWorkers(t *testing.T) {
 		var overs, indexMissing atomic.Int32
 		var maxSeen atomic.Int32
 		resize := func(ctx context.Context, task engine.Task) (json.RawMessage, error) {
-			tasks, err := n.st.TasksOfInstance(ctx, task.WorkflowID, store.LockNone)
+			tasks, err := n.st.TasksOfInstance(ctx, task.WorkflowID)
 			if err != nil {
 				return nil, err
 			}

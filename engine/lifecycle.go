@@ -183,7 +183,7 @@ func (e *Engine) setStatus(ctx context.Context, id string, from, to workflow.Sta
 	var out *workflow.Instance
 	err := e.withDefs(ctx, func() error {
 		var err error
-		out, _, _, err = e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, _, err = e.readDecideApply(ctx, about(id), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, id)
 			if err != nil {
 				return nil, err
@@ -191,7 +191,7 @@ func (e *Engine) setStatus(ctx context.Context, id string, from, to workflow.Sta
 			if inst.Status != from {
 				return nil, &store.StatusMismatchError{ID: inst.ID, Expected: from, Actual: inst.Status}
 			}
-			tasks, err := q.TasksOfInstance(ctx, id, store.LockNone)
+			tasks, err := q.TasksOfInstance(ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -214,7 +214,7 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 	var ch *rules.Change
 	err := e.withDefs(ctx, func() error {
 		var err error
-		out, _, ch, err = e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, about(id), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, id)
 			if err != nil {
 				return nil, err
@@ -232,7 +232,7 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 			var tasks []*store.Task
 			allRows := action == "resume" || action == "retry" || action == "cancel"
 			if allRows {
-				if tasks, err = q.TasksOfInstance(ctx, id, store.LockNone); err != nil {
+				if tasks, err = q.TasksOfInstance(ctx, id); err != nil {
 					return nil, err
 				}
 			}
@@ -304,7 +304,7 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 		// A stale ExpectedVersion is the decision's own error, returned to
 		// the caller; a write that conflicts is decided again, and then
 		// refused by that check if the version moved.
-		out, _, ch, err = e.readDecideApply(ctx, locked(p.ID), func(q store.Querier, now time.Time) (*decided, error) {
+		out, _, ch, err = e.readDecideApply(ctx, about(p.ID), func(q store.Querier, now time.Time) (*decided, error) {
 			inst, err := q.Get(ctx, p.ID)
 			if err != nil {
 				return nil, err
@@ -312,7 +312,7 @@ func (e *Engine) CompleteStep(ctx context.Context, p CompleteStepParams) (*workf
 			if inst.Status.Terminal() {
 				return nil, terminal(inst)
 			}
-			tasks, err := q.TasksOfInstance(ctx, p.ID, store.LockNone)
+			tasks, err := q.TasksOfInstance(ctx, p.ID)
 			if err != nil {
 				return nil, err
 			}

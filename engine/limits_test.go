@@ -42,7 +42,7 @@ func TestVersionLimitStopsAServerlessLoop(t *testing.T) {
 		if last := h[len(h)-1]; last.Status != workflow.StatusFailed || !strings.Contains(last.Cause, "--max-versions (60)") {
 			t.Errorf("last version: %s %q", last.Status, last.Cause)
 		}
-		tasks, err := n.st.TasksOfInstance(context.Background(), inst.ID, store.LockNone)
+		tasks, err := n.st.TasksOfInstance(context.Background(), inst.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ import (
 // workflow.ErrTerminal, workflow.ErrInvalidTransition,
 // workflow.ErrInvalidState, fn's own.
 func (e *Engine) ModifyState(ctx context.Context, id string, fn func(*workflow.Instance) error, cause string) (*workflow.Instance, error) {
-	out, _, _, err := e.readDecideApply(ctx, locked(id), func(q store.Querier, now time.Time) (*decided, error) {
+	out, _, _, err := e.readDecideApply(ctx, about(id), func(q store.Querier, now time.Time) (*decided, error) {
 		inst, err := q.Get(ctx, id)
 		if err != nil {
 			return nil, err
@@ -33,7 +33,7 @@ func (e *Engine) ModifyState(ctx context.Context, id string, fn func(*workflow.I
 			ch: rules.Change{Status: next.Status, State: next.State, Deadline: next.Deadline}}
 		if next.Status != inst.Status {
 			// A status fn changed stops the instance as a transition does.
-			tasks, err := q.TasksOfInstance(ctx, id, store.LockNone)
+			tasks, err := q.TasksOfInstance(ctx, id)
 			if err != nil {
 				return nil, err
 			}

@@ -527,7 +527,7 @@ func TestCrashLeasesExpire(t *testing.T) {
 	leasedByA := func() map[string]*store.Task {
 		held := map[string]*store.Task{}
 		for _, id := range ids {
-			tasks, err := nb.st.TasksOfInstance(ctx, id, store.LockNone)
+			tasks, err := nb.st.TasksOfInstance(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -621,7 +621,7 @@ func TestCrashLeasesExpire(t *testing.T) {
 		if expired != 1 {
 			t.Errorf("%s: %d \"lease expired\" history rows, want 1", id, expired)
 		}
-		tasks, err := nb.st.TasksOfInstance(ctx, id, store.LockNone)
+		tasks, err := nb.st.TasksOfInstance(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

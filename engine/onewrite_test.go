@@ -16,7 +16,7 @@ import (
 // it cancelled them.
 func (n *node) wantNoActiveTasks(what, id string) {
 	n.t.Helper()
-	rows, err := n.st.TasksOfInstance(context.Background(), id, store.LockNone)
+	rows, err := n.st.TasksOfInstance(context.Background(), id)
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -285,7 +285,7 @@ steps:
 			}
 			inst := done("wcp19")
 			status(inst, map[string]workflow.StepStatus{"work": workflow.StepSkipped, "after": workflow.StepCompleted})
-			tasks, err := n.st.TasksOfInstance(ctx, "wcp19", store.LockNone)
+			tasks, err := n.st.TasksOfInstance(ctx, "wcp19")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,23 +46,18 @@ func openAtClock(t *testing.T, b backend, addr string, now func() time.Time) sto
 }
 
 // finishMany creates n instances named prefix-0000… of def and moves
-// them through RUNNING to status, all in one transaction.
+// them through RUNNING to status, all in one group write.
 func finishMany(t *testing.T, st store.Backend, prefix, def string, n int, status workflow.Status) []string {
 	t.Helper()
 	ids := make([]string, n)
-	err := st.WithTx(t.Context(), store.ReadCommitted, func(tx store.Querier) error {
-		for i := range ids {
-			ids[i] = fmt.Sprintf("%s-%04d", prefix, i)
-			if _, err := tx.Create(t.Context(), store.CreateParams{ID: ids[i], Definition: def, Status: workflow.StatusRunning}); err != nil {
-				return err
-			}
-			if _, err := storetest.Transition(t.Context(), tx, store.TransitionParams{ID: ids[i], From: workflow.StatusRunning, To: status}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	creates := make([]store.CreateParams, n)
+	ws := make([]*store.Write, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%04d", prefix, i)
+		creates[i] = store.CreateParams{ID: ids[i], Definition: def, Status: workflow.StatusRunning}
+		ws[i] = &store.Write{ID: ids[i], From: workflow.StatusRunning, Status: status, Cause: "finished"}
+	}
+	if _, _, err := st.ApplyGroup(t.Context(), creates, ws, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ids

@@ -181,7 +181,7 @@ func TestTransitionActsAsTheAction(t *testing.T) {
 }
 
 // A batch to RUNNING resumes (or retries) the definition-based instances it
-// moves, in its transaction; one with nothing to schedule stays at +1.
+// moves, in the same version (+1; +2 for one that then settles).
 func TestBatchToRunningResumes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		n := newNode(t, b, b.newDB(t), nodeOpts{workers: -1})
@@ -223,7 +223,7 @@ func TestBatchToRunningResumes(t *testing.T) {
 			b      workflow.StepStatus
 			plus   int64
 		}{
-			{ready.ID, workflow.StatusRunning, workflow.StepWaiting, 2},
+			{ready.ID, workflow.StatusRunning, workflow.StepWaiting, 1},
 			{done.ID, workflow.StatusCompleted, workflow.StepCompleted, 2},
 			{idle.ID, workflow.StatusRunning, workflow.StepPending, 1},
 		} {
@@ -254,12 +254,12 @@ func TestBatchToRunningResumes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(h) < int(timedOut.Version)+3 {
+		if len(h) < int(timedOut.Version)+2 {
 			t.Fatalf("history after the batch retry: %+v", h)
 		}
-		moved, retried := h[timedOut.Version+1], h[timedOut.Version+2]
-		if moved.Status != workflow.StatusRunning || retried.Status != workflow.StatusRunning || retried.Cause != "batch TIMED_OUT→RUNNING: retry" {
-			t.Errorf("batch retry wrote %+v then %+v; want RUNNING twice, the second caused by the retry", moved, retried)
+		if retried := h[timedOut.Version+1]; retried.Status != workflow.StatusRunning || retried.Cause != "batch TIMED_OUT→RUNNING: retry" ||
+			retried.State.Steps["w"].Status != workflow.StepWaiting {
+			t.Errorf("batch retry wrote %+v; want RUNNING with w WAITING again, caused by the retry", retried)
 		}
 		if cur, err := n.st.Get(ctx, to.ID); err != nil || cur.Deadline == nil || !cur.Deadline.After(began) {
 			t.Errorf("after batch TIMED_OUT → RUNNING: %+v, %v; want a deadline after the batch", cur, err)
@@ -318,11 +318,12 @@ func TestBatchLoadsEveryDefinition(t *testing.T) {
 	})
 }
 
-// A batch retry never waits for a task row that another transaction holds
-// (it holds the instance already: waiting could deadlock with that
-// worker's completion); it skips that instance, as it skips an instance
-// another transaction holds, and takes it once the row is free.
-func TestBatchRetrySkipsHeldTasks(t *testing.T) {
+// A batch retry whose instance has a task row another transaction holds
+// (a claim, a worker's completion) waits for that row rather than skipping
+// the instance: it holds no lock while it decides, and its write takes the
+// task rows before the instance's, as every write does, so the wait cannot
+// deadlock; once the row is free the instance is moved.
+func TestBatchRetryWaitsForHeldTasks(t *testing.T) {
 	for _, b := range backends {
 		if b.name != "postgres" {
 			continue // one writer at a time on SQLite: no row held by another transaction
@@ -347,30 +348,33 @@ func TestBatchRetrySkipsHeldTasks(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := store.BatchStatusParams{Status: workflow.StatusTimedOut, NewStatus: workflow.StatusRunning, UpdatedBefore: time.Now().Add(time.Hour), Limit: 10}
-			began := time.Now()
-			ids, err := n.eng.BatchStatus(ctx, p)
-			if err != nil || len(ids) != 0 || time.Since(began) > 5*time.Second {
-				t.Fatalf("batch retry with a held task = %v, %v after %s; want the instance skipped at once", ids, err, time.Since(began))
+			type result struct {
+				ids []string
+				err error
 			}
-			if cur, err := n.st.Get(ctx, inst.ID); err != nil || cur.Status != workflow.StatusTimedOut {
-				t.Fatalf("a failed batch changed the instance: %+v, %v", cur, err)
+			done := make(chan result, 1)
+			go func() {
+				ids, err := n.eng.BatchStatus(ctx, p)
+				done <- result{ids, err}
+			}()
+			select {
+			case r := <-done:
+				t.Fatalf("the batch ended while the task row was held: %v, %v", r.ids, r.err)
+			case <-time.After(300 * time.Millisecond):
 			}
 			if err := holder.Rollback(ctx); err != nil {
 				t.Fatal(err)
 			}
-			// The sweeper, which now finds the task free, may hold the
-			// instance's row for a moment while it cancels the task of the
-			// timed-out instance: a batch skips a row another transaction
-			// holds (SKIP LOCKED), so it is tried a few times.
-			var again []string
-			for range 50 {
-				if again, err = n.eng.BatchStatus(ctx, p); err != nil || len(again) > 0 {
-					break
+			select {
+			case r := <-done:
+				if r.err != nil || len(r.ids) != 1 || r.ids[0] != inst.ID {
+					t.Fatalf("batch retry once the row is free = %v, %v; want [%s]", r.ids, r.err, inst.ID)
 				}
-				time.Sleep(20 * time.Millisecond)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the batch did not end within 10s of the row's release")
 			}
-			if err != nil || len(again) != 1 || again[0] != inst.ID {
-				t.Fatalf("batch again = %v, %v; want [%s]", again, err, inst.ID)
+			if cur, err := n.st.Get(ctx, inst.ID); err != nil || cur.Status != workflow.StatusRunning {
+				t.Fatalf("after the batch: %+v, %v; want RUNNING", cur, err)
 			}
 		})
 	}

@@ -3,65 +3,98 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 )
 
-// stopBatch is a batch to a status other than RUNNING: in one transaction
-// it reads the instances (store.BatchReader, locking them on PostgreSQL)
-// and writes each one's change (rules.SetStatus: a status that stops steps
-// cancels its active tasks) with the engine's guarded write; the outcome
-// of a child for its parent's step (and up) is written with it
-// (withParents), each parent's write guarded as the engine's own. All of
-// it or nothing: a parent or task that moved meanwhile fails the
-// transaction with a conflict, and the batch is run again
-// (batchAttempts). It returns the ids moved and the parents' writes made.
-//
-// A child's outcome is decided inside the transaction, on what the batch
-// has written: the siblings of one parent moved by one batch then each
-// see the parent as the one before left it.
+// stopBatch is a batch to a status other than RUNNING: it reads the
+// instances (store.BatchReader), decides each one's move (rules.SetStatus:
+// a status that stops steps cancels the instance's active tasks) and
+// writes it guarded by what it read. The outcome of a child for its
+// parent's step (and up) is written with it (withParents: one ApplyGroup
+// for each such child, in turn, so that the siblings of one parent each
+// see the parent as the one before left it); the other instances are
+// written together (ApplyEach). An instance that moved meanwhile is left
+// out and its place read again (inRounds). It returns the ids moved and
+// the parents' writes made, also when it fails part way.
 func (e *Engine) stopBatch(ctx context.Context, p store.BatchStatusParams) (ids []string, parents []*store.Write, err error) {
-	sel := store.BatchReadParams{Status: p.Status, UpdatedBefore: p.UpdatedBefore, IDs: p.IDs, Limit: p.Limit, Lock: true}
-	for attempt := 1; ; attempt++ {
+	ids = []string{}
+	sel := store.BatchReadParams{Status: p.Status, UpdatedBefore: p.UpdatedBefore, IDs: p.IDs, Limit: p.Limit}
+	err = inRounds(ctx, p.Limit, func(limit int) (read, wrote int, err error) {
+		sel.Limit = limit
+		items, err := e.st.BatchInstances(ctx, sel)
+		if err != nil {
+			return 0, 0, err
+		}
 		err = e.withDefs(ctx, func() error {
-			return e.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-				ids, parents = []string{}, parents[:0]
-				items, err := tx.BatchInstances(ctx, sel)
+			now := e.clock()
+			var own []*store.Write
+			for _, it := range items {
+				w := setStatusWrite(it, p, now)
+				ws, err := e.withParents(ctx, e.st, w)
 				if err != nil {
 					return err
 				}
-				var own []*store.Write
-				now := e.clock()
-				for _, it := range items {
-					ids = append(ids, it.Instance.ID)
-					w := setStatusWrite(it, p, now)
-					ws, err := e.withParents(ctx, tx, w)
-					if err != nil {
-						return err
-					}
-					if len(ws) == 1 {
-						own = append(own, w)
-						continue
-					}
-					// Written at once: a sibling's outcome is decided on
-					// the parent as this one leaves it.
-					if _, err := applyWrites(ctx, tx, ws); err != nil {
-						return err
-					}
-					parents = append(parents, ws[1:]...)
+				if len(ws) == 1 {
+					own = append(own, w)
+					continue
 				}
-				return applyGroup(ctx, tx, own)
-			})
+				if _, err := applyWrites(ctx, e.st, ws); missed(err) {
+					continue
+				} else if err != nil {
+					return err
+				}
+				ids, parents, wrote = append(ids, w.ID), append(parents, ws[1:]...), wrote+1
+			}
+			written, err := e.st.ApplyEach(ctx, own)
+			for i, inst := range written {
+				if inst != nil {
+					ids, wrote = append(ids, own[i].ID), wrote+1
+				}
+			}
+			return err
 		})
-		if err == nil || !errors.Is(err, store.ErrConflict) || attempt == batchAttempts || ctx.Err() != nil {
-			return ids, parents, err
+		return len(items), wrote, err
+	})
+	return ids, parents, err
+}
+
+// missed reports a write that found its instance moved on or gone: it
+// wrote nothing, and a fresh read decides again.
+func missed(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)
+}
+
+// inRounds runs a batch's rounds until it is done: round reads at most
+// limit instances, writes those that did not move since it read them and
+// reports how many it read and wrote. The batch is done when a round
+// wrote all it read or the batch is full; a round that wrote nothing is
+// run again after a short pause, batchAttempts times at most — then the
+// batch is a conflict if it moved nothing at all.
+func inRounds(ctx context.Context, limit int, round func(limit int) (read, wrote int, err error)) error {
+	moved := 0
+	for attempt := 1; ; attempt++ {
+		read, wrote, err := round(limit - moved)
+		moved += wrote
+		switch {
+		case err != nil:
+			return err
+		case wrote == read || moved == limit:
+			return nil
+		case wrote > 0:
+			continue
+		case attempt >= batchAttempts && moved > 0:
+			return nil
+		case attempt >= batchAttempts:
+			return fmt.Errorf("%w: the workflows of the batch kept changing while it was decided; try the batch again", store.ErrConflict)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
 		}
 	}
 }
@@ -74,15 +107,6 @@ func setStatusWrite(it store.BatchItem, p store.BatchStatusParams, now time.Time
 		read: byID(it.Tasks...), allRows: true}
 	d.ch = rules.SetStatus(it.Instance, p.NewStatus, copies(it.Tasks))
 	return d.write(now)
-}
-
-// applyGroup writes ws, decided on one read, as one atomic write.
-func applyGroup(ctx context.Context, q store.Querier, ws []*store.Write) error {
-	if len(ws) == 0 {
-		return nil
-	}
-	_, _, err := q.ApplyGroup(ctx, nil, ws, nil)
-	return err
 }
 
 // afterStopBatch does, once a stopBatch is committed, what follows the

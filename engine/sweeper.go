@@ -147,7 +147,7 @@ func (e *Engine) sweepItem(ctx context.Context, kind store.DueKind, it store.Due
 	// instance alone.
 	on := subject{}
 	if kind == store.DueTimeouts {
-		on = locked(it.Instance.ID)
+		on = about(it.Instance.ID)
 	}
 	_, w, _, err := e.readDecideApply(ctx, on, func(q store.Querier, now time.Time) (*decided, error) {
 		inst, row := it.Instance, it.Task

@@ -112,7 +112,7 @@ func countHistory(h []store.HistoryEntry, match func(store.HistoryEntry) bool) i
 
 func tasksOf(t *testing.T, st store.Backend, id string) []*store.Task {
 	t.Helper()
-	tasks, err := st.TasksOfInstance(context.Background(), id, store.LockNone)
+	tasks, err := st.TasksOfInstance(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

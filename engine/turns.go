@@ -5,18 +5,22 @@ import (
 	"sync"
 )
 
-// turns are this node's turns at deciding about one instance, on a store
-// whose writers are serialised (SQLite). There the engine reads and decides
-// outside the write transaction — a decision may evaluate programs for a
-// second, and the database has one writer — so a decision is one guarded
-// write made after its reads, and any write of the instance in between makes
-// it miss. A writer that always holds the write lock from its read to its
-// write (a PATCH with If-Match: *) would win every such race; taking turns
-// makes the node's writers of one instance queue instead: a decision is read,
-// made and written in its turn, and the locked writes of the API wait for the
-// turn before they take the write lock. A turn is waited for in arrival order
-// and never while a transaction is open (the turn's holder needs the write
-// lock to finish), and a holder never waits for another turn.
+// turns are this node's turns at deciding about one instance. A decision
+// is one guarded write made after its reads, outside any transaction (a
+// decision may evaluate programs for a second), so any write of the
+// instance in between makes it miss; a stream of quick writers (PATCH with
+// If-Match: *, each deciding in no time) could win every such race against
+// a slow decision. Taking turns makes the node's writers of one instance
+// queue instead: a decision is read, made and written in its turn.
+//
+// On a store whose writers are serialised (SQLite) every decision about a
+// known instance takes its turn. On one with concurrent writers
+// (PostgreSQL) decisions race as equals until one has lost
+// lockAfterConflicts races; it then takes the turn, and so does every
+// decision of the node about that instance while anyone holds or waits for
+// it (busy), so the stream queues behind it. A turn is waited for in
+// arrival order and never while a transaction is open, and a holder never
+// waits for another turn.
 type turns struct {
 	mu sync.Mutex
 	m  map[string]*turn
@@ -28,6 +32,14 @@ type turns struct {
 type turn struct {
 	token chan struct{}
 	users int
+}
+
+// busy reports whether a decision of the node holds or waits for the turn
+// of instance id.
+func (ts *turns) busy(id string) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.m[id] != nil
 }
 
 // take waits for the turn of instance id and returns the function that ends

@@ -16,19 +16,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/store/postgres"
 	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
 )
 
 // TestCrashTxProcess is run as a child process by TestKilledMidTransaction:
-// it opens the store, begins a transaction, increments the counter with
-// ModifyState (the row is locked, the change uncommitted), prints
-// crashTxReady and waits to be killed.
+// it begins a transaction, increments the instance's version and counter
+// (the row is locked, the change uncommitted), prints crashTxReady and waits
+// to be killed.
 const (
 	crashTxAddrEnv = "FLOWD_FAULTS_CRASH_TX_ADDR" // database URL
 	crashTxIDEnv   = "FLOWD_FAULTS_CRASH_TX_ID"   // instance id
@@ -49,22 +49,36 @@ func TestCrashTxProcess(t *testing.T) {
 	}()
 	time.AfterFunc(2*time.Minute, func() { os.Exit(4) })
 
+	// A node's write in flight is one statement in its transaction: the
+	// instance's row updated (and so locked), not committed. flowd's store
+	// opens no transaction a caller could hold open, so the test does it
+	// on a connection of its own.
 	ctx := context.Background()
-	st, err := postgres.Open(ctx, addr, postgres.Options{MaxConns: 2})
+	conn, err := pgx.Connect(ctx, addr)
 	if err != nil {
-		fmt.Println("crash-tx: open:", err)
+		fmt.Println("crash-tx: connect:", err)
 		os.Exit(2)
 	}
-	err = st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		inst, err := storetest.Modify(ctx, tx, id, func(inst *workflow.Instance) error { return increment(&inst.State) }, crashTxCause)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%s (version %d written, not committed)\n", crashTxReady, inst.Version)
-		select {} // SIGKILL ends this: no rollback, no Close, no goodbye to the server
-	})
-	fmt.Println("crash-tx: transaction:", err)
-	os.Exit(2)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		fmt.Println("crash-tx: begin:", err)
+		os.Exit(2)
+	}
+	var version int64
+	err = tx.QueryRow(ctx, `WITH u AS (
+	UPDATE workflow_instances SET version = version + 1, state = jsonb_set(state, '{variables,`+counterVar+`}', '1'), updated_at = now()
+	WHERE id = $1 RETURNING id, version, status, state
+), h AS (
+	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
+	SELECT id, version, status, state, now(), $2, 'engine' FROM u
+)
+SELECT version FROM u`, id, crashTxCause).Scan(&version)
+	if err != nil {
+		fmt.Println("crash-tx: write:", err)
+		os.Exit(2)
+	}
+	fmt.Printf("%s (version %d written, not committed)\n", crashTxReady, version)
+	select {} // SIGKILL ends this: no rollback, no Close, no goodbye to the server
 }
 
 // TestKilledMidTransaction SIGKILLs a process that holds a row lock inside

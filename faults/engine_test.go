@@ -195,7 +195,7 @@ func TestEngineRestart(t *testing.T) {
 		}
 		h := checkHistory(t, st, inst)
 		checkStepsSettleOnce(t, id, h)
-		tasks, err := st.TasksOfInstance(ctx, id, store.LockNone)
+		tasks, err := st.TasksOfInstance(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func waitCompleted(t *testing.T, st store.Backend, ids []string, timeout time.Du
 			for _, id := range ids {
 				if done[id] == nil {
 					inst, _ := st.Get(ctx, id)
-					tasks, _ := st.TasksOfInstance(ctx, id, store.LockNone)
+					tasks, _ := st.TasksOfInstance(ctx, id)
 					b, _ := json.MarshalIndent(inst, "", "  ")
 					var ts []string
 					for _, task := range tasks {

@@ -26,11 +26,24 @@ type Applier interface {
 	// workflow.ErrTerminal (w.From is terminal), workflow.ErrInvalidTransition,
 	// workflow.ErrInvalidState, ErrExists (a new task's id or step is taken).
 	// On PostgreSQL it is one statement; on SQLite one BEGIN IMMEDIATE
-	// transaction (a savepoint inside WithTx).
+	// transaction.
 	//
 	// With w.TasksOnly it writes task rows alone (see Write.TasksOnly): no
 	// version, no history row, and it returns a nil instance.
 	Apply(ctx context.Context, w *Write) (*workflow.Instance, error)
+
+	// ApplyEach makes each write as Apply would, all in one transaction,
+	// leaving out those that miss: written[i] is the instance as writes[i]
+	// left it, or nil when that write found its instance moved on (its
+	// version, its status or a task it guards: what Apply reports as
+	// ErrConflict) or gone (ErrNotFound) — it wrote nothing of that one.
+	// It is how a batch takes the instances nobody else changed while it
+	// decided, without holding any lock meanwhile. Any other error
+	// (ErrInvalidArgument, ErrConcurrencyLimit, a database error) writes
+	// nothing at all and is returned, wrapped with the position of the write
+	// that caused it. The writes are of distinct instances; TasksOnly writes
+	// are refused (ErrInvalidArgument). On PostgreSQL it is one round trip.
+	ApplyEach(ctx context.Context, writes []*Write) (written []*workflow.Instance, err error)
 }
 
 // Write is one decided change of an instance, as Apply writes it.
@@ -244,4 +257,23 @@ func (e *TaskConflictError) Is(target error) bool { return target == ErrConflict
 // not at w.ExpectedVersion.
 func (w *Write) VersionConflict(actual int64) error {
 	return &ConflictError{ID: w.ID, Expected: w.ExpectedVersion, Actual: actual}
+}
+
+// CheckEach reports the writes of an ApplyEach that the stores refuse
+// before writing anything (ErrInvalidArgument): a nil write, a TasksOnly
+// write, or two writes of one instance.
+func CheckEach(writes []*Write) error {
+	seen := make(map[string]bool, len(writes))
+	for i, w := range writes {
+		switch {
+		case w == nil:
+			return fmt.Errorf("%w: write %d of %d is nil", ErrInvalidArgument, i+1, len(writes))
+		case w.TasksOnly:
+			return fmt.Errorf("%w: write %d of %d writes task rows alone", ErrInvalidArgument, i+1, len(writes))
+		case seen[w.ID]:
+			return fmt.Errorf("%w: write %d of %d is of workflow %s, as an earlier one", ErrInvalidArgument, i+1, len(writes), w.ID)
+		}
+		seen[w.ID] = true
+	}
+	return nil
 }

@@ -16,16 +16,9 @@ type BatchReader interface {
 	// p.Status and whose updated_at is before p.UpdatedBefore (and, with
 	// p.IDs, that are among them), oldest updated_at first (then id), each
 	// with all its tasks (ordered by step id, then iteration). It changes
-	// nothing.
-	//
-	// With p.Lock, inside a transaction of a store with concurrent writers
-	// (PostgreSQL), it locks the instances and their task rows without
-	// waiting for anyone: an instance another transaction holds is
-	// skipped (FOR UPDATE SKIP LOCKED), and so is one of which another
-	// transaction holds a task row (its row stays locked until the
-	// transaction ends). Two transactions that read with p.Lock at once
-	// never both get one instance. A store whose writers are serialised
-	// (SQLite) needs no lock: nothing else writes while a transaction does.
+	// and locks nothing: the writes decided on what it read are guarded by
+	// it (ApplyEach leaves out an instance that moved meanwhile, so two
+	// batches at once never both take one instance).
 	// ErrInvalidArgument for a limit outside 1–MaxBatchLimit or more IDs
 	// than that, or an unknown status.
 	BatchInstances(ctx context.Context, p BatchReadParams) ([]BatchItem, error)
@@ -38,7 +31,6 @@ type BatchReadParams struct {
 	// IDs, when not empty, keeps only these instances.
 	IDs   []string
 	Limit int // 1–MaxBatchLimit
-	Lock  bool
 }
 
 // Check reports parameters BatchInstances refuses (ErrInvalidArgument).

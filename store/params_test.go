@@ -17,39 +17,6 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-func TestIsolation(t *testing.T) {
-	for _, c := range []struct {
-		iso   store.Isolation
-		valid bool
-		name  string
-	}{
-		{store.ReadCommitted, true, "READ COMMITTED"},
-		{store.RepeatableRead, true, "REPEATABLE READ"},
-		{store.Serializable, true, "SERIALIZABLE"},
-		{-1, false, "Isolation(-1)"},
-		{3, false, "Isolation(3)"},
-		{99, false, "Isolation(99)"},
-	} {
-		if got := c.iso.Valid(); got != c.valid {
-			t.Errorf("Isolation(%d).Valid() = %v, want %v", int(c.iso), got, c.valid)
-		}
-		if got := c.iso.String(); got != c.name {
-			t.Errorf("Isolation(%d).String() = %q, want %q", int(c.iso), got, c.name)
-		}
-		err := store.CheckIsolation(c.iso)
-		if c.valid && err != nil {
-			t.Errorf("CheckIsolation(%v) = %v", c.iso, err)
-		}
-		if !c.valid && !errors.Is(err, store.ErrInvalidArgument) {
-			t.Errorf("CheckIsolation(%d) = %v, want ErrInvalidArgument", int(c.iso), err)
-		}
-	}
-	var zero store.Isolation
-	if zero != store.ReadCommitted {
-		t.Errorf("the zero Isolation is %v, want READ COMMITTED", zero)
-	}
-}
-
 var urlSafe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 func TestCursorRoundTrip(t *testing.T) {

@@ -19,8 +19,10 @@ import (
 	"github.com/flowd/flowd/workflow/instance"
 )
 
-// Querier holds the operations that run either on their own (each atomic) or
-// inside a transaction started by Store.WithTx.
+// Querier holds the operations on instances and their tasks, each atomic on
+// its own. None takes a function to run inside its transaction: what needs
+// several changes at once is one call (ApplyGroup, ApplyEach), decided
+// before it.
 //
 // Every method that changes an instance increases its version by exactly 1 and
 // appends one history row in the same transaction, whose actor is
@@ -39,8 +41,7 @@ type Querier interface {
 	// a key recorded less than IdempotencyKeyTTL ago writes nothing and
 	// returns an *IdempotencyKeyError (errors.Is ErrIdempotencyKeyUsed). Of
 	// concurrent creates with one key, exactly one creates. On PostgreSQL a
-	// keyed create whose id is taken fails its statement (inside WithTx,
-	// the caller's transaction).
+	// keyed create whose id is taken fails its statement.
 	Create(ctx context.Context, p CreateParams) (*workflow.Instance, error)
 
 	// Get returns the instance, or ErrNotFound.
@@ -89,13 +90,6 @@ type Store interface {
 	Querier
 	RetentionStore
 
-	// WithTx runs fn in one transaction at iso. fn's error rolls back and is
-	// returned; so is a failed commit. Serialization failures and deadlocks are
-	// returned as *ConflictError (errors.Is ErrConflict, retryable). Rollback runs
-	// on a context that is not cancelled, so a cancelled request still cleans up.
-	// fn must use tx, never the Store, while it runs.
-	WithTx(ctx context.Context, iso Isolation, fn func(tx Querier) error) error
-
 	// Capabilities tells the conformance suite and the engine what the backend
 	// can do, so they never branch on a type name.
 	Capabilities() Capabilities
@@ -134,9 +128,6 @@ type Capabilities struct {
 	// ConcurrentWriters is false when writes are serialised by the backend
 	// (SQLite's single writer), true when row locks allow parallel writers.
 	ConcurrentWriters bool
-	// IsolationLevels lists the levels that are really distinct; a backend that
-	// has only serializable transactions accepts every level and lists one.
-	IsolationLevels []Isolation
 }
 
 // CreateParams are the inputs of Querier.Create.

@@ -78,19 +78,6 @@ type Task struct {
 	Flow workflow.TaskFlow
 }
 
-// LockMode says how a query that locks rows treats rows locked by others.
-type LockMode int
-
-// Lock modes. Blocking locks are taken in one order everywhere — tasks first,
-// then their instance — and rows that would have to be locked against that
-// order are locked with SkipLocked, so two transactions can never wait on each
-// other in a cycle.
-const (
-	LockNone LockMode = iota
-	LockWait
-	LockSkipLocked
-)
-
 // DefinitionRecord is one stored revision of a workflow definition.
 type DefinitionRecord struct {
 	Name      string
@@ -107,15 +94,9 @@ type TaskQuerier interface {
 	// decided on it guards on what it read). ErrNotFound for an unknown id.
 	Task(ctx context.Context, id string) (*Task, error)
 	// TasksOfInstance returns the instance's tasks ordered by step id ([]
-	// for an instance without tasks, or unknown). With LockNone it is a
-	// plain read. Inside a transaction, LockSkipLocked locks the rows no
-	// other transaction holds and leaves the others out, and LockWait
-	// locks all the instance's task rows and then the instance's row
-	// (waiting for other writers; the lock order tasks → instance of every
-	// write), so that a write decided on what the transaction reads cannot
-	// conflict. On the store (not in a transaction) a lock would end with
-	// the statement: every mode reads.
-	TasksOfInstance(ctx context.Context, instanceID string, mode LockMode) ([]*Task, error)
+	// for an instance without tasks, or unknown): a plain read, which
+	// locks nothing.
+	TasksOfInstance(ctx context.Context, instanceID string) ([]*Task, error)
 	// Due reads what the sweeper, the concurrency limits and the event
 	// waits have to do, at most p.Limit items of p.Kind (see DueKind),
 	// without locking anything: the engine decides each item and writes
@@ -140,8 +121,7 @@ type TaskQuerier interface {
 	// (ErrInvalidArgument, nothing written) and makes them. A write whose
 	// instance is no longer at its ExpectedVersion is skipped and its tasks
 	// stay queued; the others are made. An error from decide, or any error
-	// writing, rolls everything back and is returned (inside WithTx on
-	// PostgreSQL, it aborts the caller's transaction). Once the writes are
+	// writing, rolls everything back and is returned. Once the writes are
 	// sent, a cancelled ctx no longer stops them: a claim that committed
 	// must not be reported as failed. ErrInvalidArgument for a limit
 	// outside 1–MaxBatchLimit or more than MaxClaimQueues queues.
@@ -156,12 +136,15 @@ type TaskQuerier interface {
 	// idempotency key) fails the group and nothing of it is written; the
 	// caller writes each on its own to learn which. Writes of the same
 	// instance must come in the order they apply: each is guarded by the
-	// version the one before it leaves. It returns the created instances
+	// version the one before it leaves. The writes of instances that exist
+	// before the group are made first, then the creates, then the writes
+	// of the instances the group creates (store.GroupOrder): a create may
+	// take the concurrency slot a write frees, and a write of a new
+	// instance needs it created. It returns the created instances
 	// and the instances as written, in order, and fills in the writes'
 	// tasks (as Apply does) only when the group is written. Other errors as
 	// Create's and Apply's, wrapped with the position of the create or
-	// write that caused them. Inside WithTx the group is part of the
-	// caller's transaction (on PostgreSQL a failed group aborts it).
+	// write that caused them.
 	//
 	// With a claim (not nil), the group then claims tasks in the same
 	// transaction, as ClaimTasks does (see GroupClaim): a worker whose
@@ -178,8 +161,7 @@ type TaskQuerier interface {
 // writes wait for nobody, so a group holding instance locks of its writes
 // cannot deadlock with another one. Decide's error, or a write it returns
 // that CheckClaimWrites refuses, fails the group. A write is reported
-// (Written, Instance) only once the group is committed; inside WithTx, once
-// it is made in the caller's transaction. The rows the claim locks and does
+// (Written, Instance) only once the group is committed. The rows the claim locks and does
 // not write (tasks beyond the limit, an instance whose tasks decide left)
 // stay locked until the group's transaction ends.
 type GroupClaim struct {
@@ -493,4 +475,22 @@ func TaskItems(tasks []*Task) []DueItem {
 		items[i].Task = t
 	}
 	return items
+}
+
+// GroupOrder says which of a group's writes are made before its creates:
+// before[i] is false for a write of an instance that one of the creates
+// makes (it needs the instance created), true for every other (a create
+// may need the concurrency slot such a write frees).
+func GroupOrder(creates []CreateParams, writes []*Write) (before []bool) {
+	created := make(map[string]bool, len(creates))
+	for _, p := range creates {
+		if p.ID != "" {
+			created[p.ID] = true
+		}
+	}
+	before = make([]bool, len(writes))
+	for i, w := range writes {
+		before[i] = w == nil || !created[w.ID]
+	}
+	return before
 }

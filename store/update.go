@@ -146,9 +146,3 @@ func UpdateWithRetry(ctx context.Context, q Querier, id string, p RetryPolicy, f
 	}
 	return out, nil
 }
-
-// WithTxRetry runs WithTx and retries the whole transaction on serialization
-// failures and deadlocks, following p.
-func WithTxRetry(ctx context.Context, s Store, iso Isolation, p RetryPolicy, fn func(tx Querier) error) error {
-	return Retry(ctx, p, func(ctx context.Context) error { return s.WithTx(ctx, iso, fn) })
-}

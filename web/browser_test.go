@@ -40,7 +40,6 @@ import (
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/sqlite"
-	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/web"
 	"github.com/flowd/flowd/workflow"
 )
@@ -1048,19 +1047,19 @@ func TestDashboardHistoryPages(t *testing.T) {
 	}
 	const versions = 1005
 	// The versions a PATCH {"variables":{"n":v}} each would write, written
-	// straight to the store in one transaction: a thousand PATCH requests
+	// straight to the store in one group write: a thousand PATCH requests
 	// took minutes of SQLite under the race detector, and the dashboard
 	// reads the history through the API either way.
-	err := f.st.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		for v := 1; v < versions; v++ {
-			st := workflow.State{Variables: map[string]json.RawMessage{"n": json.RawMessage(strconv.Itoa(v))}}
-			if _, err := storetest.Replace(ctx, tx, "long", int64(v-1), st, "patch"); err != nil {
-				return fmt.Errorf("version %d: %w", v, err)
-			}
-		}
-		return nil
-	})
+	inst, err := f.st.Get(ctx, "long")
 	if err != nil {
+		t.Fatal(err)
+	}
+	ws := make([]*store.Write, 0, versions-1)
+	for v := 1; v < versions; v++ {
+		st := workflow.State{Variables: map[string]json.RawMessage{"n": json.RawMessage(strconv.Itoa(v))}}
+		ws = append(ws, &store.Write{ID: "long", ExpectedVersion: int64(v - 1), From: inst.Status, Status: inst.Status, State: st, Cause: "patch"})
+	}
+	if _, _, err := f.st.ApplyGroup(ctx, nil, ws, nil); err != nil {
 		t.Fatal(err)
 	}
 	tab := b.tab()

@@ -67,32 +67,48 @@ func (env Env) Act(c *Definition, inst *workflow.Instance, action string, existi
 	if c != nil && !c.Language.CanRetry() && action == "retry" {
 		return Change{}, &NotAllowedError{fmt.Sprintf("cannot retry workflow %s: a Serverless Workflow instance that faulted cannot be retried (start a new one; use try/catch with retry in the document to retry its tasks)", inst.ID)}
 	}
-	was := inst.Status
-	inst.Status = target.to
-	var ch Change
-	if c != nil {
-		c.Language.reopen(env, inst, existing, action == "retry", now, &ch)
-		if inst.Status != target.to && !workflow.CanTransition(was, inst.Status) {
-			// Nothing was left to run: the action's status now, settled
-			// in a second version.
-			ch.Settled, ch.SettledCause = inst.Status, fmt.Sprintf("%s after %s", inst.Status, action)
-			inst.Status = target.to
-		}
-	}
-	ch.setInstance(inst)
+	ch := env.moveTo(c, inst, target.to, action, existing, now)
 	ch.Notify = ch.claimable() || action == "resume"
 	return ch, nil
 }
 
-// Reopen resumes (retry false) or retries an instance a batch already moved
-// to RUNNING, as Act would: existing holds its tasks by step. write is
-// false when that changes nothing (a resume with nothing ready and nothing
-// to settle): the batch's status change is all there is.
-func (env Env) Reopen(c *Definition, inst *workflow.Instance, existing map[string]*store.Task, retry bool, now time.Time) (ch Change, write bool) {
-	write = c.Language.reopen(env, inst, existing, retry, now, &ch)
+// moveTo moves inst to status to as action does: for a definition-based
+// instance (c not nil) the language schedules what became ready (retry:
+// after putting its failed and interrupted steps back), and an instance
+// whose steps all finished settles in a second version (Change.Settled).
+func (env Env) moveTo(c *Definition, inst *workflow.Instance, to workflow.Status, action string, existing map[string]*store.Task, now time.Time) Change {
+	was := inst.Status
+	inst.Status = to
+	var ch Change
+	if c != nil {
+		c.Language.reopen(env, inst, existing, action == "retry", now, &ch)
+		if inst.Status != to && !workflow.CanTransition(was, inst.Status) {
+			// Nothing was left to run: the action's status now, settled
+			// in a second version.
+			ch.Settled, ch.SettledCause = inst.Status, fmt.Sprintf("%s after %s", inst.Status, action)
+			inst.Status = to
+		}
+	}
 	ch.setInstance(inst)
-	ch.Notify = true // tasks queued before a pause are claimable again
-	return ch, write
+	return ch
+}
+
+// Reopen moves inst, which a batch read PAUSED, FAILED, TIMED_OUT or
+// QUEUED, to RUNNING in one change, as the action would (Act): resume
+// (retry false) schedules what became ready while paused; retry — and the
+// start of a QUEUED instance, whose steps are all PENDING — gives the
+// instance a new workflow timeout and schedules its steps again. c is nil
+// for a free-form instance, whose status change is all there is. existing
+// holds the instance's tasks by step. Tasks queued before a pause are
+// claimable again: Notify is set.
+func (env Env) Reopen(c *Definition, inst *workflow.Instance, existing map[string]*store.Task, retry bool, now time.Time) Change {
+	action := "resume"
+	if retry {
+		action = "retry"
+	}
+	ch := env.moveTo(c, inst, workflow.StatusRunning, action, existing, now)
+	ch.Notify = true
+	return ch
 }
 
 // prepareRetry gives a retried instance a new timeout and puts its failed,

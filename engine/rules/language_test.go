@@ -258,24 +258,23 @@ do:
 			w.wantStatus(workflow.StatusPaused)
 			inst := *w.inst
 			inst.State = w.inst.State.Clone()
-			inst.Status = workflow.StatusRunning // as a batch's status change leaves it
-			reopened, write := w.env.Reopen(w.c, &inst, w.tasks, false, w.now)
+			reopened := w.env.Reopen(w.c, &inst, w.tasks, false, w.now) // as a batch does
 			ch, err := w.act("resume")
 			if err != nil {
 				t.Fatal(err)
 			}
 			w.wantStatus(workflow.StatusRunning)
-			if !ch.Notify || !reopened.Notify {
-				t.Errorf("notify: act %v, reopen %v", ch.Notify, reopened.Notify)
+			if !ch.Notify || !reopened.Notify || reopened.Status != workflow.StatusRunning {
+				t.Errorf("notify: act %v, reopen %v; reopen's status %s", ch.Notify, reopened.Notify, reopened.Status)
 			}
 			if name == "flowd" {
-				if !write || len(ch.Insert) != 1 || ch.Insert[0].StepID != "b" || len(reopened.Insert) != 1 {
-					t.Errorf("write %v, act inserted %+v, reopen inserted %+v", write, ch.Insert, reopened.Insert)
+				if len(ch.Insert) != 1 || ch.Insert[0].StepID != "b" || len(reopened.Insert) != 1 {
+					t.Errorf("act inserted %+v, reopen inserted %+v", ch.Insert, reopened.Insert)
 				}
 				return
 			}
-			if write || len(ch.Insert)+len(ch.Update)+len(reopened.Insert)+len(reopened.Update) != 0 {
-				t.Errorf("write %v, act %+v, reopen %+v", write, ch, reopened)
+			if len(ch.Insert)+len(ch.Update)+len(reopened.Insert)+len(reopened.Update) != 0 {
+				t.Errorf("act %+v, reopen %+v", ch, reopened)
 			}
 		})
 	}

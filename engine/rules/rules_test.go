@@ -526,21 +526,24 @@ func TestCancelReleasesActiveTasksOnly(t *testing.T) {
 	}
 }
 
-func TestBatchReopenWritesOnlyWhatChanges(t *testing.T) {
+func TestBatchReopenIsOneChange(t *testing.T) {
 	w := started(t, `
 name: b
 steps:
   - {id: a, type: task, handler: h}
 `, `{}`)
-	if _, write := w.env.Reopen(w.c, w.inst, w.tasks, false, t0); write {
-		t.Error("a resume with nothing ready writes a version")
+	paused := *w.inst
+	paused.State, paused.Status = w.inst.State.Clone(), workflow.StatusPaused
+	ch := w.env.Reopen(w.c, &paused, w.tasks, false, t0)
+	if ch.Status != workflow.StatusRunning || ch.Settled != "" || len(ch.Insert)+len(ch.Update) != 0 || !ch.Notify {
+		t.Errorf("a resume by batch with nothing ready: %+v; want RUNNING alone, notifying", ch)
 	}
 	w.deliver("a")
 	w.fail("a", "x", false)
-	w.inst.Status = workflow.StatusRunning // the batch moved it
-	ch, write := w.env.Reopen(w.c, w.inst, w.tasks, true, t0)
-	if !write || len(ch.Update) != 1 || ch.State.Steps["a"].Status != workflow.StepRunning {
-		t.Errorf("a retry by batch: %+v, %v", ch, write)
+	w.wantStatus(workflow.StatusFailed)
+	ch = w.env.Reopen(w.c, w.inst, w.tasks, true, t0)
+	if ch.Status != workflow.StatusRunning || len(ch.Update) != 1 || ch.State.Steps["a"].Status != workflow.StepRunning {
+		t.Errorf("a retry by batch: %+v; want RUNNING with a re-queued", ch)
 	}
 }
 

@@ -9,28 +9,6 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// WithTx is one span for the whole transaction; the writes made in it
-// count when it has committed (a failed one reports only the storage-full
-// error that failed it).
-func (b *backend) WithTx(ctx context.Context, iso store.Isolation, fn func(store.Querier) error) error {
-	ctx, span := b.start(ctx, "tx")
-	if b.o.m == nil {
-		err := b.Backend.WithTx(ctx, iso, fn)
-		end(span, err)
-		return err
-	}
-	w := &txWrites{}
-	err := b.Backend.WithTx(ctx, iso, func(tx store.Querier) error {
-		return fn(querier{q: tx, o: b.o, tx: w})
-	})
-	end(span, err)
-	b.noteWrite(err, w.wrote.Load())
-	if err == nil {
-		b.deleted(int(w.deleted.Load()))
-	}
-	return err
-}
-
 // Prune counts the instances it deletes (flowd_workflows_deleted_total);
 // its deletes of instances and worker records are writes, as the other
 // writes of those tables, for StorageFull. The deletes of events and

@@ -10,9 +10,8 @@ import (
 )
 
 // TestWrapTracesAndCounts: with a provider and metrics, one wrapper does
-// both: the writes made inside a transaction count (and make no span of
-// their own: the transaction's covers them), an operation outside one is
-// a span and a count; the backend's notifications stay visible, and a
+// both: an operation is a span and its writes count (ApplyEach's each
+// write made); the backend's notifications stay visible, and a
 // metrics-only wrapper does not invent them.
 func TestWrapTracesAndCounts(t *testing.T) {
 	t.Parallel()
@@ -27,24 +26,27 @@ func TestWrapTracesAndCounts(t *testing.T) {
 	m := metrics.New()
 	s := observed.Wrap(base, tp, m)
 	ctx := t.Context()
-	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		_, err := tx.Create(ctx, store.CreateParams{ID: "in-tx", Status: workflow.StatusRunning})
-		return err
-	})
+	inst, err := s.Create(ctx, store.CreateParams{ID: "alone", Status: workflow.StatusRunning})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Create(ctx, store.CreateParams{ID: "alone", Status: workflow.StatusRunning}); err != nil {
-		t.Fatal(err)
+	pause := &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status, Status: workflow.StatusPaused, State: inst.State, Cause: "pause"}
+	stale := *pause
+	stale.ID, stale.ExpectedVersion = "missing", 0
+	if written, err := s.ApplyEach(ctx, []*store.Write{pause, &stale}); err != nil || written[0] == nil || written[1] != nil {
+		t.Fatalf("ApplyEach = %v, %v; want the first written", written, err)
 	}
 	var names []string
 	for _, sp := range exp.GetSpans() {
 		names = append(names, sp.Name)
 	}
-	if len(names) != 2 || names[0] != "store.tx" || names[1] != "store.create" {
-		t.Errorf("spans %v, want store.tx and store.create", names)
+	if len(names) != 2 || names[0] != "store.create" || names[1] != "store.apply_each" {
+		t.Errorf("spans %v, want store.create and store.apply_each", names)
 	}
-	if got := stateUpdates(t, m, "create", metrics.ResultOK); got != 2 {
-		t.Errorf("flowd_state_updates_total{op=create,result=ok} = %v, want 2", got)
+	if got := stateUpdates(t, m, "apply", metrics.ResultOK); got != 1 {
+		t.Errorf("flowd_state_updates_total{op=apply,result=ok} = %v, want 1 (the write made; the missed one writes nothing)", got)
+	}
+	if got := stateUpdates(t, m, "create", metrics.ResultOK); got != 1 {
+		t.Errorf("flowd_state_updates_total{op=create,result=ok} = %v, want 1", got)
 	}
 }

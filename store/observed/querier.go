@@ -6,18 +6,16 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
-// querier observes the Querier operations of the backend, or of one
-// transaction (tx set): outside a transaction each is a span and its
-// writes count at once; inside one the transaction's span covers them and
-// what they stored counts once it commits.
+// querier observes the Querier operations of the backend: each is a span
+// and its writes count at once.
 type querier struct {
-	q  store.Querier
-	o  *observer
-	tx *txWrites // nil outside WithTx
+	q store.Querier
+	o *observer
 }
 
 func (q querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
@@ -83,6 +81,30 @@ func (q querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance,
 	return inst, err
 }
 
+// ApplyEach counts each write made under apply (a missed one writes
+// nothing and counts nowhere; a failed call counts once).
+func (q querier) ApplyEach(ctx context.Context, writes []*store.Write) ([]*workflow.Instance, error) {
+	start := time.Now()
+	ctx, span := q.start(ctx, "apply_each")
+	written, err := q.q.ApplyEach(ctx, writes)
+	end(span, err)
+	n := 0
+	for _, inst := range written {
+		if inst != nil {
+			n++
+		}
+	}
+	q.noteWrite(err, n > 0)
+	if q.o.m != nil && (err != nil || n > 0) {
+		if err != nil {
+			n = 1
+		}
+		q.o.m.StateUpdates.WithLabelValues("apply", metrics.Result(err)).Add(float64(n))
+		q.o.m.UpdateDuration.WithLabelValues("apply").Observe(time.Since(start).Seconds())
+	}
+	return written, err
+}
+
 func (q querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	start := time.Now()
 	var (
@@ -133,10 +155,10 @@ func (q querier) Task(ctx context.Context, id string) (*store.Task, error) {
 	return t, err
 }
 
-func (q querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
+func (q querier) TasksOfInstance(ctx context.Context, instanceID string) ([]*store.Task, error) {
 	ctx, span := q.start(ctx, "tasks_of_instance")
 	withID(span, instanceID)
-	ts, err := q.q.TasksOfInstance(ctx, instanceID, mode)
+	ts, err := q.q.TasksOfInstance(ctx, instanceID)
 	end(span, err)
 	return ts, err
 }

@@ -14,7 +14,7 @@ import (
 // (tracing off, or inside a transaction, whose span covers it), so an
 // untraced operation sets no attribute at all.
 func (q querier) start(ctx context.Context, op string) (context.Context, trace.Span) {
-	if q.o.tracer == nil || q.tx != nil {
+	if q.o.tracer == nil {
 		return ctx, nil
 	}
 	return q.o.tracer.Start(ctx, "store."+op, trace.WithSpanKind(trace.SpanKindClient),

@@ -67,30 +67,6 @@ func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
 	if !full() {
 		t.Fatal("an empty claim cleared the full flag")
 	}
-	// Inside a transaction: the failed statement reports it.
-	if _, err := base.SetMaxPageCount(ctx, 1<<30); err != nil {
-		t.Fatal(err)
-	}
-	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		_, err := storetest.Modify(ctx, tx, "w", func(inst *workflow.Instance) error {
-			inst.State = bigState()
-			return nil
-		}, "grow in a transaction")
-		return err
-	})
-	if err != nil || full() {
-		t.Fatalf("a transaction that stored the big state: %v, full %v", err, full())
-	}
-	if _, err := base.SetMaxPageCount(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		_, err := tx.Create(ctx, store.CreateParams{ID: "w2", State: bigState()})
-		return err
-	})
-	if !errors.Is(err, store.ErrStorageFull) || !full() {
-		t.Fatalf("a transaction past max_page_count = %v, full %v; want ErrStorageFull, full", err, full())
-	}
 	if _, err := base.SetMaxPageCount(ctx, 1<<30); err != nil {
 		t.Fatal(err)
 	}

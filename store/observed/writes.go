@@ -2,22 +2,11 @@ package observed
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 )
-
-// txWrites collects, inside one WithTx, whether a statement stored
-// something: that counts as a successful write only once the transaction
-// has committed.
-type txWrites struct {
-	wrote atomic.Bool
-	// deleted counts the instances deleted in the transaction, added to
-	// flowd_workflows_deleted_total once it has committed.
-	deleted atomic.Int64
-}
 
 // observe records one write of op; wrote says whether a success stored
 // anything (see noteWrite).
@@ -94,21 +83,14 @@ func (q querier) noteWrite(err error, wrote bool) {
 	case errors.Is(err, store.ErrStorageFull):
 		q.o.m.SetStorageFull(true)
 	case err != nil || !wrote:
-	case q.tx != nil:
-		q.tx.wrote.Store(true)
 	default:
 		q.o.m.SetStorageFull(false)
 	}
 }
 
-// deleted counts n instances deleted: at once outside a transaction, at
-// its commit inside one (a rolled-back delete deleted nothing).
+// deleted counts n instances deleted.
 func (q querier) deleted(n int) {
-	switch {
-	case q.o.m == nil:
-	case q.tx != nil:
-		q.tx.deleted.Add(int64(n))
-	default:
+	if q.o.m != nil {
 		q.o.m.WorkflowsDeleted.Add(float64(n))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
@@ -26,7 +28,7 @@ func TestTasksOnlyStatusGuardSeesCommittedRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queued, err := s.TasksOfInstance(ctx, inst.ID, store.LockNone)
+	queued, err := s.TasksOfInstance(ctx, inst.ID)
 	if err != nil || len(queued) != 1 {
 		t.Fatalf("TasksOfInstance = %v, %v", queued, err)
 	}
@@ -39,7 +41,7 @@ func TestTasksOnlyStatusGuardSeesCommittedRetry(t *testing.T) {
 		Update: []store.TaskWrite{{Task: &cancelled, Guard: store.GuardOf(task)}}}
 
 	done := make(chan error, 1)
-	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+	err = s.querier.runTx(ctx, pgx.ReadCommitted, func(tx *querier) error {
 		// The retry: RUNNING again, its task rewritten but still QUEUED
 		// at the same attempt.
 		requeued := *task
@@ -69,7 +71,7 @@ func TestTasksOnlyStatusGuardSeesCommittedRetry(t *testing.T) {
 	if !errors.As(err, &conflict) {
 		t.Errorf("the orphan's cancel after the retry committed = %v (%T), want a *store.ConflictError", err, err)
 	}
-	rows, err := s.TasksOfInstance(ctx, inst.ID, store.LockNone)
+	rows, err := s.TasksOfInstance(ctx, inst.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,6 +119,8 @@ type preparedGroup struct {
 	pas     []*preparedApply
 	created []bool
 	written []*workflow.Instance
+	// before says which writes go ahead of the creates (store.GroupOrder).
+	before []bool
 	// counts are the creates' descendant counts, written last: the
 	// count of a top-level workflow is the one row every creator of its
 	// descendants waits for, so it is held for the shortest time.
@@ -130,6 +132,7 @@ func (q *querier) prepareGroup(ctx context.Context, creates []store.CreateParams
 	g := &preparedGroup{
 		pcs: make([]*preparedCreate, len(creates)), pas: make([]*preparedApply, len(writes)),
 		created: make([]bool, len(creates)), written: make([]*workflow.Instance, len(writes)),
+		before: store.GroupOrder(creates, writes),
 	}
 	for i, p := range creates {
 		p.Actor = store.WriteActor(ctx, p.Actor)
@@ -157,16 +160,25 @@ func (q *querier) prepareGroup(ctx context.Context, creates []store.CreateParams
 
 func (g *preparedGroup) empty() bool { return len(g.pcs)+len(g.pas) == 0 }
 
-// queue adds the group's statements to b.
+// queue adds the group's statements to b, in the group's order.
 func (g *preparedGroup) queue(b *pgx.Batch) {
+	g.queueWrites(b, true)
 	for _, pc := range g.pcs {
 		b.Queue(pc.strict, pc.args...)
 	}
-	for _, pa := range g.pas {
-		b.Queue(pa.sql(true), pa.args...)
-	}
+	g.queueWrites(b, false)
 	for _, d := range g.counts {
 		b.Queue(countDescendantSQL, d.Root, d.Max)
+	}
+}
+
+// queueWrites adds the writes that go before the creates (before), or
+// those that go after them.
+func (g *preparedGroup) queueWrites(b *pgx.Batch, before bool) {
+	for i, pa := range g.pas {
+		if g.before[i] == before {
+			b.Queue(pa.sql(true), pa.args...)
+		}
 	}
 }
 
@@ -190,19 +202,26 @@ func (g *preparedGroup) send(ctx context.Context, db dbtx) error {
 func (g *preparedGroup) read(br pgx.BatchResults) error {
 	var firstErr error
 	n := len(g.pcs) + len(g.pas)
+	writes := func(before bool) {
+		for i, pa := range g.pas {
+			if g.before[i] != before {
+				continue
+			}
+			inst, err := pa.result(br.QueryRow())
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("write %d of %d: %w", len(g.pcs)+i+1, n, err)
+			}
+			g.written[i] = inst
+		}
+	}
+	writes(true)
 	for i, pc := range g.pcs {
 		var stale, keyUsed bool
 		if err := br.QueryRow().Scan(&g.created[i], &stale, &keyUsed, new(any)); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("create %d of %d: %w", i+1, n, interpretError(err, pc.p.ID))
 		}
 	}
-	for i, pa := range g.pas {
-		inst, err := pa.result(br.QueryRow())
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("write %d of %d: %w", len(g.pcs)+i+1, n, err)
-		}
-		g.written[i] = inst
-	}
+	writes(false)
 	for _, d := range g.counts {
 		if err := br.QueryRow().Scan(new(any)); err != nil && firstErr == nil {
 			firstErr = descendantError(err, d)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/storetest"
 	"github.com/flowd/flowd/workflow"
@@ -357,10 +359,6 @@ func TestEngineStatementCounts(t *testing.T) {
 		}
 		return tasks
 	}
-	// Inside a transaction, and on the pool.
-	if err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error { insert(tx, "a"); return nil }); err != nil {
-		t.Fatal(err)
-	}
 	tasks := insert(s, "b")
 	for _, tk := range tasks {
 		if tk.ID == "" || tk.Status != store.TaskQueued || !tk.CreatedAt.Equal(now) {
@@ -607,7 +605,7 @@ func TestListenOtherStore(t *testing.T) {
 	}
 
 	errRollback := errors.New("rollback")
-	err = other.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+	err = other.querier.runTx(ctx, pgx.ReadCommitted, func(tx *querier) error {
 		if err := notify(tx); err != nil {
 			return err
 		}
@@ -624,7 +622,7 @@ func TestListenOtherStore(t *testing.T) {
 	notified := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- other.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		done <- other.querier.runTx(ctx, pgx.ReadCommitted, func(tx *querier) error {
 			err := notify(tx)
 			close(notified)
 			<-commit
@@ -638,7 +636,7 @@ func TestListenOtherStore(t *testing.T) {
 	start := time.Now()
 	close(commit)
 	if err := <-done; err != nil {
-		t.Fatalf("WithTx: %v", err)
+		t.Fatalf("the Notify's transaction: %v", err)
 	}
 	if !received(ch, time.Second) {
 		t.Fatal("no wake-up within 1s of the commit")
@@ -784,7 +782,7 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 		if _, err := storetest.CompleteStep(ctx, s, storetest.StepParams{ID: id, StepID: "a", ExpectedVersion: 1}); err != nil {
 			t.Fatal(err)
 		}
-		err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+		err := func(tx store.Querier) error {
 			for _, queues := range [][]string{{"q"}, {"q", store.QueueSleep, store.QueueHTTP}} {
 				if _, err := storetest.Claimable(ctx, tx, queues, now, 1); err != nil {
 					return err
@@ -809,7 +807,7 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			_, err = tx.Apply(ctx, &store.Write{ID: id, TasksOnly: true, Now: now, Notify: true,
 				Update: []store.TaskWrite{{Task: locked, Guard: claimed}}})
 			return err
-		})
+		}(s)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -151,14 +151,9 @@ func redactURLError(err error) error {
 	return err
 }
 
-// Capabilities reports PostgreSQL's row-level locking and its three distinct
-// isolation levels.
+// Capabilities reports PostgreSQL's concurrent writers.
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{
-		Name:              "postgres",
-		ConcurrentWriters: true,
-		IsolationLevels:   []store.Isolation{store.ReadCommitted, store.RepeatableRead, store.Serializable},
-	}
+	return store.Capabilities{Name: "postgres", ConcurrentWriters: true}
 }
 
 // Ping reports whether the database answers.
@@ -178,30 +173,6 @@ func (s *Store) Close() error {
 	s.listeners.Wait()
 	s.pool.Close()
 	return nil
-}
-
-// WithTx runs fn in one transaction at iso; see store.Backend. fn's error is
-// returned unchanged; a failed commit is mapped (40001 and 40P01 become a
-// *store.ConflictError).
-func (s *Store) WithTx(ctx context.Context, iso store.Isolation, fn func(tx store.Querier) error) error {
-	if err := store.CheckIsolation(iso); err != nil {
-		return err
-	}
-	return s.querier.runTx(ctx, isoLevel(iso), func(q *querier) error { return fn(q) })
-}
-
-// isoLevel maps the closed enum to pgx's constants. It is a switch, not a
-// string built from input, so no text reaches the BEGIN statement that pgx
-// does not own. CheckIsolation ran before.
-func isoLevel(iso store.Isolation) pgx.TxIsoLevel {
-	switch iso {
-	case store.RepeatableRead:
-		return pgx.RepeatableRead
-	case store.Serializable:
-		return pgx.Serializable
-	default:
-		return pgx.ReadCommitted
-	}
 }
 
 // runTx runs fn in a transaction on the pool and commits it. fn's error is

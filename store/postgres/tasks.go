@@ -72,10 +72,6 @@ const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attem
 const (
 	getTaskSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
 
-	// lockInstanceSQL takes the lock an instance's writes take (a row lock, FOR NO KEY UPDATE),
-	// reading nothing.
-	lockInstanceSQL = `SELECT FROM workflow_instances WHERE id = $1 FOR NO KEY UPDATE`
-
 	// Step ids are ordered bytewise (COLLATE "C"), as SQLite and Go do,
 	// whatever the database's default collation.
 	tasksOfInstanceSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = $1 ORDER BY step_id COLLATE "C", iteration`
@@ -409,35 +405,13 @@ func (q *querier) Task(ctx context.Context, id string) (*store.Task, error) {
 	return t, nil
 }
 
-// TasksOfInstance returns the instance's tasks ordered by step id, locked
-// per mode inside a transaction ([] for an instance without tasks, or
-// unknown); with LockWait the instance's row is locked after them (FOR NO
-// KEY UPDATE, the lock its writes take), the lock order tasks → instance.
-func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
-	sql := tasksOfInstanceSQL
-	switch mode {
-	case store.LockNone:
-	case store.LockWait:
-		sql += " FOR UPDATE"
-	case store.LockSkipLocked:
-		sql += " FOR UPDATE SKIP LOCKED"
-	default:
-		return nil, fmt.Errorf("%w: unknown lock mode %d", store.ErrInvalidArgument, mode)
-	}
+// TasksOfInstance returns the instance's tasks ordered by step id ([] for
+// an instance without tasks, or unknown).
+func (q *querier) TasksOfInstance(ctx context.Context, instanceID string) ([]*store.Task, error) {
 	if !storableText(instanceID) {
 		return []*store.Task{}, nil
 	}
-	if q.pool != nil {
-		return q.queryTasks(ctx, tasksOfInstanceSQL, instanceID)
-	}
-	tasks, err := q.queryTasks(ctx, sql, instanceID)
-	if err != nil || mode != store.LockWait {
-		return tasks, err
-	}
-	if _, err := q.db.Exec(ctx, lockInstanceSQL, instanceID); err != nil {
-		return nil, interpretError(err, instanceID)
-	}
-	return tasks, nil
+	return q.queryTasks(ctx, tasksOfInstanceSQL, instanceID)
 }
 
 // claimArgs checks a claim's arguments and returns how many distinct queues

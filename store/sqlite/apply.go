@@ -9,7 +9,7 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// Apply writes w in one write transaction (a savepoint inside WithTx): the
+// Apply writes w in one write transaction: the
 // version check, each guarded task update, the instance's new version (and
 // the settled one) with their history rows, the new tasks. A miss returns
 // its conflict from inside the transaction, which rolls everything back.

@@ -8,8 +8,8 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// ApplyGroup writes creates and writes and then makes the claim, in one
-// write transaction (one savepoint inside WithTx), in order; any failure or
+// ApplyGroup writes creates and writes (in store.GroupOrder) and then makes
+// the claim, in one write transaction; any failure or
 // miss rolls all of it back. The creates' and writes' tasks and the claim's
 // writes are filled in only when all of it is written. Nothing else writes
 // meanwhile, so the claim's instances need no lock of their own. See
@@ -44,8 +44,25 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 	created := make([]*workflow.Instance, len(creates))
 	written := make([]*workflow.Instance, len(writes))
 	var claimed []claimDone
+	before := store.GroupOrder(creates, writes)
 	err := q.write(ctx, func(c dbtx) error {
 		tq := q.on(c)
+		applyWrites := func(first bool) error {
+			for i, pa := range pas {
+				if before[i] != first {
+					continue
+				}
+				inst, err := pa.write(ctx, c)
+				if err != nil {
+					return fmt.Errorf("write %d of %d: %w", len(creates)+i+1, n, err)
+				}
+				written[i] = inst
+			}
+			return nil
+		}
+		if err := applyWrites(true); err != nil {
+			return err
+		}
 		for i, p := range creates {
 			p.Tasks = copies[i]
 			inst, err := tq.Create(ctx, p)
@@ -54,12 +71,8 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			}
 			created[i] = inst
 		}
-		for i, pa := range pas {
-			inst, err := pa.write(ctx, c)
-			if err != nil {
-				return fmt.Errorf("write %d of %d: %w", len(creates)+i+1, n, err)
-			}
-			written[i] = inst
+		if err := applyWrites(false); err != nil {
+			return err
 		}
 		if claim == nil {
 			return nil

@@ -268,7 +268,7 @@ func TestMigrationKeepsData(t *testing.T) {
 		Status: workflow.StatusTimedOut, State: inst.State, Deadline: inst.Deadline, Cause: "workflow timeout"}); err != nil {
 		t.Fatalf("timing the old instance out: %v", err)
 	}
-	if tasks, err := s.TasksOfInstance(ctx, "old", store.LockNone); err != nil || len(tasks) != 1 || tasks[0].ID != "t1" {
+	if tasks, err := s.TasksOfInstance(ctx, "old"); err != nil || len(tasks) != 1 || tasks[0].ID != "t1" {
 		t.Errorf("the old instance's tasks = %v, %v; want [t1]", tasks, err)
 	}
 }
@@ -364,7 +364,7 @@ func TestEngineErrors(t *testing.T) {
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"t2"`) {
 		t.Errorf("inserting two tasks for one step = %v, want ErrExists naming t2", err)
 	}
-	if tasks, err := s.TasksOfInstance(ctx, "inst", store.LockNone); err != nil || len(tasks) != 0 {
+	if tasks, err := s.TasksOfInstance(ctx, "inst"); err != nil || len(tasks) != 0 {
 		t.Errorf("tasks after the failed inserts = %v, %v; want none", tasks, err)
 	}
 
@@ -386,9 +386,6 @@ func TestEngineErrors(t *testing.T) {
 			t.Errorf("claim(limit %d) = %v, want ErrInvalidArgument", limit, err)
 		}
 	}
-	if _, err := s.TasksOfInstance(ctx, "inst", store.LockMode(7)); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("TasksOfInstance(LockMode(7)) = %v, want ErrInvalidArgument", err)
-	}
 	if _, _, err := s.PutDefinition(ctx, "order", json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -406,59 +403,6 @@ func TestEngineErrors(t *testing.T) {
 	}
 	if got, err := storetest.Claimable(ctx, s, nil, t0, 10); err != nil || len(got) != 0 {
 		t.Errorf("claim(no queues) = %#v, %v; want nothing", got, err)
-	}
-}
-
-// TestEngineInTxSavepoint checks that a failing engine operation inside WithTx
-// undoes only itself: the transaction carries on and commits the rest.
-func TestEngineInTxSavepoint(t *testing.T) {
-	t.Parallel()
-	s := openMigrated(t)
-	ctx := t.Context()
-	if _, err := s.Create(ctx, store.CreateParams{ID: "inst", Status: workflow.StatusRunning}); err != nil {
-		t.Fatal(err)
-	}
-	task := func(id, step string) *store.Task {
-		return &store.Task{ID: id, InstanceID: "inst", StepID: step, Queue: "q", MaxAttempts: 1, RunAt: t0}
-	}
-	if err := storetest.InsertTasks(ctx, s, []*store.Task{task("t1", "a")}); err != nil {
-		t.Fatal(err)
-	}
-	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		// New tasks before a duplicate in one write: none of them stays.
-		if err := storetest.InsertTasks(ctx, tx, []*store.Task{task("t2", "b"), task("t3", "a")}); !errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("inserting a duplicate step: %v, want ErrExists", err)
-		}
-		ghost := task("ghost", "z")
-		if _, err := tx.Apply(ctx, &store.Write{ID: "inst", TasksOnly: true,
-			Update: []store.TaskWrite{{Task: ghost, Guard: store.TaskGuard{Status: store.TaskQueued}}}}); !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("writing an unknown task: %v, want a conflict", err)
-		}
-		claimed, err := tx.Task(ctx, "t1")
-		if err != nil {
-			return err
-		}
-		claimed.Status = store.TaskLeased
-		claimed.Lease = "L"
-		claimed.LeaseUntil = t0.Add(time.Minute)
-		if err := storetest.UpdateTask(ctx, tx, claimed, t0); err != nil {
-			return err
-		}
-		return storetest.InsertTasks(ctx, tx, []*store.Task{task("t4", "c")})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := s.TasksOfInstance(ctx, "inst", store.LockNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, tk := range tasks {
-		got = append(got, tk.ID+":"+string(tk.Status))
-	}
-	if want := []string{"t1:LEASED", "t4:QUEUED"}; !slices.Equal(got, want) {
-		t.Errorf("tasks after the transaction = %v, want %v", got, want)
 	}
 }
 
@@ -598,8 +542,8 @@ func TestPutDefinitionTwoStores(t *testing.T) {
 }
 
 // TestEngineMemory runs the engine's operations on sqlite::memory:, where
-// reads and writes share one connection: a claim inside WithTx and reads on
-// the Store must not wait for each other.
+// reads and writes share one connection: claims, reads and writes must not
+// wait for each other.
 func TestEngineMemory(t *testing.T) {
 	t.Parallel()
 	s := openStoreAt(t, "sqlite::memory:", func() time.Time { return t0 })
@@ -613,23 +557,20 @@ func TestEngineMemory(t *testing.T) {
 	if err := storetest.InsertTasks(ctx, s, []*store.Task{{ID: "t1", InstanceID: "inst", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		got, err := storetest.Claimable(ctx, tx, []string{"q"}, t0, 1)
-		if err != nil || len(got) != 1 {
-			return fmt.Errorf("claim = %v, %v", got, err)
-		}
-		if _, err := tx.TasksOfInstance(ctx, "inst", store.LockWait); err != nil {
-			return err
-		}
-		due, err := tx.Due(ctx, store.DueParams{Kind: store.DueTimeouts, Now: t0.Add(time.Second), Limit: 10})
-		if err != nil || len(due) != 1 {
-			return fmt.Errorf("Due(timeouts) = %v, %v", due, err)
-		}
-		inst := due[0].Instance
-		_, err = tx.Apply(ctx, &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
-			Status: workflow.StatusTimedOut, State: inst.State, Deadline: inst.Deadline, Cause: "workflow timeout"})
-		return err
-	})
+	got, err := storetest.Claimable(ctx, s, []string{"q"}, t0, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	if _, err := s.TasksOfInstance(ctx, "inst"); err != nil {
+		t.Fatal(err)
+	}
+	due, err := s.Due(ctx, store.DueParams{Kind: store.DueTimeouts, Now: t0.Add(time.Second), Limit: 10})
+	if err != nil || len(due) != 1 {
+		t.Fatalf("Due(timeouts) = %v, %v", due, err)
+	}
+	inst := due[0].Instance
+	_, err = s.Apply(ctx, &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status,
+		Status: workflow.StatusTimedOut, State: inst.State, Deadline: inst.Deadline, Cause: "workflow timeout"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,7 +578,7 @@ func TestEngineMemory(t *testing.T) {
 	if err != nil || counts[workflow.StatusTimedOut] != 1 || len(counts) != 1 {
 		t.Errorf("CountByStatus = %v, %v; want TIMED_OUT: 1", counts, err)
 	}
-	if tasks, err := s.TasksOfInstance(ctx, "inst", store.LockNone); err != nil || len(tasks) != 1 {
+	if tasks, err := s.TasksOfInstance(ctx, "inst"); err != nil || len(tasks) != 1 {
 		t.Errorf("the instance's tasks = %v, %v; want one", tasks, err)
 	}
 }

@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"testing"
-
-	"github.com/flowd/flowd/store"
 )
 
 // TestIterationsMigrationKeepsTasks: the rebuild of workflow_tasks that
@@ -37,7 +35,7 @@ func TestIterationsMigrationKeepsTasks(t *testing.T) {
 		VALUES ('t1', 'i', 'a', 'q', 'QUEUED', 3, 5, 'null', 1, 1, 1)`); err != nil {
 		t.Errorf("a second iteration of the step: %v", err)
 	}
-	tasks, err := s.TasksOfInstance(ctx, "i", store.LockNone)
+	tasks, err := s.TasksOfInstance(ctx, "i")
 	if err != nil || len(tasks) != 2 || tasks[1].Iteration != 1 {
 		t.Errorf("TasksOfInstance = %v, %v; want t and t1 (iteration 1)", tasks, err)
 	}

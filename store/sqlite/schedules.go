@@ -166,8 +166,7 @@ func (q *querier) SetSchedulePaused(ctx context.Context, name string, paused boo
 // the guard and the create see the same snapshot).
 func (s *Store) FireSchedule(ctx context.Context, f store.ScheduleFire) (*workflow.Instance, error) {
 	var created *workflow.Instance
-	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		q := tx.(*querier)
+	err := s.inTx(ctx, func(q *querier) error {
 		err := q.write(ctx, func(c dbtx) error {
 			res, err := c.ExecContext(ctx, `UPDATE schedules SET fired_until = ?4, buffered_fire_at = ?5
 				WHERE name = ?1 AND NOT paused AND fired_until = ?2 AND buffered_fire_at IS ?3`,

@@ -238,20 +238,11 @@ func (s *Store) withWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) (err
 	return nil
 }
 
-// WithTx runs fn in one transaction. Every isolation level is accepted (an
-// unknown one is ErrInvalidArgument) and runs as SQLite's only one, a
-// serializable BEGIN IMMEDIATE transaction that holds the database's write
-// lock until it ends: fn runs alone, so SQLite never aborts it with a
-// serialization failure. fn's error rolls back and is returned unchanged.
-// A write lock that cannot be had within busy_timeout is a *store.ConflictError
-// ("database is locked").
-//
-// Each Querier method called on tx runs inside a savepoint, so one that fails
-// leaves nothing half done even if fn carries on and commits.
-func (s *Store) WithTx(ctx context.Context, iso store.Isolation, fn func(tx store.Querier) error) error {
-	if err := store.CheckIsolation(iso); err != nil {
-		return err
-	}
+// inTx runs fn in one write transaction (BEGIN IMMEDIATE, holding the
+// database's write lock until it ends) with a querier bound to it, whose
+// every write runs in a savepoint: for the store's own operations that
+// need several of them at once.
+func (s *Store) inTx(ctx context.Context, fn func(q *querier) error) error {
 	return s.withWriteTx(ctx, func(tx *sql.Tx) error {
 		return fn(&querier{read: tx, write: inSavepoint(tx), now: s.now})
 	})
@@ -287,7 +278,6 @@ func (s *Store) Capabilities() store.Capabilities {
 	return store.Capabilities{
 		Name:              "sqlite",
 		ConcurrentWriters: false,
-		IsolationLevels:   []store.Isolation{store.Serializable},
 	}
 }
 

@@ -546,63 +546,6 @@ func TestCompleteStepIDIsData(t *testing.T) {
 	}
 }
 
-// TestWithTxSavepoint checks that a method failing inside WithTx leaves no
-// partial change behind even when fn ignores the error and commits, and that
-// reads outside the transaction proceed while it holds the write lock.
-func TestWithTxSavepoint(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, fileURL(t))
-	migrate(t, s)
-	ctx := t.Context()
-	inst, err := s.Create(ctx, store.CreateParams{ID: "tx"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if _, err := tx.Create(ctx, store.CreateParams{ID: "tx"}); !errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("duplicate Create in tx: %v, want ErrExists", err)
-		}
-		if _, err := storetest.Replace(ctx, tx, inst.ID, 7, workflow.State{}, "stale"); !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("stale ReplaceState in tx: %v, want ErrConflict", err)
-		}
-		if _, err := storetest.Modify(ctx, tx, inst.ID, increment, "inc"); err != nil {
-			return err
-		}
-		// The read pool answers beside the open write transaction, with the
-		// last committed version.
-		outside, err := s.Get(ctx, inst.ID)
-		if err != nil || outside.Version != 0 {
-			return fmt.Errorf("Get outside the tx: %+v, %v; want version 0", outside, err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hist, err := s.History(ctx, inst.ID, 0, 0)
-	if err != nil || len(hist) != 2 || hist[1].Cause != "inc" {
-		t.Fatalf("history = %+v, %v; want versions 0 and 1 (inc)", hist, err)
-	}
-
-	sentinel := errors.New("give up")
-	err = s.WithTx(ctx, store.Isolation(42), func(store.Querier) error { return nil })
-	if !errors.Is(err, store.ErrInvalidArgument) {
-		t.Errorf("WithTx(Isolation(42)) = %v, want ErrInvalidArgument", err)
-	}
-	err = s.WithTx(ctx, store.Serializable, func(tx store.Querier) error {
-		if _, err := storetest.Modify(ctx, tx, inst.ID, increment, "inc"); err != nil {
-			return err
-		}
-		return sentinel
-	})
-	if err != sentinel {
-		t.Errorf("WithTx returned %v, want fn's error unchanged", err)
-	}
-	if got, _ := s.Get(ctx, inst.ID); got.Version != 1 {
-		t.Errorf("version %d after a rolled back transaction, want 1", got.Version)
-	}
-}
-
 func TestContextCancelled(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, fileURL(t))
@@ -618,13 +561,13 @@ func TestContextCancelled(t *testing.T) {
 	// A context cancelled while a transaction runs: the transaction is
 	// rolled back, the write lock released, and the error is the context's.
 	ctx, cancel = context.WithCancel(t.Context())
-	err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
+	err := s.inTx(ctx, func(tx *querier) error {
 		cancel()
 		_, err := tx.Create(ctx, store.CreateParams{ID: "late"})
 		return err
 	})
 	if !errors.Is(err, context.Canceled) {
-		t.Errorf("WithTx: %v, want context.Canceled", err)
+		t.Errorf("a cancelled transaction: %v, want context.Canceled", err)
 	}
 	if _, err := s.Create(t.Context(), store.CreateParams{}); err != nil {
 		t.Errorf("write after a cancelled transaction: %v", err)

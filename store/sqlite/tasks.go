@@ -135,25 +135,10 @@ func (q *querier) Task(ctx context.Context, id string) (*store.Task, error) {
 }
 
 // TasksOfInstance returns the instance's tasks ordered by step id ([] when it
-// has none, also for an unknown instance). Every mode runs the same query (see
-// Locks): LockWait's lock of the instance is the write lock the transaction
-// holds. LockNone called on the Store reads from the read pool, the locking
-// modes in a write transaction. Errors: ErrInvalidArgument for an unknown mode.
-func (q *querier) TasksOfInstance(ctx context.Context, instanceID string, mode store.LockMode) ([]*store.Task, error) {
+// has none, also for an unknown instance).
+func (q *querier) TasksOfInstance(ctx context.Context, instanceID string) ([]*store.Task, error) {
 	const query = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE instance_id = ?1 ORDER BY step_id, iteration`
-	switch mode {
-	case store.LockNone:
-		return queryTasks(ctx, q.read, query, instanceID)
-	case store.LockWait, store.LockSkipLocked:
-		var tasks []*store.Task
-		err := q.write(ctx, func(c dbtx) error {
-			var err error
-			tasks, err = queryTasks(ctx, c, query, instanceID)
-			return err
-		})
-		return tasks, err
-	}
-	return nil, fmt.Errorf("%w: lock mode %d", store.ErrInvalidArgument, int(mode))
+	return queryTasks(ctx, q.read, query, instanceID)
 }
 
 // claimSQL selects the claimable tasks. It is the engine's hot path, so it

@@ -20,9 +20,7 @@ var applyTests = []conformanceTest{
 	{"Apply_staleVersion", testApplyStaleVersion},
 	{"Apply_taskGuardMiss", testApplyTaskGuardMiss},
 	{"Apply_invalid", testApplyInvalid},
-	{"Apply_inTx", testApplyInTx},
 	{"Apply_concurrent", testApplyConcurrent},
-	{"TasksOfInstance_lockWaitLocksInstance", testTasksOfInstanceLocksInstance},
 }
 
 // applyFixture creates a RUNNING instance id (stepState: step a RUNNING),
@@ -253,51 +251,6 @@ func testApplyInvalid(t *testing.T, h Harness) {
 	}
 }
 
-func testApplyInTx(t *testing.T, h Harness) {
-	b := setup(t, h)
-	inst, leased, queued := b.applyFixture(t, "w")
-	snap := b.snapshot(t, inst.ID)
-	before := b.tasksOf(t, b.engine(t), inst.ID)
-	rollback := errors.New("roll back")
-	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		w, _, _, _ := applyCompletion(inst, leased, queued, b.clock.Now())
-		if _, err := tx.Apply(b.ctx, w); err != nil {
-			return err
-		}
-		return rollback
-	})
-	if !errors.Is(err, rollback) {
-		t.Fatalf("WithTx = %v, want the rollback error", err)
-	}
-	b.applyUnchanged(t, "after a rolled back Apply", snap, before)
-
-	// A miss inside a transaction leaves the transaction usable on SQLite
-	// and aborts it on PostgreSQL; either way nothing of it is written.
-	_ = b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		w, _, _, _ := applyCompletion(inst, leased, queued, b.clock.Now())
-		w.ExpectedVersion++
-		_, err := tx.Apply(b.ctx, w)
-		wantErrorIs(t, "stale Apply in WithTx", err, store.ErrConflict)
-		return err
-	})
-	b.applyUnchanged(t, "after a stale Apply in WithTx", snap, before)
-
-	err = b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		w, _, _, _ := applyCompletion(inst, leased, queued, b.clock.Now())
-		_, err := tx.Apply(b.ctx, w)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("Apply in WithTx: %v", err)
-	}
-	if got := b.get(t, inst.ID); got.Version != inst.Version+1 {
-		t.Errorf("version %d after Apply in a committed transaction, want %d", got.Version, inst.Version+1)
-	}
-	if n := len(b.tasksOf(t, b.engine(t), inst.ID)); n != 3 {
-		t.Errorf("instance has %d tasks after a committed Apply, want 3", n)
-	}
-}
-
 // Eight writers increment one counter through read → decide → Apply,
 // reading again on every conflict: every increment lands exactly once,
 // and the history has every version once, in order, each with the value
@@ -352,54 +305,5 @@ func testApplyConcurrent(t *testing.T, h Harness) {
 		if e.Version != int64(i) || counter(e.State) != i {
 			t.Errorf("history row %d: version %d, counter %d", i, e.Version, counter(e.State))
 		}
-	}
-}
-
-// TasksOfInstance with LockWait inside a transaction locks the instance's
-// tasks and then the instance: other writers of the instance wait until the
-// transaction ends, so a write decided on what it read lands even when
-// another writer tries in between, and that writer's change comes after it.
-func testTasksOfInstanceLocksInstance(t *testing.T, h Harness) {
-	b := setup(t, h)
-	inst, leased, queued := b.applyFixture(t, "w")
-	other := make(chan error, 1)
-	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		tasks, err := tx.TasksOfInstance(b.ctx, inst.ID, store.LockWait)
-		if err != nil {
-			return err
-		}
-		if len(tasks) != 2 {
-			t.Errorf("TasksOfInstance(LockWait) = %v, want the instance's two tasks", taskIDs(tasks))
-		}
-		locked, err := tx.Get(b.ctx, inst.ID)
-		if err != nil {
-			return err
-		}
-		if locked.Version != inst.Version || locked.Status != inst.Status {
-			t.Errorf("Get under the lock = version %d %s, want %d %s", locked.Version, locked.Status, inst.Version, inst.Status)
-		}
-		go func() {
-			_, err := Modify(b.ctx, b.s, inst.ID, func(i *workflow.Instance) error {
-				return i.State.SetVar("other", true)
-			}, "other writer")
-			other <- err
-		}()
-		time.Sleep(100 * time.Millisecond) // the other writer's chance to slip in, were the row not locked
-		w, _, _, _ := applyCompletion(locked, leased, queued, b.clock.Now())
-		_, err = tx.Apply(b.ctx, w)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("Apply decided under TasksOfInstance(LockWait): %v, want it written", err)
-	}
-	if err := <-other; err != nil {
-		t.Fatalf("the other writer: %v", err)
-	}
-	got := b.get(t, inst.ID)
-	if got.Version != inst.Version+2 || got.State.Steps["a"].Status != workflow.StepCompleted {
-		t.Errorf("after both writes: version %d, step a %s; want version %d, a COMPLETED", got.Version, got.State.Steps["a"].Status, inst.Version+2)
-	}
-	if v, _ := got.State.Var("other", new(bool)); !v {
-		t.Error("the other writer's change is missing")
 	}
 }

@@ -18,7 +18,6 @@ var applyTasksTests = []conformanceTest{
 	{"ApplyTasks_statusGuard", testApplyTasksStatusGuard},
 	{"ApplyTasks_rowAsRead", testApplyTasksRowAsRead},
 	{"ApplyTasks_invalid", testApplyTasksInvalid},
-	{"ApplyTasks_inTx", testApplyTasksInTx},
 }
 
 // tasksOnly is a TasksOnly write of inst's tasks at now.
@@ -222,47 +221,4 @@ func testApplyTasksInvalid(t *testing.T, h Harness) {
 	assertTask(t, "task w after the refused writes", queued, b.lockTask(t, eq, queued.ID))
 	assertTask(t, "task a after the refused writes", leased, b.lockTask(t, eq, leased.ID))
 	b.unchanged(t, "instance after the refused writes", snap)
-}
-
-// testApplyTasksInTx: inside WithTx a tasks-only write is visible in the
-// transaction and committed or rolled back with it; a miss leaves the
-// transaction usable.
-func testApplyTasksInTx(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	inst, leased, queued := b.applyFixture(t, "w")
-	now := b.clock.Now()
-	cancelled := *queued
-	cancelled.Status = store.TaskCancelled
-	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
-		stale := *leased
-		stale.Lease = "stale"
-		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: leased, Guard: store.GuardOf(&stale)})); !errors.Is(err, store.ErrConflict) {
-			t.Errorf("tx: a tasks-only miss = %v, want a conflict", err)
-		}
-		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: &cancelled, Guard: store.GuardOf(queued)})); err != nil {
-			return err
-		}
-		got, err := teq.Task(b.ctx, queued.ID)
-		if err == nil && got.Status != store.TaskCancelled {
-			t.Errorf("tx: task w after the write is %s, want CANCELLED", got.Status)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatalf("WithTx: %v", err)
-	}
-	assertTask(t, "task w after the transaction", &cancelled, b.lockTask(t, eq, queued.ID))
-	assertTask(t, "task a after the transaction", leased, b.lockTask(t, eq, leased.ID))
-
-	extended := *leased
-	extended.LeaseUntil = leased.LeaseUntil.Add(time.Hour)
-	err = b.inEngineTx(func(tx store.Querier, _ store.TaskQuerier) error {
-		if _, err := tx.Apply(b.ctx, tasksOnly(inst.ID, now, store.TaskWrite{Task: &extended, Guard: store.GuardOf(leased)})); err != nil {
-			return err
-		}
-		return errBoom
-	})
-	wantErrorIs(t, "WithTx rolled back", err, errBoom)
-	assertTask(t, "task a after a rolled-back write", leased, b.lockTask(t, eq, leased.ID))
 }

@@ -17,7 +17,6 @@ import (
 var applyGroupTests = []conformanceTest{
 	{"ApplyGroup_ok", testApplyGroupOK},
 	{"ApplyGroup_allOrNothing", testApplyGroupAllOrNothing},
-	{"ApplyGroup_inTx", testApplyGroupInTx},
 	{"Apply_leaseHolderConflicts", testApplyLeaseHolderConflicts},
 }
 
@@ -294,52 +293,6 @@ func testApplyGroupAllOrNothing(t *testing.T, h Harness) {
 			assertTask(t, "the task a status guard protects", taken, b.lockTask(t, eq, "taken"))
 		})
 	}
-}
-
-// Inside a transaction the group is part of it: rolled back with it,
-// committed with it.
-func testApplyGroupInTx(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	b.putDefinition(t, b.defs(t), "d", `{"v":1}`, 1, true)
-	inst, tk := b.leasedFixture(t, eq, "w")
-	inst = b.get(t, inst.ID)
-	snap := b.snapshot(t, inst.ID)
-	task := b.lockTask(t, eq, tk.ID)
-	now := b.clock.Now()
-	rollback := errors.New("roll back")
-	err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-		w, _ := completion(inst, tk, now)
-		p, _ := groupStart("s", now)
-		if _, _, err := teq.ApplyGroup(b.ctx, []store.CreateParams{p}, []*store.Write{w}, nil); err != nil {
-			return err
-		}
-		return rollback
-	})
-	if !errors.Is(err, rollback) {
-		t.Fatalf("WithTx = %v, want the rollback error", err)
-	}
-	b.unchanged(t, "after a rolled back ApplyGroup", snap)
-	assertTask(t, "task after a rolled back ApplyGroup", task, b.lockTask(t, eq, tk.ID))
-	if n := len(b.tasksOf(t, eq, inst.ID)); n != 1 {
-		t.Errorf("instance has %d tasks after a rolled back ApplyGroup, want 1", n)
-	}
-	if _, err := b.s.Get(b.ctx, "s"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("the instance created by a rolled back ApplyGroup: %v, want ErrNotFound", err)
-	}
-	err = b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-		w, _ := completion(inst, tk, now)
-		p, _ := groupStart("s", now)
-		_, _, err := teq.ApplyGroup(b.ctx, []store.CreateParams{p}, []*store.Write{w}, nil)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("ApplyGroup in WithTx: %v", err)
-	}
-	if got := b.get(t, inst.ID); got.Version != inst.Version+1 {
-		t.Errorf("version %d after ApplyGroup in a committed transaction, want %d", got.Version, inst.Version+1)
-	}
-	b.get(t, "s")
 }
 
 // A lease holder's write conflicts, and changes nothing, when another

@@ -15,7 +15,6 @@ import (
 var groupClaimTests = []conformanceTest{
 	{"ApplyGroup_claim", testGroupClaimOK},
 	{"ApplyGroup_claimAllOrNothing", testGroupClaimAllOrNothing},
-	{"ApplyGroup_claimInTx", testGroupClaimInTx},
 }
 
 // deliverAll is a decide function that leases every locked task to "n",
@@ -181,44 +180,5 @@ func testGroupClaimAllOrNothing(t *testing.T, h Harness) {
 			b.unchanged(t, "p after ApplyGroup with "+tc.name, pSnap)
 			b.tasksUnchanged(t, eq, "p's task after ApplyGroup with "+tc.name, pTasks)
 		})
-	}
-}
-
-// Inside WithTx the group's claim is part of the caller's transaction:
-// rolled back with it, committed with it.
-func testGroupClaimInTx(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	b.runningWith(t, "a", withID("ta", newTask("a", "a", "q1", clockStart)))
-	before := b.readTasks(t, eq, "a")
-	snap := b.snapshot(t, "a")
-	until := clockStart.Add(time.Minute)
-	errAbort := errors.New("abort")
-	for _, abort := range []bool{true, false} {
-		var writes []*store.ClaimWrite
-		err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-			claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 1},
-				Decide: deliverAll(t, until, map[string]int64{}, &writes)}
-			if _, _, err := teq.ApplyGroup(b.ctx, nil, nil, claim); err != nil {
-				return err
-			}
-			if len(writes) != 1 || !writes[0].Written {
-				return fmt.Errorf("the claim made %d writes: %v", len(writes), writes)
-			}
-			if abort {
-				return errAbort
-			}
-			return nil
-		})
-		if abort {
-			wantErrorIs(t, "a transaction whose group claims and that fails", err, errAbort)
-			b.unchanged(t, "after the rolled-back group", snap)
-			b.tasksUnchanged(t, eq, "after the rolled-back group", before)
-			continue
-		}
-		if err != nil {
-			t.Fatalf("a transaction whose group claims: %v", err)
-		}
-		b.claimCommitted(t, eq, "after the committed group", snap, "ta")
 	}
 }

@@ -7,40 +7,41 @@ import (
 )
 
 // Batch moves instances as the engine's batch of a status change alone
-// does: it reads them (BatchInstances, locking them where the store
-// locks) and writes each one's move with one ApplyGroup guarded by the
-// versions read, in one transaction when q is a store.Store. It returns
-// the ids moved, oldest updated_at first.
+// does: it reads them (BatchInstances, which locks nothing) and writes
+// each one's move with one ApplyEach guarded by the versions read; an
+// instance that moved meanwhile is left out and its place read again. It
+// returns the ids moved, in the order written.
 func Batch(ctx context.Context, q store.Querier, p store.BatchStatusParams) ([]string, error) {
 	if err := p.Normalize(); err != nil {
 		return nil, err
 	}
-	var ids []string
-	run := func(q store.Querier) error {
-		ids = []string{}
+	ids := []string{}
+	for range 100 { // bounded: a round writes at least one, or reads none
 		items, err := q.BatchInstances(ctx, store.BatchReadParams{Status: p.Status, UpdatedBefore: p.UpdatedBefore,
-			IDs: p.IDs, Limit: p.Limit, Lock: true})
-		if err != nil || len(items) == 0 {
-			return err
+			IDs: p.IDs, Limit: p.Limit - len(ids)})
+		if err != nil {
+			return nil, err
 		}
 		ws := make([]*store.Write, len(items))
 		for i, it := range items {
 			inst := it.Instance
 			ws[i] = &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status, Status: p.NewStatus,
 				State: inst.State, Deadline: inst.Deadline, Cause: p.Cause}
-			ids = append(ids, inst.ID)
 		}
-		_, _, err = q.ApplyGroup(ctx, nil, ws, nil)
-		return err
-	}
-	var err error
-	if s, ok := q.(store.Store); ok {
-		err = s.WithTx(ctx, store.ReadCommitted, run)
-	} else {
-		err = run(q)
-	}
-	if err != nil {
-		return nil, err
+		written, err := q.ApplyEach(ctx, ws)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, inst := range written {
+			if inst != nil {
+				ids = append(ids, inst.ID)
+				n++
+			}
+		}
+		if n == len(items) || len(ids) == p.Limit {
+			break
+		}
 	}
 	return ids, nil
 }

@@ -97,16 +97,14 @@ func createMany(b *testing.B, s store.Backend, n int, p func(i int) store.Create
 					return
 				}
 				hi := min(lo+perTx, n)
-				err := s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-					for i := lo; i < hi; i++ {
-						inst, err := tx.Create(ctx, p(i))
-						if err != nil {
-							return err
-						}
-						ids[i] = inst.ID
-					}
-					return nil
-				})
+				ps := make([]store.CreateParams, 0, hi-lo)
+				for i := lo; i < hi; i++ {
+					ps = append(ps, p(i))
+				}
+				created, _, err := s.ApplyGroup(ctx, ps, nil, nil)
+				for i, inst := range created {
+					ids[lo+i] = inst.ID
+				}
 				if err != nil {
 					mu.Lock()
 					first = err

@@ -27,7 +27,6 @@ var concurrencyTests = []conformanceTest{
 	{"Concurrency_invalid", testConcurrencyInvalid},
 	{"Concurrency_oldestHolder", testConcurrencyOldestHolder},
 	{"Concurrency_queuedDefinitionInUse", testConcurrencyQueuedDefinitionInUse},
-	{"Concurrency_isolation", testConcurrencyIsolation},
 	{"Concurrency_fromGuard", testConcurrencyFromGuard},
 }
 
@@ -284,54 +283,6 @@ func testConcurrencyInvalid(t *testing.T, h Harness) {
 	for _, limit := range []int{0, store.MaxBatchLimit + 1} {
 		_, err = b.queuedDue(store.DueParams{Kind: store.DueQueued, Limit: limit})
 		wantErrorIs(t, fmt.Sprintf("Due(queued) limit %d", limit), err, store.ErrInvalidArgument)
-	}
-}
-
-// The key's row of counts is written with a guard in the writing
-// transaction, whatever its isolation: concurrent promotions in
-// transactions of every level the store offers never start more instances
-// than the key has slots (a loser is refused by the limit, or conflicts).
-func testConcurrencyIsolation(t *testing.T, h Harness) {
-	b := setup(t, h)
-	const writers, limit = 6, 2
-	for _, iso := range b.s.Capabilities().IsolationLevels {
-		key := fmt.Sprintf("k%d", iso)
-		for i := range writers {
-			b.create(t, slotted(fmt.Sprintf("%s-%d", key, i), "d", key, limit, workflow.StatusQueued))
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, writers)
-		for i := range writers {
-			q := b.get(t, fmt.Sprintf("%s-%d", key, i))
-			wg.Go(func() {
-				// One write per transaction: a conflict aborts it.
-				errs[i] = b.s.WithTx(b.ctx, iso, func(tx store.Querier) error {
-					_, err := tx.Apply(b.ctx, &store.Write{ID: q.ID, ExpectedVersion: q.Version, From: q.Status,
-						Status: workflow.StatusRunning, State: q.State, Cause: "promote", Now: b.clock.Now()})
-					return err
-				})
-			})
-		}
-		wg.Wait()
-		started := 0
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				started++
-			case errors.Is(err, store.ErrConcurrencyLimit), errors.Is(err, store.ErrConflict):
-			default:
-				t.Errorf("isolation %v: promotion %d: %v", iso, i, err)
-			}
-		}
-		running := 0
-		for i := range writers {
-			if b.get(t, fmt.Sprintf("%s-%d", key, i)).Status == workflow.StatusRunning {
-				running++
-			}
-		}
-		if started < 1 || started > limit || running != started {
-			t.Errorf("isolation %v: %d promotions succeeded and %d instances run, want the same number, 1–%d", iso, started, running, limit)
-		}
 	}
 }
 

@@ -14,12 +14,10 @@ import (
 var deleteTests = []conformanceTest{
 	{"DeleteInstance", testDeleteInstance},
 	{"DeleteInstance_errors", testDeleteInstanceErrors},
-	{"DeleteInstance_rolledBack", testDeleteInstanceRolledBack},
 	{"DeleteInstance_retryRace", testDeleteInstanceRetryRace},
 	{"DeleteDefinition", testDeleteDefinition},
 	{"DeleteDefinition_liveInstances", testDeleteDefinitionLive},
 	{"DeleteDefinition_createAfter", testDeleteDefinitionCreateAfter},
-	{"DeleteDefinition_startHeld", testDeleteDefinitionStartHeld},
 	{"DeleteDefinition_startRace", testDeleteDefinitionStartRace},
 }
 
@@ -121,30 +119,6 @@ func testDeleteInstanceErrors(t *testing.T, h Harness) {
 	b.unchanged(t, "after a stale delete", snap)
 	if n := len(b.tasksOf(t, b.engine(t), "failed")); n != 2 {
 		t.Errorf("after a stale delete: %d tasks, want 2", n)
-	}
-}
-
-// Inside a transaction that rolls back, a delete leaves everything as it was.
-func testDeleteInstanceRolledBack(t *testing.T, h Harness) {
-	b := setup(t, h)
-	inst := b.finished(t, "w", workflow.StatusCancelled)
-	snap := b.snapshot(t, "w")
-	errRollBack := errors.New("roll back")
-	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if err := tx.DeleteInstance(b.ctx, "w", &inst.Version); err != nil {
-			return err
-		}
-		if _, err := tx.Get(b.ctx, "w"); !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("tx.Get after the delete in the transaction: %v, want ErrNotFound", err)
-		}
-		return errRollBack
-	})
-	if !errors.Is(err, errRollBack) {
-		t.Fatalf("WithTx: %v", err)
-	}
-	b.unchanged(t, "after a rolled-back delete", snap)
-	if n := len(b.tasksOf(t, b.engine(t), "w")); n != 2 {
-		t.Errorf("after a rolled-back delete: %d tasks, want 2", n)
 	}
 }
 
@@ -325,35 +299,6 @@ func testDeleteDefinitionCreateAfter(t *testing.T, h Harness) {
 	// A free-form instance that only carries the name is not an instance
 	// of a revision: it is created.
 	b.create(t, store.CreateParams{ID: "free", Definition: "d"})
-}
-
-// A start whose transaction is still open when the delete comes: the delete
-// waits for it (PostgreSQL: the revision's row lock; SQLite: the write
-// lock), then sees the new instance and refuses.
-func testDeleteDefinitionStartHeld(t *testing.T, h Harness) {
-	b := setup(t, h)
-	d := b.defs(t)
-	b.putRevisions(t, "d", 1)
-	held, release := make(chan struct{}), make(chan struct{})
-	txDone := b.holdTx(func(tx store.Querier, _ store.TaskQuerier) error {
-		_, err := tx.Create(b.ctx, store.CreateParams{ID: "w", Definition: "d", DefinitionRevision: 1, LatestRevision: true,
-			Status: workflow.StatusRunning, State: stepState()})
-		return err
-	}, held, release, nil)
-	<-held
-	deleted := make(chan error, 1)
-	go func() { deleted <- d.DeleteDefinition(b.ctx, "d") }()
-	close(release)
-	if err := <-txDone; err != nil {
-		t.Fatalf("the start's transaction: %v", err)
-	}
-	wantErrorIs(t, "DeleteDefinition while a start was open", <-deleted, store.ErrDefinitionInUse)
-	if got := b.get(t, "w"); got.Status != workflow.StatusRunning {
-		t.Errorf("the started instance is %s", got.Status)
-	}
-	if _, err := store.GetDefinition(b.ctx, d, "d", 1); err != nil {
-		t.Errorf("the definition after the refused delete: %v", err)
-	}
 }
 
 // Starts and a delete of one definition at once: either the delete wins and

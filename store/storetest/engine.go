@@ -31,11 +31,8 @@ var taskTests = []conformanceTest{
 	{"Tasks_notFound", testTasksNotFound},
 	{"Tasks_updateRoundTrip", testTasksUpdateRoundTrip},
 	{"Tasks_ofInstanceOrder", testTasksOfInstanceOrder},
-	{"Tasks_ofInstanceLockModes", testTasksOfInstanceLockModes},
-	{"Tasks_lockWaitWaits", testTasksLockWaitWaits},
 	{"Tasks_claimFilters", testTasksClaimFilters},
 	{"Tasks_claimConcurrent", testTasksClaimConcurrent},
-	{"Tasks_claimDoesNotLockInstance", testTasksClaimDoesNotLockInstance},
 }
 
 var definitionTests = []conformanceTest{
@@ -60,29 +57,6 @@ func (b *bundle) engine(t testing.TB) store.TaskQuerier {
 		t.Skip(skipEngine)
 	}
 	return eq
-}
-
-// engineTx returns the querier WithTx hands to fn as an TaskQuerier: a
-// backend whose Store has the engine operations must have them inside a
-// transaction too.
-func engineTx(tx store.Querier) (store.TaskQuerier, error) {
-	eq, ok := tx.(store.TaskQuerier)
-	if !ok {
-		return nil, fmt.Errorf("the transaction's querier %T does not implement store.TaskQuerier, the store does", tx)
-	}
-	return eq, nil
-}
-
-// inEngineTx runs fn in a READ COMMITTED transaction with the tx querier as an
-// TaskQuerier.
-func (b *bundle) inEngineTx(fn func(tx store.Querier, eq store.TaskQuerier) error) error {
-	return b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		eq, err := engineTx(tx)
-		if err != nil {
-			return err
-		}
-		return fn(tx, eq)
-	})
 }
 
 // defs returns the bundle's store as a DefinitionStore, or skips t.
@@ -308,7 +282,7 @@ func taskIDs(tasks []*store.Task) []string {
 // tasksOf returns the tasks of instance (no lock) and fails t on error.
 func (b *bundle) tasksOf(t testing.TB, eq store.TaskQuerier, instance string) []*store.Task {
 	t.Helper()
-	tasks, err := eq.TasksOfInstance(b.ctx, instance, store.LockNone)
+	tasks, err := eq.TasksOfInstance(b.ctx, instance)
 	if err != nil {
 		t.Fatalf("TasksOfInstance(%q): %v", instance, err)
 	}

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -109,19 +108,14 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 		{[]string{"Q1"}, 100, []string{}},
 	} {
 		what := fmt.Sprintf("claim(%q, now, %d)", c.queues, c.limit)
-		err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-			got, err := Claimable(b.ctx, teq, c.queues, now, c.limit)
-			if err != nil {
-				return err
-			}
-			assertTasks(t, "tx."+what, pick(all, c.want...), got)
-			return nil
-		})
+		got, err := Claimable(b.ctx, eq, c.queues, now, c.limit)
 		if err != nil {
-			t.Errorf("tx.%s: %v", what, err)
+			t.Errorf("%s: %v", what, err)
+			continue
 		}
+		assertTasks(t, what, pick(all, c.want...), got)
 	}
-	// The store itself claims too; an earlier now sees less.
+	// An earlier now sees less.
 	got, err := Claimable(b.ctx, eq, []string{"q1"}, now.Add(-time.Second), 100)
 	if err != nil {
 		t.Fatalf("claim on the store: %v", err)
@@ -154,13 +148,12 @@ func testTasksClaimFilters(t *testing.T, h Harness) {
 	}
 }
 
-// claimAndLease claims up to limit tasks of queue in one transaction, calls
+// claimAndLease claims up to limit tasks of queue (one transaction), calls
 // pause (when not nil) while holding them, leases them to owner and commits.
 func (b *bundle) claimAndLease(queue string, now time.Time, limit int, owner string, pause func() error) ([]string, error) {
 	var ids []string
-	err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-		ids = nil
-		return teq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{queue}, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+	err := func() error {
+		return b.s.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{queue}, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
 			if pause != nil {
 				if err := pause(); err != nil {
 					return nil, err
@@ -179,7 +172,7 @@ func (b *bundle) claimAndLease(queue string, now time.Time, limit int, owner str
 			}
 			return writes, nil
 		})
-	})
+	}()
 	if ids == nil {
 		ids = []string{}
 	}
@@ -247,74 +240,5 @@ func testTasksClaimConcurrent(t *testing.T, h Harness) {
 	// Nothing is left to claim.
 	if ids, err := b.claimAndLease("q1", clockStart, limit, "late", nil); err != nil || len(ids) != 0 {
 		t.Errorf("a third claim = %v, %v; want nothing", ids, err)
-	}
-}
-
-// testTasksClaimDoesNotLockInstance: a claim locks the tasks only, so it
-// neither blocks a writer of the instance nor skips the tasks of an instance
-// that another transaction has locked.
-func testTasksClaimDoesNotLockInstance(t *testing.T, h Harness) {
-	b := setup(t, h)
-	if !b.s.Capabilities().ConcurrentWriters {
-		t.Skip("the backend serialises transactions: there are no row locks")
-	}
-	inst := b.running(t, "inst")
-	b.insertTasks(t,
-		withID("t-a", newTask(inst.ID, "a", "q1", clockStart.Add(-time.Second))),
-		withID("t-b", newTask(inst.ID, "b", "q1", clockStart)),
-	)
-
-	// A transaction holds claimed tasks; the instance can still be written.
-	held, release := make(chan struct{}), make(chan struct{})
-	var claimed []*store.Task
-	done := b.holdTx(func(_ store.Querier, teq store.TaskQuerier) error {
-		var err error
-		claimed, err = Claimable(b.ctx, teq, []string{"q1"}, clockStart, 1)
-		return err
-	}, held, release, nil)
-	<-held
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	_, err := Modify(ctx, b.s, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("x", 1) }, "while claimed")
-	cancel()
-	if err != nil {
-		t.Errorf("ModifyState of the instance while a claim holds its task: %v (the claim must lock the task rows only)", err)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatalf("claiming transaction: %v", err)
-	}
-	if ids := taskIDs(claimed); !slices.Equal(ids, []string{"t-a"}) {
-		t.Errorf("claimed %v, want [t-a]", ids)
-	}
-
-	// A transaction holds the instance; its tasks can still be claimed.
-	held, release = make(chan struct{}), make(chan struct{})
-	done = b.holdTx(func(tx store.Querier, _ store.TaskQuerier) error {
-		_, err := Modify(b.ctx, tx, inst.ID, func(cur *workflow.Instance) error { return cur.State.SetVar("y", 1) }, "holding")
-		return err
-	}, held, release, nil)
-	<-held
-	ctx, cancel = context.WithTimeout(b.ctx, 5*time.Second)
-	err = b.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		teq, err := engineTx(tx)
-		if err != nil {
-			return err
-		}
-		got, err := Claimable(ctx, teq, []string{"q1"}, clockStart, 10)
-		if err != nil {
-			return err
-		}
-		if ids := taskIDs(got); !slices.Equal(ids, []string{"t-a", "t-b"}) {
-			t.Errorf("a claim while another transaction locks the instance = %v, want [t-a t-b]", ids)
-		}
-		return nil
-	})
-	cancel()
-	if err != nil {
-		t.Errorf("a claim while another transaction locks the instance: %v", err)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatalf("transaction holding the instance: %v", err)
 	}
 }

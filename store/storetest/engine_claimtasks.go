@@ -23,7 +23,6 @@ var claimTaskTests = []conformanceTest{
 	{"ClaimTasks_instanceMovedOn", testClaimTasksMovedOn},
 	{"ClaimTasks_twoWritesOfOneInstance", testClaimTasksTwoWrites},
 	{"ClaimTasks_invalid", testClaimTasksInvalid},
-	{"ClaimTasks_inTx", testClaimTasksInTx},
 	{"ClaimTasks_concurrent", testClaimTasksConcurrent},
 }
 
@@ -304,52 +303,6 @@ func testClaimTasksInvalid(t *testing.T, h Harness) {
 		b.unchanged(t, c.name+": instance b", snapB)
 		b.tasksUnchanged(t, eq, c.name, before)
 	}
-}
-
-// testClaimTasksInTx: inside WithTx the claim is part of the caller's
-// transaction: rolled back with it, committed with it.
-func testClaimTasksInTx(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	b.runningWith(t, "a", withID("ta", newTask("a", "a", "q1", clockStart)))
-	before := b.readTasks(t, eq, "a")
-	snap := b.snapshot(t, "a")
-	claim := func(teq store.TaskQuerier) (*store.ClaimWrite, error) {
-		var w *store.ClaimWrite
-		err := teq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 1}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			if len(locked) != 1 {
-				return nil, fmt.Errorf("locked %d tasks, want 1", len(locked))
-			}
-			c := locked[0]
-			w = &store.ClaimWrite{Tasks: []*store.Task{claimLease(c.Task, "n", clockStart.Add(time.Minute), time.Time{})},
-				SetState: true, ExpectedVersion: c.Instance.Version, State: claimedState(t, c.Instance), Cause: "deliver"}
-			return []*store.ClaimWrite{w}, nil
-		})
-		return w, err
-	}
-	errAbort := errors.New("abort")
-	err := b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-		w, err := claim(teq)
-		if err != nil {
-			return err
-		}
-		if !w.Written {
-			return errors.New("the write was not made")
-		}
-		return errAbort
-	})
-	wantErrorIs(t, "a transaction that claims and fails", err, errAbort)
-	b.unchanged(t, "after the rolled-back claim", snap)
-	b.tasksUnchanged(t, eq, "after the rolled-back claim", before)
-
-	err = b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-		_, err := claim(teq)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("a transaction that claims: %v", err)
-	}
-	b.claimCommitted(t, eq, "after the committed claim", snap, "ta")
 }
 
 // claimCommitted fails t unless a claim of task, committed since snap, left

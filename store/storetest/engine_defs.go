@@ -401,45 +401,6 @@ func testListen(t *testing.T, h Harness) {
 	}
 	w.drain(300 * time.Millisecond)
 
-	// In a transaction it arrives at commit, not before.
-	held, release := make(chan struct{}), make(chan struct{})
-	committed := make(chan error, 1)
-	go func() {
-		committed <- other.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-			err := notifyOn(tx)
-			close(held)
-			if err != nil {
-				return err
-			}
-			<-release
-			return nil
-		})
-	}()
-	<-held
-	if w.within(300 * time.Millisecond) {
-		t.Error("a Notify inside a transaction arrived before the commit")
-	}
-	close(release)
-	if err := <-committed; err != nil {
-		t.Fatalf("transaction with Notify: %v", err)
-	}
-	if !w.within(2 * time.Second) {
-		t.Error("a Notify committed by another store did not arrive within 2s")
-	}
-	w.drain(300 * time.Millisecond)
-
-	// A rolled-back Notify is not delivered.
-	err = other.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if err := notifyOn(tx); err != nil {
-			return err
-		}
-		return errBoom
-	})
-	wantErrorIs(t, "rolled-back transaction with Notify", err, errBoom)
-	if w.within(500 * time.Millisecond) {
-		t.Error("a Notify of a rolled-back transaction was delivered")
-	}
-
 	// Unread wake-ups coalesce and never block the listener.
 	for range 5 {
 		notify("burst")
@@ -498,7 +459,7 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 			c.Attempt = 5
 			return UpdateTask(ctx, b.s, &c, clockStart)
 		},
-		"TasksOfInstance": func() error { _, err := eq.TasksOfInstance(ctx, inst.ID, store.LockNone); return err },
+		"TasksOfInstance": func() error { _, err := eq.TasksOfInstance(ctx, inst.ID); return err },
 		"ClaimTasks":      func() error { _, err := Claimable(ctx, eq, []string{"q1"}, clockStart, 10); return err },
 		"Due(timeouts)":   dueCall(store.DueTimeouts),
 		"Due(leases)":     dueCall(store.DueLeases),

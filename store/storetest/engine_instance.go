@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -68,28 +66,6 @@ func testInstanceEngineFields(t *testing.T, h Harness) {
 	for _, inst := range page.Instances {
 		assertInstance(t, "listed "+inst.ID, want[inst.ID], inst)
 	}
-
-	// Inside a transaction.
-	err = b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		inst, err := tx.Create(b.ctx, store.CreateParams{ID: "tx", DefinitionRevision: 7, Deadline: &deadline})
-		if err != nil {
-			return fmt.Errorf("tx.Create: %w", err)
-		}
-		got, err := tx.Get(b.ctx, "tx")
-		if err != nil {
-			return fmt.Errorf("tx.Get: %w", err)
-		}
-		for what, i := range map[string]*workflow.Instance{"tx.Create": inst, "tx.Get": got} {
-			if i.DefinitionRevision != 7 || i.Deadline == nil || !i.Deadline.Equal(store.Timestamp(deadline)) {
-				return fmt.Errorf("%s: revision %d, deadline %v; want 7, %v", what, i.DefinitionRevision, i.Deadline, store.Timestamp(deadline))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("WithTx: %v", err)
-	}
-	checkEngineFields(t, "Get after the transaction", b.get(t, "tx"), 7, &deadline)
 }
 
 // testInstanceEngineFieldsKept: every operation that returns an instance
@@ -199,28 +175,4 @@ func testModifyStateDeadline(t *testing.T, h Harness) {
 	}, "boom")
 	wantErrorIs(t, "ModifyState with a failing fn", err, errBoom)
 	b.unchanged(t, "ModifyState with a failing fn", snap)
-
-	// Inside a transaction, on an instance created without a deadline.
-	plain := b.create(t, store.CreateParams{ID: "plain", Input: json.RawMessage(`{}`)})
-	d4 := clockStart.Add(3 * time.Hour)
-	err = b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if _, err := Modify(b.ctx, tx, plain.ID, func(cur *workflow.Instance) error {
-			cur.Deadline = &d4
-			return nil
-		}, "deadline"); err != nil {
-			return fmt.Errorf("tx.ModifyState: %w", err)
-		}
-		got, err := tx.Get(b.ctx, plain.ID)
-		if err != nil {
-			return fmt.Errorf("tx.Get: %w", err)
-		}
-		if got.Deadline == nil || !got.Deadline.Equal(store.Timestamp(d4)) {
-			return fmt.Errorf("tx.Get after tx.ModifyState: deadline %v, want %v", got.Deadline, store.Timestamp(d4))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("WithTx: %v", err)
-	}
-	checkEngineFields(t, "after the transaction", b.get(t, plain.ID), 0, &d4)
 }

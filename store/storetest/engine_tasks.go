@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/workflow"
 )
 
 func testTasksInsertDefaults(t *testing.T, h Harness) {
@@ -65,28 +64,6 @@ func testTasksInsertDefaults(t *testing.T, h Harness) {
 	if n := len(b.tasksOf(t, eq, inst.ID)); n != 3 {
 		t.Errorf("instance inst has %d tasks, want 3", n)
 	}
-
-	// Inside a transaction, for an instance created in it.
-	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
-		if _, err := tx.Create(b.ctx, store.CreateParams{ID: "tx-inst", Status: workflow.StatusRunning}); err != nil {
-			return fmt.Errorf("tx.Create: %w", err)
-		}
-		if err := InsertTasks(b.ctx, tx, []*store.Task{withID("t-tx", newTask("tx-inst", "a", "q1", runAt))}); err != nil {
-			return fmt.Errorf("tx.Apply inserting: %w", err)
-		}
-		tk, err := teq.Task(b.ctx, "t-tx")
-		if err != nil {
-			return fmt.Errorf("tx.Task: %w", err)
-		}
-		if tk.InstanceID != "tx-inst" || tk.Status != store.TaskQueued {
-			return fmt.Errorf("tx.Task = instance %q, status %s; want tx-inst, QUEUED", tk.InstanceID, tk.Status)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("WithTx: %v", err)
-	}
-	assertTask(t, "task inserted in a transaction", stored(withID("t-tx", newTask("tx-inst", "a", "q1", runAt)), now), b.lockTask(t, eq, "t-tx"))
 }
 
 func testTasksInsertDuplicate(t *testing.T, h Harness) {
@@ -132,7 +109,7 @@ func testTasksNotFound(t *testing.T, h Harness) {
 				return fmt.Errorf("%s: Task(%q) = %v, %v (%T); want nil, errors.Is(err, store.ErrNotFound)", where, id, tk, err, err)
 			}
 		}
-		tasks, err := eq.TasksOfInstance(b.ctx, "missing", store.LockNone)
+		tasks, err := eq.TasksOfInstance(b.ctx, "missing")
 		if err != nil || len(tasks) != 0 {
 			return fmt.Errorf("%s: TasksOfInstance of an unknown instance = %v, %v; want none, nil", where, taskIDs(tasks), err)
 		}
@@ -141,18 +118,6 @@ func testTasksNotFound(t *testing.T, h Harness) {
 	if err := check("on the store", eq); err != nil {
 		t.Error(err)
 	}
-	// Inside a transaction, which stays usable.
-	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
-		if err := check("in a transaction", teq); err != nil {
-			return err
-		}
-		_, err := tx.Create(b.ctx, store.CreateParams{ID: "after"})
-		return err
-	})
-	if err != nil {
-		t.Errorf("WithTx: %v", err)
-	}
-	b.get(t, "after")
 	assertTask(t, "the existing task", before, b.lockTask(t, eq, "t-a"))
 }
 
@@ -219,51 +184,6 @@ func testTasksUpdateRoundTrip(t *testing.T, h Harness) {
 		}
 	}
 
-	// Inside a transaction: the write is visible in it and committed with it.
-	now = b.clock.Advance(time.Minute)
-	err := b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
-		cur, err := teq.Task(b.ctx, "t-a")
-		if err != nil {
-			return fmt.Errorf("tx.Task: %w", err)
-		}
-		cur.Attempt = 9
-		cur.LastError = "in tx"
-		if err := UpdateTask(b.ctx, tx, cur, now); err != nil {
-			return fmt.Errorf("tx.Apply: %w", err)
-		}
-		again, err := teq.Task(b.ctx, "t-a")
-		if err != nil {
-			return fmt.Errorf("tx.Task again: %w", err)
-		}
-		if again.Attempt != 9 || again.LastError != "in tx" {
-			return fmt.Errorf("tx.Task after tx.Apply: attempt %d, last error %q; want 9, \"in tx\"", again.Attempt, again.LastError)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("WithTx: %v", err)
-	}
-	got = b.lockTask(t, eq, "t-a")
-	if got.Attempt != 9 || got.LastError != "in tx" {
-		t.Errorf("after the transaction: attempt %d, last error %q; want 9, \"in tx\"", got.Attempt, got.LastError)
-	}
-	checkTime(t, "updated_at after the transaction", got.UpdatedAt, now)
-	// A rolled-back update is gone.
-	err = b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
-		cur, err := teq.Task(b.ctx, "t-a")
-		if err != nil {
-			return err
-		}
-		cur.Attempt = 100
-		if err := UpdateTask(b.ctx, tx, cur, now); err != nil {
-			return err
-		}
-		return errBoom
-	})
-	wantErrorIs(t, "WithTx rolled back", err, errBoom)
-	if got := b.lockTask(t, eq, "t-a"); got.Attempt != 9 {
-		t.Errorf("attempt after a rolled-back write = %d, want 9", got.Attempt)
-	}
 	assertTask(t, "the other task", otherBefore, b.lockTask(t, eq, "t-b"))
 }
 
@@ -288,24 +208,11 @@ func testTasksOfInstanceOrder(t *testing.T, h Harness) {
 	for _, tk := range byStep {
 		want = append(want, stored(tk, now))
 	}
-	for _, mode := range []store.LockMode{store.LockNone, store.LockWait, store.LockSkipLocked} {
-		got, err := eq.TasksOfInstance(b.ctx, inst.ID, mode)
-		if err != nil {
-			t.Fatalf("TasksOfInstance(mode %d): %v", mode, err)
-		}
-		assertTasks(t, fmt.Sprintf("TasksOfInstance(mode %d)", mode), want, got)
-		err = b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-			got, err := teq.TasksOfInstance(b.ctx, inst.ID, mode)
-			if err != nil {
-				return err
-			}
-			assertTasks(t, fmt.Sprintf("tx.TasksOfInstance(mode %d)", mode), want, got)
-			return nil
-		})
-		if err != nil {
-			t.Errorf("tx.TasksOfInstance(mode %d): %v", mode, err)
-		}
+	got, err := eq.TasksOfInstance(b.ctx, inst.ID)
+	if err != nil {
+		t.Fatalf("TasksOfInstance: %v", err)
 	}
+	assertTasks(t, "TasksOfInstance", want, got)
 	if ids := taskIDs(b.tasksOf(t, eq, other.ID)); !slices.Equal(ids, []string{"o1"}) {
 		t.Errorf("tasks of the other instance = %v, want [o1]", ids)
 	}
@@ -313,61 +220,6 @@ func testTasksOfInstanceOrder(t *testing.T, h Harness) {
 	if got := b.tasksOf(t, eq, noTasks.ID); len(got) != 0 {
 		t.Errorf("tasks of an instance without tasks = %v, want none", taskIDs(got))
 	}
-}
-
-// holdTx runs first in a transaction in another goroutine and keeps the
-// transaction open until release is closed; held is closed once first has
-// returned. Then it runs then (if not nil) and commits. The returned channel
-// yields the transaction's error.
-func (b *bundle) holdTx(first func(store.Querier, store.TaskQuerier) error, held chan<- struct{}, release <-chan struct{},
-	then func(store.Querier, store.TaskQuerier) error,
-) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		done <- b.inEngineTx(func(tx store.Querier, teq store.TaskQuerier) error {
-			err := first(tx, teq)
-			close(held)
-			if err != nil {
-				return err
-			}
-			select {
-			case <-release:
-			case <-time.After(20 * time.Second):
-				return errors.New("the held transaction was never released")
-			}
-			if then != nil {
-				return then(tx, teq)
-			}
-			return nil
-		})
-	}()
-	return done
-}
-
-// holdLock is holdTx with a claim that locks task id first (a QUEUED task
-// due at clockStart, the only one of its queue); then gets the locked task.
-func (b *bundle) holdLock(id string, held chan<- struct{}, release <-chan struct{}, then func(tx store.Querier, tk *store.Task) error) <-chan error {
-	var tk *store.Task
-	first := func(_ store.Querier, teq store.TaskQuerier) error {
-		row, err := teq.Task(b.ctx, id)
-		if err != nil {
-			return err
-		}
-		got, err := Claimable(b.ctx, teq, []string{row.Queue}, clockStart, 10)
-		if err != nil {
-			return fmt.Errorf("claim of %q: %w", id, err)
-		}
-		if ids := taskIDs(got); !slices.Equal(ids, []string{id}) {
-			return fmt.Errorf("the claim that locks %q locked %v", id, ids)
-		}
-		tk = got[0]
-		return nil
-	}
-	var after func(store.Querier, store.TaskQuerier) error
-	if then != nil {
-		after = func(tx store.Querier, _ store.TaskQuerier) error { return then(tx, tk) }
-	}
-	return b.holdTx(first, held, release, after)
 }
 
 // Claimable locks what a claim of queues at now would claim, through eq
@@ -382,109 +234,6 @@ func Claimable(ctx context.Context, eq store.TaskQuerier, queues []string, now t
 		return nil, nil
 	})
 	return tasks, err
-}
-
-// testTasksOfInstanceLockModes: with row locks, SkipLocked leaves out the
-// tasks another transaction locked and None reads them without waiting.
-func testTasksOfInstanceLockModes(t *testing.T, h Harness) {
-	b := setup(t, h)
-	if !b.s.Capabilities().ConcurrentWriters {
-		t.Skip("the backend serialises transactions: lock modes are satisfied trivially")
-	}
-	inst := b.running(t, "inst")
-	b.insertTasks(t,
-		withID("t-a", newTask(inst.ID, "a", "q1", clockStart)),
-		withID("t-b", newTask(inst.ID, "b", "q2", clockStart)),
-		withID("t-c", newTask(inst.ID, "c", "q1", clockStart)),
-	)
-	locked, release := make(chan struct{}), make(chan struct{})
-	done := b.holdLock("t-b", locked, release, nil)
-	<-locked
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	defer cancel()
-	err := b.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-		teq, err := engineTx(tx)
-		if err != nil {
-			return err
-		}
-		got, err := teq.TasksOfInstance(ctx, inst.ID, store.LockSkipLocked)
-		if err != nil {
-			return fmt.Errorf("TasksOfInstance(LockSkipLocked): %w", err)
-		}
-		if ids := taskIDs(got); !slices.Equal(ids, []string{"t-a", "t-c"}) {
-			t.Errorf("TasksOfInstance(LockSkipLocked) while t-b is locked = %v, want [t-a t-c]", ids)
-		}
-		got, err = teq.TasksOfInstance(ctx, inst.ID, store.LockNone)
-		if err != nil {
-			return fmt.Errorf("TasksOfInstance(LockNone): %w", err)
-		}
-		if ids := taskIDs(got); !slices.Equal(ids, []string{"t-a", "t-b", "t-c"}) {
-			t.Errorf("TasksOfInstance(LockNone) while t-b is locked = %v, want all three", ids)
-		}
-		return nil
-	})
-	close(release)
-	if err != nil {
-		t.Errorf("second transaction: %v", err)
-	}
-	if err := <-done; err != nil {
-		t.Errorf("locking transaction: %v", err)
-	}
-}
-
-// testTasksLockWaitWaits: TasksOfInstance with LockWait in a transaction
-// waits for another transaction's lock on one of the tasks and then reads
-// what it committed.
-func testTasksLockWaitWaits(t *testing.T, h Harness) {
-	b := setup(t, h)
-	inst := b.running(t, "inst")
-	b.insertTasks(t, withID("t-a", newTask(inst.ID, "a", "q1", clockStart)))
-	locked, release := make(chan struct{}), make(chan struct{})
-	first := b.holdLock("t-a", locked, release, func(tx store.Querier, tk *store.Task) error {
-		tk.Attempt = 1
-		tk.LastError = "first"
-		return UpdateTask(b.ctx, tx, tk, clockStart)
-	})
-	<-locked
-	type result struct {
-		tk  *store.Task
-		err error
-	}
-	second := make(chan result, 1)
-	go func() {
-		var r result
-		r.err = b.inEngineTx(func(_ store.Querier, teq store.TaskQuerier) error {
-			tasks, err := teq.TasksOfInstance(b.ctx, inst.ID, store.LockWait)
-			if err == nil && len(tasks) == 1 {
-				r.tk = tasks[0]
-			}
-			return err
-		})
-		second <- r
-	}()
-	select {
-	case r := <-second:
-		t.Errorf("TasksOfInstance(LockWait) returned (%v, %v) while the first transaction held the lock", taskIDs([]*store.Task{r.tk}), r.err)
-		close(release)
-		<-first
-		return
-	case <-time.After(300 * time.Millisecond):
-	}
-	close(release)
-	if err := <-first; err != nil {
-		t.Fatalf("first transaction: %v", err)
-	}
-	select {
-	case r := <-second:
-		if r.err != nil {
-			t.Fatalf("second transaction: %v", r.err)
-		}
-		if r.tk == nil || r.tk.Attempt != 1 || r.tk.LastError != "first" {
-			t.Errorf("TasksOfInstance(LockWait) read %+v; want the first transaction's attempt 1, \"first\"", r.tk)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("TasksOfInstance(LockWait) still waits 10s after the first transaction committed")
-	}
 }
 
 // testTasksInsertLeased: a task inserted already leased (the engine leases a

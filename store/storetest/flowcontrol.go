@@ -90,7 +90,7 @@ func (b *bundle) leasedOf(t testing.TB, key string, instances ...string) int {
 	t.Helper()
 	n := 0
 	for _, id := range instances {
-		tasks, err := b.engine(t).TasksOfInstance(b.ctx, id, store.LockNone)
+		tasks, err := b.engine(t).TasksOfInstance(b.ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func testFlowControlInvalid(t *testing.T, h Harness) {
 			t.Errorf("inserting a task with flow %+v: %v, want ErrInvalidArgument", f, err)
 		}
 	}
-	if tasks, err := b.engine(t).TasksOfInstance(b.ctx, "p", store.LockNone); err != nil || len(tasks) != 0 {
+	if tasks, err := b.engine(t).TasksOfInstance(b.ctx, "p"); err != nil || len(tasks) != 0 {
 		t.Errorf("tasks after the refusals: %v, %v; want none", tasks, err)
 	}
 }

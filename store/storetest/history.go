@@ -282,12 +282,6 @@ func testContextCancelled(t *testing.T, h Harness) {
 			return err
 		},
 		"History": func() error { _, err := b.s.History(ctx, inst.ID, 0, 0); return err },
-		"WithTx": func() error {
-			return b.s.WithTx(ctx, store.ReadCommitted, func(tx store.Querier) error {
-				_, err := tx.Create(ctx, store.CreateParams{ID: "new-tx"})
-				return err
-			})
-		},
 		"UpdateWithRetry": func() error {
 			_, err := store.UpdateWithRetry(ctx, b.s, inst.ID, store.DefaultRetryPolicy, increment, "x")
 			return err
@@ -297,7 +291,7 @@ func testContextCancelled(t *testing.T, h Harness) {
 		wantErrorIs(t, name+" with a cancelled context", call(), context.Canceled)
 	}
 	b.unchanged(t, "operations with a cancelled context", snap)
-	for _, id := range []string{"new", "new-tx"} {
+	for _, id := range []string{"new"} {
 		_, err := b.s.Get(b.ctx, id)
 		wantErrorIs(t, "Get("+id+")", err, store.ErrNotFound)
 	}
@@ -314,18 +308,5 @@ func testCapabilities(t *testing.T, h Harness) {
 	c := b.s.Capabilities()
 	if c.Name != h.Name {
 		t.Errorf("Capabilities().Name = %q, want %q", c.Name, h.Name)
-	}
-	if len(c.IsolationLevels) == 0 {
-		t.Error("Capabilities().IsolationLevels is empty")
-	}
-	seen := map[store.Isolation]bool{}
-	for _, iso := range c.IsolationLevels {
-		if !iso.Valid() || seen[iso] {
-			t.Errorf("Capabilities().IsolationLevels = %v: invalid or repeated level", c.IsolationLevels)
-		}
-		seen[iso] = true
-	}
-	if !c.ConcurrentWriters && len(c.IsolationLevels) != 1 {
-		t.Errorf("a backend with a single writer lists %v; a single-writer database is serializable only", c.IsolationLevels)
 	}
 }

@@ -18,7 +18,6 @@ var idempotencyTests = []conformanceTest{
 	{"IdempotencyKey_expires", testIdempotencyKeyExpires},
 	{"IdempotencyKey_idTaken", testIdempotencyKeyIDTaken},
 	{"IdempotencyKey_staleRevision", testIdempotencyKeyStaleRevision},
-	{"IdempotencyKey_rolledBack", testIdempotencyKeyRolledBack},
 	{"IdempotencyKey_group", testIdempotencyKeyGroup},
 	{"IdempotencyKey_invalid", testIdempotencyKeyInvalid},
 	{"IdempotencyKey_deleteBefore", testIdempotencyKeyDeleteBefore},
@@ -147,20 +146,6 @@ func testIdempotencyKeyStaleRevision(t *testing.T, h Harness) {
 	wantErrorIs(t, "keyed create of a stale revision", err, store.ErrStaleRevision)
 	p.DefinitionRevision = 2
 	b.create(t, p)
-}
-
-// A key written in a transaction that rolls back is not recorded.
-func testIdempotencyKeyRolledBack(t *testing.T, h Harness) {
-	b := setup(t, h)
-	abort := errors.New("abort")
-	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		if _, err := tx.Create(b.ctx, keyed("k", "h")); err != nil {
-			return err
-		}
-		return abort
-	})
-	wantErrorIs(t, "WithTx", err, abort)
-	b.create(t, keyed("k", "h"))
 }
 
 // In a group, a keyed create records its key, and a live key fails the

@@ -28,7 +28,7 @@ func testTasksIterations(t *testing.T, h Harness) {
 	later.Status = ""
 
 	want := []*store.Task{stored(first[0], now), stored(first[1], now), stored(later, now), stored(first[2], now)}
-	got, err := eq.TasksOfInstance(b.ctx, "inst", store.LockNone)
+	got, err := eq.TasksOfInstance(b.ctx, "inst")
 	if err != nil {
 		t.Fatalf("TasksOfInstance: %v", err)
 	}

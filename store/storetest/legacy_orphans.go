@@ -48,7 +48,7 @@ func CheckLegacyOrphans(t *testing.T, s store.Querier) {
 	t.Helper()
 	rows := map[string]*store.Task{}
 	for id := range LegacyOrphanInstances() {
-		tasks, err := s.TasksOfInstance(t.Context(), id, store.LockNone)
+		tasks, err := s.TasksOfInstance(t.Context(), id)
 		if err != nil {
 			t.Fatalf("tasks of %s: %v", id, err)
 		}

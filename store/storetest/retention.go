@@ -17,7 +17,6 @@ var retentionTests = []conformanceTest{
 	{"PruneInstances_perDefinition", testPruneInstancesPerDefinition},
 	{"PruneInstances_limit", testPruneInstancesLimit},
 	{"PruneInstances_concurrent", testPruneInstancesConcurrent},
-	{"PruneInstances_skipsLocked", testPruneInstancesSkipsLocked},
 	{"PruneInstances_retryRace", testPruneInstancesRetryRace},
 	{"Prune_unknownKind", testPruneUnknownKind},
 }
@@ -265,38 +264,6 @@ func testPruneInstancesConcurrent(t *testing.T, h Harness) {
 	}
 	if n := b.countAll(t); n != 1 {
 		t.Errorf("%d instances left, want only the live one", n)
-	}
-}
-
-// On a store with concurrent writers, an instance another transaction
-// holds locked is skipped, not waited for, and deleted by a later call.
-func testPruneInstancesSkipsLocked(t *testing.T, h Harness) {
-	b := setup(t, h)
-	if !b.s.Capabilities().ConcurrentWriters {
-		t.Skip("writes are serialised: no other transaction holds a row while Prune runs")
-	}
-	b.finishedOf(t, "held", "", workflow.StatusCompleted)
-	b.finishedOf(t, "free", "", workflow.StatusCompleted)
-	cutoff := b.clock.Advance(time.Minute)
-	p := store.PruneParams{Kind: store.PruneInstances, Before: cutoff, Limit: store.MaxDeleteFinished}
-	err := b.s.WithTx(b.ctx, store.ReadCommitted, func(tx store.Querier) error {
-		eq, err := engineTx(tx)
-		if err != nil {
-			return err
-		}
-		if _, err := eq.TasksOfInstance(b.ctx, "held", store.LockWait); err != nil { // locks the instance too
-			return err
-		}
-		if got := b.deleteFinished(t, p); !slices.Equal(got, []string{"free"}) {
-			t.Errorf("while held is locked: deleted %v, want [free]", got)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("WithTx: %v", err)
-	}
-	if got := b.deleteFinished(t, p); !slices.Equal(got, []string{"held"}) {
-		t.Errorf("once held is released: deleted %v, want [held]", got)
 	}
 }
 

@@ -49,12 +49,12 @@ func Run(t *testing.T, h Harness) {
 	t.Run(h.Name, func(t *testing.T) {
 		for _, groups := range [][]conformanceTest{
 			createTests, listTests, idPrefixTests, childTests, workerTests, updateTests, modifyTests, retryTests,
-			transitionTests, stepTests, hostileTests, batchTests, txTests,
+			transitionTests, stepTests, hostileTests, batchTests,
 			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
 			deleteTests, retentionTests, eventTests, scheduleTests,
 			linearizabilityTests, applyTests, applyTasksTests, outputTests, concurrencyTests, traceTests, flowControlTests,
-			actorTests, descendantTests,
+			actorTests, descendantTests, applyEachTests,
 		} {
 			for _, tc := range groups {
 				t.Run(tc.name, func(t *testing.T) {
