@@ -39,7 +39,7 @@ func (e *Engine) startChild(ctx context.Context, t Task) {
 	}
 	if err != nil {
 		level := e.log.Warn
-		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotRunning) {
+		if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotRunning) || errors.Is(err, errAbandoned) {
 			level = e.log.Debug
 		}
 		level("starting a child workflow", "task", t.ID, "workflow", t.WorkflowID, "step", t.Step, "err", err)
@@ -74,9 +74,15 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if err != nil {
 		return err
 	}
-	depth, root, err := e.lineage(ctx, parent)
+	depth, root, abandoned, err := e.lineage(ctx, parent)
 	if err != nil {
 		return err
+	}
+	if abandoned {
+		// An ancestor stopped: the cancel cascade is on its way to this
+		// workflow (and cancels this task with it). Starting a child now
+		// would only give the cascade one more to catch.
+		return errAbandoned
 	}
 	if depth >= rules.MaxChildDepth {
 		return e.FailTask(ctx, t.ID, t.Lease, rules.DepthError(depth), false)
@@ -166,20 +172,26 @@ func parentRef(parent string, row *store.Task) *workflow.ParentRef {
 
 // lineage is how many levels inst is below its top-level workflow (the
 // number of its ancestors, counted up to rules.MaxChildDepth) and that
-// workflow: its farthest stored ancestor, or inst itself.
-func (e *Engine) lineage(ctx context.Context, inst *workflow.Instance) (depth int, root string, err error) {
+// workflow: its farthest stored ancestor, or inst itself; abandoned
+// reports an ancestor read that no longer runs (its steps stopped).
+func (e *Engine) lineage(ctx context.Context, inst *workflow.Instance) (depth int, root string, abandoned bool, err error) {
 	for inst.Parent != nil && depth < rules.MaxChildDepth {
 		p, err := e.st.Get(ctx, inst.Parent.WorkflowID)
 		if errors.Is(err, store.ErrNotFound) {
-			return depth + 1, inst.ID, nil // a deleted ancestor still counts as one
+			return depth + 1, inst.ID, abandoned, nil // a deleted ancestor still counts as one
 		}
 		if err != nil {
-			return 0, "", err
+			return 0, "", false, err
 		}
+		abandoned = abandoned || p.Status.StopsSteps()
 		inst, depth = p, depth+1
 	}
-	return depth, inst.ID, nil
+	return depth, inst.ID, abandoned, nil
 }
+
+// errAbandoned: a workflow step's child is not started because an
+// ancestor of its workflow has stopped.
+var errAbandoned = errors.New("an ancestor of the workflow stopped: its cancel is on its way")
 
 // failForLimit fails t, a claimed task of a workflow step that ran into a
 // limit (msg names it), and its instance for good (rules.Env.FailForLimit).
