@@ -180,6 +180,9 @@ func (b *reopenBatch) decide(ctx context.Context, items []store.BatchItem) error
 			move := &decided{id: id, version: it.Instance.Version, from: it.Instance.Status, cause: b.p.Cause, read: read,
 				ch: rules.SetStatus(it.Instance, workflow.StatusRunning, nil)}
 			move.ch.Notify = true
+			// Its tasks are released with the move (a paused instance's
+			// were held).
+			move.ch.Hold(move.from, copies(it.Tasks))
 			r := reopening{version: it.Instance.Version, tasks: it.Tasks, move: move}
 			if it.Instance.Definition != "" {
 				c, err := b.e.cached(it.Instance)

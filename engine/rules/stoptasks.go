@@ -15,11 +15,7 @@ func (ch *Change) StopsTasks(from workflow.Status) bool {
 	if ch.LeasesOnly || from.StopsSteps() {
 		return false
 	}
-	final := ch.Status
-	if ch.Settled != "" {
-		final = ch.Settled
-	}
-	return final.StopsSteps()
+	return ch.FinalStatus().StopsSteps()
 }
 
 // StopTasks cancels, in ch, the active tasks among tasks (the instance's
