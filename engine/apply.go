@@ -236,17 +236,9 @@ func stopTasks(ctx context.Context, q store.Querier, d *decided) error {
 	if d.tasksOnly || d.allRows || !stopsOtherTasks(&d.ch, d.from) {
 		return nil
 	}
-	rows, err := q.TasksOfInstance(ctx, d.id, store.LockNone)
+	rows, err := readAllRows(ctx, q, d)
 	if err != nil {
 		return err
-	}
-	if d.read == nil {
-		d.read = make(map[string]*store.Task, len(rows))
-	}
-	for _, r := range rows {
-		if d.read[r.ID] == nil {
-			d.read[r.ID] = r
-		}
 	}
 	d.ch.StopTasks(d.from, copies(rows))
 	return nil
@@ -264,20 +256,32 @@ func holdTasks(ctx context.Context, q store.Querier, d *decided) error {
 		rows = slices.SortedFunc(maps.Values(d.read), byStepOrder)
 	} else {
 		var err error
-		if rows, err = q.TasksOfInstance(ctx, d.id, store.LockNone); err != nil {
+		if rows, err = readAllRows(ctx, q, d); err != nil {
 			return err
-		}
-		if d.read == nil {
-			d.read = make(map[string]*store.Task, len(rows))
-		}
-		for _, r := range rows {
-			if d.read[r.ID] == nil {
-				d.read[r.ID] = r
-			}
 		}
 	}
 	d.ch.Hold(d.from, copies(rows))
 	return nil
+}
+
+// readAllRows reads every task row of d's instance for a write that
+// changes rows the decision did not read; d.read keeps the rows the
+// decision was made on, the guards of its own updates, and gains the
+// others.
+func readAllRows(ctx context.Context, q store.Querier, d *decided) ([]*store.Task, error) {
+	rows, err := q.TasksOfInstance(ctx, d.id, store.LockNone)
+	if err != nil {
+		return nil, err
+	}
+	if d.read == nil {
+		d.read = make(map[string]*store.Task, len(rows))
+	}
+	for _, r := range rows {
+		if d.read[r.ID] == nil {
+			d.read[r.ID] = r
+		}
+	}
+	return rows, nil
 }
 
 // byStepOrder orders task rows as TasksOfInstance returns them: by step,

@@ -3,7 +3,6 @@ package postgres
 import (
 	"testing"
 
-	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store/storetest"
 )
 
@@ -17,20 +16,8 @@ const heldTasksVersion = 23
 func TestHeldTasksMigrationKeepsPausedWorkflowsPaused(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, pgtest.NewDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := migrateProvider(t, s).UpTo(ctx, heldTasksVersion-1); err != nil {
-		t.Fatalf("migrate to %d: %v", heldTasksVersion-1, err)
-	}
-	for id, status := range storetest.LegacyHeldInstances() {
-		if _, err := s.pool.Exec(ctx, `INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at)
-			VALUES ($1, '', $2, '{}', '{}', 1, now(), now())`, id, string(status)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := openAt(t, heldTasksVersion-1)
+	insertLegacyInstances(t, s, storetest.LegacyHeldInstances())
 	for _, task := range storetest.LegacyHeldTasks() {
 		if _, err := s.pool.Exec(ctx, `INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at, lease, lease_owner, lease_until, input, created_at, updated_at)
 			VALUES ($1, $2, $1, $3, $4, 1, 3, now() - interval '1 hour', CASE WHEN $4 = 'LEASED' THEN 'lease-' || $1 ELSE '' END, '', CASE WHEN $4 = 'LEASED' THEN now() + interval '1 hour' END, '{}', now(), now())`,

@@ -21,12 +21,7 @@ func TestHeldTasksMigrationKeepsPausedWorkflowsPaused(t *testing.T) {
 	if err := s.migrateTo(ctx, heldTasksVersion-1); err != nil {
 		t.Fatalf("migrate to %d: %v", heldTasksVersion-1, err)
 	}
-	for id, status := range storetest.LegacyHeldInstances() {
-		if _, err := s.writeDB.ExecContext(ctx, `INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at)
-			VALUES (?1, '', ?2, '{}', '{}', 1, 1, 1)`, id, string(status)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertLegacyInstances(t, s, storetest.LegacyHeldInstances())
 	due := time.Now().Add(-time.Hour).UnixMicro()
 	for _, task := range storetest.LegacyHeldTasks() {
 		if _, err := s.writeDB.ExecContext(ctx, `INSERT INTO workflow_tasks (id, instance_id, step_id, queue, status, attempt, max_attempts, run_at, lease, lease_owner, lease_until, input, created_at, updated_at)
