@@ -177,12 +177,10 @@ func (b *reopenBatch) decide(ctx context.Context, items []store.BatchItem) error
 		now := b.e.clock()
 		for _, it := range items {
 			id, read := it.Instance.ID, byID(it.Tasks...)
+			// The move releases the tasks a paused instance held.
 			move := &decided{id: id, version: it.Instance.Version, from: it.Instance.Status, cause: b.p.Cause, read: read,
-				ch: rules.SetStatus(it.Instance, workflow.StatusRunning, nil)}
+				ch: rules.SetStatus(it.Instance, workflow.StatusRunning, copies(it.Tasks))}
 			move.ch.Notify = true
-			// Its tasks are released with the move (a paused instance's
-			// were held).
-			move.ch.Hold(move.from, copies(it.Tasks))
 			r := reopening{version: it.Instance.Version, tasks: it.Tasks, move: move}
 			if it.Instance.Definition != "" {
 				c, err := b.e.cached(it.Instance)

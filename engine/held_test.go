@@ -66,6 +66,11 @@ func TestPausedTasksAreHeld(t *testing.T) {
 				_, err := n.eng.ModifyState(ctx, id, func(inst *workflow.Instance) error { inst.Status = workflow.StatusPaused; return nil }, "patch")
 				return err
 			}},
+			{"batch", func(id string) error {
+				_, err := n.eng.BatchStatus(ctx, store.BatchStatusParams{IDs: []string{id}, Status: workflow.StatusRunning,
+					NewStatus: workflow.StatusPaused, UpdatedBefore: time.Now().Add(time.Hour), Limit: 1})
+				return err
+			}},
 		}
 		resumes := []struct {
 			name   string
@@ -79,6 +84,10 @@ func TestPausedTasksAreHeld(t *testing.T) {
 			{"batch", func(id string) error {
 				_, err := n.eng.BatchStatus(ctx, store.BatchStatusParams{IDs: []string{id}, Status: workflow.StatusPaused,
 					NewStatus: workflow.StatusRunning, UpdatedBefore: time.Now().Add(time.Hour), Limit: 1})
+				return err
+			}},
+			{"modify", func(id string) error {
+				_, err := n.eng.ModifyState(ctx, id, func(inst *workflow.Instance) error { inst.Status = workflow.StatusRunning; return nil }, "patch")
 				return err
 			}},
 		}

@@ -182,3 +182,24 @@ func TestHoldLeavesLeasesAndStops(t *testing.T) {
 		t.Error("a started instance's first task is held")
 	}
 }
+
+// A change of the status alone (a batch, a transition that is no action)
+// holds and releases the rows as a pause and a resume do.
+func TestSetStatusHoldsAndReleases(t *testing.T) {
+	rows := []store.Task{
+		{ID: "q", Queue: "h", Status: store.TaskQueued},
+		{ID: "sleep", Queue: store.QueueSleep, Status: store.TaskQueued},
+		{ID: "done", Queue: "h", Status: store.TaskDone},
+	}
+	inst := &workflow.Instance{Status: workflow.StatusRunning}
+	ch := SetStatus(inst, workflow.StatusPaused, rows)
+	if len(ch.Update) != 1 || ch.Update[0].Task.ID != "q" || !ch.Update[0].Task.Held {
+		t.Fatalf("RUNNING → PAUSED writes %+v, want q held", ch.Update)
+	}
+	rows[0].Held = true
+	inst.Status = workflow.StatusPaused
+	ch = SetStatus(inst, workflow.StatusRunning, rows)
+	if len(ch.Update) != 1 || ch.Update[0].Task.ID != "q" || ch.Update[0].Task.Held {
+		t.Fatalf("PAUSED → RUNNING writes %+v, want q released", ch.Update)
+	}
+}
