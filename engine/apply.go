@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/flowd/flowd/engine/rules"
@@ -120,6 +124,10 @@ func (e *Engine) readDecideApply(ctx context.Context, on subject, decide func(q 
 			if decideErr = stopTasks(ctx, q, d); decideErr != nil {
 				return decideErr
 			}
+			// One that pauses or resumes it holds or releases them.
+			if decideErr = holdTasks(ctx, q, d); decideErr != nil {
+				return decideErr
+			}
 			w = d.write(now)
 			var err error
 			out, parents, err = e.applyWithParent(ctx, q, w)
@@ -171,6 +179,8 @@ func (d *decided) write(now time.Time) *store.Write {
 	ch := &d.ch
 	w := &store.Write{ID: d.id, From: d.from, Now: now, Notify: ch.Notify, TasksOnly: d.tasksOnly}
 	if !d.tasksOnly {
+		// Every row the version writes is held as its status says.
+		ch.Hold(d.from, nil)
 		w.ExpectedVersion = d.version
 		w.Status, w.State, w.Deadline, w.Cause = ch.Status, ch.State, ch.Deadline, d.cause
 		w.Settled, w.SettledCause = ch.Settled, ch.SettledCause
@@ -207,9 +217,42 @@ func stopTasks(ctx context.Context, q store.Querier, d *decided) error {
 	if d.tasksOnly || d.allRows || !stopsOtherTasks(&d.ch, d.from) {
 		return nil
 	}
-	rows, err := q.TasksOfInstance(ctx, d.id)
+	rows, err := readAllRows(ctx, q, d)
 	if err != nil {
 		return err
+	}
+	d.ch.StopTasks(d.from, copies(rows))
+	return nil
+}
+
+// holdTasks adds to d's write the update of the held flag of the
+// instance's active tasks when d changes it (rules.Change.Hold: a pause,
+// a resume, a retry), reading its rows unless the decision had them all.
+func holdTasks(ctx context.Context, q store.Querier, d *decided) error {
+	if d.tasksOnly || !d.ch.HoldsChange(d.from) {
+		return nil
+	}
+	var rows []*store.Task
+	if d.allRows {
+		rows = slices.SortedFunc(maps.Values(d.read), byStepOrder)
+	} else {
+		var err error
+		if rows, err = readAllRows(ctx, q, d); err != nil {
+			return err
+		}
+	}
+	d.ch.Hold(d.from, copies(rows))
+	return nil
+}
+
+// readAllRows reads every task row of d's instance for a write that
+// changes rows the decision did not read; d.read keeps the rows the
+// decision was made on, the guards of its own updates, and gains the
+// others.
+func readAllRows(ctx context.Context, q store.Querier, d *decided) ([]*store.Task, error) {
+	rows, err := q.TasksOfInstance(ctx, d.id)
+	if err != nil {
+		return nil, err
 	}
 	if d.read == nil {
 		d.read = make(map[string]*store.Task, len(rows))
@@ -219,19 +262,23 @@ func stopTasks(ctx context.Context, q store.Querier, d *decided) error {
 			d.read[r.ID] = r
 		}
 	}
-	d.ch.StopTasks(d.from, copies(rows))
-	return nil
+	return rows, nil
+}
+
+// byStepOrder orders task rows as TasksOfInstance returns them: by step,
+// then iteration (the order in which a write's updates lock them).
+func byStepOrder(a, b *store.Task) int {
+	if c := strings.Compare(a.StepID, b.StepID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Iteration, b.Iteration)
 }
 
 // stopsOtherTasks reports whether ch, decided by the rules on an instance
 // in status from, stops it in a status other than COMPLETED: tasks of
 // other steps may then still be active, and the write cancels them.
 func stopsOtherTasks(ch *rules.Change, from workflow.Status) bool {
-	final := ch.Status
-	if ch.Settled != "" {
-		final = ch.Settled
-	}
-	return final != workflow.StatusCompleted && ch.StopsTasks(from)
+	return ch.FinalStatus() != workflow.StatusCompleted && ch.StopsTasks(from)
 }
 
 // tasksOnly is the decision to write task rows alone (no version of

@@ -137,6 +137,8 @@ func (b *reopenBatch) decide(ctx context.Context, items []store.BatchItem) ([]*s
 			d := &decided{id: id, version: it.Instance.Version, from: it.Instance.Status, cause: cause, read: read,
 				ch: b.e.rulesFor(ctx).Reopen(c, &inst, byStep(it.Tasks), b.retry, now)}
 			d.ch.CancelWithdrawn(copies(it.Tasks))
+			// The move releases the tasks a paused instance held.
+			d.ch.Hold(d.from, copies(it.Tasks))
 			ws = append(ws, d.write(now))
 		}
 		return nil

@@ -99,6 +99,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if err != nil {
 		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
 	}
+	cch.Hold(cch.Status, nil)
 	prior := parent.State.Clone()
 	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, prior: &prior}
 	d.ch, err = e.decide.StartChild(parent, &tv, t.Lease, child.ID, now)

@@ -266,7 +266,9 @@ func (e *Engine) startQueued(ctx context.Context, id string) (ok bool, err error
 			if err != nil {
 				return nil, err
 			}
-			d := &decided{id: id, version: inst.Version, from: inst.Status}
+			// A QUEUED instance has no task rows (queuedParams): all of
+			// them are read.
+			d := &decided{id: id, version: inst.Version, from: inst.Status, allRows: true}
 			d.ch, err = e.rulesFor(ctx).Promote(c, inst, now)
 			return d, err
 		})

@@ -98,6 +98,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		return nil, err
 	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
+	ch.Hold(ch.Status, nil)
 	tasks := insertRows(ch.Insert)
 	cp := store.CreateParams{
 		ID: p.ID, Definition: c.Def.Name, DefinitionRevision: c.Def.Revision, Status: ch.Status,

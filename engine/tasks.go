@@ -367,10 +367,10 @@ func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMes
 	// The lease is checked against the row as its delivery left it; the
 	// write checks it again against the stored row.
 	ch, err := e.rulesFor(ctx).CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
-	if err != nil || len(ch.Update) > 1 || len(ch.Withdrawn) > 0 || stopsOtherTasks(&ch, inst.Status) {
+	if err != nil || len(ch.Update) > 1 || len(ch.Withdrawn) > 0 || stopsOtherTasks(&ch, inst.Status) || ch.HoldsChange(inst.Status) {
 		// Refused (leaseHolderOp says why), or existing tasks to
-		// re-queue or cancel, whose guards need rows this completion did
-		// not read.
+		// re-queue, cancel, hold or release, whose guards need rows this
+		// completion did not read.
 		return nil, false
 	}
 	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch, prior: &inst.State}

@@ -97,13 +97,14 @@ type Write struct {
 	// write misses, with a *ConflictError, only when the status changed).
 	// A TasksOnly write with Insert, a new status or state, a deadline, a
 	// cause, a settled version, an expected version or no Update at all is
-	// ErrInvalidArgument.
+	// ErrInvalidArgument. It keeps each row's stored held flag, whatever
+	// its Task says (see TaskGuard).
 	TasksOnly bool
 }
 
 // TaskWrite is a task row to write back (every mutable field: status,
-// attempt, max attempts, run_at, lease fields, input, last error) while its
-// guard holds.
+// attempt, max attempts, run_at, lease fields, input, last error, and held
+// in a versioned write) while its guard holds.
 type TaskWrite struct {
 	Task  *Task
 	Guard TaskGuard
@@ -117,6 +118,13 @@ type TaskWrite struct {
 // Whether the lease read may act (running, or ended, at the engine's
 // clock) is decided on the row read, before the write; the store only
 // compares.
+//
+// The held flag (Task.Held) is not compared: only versioned writes set it,
+// from the status they leave, and they are guarded by the instance's
+// version, which every status change moves; writes of task rows alone and
+// claims keep the stored flag. So a flag a pause wrote cannot be undone by
+// a heartbeat, a give-back or a timer's expiry decided on the row before
+// it, and the pause does not make those writes miss.
 type TaskGuard struct {
 	Status     TaskStatus
 	Attempt    int

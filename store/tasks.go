@@ -76,6 +76,14 @@ type Task struct {
 	// the task is inserted and never changed (see ClaimTasks). A
 	// Priority of 0 is stored as workflow.DefaultPriority.
 	Flow workflow.TaskFlow
+	// Held: the task must not be delivered, whatever its status and RunAt,
+	// because of its instance's status (a PAUSED instance's tasks wait,
+	// its sleep timers run on). The engine decides it (rules.Held) and sets
+	// it on every row a versioned write inserts or updates, and on the
+	// active rows of an instance whose status change changes it; a claim
+	// takes only tasks that are not held. Writes of task rows alone
+	// (Write.TasksOnly) and claims leave the stored value as it is.
+	Held bool
 }
 
 // DefinitionRecord is one stored revision of a workflow definition.

@@ -80,8 +80,9 @@ func (env Env) DeliverTimer(t *store.Task, owner string, now time.Time, lease ti
 // step's attempts count the delivery, in the version that leases them, so
 // that the state says which attempt runs. It does not change inst (the
 // claimed instance is shared by its tasks): the new state is a copy. ok is
-// false when the instance runs none of them (it stopped running, or the
-// steps moved on): nothing is written and the tasks stay queued.
+// false when the instance runs none of them (its status holds them, see
+// Held, or the steps moved on): nothing is written and the tasks stay
+// queued.
 //
 // The leased tasks come back in Update, in the order given, each guarded by
 // the row as claimed (the claim holds the rows). A claim of iterations of
@@ -89,12 +90,12 @@ func (env Env) DeliverTimer(t *store.Task, owner string, now time.Time, lease ti
 // claim that would leave the instance no room for its attempt's outcome
 // below env.MaxVersions (the state does not count that attempt then).
 func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []store.Task, owner string, now time.Time, lease time.Duration) (ch Change, ok bool) {
-	if inst.Status != workflow.StatusRunning {
-		return Change{}, false
-	}
 	var state workflow.State
 	cloned := false
 	for _, t := range tasks {
+		if Held(inst.Status, t.Queue) {
+			continue
+		}
 		if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
@@ -146,13 +147,13 @@ type NextLease struct {
 // one of the worker's queues; the step's state counts the delivered
 // attempt. Timers are left to the claim loop.
 func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease, now time.Time, ch *Change) {
-	if len(next.Queues) == 0 || inst.Status != workflow.StatusRunning {
+	if len(next.Queues) == 0 {
 		return
 	}
 	for i := range ch.Insert {
 		nt := &ch.Insert[i]
 		// A task under flow control is left to a claim, which checks its keys.
-		if IsTimer(nt.Queue) || nt.RunAt.After(now) || !slices.Contains(next.Queues, nt.Queue) || nt.Flow.Limited() {
+		if IsTimer(nt.Queue) || Held(inst.Status, nt.Queue) || nt.RunAt.After(now) || !slices.Contains(next.Queues, nt.Queue) || nt.Flow.Limited() {
 			continue
 		}
 		st := inst.State.Steps[nt.StepID]

@@ -15,11 +15,7 @@ func (ch *Change) StopsTasks(from workflow.Status) bool {
 	if ch.LeasesOnly || from.StopsSteps() {
 		return false
 	}
-	final := ch.Status
-	if ch.Settled != "" {
-		final = ch.Settled
-	}
-	return final.StopsSteps()
+	return ch.FinalStatus().StopsSteps()
 }
 
 // StopTasks cancels, in ch, the active tasks among tasks (the instance's
@@ -48,11 +44,13 @@ func (ch *Change) StopTasks(from workflow.Status, tasks []store.Task) {
 
 // SetStatus decides a change of inst's status alone, to to (a transition
 // of the API that is no action, a batch): the state and deadline stay as
-// they are, and a status that stops the instance cancels its active tasks
-// (tasks: every row of inst). The caller checks the transition; the
-// store's write makes the state's active steps CANCELLED with it.
+// they are, a status that stops the instance cancels its active tasks and
+// one that holds or releases them writes their held flag (tasks: every
+// row of inst). The caller checks the transition; the store's write makes
+// the state's active steps CANCELLED with it.
 func SetStatus(inst *workflow.Instance, to workflow.Status, tasks []store.Task) Change {
 	ch := Change{Status: to, State: inst.State, Deadline: inst.Deadline}
 	ch.StopTasks(inst.Status, tasks)
+	ch.Hold(inst.Status, tasks)
 	return ch
 }

@@ -38,9 +38,10 @@ import (
 // whether to notify, $45 the number of new versions, $46 and $47 the
 // history rows of the first and the settled version, $48 the instance's
 // output (NULL: unchanged; set only with the COMPLETED status), $49 the new
-// tasks' iterations and the rest of their tailParams, and last the actor of the
-// history rows (applyActor). Every write passes every parameter, so that
-// one statement text (and its generic plan) serves all of them.
+// tasks' iterations and the rest of their tailParams, the actor of the
+// history rows (applyActor) and the updated tasks' held flags
+// (applyHeldParam). Every write passes every parameter, so that one
+// statement text (and its generic plan) serves all of them.
 var applySQL, applyStrictSQL = applyStatements[applyShape{}], applyStatements[applyShape{strict: true}]
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
@@ -75,10 +76,15 @@ var applyStatements = func() map[applyShape]string {
 // moves from (a guard: the change is decided on it) and the change's two
 // counts.
 var (
-	applyFromParam    = 50 + tailParams
-	applyHoldersParam = 51 + tailParams
-	applyQueuedParam  = 52 + tailParams
+	applyFromParam    = 51 + tailParams
+	applyHoldersParam = 52 + tailParams
+	applyQueuedParam  = 53 + tailParams
 )
+
+// applyHeldParam holds the held flags of the updated tasks (an array, a
+// scalar for applyOneSQL): a versioned write sets them (store.Task.Held);
+// a TasksOnly write (applyTasksSQL) leaves them as stored.
+var applyHeldParam = 50 + tailParams
 
 // applySlot is the slot shape's part after the instance's update: the
 // change applied to the row of the instance's key (none without a key).
@@ -148,10 +154,10 @@ var (
 	applyTasks = `WITH x AS (
 	SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int4[], $21::int4[],
 		$22::timestamptz[], $23::text[], $24::text[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
-		$29::text[], $30::int4[], $31::text[], $42::timestamptz[])
-		AS x (` + newTaskColumns + `, g_status, g_attempt, g_lease, g_lease_until)
+		$29::text[], $30::int4[], $31::text[], $42::timestamptz[], ` + param(applyHeldParam) + `::boolean[])
+		AS x (` + newTaskColumns + `, g_status, g_attempt, g_lease, g_lease_until, held)
 ), tu AS (
-	UPDATE workflow_tasks t SET ` + setTaskFromX + `, updated_at = $32
+	UPDATE workflow_tasks t SET ` + setTaskFromX + `, held = x.held, updated_at = $32
 	FROM x
 	WHERE t.id = x.id AND t.instance_id = $33
 		AND ` + taskGuardX + `
@@ -161,7 +167,7 @@ var (
 	applyOneTask = `WITH tu AS (
 	UPDATE workflow_tasks t SET status = $19, attempt = $20, max_attempts = $21, run_at = $22,
 		lease = $23, lease_owner = $24, lease_until = $25, attempt_deadline = $26,
-		input = $27::jsonb, last_error = $28, updated_at = $32
+		input = $27::jsonb, last_error = $28, held = ` + param(applyHeldParam) + `::boolean, updated_at = $32
 	WHERE t.id = $15 AND ` + notIndexed("t.instance_id") + ` = $33
 		AND t.status = $29 AND t.attempt = $30 AND t.lease = $31 AND t.lease_until IS NOT DISTINCT FROM $42::timestamptz
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
@@ -332,14 +338,14 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		versions = 2
 	}
 	args := insertCols.args()
-	var leaseUntil any = gu.leaseUntil
+	var leaseUntil, held any = gu.leaseUntil, gu.held
 	if len(gu.rows) == 1 {
 		// applyOneSQL: the row and its guard as scalars.
 		r := &gu.rows[0]
 		args = append(args, r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), int32(r.Attempt), int32(r.MaxAttempts),
 			r.RunAt, r.Lease, r.LeaseOwner, nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline), string(r.Input), r.LastError,
 			gu.status[0], gu.attempt[0], gu.lease[0])
-		leaseUntil = gu.leaseUntil[0]
+		leaseUntil, held = gu.leaseUntil[0], gu.held[0]
 	} else {
 		args = append(args, columnArrays(gu.rows).args()...)
 		args = append(args, gu.status, gu.attempt, gu.lease)
@@ -349,7 +355,7 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		string(w.Settled), settledState, w.SettledCause,
 		leaseUntil, len(w.Update), w.Notify, versions, rows[0], rows[1],
 		outputArg(w.Output))
-	args = append(append(args, insertCols.tail()...), actor)
+	args = append(append(args, insertCols.tail()...), actor, held)
 	if slot := w.SlotChange(); !slot.None() {
 		args = append(append(args, string(w.From)), slotArgs(slot)...)
 	}
@@ -364,6 +370,7 @@ type guardedUpdates struct {
 	status, lease []string
 	attempt       []int32
 	leaseUntil    []*time.Time
+	held          []bool // the rows' held flags, for a versioned write
 }
 
 // prepareTaskWrites checks the task writes of an Apply and returns them as
@@ -371,7 +378,7 @@ type guardedUpdates struct {
 func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 	n := len(ws)
 	gu := &guardedUpdates{rows: make([]store.Task, n), status: make([]string, n), lease: make([]string, n),
-		attempt: make([]int32, n), leaseUntil: make([]*time.Time, n)}
+		attempt: make([]int32, n), leaseUntil: make([]*time.Time, n), held: make([]bool, n)}
 	for i, u := range ws {
 		r := *u.Task
 		if r.Input == nil {
@@ -384,7 +391,7 @@ func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 			return nil, err
 		}
 		normaliseTaskTimes(&r)
-		gu.rows[i] = r
+		gu.rows[i], gu.held[i] = r, r.Held
 		g := u.Guard
 		gu.status[i], gu.attempt[i], gu.lease[i] = string(g.Status), int32(g.Attempt), g.Lease
 		gu.leaseUntil[i] = nullTime(g.LeaseUntil)

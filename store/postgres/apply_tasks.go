@@ -14,7 +14,7 @@ import (
 
 // setTaskFromX is the SET list of a guarded task update, from the
 // unnested rows x of Apply's and of a TasksOnly Apply's statement: every
-// mutable column of the row.
+// mutable column of the row but held, which only Apply's sets.
 const setTaskFromX = `status = x.status, attempt = x.attempt, max_attempts = x.max_attempts, run_at = x.run_at,
 		lease = x.lease, lease_owner = x.lease_owner, lease_until = x.lease_until, attempt_deadline = x.attempt_deadline,
 		input = x.input::jsonb, last_error = x.last_error`
@@ -34,7 +34,7 @@ const taskGuardX = `t.status = x.g_status AND t.attempt = x.g_attempt AND t.leas
 // say why.
 //
 // The From guard ($21) is read twice: in tu, from the statement's snapshot,
-// and, once the task rows are locked, again in held under a share lock of
+// and, once the task rows are locked, again in locked under a share lock of
 // the instance row, which waits for a writer of the instance and sees what
 // it committed. The snapshot alone would let a tasks-only cancel that waited
 // for a task row a retry was writing cancel the task the retry had just
@@ -61,15 +61,15 @@ const applyTasksSQL = `WITH x AS (
 	SELECT pg_notify('` + notifyChannel + `', '') WHERE $22::boolean AND (SELECT count(*) FROM tu) = $23
 ), miss AS (
 	SELECT x.id FROM x WHERE x.id NOT IN (SELECT id FROM tu) LIMIT 1
-), held AS (
+), locked AS (
 	SELECT status FROM workflow_instances WHERE id = $19 AND $21 <> '' AND EXISTS (SELECT 1 FROM tu) FOR SHARE
 )
 SELECT (SELECT count(*) FROM tu), (SELECT status FROM workflow_instances WHERE id = $19), (SELECT id FROM miss),
 	(SELECT count(*) FROM n),
 	CASE WHEN (SELECT count(*) FROM tu) BETWEEN 1 AND $23 - 1
 		THEN flowd_conflict('` + applyTaskMiss + `' || (SELECT id FROM miss))
-	WHEN EXISTS (SELECT 1 FROM held WHERE status <> $21)
-		THEN flowd_conflict('` + applyStatusMoved + `' || (SELECT status FROM held)) END`
+	WHEN EXISTS (SELECT 1 FROM locked WHERE status <> $21)
+		THEN flowd_conflict('` + applyStatusMoved + `' || (SELECT status FROM locked)) END`
 
 // applyStatusMoved starts the FD409 message of a TasksOnly Apply rolled
 // back because its instance left the From status while the write waited

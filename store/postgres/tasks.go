@@ -46,13 +46,13 @@ func newTasks11(tail int) string {
 // tailColumns are the columns of the parameters of taskColumnArrays.tail,
 // tailParams of them.
 const (
-	tailColumns = `iteration, priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst`
-	tailParams  = 7
+	tailColumns = `iteration, priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held`
+	tailParams  = 8
 )
 
 func tailUnnest(first int) string {
-	return fmt.Sprintf(`$%d::int4[], $%d::int2[], $%d::text[], $%d::int4[], $%d::text[], $%d::float8[], $%d::int4[]`,
-		first, first+1, first+2, first+3, first+4, first+5, first+6)
+	return fmt.Sprintf(`$%d::int4[], $%d::int2[], $%d::text[], $%d::int4[], $%d::text[], $%d::float8[], $%d::int4[], $%d::boolean[]`,
+		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7)
 }
 
 const (
@@ -67,7 +67,7 @@ const (
 // taskColumns is the column list scanTask reads, in its order.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
 	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration,
-	priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst`
+	priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held`
 
 const (
 	getTaskSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
@@ -108,7 +108,7 @@ LIMIT $2`
 // taskPrefixedColumns is taskColumns qualified with the alias t.
 const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, t.attempt, t.max_attempts, t.run_at,
 	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at, t.iteration,
-	t.priority, t.concurrency_key, t.concurrency_limit, t.rate_key, t.rate_per_second, t.rate_burst`
+	t.priority, t.concurrency_key, t.concurrency_limit, t.rate_key, t.rate_per_second, t.rate_burst, t.held`
 
 // claimSQL returns the claim query for n queues ($2 … $n+1) due by $1, at
 // most limit tasks: the engine's hot path. It must cost the same whatever
@@ -128,7 +128,10 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // it to one per queue), and only the priorities up to it are probed: a
 // queue without queued tasks (the engine's own queues are empty most of
 // the time) costs that descent alone, and one whose tasks all have the
-// default priority three probes, not five.
+// default priority three probes, not five. A task is claimable when it
+// is not held (store.Task.Held: the engine decided, when it wrote the
+// instance's status, that the status holds it); the instance is joined
+// only to be returned with its tasks (claimWithInstancesSQL).
 //
 // FOR UPDATE OF t locks task rows only, not the instance (the lock order
 // is task → instance, and a claim must not wait for an instance being
@@ -172,6 +175,10 @@ const claimInstanceColumns = `,
 		i.parent_id AS i_parent_id, i.parent_step AS i_parent_step, i.parent_index AS i_parent_index, i.traceparent AS i_traceparent, i.priority AS i_priority`
 
 func claimQuery(queues, limit int, extra, lockInstances string) string {
+	join := ""
+	if extra != "" {
+		join = " JOIN workflow_instances i ON i.id = t.instance_id"
+	}
 	var qs, ps strings.Builder
 	for i := range queues {
 		if i > 0 {
@@ -194,9 +201,9 @@ func claimQuery(queues, limit int, extra, lockInstances string) string {
 JOIN (VALUES %[2]s) AS p (priority) ON p.priority <= q.top
 CROSS JOIN LATERAL (
 	SELECT `+taskPrefixedColumns+extra+`
-	FROM workflow_tasks t JOIN workflow_instances i ON i.id = t.instance_id
+	FROM workflow_tasks t`+join+`
 	WHERE t.status = 'QUEUED' AND t.queue = q.queue AND t.priority = p.priority AND t.run_at <= $1
-		AND (i.status = 'RUNNING' OR (t.queue = '`+store.QueueSleep+`' AND i.status = 'PAUSED'))`+claimFlowFilter+`
+		AND NOT t.held`+claimFlowFilter+`
 	ORDER BY t.run_at, t.id COLLATE "C"
 	LIMIT %[3]d
 	FOR UPDATE OF t SKIP LOCKED`+lockInstances+`
@@ -271,12 +278,12 @@ func columnArrays(rows []store.Task) *taskColumnArrays {
 		attemptDeadline: make([]*time.Time, n), inputs: make([]string, n), lastErrors: make([]string, n),
 		iterations: make([]int32, n), priorities: make([]int16, n), concurrencyKeys: make([]*string, n),
 		concurrencyLimits: make([]int32, n), rateKeys: make([]*string, n), ratePerSecond: make([]float64, n),
-		rateBursts: make([]int32, n),
+		rateBursts: make([]int32, n), helds: make([]bool, n),
 	}
 	for i, r := range rows {
 		c.ids[i], c.instances[i], c.steps[i], c.queues[i], c.statuses[i] = r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status)
 		c.attempts[i], c.maxAttempts[i], c.iterations[i] = int32(r.Attempt), int32(r.MaxAttempts), int32(r.Iteration)
-		c.runAt[i] = r.RunAt
+		c.runAt[i], c.helds[i] = r.RunAt, r.Held
 		c.leases[i], c.owners[i], c.inputs[i], c.lastErrors[i] = r.Lease, r.LeaseOwner, string(r.Input), r.LastError
 		c.leaseUntil[i], c.attemptDeadline[i] = nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline)
 		f := r.Flow
@@ -308,11 +315,12 @@ type taskColumnArrays struct {
 	rateKeys          []*string
 	ratePerSecond     []float64
 	rateBursts        []int32
+	helds             []bool
 }
 
 // tail returns the arrays of the tailColumns, in their order.
 func (c *taskColumnArrays) tail() []any {
-	return []any{c.iterations, c.priorities, c.concurrencyKeys, c.concurrencyLimits, c.rateKeys, c.ratePerSecond, c.rateBursts}
+	return []any{c.iterations, c.priorities, c.concurrencyKeys, c.concurrencyLimits, c.rateKeys, c.ratePerSecond, c.rateBursts, c.helds}
 }
 
 // taskKey is what makes a task row unique besides its id.
@@ -521,7 +529,7 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &attempt, &maxAttempts, &t.RunAt,
 		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptDeadline, &input, &t.LastError, &t.CreatedAt, &t.UpdatedAt, &iter,
-		&priority, &concurrencyKey, &concurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &rateBurst); err != nil {
+		&priority, &concurrencyKey, &concurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &rateBurst, &t.Held); err != nil {
 		return nil, err
 	}
 	t.Flow.Priority, t.Flow.ConcurrencyLimit, t.Flow.RateBurst = int(priority), int(concurrencyLimit), int(rateBurst)

@@ -152,13 +152,13 @@ func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuar
 	res, err := c.ExecContext(ctx,
 		`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
 		lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
-		input = ?10, last_error = ?11, updated_at = ?12
+		input = ?10, last_error = ?11, updated_at = ?12, held = coalesce(?18, held)
 		WHERE id = ?1 AND instance_id = ?13
 			AND status = ?14 AND attempt = ?15 AND lease = ?16 AND lease_until IS ?17`,
 		r.ID, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
 		r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
 		string(r.Input), r.LastError, micros(r.UpdatedAt), w.ID,
-		string(g.Status), g.Attempt, g.Lease, zeroNullMicros(g.LeaseUntil))
+		string(g.Status), g.Attempt, g.Lease, zeroNullMicros(g.LeaseUntil), heldArg(r, w))
 	if err != nil {
 		return fmt.Errorf("task %q: %w", r.ID, interpretError(ctx, err))
 	}
@@ -170,6 +170,15 @@ func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuar
 		return &store.TaskConflictError{InstanceID: w.ID, TaskID: r.ID}
 	}
 	return nil
+}
+
+// heldArg is the held flag a task write sets: r's in a versioned write;
+// NULL, keeping the stored one, in a TasksOnly write (see store.Task.Held).
+func heldArg(r *store.Task, w *store.Write) any {
+	if w.TasksOnly {
+		return nil
+	}
+	return r.Held
 }
 
 // writeVersion writes one new version of id (the caller checked the

@@ -88,10 +88,10 @@ func TestQueryPlans(t *testing.T) {
 		args  []any
 		want  []string // each must appear in some line of the plan
 	}{
-		{"claim, one queue", claimSQL, []any{`["q1"]`, 1, 10, store.QueueSleep},
-			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
-		{"claim, several queues", claimSQL, []any{`["q1","q2","flowd:sleep"]`, 1, 10, store.QueueSleep},
-			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
+		{"claim, one queue", claimSQL, []any{`["q1"]`, 1, 10},
+			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
+		{"claim, several queues", claimSQL, []any{`["q1","q2","flowd:sleep"]`, 1, 10},
+			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
 		{"lease expiry", dueLeasesSQL, []any{1, 10},
 			[]string{"SEARCH t USING INDEX workflow_tasks_expiry_idx (lease_until<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
 		{"timeout sweep", dueTimeoutsSQL, []any{1, 10},

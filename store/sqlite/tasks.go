@@ -41,7 +41,7 @@ var (
 // scanTask reads them.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
 lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration,
-priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst`
+priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held`
 
 // qualify prefixes every column of a column list with alias.
 func qualify(alias, columns string) string {
@@ -53,7 +53,7 @@ func qualify(alias, columns string) string {
 }
 
 const insertTaskSQL = `INSERT INTO workflow_tasks (` + taskColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)`
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)`
 
 // prepareTasks returns copies of new tasks completed as they will be stored.
 func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
@@ -105,7 +105,7 @@ func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
 			r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
 			string(r.Input), r.LastError, micros(r.CreatedAt), r.Iteration,
 			r.Flow.Priority, nullKey(r.Flow.ConcurrencyLimit > 0, r.Flow.ConcurrencyKey), r.Flow.ConcurrencyLimit,
-			nullKey(r.Flow.RatePerSecond > 0, r.Flow.RateKey), r.Flow.RatePerSecond, r.Flow.RateBurst)
+			nullKey(r.Flow.RatePerSecond > 0, r.Flow.RateKey), r.Flow.RatePerSecond, r.Flow.RateBurst, r.Held)
 		if err == nil {
 			continue
 		}
@@ -155,8 +155,9 @@ func (q *querier) TasksOfInstance(ctx context.Context, instanceID string) ([]*st
 // A plain join of the tasks of all queues, sorted once, has to read and sort
 // every ready task first: measured with 37,000 queued tasks it took 120–950 ms
 // per claim against 0.5–1.3 ms for this form, with the same result.
-// ?4 is store.QueueSleep, whose tasks are claimable while the instance is
-// PAUSED (a timer keeps running).
+// A task is claimable when it is not held (store.Task.Held: the engine
+// decided, when it wrote the instance's status, that the status holds it);
+// the claim reads task rows alone, and claimOn reads their instances.
 //
 // Each queue is walked once per priority (5 down to 1), each an equality
 // on the index's second column, so that run_at <= ?2 bounds the range; the
@@ -169,9 +170,8 @@ FROM (SELECT DISTINCT value AS queue FROM json_each(?1)) AS qs
 CROSS JOIN (SELECT value AS priority FROM json_each('[5, 4, 3, 2, 1]')) AS ps
 CROSS JOIN workflow_tasks AS t ON t.rowid IN (
     SELECT c.rowid FROM workflow_tasks AS c INDEXED BY workflow_tasks_claim_idx
-    CROSS JOIN workflow_instances AS i ON i.id = c.instance_id
     WHERE c.status = 'QUEUED' AND c.queue = qs.queue AND c.priority = ps.priority AND c.run_at <= ?2
-      AND (i.status = 'RUNNING' OR (c.queue = ?4 AND i.status = 'PAUSED'))` + claimFlowFilter + `
+      AND NOT c.held` + claimFlowFilter + `
     ORDER BY c.run_at, c.id
     LIMIT ?3
 )
@@ -179,8 +179,7 @@ ORDER BY t.priority DESC, t.run_at, t.id
 LIMIT ?3`
 
 // claimable returns up to limit QUEUED tasks of queues with run_at <= now
-// whose instance is RUNNING (for store.QueueSleep: RUNNING or PAUSED), oldest
-// run_at first (then id); [] when none. c is the write transaction that
+// that are not held, oldest run_at first (then id); [] when none. c is the write transaction that
 // claims them: no other transaction can claim them before it ends (see
 // Locks). Errors: ErrInvalidArgument (limit outside 1–10000, more than
 // store.MaxClaimQueues queues).
@@ -199,7 +198,7 @@ func claimable(ctx context.Context, c dbtx, queues []string, now time.Time, limi
 	if err != nil {
 		return nil, err
 	}
-	return queryTasks(ctx, c, claimSQL, string(list), micros(now), limit, store.QueueSleep)
+	return queryTasks(ctx, c, claimSQL, string(list), micros(now), limit)
 }
 
 // The reads of Due, one per store.DueKind. They run on the read pool (or in
@@ -364,7 +363,7 @@ func scanTask(row scanner) (*store.Task, error) {
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &t.Attempt, &t.MaxAttempts, &runAt,
 		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptExpires, &input, &t.LastError, &createdAt, &updated, &t.Iteration,
-		&t.Flow.Priority, &concurrencyKey, &t.Flow.ConcurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &t.Flow.RateBurst); err != nil {
+		&t.Flow.Priority, &concurrencyKey, &t.Flow.ConcurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &t.Flow.RateBurst, &t.Held); err != nil {
 		return nil, err
 	}
 	t.Flow.ConcurrencyKey, t.Flow.RateKey = concurrencyKey.String, rateKey.String

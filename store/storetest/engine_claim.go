@@ -39,6 +39,10 @@ func pick(all map[string]*store.Task, ids ...string) []*store.Task {
 	return out
 }
 
+// held marks tk held (store.Task.Held), as the engine marks the tasks its
+// instance's status holds, and returns it.
+func held(tk *store.Task) *store.Task { tk.Held = true; return tk }
+
 // newClaimFixture creates instances in every relevant status and tasks that
 // a claim must or must not lock at clockStart, and returns them all.
 func (b *bundle) newClaimFixture(t testing.TB, eq store.TaskQuerier) map[string]*store.Task {
@@ -64,15 +68,17 @@ func (b *bundle) newClaimFixture(t testing.TB, eq store.TaskQuerier) map[string]
 		withID("finished", newTask("run", "s9", "q1", t0.Add(-5*sec))),
 		withID("failedtask", newTask("run", "s10", "q1", t0.Add(-5*sec))),
 		withID("sleep-run", newTask("run", "s11", store.QueueSleep, t0.Add(-4*sec))),
-		// PAUSED: only timers run.
-		withID("p-q1", newTask("paused", "s1", "q1", t0.Add(-5*sec))),
+		// PAUSED: only timers run; the engine holds the others.
+		withID("p-q1", held(newTask("paused", "s1", "q1", t0.Add(-5*sec)))),
 		withID("p-sleep", newTask("paused", "s2", store.QueueSleep, t0.Add(-3500*time.Millisecond))),
-		withID("p-http", newTask("paused", "s3", store.QueueHTTP, t0.Add(-5*sec))),
+		withID("p-http", held(newTask("paused", "s3", store.QueueHTTP, t0.Add(-5*sec)))),
 	)
+	// The other statuses hold every task (the engine cancels those of a
+	// stopped instance; these were left QUEUED to show the flag is read).
 	for _, inst := range []string{"pending", "done", "failed", "timedout"} {
 		b.insertTasks(t,
-			withID(inst+"-q1", newTask(inst, "s1", "q1", t0.Add(-5*sec))),
-			withID(inst+"-sleep", newTask(inst, "s2", store.QueueSleep, t0.Add(-5*sec))),
+			withID(inst+"-q1", held(newTask(inst, "s1", "q1", t0.Add(-5*sec)))),
+			withID(inst+"-sleep", held(newTask(inst, "s2", store.QueueSleep, t0.Add(-5*sec)))),
 		)
 	}
 	b.lease(t, eq, "leased", t0.Add(time.Minute))

@@ -50,7 +50,7 @@ func Run(t *testing.T, h Harness) {
 		for _, groups := range [][]conformanceTest{
 			createTests, listTests, idPrefixTests, childTests, workerTests, updateTests, modifyTests, retryTests,
 			transitionTests, stepTests, hostileTests, batchTests,
-			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests,
+			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests, heldTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
 			deleteTests, retentionTests, eventTests, scheduleTests,
 			linearizabilityTests, applyTests, applyTasksTests, outputTests, concurrencyTests, traceTests, flowControlTests,
