@@ -116,7 +116,8 @@ func readEach(br pgx.BatchResults, pas []*preparedApply, written []*workflow.Ins
 		case err != nil && !missed:
 			return 0, fmt.Errorf("write %d: %w", offset+i+1, err)
 		}
-		written[i] = inst // nil for a miss that raised nothing
+		// nil for a miss that raised nothing
+		written[i] = inst
 		if _, err := br.Exec(); err != nil { // RELEASE
 			return 0, interpretError(err, "")
 		}
