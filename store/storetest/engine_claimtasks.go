@@ -305,18 +305,6 @@ func testClaimTasksInvalid(t *testing.T, h Harness) {
 	}
 }
 
-// claimCommitted fails t unless a claim of task, committed since snap, left
-// the instance one version on and the task LEASED.
-func (b *bundle) claimCommitted(t testing.TB, eq store.TaskQuerier, what string, snap snapshot, task string) {
-	t.Helper()
-	if got := b.get(t, snap.inst.ID); got.Version != snap.inst.Version+1 {
-		t.Errorf("%s: version %d, want %d", what, got.Version, snap.inst.Version+1)
-	}
-	if tk := b.lockTask(t, eq, task); tk.Status != store.TaskLeased {
-		t.Errorf("%s: task %s, want LEASED", what, tk.Status)
-	}
-}
-
 // testClaimTasksConcurrent: claimers racing over the tasks of a few
 // instances each lease every task once, and no instance write is lost: an
 // instance's "claims" counter equals the writes reported made for it and its
