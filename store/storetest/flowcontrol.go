@@ -35,24 +35,41 @@ func underKey(tk *store.Task, key string, limit int) *store.Task {
 	return tk
 }
 
-// leaseEvery is a claim decision that leases every task it is given, one
-// write per instance, for an hour; it appends them to got.
-func leaseEvery(owner string, now time.Time, got *[]*store.Task) func([]store.Claimable) ([]*store.ClaimWrite, error) {
-	return func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-		byInst := map[string]*store.ClaimWrite{}
-		var writes []*store.ClaimWrite
-		for _, c := range locked {
-			w := byInst[c.Task.InstanceID]
-			if w == nil {
-				w = &store.ClaimWrite{}
-				byInst[c.Task.InstanceID] = w
-				writes = append(writes, w)
-			}
-			w.Tasks = append(w.Tasks, claimLease(c.Task, owner, now.Add(time.Hour), time.Time{}))
-			*got = append(*got, c.Task)
+// leaser is a claim decision that leases every task it is given, one
+// write per instance, for an hour.
+type leaser struct {
+	owner  string
+	now    time.Time
+	writes []*store.ClaimWrite
+}
+
+func leaseEvery(owner string, now time.Time) *leaser { return &leaser{owner: owner, now: now} }
+
+func (l *leaser) decide(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+	byInst := map[string]*store.ClaimWrite{}
+	l.writes = nil
+	for _, c := range locked {
+		w := byInst[c.Task.InstanceID]
+		if w == nil {
+			w = &store.ClaimWrite{}
+			byInst[c.Task.InstanceID] = w
+			l.writes = append(l.writes, w)
 		}
-		return writes, nil
+		w.Tasks = append(w.Tasks, claimLease(c.Task, l.owner, l.now.Add(time.Hour), time.Time{}))
 	}
+	return l.writes, nil
+}
+
+// got returns the tasks of the writes the claim made (a claim left out by
+// a flow guard's miss made none).
+func (l *leaser) got() []*store.Task {
+	var out []*store.Task
+	for _, w := range l.writes {
+		if w.Written {
+			out = append(out, w.Tasks...)
+		}
+	}
+	return out
 }
 
 // claimAll claims up to limit tasks of queues at now, leasing every task
@@ -60,15 +77,15 @@ func leaseEvery(owner string, now time.Time, got *[]*store.Task) func([]store.Cl
 // back (nil: not asked).
 func claimAll(t testing.TB, eq store.TaskQuerier, queues []string, now time.Time, limit int, held *store.HeldBack) []*store.Task {
 	t.Helper()
-	var got []*store.Task
 	p := store.ClaimParams{Queues: queues, Now: now, Limit: limit}
 	if held != nil {
 		p.OnHeldBack = func(h store.HeldBack) { *held = h }
 	}
-	if err := eq.ClaimTasks(t.Context(), p, leaseEvery("w", now, &got)); err != nil {
+	l := leaseEvery("w", now)
+	if err := eq.ClaimTasks(t.Context(), p, l.decide); err != nil {
 		t.Fatalf("ClaimTasks: %v", err)
 	}
-	return got
+	return l.got()
 }
 
 // finishTask ends a leased task's lease with status (DONE, FAILED, or
@@ -288,8 +305,9 @@ func testFlowControlConcurrentClaimers(t *testing.T, h Harness) {
 				if done.Load() == tasks {
 					return
 				}
-				var got []*store.Task
-				err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 2}, leaseEvery(fmt.Sprint("w", w), clockStart, &got))
+				l := leaseEvery(fmt.Sprint("w", w), clockStart)
+				err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 2}, l.decide)
+				got := l.got()
 				if err != nil && !errors.Is(err, store.ErrConflict) {
 					t.Errorf("claimer %d: %v", w, err)
 					return
@@ -360,11 +378,12 @@ func testFlowControlGroupClaim(t *testing.T, h Harness) {
 	b.insertTasks(t,
 		underKey(withID("k0", newTask("a", "s0", "q", clockStart.Add(-time.Minute))), "k", 1),
 		underKey(withID("k1", newTask("a", "s1", "q", clockStart.Add(-time.Minute+time.Millisecond))), "k", 1))
-	var got []*store.Task
-	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10}, Decide: leaseEvery("g", clockStart, &got)}
+	l := leaseEvery("g", clockStart)
+	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10}, Decide: l.decide}
 	if _, _, err := b.engine(t).ApplyGroup(b.ctx, nil, nil, claim); err != nil {
 		t.Fatalf("ApplyGroup: %v", err)
 	}
+	got := l.got()
 	if !slices.Equal(ids(got), []string{"k0"}) || b.leasedOf(t, "k", "a") != 1 {
 		t.Errorf("a group's claim leased %v, want k0 alone (limit 1)", ids(got))
 	}
