@@ -75,7 +75,9 @@ func LeasedChanges(updates []TaskWrite, inserts, leases []*Task) []LeasedChange 
 	for _, t := range leases {
 		add(t, 1)
 	}
-	out = slices.DeleteFunc(out, func(c LeasedChange) bool { return c.Delta == 0 })
+	if out = slices.DeleteFunc(out, func(c LeasedChange) bool { return c.Delta == 0 }); len(out) == 0 {
+		return nil
+	}
 	slices.SortFunc(out, func(a, b LeasedChange) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }

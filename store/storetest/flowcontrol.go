@@ -27,6 +27,8 @@ var flowControlTests = []conformanceTest{
 	{"FlowControl_concurrentClaimers", testFlowControlConcurrentClaimers},
 	{"FlowControl_rateBucket", testFlowControlRateBucket},
 	{"FlowControl_groupClaim", testFlowControlGroupClaim},
+	{"FlowControl_leasedCounts", testFlowControlLeasedCounts},
+	{"FlowControl_leasedCountGuard", testFlowControlLeasedCountGuard},
 }
 
 // underKey returns a task under concurrency key key with limit.
