@@ -17,7 +17,7 @@ import (
 // moved since the claim read them. Nothing of the claim's writes was made
 // (a store leaves the claim out, Written false, rather than failing it);
 // it errors.Is ErrConflict.
-var ErrFlowMiss = fmt.Errorf("%w: a flow-control guard of the claim missed", ErrConflict)
+var ErrFlowMiss = fmt.Errorf("%w: a flow-control guard missed", ErrConflict)
 
 // ErrLeasedCount: a write's change to the LEASED count of a step
 // concurrency key missed its guard — the key was at its limit (a claim's
