@@ -130,16 +130,22 @@ type TaskQuerier interface {
 	// RUNNING (or, for QueueSleep, RUNNING or PAUSED), highest Flow.Priority
 	// first, then oldest run_at, with SKIP LOCKED — reads each one's
 	// instance (without locking it), keeps those their flow control lets
-	// go (FlowGate, under the locks of their keys, in the same
-	// transaction: a task whose concurrency key is at its limit or whose
-	// rate-limit bucket has no token stays QUEUED, and tasks whose keys were
-	// full as last committed are not locked at all) and calls decide with
-	// them, in that order (a rate-limit bucket's tokens are taken only when
-	// decide leases something). decide
+	// go (FlowGate, on the keys' counts and buckets as read: a task whose
+	// concurrency key is at its limit or whose rate-limit bucket has no
+	// token stays QUEUED, and tasks whose keys were full as last committed
+	// are not locked at all) and calls decide with them, in that order (a
+	// rate-limit bucket's tokens are taken only when decide leases
+	// something). decide
 	// returns the writes to make (see ClaimWrite); ClaimTasks checks them
 	// (ErrInvalidArgument, nothing written) and makes them. A write whose
 	// instance is no longer at its ExpectedVersion is skipped and its tasks
-	// stay queued; the others are made. An error from decide, or any error
+	// stay queued; the others are made. The flow control's writes — the
+	// leases' change to their keys' LEASED counts (LeasedChanges) and the
+	// buckets taken from — are guarded by what the claim read; when one
+	// misses (another claim got there first, on any node), or a write of
+	// tasks with a concurrency key would be skipped, none of the claim's
+	// writes is made (each reported Written false) and ClaimTasks returns
+	// nil: the caller claims again. An error from decide, or any error
 	// writing, rolls everything back and is returned (inside WithTx on
 	// PostgreSQL, it aborts the caller's transaction). Once the writes are
 	// sent, a cancelled ctx no longer stops them: a claim that committed
@@ -177,7 +183,10 @@ type TaskQuerier interface {
 // instances, skipping a task whose instance another transaction holds: its
 // writes wait for nobody, so a group holding instance locks of its writes
 // cannot deadlock with another one. Decide's error, or a write it returns
-// that CheckClaimWrites refuses, fails the group. A write is reported
+// that CheckClaimWrites refuses, fails the group; a miss of its flow
+// control's guards (see ClaimTasks) leaves the claim out — none of its
+// writes made — and the group's creates and writes are still committed. A
+// write is reported
 // (Written, Instance) only once the group is committed; inside WithTx, once
 // it is made in the caller's transaction. The rows the claim locks and does
 // not write (tasks beyond the limit, an instance whose tasks decide left)
