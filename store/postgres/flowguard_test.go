@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -130,56 +131,43 @@ func checkLeftOut(t *testing.T, s *Store, writes []*store.ClaimWrite) {
 	}
 }
 
-// TestClaimFlowGuard: a claim whose key's count or bucket another
-// transaction moved after the claim read it is left out.
+// TestClaimFlowGuard: a claim, and a group's claim, whose key's count or
+// bucket another transaction moved after the claim read it is left out;
+// the group's write is still made.
 func TestClaimFlowGuard(t *testing.T) {
 	t.Parallel()
 	for _, tc := range flowGuardCases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s, _ := setupFlowGuard(t, tc)
-			var writes []*store.ClaimWrite
-			params := store.ClaimParams{Queues: []string{"q"}, Now: time.Now(), Limit: 10}
-			err := raceFlowRow(t, s, tc.move, func() error { return s.ClaimTasks(t.Context(), params, leaseEach(&writes)) })
-			if err != nil {
-				t.Fatalf("ClaimTasks: %v, want the claim left out without an error", err)
-			}
-			checkLeftOut(t, s, writes)
-		})
-	}
-}
-
-// TestGroupClaimFlowGuardKeepsWrites: a group whose claim is left out by
-// a flow guard's miss still commits its writes.
-func TestGroupClaimFlowGuardKeepsWrites(t *testing.T) {
-	t.Parallel()
-	for _, tc := range flowGuardCases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s, _ := setupFlowGuard(t, tc)
-			other, err := s.Get(t.Context(), "other")
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := other.State.Clone()
-			if err := st.SetVar("x", 1); err != nil {
-				t.Fatal(err)
-			}
-			write := &store.Write{ID: "other", ExpectedVersion: other.Version, From: other.Status, Status: other.Status,
-				State: st, Cause: "group write"}
-			var writes []*store.ClaimWrite
-			claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: time.Now(), Limit: 10}, Decide: leaseEach(&writes)}
-			err = raceFlowRow(t, s, tc.move, func() error {
-				_, _, err := s.ApplyGroup(t.Context(), nil, []*store.Write{write}, claim)
-				return err
+		for _, group := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/group=%v", tc.name, group), func(t *testing.T) {
+				t.Parallel()
+				s, _ := setupFlowGuard(t, tc)
+				other, err := s.Get(t.Context(), "other")
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := other.State.Clone()
+				if err := st.SetVar("x", 1); err != nil {
+					t.Fatal(err)
+				}
+				write := &store.Write{ID: "other", ExpectedVersion: other.Version, From: other.Status, Status: other.Status,
+					State: st, Cause: "group write"}
+				var writes []*store.ClaimWrite
+				params := store.ClaimParams{Queues: []string{"q"}, Now: time.Now(), Limit: 10}
+				err = raceFlowRow(t, s, tc.move, func() error {
+					if !group {
+						return s.ClaimTasks(t.Context(), params, leaseEach(&writes))
+					}
+					_, _, err := s.ApplyGroup(t.Context(), nil, []*store.Write{write}, &store.GroupClaim{Params: params, Decide: leaseEach(&writes)})
+					return err
+				})
+				if err != nil {
+					t.Fatalf("claim: %v, want it left out without an error", err)
+				}
+				checkLeftOut(t, s, writes)
+				if after, err := s.Get(t.Context(), "other"); group && (err != nil || after.Version != other.Version+1) {
+					t.Errorf("the group's write: %+v, %v; want version %d", after, err, other.Version+1)
+				}
 			})
-			if err != nil {
-				t.Fatalf("ApplyGroup: %v, want its write made and its claim left out", err)
-			}
-			checkLeftOut(t, s, writes)
-			if after, err := s.Get(t.Context(), "other"); err != nil || after.Version != other.Version+1 {
-				t.Errorf("the group's write: %+v, %v; want version %d", after, err, other.Version+1)
-			}
-		})
+		}
 	}
 }

@@ -33,6 +33,21 @@ func historyFunctions(t *testing.T, s *Store) int {
 	return n
 }
 
+// openMigratedTo opens a store on a fresh database migrated up to
+// version, for a migration test to fill it as a former release left it.
+func openMigratedTo(t *testing.T, version int64) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), pgtest.NewDatabase(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := migrateProvider(t, s).UpTo(t.Context(), version); err != nil {
+		t.Fatalf("migrate to %d: %v", version, err)
+	}
+	return s
+}
+
 // migrateProvider is goose over the embedded migrations, without the
 // session lock (one test, one database).
 func migrateProvider(t *testing.T, s *Store) *goose.Provider {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"testing"
 
-	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store/storetest"
 )
 
@@ -17,14 +16,7 @@ const orphanTasksVersion = 21
 func TestOrphanTasksMigrationCancelsTasksOfStoppedInstances(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, pgtest.NewDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := migrateProvider(t, s).UpTo(ctx, orphanTasksVersion-1); err != nil {
-		t.Fatalf("migrate to %d: %v", orphanTasksVersion-1, err)
-	}
+	s := openMigratedTo(t, orphanTasksVersion-1)
 	for id, status := range storetest.LegacyOrphanInstances() {
 		if _, err := s.pool.Exec(ctx, `INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at)
 			VALUES ($1, '', $2, '{}', '{}', 1, now(), now())`, id, string(status)); err != nil {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"testing"
 
-	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store/storetest"
 )
 
@@ -16,14 +15,7 @@ const concurrencySlotsVersion = 20
 func TestConcurrencySlotsMigrationCountsInstancesInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, pgtest.NewDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := migrateProvider(t, s).UpTo(ctx, concurrencySlotsVersion-1); err != nil {
-		t.Fatalf("migrate to %d: %v", concurrencySlotsVersion-1, err)
-	}
+	s := openMigratedTo(t, concurrencySlotsVersion-1)
 	for _, in := range storetest.LegacySlots() {
 		if _, err := s.pool.Exec(ctx, `INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, concurrency_key, concurrency_limit)
 			VALUES ($1, $2, $3, '{}', '{}', 0, now(), now(), $4, $5)`, in.ID, in.Definition, string(in.Status), in.Key, in.Limit); err != nil {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"testing"
 
-	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/store/storetest"
 )
 
@@ -15,14 +14,7 @@ const runawayLimitsVersion = 18
 func TestRunawayLimitsMigrationCountsTreesInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, pgtest.NewDatabase(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if _, err := migrateProvider(t, s).UpTo(ctx, runawayLimitsVersion-2); err != nil {
-		t.Fatalf("migrate to %d: %v", runawayLimitsVersion-2, err)
-	}
+	s := openMigratedTo(t, runawayLimitsVersion-2)
 	for _, n := range storetest.LegacyTrees() {
 		var parent any
 		if n.Parent != "" {

@@ -43,21 +43,7 @@ func harness() storetest.Harness {
 				tb.Fatal(err)
 			}
 			defer rows.Close()
-			out := map[string]int{}
-			for rows.Next() {
-				var (
-					key string
-					n   int
-				)
-				if err := rows.Scan(&key, &n); err != nil {
-					tb.Fatal(err)
-				}
-				out[key] = n
-			}
-			if err := rows.Err(); err != nil {
-				tb.Fatal(err)
-			}
-			return out
+			return storetest.ReadLeasedCounts(tb, rows)
 		},
 		SetLeased: func(tb testing.TB, s store.Backend, key string, n int) {
 			tb.Helper()

@@ -37,6 +37,17 @@ func underKey(tk *store.Task, key string, limit int) *store.Task {
 	return tk
 }
 
+// keyedTasks are n tasks of instance inst under key with limit, with ids
+// key0, key1, … and run_at a millisecond apart from a minute before the
+// clock's start, in that order.
+func keyedTasks(inst string, n int, key string, limit int) []*store.Task {
+	tasks := make([]*store.Task, n)
+	for i := range n {
+		tasks[i] = underKey(withID(fmt.Sprintf("%s%d", key, i), newTask(inst, fmt.Sprintf("s%d", i), "q", clockStart.Add(time.Duration(i)*time.Millisecond-time.Minute))), key, limit)
+	}
+	return tasks
+}
+
 // leaser is a claim decision that leases every task it is given, one
 // write per instance, for an hour.
 type leaser struct {
@@ -210,10 +221,7 @@ func testFlowControlConcurrencyLimit(t *testing.T, h Harness) {
 	eq := b.engine(t)
 	b.running(t, "a")
 	b.running(t, "b")
-	var tasks []*store.Task
-	for i := range 5 {
-		tasks = append(tasks, underKey(withID(fmt.Sprintf("k%d", i), newTask("a", fmt.Sprintf("s%d", i), "q", clockStart.Add(time.Duration(i)*time.Millisecond-time.Minute))), "k", 2))
-	}
+	tasks := keyedTasks("a", 5, "k", 2)
 	// Another instance shares the key (keys span instances and
 	// definitions); another key and a task without one are not held back.
 	tasks = append(tasks,

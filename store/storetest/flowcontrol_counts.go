@@ -9,6 +9,27 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
+// ReadLeasedCounts reads rows of (key, leased), a store's rows of LEASED
+// counts, into a map, for Harness.LeasedCounts.
+func ReadLeasedCounts(tb testing.TB, rows SlotRows) map[string]int {
+	tb.Helper()
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			key string
+			n   int
+		)
+		if err := rows.Scan(&key, &n); err != nil {
+			tb.Fatal(err)
+		}
+		out[key] = n
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
 // checkLeased checks the store's rows of LEASED counts against want and
 // against the tasks: the count of each key is its LEASED tasks.
 func (b *bundle) checkLeased(t *testing.T, h Harness, what string, want map[string]int, instances ...string) {
@@ -43,11 +64,7 @@ func testFlowControlLeasedCounts(t *testing.T, h Harness) {
 	eq := b.engine(t)
 	b.running(t, "a")
 	b.running(t, "b")
-	var tasks []*store.Task
-	for i := range 5 {
-		tasks = append(tasks, underKey(withID(string(rune('p'+i)), newTask("a", "s"+string(rune('0'+i)), "q", clockStart.Add(time.Duration(i)*time.Millisecond-time.Minute))), "k", 4))
-	}
-	tasks = append(tasks, underKey(withID("j0", newTask("b", "j0", "q", clockStart.Add(-time.Minute))), "j", 1),
+	tasks := append(keyedTasks("a", 5, "k", 4), underKey(withID("j0", newTask("b", "j0", "q", clockStart.Add(-time.Minute))), "j", 1),
 		withID("free", newTask("b", "free", "q", clockStart.Add(-time.Minute))))
 	b.insertTasks(t, tasks...)
 	b.checkLeased(t, h, "before any claim", map[string]int{}, "a", "b")
@@ -62,7 +79,7 @@ func testFlowControlLeasedCounts(t *testing.T, h Harness) {
 	}
 	b.checkLeased(t, h, "claimed", map[string]int{"k": 4, "j": 1}, "a", "b")
 
-	b.finishTask(t, byID["p"], store.TaskDone, clockStart)
+	b.finishTask(t, byID["k0"], store.TaskDone, clockStart)
 	b.finishTask(t, byID["free"], store.TaskDone, clockStart)
 	b.checkLeased(t, h, "a completion", map[string]int{"k": 3, "j": 1}, "a", "b")
 	b.finishTask(t, byID["j0"], store.TaskFailed, clockStart)
@@ -74,11 +91,11 @@ func testFlowControlLeasedCounts(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retry := ended(byID["q"], store.TaskQueued)
+	retry := ended(byID["k1"], store.TaskQueued)
 	retry.Task.LastError = "boom"
 	if _, err := b.s.Apply(b.ctx, &store.Write{ID: "a", ExpectedVersion: inst.Version, From: inst.Status, Status: inst.Status,
 		State: inst.State, Cause: "retry and expiry", Now: clockStart,
-		Update: []store.TaskWrite{retry, ended(byID["r"], store.TaskQueued)}}); err != nil {
+		Update: []store.TaskWrite{retry, ended(byID["k2"], store.TaskQueued)}}); err != nil {
 		t.Fatalf("Apply of a retry and an expiry: %v", err)
 	}
 	b.checkLeased(t, h, "a retry and an expiry", map[string]int{"k": 1, "j": 0}, "a", "b")
@@ -86,7 +103,7 @@ func testFlowControlLeasedCounts(t *testing.T, h Harness) {
 	// The re-queued tasks are claimed again, up to the limit.
 	again := claimAll(t, eq, []string{"q"}, clockStart, 100, nil)
 	if len(again) != 3 {
-		t.Fatalf("claimed %v again, want q, r and the fifth task of k", ids(again))
+		t.Fatalf("claimed %v again, want k1, k2 and k4", ids(again))
 	}
 	for _, tk := range again {
 		byID[tk.ID] = tk
@@ -94,7 +111,7 @@ func testFlowControlLeasedCounts(t *testing.T, h Harness) {
 	b.checkLeased(t, h, "claimed again", map[string]int{"k": 4, "j": 0}, "a", "b")
 
 	// A release (tasks-only, with the instance's status as its guard).
-	released := ended(byID["q"], store.TaskQueued)
+	released := ended(byID["k1"], store.TaskQueued)
 	if _, err := b.s.Apply(b.ctx, &store.Write{ID: "a", TasksOnly: true, From: workflow.StatusRunning, Now: clockStart,
 		Update: []store.TaskWrite{released}}); err != nil {
 		t.Fatalf("a release: %v", err)
