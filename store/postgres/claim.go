@@ -117,16 +117,11 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 	if err != nil {
 		return err
 	}
-	before, after := flow.statements(pws)
-	guarded := before != nil || after != nil
+	flows := flow.statements(pws)
+	guarded := len(flows) > 0
 	err = func() error {
 		if guarded {
 			if _, err := q.db.Exec(ctx, "SAVEPOINT "+claimSavepoint); err != nil {
-				return interpretError(err, "")
-			}
-		}
-		if before != nil {
-			if _, err := q.db.Exec(ctx, before.SQL, before.Arguments...); err != nil {
 				return interpretError(err, "")
 			}
 		}
@@ -135,8 +130,8 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 				return err
 			}
 		}
-		if after != nil {
-			if _, err := q.db.Exec(ctx, after.SQL, after.Arguments...); err != nil {
+		for _, f := range flows {
+			if _, err := q.db.Exec(ctx, f.SQL, f.Arguments...); err != nil {
 				return interpretError(err, "")
 			}
 		}
@@ -236,8 +231,8 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWr
 	if err := ctx.Err(); err != nil {
 		return err // nothing sent yet: the caller rolls back
 	}
-	before, after := flow.statements(pws)
-	guarded := before != nil || after != nil
+	flows := flow.statements(pws)
+	guarded := len(flows) > 0
 	// The pipeline holds the COMMIT: a connection lost while reading any of
 	// its answers may have lost only the answers.
 	defer func() { err = commitOutcome(err) }()
@@ -247,14 +242,11 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWr
 	if guarded {
 		b.Queue("SAVEPOINT " + claimSavepoint)
 	}
-	if before != nil {
-		b.Queue(before.SQL, before.Arguments...)
-	}
 	for _, pw := range pws {
 		b.Queue(pw.sql, pw.args...)
 	}
-	if after != nil {
-		b.Queue(after.SQL, after.Arguments...)
+	for _, f := range flows {
+		b.Queue(f.SQL, f.Arguments...)
 	}
 	b.Queue("COMMIT")
 	br := conn.SendBatch(wctx, b)
@@ -266,16 +258,15 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWr
 	if guarded {
 		exec()
 	}
-	if before != nil && err == nil {
-		exec()
-	}
 	for _, pw := range pws {
 		if err == nil {
 			err = pw.result(br.QueryRow())
 		}
 	}
-	if after != nil && err == nil {
-		exec()
+	for range flows {
+		if err == nil {
+			exec()
+		}
 	}
 	if err == nil {
 		// After an error the server skips the rest of the batch, COMMIT

@@ -154,23 +154,28 @@ type claimFlow struct {
 	taken []store.BucketTake
 }
 
-// statements are the flow statements of a claim whose writes are pws, in
-// the order they go: the buckets before the writes, the counts after.
-func (f *claimFlow) statements(pws []*preparedClaimWrite) (before, after *pgx.QueuedQuery) {
+// statements are the flow statements of a claim whose writes are pws,
+// sent after them: the buckets it took tokens from, then the leases'
+// change to the keys' counts. Like every write's, a claim's flow rows are
+// the last rows it locks (after its tasks and instances), buckets and keys
+// each in key order, so that writers of one key never wait on each other
+// in a cycle through them.
+func (f *claimFlow) statements(pws []*preparedClaimWrite) []pgx.QueuedQuery {
 	if len(pws) == 0 {
-		return nil, nil // nothing leased: no token is used
+		return nil // nothing leased: no token is used
 	}
+	var out []pgx.QueuedQuery
 	if f != nil && len(f.taken) > 0 {
-		before = &pgx.QueuedQuery{SQL: bucketTakeSQL, Arguments: bucketTakeArgs(f.taken)}
+		out = append(out, pgx.QueuedQuery{SQL: bucketTakeSQL, Arguments: bucketTakeArgs(f.taken)})
 	}
 	var leases []*store.Task
 	for _, pw := range pws {
 		leases = append(leases, pw.w.Tasks...)
 	}
 	if changes := store.LeasedChanges(nil, nil, leases); len(changes) > 0 {
-		after = &pgx.QueuedQuery{SQL: claimLeasedSQL, Arguments: leasedArgs(changes)}
+		out = append(out, pgx.QueuedQuery{SQL: claimLeasedSQL, Arguments: leasedArgs(changes)})
 	}
-	return before, after
+	return out
 }
 
 // gateFlow checks the locked tasks' keys on db and returns the tasks that
