@@ -151,6 +151,7 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 	for _, pw := range pws {
 		pw.fill()
 	}
+	flow.report()
 	return nil
 }
 
@@ -191,8 +192,12 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, p 
 			return err
 		}
 		pws, err := q.decideClaim(ctx, conn, locked, decide, store.ActorFrom(ctx))
-		if err != nil || len(pws) == 0 {
+		if err != nil {
 			return err // the ROLLBACK of inPipelinedTx ends the transaction
+		}
+		if len(pws) == 0 {
+			flow.report()
+			return nil // the ROLLBACK of inPipelinedTx ends the transaction
 		}
 		return finishClaim(ctx, conn, pws, flow)
 	})
@@ -285,6 +290,7 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWr
 	for _, pw := range pws {
 		pw.fill()
 	}
+	flow.report()
 	return nil
 }
 

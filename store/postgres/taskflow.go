@@ -147,11 +147,25 @@ func flowMiss(msg string) (error, bool) {
 	return nil, false
 }
 
-// claimFlow is what a claim's flow control writes once decided: the
+// claimFlow is what a claim's flow control writes once decided — the
 // buckets it took tokens from (nil: none) and the leases' change to the
-// counts, made from the writes.
+// counts, made from the writes — and what it held back, reported
+// (ClaimParams.OnHeldBack) only by a claim that was made: a claim left
+// out by a flow guard's miss read rows that another claim has moved on
+// since, and the time of the next token it would report could be earlier
+// than the one stored, a wake-up at which the claim query still finds the
+// bucket empty.
 type claimFlow struct {
-	taken []store.BucketTake
+	taken  []store.BucketTake
+	held   store.HeldBack
+	onHeld func(store.HeldBack)
+}
+
+// report tells the claim's OnHeldBack what it held back, if anything.
+func (f *claimFlow) report() {
+	if f != nil && f.onHeld != nil && f.held.Any() {
+		f.onHeld(f.held)
+	}
 }
 
 // statements are the flow statements of a claim whose writes are pws,
@@ -179,8 +193,9 @@ func (f *claimFlow) statements(pws []*preparedClaimWrite) []pgx.QueuedQuery {
 }
 
 // gateFlow checks the locked tasks' keys on db and returns the tasks that
-// may be leased and the claim's flow writes; see store.FlowGate. A claim
-// without keys reads nothing.
+// may be leased and the claim's flow writes (and what it held back, to
+// report once the claim is made); see store.FlowGate. A claim without keys
+// reads nothing.
 func gateFlow(ctx context.Context, db dbtx, locked []store.Claimable, p store.ClaimParams) ([]store.Claimable, *claimFlow, error) {
 	keys := store.FlowKeysOf(locked)
 	if keys.Empty() {
@@ -198,10 +213,7 @@ func gateFlow(ctx context.Context, db dbtx, locked []store.Claimable, p store.Cl
 		return nil, nil, err
 	}
 	kept, taken, held := store.FlowGate(locked, leased, buckets, store.Timestamp(p.Now))
-	if p.OnHeldBack != nil && held.Any() {
-		p.OnHeldBack(held)
-	}
-	return kept, &claimFlow{taken: taken}, nil
+	return kept, &claimFlow{taken: taken, held: held, onHeld: p.OnHeldBack}, nil
 }
 
 // readFlow reads the counts and buckets of gateFlow's pipeline.
