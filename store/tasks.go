@@ -310,7 +310,8 @@ type ClaimParams struct {
 	Limit  int
 	// OnHeldBack, when set, is told what the claim left QUEUED because of
 	// its tasks' concurrency keys and rate limits (see FlowGate); it is
-	// not called when nothing was held back.
+	// not called when nothing was held back, nor by a claim left out by a
+	// flow guard's miss (what it read has moved on).
 	OnHeldBack func(HeldBack)
 }
 

@@ -27,22 +27,23 @@ const claimFlowFilter = `
           AND b.next_token_at > ?2))`
 
 // gateFlowOn checks the locked tasks' keys in c's write transaction and
-// returns the tasks that may be leased and the buckets they take tokens
-// from; see store.FlowGate.
-func gateFlowOn(ctx context.Context, c dbtx, locked []store.Claimable, p store.ClaimParams) ([]store.Claimable, []store.BucketTake, error) {
+// returns the tasks that may be leased, the buckets they take tokens from
+// and what it held back; see store.FlowGate.
+func gateFlowOn(ctx context.Context, c dbtx, locked []store.Claimable, p store.ClaimParams) ([]store.Claimable, []store.BucketTake, store.HeldBack, error) {
+	var none store.HeldBack
 	keys := store.FlowKeysOf(locked)
 	if keys.Empty() {
-		return locked, nil, nil
+		return locked, nil, none, nil
 	}
 	leased := map[string]int{}
 	if len(keys.Concurrency) > 0 {
 		list, err := json.Marshal(keys.Concurrency)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, none, err
 		}
 		rows, err := c.QueryContext(ctx, `SELECT key, leased FROM task_concurrency WHERE key IN (SELECT value FROM json_each(?1))`, string(list))
 		if err != nil {
-			return nil, nil, interpretError(ctx, err)
+			return nil, nil, none, interpretError(ctx, err)
 		}
 		err = scanRows(rows, func(rows *sql.Rows) error {
 			var (
@@ -54,18 +55,18 @@ func gateFlowOn(ctx context.Context, c dbtx, locked []store.Claimable, p store.C
 			return err
 		})
 		if err != nil {
-			return nil, nil, interpretError(ctx, err)
+			return nil, nil, none, interpretError(ctx, err)
 		}
 	}
 	buckets := map[string]store.RateBucket{}
 	if len(keys.Rate) > 0 {
 		list, err := json.Marshal(keys.Rate)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, none, err
 		}
 		rows, err := c.QueryContext(ctx, `SELECT key, tokens, updated_at FROM flowd_rate_buckets WHERE key IN (SELECT value FROM json_each(?1))`, string(list))
 		if err != nil {
-			return nil, nil, interpretError(ctx, err)
+			return nil, nil, none, interpretError(ctx, err)
 		}
 		err = scanRows(rows, func(rows *sql.Rows) error {
 			var (
@@ -78,14 +79,11 @@ func gateFlowOn(ctx context.Context, c dbtx, locked []store.Claimable, p store.C
 			return err
 		})
 		if err != nil {
-			return nil, nil, interpretError(ctx, err)
+			return nil, nil, none, interpretError(ctx, err)
 		}
 	}
 	kept, taken, held := store.FlowGate(locked, leased, buckets, store.Timestamp(p.Now))
-	if p.OnHeldBack != nil && held.Any() {
-		p.OnHeldBack(held)
-	}
-	return kept, taken, nil
+	return kept, taken, held, nil
 }
 
 // scanRows calls scan for every row and closes rows.

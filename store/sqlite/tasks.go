@@ -435,7 +435,7 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, deci
 		}
 		locked[i] = store.Claimable{Task: t, Instance: inst}
 	}
-	locked, taken, err := gateFlowOn(ctx, c, locked, p)
+	locked, taken, held, err := gateFlowOn(ctx, c, locked, p)
 	if err != nil {
 		return nil, err
 	}
@@ -446,40 +446,54 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, deci
 	if err := store.CheckClaimWrites(locked, writes); err != nil {
 		return nil, err
 	}
+	done, leftOut, err := q.claimWrites(ctx, c, writes, insts, taken)
+	if err != nil {
+		return nil, err
+	}
+	if p.OnHeldBack != nil && held.Any() && !leftOut {
+		p.OnHeldBack(held)
+	}
+	return done, nil
+}
+
+// claimWrites makes a claim's writes with their flow control; leftOut
+// reports a claim left out by a flow guard's miss (none of its writes
+// made). A claim with flow control makes its writes after a savepoint and
+// rolls back to it on a miss, so that what the transaction wrote before (a
+// group's writes) stays.
+func (q *querier) claimWrites(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, taken []store.BucketTake) (done []claimDone, leftOut bool, err error) {
 	if len(writes) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	var leases []*store.Task
 	for _, w := range writes {
 		leases = append(leases, w.Tasks...)
 	}
 	if len(taken) == 0 && len(store.LeasedChanges(nil, nil, leases)) == 0 {
-		return claimWrites(ctx, c, writes, insts, q.timestamp())
+		done, err := writeClaims(ctx, c, writes, insts, q.timestamp())
+		return done, false, err
 	}
-	// A claim with flow control makes its writes after a savepoint and
-	// rolls back to it when a flow guard misses: the claim is left out,
-	// and what the transaction wrote before (a group's writes) stays.
 	if _, err := c.ExecContext(ctx, "SAVEPOINT "+claimSavepoint); err != nil {
-		return nil, interpretError(ctx, err)
+		return nil, false, interpretError(ctx, err)
 	}
-	done, err := claimWithFlow(ctx, c, writes, insts, q.timestamp(), taken)
+	done, err = claimWithFlow(ctx, c, writes, insts, q.timestamp(), taken)
 	if errors.Is(err, store.ErrFlowMiss) {
 		if _, err := c.ExecContext(ctx, "ROLLBACK TO "+claimSavepoint); err != nil {
-			return nil, interpretError(ctx, err)
+			return nil, false, interpretError(ctx, err)
 		}
 		done = make([]claimDone, len(writes))
 		for i, w := range writes {
 			done[i] = claimDone{report: func() { w.Written, w.Instance = false, nil }}
 		}
-		err = nil
+		leftOut, err = true, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := c.ExecContext(ctx, "RELEASE "+claimSavepoint); err != nil {
-		return nil, interpretError(ctx, err)
+		return nil, false, interpretError(ctx, err)
 	}
-	return done, nil
+	return done, leftOut, nil
 }
 
 // claimSavepoint is the savepoint of a claim with flow control.
@@ -492,7 +506,7 @@ func claimWithFlow(ctx context.Context, c dbtx, writes []*store.ClaimWrite, inst
 	if err := storeBuckets(ctx, c, taken); err != nil {
 		return nil, err
 	}
-	done, err := claimWrites(ctx, c, writes, insts, now)
+	done, err := writeClaims(ctx, c, writes, insts, now)
 	if err != nil {
 		return nil, err
 	}
@@ -505,8 +519,8 @@ func claimWithFlow(ctx context.Context, c dbtx, writes []*store.ClaimWrite, inst
 	return done, applyLeased(ctx, c, store.LeasedChanges(nil, nil, leases))
 }
 
-// claimWrites makes a claim's writes, in order.
-func claimWrites(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, now int64) ([]claimDone, error) {
+// writeClaims makes a claim's writes, in order.
+func writeClaims(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, now int64) ([]claimDone, error) {
 	done := make([]claimDone, 0, len(writes))
 	for _, w := range writes {
 		id := w.Tasks[0].InstanceID
