@@ -44,12 +44,13 @@ type LeasedChange struct {
 // LeasedChanges is the rule of the counts: a task of a key (its
 // Flow.ConcurrencyLimit above zero) counts while it is LEASED. updates are
 // a write's task writes (the row as read is the guard's status, the row as
-// written the task's), inserts its new tasks and leases the tasks a claim
-// leases (QUEUED as read). The changes come one per key whose count
+// written the task's) and leases the tasks a claim leases (QUEUED as
+// read); a write's new tasks change no count, as a new task under a key is
+// QUEUED (NormaliseTaskFlow). The changes come one per key whose count
 // moves, sorted by key: every writer takes the keys' rows in one order.
 // Tasks without a key make none, so a write without keyed tasks has
 // nothing to apply.
-func LeasedChanges(updates []TaskWrite, inserts, leases []*Task) []LeasedChange {
+func LeasedChanges(updates []TaskWrite, leases []*Task) []LeasedChange {
 	var out []LeasedChange
 	add := func(t *Task, delta int) {
 		f := t.Flow
@@ -68,9 +69,6 @@ func LeasedChanges(updates []TaskWrite, inserts, leases []*Task) []LeasedChange 
 	}
 	for _, u := range updates {
 		add(u.Task, leasedCount(u.Task.Status)-leasedCount(u.Guard.Status))
-	}
-	for _, t := range inserts {
-		add(t, leasedCount(t.Status))
 	}
 	for _, t := range leases {
 		add(t, 1)

@@ -13,7 +13,9 @@ import (
 // NormaliseTaskFlow gives a new task's flow control the form it is stored
 // in — a Priority of 0 becomes workflow.DefaultPriority, so that every
 // stored task is found by the claim's priority order — and refuses one the
-// claim could not honour (ErrInvalidArgument).
+// claim could not honour (ErrInvalidArgument), or one under a concurrency
+// key that is not QUEUED (a task of a key is leased by a claim alone, which
+// counts the lease).
 func NormaliseTaskFlow(t *Task) error {
 	f := &t.Flow
 	if f.Priority == 0 {
@@ -26,6 +28,9 @@ func NormaliseTaskFlow(t *Task) error {
 		return fmt.Errorf("%w: task %q: concurrency limit %d is out of range", ErrInvalidArgument, t.ID, f.ConcurrencyLimit)
 	case f.ConcurrencyLimit == 0 && f.ConcurrencyKey != "":
 		return fmt.Errorf("%w: task %q: a concurrency key without a limit", ErrInvalidArgument, t.ID)
+	case f.ConcurrencyLimit > 0 && t.Status != TaskQueued:
+		// Only a claim leases a task under a key: its lease is counted.
+		return fmt.Errorf("%w: task %q: a new task under a concurrency key must be QUEUED, not %s", ErrInvalidArgument, t.ID, t.Status)
 	case math.IsNaN(f.RatePerSecond) || f.RatePerSecond < 0 || f.RatePerSecond > workflow.MaxRatePerSecond:
 		return fmt.Errorf("%w: task %q: rate %g is out of range", ErrInvalidArgument, t.ID, f.RatePerSecond)
 	case f.RatePerSecond > 0 && (f.RateBurst < 1 || f.RateBurst > workflow.MaxRateBurst):

@@ -385,7 +385,7 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 	if slot := w.SlotChange(); !slot.None() {
 		args = append(append(args, string(w.From)), slotArgs(slot)...)
 	}
-	leased := store.LeasedChanges(w.Update, w.Insert, nil)
+	leased := store.LeasedChanges(w.Update, nil)
 	if len(leased) > 0 {
 		args = append(args, leasedArgs(leased)...)
 	}

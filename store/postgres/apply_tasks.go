@@ -106,7 +106,7 @@ func (q *querier) applyTasks(ctx context.Context, w *store.Write) error {
 	args := append(columnArrays(gu.rows).args(), gu.status, gu.attempt, gu.lease, gu.leaseUntil,
 		w.ID, now, string(w.From), w.Notify, len(w.Update))
 	sql := applyTasksSQL
-	if leased := store.LeasedChanges(w.Update, nil, nil); len(leased) > 0 {
+	if leased := store.LeasedChanges(w.Update, nil); len(leased) > 0 {
 		sql, args = applyTasksLeasedSQL, append(args, leasedArgs(leased)...)
 	}
 	var (

@@ -429,7 +429,7 @@ func (q *querier) decideClaim(ctx context.Context, db dbtx, locked []store.Claim
 			inst.ID, w.ExpectedVersion, w.Cause, string(state), now, w.SetState,
 			ids, attempts, leases, owners, until, deadlines, history, actor,
 		}}
-		pw.flow = len(store.LeasedChanges(nil, nil, w.Tasks)) > 0
+		pw.flow = len(store.LeasedChanges(nil, w.Tasks)) > 0
 		switch {
 		case n == 1 && pw.flow:
 			pw.sql = claimWriteOneFlowSQL

@@ -186,7 +186,7 @@ func (f *claimFlow) statements(pws []*preparedClaimWrite) []pgx.QueuedQuery {
 	for _, pw := range pws {
 		leases = append(leases, pw.w.Tasks...)
 	}
-	if changes := store.LeasedChanges(nil, nil, leases); len(changes) > 0 {
+	if changes := store.LeasedChanges(nil, leases); len(changes) > 0 {
 		out = append(out, pgx.QueuedQuery{SQL: claimLeasedSQL, Arguments: leasedArgs(changes)})
 	}
 	return out

@@ -114,7 +114,7 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 			return nil, err
 		}
 	}
-	if err := applyLeased(ctx, c, store.LeasedChanges(w.Update, w.Insert, nil)); err != nil {
+	if err := applyLeased(ctx, c, store.LeasedChanges(w.Update, nil)); err != nil {
 		return nil, err
 	}
 	actor := store.WriteActor(ctx, w.Actor)

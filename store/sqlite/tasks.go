@@ -469,7 +469,7 @@ func (q *querier) claimWrites(ctx context.Context, c dbtx, writes []*store.Claim
 	for _, w := range writes {
 		leases = append(leases, w.Tasks...)
 	}
-	if len(taken) == 0 && len(store.LeasedChanges(nil, nil, leases)) == 0 {
+	if len(taken) == 0 && len(store.LeasedChanges(nil, leases)) == 0 {
 		done, err := writeClaims(ctx, c, writes, insts, q.timestamp())
 		return done, false, err
 	}
@@ -516,7 +516,7 @@ func claimWithFlow(ctx context.Context, c dbtx, writes []*store.ClaimWrite, inst
 			leases = append(leases, w.Tasks...)
 		}
 	}
-	return done, applyLeased(ctx, c, store.LeasedChanges(nil, nil, leases))
+	return done, applyLeased(ctx, c, store.LeasedChanges(nil, leases))
 }
 
 // writeClaims makes a claim's writes, in order.

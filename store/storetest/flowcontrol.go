@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,6 +187,16 @@ func testFlowControlInvalid(t *testing.T, h Harness) {
 			t.Errorf("inserting a task with flow %+v: %v, want ErrInvalidArgument", f, err)
 		}
 	}
+	// A task of a key is leased by a claim alone, which counts the lease.
+	leased := claimLease(underKey(newTask("p", "s", "q", clockStart), "k", 1), "w", clockStart.Add(time.Hour), time.Time{})
+	err := InsertTasks(b.ctx, b.s, []*store.Task{leased})
+	wantErrorIs(t, "inserting a LEASED task under a key", err, store.ErrInvalidArgument)
+	if err == nil || !strings.Contains(err.Error(), "a new task under a concurrency key must be QUEUED, not LEASED") {
+		t.Errorf("inserting a LEASED task under a key: %v, want it to say the task must be QUEUED", err)
+	}
+	_, err = b.s.Create(b.ctx, store.CreateParams{ID: "c", Status: workflow.StatusRunning, Tasks: []*store.Task{
+		claimLease(underKey(newTask("c", "s", "q", clockStart), "k", 1), "w", clockStart.Add(time.Hour), time.Time{})}})
+	wantErrorIs(t, "creating an instance with a LEASED task under a key", err, store.ErrInvalidArgument)
 	if tasks, err := b.engine(t).TasksOfInstance(b.ctx, "p", store.LockNone); err != nil || len(tasks) != 0 {
 		t.Errorf("tasks after the refusals: %v, %v; want none", tasks, err)
 	}
