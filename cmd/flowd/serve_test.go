@@ -300,7 +300,7 @@ func TestMigrateCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
 		t.Fatal("second migrate failed")
 	}
-	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":18`) {
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":19`) {
 		t.Errorf("second migrate JSON: %s", got)
 	}
 	e, _, errOut = testEnv(nil)
