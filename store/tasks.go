@@ -181,8 +181,10 @@ type TaskQuerier interface {
 // be claimed at once) and is written, and reported, with them or not at all.
 // It locks tasks as ClaimTasks does and, unlike ClaimTasks, also their
 // instances, skipping a task whose instance another transaction holds: its
-// writes wait for nobody, so a group holding instance locks of its writes
-// cannot deadlock with another one. Decide's error, or a write it returns
+// writes wait for no instance, so a group holding instance locks of its
+// writes cannot deadlock with another one through them. Its flow
+// control's guarded rows (a key's LEASED count, a bucket) are the last
+// rows it locks, as every writer does; a miss there leaves the claim out. Decide's error, or a write it returns
 // that CheckClaimWrites refuses, fails the group; a miss of its flow
 // control's guards (see ClaimTasks) leaves the claim out — none of its
 // writes made — and the group's creates and writes are still committed. A
