@@ -22,7 +22,7 @@ import (
 // many and a refill that ignores the elapsed time lets the burst through
 // at every claim: both break the bound within the first second.
 //
-// The slack: a claim reads the clock before it waits for the key's lock,
+// The slack: a claim reads the clock before it writes the key's bucket,
 // so claims may commit in an order slightly different from their clock
 // readings. The bucket never refills backwards, so a claim read later but
 // committed earlier adds per_second × that gap to the window before it and

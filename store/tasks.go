@@ -119,16 +119,22 @@ type TaskQuerier interface {
 	// RUNNING (or, for QueueSleep, RUNNING or PAUSED), highest Flow.Priority
 	// first, then oldest run_at, with SKIP LOCKED — reads each one's
 	// instance (without locking it), keeps those their flow control lets
-	// go (FlowGate, under the locks of their keys, in the same
-	// transaction: a task whose concurrency key is at its limit or whose
-	// rate-limit bucket has no token stays QUEUED, and tasks whose keys were
-	// full as last committed are not locked at all) and calls decide with
-	// them, in that order (a rate-limit bucket's tokens are taken only when
-	// decide leases something). decide
+	// go (FlowGate, on the keys' counts and buckets as read: a task whose
+	// concurrency key is at its limit or whose rate-limit bucket has no
+	// token stays QUEUED, and tasks whose keys were full as last committed
+	// are not locked at all) and calls decide with them, in that order (a
+	// rate-limit bucket's tokens are taken only when decide leases
+	// something). decide
 	// returns the writes to make (see ClaimWrite); ClaimTasks checks them
 	// (ErrInvalidArgument, nothing written) and makes them. A write whose
 	// instance is no longer at its ExpectedVersion is skipped and its tasks
-	// stay queued; the others are made. An error from decide, or any error
+	// stay queued; the others are made. The flow control's writes — the
+	// leases' change to their keys' LEASED counts (LeasedChanges) and the
+	// buckets taken from — are guarded by what the claim read; when one
+	// misses (another claim got there first, on any node), or a write of
+	// tasks with a concurrency key would be skipped, none of the claim's
+	// writes is made (each reported Written false) and ClaimTasks returns
+	// nil: the caller claims again. An error from decide, or any error
 	// writing, rolls everything back and is returned. Once the writes are
 	// sent, a cancelled ctx no longer stops them: a claim that committed
 	// must not be reported as failed. ErrInvalidArgument for a limit
@@ -166,10 +172,15 @@ type TaskQuerier interface {
 // be claimed at once) and is written, and reported, with them or not at all.
 // It locks tasks as ClaimTasks does and, unlike ClaimTasks, also their
 // instances, skipping a task whose instance another transaction holds: its
-// writes wait for nobody, so a group holding instance locks of its writes
-// cannot deadlock with another one. Decide's error, or a write it returns
-// that CheckClaimWrites refuses, fails the group. A write is reported
-// (Written, Instance) only once the group is committed. The rows the claim locks and does
+// writes wait for no instance, so a group holding instance locks of its
+// writes cannot deadlock with another one through them. Its flow
+// control's guarded rows (a key's LEASED count, a bucket) are the last
+// rows it locks, as every writer does. Decide's error, or a write it
+// returns that CheckClaimWrites refuses, fails the group; a miss of its
+// flow control's guards (see ClaimTasks) leaves the claim out — none of
+// its writes made — and the group's creates and writes are still
+// committed. A write is reported (Written, Instance) only once the group
+// is committed. The rows the claim locks and does
 // not write (tasks beyond the limit, an instance whose tasks decide left)
 // stay locked until the group's transaction ends.
 type GroupClaim struct {
@@ -291,7 +302,8 @@ type ClaimParams struct {
 	Limit  int
 	// OnHeldBack, when set, is told what the claim left QUEUED because of
 	// its tasks' concurrency keys and rate limits (see FlowGate); it is
-	// not called when nothing was held back.
+	// not called when nothing was held back, nor by a claim left out by a
+	// flow guard's miss (what it read has moved on).
 	OnHeldBack func(HeldBack)
 }
 

@@ -293,7 +293,7 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied 00013_schedules.sql") || !strings.Contains(out.String(), "applied 00014_traceparent.sql") ||
 		!strings.Contains(out.String(), "applied 00015_history_actor.sql") || !strings.Contains(out.String(), "applied 00016_runaway_limits.sql") ||
 		!strings.Contains(out.String(), "applied 00017_concurrency_slots.sql") || !strings.Contains(out.String(), "applied 00018_orphan_tasks.sql") ||
-		!strings.Contains(out.String(), "applied 00020_held_tasks.sql") ||
+		!strings.Contains(out.String(), "applied 00019_task_concurrency_rows.sql") || !strings.Contains(out.String(), "applied 00020_held_tasks.sql") ||
 		!strings.Contains(out.String(), "is now at version 20") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}

@@ -56,15 +56,17 @@ var applyOneSQL, applyOneStrictSQL = applyStatements[applyShape{oneTask: true}],
 // Apply or, when strict, of ApplyGroup, whether the write keeps the
 // instance's status (sameStatus), and whether it changes the counts of a
 // concurrency key (slot: it moves the instance into or out of a status
-// that holds a slot or waits for one; store.Write.SlotChange).
-type applyShape struct{ oneTask, strict, sameStatus, slot bool }
+// that holds a slot or waits for one; store.Write.SlotChange), and
+// whether it changes the LEASED counts of step concurrency keys (leased:
+// store.LeasedChanges).
+type applyShape struct{ oneTask, strict, sameStatus, slot, leased bool }
 
 // applyStatements are the shapes of applyStatement, built once (a write
 // that keeps its status changes no slot).
 var applyStatements = func() map[applyShape]string {
 	m := map[applyShape]string{}
-	for i := range 16 {
-		sh := applyShape{oneTask: i&1 != 0, strict: i&2 != 0, sameStatus: i&4 != 0, slot: i&8 != 0}
+	for i := range 32 {
+		sh := applyShape{oneTask: i&1 != 0, strict: i&2 != 0, sameStatus: i&4 != 0, slot: i&8 != 0, leased: i&16 != 0}
 		if !sh.sameStatus || !sh.slot {
 			m[sh] = applyStatement(sh)
 		}
@@ -85,6 +87,31 @@ var (
 // scalar for applyOneSQL): a versioned write sets them (store.Task.Held);
 // a TasksOnly write (applyTasksSQL) leaves them as stored.
 var applyHeldParam = 50 + tailParams
+
+// applyLeasedParam is the first of the leased shape's three parameters
+// (leasedUpsert's keys, deltas and limits), after the slot shape's when
+// there are both.
+func applyLeasedParam(sh applyShape) int {
+	if sh.slot {
+		return applyQueuedParam + 1
+	}
+	return applyFromParam
+}
+
+// applyLeased is the leased shape's part after the instance's update:
+// the changes applied to the keys' rows when the instance was written.
+func applyLeased(sh applyShape) string {
+	n := applyLeasedParam(sh)
+	return `), ` + leasedUpsert(param(n), param(n+1), param(n+2), "WHERE EXISTS (SELECT 1 FROM u)")
+}
+
+// applyLeasedMiss is the leased shape's branch of the final CASE: a
+// change that missed its guard raises, which rolls the write back whole.
+func applyLeasedMiss(sh applyShape) string {
+	keys := param(applyLeasedParam(sh))
+	return `WHEN u.version IS NOT NULL AND ` + leasedShort(keys) + ` THEN ` + leasedMissed(keys) + `
+	`
+}
 
 // applySlot is the slot shape's part after the instance's update: the
 // change applied to the row of the instance's key (none without a key).
@@ -127,6 +154,10 @@ func applyStatement(sh applyShape) string {
 	if sh.slot {
 		instance = strings.Replace(instance, applyWhere, applyWhere+" AND status = "+param(applyFromParam), 1) + applySlot
 		slotMiss = applySlotMiss
+	}
+	if sh.leased {
+		instance += applyLeased(sh)
+		slotMiss += applyLeasedMiss(sh)
 	}
 	sql += instance + miss + applySelect
 	if sh.strict {
@@ -293,6 +324,7 @@ type preparedApply struct {
 	inserts []store.Task
 	now     time.Time
 	args    []any
+	leased  bool // it changes LEASED counts: the leased shape
 }
 
 // prepareApply checks w and makes its statement's arguments; actor is the
@@ -359,7 +391,11 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 	if slot := w.SlotChange(); !slot.None() {
 		args = append(append(args, string(w.From)), slotArgs(slot)...)
 	}
-	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args}, nil
+	leased := store.LeasedChanges(w.Update, nil)
+	if len(leased) > 0 {
+		args = append(args, leasedArgs(leased)...)
+	}
+	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args, leased: len(leased) > 0}, nil
 }
 
 // guardedUpdates are the task writes of an Apply as statement arguments:
@@ -402,12 +438,12 @@ func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 // sql is the statement that writes pa: applySQL's shape for its updates,
 // strict (applyStrictSQL) in a group, without setting the status when the
 // write keeps the one it was decided on (From; unknown when empty), with
-// the slot change when it makes one.
+// the slot change and the LEASED counts' when it makes them.
 func (pa *preparedApply) sql(strict bool) string {
 	w := pa.w
 	same := w.From != "" && w.Status == w.From && w.Settled == ""
 	slot := !w.SlotChange().None()
-	return applyStatements[applyShape{oneTask: len(w.Update) == 1, strict: strict, sameStatus: same && !slot, slot: slot}]
+	return applyStatements[applyShape{oneTask: len(w.Update) == 1, strict: strict, sameStatus: same && !slot, slot: slot, leased: pa.leased}]
 }
 
 // result reads the row of applySQL or applyStrictSQL: the instance as

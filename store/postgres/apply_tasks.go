@@ -45,7 +45,19 @@ const taskGuardX = `t.status = x.g_status AND t.attempt = x.g_attempt AND t.leas
 // their guards (the rows as read: status, attempt, lease, lease end), $19
 // the instance, $20 the store's clock, $21 the status the instance must
 // have (” for any), $22 whether to notify, $23 the number of updates.
-const applyTasksSQL = `WITH x AS (
+// applyTasksLeasedSQL also applies the write's changes to the LEASED
+// counts of its keys ($24–$26, leasedUpsert's) when every row matched,
+// and raises when one misses its guard.
+var applyTasksSQL, applyTasksLeasedSQL = applyTasksStatement(false), applyTasksStatement(true)
+
+func applyTasksStatement(leased bool) string {
+	fc, miss := "", ""
+	if leased {
+		fc = `), ` + leasedUpsert("$24", "$25", "$26", "WHERE (SELECT count(*) FROM tu) = $23")
+		miss = `
+	WHEN (SELECT count(*) FROM tu) = $23 AND ` + leasedShort("$24") + ` THEN ` + leasedMissed("$24")
+	}
+	return `WITH x AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int4[], $7::int4[],
 		$8::timestamptz[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[], $13::text[], $14::text[],
 		$15::text[], $16::int4[], $17::text[], $18::timestamptz[])
@@ -63,13 +75,14 @@ const applyTasksSQL = `WITH x AS (
 	SELECT x.id FROM x WHERE x.id NOT IN (SELECT id FROM tu) LIMIT 1
 ), locked AS (
 	SELECT status FROM workflow_instances WHERE id = $19 AND $21 <> '' AND EXISTS (SELECT 1 FROM tu) FOR SHARE
-)
+` + fc + `)
 SELECT (SELECT count(*) FROM tu), (SELECT status FROM workflow_instances WHERE id = $19), (SELECT id FROM miss),
 	(SELECT count(*) FROM n),
 	CASE WHEN (SELECT count(*) FROM tu) BETWEEN 1 AND $23 - 1
 		THEN flowd_conflict('` + applyTaskMiss + `' || (SELECT id FROM miss))
 	WHEN EXISTS (SELECT 1 FROM locked WHERE status <> $21)
-		THEN flowd_conflict('` + applyStatusMoved + `' || (SELECT status FROM locked)) END`
+		THEN flowd_conflict('` + applyStatusMoved + `' || (SELECT status FROM locked))` + miss + ` END`
+}
 
 // applyStatusMoved starts the FD409 message of a TasksOnly Apply rolled
 // back because its instance left the From status while the write waited
@@ -92,11 +105,15 @@ func (q *querier) applyTasks(ctx context.Context, w *store.Write) error {
 	now := q.timestamp()
 	args := append(columnArrays(gu.rows).args(), gu.status, gu.attempt, gu.lease, gu.leaseUntil,
 		w.ID, now, string(w.From), w.Notify, len(w.Update))
+	sql := applyTasksSQL
+	if leased := store.LeasedChanges(w.Update, nil); len(leased) > 0 {
+		sql, args = applyTasksLeasedSQL, append(args, leasedArgs(leased)...)
+	}
 	var (
 		written, notified int
 		status, missing   *string
 	)
-	err = q.db.QueryRow(ctx, applyTasksSQL, args...).Scan(&written, &status, &missing, &notified, new(any))
+	err = q.db.QueryRow(ctx, sql, args...).Scan(&written, &status, &missing, &notified, new(any))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == codeCommitConflict {
 		if id, ok := strings.CutPrefix(pgErr.Message, applyTaskMiss); ok {

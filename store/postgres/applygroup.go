@@ -62,7 +62,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 		if err := g.send(ctx, q.db); err != nil {
 			return nil, nil, err
 		}
-		if err := q.claimInTx(ctx, claimSQL, claimArgv, claim.Params, false, claim.Decide); err != nil {
+		if err := q.claimInTx(ctx, claimSQL, claimArgv, claim.Params, claim.Decide); err != nil {
 			return nil, nil, err
 		}
 	default:
@@ -85,7 +85,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			if err != nil {
 				return err
 			}
-			locked, take, err := gateFlow(ctx, conn, locked, claim.Params, false)
+			locked, flow, err := gateFlow(ctx, conn, locked, claim.Params)
 			if err != nil {
 				return err
 			}
@@ -93,7 +93,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			if err != nil {
 				return err
 			}
-			return finishClaim(ctx, conn, pws, take)
+			return finishClaim(ctx, conn, pws, flow)
 		})
 		if err != nil {
 			return nil, nil, err

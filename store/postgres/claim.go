@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,9 +27,21 @@ import (
 // (historyEntry), $14 the actor of the history row.
 // claimWriteOneSQL is the same for a write of one task (the common case),
 // its $7–$12 scalars: its row is found by primary key alone.
-var claimWriteSQL, claimWriteOneSQL = claimWriteStatement(false), claimWriteStatement(true)
+//
+// The Flow shapes are for a write whose tasks have a concurrency key: a
+// write whose instance moved on raises FD409 (claimMovedPrefix) instead of
+// being skipped, so that the claim's change to the keys' counts, made
+// after its writes (claimLeasedSQL), is the one of all its writes.
+var (
+	claimWriteSQL, claimWriteOneSQL         = claimWriteStatement(false, false), claimWriteStatement(true, false)
+	claimWriteFlowSQL, claimWriteOneFlowSQL = claimWriteStatement(false, true), claimWriteStatement(true, true)
+)
 
-func claimWriteStatement(oneTask bool) string {
+// claimMovedPrefix starts the FD409 message of a claim write of tasks
+// with a key whose instance moved on; the instance's id follows.
+const claimMovedPrefix = "claim: the workflow moved on: "
+
+func claimWriteStatement(oneTask, flow bool) string {
 	tasks := `
 	FROM unnest($7::text[], $8::integer[], $9::text[], $10::text[], $11::timestamptz[], $12::timestamptz[])
 		AS x (id, attempt, lease, owner, lease_until, attempt_deadline)
@@ -40,6 +53,11 @@ func claimWriteStatement(oneTask bool) string {
 	WHERE w.id = $7::text AND ` + notIndexed("w.instance_id") + ` = $1 AND ` + notIndexed("w.status") + ` = 'QUEUED'`
 		set = `attempt = $8::integer, lease = $9::text, lease_owner = $10::text,
 		lease_until = $11::timestamptz, attempt_deadline = $12::timestamptz`
+	}
+	moved := ""
+	if flow {
+		moved = `,
+	CASE WHEN $6::boolean AND NOT EXISTS (SELECT 1 FROM u) THEN flowd_conflict('` + claimMovedPrefix + `' || $1::text) END`
 	}
 	return `WITH u AS (
 	UPDATE workflow_instances SET state = $4::jsonb, version = version + 1, updated_at = $5
@@ -53,7 +71,7 @@ func claimWriteStatement(oneTask bool) string {
 		AND (NOT $6::boolean OR EXISTS (SELECT 1 FROM u))
 	RETURNING 1
 )
-SELECT (SELECT version FROM u), (SELECT count(*) FROM t)`
+SELECT (SELECT version FROM u), (SELECT count(*) FROM t)` + moved
 }
 
 // ClaimTasks locks claimable tasks with their instances, lets decide choose
@@ -75,14 +93,14 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 	}
 	sql := claimWithInstancesSQL(n, p.Limit)
 	if q.pool == nil {
-		return q.claimInTx(ctx, sql, args, p, true, decide)
+		return q.claimInTx(ctx, sql, args, p, decide)
 	}
 	return q.claimPipelined(ctx, sql, args, p, decide)
 }
 
-// claimInTx is the claim inside the caller's transaction; wait says
-// whether the flow check waits for the keys' locks (see gateFlow).
-func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store.ClaimParams, wait bool, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
+// claimInTx is the claim inside the caller's transaction, its writes
+// sent one by one.
+func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {
 		return interpretError(err, "")
@@ -91,7 +109,7 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 	if err != nil {
 		return err
 	}
-	locked, take, err := gateFlow(ctx, q.db, locked, p, wait)
+	locked, flow, err := gateFlow(ctx, q.db, locked, p)
 	if err != nil {
 		return err
 	}
@@ -99,20 +117,55 @@ func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store
 	if err != nil {
 		return err
 	}
-	if take != nil && len(pws) > 0 {
-		if _, err := q.db.Exec(ctx, take.SQL, take.Arguments...); err != nil {
+	flows := flow.statements(pws)
+	guarded := len(flows) > 0
+	err = func() error {
+		if guarded {
+			if _, err := q.db.Exec(ctx, "SAVEPOINT "+claimSavepoint); err != nil {
+				return interpretError(err, "")
+			}
+		}
+		for _, pw := range pws {
+			if err := pw.result(q.db.QueryRow(ctx, pw.sql, pw.args...)); err != nil {
+				return err
+			}
+		}
+		for _, f := range flows {
+			if _, err := q.db.Exec(ctx, f.SQL, f.Arguments...); err != nil {
+				return interpretError(err, "")
+			}
+		}
+		return nil
+	}()
+	if guarded && errors.Is(err, store.ErrFlowMiss) {
+		// The claim is left out; the caller's transaction goes on.
+		if _, err := q.db.Exec(ctx, "ROLLBACK TO SAVEPOINT "+claimSavepoint); err != nil {
 			return interpretError(err, "")
 		}
+		leftOut(pws)
+		return nil
 	}
-	for _, pw := range pws {
-		if err := pw.result(q.db.QueryRow(ctx, pw.sql, pw.args...)); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
 	for _, pw := range pws {
 		pw.fill()
 	}
+	flow.report()
 	return nil
+}
+
+// claimSavepoint is where a claim with flow control rolls back to when a
+// flow guard misses (store.ErrFlowMiss): its writes are left out, and what
+// its transaction wrote before them (a group's writes) stays.
+const claimSavepoint = "flowd_claim"
+
+// leftOut reports a claim left out by a flow guard's miss: none of its
+// writes was made.
+func leftOut(pws []*preparedClaimWrite) {
+	for _, pw := range pws {
+		pw.w.Written, pw.w.Instance = false, nil
+	}
 }
 
 func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
@@ -134,15 +187,19 @@ func (q *querier) claimPipelined(ctx context.Context, sql string, args []any, p 
 		if err != nil {
 			return err
 		}
-		locked, take, err := gateFlow(ctx, conn, locked, p, true)
+		locked, flow, err := gateFlow(ctx, conn, locked, p)
 		if err != nil {
 			return err
 		}
 		pws, err := q.decideClaim(ctx, conn, locked, decide, store.ActorFrom(ctx))
-		if err != nil || len(pws) == 0 {
+		if err != nil {
 			return err // the ROLLBACK of inPipelinedTx ends the transaction
 		}
-		return finishClaim(ctx, conn, pws, take)
+		if len(pws) == 0 {
+			flow.report()
+			return nil // the ROLLBACK of inPipelinedTx ends the transaction
+		}
+		return finishClaim(ctx, conn, pws, flow)
 	})
 }
 
@@ -166,53 +223,66 @@ func (q *querier) inPipelinedTx(ctx context.Context, fn func(conn *pgxpool.Conn)
 	return fn(conn)
 }
 
-// finishClaim sends a claim's writes (after take, the buckets its flow
-// check took tokens from, when not nil) and COMMIT in one pipeline on
-// conn, inside the transaction that locked the tasks, and reports the
-// writes.
+// finishClaim sends a claim's writes with its flow statements (see
+// claimFlow.statements) and COMMIT in one pipeline on conn, inside the
+// transaction that locked the tasks, and reports the writes. A claim with
+// flow statements makes them after a savepoint: when a flow guard misses,
+// a second round trip rolls back to it and commits what came before (a
+// group's writes), and the claim's writes are reported not made.
 // Once decided, the claim is finished even if ctx ends meanwhile: a commit
 // whose answer a cancellation lost would leave the tasks leased to nobody
 // until their leases end. A ctx that ended before anything was sent ends it.
-func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWrite, take *pgx.QueuedQuery) (err error) {
+func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWrite, flow *claimFlow) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err // nothing sent yet: the caller rolls back
 	}
-	if len(pws) == 0 {
-		take = nil // nothing leased: no token is used
-	}
+	flows := flow.statements(pws)
+	guarded := len(flows) > 0
 	// The pipeline holds the COMMIT: a connection lost while reading any of
 	// its answers may have lost only the answers.
 	defer func() { err = commitOutcome(err) }()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	b := &pgx.Batch{}
-	if take != nil {
-		b.Queue(take.SQL, take.Arguments...)
+	if guarded {
+		b.Queue("SAVEPOINT " + claimSavepoint)
 	}
 	for _, pw := range pws {
 		b.Queue(pw.sql, pw.args...)
 	}
+	for _, f := range flows {
+		b.Queue(f.SQL, f.Arguments...)
+	}
 	b.Queue("COMMIT")
 	br := conn.SendBatch(wctx, b)
-	if take != nil {
-		if _, terr := br.Exec(); terr != nil {
-			err = interpretError(terr, "")
+	exec := func() {
+		if _, eerr := br.Exec(); eerr != nil {
+			err = interpretError(eerr, "")
 		}
+	}
+	if guarded {
+		exec()
 	}
 	for _, pw := range pws {
 		if err == nil {
 			err = pw.result(br.QueryRow())
 		}
 	}
+	for range flows {
+		if err == nil {
+			exec()
+		}
+	}
 	if err == nil {
 		// After an error the server skips the rest of the batch, COMMIT
 		// included; the caller's ROLLBACK ends the failed transaction.
-		if _, cerr := br.Exec(); cerr != nil {
-			err = interpretError(cerr, "")
-		}
+		exec()
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = interpretError(cerr, "")
+	}
+	if guarded && errors.Is(err, store.ErrFlowMiss) {
+		return leaveOut(wctx, conn, pws)
 	}
 	if err != nil {
 		return err
@@ -220,6 +290,20 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWr
 	for _, pw := range pws {
 		pw.fill()
 	}
+	flow.report()
+	return nil
+}
+
+// leaveOut ends a claim whose flow guard missed: it rolls back to the
+// claim's savepoint, commits what came before and reports the writes not
+// made.
+func leaveOut(ctx context.Context, conn *pgxpool.Conn, pws []*preparedClaimWrite) error {
+	// One simple-protocol query of two statements: one round trip, and
+	// nothing to prepare in the failed transaction.
+	if _, err := conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+claimSavepoint+"; COMMIT"); err != nil {
+		return interpretError(err, "")
+	}
+	leftOut(pws)
 	return nil
 }
 
@@ -273,8 +357,9 @@ type preparedClaimWrite struct {
 	w       *store.ClaimWrite
 	read    *workflow.Instance
 	now     time.Time
-	sql     string // claimWriteSQL or claimWriteOneSQL
+	sql     string // claimWriteSQL or claimWriteOneSQL, or their Flow shapes
 	args    []any
+	flow    bool // tasks with a concurrency key: a Flow shape
 	version int64
 	written bool
 }
@@ -344,8 +429,16 @@ func (q *querier) decideClaim(ctx context.Context, db dbtx, locked []store.Claim
 			inst.ID, w.ExpectedVersion, w.Cause, string(state), now, w.SetState,
 			ids, attempts, leases, owners, until, deadlines, history, actor,
 		}}
-		if n == 1 {
+		pw.flow = len(store.LeasedChanges(nil, w.Tasks)) > 0
+		switch {
+		case n == 1 && pw.flow:
+			pw.sql = claimWriteOneFlowSQL
+		case n == 1:
 			pw.sql = claimWriteOneSQL
+		case pw.flow:
+			pw.sql = claimWriteFlowSQL
+		}
+		if n == 1 {
 			copy(pw.args[6:12], []any{ids[0], attempts[0], leases[0], owners[0], until[0], deadlines[0]})
 		}
 		pws[i] = pw
@@ -359,7 +452,11 @@ func (pw *preparedClaimWrite) result(row pgx.Row) error {
 		version *int64
 		leased  int
 	)
-	if err := row.Scan(&version, &leased); err != nil {
+	dest := []any{&version, &leased}
+	if pw.flow {
+		dest = append(dest, new(any))
+	}
+	if err := row.Scan(dest...); err != nil {
 		return interpretError(err, pw.read.ID)
 	}
 	switch {

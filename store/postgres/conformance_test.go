@@ -30,5 +30,19 @@ func harness() storetest.Harness {
 			tb.Cleanup(func() { _ = s.Close() })
 			return s
 		},
+		LeasedCounts: func(tb testing.TB, s store.Backend) map[string]int {
+			tb.Helper()
+			rows, err := s.(*Store).pool.Query(tb.Context(), `SELECT key, leased FROM task_concurrency`)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return storetest.ReadLeasedCounts(tb, rows)
+		},
+		SetLeased: func(tb testing.TB, s store.Backend, key string, n int) {
+			tb.Helper()
+			if _, err := s.(*Store).pool.Exec(tb.Context(), `UPDATE task_concurrency SET leased = $2 WHERE key = $1`, key, n); err != nil {
+				tb.Fatal(err)
+			}
+		},
 	}
 }

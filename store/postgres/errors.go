@@ -62,6 +62,9 @@ func interpretError(err error, id string) error {
 			if detail, ok := strings.CutPrefix(pgErr.Message, slotMissPrefix); ok {
 				return &store.ConcurrencyLimitError{ID: id, Detail: detail}
 			}
+			if err, ok := flowMiss(pgErr.Message); ok {
+				return err
+			}
 			return &store.ConflictError{ID: id, Actual: -1, Reason: pgErr.Message}
 		case codeDiskFull:
 			return fmt.Errorf("%w: postgres: %s (SQLSTATE %s)", store.ErrStorageFull, pgErr.Message, pgErr.Code)

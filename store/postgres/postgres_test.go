@@ -193,7 +193,6 @@ func TestIndexes(t *testing.T) {
 		"workflow_tasks_pkey":                              "(id)",
 		"workflow_tasks_instance_id_step_id_iteration_key": "(instance_id, step_id, iteration)",
 		"workflow_tasks_claim_idx":                         "(queue, priority, run_at) WHERE (status = 'QUEUED'::text)",
-		"workflow_tasks_concurrency_idx":                   "(concurrency_key) WHERE ((status = 'LEASED'::text) AND (concurrency_key IS NOT NULL))",
 		"flowd_rate_buckets_pkey":                          "(key)",
 		"workflow_tasks_expiry_idx":                        "(lease_until) WHERE (status = 'LEASED'::text)",
 		"workflow_tasks_event_waits_idx":                   "(updated_at) WHERE ((status = 'QUEUED'::text) AND (queue ~~ 'flowd:event/%'::text))",

@@ -213,15 +213,17 @@ LIMIT %[3]d`, qs.String(), ps.String(), limit)
 }
 
 // claimFlowFilter leaves out, without locking anything, the tasks whose
-// concurrency key is at its limit or whose bucket has no token as last
-// committed, so that they do not take the claim's places ahead of tasks
-// that can go. It only narrows: the exact check is gateFlow's, under the
-// keys' locks. A task without keys never runs the subqueries.
+// concurrency key is at its limit (its row of LEASED counts) or whose
+// bucket's next token is not due yet, as last committed, so that they do
+// not take the claim's places ahead of tasks that can go. It only
+// narrows, with plain comparisons: the exact check is the claim's
+// (gateFlow), guarded where it writes. A task without keys never runs the
+// subqueries.
 const claimFlowFilter = `
-		AND (t.concurrency_key IS NULL OR (SELECT count(*) FROM workflow_tasks l
-			WHERE l.concurrency_key = t.concurrency_key AND l.status = 'LEASED') < t.concurrency_limit)
+		AND (t.concurrency_key IS NULL OR NOT EXISTS (SELECT 1 FROM task_concurrency l
+			WHERE l.key = t.concurrency_key AND l.leased >= t.concurrency_limit))
 		AND (t.rate_key IS NULL OR NOT EXISTS (SELECT 1 FROM flowd_rate_buckets b WHERE b.key = t.rate_key
-			AND b.tokens + greatest(extract(epoch FROM $1 - b.updated_at), 0) * t.rate_per_second < 1))`
+			AND b.next_token_at > $1))`
 
 // prepareTasks checks new tasks and completes copies of them as they will be
 // stored (ID, status, input, times), and returns those and the columns of

@@ -114,6 +114,9 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 			return nil, err
 		}
 	}
+	if err := applyLeased(ctx, c, store.LeasedChanges(w.Update, nil)); err != nil {
+		return nil, err
+	}
 	actor := store.WriteActor(ctx, w.Actor)
 	out, err := writeVersion(ctx, c, w.ID, w.Status, pa.state, nullMicros(w.Deadline), w.Cause, actor, micros(pa.now))
 	if err != nil {

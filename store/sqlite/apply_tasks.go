@@ -31,7 +31,7 @@ func (q *querier) applyTasks(ctx context.Context, w *store.Write) error {
 				return err
 			}
 		}
-		return nil
+		return applyLeased(ctx, c, store.LeasedChanges(w.Update, nil))
 	})
 	if err != nil {
 		return err

@@ -36,5 +36,20 @@ func harness() storetest.Harness {
 			})
 			return s
 		},
+		LeasedCounts: func(tb testing.TB, s store.Backend) map[string]int {
+			tb.Helper()
+			rows, err := s.(*Store).readDB.QueryContext(tb.Context(), `SELECT key, leased FROM task_concurrency`)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			defer rows.Close()
+			return storetest.ReadLeasedCounts(tb, rows)
+		},
+		SetLeased: func(tb testing.TB, s store.Backend, key string, n int) {
+			tb.Helper()
+			if _, err := s.(*Store).writeDB.ExecContext(tb.Context(), `UPDATE task_concurrency SET leased = ?2 WHERE key = ?1`, key, n); err != nil {
+				tb.Fatal(err)
+			}
+		},
 	}
 }

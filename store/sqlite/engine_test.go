@@ -180,7 +180,6 @@ func TestSchemaIndexes(t *testing.T) {
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_1",
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_2",
 		"workflow_tasks.workflow_tasks_claim_idx",
-		"workflow_tasks.workflow_tasks_concurrency_idx",
 		"workflow_tasks.workflow_tasks_event_waits_idx",
 		"workflow_tasks.workflow_tasks_expiry_idx",
 	}

@@ -4,42 +4,46 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 
 	"github.com/flowd/flowd/store"
 )
 
-// The flow-control check of a claim (store.FlowGate) on SQLite: the claim
-// holds the database's only write lock (see Locks in tasks.go), so the
-// leased counts and the buckets it reads cannot change before it commits,
-// and no two claims can both take one slot or one token.
+// The flow control of a claim (store.FlowGate) on SQLite: the claim reads
+// the LEASED counts of its tasks' concurrency keys (task_concurrency) and
+// their buckets, decides in Go, and writes them guarded like every store
+// does (applyLeased, storeBuckets). The claim holds the database's only
+// write lock (see Locks in tasks.go), so what it read cannot change before
+// it writes and the guards miss only for rows a write did not keep.
 
 // claimFlowFilter narrows claimSQL to the tasks whose keys have room as
-// committed (?2 is the claim's time in microseconds).
+// committed, with plain comparisons: the key's LEASED count below the
+// task's limit, the bucket's next token due (?2 is the claim's time in
+// microseconds; a bucket without next_token_at is read and decided).
 const claimFlowFilter = `
-      AND (c.concurrency_key IS NULL OR (SELECT count(*) FROM workflow_tasks AS l INDEXED BY workflow_tasks_concurrency_idx
-          WHERE l.concurrency_key = c.concurrency_key AND l.status = 'LEASED' AND l.concurrency_key IS NOT NULL) < c.concurrency_limit)
+      AND (c.concurrency_key IS NULL OR NOT EXISTS (SELECT 1 FROM task_concurrency AS l
+          WHERE l.key = c.concurrency_key AND l.leased >= c.concurrency_limit))
       AND (c.rate_key IS NULL OR NOT EXISTS (SELECT 1 FROM flowd_rate_buckets AS b WHERE b.key = c.rate_key
-          AND b.tokens + max(?2 - b.updated_at, 0) / 1e6 * c.rate_per_second < 1))`
+          AND b.next_token_at > ?2))`
 
 // gateFlowOn checks the locked tasks' keys in c's write transaction and
-// returns the tasks that may be leased and the buckets they take tokens
-// from; see store.FlowGate.
-func gateFlowOn(ctx context.Context, c dbtx, locked []store.Claimable, p store.ClaimParams) ([]store.Claimable, []store.RateBucket, error) {
+// returns the tasks that may be leased, the buckets they take tokens from
+// and what it held back; see store.FlowGate.
+func gateFlowOn(ctx context.Context, c dbtx, locked []store.Claimable, p store.ClaimParams) ([]store.Claimable, []store.BucketTake, store.HeldBack, error) {
+	var none store.HeldBack
 	keys := store.FlowKeysOf(locked)
 	if keys.Empty() {
-		return locked, nil, nil
+		return locked, nil, none, nil
 	}
 	leased := map[string]int{}
 	if len(keys.Concurrency) > 0 {
 		list, err := json.Marshal(keys.Concurrency)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, none, err
 		}
-		rows, err := c.QueryContext(ctx, `SELECT l.concurrency_key, count(*) FROM workflow_tasks AS l INDEXED BY workflow_tasks_concurrency_idx
-WHERE l.status = 'LEASED' AND l.concurrency_key IS NOT NULL AND l.concurrency_key IN (SELECT value FROM json_each(?1))
-GROUP BY l.concurrency_key`, string(list))
+		rows, err := c.QueryContext(ctx, `SELECT key, leased FROM task_concurrency WHERE key IN (SELECT value FROM json_each(?1))`, string(list))
 		if err != nil {
-			return nil, nil, interpretError(ctx, err)
+			return nil, nil, none, interpretError(ctx, err)
 		}
 		err = scanRows(rows, func(rows *sql.Rows) error {
 			var (
@@ -51,18 +55,18 @@ GROUP BY l.concurrency_key`, string(list))
 			return err
 		})
 		if err != nil {
-			return nil, nil, interpretError(ctx, err)
+			return nil, nil, none, interpretError(ctx, err)
 		}
 	}
 	buckets := map[string]store.RateBucket{}
 	if len(keys.Rate) > 0 {
 		list, err := json.Marshal(keys.Rate)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, none, err
 		}
 		rows, err := c.QueryContext(ctx, `SELECT key, tokens, updated_at FROM flowd_rate_buckets WHERE key IN (SELECT value FROM json_each(?1))`, string(list))
 		if err != nil {
-			return nil, nil, interpretError(ctx, err)
+			return nil, nil, none, interpretError(ctx, err)
 		}
 		err = scanRows(rows, func(rows *sql.Rows) error {
 			var (
@@ -75,14 +79,11 @@ GROUP BY l.concurrency_key`, string(list))
 			return err
 		})
 		if err != nil {
-			return nil, nil, interpretError(ctx, err)
+			return nil, nil, none, interpretError(ctx, err)
 		}
 	}
 	kept, taken, held := store.FlowGate(locked, leased, buckets, store.Timestamp(p.Now))
-	if p.OnHeldBack != nil && held.Any() {
-		p.OnHeldBack(held)
-	}
-	return kept, taken, nil
+	return kept, taken, held, nil
 }
 
 // scanRows calls scan for every row and closes rows.
@@ -96,13 +97,78 @@ func scanRows(rows *sql.Rows, scan func(*sql.Rows) error) error {
 	return rows.Err()
 }
 
-// storeBuckets writes the buckets a claim took tokens from.
-func storeBuckets(ctx context.Context, c dbtx, taken []store.RateBucket) error {
-	for _, b := range taken {
-		if _, err := c.ExecContext(ctx, `INSERT INTO flowd_rate_buckets (key, tokens, updated_at) VALUES (?1, ?2, ?3)
-ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`, b.Key, b.Tokens, micros(b.UpdatedAt)); err != nil {
-			return interpretError(ctx, err)
+// storeBuckets writes the buckets a claim took tokens from, each as a
+// compare-and-set on the bucket as read (absent: inserted only if still
+// absent); a miss is store.ErrRateBucketMoved.
+func storeBuckets(ctx context.Context, c dbtx, taken []store.BucketTake) error {
+	for _, t := range taken {
+		b := t.Bucket
+		var (
+			res sql.Result
+			err error
+		)
+		if t.Read == nil {
+			res, err = c.ExecContext(ctx, `INSERT INTO flowd_rate_buckets (key, tokens, updated_at, next_token_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (key) DO NOTHING`, b.Key, b.Tokens, micros(b.UpdatedAt), micros(b.NextTokenAt))
+		} else {
+			res, err = c.ExecContext(ctx, `UPDATE flowd_rate_buckets SET tokens = ?2, updated_at = ?3, next_token_at = ?4
+WHERE key = ?1 AND tokens = ?5 AND updated_at = ?6`, b.Key, b.Tokens, micros(b.UpdatedAt), micros(b.NextTokenAt), t.Read.Tokens, micros(t.Read.UpdatedAt))
+		}
+		changed, err := changedRow(ctx, res, err)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			return fmt.Errorf("rate-limit key %q: %w", b.Key, store.ErrRateBucketMoved)
 		}
 	}
 	return nil
+}
+
+// The statements of a change to the LEASED count of key ?1, each a
+// compare-and-set: leasedDownSQL takes ?2 leases off while the count stays
+// at or above zero; leasedUpSQL adds ?2 (making the row on the key's first
+// lease) while it stays within the limit ?3. A miss changes nothing.
+const (
+	leasedDownSQL = `UPDATE task_concurrency SET leased = leased - ?2 WHERE key = ?1 AND leased - ?2 >= 0`
+	leasedUpSQL   = `INSERT INTO task_concurrency (key, leased) SELECT ?1, ?2 WHERE ?2 <= ?3
+ON CONFLICT (key) DO UPDATE SET leased = leased + excluded.leased WHERE leased + excluded.leased <= ?3`
+)
+
+// applyLeased applies a write's changes to the LEASED counts of its keys
+// (store.LeasedChanges) in the caller's write transaction; a change that
+// misses its guard is a *store.LeasedCountError.
+func applyLeased(ctx context.Context, c dbtx, changes []store.LeasedChange) error {
+	for _, ch := range changes {
+		var (
+			res sql.Result
+			err error
+		)
+		if ch.Delta < 0 {
+			res, err = c.ExecContext(ctx, leasedDownSQL, ch.Key, -ch.Delta)
+		} else {
+			res, err = c.ExecContext(ctx, leasedUpSQL, ch.Key, ch.Delta, ch.Limit)
+		}
+		changed, err := changedRow(ctx, res, err)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			return &store.LeasedCountError{Key: ch.Key}
+		}
+	}
+	return nil
+}
+
+// changedRow reports whether a guarded statement that ran (err nil)
+// changed a row.
+func changedRow(ctx context.Context, res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, interpretError(ctx, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, interpretError(ctx, err)
+	}
+	return n > 0, nil
 }

@@ -419,7 +419,7 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, deci
 		}
 		locked[i] = store.Claimable{Task: t, Instance: inst}
 	}
-	locked, taken, err := gateFlowOn(ctx, c, locked, p)
+	locked, taken, held, err := gateFlowOn(ctx, c, locked, p)
 	if err != nil {
 		return nil, err
 	}
@@ -430,13 +430,82 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, deci
 	if err := store.CheckClaimWrites(locked, writes); err != nil {
 		return nil, err
 	}
-	if len(writes) > 0 {
-		if err := storeBuckets(ctx, c, taken); err != nil {
-			return nil, err
+	done, leftOut, err := q.claimWrites(ctx, c, writes, insts, taken)
+	if err != nil {
+		return nil, err
+	}
+	if p.OnHeldBack != nil && held.Any() && !leftOut {
+		p.OnHeldBack(held)
+	}
+	return done, nil
+}
+
+// claimWrites makes a claim's writes with their flow control; leftOut
+// reports a claim left out by a flow guard's miss (none of its writes
+// made). A claim with flow control makes its writes after a savepoint and
+// rolls back to it on a miss, so that what the transaction wrote before (a
+// group's writes) stays.
+func (q *querier) claimWrites(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, taken []store.BucketTake) (done []claimDone, leftOut bool, err error) {
+	if len(writes) == 0 {
+		return nil, false, nil
+	}
+	var leases []*store.Task
+	for _, w := range writes {
+		leases = append(leases, w.Tasks...)
+	}
+	if len(taken) == 0 && len(store.LeasedChanges(nil, leases)) == 0 {
+		done, err := writeClaims(ctx, c, writes, insts, q.timestamp())
+		return done, false, err
+	}
+	if _, err := c.ExecContext(ctx, "SAVEPOINT "+claimSavepoint); err != nil {
+		return nil, false, interpretError(ctx, err)
+	}
+	done, err = claimWithFlow(ctx, c, writes, insts, q.timestamp(), taken)
+	if errors.Is(err, store.ErrFlowMiss) {
+		if _, err := c.ExecContext(ctx, "ROLLBACK TO "+claimSavepoint); err != nil {
+			return nil, false, interpretError(ctx, err)
+		}
+		done = make([]claimDone, len(writes))
+		for i, w := range writes {
+			done[i] = claimDone{report: func() { w.Written, w.Instance = false, nil }}
+		}
+		leftOut, err = true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := c.ExecContext(ctx, "RELEASE "+claimSavepoint); err != nil {
+		return nil, false, interpretError(ctx, err)
+	}
+	return done, leftOut, nil
+}
+
+// claimSavepoint is the savepoint of a claim with flow control.
+const claimSavepoint = "flowd_claim"
+
+// claimWithFlow makes a claim's writes with their flow control: the
+// buckets it took tokens from, and the writes' leases applied to the
+// LEASED counts of their keys (the writes actually made).
+func claimWithFlow(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, now int64, taken []store.BucketTake) ([]claimDone, error) {
+	if err := storeBuckets(ctx, c, taken); err != nil {
+		return nil, err
+	}
+	done, err := writeClaims(ctx, c, writes, insts, now)
+	if err != nil {
+		return nil, err
+	}
+	var leases []*store.Task
+	for i, w := range writes {
+		if done[i].made {
+			leases = append(leases, w.Tasks...)
 		}
 	}
-	now := q.timestamp()
-	var done []claimDone
+	return done, applyLeased(ctx, c, store.LeasedChanges(nil, leases))
+}
+
+// writeClaims makes a claim's writes, in order.
+func writeClaims(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, now int64) ([]claimDone, error) {
+	done := make([]claimDone, 0, len(writes))
 	for _, w := range writes {
 		id := w.Tasks[0].InstanceID
 		f, err := claimWrite(ctx, c, w, insts[id], now)
@@ -457,6 +526,7 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, deci
 type claimDone struct {
 	report  func()
 	written *workflow.Instance
+	made    bool
 }
 
 // claimWrite makes one ClaimWrite on c; read is its instance as it is now
@@ -507,7 +577,7 @@ func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow
 			return claimDone{}, err
 		}
 	}
-	return claimDone{written: written, report: func() {
+	return claimDone{written: written, made: true, report: func() {
 		for _, t := range w.Tasks {
 			t.LeaseUntil = store.Timestamp(t.LeaseUntil)
 			if !t.AttemptDeadline.IsZero() {

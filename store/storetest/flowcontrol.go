@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,8 @@ var flowControlTests = []conformanceTest{
 	{"FlowControl_concurrentClaimers", testFlowControlConcurrentClaimers},
 	{"FlowControl_rateBucket", testFlowControlRateBucket},
 	{"FlowControl_groupClaim", testFlowControlGroupClaim},
+	{"FlowControl_leasedCounts", testFlowControlLeasedCounts},
+	{"FlowControl_leasedCountGuard", testFlowControlLeasedCountGuard},
 }
 
 // underKey returns a task under concurrency key key with limit.
@@ -35,24 +38,52 @@ func underKey(tk *store.Task, key string, limit int) *store.Task {
 	return tk
 }
 
-// leaseEvery is a claim decision that leases every task it is given, one
-// write per instance, for an hour; it appends them to got.
-func leaseEvery(owner string, now time.Time, got *[]*store.Task) func([]store.Claimable) ([]*store.ClaimWrite, error) {
-	return func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-		byInst := map[string]*store.ClaimWrite{}
-		var writes []*store.ClaimWrite
-		for _, c := range locked {
-			w := byInst[c.Task.InstanceID]
-			if w == nil {
-				w = &store.ClaimWrite{}
-				byInst[c.Task.InstanceID] = w
-				writes = append(writes, w)
-			}
-			w.Tasks = append(w.Tasks, claimLease(c.Task, owner, now.Add(time.Hour), time.Time{}))
-			*got = append(*got, c.Task)
-		}
-		return writes, nil
+// keyedTasks are n tasks of instance inst under key with limit, with ids
+// key0, key1, … and run_at a millisecond apart from a minute before the
+// clock's start, in that order.
+func keyedTasks(inst string, n int, key string, limit int) []*store.Task {
+	tasks := make([]*store.Task, n)
+	for i := range n {
+		tasks[i] = underKey(withID(fmt.Sprintf("%s%d", key, i), newTask(inst, fmt.Sprintf("s%d", i), "q", clockStart.Add(time.Duration(i)*time.Millisecond-time.Minute))), key, limit)
 	}
+	return tasks
+}
+
+// leaser is a claim decision that leases every task it is given, one
+// write per instance, for an hour.
+type leaser struct {
+	owner  string
+	now    time.Time
+	writes []*store.ClaimWrite
+}
+
+func leaseEvery(owner string, now time.Time) *leaser { return &leaser{owner: owner, now: now} }
+
+func (l *leaser) decide(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+	byInst := map[string]*store.ClaimWrite{}
+	l.writes = nil
+	for _, c := range locked {
+		w := byInst[c.Task.InstanceID]
+		if w == nil {
+			w = &store.ClaimWrite{}
+			byInst[c.Task.InstanceID] = w
+			l.writes = append(l.writes, w)
+		}
+		w.Tasks = append(w.Tasks, claimLease(c.Task, l.owner, l.now.Add(time.Hour), time.Time{}))
+	}
+	return l.writes, nil
+}
+
+// got returns the tasks of the writes the claim made (a claim left out by
+// a flow guard's miss made none).
+func (l *leaser) got() []*store.Task {
+	var out []*store.Task
+	for _, w := range l.writes {
+		if w.Written {
+			out = append(out, w.Tasks...)
+		}
+	}
+	return out
 }
 
 // claimAll claims up to limit tasks of queues at now, leasing every task
@@ -60,15 +91,15 @@ func leaseEvery(owner string, now time.Time, got *[]*store.Task) func([]store.Cl
 // back (nil: not asked).
 func claimAll(t testing.TB, eq store.TaskQuerier, queues []string, now time.Time, limit int, held *store.HeldBack) []*store.Task {
 	t.Helper()
-	var got []*store.Task
 	p := store.ClaimParams{Queues: queues, Now: now, Limit: limit}
 	if held != nil {
 		p.OnHeldBack = func(h store.HeldBack) { *held = h }
 	}
-	if err := eq.ClaimTasks(t.Context(), p, leaseEvery("w", now, &got)); err != nil {
+	l := leaseEvery("w", now)
+	if err := eq.ClaimTasks(t.Context(), p, l.decide); err != nil {
 		t.Fatalf("ClaimTasks: %v", err)
 	}
-	return got
+	return l.got()
 }
 
 // finishTask ends a leased task's lease with status (DONE, FAILED, or
@@ -156,6 +187,16 @@ func testFlowControlInvalid(t *testing.T, h Harness) {
 			t.Errorf("inserting a task with flow %+v: %v, want ErrInvalidArgument", f, err)
 		}
 	}
+	// A task of a key is leased by a claim alone, which counts the lease.
+	leased := claimLease(underKey(newTask("p", "s", "q", clockStart), "k", 1), "w", clockStart.Add(time.Hour), time.Time{})
+	err := InsertTasks(b.ctx, b.s, []*store.Task{leased})
+	wantErrorIs(t, "inserting a LEASED task under a key", err, store.ErrInvalidArgument)
+	if err == nil || !strings.Contains(err.Error(), "a new task under a concurrency key must be QUEUED, not LEASED") {
+		t.Errorf("inserting a LEASED task under a key: %v, want it to say the task must be QUEUED", err)
+	}
+	_, err = b.s.Create(b.ctx, store.CreateParams{ID: "c", Status: workflow.StatusRunning, Tasks: []*store.Task{
+		claimLease(underKey(newTask("c", "s", "q", clockStart), "k", 1), "w", clockStart.Add(time.Hour), time.Time{})}})
+	wantErrorIs(t, "creating an instance with a LEASED task under a key", err, store.ErrInvalidArgument)
 	if tasks, err := b.engine(t).TasksOfInstance(b.ctx, "p"); err != nil || len(tasks) != 0 {
 		t.Errorf("tasks after the refusals: %v, %v; want none", tasks, err)
 	}
@@ -191,10 +232,7 @@ func testFlowControlConcurrencyLimit(t *testing.T, h Harness) {
 	eq := b.engine(t)
 	b.running(t, "a")
 	b.running(t, "b")
-	var tasks []*store.Task
-	for i := range 5 {
-		tasks = append(tasks, underKey(withID(fmt.Sprintf("k%d", i), newTask("a", fmt.Sprintf("s%d", i), "q", clockStart.Add(time.Duration(i)*time.Millisecond-time.Minute))), "k", 2))
-	}
+	tasks := keyedTasks("a", 5, "k", 2)
 	// Another instance shares the key (keys span instances and
 	// definitions); another key and a task without one are not held back.
 	tasks = append(tasks,
@@ -288,8 +326,9 @@ func testFlowControlConcurrentClaimers(t *testing.T, h Harness) {
 				if done.Load() == tasks {
 					return
 				}
-				var got []*store.Task
-				err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 2}, leaseEvery(fmt.Sprint("w", w), clockStart, &got))
+				l := leaseEvery(fmt.Sprint("w", w), clockStart)
+				err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 2}, l.decide)
+				got := l.got()
 				if err != nil && !errors.Is(err, store.ErrConflict) {
 					t.Errorf("claimer %d: %v", w, err)
 					return
@@ -360,11 +399,12 @@ func testFlowControlGroupClaim(t *testing.T, h Harness) {
 	b.insertTasks(t,
 		underKey(withID("k0", newTask("a", "s0", "q", clockStart.Add(-time.Minute))), "k", 1),
 		underKey(withID("k1", newTask("a", "s1", "q", clockStart.Add(-time.Minute+time.Millisecond))), "k", 1))
-	var got []*store.Task
-	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10}, Decide: leaseEvery("g", clockStart, &got)}
+	l := leaseEvery("g", clockStart)
+	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10}, Decide: l.decide}
 	if _, _, err := b.engine(t).ApplyGroup(b.ctx, nil, nil, claim); err != nil {
 		t.Fatalf("ApplyGroup: %v", err)
 	}
+	got := l.got()
 	if !slices.Equal(ids(got), []string{"k0"}) || b.leasedOf(t, "k", "a") != 1 {
 		t.Errorf("a group's claim leased %v, want k0 alone (limit 1)", ids(got))
 	}

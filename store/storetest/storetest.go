@@ -35,6 +35,12 @@ type Harness struct {
 	// Open opens a store on addr WITHOUT migrating it. now == nil means
 	// time.Now. The harness registers Close with tb.Cleanup.
 	Open func(tb testing.TB, addr string, now func() time.Time) store.Backend
+	// LeasedCounts reads the rows of LEASED counts of step concurrency
+	// keys of a store Open returned, by key, and SetLeased overwrites
+	// one (for a test of the guard that keeps them: a row a write did
+	// not keep).
+	LeasedCounts func(tb testing.TB, s store.Backend) map[string]int
+	SetLeased    func(tb testing.TB, s store.Backend, key string, n int)
 }
 
 // conformanceTest is one subtest of Run.

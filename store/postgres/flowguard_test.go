@@ -1,0 +1,180 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/store/storetest"
+	"github.com/flowd/flowd/workflow"
+)
+
+// flowGuardCase is a claim racing a transaction that changes a flow row
+// (a key's LEASED count or a rate bucket) after the claim read it: the
+// claim's guarded write waits for the row, finds it moved, and the claim
+// is left out — nothing leased, no error — while what came before it in
+// its transaction (a group's writes) is committed.
+type flowGuardCase struct {
+	name string
+	flow workflow.TaskFlow
+	// row makes the flow row as committed before the claim, move changes
+	// it in the racing transaction.
+	row, move string
+}
+
+var flowGuardCases = []flowGuardCase{
+	{name: "concurrency", flow: workflow.TaskFlow{ConcurrencyKey: "k", ConcurrencyLimit: 1},
+		row:  `INSERT INTO task_concurrency (key, leased) VALUES ('k', 0)`,
+		move: `UPDATE task_concurrency SET leased = 1 WHERE key = 'k'`},
+	{name: "rate", flow: workflow.TaskFlow{RateKey: "r", RatePerSecond: 1, RateBurst: 1},
+		row:  `INSERT INTO flowd_rate_buckets (key, tokens, updated_at) VALUES ('r', 1, now())`,
+		move: `UPDATE flowd_rate_buckets SET tokens = 0 WHERE key = 'r'`},
+}
+
+// raceFlowRow runs claim while another transaction has made move
+// (uncommitted) and commits it once the claim waits for the row; it
+// returns claim's error.
+func raceFlowRow(t *testing.T, s *Store, move string, claim func() error) error {
+	t.Helper()
+	ctx := t.Context()
+	holder, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := holder.Exec(ctx, move); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- claim() }()
+	waitForLockWaiter(t, s, done)
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the claim did not end once the row was committed")
+		return nil
+	}
+}
+
+// waitForLockWaiter waits until a session of the database waits for a
+// lock (the claim's guarded write, for the row the holder changed); a
+// claim that ends first fails t.
+func waitForLockWaiter(t *testing.T, s *Store, done chan error) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the claim ended (%v) without waiting for the row the other transaction holds", err)
+		default:
+		}
+		var n int
+		if err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+	t.Fatal("no session waits for the row")
+}
+
+func setupFlowGuard(t *testing.T, tc flowGuardCase) (*Store, *store.Task) {
+	t.Helper()
+	now := time.Now().UTC()
+	s, _ := setup(t, Options{})
+	ctx := t.Context()
+	create(t, s, store.CreateParams{ID: "w", Status: workflow.StatusRunning})
+	create(t, s, store.CreateParams{ID: "other", Status: workflow.StatusRunning})
+	task := &store.Task{ID: "t0", InstanceID: "w", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: now.Add(-time.Minute), Flow: tc.flow}
+	if err := storetest.InsertTasks(ctx, s, []*store.Task{task}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, tc.row); err != nil {
+		t.Fatal(err)
+	}
+	return s, task
+}
+
+// leaseEach is a claim decision that leases every task, one write each.
+func leaseEach(writes *[]*store.ClaimWrite) func([]store.Claimable) ([]*store.ClaimWrite, error) {
+	return func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
+		*writes = nil
+		for _, c := range locked {
+			tk := c.Task
+			tk.Status, tk.Attempt, tk.Lease, tk.LeaseOwner, tk.LeaseUntil = store.TaskLeased, tk.Attempt+1, "l-"+tk.ID, "me", time.Now().Add(time.Hour)
+			*writes = append(*writes, &store.ClaimWrite{Tasks: []*store.Task{tk}})
+		}
+		return *writes, nil
+	}
+}
+
+// checkLeftOut checks that the claim decided to lease t0 and was left
+// out: its write not made, the task QUEUED.
+func checkLeftOut(t *testing.T, s *Store, writes []*store.ClaimWrite) {
+	t.Helper()
+	if len(writes) != 1 || writes[0].Written {
+		t.Errorf("claim writes %+v: want the lease of t0 decided and not made", writes)
+	}
+	tasks, err := s.TasksOfInstance(t.Context(), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 1 || tasks[0].Status != store.TaskQueued {
+		t.Errorf("t0 after the claim left out: %+v, want QUEUED", tasks[0])
+	}
+}
+
+// TestClaimFlowGuard: a claim, and a group's claim, whose key's count or
+// bucket another transaction moved after the claim read it is left out,
+// and reports nothing held back; the group's write is still made.
+func TestClaimFlowGuard(t *testing.T) {
+	t.Parallel()
+	for _, tc := range flowGuardCases {
+		for _, group := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/group=%v", tc.name, group), func(t *testing.T) {
+				t.Parallel()
+				s, _ := setupFlowGuard(t, tc)
+				other, err := s.Get(t.Context(), "other")
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := other.State.Clone()
+				if err := st.SetVar("x", 1); err != nil {
+					t.Fatal(err)
+				}
+				write := &store.Write{ID: "other", ExpectedVersion: other.Version, From: other.Status, Status: other.Status,
+					State: st, Cause: "group write"}
+				var writes []*store.ClaimWrite
+				var held []store.HeldBack
+				params := store.ClaimParams{Queues: []string{"q"}, Now: time.Now(), Limit: 10,
+					OnHeldBack: func(h store.HeldBack) { held = append(held, h) }}
+				err = raceFlowRow(t, s, tc.move, func() error {
+					if !group {
+						return s.ClaimTasks(t.Context(), params, leaseEach(&writes))
+					}
+					_, _, err := s.ApplyGroup(t.Context(), nil, []*store.Write{write}, &store.GroupClaim{Params: params, Decide: leaseEach(&writes)})
+					return err
+				})
+				if err != nil {
+					t.Fatalf("claim: %v, want it left out without an error", err)
+				}
+				checkLeftOut(t, s, writes)
+				// What a claim left out read is stale: it reports no
+				// token due (the one stored may be later).
+				if len(held) != 0 {
+					t.Errorf("a claim left out reported %+v held back", held)
+				}
+				if after, err := s.Get(t.Context(), "other"); group && (err != nil || after.Version != other.Version+1) {
+					t.Errorf("the group's write: %+v, %v; want version %d", after, err, other.Version+1)
+				}
+			})
+		}
+	}
+}
