@@ -38,8 +38,7 @@ func completedTask(w *store.Write) string {
 // readTracking tells the engine's two ways of completing a task apart when
 // both reach Apply: the fallback (leaseHolderOp) reads the task and its
 // instance and then writes, the one-statement completion writes without
-// reading either. (On SQLite the fallback reads and writes inside WithTx,
-// past this wrapper.)
+// reading either.
 type readTracking struct {
 	store.Backend
 	mu           sync.Mutex

@@ -10,11 +10,11 @@
 // return; it keeps the I/O: transactions, the group commit, notifications,
 // the handlers and metrics.
 //
-// Every state change is one store transaction that locks rows in a fixed
-// order — task rows first, then their instance — and locks anything else only
-// with SKIP LOCKED, so concurrent completions, sweeps and actions on any
-// number of nodes cannot deadlock. The engine knows no SQL: it composes the
-// operations of store.Querier inside store.Backend.WithTx.
+// Every state change is read, decided by the rules (engine/rules) outside any
+// transaction, and written with one guarded store write (Apply, ApplyGroup,
+// ApplyEach) that locks rows in a fixed order — task rows first, then their
+// instance — so concurrent completions, sweeps and actions on any number of
+// nodes cannot deadlock. The engine knows no SQL: it calls store.Backend.
 package engine
 
 import (

@@ -17,13 +17,12 @@ import (
 
 // Wrap returns s observed.
 //
-// With tp, every transaction is a span (WithTx: one span for all it does)
-// and so is every operation made outside one: "store.tx", "store.create",
+// With tp, every operation is a span: "store.create", "store.apply_each",
 // "store.claim_tasks", …, with db.system.name naming the backend and the
 // operation's error recorded.
 //
 // With m, every write is counted in flowd_state_updates_total and
-// flowd_update_duration_seconds, including the writes made inside WithTx;
+// flowd_update_duration_seconds (each write an ApplyEach made);
 // deleted instances in flowd_workflows_deleted_total; and a write that
 // failed with store.ErrStorageFull sets flowd_storage_full until a write
 // stores something again (store.StorageReporter; without m it never

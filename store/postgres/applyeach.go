@@ -37,7 +37,7 @@ func (q *querier) ApplyEach(ctx context.Context, writes []*store.Write) ([]*work
 		return written, nil
 	}
 	if q.pool == nil {
-		return nil, fmt.Errorf("%w: ApplyEach runs in a transaction of its own", store.ErrInvalidArgument)
+		return nil, errOwnTransaction("ApplyEach")
 	}
 	err := q.inPipelinedTx(ctx, func(conn *pgxpool.Conn) error {
 		for from, first := 0, true; ; first = false {

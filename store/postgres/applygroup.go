@@ -13,15 +13,13 @@ import (
 
 // ApplyGroup writes creates and writes as one implicit transaction: their
 // statements go out in one pipeline with a single Sync, so that an error in
-// any of them rolls back all of them (or, inside WithTx, aborts the
-// caller's transaction). Creates run as createStrict statements and writes
+// any of them rolls back all of them. Creates run as createStrict statements and writes
 // as applyStrictSQL (or applyOneStrictSQL), which raise FD409 for an instance not created or a
 // write that missed: there is no partial result. See store.TaskQuerier.
 //
 // With a claim it is an explicit transaction in two pipelines: BEGIN, the
 // creates, the writes and the claim query (claimLockingInstancesSQL); then,
-// once decided, the claim's writes and COMMIT (finishClaim). Inside WithTx
-// the claim runs after the group in the caller's transaction.
+// once decided, the claim's writes and COMMIT (finishClaim).
 func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	if err := claim.Check(); err != nil {
 		return nil, nil, err
@@ -57,14 +55,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			return nil, nil, err
 		}
 	case q.pool == nil:
-		// Inside WithTx: the group and then the claim, in the caller's
-		// transaction.
-		if err := g.send(ctx, q.db); err != nil {
-			return nil, nil, err
-		}
-		if err := q.claimInTx(ctx, claimSQL, claimArgv, claim.Params, claim.Decide); err != nil {
-			return nil, nil, err
-		}
+		return nil, nil, errOwnTransaction("ApplyGroup with a claim")
 	default:
 		err := q.inPipelinedTx(ctx, func(conn *pgxpool.Conn) error {
 			b := &pgx.Batch{}

@@ -75,10 +75,9 @@ SELECT (SELECT version FROM u), (SELECT count(*) FROM t)` + moved
 }
 
 // ClaimTasks locks claimable tasks with their instances, lets decide choose
-// the writes and makes them; see store.TaskQuerier. On the store it is two
-// round trips: BEGIN and the claim query go out together, then the writes
-// and COMMIT. Inside WithTx the statements run one by one in the caller's
-// transaction.
+// the writes and makes them; see store.TaskQuerier. It is a transaction
+// of its own in two round trips: BEGIN and the claim query go out
+// together, then the writes and COMMIT.
 func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	if decide == nil {
 		return fmt.Errorf("%w: nil decide function", store.ErrInvalidArgument)
@@ -91,68 +90,10 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide fu
 		_, err := decide([]store.Claimable{})
 		return err
 	}
-	sql := claimWithInstancesSQL(n, p.Limit)
 	if q.pool == nil {
-		return q.claimInTx(ctx, sql, args, p, decide)
+		return errOwnTransaction("ClaimTasks")
 	}
-	return q.claimPipelined(ctx, sql, args, p, decide)
-}
-
-// claimInTx is the claim inside the caller's transaction, its writes
-// sent one by one.
-func (q *querier) claimInTx(ctx context.Context, sql string, args []any, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
-	rows, err := q.db.Query(ctx, sql, args...)
-	if err != nil {
-		return interpretError(err, "")
-	}
-	locked, err := scanClaimables(rows)
-	if err != nil {
-		return err
-	}
-	locked, flow, err := gateFlow(ctx, q.db, locked, p)
-	if err != nil {
-		return err
-	}
-	pws, err := q.decideClaim(ctx, q.db, locked, decide, store.ActorFrom(ctx))
-	if err != nil {
-		return err
-	}
-	flows := flow.statements(pws)
-	guarded := len(flows) > 0
-	err = func() error {
-		if guarded {
-			if _, err := q.db.Exec(ctx, "SAVEPOINT "+claimSavepoint); err != nil {
-				return interpretError(err, "")
-			}
-		}
-		for _, pw := range pws {
-			if err := pw.result(q.db.QueryRow(ctx, pw.sql, pw.args...)); err != nil {
-				return err
-			}
-		}
-		for _, f := range flows {
-			if _, err := q.db.Exec(ctx, f.SQL, f.Arguments...); err != nil {
-				return interpretError(err, "")
-			}
-		}
-		return nil
-	}()
-	if guarded && errors.Is(err, store.ErrFlowMiss) {
-		// The claim is left out; the caller's transaction goes on.
-		if _, err := q.db.Exec(ctx, "ROLLBACK TO SAVEPOINT "+claimSavepoint); err != nil {
-			return interpretError(err, "")
-		}
-		leftOut(pws)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, pw := range pws {
-		pw.fill()
-	}
-	flow.report()
-	return nil
+	return q.claimPipelined(ctx, claimWithInstancesSQL(n, p.Limit), args, p, decide)
 }
 
 // claimSavepoint is where a claim with flow control rolls back to when a

@@ -146,9 +146,10 @@ func buildCreateSQL(v createVariant) string {
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an
-		// existing id is reported by the empty result, so Create inside
-		// WithTx does not abort the caller's transaction (PostgreSQL aborts
-		// a transaction on any error, SQLite does not).
+		// existing id is reported by the empty result, so a Create in a
+		// transaction of the store's (a schedule's fire) does not abort
+		// it (PostgreSQL aborts a transaction on any error, SQLite does
+		// not).
 		sql += `
 	ON CONFLICT (id) DO NOTHING`
 	}

@@ -48,8 +48,8 @@ SELECT count(*) FROM del`
 )
 
 // DeleteInstance deletes a finished instance with its history, tasks and
-// idempotency key (by its foreign key's cascade), in one transaction (the
-// caller's inside WithTx). See store.Querier.
+// idempotency key (by its foreign key's cascade), in one transaction. See
+// store.Querier.
 func (q *querier) DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error {
 	if !storableText(id) {
 		return store.NotFound(id)

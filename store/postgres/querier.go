@@ -21,8 +21,8 @@ import (
 )
 
 // dbtx is what both *pgxpool.Pool and pgx.Tx offer, so one querier serves
-// the Store (each statement atomic on its own) and WithTx (all statements in
-// the caller's transaction).
+// the Store (each statement atomic on its own) and the store's own
+// multi-statement operations (runTx: all statements in one transaction).
 type dbtx interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -41,6 +41,13 @@ type querier struct {
 }
 
 var _ store.Querier = (*querier)(nil)
+
+// errOwnTransaction is the error of an operation that opens a transaction
+// of its own (what needs several round trips) called on a querier bound to
+// one: the store's own multi-statement operations never do.
+func errOwnTransaction(op string) error {
+	return fmt.Errorf("postgres: %s runs in a transaction of its own, not in another one", op)
+}
 
 // atomically runs fn in a transaction: a new read-committed one on the pool,
 // or the caller's when q is already bound to one.

@@ -16,8 +16,7 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// The engine's operations (store.TaskQuerier). They run on the pool or
-// inside WithTx. Locks are taken in one order everywhere: a task row first,
+// The engine's operations (store.TaskQuerier). Locks are taken in one order everywhere: a task row first,
 // then its instance; every query that would lock against that order uses
 // SKIP LOCKED, and the claim query never locks the instance at all.
 

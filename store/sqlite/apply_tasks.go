@@ -6,8 +6,7 @@ import (
 	"github.com/flowd/flowd/store"
 )
 
-// applyTasks writes a TasksOnly w in one write transaction (a savepoint
-// inside WithTx): the instance's status checked against w.From, then each
+// applyTasks writes a TasksOnly w in one write transaction: the instance's status checked against w.From, then each
 // guarded task update; a miss returns its conflict from inside the
 // transaction, which rolls everything back. See store.Write.TasksOnly.
 func (q *querier) applyTasks(ctx context.Context, w *store.Write) error {

@@ -12,8 +12,8 @@ import (
 )
 
 // Definitions (store.DefinitionStore) and instance counts (store.Counter).
-// They are methods of querier, so they work on the Store and, for an engine
-// that asserts them on the tx Querier, inside WithTx.
+// They are methods of querier, so they work on the Store and inside the
+// store's own transactions (inTx).
 
 var (
 	_ store.DefinitionStore = (*Store)(nil)

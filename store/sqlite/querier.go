@@ -25,7 +25,7 @@ type dbtx interface {
 // querier implements store.Querier once for both ways it is used:
 //   - on the Store, read is the read pool and write starts a BEGIN IMMEDIATE
 //     transaction on the write pool for each method;
-//   - inside WithTx, read is the transaction and write runs in a savepoint of
+//   - inside the store's own transactions (inTx), read is the transaction and write runs in a savepoint of
 //     it, so nothing ever leaves the transaction's connection (a read on the
 //     pool while this goroutine holds the single write connection could wait
 //     for ever in memory mode, and would not see the transaction's writes).

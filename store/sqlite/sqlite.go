@@ -25,9 +25,7 @@
 // A write transaction never touches the read pool: all its statements run on
 // its own connection.
 //
-// Every transaction is therefore serializable; WithTx accepts every isolation
-// level and runs it as that one level (Capabilities lists only Serializable).
-// For the same reason the engine's lock modes (FOR UPDATE, SKIP LOCKED on
+// Every transaction is therefore serializable. For the same reason the engine's lock modes (FOR UPDATE, SKIP LOCKED on
 // PostgreSQL) need no SQL here: a transaction that holds the write lock
 // already excludes every other writer (see tasks.go).
 //

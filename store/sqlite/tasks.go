@@ -19,18 +19,13 @@ import (
 // # Locks
 //
 // SQLite has neither FOR UPDATE nor SKIP LOCKED, and needs neither: every
-// write transaction (WithTx, and each write or Lock* method called on the
-// Store) is BEGIN IMMEDIATE on the single write connection, so it holds the
-// database's write lock from its first statement to its end. Whatever a
-// transaction reads cannot change under it, which is what LockWait promises,
-// and no other transaction can hold a row it would have to skip, which is what
-// LockSkipLocked promises: all three lock modes run the same plain SELECT. Two
-// claimers therefore never get the same task, and the lock order (tasks, then
-// instance) cannot deadlock because there is only one lock.
-//
-// Called on the Store rather than inside WithTx, the Lock* methods, the
-// sweeps and every write run in their own write transaction (the lock ends
-// when the method returns); reads with LockNone use the read pool.
+// write transaction (each write and claim) is BEGIN IMMEDIATE on the single
+// write connection, so it holds the database's write lock from its first
+// statement to its end. Whatever a transaction reads cannot change under
+// it, and no other transaction can hold a row it would have to skip. Two
+// claimers therefore never get the same task, and the lock order (tasks,
+// then instance) cannot deadlock because there is only one lock. Reads use
+// the read pool.
 
 var (
 	_ store.TaskQuerier = (*querier)(nil)
@@ -121,7 +116,7 @@ func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
 	return nil
 }
 
-// Task returns the task: a plain read (inside WithTx, in the transaction).
+// Task returns the task: a plain read.
 // Errors: ErrNotFound ("task %q").
 func (q *querier) Task(ctx context.Context, id string) (*store.Task, error) {
 	t, err := scanTask(q.read.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM workflow_tasks WHERE id = ?1`, id))
@@ -378,8 +373,8 @@ func scanTask(row scanner) (*store.Task, error) {
 }
 
 // ClaimTasks locks the claimable tasks, reads their instances, lets decide
-// choose the writes and makes them, in one write transaction (a savepoint
-// inside WithTx); see store.TaskQuerier. Nothing else writes meanwhile, so
+// choose the writes and makes them, in one write transaction; see
+// store.TaskQuerier. Nothing else writes meanwhile, so
 // only a wrong ExpectedVersion makes a write miss.
 func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
 	if decide == nil {
