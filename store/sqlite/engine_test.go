@@ -156,6 +156,8 @@ func TestSchemaIndexes(t *testing.T) {
 		}
 	}
 	want := []string{
+		// The version table's: a version is recorded once (versionsOnce).
+		"goose_db_version.flowd_goose_version_once",
 		// Primary keys and the UNIQUE constraint (SQLite's automatic indexes).
 		"idempotency_keys.idempotency_keys_created_at_idx",
 		"idempotency_keys.idempotency_keys_workflow_id_idx",

@@ -47,6 +47,12 @@ func (s *Store) Migrate(ctx context.Context) (store.MigrationReport, error) {
 		if err != nil {
 			return report, fmt.Errorf("sqlite: migrate: %w", err)
 		}
+		if err := s.versionsOnce(ctx, p); err != nil {
+			if attempt < maxMigrateAttempts && errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
+				continue
+			}
+			return report, fmt.Errorf("sqlite: migrate: %w", err)
+		}
 		results, err := p.Up(ctx)
 		report.Applied = appendApplied(report.Applied, results)
 		if err == nil {
@@ -66,6 +72,20 @@ func (s *Store) Migrate(ctx context.Context) (store.MigrationReport, error) {
 		}
 		return report, fmt.Errorf("sqlite: migrate: %w", interpretError(ctx, err))
 	}
+}
+
+// versionsOnce makes the version table refuse a version recorded twice:
+// a migration that another process applied between goose's look at the
+// table and this process's transaction then fails here (its transaction
+// rolled back, lostRace), even when its statements could run twice — a
+// data migration that only updates rows would otherwise be applied, and
+// recorded, once per process.
+func (s *Store) versionsOnce(ctx context.Context, p *goose.Provider) error {
+	if _, err := p.GetDBVersion(ctx); err != nil { // creates the table
+		return interpretError(ctx, err)
+	}
+	_, err := s.writeDB.ExecContext(ctx, `CREATE UNIQUE INDEX IF NOT EXISTS flowd_goose_version_once ON goose_db_version (version_id)`)
+	return interpretError(ctx, err)
 }
 
 // lostRace reports whether Up failed because another process was migrating
