@@ -46,7 +46,7 @@ type LeasedChange struct {
 // a write's task writes (the row as read is the guard's status, the row as
 // written the task's) and leases the tasks a claim leases (QUEUED as
 // read); a write's new tasks change no count, as a new task under a key is
-// QUEUED (NormaliseTaskFlow). The changes come one per key whose count
+// QUEUED (NormaliseNewTask). The changes come one per key whose count
 // moves, sorted by key: every writer takes the keys' rows in one order.
 // Tasks without a key make none, so a write without keyed tasks has
 // nothing to apply.

@@ -10,18 +10,21 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// NormaliseTaskFlow gives a new task's flow control the form it is stored
+// NormaliseNewTask gives a new task's flow control the form it is stored
 // in — a Priority of 0 becomes workflow.DefaultPriority, so that every
 // stored task is found by the claim's priority order — and refuses one the
-// claim could not honour (ErrInvalidArgument), or one under a concurrency
-// key that is not QUEUED (a task of a key is leased by a claim alone, which
-// counts the lease).
-func NormaliseTaskFlow(t *Task) error {
+// claim could not honour (ErrInvalidArgument): a negative attempt timeout,
+// flow control out of range, or a task under a concurrency key that is not
+// QUEUED (a task of a key is leased by a claim alone, which counts the
+// lease).
+func NormaliseNewTask(t *Task) error {
 	f := &t.Flow
 	if f.Priority == 0 {
 		f.Priority = workflow.DefaultPriority
 	}
 	switch {
+	case t.AttemptTimeout < 0:
+		return fmt.Errorf("%w: task %q: attempt timeout %s is negative", ErrInvalidArgument, t.ID, t.AttemptTimeout)
 	case workflow.PriorityProblem(f.Priority) != "":
 		return fmt.Errorf("%w: task %q: priority %s", ErrInvalidArgument, t.ID, workflow.PriorityProblem(f.Priority))
 	case f.ConcurrencyLimit < 0 || f.ConcurrencyLimit > math.MaxInt32:

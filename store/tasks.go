@@ -68,10 +68,15 @@ type Task struct {
 	LeaseOwner      string
 	LeaseUntil      time.Time
 	AttemptDeadline time.Time
-	Input           json.RawMessage // rendered step input
-	LastError       string
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// AttemptTimeout bounds each attempt (0: no bound): a delivery sets
+	// AttemptDeadline that long after it (Deliver). It is decided when the
+	// task is inserted (the step's timeout) and never changed, so that a
+	// claim leases without reading the definition.
+	AttemptTimeout time.Duration
+	Input          json.RawMessage // rendered step input
+	LastError      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 	// Flow is the flow control the task is claimed under, written when
 	// the task is inserted and never changed (see ClaimTasks). A
 	// Priority of 0 is stored as workflow.DefaultPriority.
@@ -84,6 +89,25 @@ type Task struct {
 	// takes only tasks that are not held. Writes of task rows alone
 	// (Write.TasksOnly) and claims leave the stored value as it is.
 	Held bool
+}
+
+// Deliver leases t's next attempt to owner under the fencing token lease:
+// the attempt is counted, and the lease ends after d or at the attempt's
+// deadline (AttemptTimeout after now), whichever comes first, for the
+// deadline bounds the attempt whatever the heartbeats. Every delivery —
+// a claim's, or a completion's lease of its next task — is made here.
+func (t *Task) Deliver(owner, lease string, now time.Time, d time.Duration) {
+	t.Attempt++
+	t.Status = TaskLeased
+	t.Lease, t.LeaseOwner = lease, owner
+	t.LeaseUntil = now.Add(d)
+	t.AttemptDeadline = time.Time{}
+	if t.AttemptTimeout > 0 {
+		t.AttemptDeadline = now.Add(t.AttemptTimeout)
+		if t.AttemptDeadline.Before(t.LeaseUntil) {
+			t.LeaseUntil = t.AttemptDeadline
+		}
+	}
 }
 
 // DefinitionRecord is one stored revision of a workflow definition.
@@ -113,33 +137,31 @@ type TaskQuerier interface {
 	// nothing returns an empty, non-nil slice. ErrInvalidArgument for an
 	// unknown kind or a limit outside 1–MaxBatchLimit.
 	Due(ctx context.Context, p DueParams) ([]DueItem, error)
-	// ClaimTasks claims tasks in one transaction — on PostgreSQL, called on
-	// the store, in two round trips. It locks up to p.Limit claimable tasks
-	// of p.Queues — QUEUED tasks with run_at <= p.Now whose instance is
-	// RUNNING (or, for QueueSleep, RUNNING or PAUSED), highest Flow.Priority
-	// first, then oldest run_at, with SKIP LOCKED — reads each one's
-	// instance (without locking it), keeps those their flow control lets
-	// go (FlowGate, on the keys' counts and buckets as read: a task whose
-	// concurrency key is at its limit or whose rate-limit bucket has no
-	// token stays QUEUED, and tasks whose keys were full as last committed
-	// are not locked at all) and calls decide with them, in that order (a
-	// rate-limit bucket's tokens are taken only when decide leases
-	// something). decide
-	// returns the writes to make (see ClaimWrite); ClaimTasks checks them
-	// (ErrInvalidArgument, nothing written) and makes them. A write whose
-	// instance is no longer at its ExpectedVersion is skipped and its tasks
-	// stay queued; the others are made. The flow control's writes — the
-	// leases' change to their keys' LEASED counts (LeasedChanges) and the
-	// buckets taken from — are guarded by what the claim read; when one
-	// misses (another claim got there first, on any node), or a write of
-	// tasks with a concurrency key would be skipped, none of the claim's
-	// writes is made (each reported Written false) and ClaimTasks returns
-	// nil: the caller claims again. An error from decide, or any error
-	// writing, rolls everything back and is returned. Once the writes are
-	// sent, a cancelled ctx no longer stops them: a claim that committed
-	// must not be reported as failed. ErrInvalidArgument for a limit
-	// outside 1–MaxBatchLimit or more than MaxClaimQueues queues.
-	ClaimTasks(ctx context.Context, p ClaimParams, decide func([]Claimable) ([]*ClaimWrite, error)) error
+	// ClaimTasks leases up to p.Limit claimable tasks of p.Queues to
+	// p.Owner in one transaction — on PostgreSQL two round trips — and
+	// returns them, highest Flow.Priority first, then oldest run_at, each
+	// with its instance as read in the same transaction (not locked;
+	// tasks of one instance share it, and the caller must not change it).
+	// A task is claimable when it is QUEUED, not Held, due (run_at <=
+	// p.Now) and its flow control lets it go (FlowGate, on its keys'
+	// counts and buckets as read: a task whose concurrency key is at its
+	// limit or whose rate-limit bucket has no token stays QUEUED, and
+	// tasks whose keys were full as last committed are not even locked).
+	// Each task is leased as Task.Deliver leases it, at p.Now for p.Lease,
+	// under a fresh lease token (NewID): the claim writes task rows and
+	// flow rows (the leases' change to their keys' LEASED counts,
+	// LeasedChanges, and the buckets taken from), never an instance.
+	//
+	// The flow rows are written guarded by what the claim read: when a
+	// guard misses (another claim, on any node, took what this one counted
+	// on), nothing is leased and ClaimTasks returns an error wrapping
+	// ErrFlowMiss; the caller claims again. Once the writes are sent, a
+	// cancelled ctx no longer stops them: a claim that committed must not
+	// be reported as failed. When the commit's answer is lost (an error
+	// wrapping ErrOutcomeUnknown) it also returns the tasks as they were to
+	// be leased: each one stored under the lease given here was claimed.
+	// ErrInvalidArgument for parameters ClaimParams.Check refuses.
+	ClaimTasks(ctx context.Context, p ClaimParams) ([]Claimable, error)
 	// ApplyGroup writes new instances (each as Create writes it, first
 	// tasks included) and writes (each as Applier.Apply writes it) as one
 	// atomic write: all of them or none, one round trip on PostgreSQL. Any
@@ -170,30 +192,17 @@ type TaskQuerier interface {
 // GroupClaim is the claim an ApplyGroup makes after its creates and writes,
 // in the same transaction: it sees them (a task a create or write queued can
 // be claimed at once) and is written, and reported, with them or not at all.
-// It locks tasks as ClaimTasks does and, unlike ClaimTasks, also their
-// instances, skipping a task whose instance another transaction holds: its
-// writes wait for no instance, so a group holding instance locks of its
-// writes cannot deadlock with another one through them. Its flow
-// control's guarded rows (a key's LEASED count, a bucket) are the last
-// rows it locks, as every writer does. Decide's error, or a write it
-// returns that CheckClaimWrites refuses, fails the group; a miss of its
-// flow control's guards (see ClaimTasks) leaves the claim out — none of
-// its writes made — and the group's creates and writes are still
-// committed. A write is reported (Written, Instance) only once the group
-// is committed. The rows the claim locks and does
-// not write (tasks beyond the limit, an instance whose tasks decide left)
-// stay locked until the group's transaction ends.
+// It locks and leases tasks as ClaimTasks does, its flow rows last, as
+// every writer locks them. A miss of its flow control's guards leaves the
+// claim out — nothing leased — and the group's creates and writes are
+// still committed.
 type GroupClaim struct {
 	Params ClaimParams
-	Decide func([]Claimable) ([]*ClaimWrite, error)
-}
-
-// Check reports a claim ApplyGroup cannot make: no decide function.
-func (g *GroupClaim) Check() error {
-	if g != nil && g.Decide == nil {
-		return fmt.Errorf("%w: group claim without a decide function", ErrInvalidArgument)
-	}
-	return nil
+	// Claimed is set by ApplyGroup: the tasks the claim leased, once the
+	// group is committed (none when a flow guard missed); when the
+	// group's answer is lost, the tasks as they were to be leased (see
+	// ClaimTasks): each one stored under the lease given was claimed.
+	Claimed []Claimable
 }
 
 // DefinitionStore stores workflow definitions with revisions.
@@ -294,12 +303,14 @@ type Listener interface {
 	Listen(ctx context.Context) (<-chan struct{}, error)
 }
 
-// ClaimParams selects the tasks ClaimTasks locks: claimable tasks of
-// Queues at Now, at most Limit of them.
+// ClaimParams selects the tasks ClaimTasks leases — claimable tasks of
+// Queues at Now, at most Limit of them — and whom to: Owner, for Lease.
 type ClaimParams struct {
 	Queues []string
 	Now    time.Time
 	Limit  int
+	Owner  string
+	Lease  time.Duration
 	// OnHeldBack, when set, is told what the claim left QUEUED because of
 	// its tasks' concurrency keys and rate limits (see FlowGate); it is
 	// not called when nothing was held back, nor by a claim left out by a
@@ -307,72 +318,29 @@ type ClaimParams struct {
 	OnHeldBack func(HeldBack)
 }
 
-// Claimable is a task ClaimTasks locked, with its instance as read in the
-// same statement (not locked: a write guards on its version). Tasks of one
-// instance share the Instance; decide must not change it.
+// Check reports parameters a claim refuses (ErrInvalidArgument): a limit
+// outside 1–MaxBatchLimit, more than MaxClaimQueues queues, no owner or a
+// lease that is not positive.
+func (p ClaimParams) Check() error {
+	switch {
+	case p.Limit < 1 || p.Limit > MaxBatchLimit:
+		return fmt.Errorf("%w: limit %d is outside 1–%d", ErrInvalidArgument, p.Limit, MaxBatchLimit)
+	case len(p.Queues) > MaxClaimQueues:
+		return fmt.Errorf("%w: %d queues, at most %d may be claimed from at once", ErrInvalidArgument, len(p.Queues), MaxClaimQueues)
+	case p.Owner == "":
+		return fmt.Errorf("%w: a claim without an owner", ErrInvalidArgument)
+	case p.Lease <= 0:
+		return fmt.Errorf("%w: a claim's lease of %s is not positive", ErrInvalidArgument, p.Lease)
+	}
+	return nil
+}
+
+// Claimable is a task a claim leased, with its instance as read in the
+// same transaction (not locked: the lease is the task's guard). Tasks of
+// one instance share the Instance; it must not be changed.
 type Claimable struct {
 	Task     *Task
 	Instance *workflow.Instance
-}
-
-// ClaimWrite is one write of a claim: the leases of claimed tasks of one
-// instance and, when SetState, the instance's new state in the same write.
-type ClaimWrite struct {
-	// Tasks are claimed tasks of one instance, each claimed once, leased:
-	// Status LEASED, an Attempt of at least 1, a Lease and a LeaseUntil.
-	// Only the lease fields (status, attempt, lease, lease owner, lease
-	// until, attempt deadline) are written.
-	Tasks []*Task
-	// SetState moves the RUNNING instance from ExpectedVersion to State
-	// (version +1, a history row with Cause) with the leases; when the
-	// instance moved on, nothing of this write is made. Without SetState
-	// only the leases are written (a timer changes no state when it is
-	// picked up).
-	SetState        bool
-	ExpectedVersion int64
-	State           workflow.State
-	Cause           string
-
-	// Written is set by ClaimTasks when the write was made; Instance is
-	// then the instance as written (SetState only; its State is State).
-	Written  bool
-	Instance *workflow.Instance
-}
-
-// CheckClaimWrites checks decide's writes against the tasks ClaimTasks
-// locked: every task was locked, is claimed once and is leased; the tasks of
-// one write belong to one instance; a new state is valid.
-func CheckClaimWrites(locked []Claimable, writes []*ClaimWrite) error {
-	byID := make(map[string]bool, len(locked))
-	for _, c := range locked {
-		byID[c.Task.ID] = false
-	}
-	for i, w := range writes {
-		if w == nil || len(w.Tasks) == 0 {
-			return fmt.Errorf("%w: claim write %d has no task", ErrInvalidArgument, i+1)
-		}
-		inst := w.Tasks[0].InstanceID
-		for _, t := range w.Tasks {
-			seen, ok := byID[t.ID]
-			switch {
-			case !ok:
-				return fmt.Errorf("%w: task %q was not locked by this claim", ErrInvalidArgument, t.ID)
-			case seen:
-				return fmt.Errorf("%w: task %q is claimed twice", ErrInvalidArgument, t.ID)
-			case t.InstanceID != inst:
-				return fmt.Errorf("%w: claim write %d leases tasks of workflows %q and %q", ErrInvalidArgument, i+1, inst, t.InstanceID)
-			case t.Status != TaskLeased || t.Lease == "" || t.LeaseUntil.IsZero() || t.Attempt < 1:
-				return fmt.Errorf("%w: task %q is not leased (status %s, attempt %d, lease %q, until %v)", ErrInvalidArgument, t.ID, t.Status, t.Attempt, t.Lease, t.LeaseUntil)
-			}
-			byID[t.ID] = true
-		}
-		if w.SetState {
-			if err := w.State.Validate(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // DueKind is what a sweep reads with TaskQuerier.Due.

@@ -32,12 +32,6 @@ func (dag) completesStepsFromOutside() bool { return true }
 // countsAttemptsInState: state.steps.S.attempts says which attempt runs.
 func (dag) countsAttemptsInState() bool { return true }
 
-// attemptTimeout is the step's timeout.
-func (d dag) attemptTimeout(_ *workflow.Instance, step string) time.Duration {
-	s, _ := d.c.Def.Step(step)
-	return time.Duration(s.Timeout)
-}
-
 // start schedules the steps without dependencies (their `when`
 // evaluated); a start that skips every step completes in a second
 // version.

@@ -93,7 +93,7 @@ steps:
   - {id: b, type: task, handler: h, depends_on: [a], concurrency: {key: k, limit: 1}}
 `, `{}`)
 	a := w.tasks["a"]
-	w.env.lease(a, "w", w.now, time.Minute, 0)
+	w.env.lease(a, "w", w.now, time.Minute)
 	next, err := w.env.CompleteTask(w.c, w.inst, a, a.Lease, json.RawMessage(`{}`), NextLease{Queues: []string{"h"}, Owner: "w", Lease: time.Minute}, w.now)
 	if err != nil {
 		t.Fatal(err)

@@ -349,7 +349,7 @@ func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string,
 	case workflow.StepTypeWorkflow:
 		queue = store.QueueChild // the iteration's input is its child's input
 	}
-	env.queueTask(inst, id, i+1, queue, now, step.RetryPolicyOrDefault().MaxAttempts, input, flow, prev, ch)
+	env.queueTask(inst, id, i+1, queue, now, step.RetryPolicyOrDefault().MaxAttempts, time.Duration(step.Timeout), input, flow, prev, ch)
 }
 
 // failForeach fails step id because iteration i failed for good (msg says

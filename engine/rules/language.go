@@ -33,8 +33,6 @@ type Language interface {
 	// the attempts of a step's task as they are delivered (a delivery
 	// then writes a version).
 	countsAttemptsInState() bool
-	// attemptTimeout bounds one attempt of step's task (0: no bound).
-	attemptTimeout(inst *workflow.Instance, step string) time.Duration
 
 	// start starts a new instance: RUNNING, its deadline, its first tasks.
 	start(env Env, inst *workflow.Instance, now time.Time) (Change, error)

@@ -47,22 +47,10 @@ func checkHolder(inst *workflow.Instance, t *store.Task) error {
 	return nil
 }
 
-// lease delivers the next attempt of t to owner: a fresh fencing token,
-// the lease ending after lease — or at the step's timeout, which bounds the
-// attempt whatever the heartbeats.
-func (env Env) lease(t *store.Task, owner string, now time.Time, lease, timeout time.Duration) {
-	t.Attempt++
-	t.Status = store.TaskLeased
-	t.Lease = env.NewID()
-	t.LeaseOwner = owner
-	t.LeaseUntil = now.Add(lease)
-	t.AttemptDeadline = time.Time{}
-	if timeout > 0 {
-		t.AttemptDeadline = now.Add(timeout)
-		if t.AttemptDeadline.Before(t.LeaseUntil) {
-			t.LeaseUntil = t.AttemptDeadline
-		}
-	}
+// lease delivers the next attempt of t to owner under a fresh fencing
+// token (store.Task.Deliver).
+func (env Env) lease(t *store.Task, owner string, now time.Time, lease time.Duration) {
+	t.Deliver(owner, env.NewID(), now, lease)
 }
 
 // IsTimer reports whether tasks of queue are timers (sleep steps, and the
@@ -73,7 +61,7 @@ func IsTimer(queue string) bool { return queue == store.QueueSleep || queue == s
 // DeliverTimer leases a claimed timer to owner; the instance is not
 // written (DeliverTimer leaves the step's attempts alone).
 func (env Env) DeliverTimer(t *store.Task, owner string, now time.Time, lease time.Duration) {
-	env.lease(t, owner, now, lease, 0)
+	env.lease(t, owner, now, lease)
 }
 
 // Deliver leases the claimed tasks of one instance to owner: each RUNNING
@@ -110,7 +98,7 @@ func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []store.Tas
 			state.Steps[t.StepID].Attempts = t.Attempt + 1
 		}
 		claimed := store.GuardOf(&t)
-		env.lease(&t, owner, now, lease, c.Language.attemptTimeout(inst, t.StepID))
+		env.lease(&t, owner, now, lease)
 		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: claimed})
 	}
 	if len(ch.Update) == 0 {
@@ -160,7 +148,7 @@ func (env Env) leaseNext(c *Definition, inst *workflow.Instance, next NextLease,
 		if st == nil || st.Status != workflow.StepRunning {
 			continue
 		}
-		env.lease(nt, next.Owner, now, next.Lease, c.Language.attemptTimeout(inst, nt.StepID))
+		env.lease(nt, next.Owner, now, next.Lease)
 		if nt.Iteration == 0 {
 			st.Attempts = nt.Attempt
 		}

@@ -112,22 +112,23 @@ func (env Env) schedule(c *Definition, inst *workflow.Instance, id string, exist
 	}
 	st.Status = workflow.StepRunning
 	st.Error = ""
-	queue, runAt, budget := step.Handler, now, step.RetryPolicyOrDefault().MaxAttempts
+	queue, runAt, budget, timeout := step.Handler, now, step.RetryPolicyOrDefault().MaxAttempts, time.Duration(step.Timeout)
 	switch step.Type {
 	case workflow.StepTypeSleep:
-		queue, runAt, budget = store.QueueSleep, now.Add(time.Duration(step.Duration)), 1
+		queue, runAt, budget, timeout = store.QueueSleep, now.Add(time.Duration(step.Duration)), 1, 0
 	case workflow.StepTypeHTTP:
 		queue = store.QueueHTTP
 	case workflow.StepTypeWorkflow:
 		queue = store.QueueChild // its input is the child's input
 	}
-	env.queueTask(inst, id, 0, queue, runAt, budget, input, flow, existing[id], ch)
+	env.queueTask(inst, id, 0, queue, runAt, budget, timeout, input, flow, existing[id], ch)
 }
 
 // queueTask queues the task of step id (iteration: see Task.Iteration)
-// with a budget of attempts: a new row under flow, or prev, the row it ran
-// on before, re-queued (its flow as it was created).
-func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queue string, runAt time.Time, budget int, input json.RawMessage, flow workflow.TaskFlow, prev *store.Task, ch *Change) {
+// with a budget of attempts, each bounded by timeout (0: none): a new row
+// under flow, or prev, the row it ran on before, re-queued (its flow and
+// timeout as it was created).
+func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queue string, runAt time.Time, budget int, timeout time.Duration, input json.RawMessage, flow workflow.TaskFlow, prev *store.Task, ch *Change) {
 	if prev != nil {
 		// The same row, re-queued with a fresh budget and no lease:
 		// whoever still holds the old lease is fenced off.
@@ -141,7 +142,7 @@ func (env Env) queueTask(inst *workflow.Instance, id string, iteration int, queu
 	}
 	ch.Insert = append(ch.Insert, store.Task{
 		ID: env.NewID(), InstanceID: inst.ID, StepID: id, Iteration: iteration, Queue: queue, Status: store.TaskQueued,
-		MaxAttempts: budget, RunAt: runAt, Input: input, Flow: flow,
+		MaxAttempts: budget, RunAt: runAt, Input: input, Flow: flow, AttemptTimeout: timeout,
 	})
 }
 

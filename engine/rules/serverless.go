@@ -43,16 +43,6 @@ func (serverless) completesStepsFromOutside() bool { return false }
 // task does.
 func (serverless) countsAttemptsInState() bool { return false }
 
-// attemptTimeout is the timeout of the pending item (0: none).
-func (serverless) attemptTimeout(inst *workflow.Instance, step string) time.Duration {
-	rt, err := SWRuntime(inst.State)
-	if err != nil {
-		return 0
-	}
-	it, _ := swPending(rt, step)
-	return it.Timeout
-}
-
 // start starts the machine; a document that waits for nothing settles in
 // a second version.
 func (l serverless) start(env Env, inst *workflow.Instance, now time.Time) (Change, error) {

@@ -211,7 +211,7 @@ func (env Env) swApply(inst *workflow.Instance, rt *sw.Runtime, step sw.Step, do
 // mirrors it.
 func swTask(inst *workflow.Instance, it sw.Item, now time.Time) (store.Task, *workflow.StepState, error) {
 	t := store.Task{InstanceID: inst.ID, StepID: it.ID, Status: store.TaskQueued, MaxAttempts: swAttempts, RunAt: now,
-		Input: it.Input, Flow: workflow.TaskFlow{Priority: inst.Priority}}
+		Input: it.Input, Flow: workflow.TaskFlow{Priority: inst.Priority}, AttemptTimeout: it.Timeout}
 	st := &workflow.StepState{Status: workflow.StepRunning}
 	switch it.Kind {
 	case sw.ItemTick, sw.ItemTimer:

@@ -45,13 +45,13 @@ func newTasks11(tail int) string {
 // tailColumns are the columns of the parameters of taskColumnArrays.tail,
 // tailParams of them.
 const (
-	tailColumns = `iteration, priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held`
-	tailParams  = 8
+	tailColumns = `iteration, priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held, attempt_timeout_us`
+	tailParams  = 9
 )
 
 func tailUnnest(first int) string {
-	return fmt.Sprintf(`$%d::int4[], $%d::int2[], $%d::text[], $%d::int4[], $%d::text[], $%d::float8[], $%d::int4[], $%d::boolean[]`,
-		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7)
+	return fmt.Sprintf(`$%d::int4[], $%d::int2[], $%d::text[], $%d::int4[], $%d::text[], $%d::float8[], $%d::int4[], $%d::boolean[], $%d::int8[]`,
+		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7, first+8)
 }
 
 const (
@@ -66,7 +66,7 @@ const (
 // taskColumns is the column list scanTask reads, in its order.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
 	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration,
-	priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held`
+	priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held, attempt_timeout_us`
 
 const (
 	getTaskSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
@@ -107,7 +107,7 @@ LIMIT $2`
 // taskPrefixedColumns is taskColumns qualified with the alias t.
 const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, t.attempt, t.max_attempts, t.run_at,
 	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at, t.iteration,
-	t.priority, t.concurrency_key, t.concurrency_limit, t.rate_key, t.rate_per_second, t.rate_burst, t.held`
+	t.priority, t.concurrency_key, t.concurrency_limit, t.rate_key, t.rate_per_second, t.rate_burst, t.held, t.attempt_timeout_us`
 
 // claimSQL returns the claim query for n queues ($2 … $n+1) due by $1, at
 // most limit tasks: the engine's hot path. It must cost the same whatever
@@ -260,7 +260,7 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, *taskColumn
 		}
 		seenID[r.ID], seenStep[step] = true, true
 		normaliseTaskTimes(&r)
-		if err := store.NormaliseTaskFlow(&r); err != nil {
+		if err := store.NormaliseNewTask(&r); err != nil {
 			return nil, nil, err
 		}
 		r.CreatedAt, r.UpdatedAt = now, now
@@ -279,12 +279,12 @@ func columnArrays(rows []store.Task) *taskColumnArrays {
 		attemptDeadline: make([]*time.Time, n), inputs: make([]string, n), lastErrors: make([]string, n),
 		iterations: make([]int32, n), priorities: make([]int16, n), concurrencyKeys: make([]*string, n),
 		concurrencyLimits: make([]int32, n), rateKeys: make([]*string, n), ratePerSecond: make([]float64, n),
-		rateBursts: make([]int32, n), helds: make([]bool, n),
+		rateBursts: make([]int32, n), helds: make([]bool, n), attemptTimeouts: make([]int64, n),
 	}
 	for i, r := range rows {
 		c.ids[i], c.instances[i], c.steps[i], c.queues[i], c.statuses[i] = r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status)
 		c.attempts[i], c.maxAttempts[i], c.iterations[i] = int32(r.Attempt), int32(r.MaxAttempts), int32(r.Iteration)
-		c.runAt[i], c.helds[i] = r.RunAt, r.Held
+		c.runAt[i], c.helds[i], c.attemptTimeouts[i] = r.RunAt, r.Held, r.AttemptTimeout.Microseconds()
 		c.leases[i], c.owners[i], c.inputs[i], c.lastErrors[i] = r.Lease, r.LeaseOwner, string(r.Input), r.LastError
 		c.leaseUntil[i], c.attemptDeadline[i] = nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline)
 		f := r.Flow
@@ -317,11 +317,12 @@ type taskColumnArrays struct {
 	ratePerSecond     []float64
 	rateBursts        []int32
 	helds             []bool
+	attemptTimeouts   []int64 // microseconds
 }
 
 // tail returns the arrays of the tailColumns, in their order.
 func (c *taskColumnArrays) tail() []any {
-	return []any{c.iterations, c.priorities, c.concurrencyKeys, c.concurrencyLimits, c.rateKeys, c.ratePerSecond, c.rateBursts, c.helds}
+	return []any{c.iterations, c.priorities, c.concurrencyKeys, c.concurrencyLimits, c.rateKeys, c.ratePerSecond, c.rateBursts, c.helds, c.attemptTimeouts}
 }
 
 // taskKey is what makes a task row unique besides its id.
@@ -527,10 +528,11 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 		priority                    int16
 		concurrencyKey, rateKey     *string
 		concurrencyLimit, rateBurst int32
+		attemptTimeout              int64
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &attempt, &maxAttempts, &t.RunAt,
 		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptDeadline, &input, &t.LastError, &t.CreatedAt, &t.UpdatedAt, &iter,
-		&priority, &concurrencyKey, &concurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &rateBurst, &t.Held); err != nil {
+		&priority, &concurrencyKey, &concurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &rateBurst, &t.Held, &attemptTimeout); err != nil {
 		return nil, err
 	}
 	t.Flow.Priority, t.Flow.ConcurrencyLimit, t.Flow.RateBurst = int(priority), int(concurrencyLimit), int(rateBurst)
@@ -542,6 +544,7 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 	}
 	t.Status = store.TaskStatus(status)
 	t.Attempt, t.MaxAttempts, t.Iteration = int(attempt), int(maxAttempts), int(iter)
+	t.AttemptTimeout = time.Duration(attemptTimeout) * time.Microsecond
 	t.RunAt = t.RunAt.UTC()
 	if leaseUntil != nil {
 		t.LeaseUntil = leaseUntil.UTC()

@@ -36,7 +36,7 @@ var (
 // scanTask reads them.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
 lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration,
-priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held`
+priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held, attempt_timeout_us`
 
 // qualify prefixes every column of a column list with alias.
 func qualify(alias, columns string) string {
@@ -48,7 +48,7 @@ func qualify(alias, columns string) string {
 }
 
 const insertTaskSQL = `INSERT INTO workflow_tasks (` + taskColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)`
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)`
 
 // prepareTasks returns copies of new tasks completed as they will be stored.
 func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
@@ -73,7 +73,7 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
 		}
 		r.Input = input
 		normaliseTaskTimes(&r)
-		if err := store.NormaliseTaskFlow(&r); err != nil {
+		if err := store.NormaliseNewTask(&r); err != nil {
 			return nil, err
 		}
 		r.CreatedAt, r.UpdatedAt = store.Timestamp(now), store.Timestamp(now)
@@ -100,7 +100,7 @@ func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
 			r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
 			string(r.Input), r.LastError, micros(r.CreatedAt), r.Iteration,
 			r.Flow.Priority, nullKey(r.Flow.ConcurrencyLimit > 0, r.Flow.ConcurrencyKey), r.Flow.ConcurrencyLimit,
-			nullKey(r.Flow.RatePerSecond > 0, r.Flow.RateKey), r.Flow.RatePerSecond, r.Flow.RateBurst, r.Held)
+			nullKey(r.Flow.RatePerSecond > 0, r.Flow.RateKey), r.Flow.RatePerSecond, r.Flow.RateBurst, r.Held, r.AttemptTimeout.Microseconds())
 		if err == nil {
 			continue
 		}
@@ -355,13 +355,15 @@ func scanTask(row scanner) (*store.Task, error) {
 		runAt, createdAt, updated  int64
 		leaseUntil, attemptExpires sql.NullInt64
 		concurrencyKey, rateKey    sql.NullString
+		attemptTimeout             int64
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &t.Attempt, &t.MaxAttempts, &runAt,
 		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptExpires, &input, &t.LastError, &createdAt, &updated, &t.Iteration,
-		&t.Flow.Priority, &concurrencyKey, &t.Flow.ConcurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &t.Flow.RateBurst, &t.Held); err != nil {
+		&t.Flow.Priority, &concurrencyKey, &t.Flow.ConcurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &t.Flow.RateBurst, &t.Held, &attemptTimeout); err != nil {
 		return nil, err
 	}
 	t.Flow.ConcurrencyKey, t.Flow.RateKey = concurrencyKey.String, rateKey.String
+	t.AttemptTimeout = time.Duration(attemptTimeout) * time.Microsecond
 	t.Status = store.TaskStatus(status)
 	t.RunAt = fromMicros(runAt)
 	t.LeaseUntil = fromNullMicros(leaseUntil)

@@ -153,12 +153,15 @@ func testFlowControlRoundTrip(t *testing.T, h Harness) {
 	}
 	flow := workflow.TaskFlow{Priority: 5, ConcurrencyKey: "tenant-é", ConcurrencyLimit: 7, RateKey: "", RatePerSecond: 0.25, RateBurst: 2}
 	tk := withID("f", newTask("p", "s", "q", clockStart))
-	tk.Flow = flow
+	tk.Flow, tk.AttemptTimeout = flow, 90*time.Second+250*time.Microsecond
 	plain := withID("g", newTask("p", "t", "q", clockStart))
 	b.insertTasks(t, tk, plain)
 	got := b.lockTask(t, b.engine(t), "f")
 	if got.Flow != flow {
 		t.Errorf("flow read back %+v, want %+v", got.Flow, flow)
+	}
+	if got.AttemptTimeout != tk.AttemptTimeout {
+		t.Errorf("attempt timeout read back %v, want %v", got.AttemptTimeout, tk.AttemptTimeout)
 	}
 	if got := b.lockTask(t, b.engine(t), "g").Flow; got != (workflow.TaskFlow{Priority: workflow.DefaultPriority}) {
 		t.Errorf("a task without flow control reads back %+v, want priority 3 alone", got)
@@ -187,9 +190,13 @@ func testFlowControlInvalid(t *testing.T, h Harness) {
 			t.Errorf("inserting a task with flow %+v: %v, want ErrInvalidArgument", f, err)
 		}
 	}
+	tk := newTask("p", "s", "q", clockStart)
+	tk.AttemptTimeout = -time.Second
+	err := InsertTasks(b.ctx, b.s, []*store.Task{tk})
+	wantErrorIs(t, "inserting a task with a negative attempt timeout", err, store.ErrInvalidArgument)
 	// A task of a key is leased by a claim alone, which counts the lease.
 	leased := claimLease(underKey(newTask("p", "s", "q", clockStart), "k", 1), "w", clockStart.Add(time.Hour), time.Time{})
-	err := InsertTasks(b.ctx, b.s, []*store.Task{leased})
+	err = InsertTasks(b.ctx, b.s, []*store.Task{leased})
 	wantErrorIs(t, "inserting a LEASED task under a key", err, store.ErrInvalidArgument)
 	if err == nil || !strings.Contains(err.Error(), "a new task under a concurrency key must be QUEUED, not LEASED") {
 		t.Errorf("inserting a LEASED task under a key: %v, want it to say the task must be QUEUED", err)
