@@ -48,10 +48,7 @@ type commitResult struct {
 	// inst is a start's instance, or a completion's instance as written.
 	inst *workflow.Instance
 	next *leased // a task claimed for the completion's worker
-	// moved is the completion's instance as the group's claim left it,
-	// when the claim delivered another of its tasks after the completion.
-	moved *workflow.Instance
-	err   error
+	err  error
 }
 
 // commitGroup is how starts reach the committers while they run: done is
@@ -197,7 +194,7 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 			r.claim = nil
 		}
 	}
-	var d *claimDecision
+	var claim *store.GroupClaim
 	if len(starts)+len(batch) > 1 || len(claimers) > 0 {
 		// Instances in id order, here and on every node: two batches that
 		// complete steps of the same instances lock them in the same order
@@ -216,28 +213,22 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 		for i, r := range batch {
 			ws[i] = r.w
 		}
-		var claim *store.GroupClaim
 		if len(claimers) > 0 {
-			d = &claimDecision{e: e, owner: e.node, lease: e.lease, now: e.clock(), inGroup: true}
-			claim = &store.GroupClaim{Params: e.claimParams(claimers[0].claim, d.now, len(claimers)), Decide: d.decide}
+			p := e.claimParams(claimers[0].claim, e.clock(), len(claimers))
+			p.Owner, p.Lease = e.node, e.lease
+			claim = &store.GroupClaim{Params: p}
 		}
 		if insts, written, err := e.st.ApplyGroup(ctx, ps, ws, claim); err == nil {
 			var next []leased
-			moved := map[string]*workflow.Instance{}
-			if d != nil {
-				next, _ = d.claimed()
+			if claim != nil {
+				next = handlerTasks(claim.Claimed)
 				e.countClaimed(len(next))
-				for _, w := range d.writes {
-					if w.Written && w.Instance != nil {
-						moved[w.Instance.ID] = w.Instance
-					}
-				}
 			}
 			for i, r := range starts {
 				r.done <- commitResult{inst: insts[i]}
 			}
 			for i, r := range batch {
-				res := commitResult{inst: written[i], moved: moved[r.w.ID]}
+				res := commitResult{inst: written[i]}
 				if r.claim != nil && len(next) > 0 {
 					res.next, next = &next[0], next[1:]
 				}
@@ -274,8 +265,8 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 	// after the completions, which waited for the group's locks: a group
 	// still committing when its answer was lost has committed by then.
 	var next []leased
-	if lost {
-		next = d.storedUnderLeases(ctx)
+	if lost && claim != nil {
+		next = e.storedUnderLeases(ctx, claim.Claimed)
 		e.countClaimed(len(next))
 	}
 	for i, r := range batch {

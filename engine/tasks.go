@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,29 +14,23 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// claim leases up to limit claimable tasks of the given queues to owner. In one
-// transaction (store.ClaimTasks) it locks the tasks (SKIP LOCKED) and reads
-// their instances, counts the delivered attempt in each step's state and
-// writes the leases with each instance's new version. A task whose instance
-// stopped running, or moved on since it was read, stays queued; a claim that
-// lost tasks to the second tries again at once.
+// claim leases up to limit claimable tasks of the given queues to owner
+// (store.ClaimTasks: the task rows alone, no instance is written). A claim
+// that a flow guard's miss left out (another claim took the key's slot or
+// the bucket's token it counted on) tries again at once, on fresh reads.
 func (e *Engine) claim(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]leased, error) {
-	var claimed []leased
 	for range 3 {
-		got, missed, err := e.claimOnce(ctx, queues, limit-len(claimed), owner, lease)
+		claimed, err := e.claimOnce(ctx, queues, limit, owner, lease)
+		if errors.Is(err, store.ErrFlowMiss) {
+			continue
+		}
 		if err != nil {
-			if len(claimed) > 0 {
-				break // those are leased: hand them out
-			}
 			return nil, err
 		}
-		claimed = append(claimed, got...)
-		if !missed || len(claimed) >= limit {
-			break
-		}
+		e.countClaimed(len(claimed))
+		return claimed, nil
 	}
-	e.countClaimed(len(claimed))
-	return claimed, nil
+	return nil, nil
 }
 
 func (e *Engine) countClaimed(n int) {
@@ -46,113 +39,52 @@ func (e *Engine) countClaimed(n int) {
 	}
 }
 
-// claimOnce is one claim transaction. missed reports tasks left queued
-// because their instance moved on between the read and the write.
-func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) (claimed []leased, missed bool, err error) {
-	var d *claimDecision
-	err = e.withDefs(ctx, func() error {
-		d = &claimDecision{e: e, owner: owner, lease: lease, now: e.clock()}
-		return e.st.ClaimTasks(ctx, e.claimParams(queues, d.now, limit), d.decide)
-	})
+// claimOnce is one claim transaction.
+func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]leased, error) {
+	p := e.claimParams(queues, e.clock(), limit)
+	p.Owner, p.Lease = owner, lease
+	claimed, err := e.st.ClaimTasks(ctx, p)
 	if err != nil {
-		// The writes may have committed and only the answer been lost: the
-		// tasks stored under the leases given here are this worker's to run
-		// (without an instance snapshot, their completion reads and decides
-		// again); left alone, they would wait for their leases to end and
-		// count an attempt that never ran.
-		if claimed = d.storedUnderLeases(ctx); len(claimed) == 0 {
-			return nil, false, err
-		}
-		e.log.Warn("claim: the writes landed but the answer was lost", "error", err, "tasks", len(claimed))
-		return claimed, false, nil
-	}
-	claimed, missed = d.claimed()
-	return claimed, missed, nil
-}
-
-// claimDecision is the engine's side of one claim (store.ClaimTasks or a
-// store.GroupClaim): decide chooses the writes that deliver the locked
-// tasks to owner and keeps the handlers' view of each.
-type claimDecision struct {
-	e     *Engine
-	owner string
-	lease time.Duration
-	now   time.Time
-	// inGroup leaves the tasks of an instance whose definition is not
-	// cached queued, rather than failing the claim to read it: a group
-	// claim's failure would fail the group's completions with it.
-	inGroup bool
-
-	writes []*store.ClaimWrite
-	views  [][]leased // per write, the handlers' view of its tasks
-}
-
-func (d *claimDecision) decide(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-	d.writes, d.views = d.writes[:0], d.views[:0]
-	byInstance := map[string][]store.Claimable{}
-	var ids []string
-	for _, c := range locked {
-		t := c.Task
-		if rules.IsTimer(t.Queue) {
-			// A timer changes no state when it is picked up.
-			d.e.decide.DeliverTimer(t, d.owner, d.now, d.lease)
-			d.writes = append(d.writes, &store.ClaimWrite{Tasks: []*store.Task{t}})
-			d.views = append(d.views, []leased{handlerTask(t)})
-			continue
-		}
-		if byInstance[t.InstanceID] == nil {
-			ids = append(ids, t.InstanceID)
-		}
-		byInstance[t.InstanceID] = append(byInstance[t.InstanceID], c)
-	}
-	// Instances in id order, as every multi-instance write takes them.
-	slices.Sort(ids)
-	for _, id := range ids {
-		w, view, err := d.e.deliver(byInstance[id], d.owner, d.now, d.lease)
-		var miss errDefMissing
-		if d.inGroup && errors.As(err, &miss) {
-			continue
-		}
-		if err != nil {
+		// The leases may have committed and only the answer been lost: the
+		// tasks stored under the leases given are this worker's to run;
+		// left alone, they would wait for their leases to end and count an
+		// attempt that never ran.
+		got := e.storedUnderLeases(ctx, claimed)
+		if len(got) == 0 {
 			return nil, err
 		}
-		if w != nil {
-			d.writes = append(d.writes, w)
-			d.views = append(d.views, view)
-		}
+		e.log.Warn("claim: the leases landed but the answer was lost", "error", err, "tasks", len(got))
+		return got, nil
 	}
-	return d.writes, nil
+	return handlerTasks(claimed), nil
 }
 
-// claimed returns the tasks of the writes made, once the claim committed;
-// missed reports writes skipped because their instance moved on.
-func (d *claimDecision) claimed() (claimed []leased, missed bool) {
-	for i, w := range d.writes {
-		if !w.Written {
-			missed = true
-			continue
-		}
-		for _, task := range d.views[i] {
-			task.inst = w.Instance
-			claimed = append(claimed, task)
-		}
+// handlerTasks are the handlers' views of claimed tasks, each with its
+// instance as the claim read it: the base of its completion in one guarded
+// write (commitCompletion).
+func handlerTasks(claimed []store.Claimable) []leased {
+	out := make([]leased, len(claimed))
+	for i, c := range claimed {
+		out[i] = handlerTask(c.Task)
+		out[i].inst, out[i].TraceParent = c.Instance, c.Instance.TraceParent
 	}
-	return claimed, missed
+	return out
 }
 
-// storedUnderLeases returns, after a claim that failed, the tasks that are
-// stored under the leases it gave them: its answer was lost, not its writes.
-func (d *claimDecision) storedUnderLeases(ctx context.Context) []leased {
-	if d == nil {
-		return nil
-	}
-	var claimed []leased
-	for i, w := range d.writes {
-		if len(w.Tasks) > 0 && d.e.leasedAsGiven(ctx, w.Tasks) {
-			claimed = append(claimed, d.views[i]...)
+// storedUnderLeases returns, after a claim whose answer was lost, the
+// tasks it meant to lease that are stored under the leases it gave them:
+// a lease is a fresh token, so only that claim can have stored it. Their
+// instances are not known as the claim left them: their completions read
+// and decide again.
+func (e *Engine) storedUnderLeases(ctx context.Context, meant []store.Claimable) []leased {
+	var out []leased
+	for _, c := range meant {
+		if e.leasedAsGiven(ctx, []*store.Task{c.Task}) {
+			out = append(out, handlerTask(c.Task))
+			out[len(out)-1].TraceParent = c.Instance.TraceParent
 		}
 	}
-	return claimed
+	return out
 }
 
 // leasedAsGiven reports whether every task is stored leased under the
@@ -165,41 +97,6 @@ func (e *Engine) leasedAsGiven(ctx context.Context, tasks []*store.Task) bool {
 		}
 	}
 	return true
-}
-
-// deliver is the write that delivers the next attempt of the claimed tasks
-// of one instance (rules.Env.Deliver): the locked rows get their leases, the
-// instance the new state. Nil when the instance no longer runs them.
-func (e *Engine) deliver(cs []store.Claimable, owner string, now time.Time, lease time.Duration) (*store.ClaimWrite, []leased, error) {
-	inst := cs[0].Instance
-	c, err := e.cached(inst)
-	if err != nil {
-		return nil, nil, err
-	}
-	vs := make([]store.Task, len(cs))
-	for i, cl := range cs {
-		vs[i] = *cl.Task
-	}
-	ch, ok := e.decide.Deliver(c, inst, vs, owner, now, lease)
-	if !ok {
-		return nil, nil, nil
-	}
-	w := &store.ClaimWrite{SetState: !ch.LeasesOnly, ExpectedVersion: inst.Version, State: ch.State, Cause: ch.Cause}
-	view := make([]leased, 0, len(ch.Update))
-	for i := range ch.Update {
-		u := &ch.Update[i].Task
-		for _, cl := range cs {
-			if cl.Task.ID == u.ID {
-				*cl.Task = *u
-				w.Tasks = append(w.Tasks, cl.Task)
-				ht := handlerTask(cl.Task)
-				ht.TraceParent = inst.TraceParent
-				view = append(view, ht)
-				break
-			}
-		}
-	}
-	return w, view, nil
 }
 
 // leaseHolderOp runs decide for the holder of a task's lease: it reads the
@@ -413,11 +310,6 @@ func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMes
 	}
 	if next != nil && claimed == nil {
 		next.inst, next.TraceParent = written, inst.TraceParent
-		if res.moved != nil {
-			// The group's claim delivered another step of the instance
-			// after this completion: the instance as that write left it.
-			next.inst = res.moved
-		}
 		e.countClaimed(1)
 	}
 	return next, true

@@ -57,7 +57,7 @@ var Results = []string{ResultOK, ResultConflict, ResultNotFound, ResultError}
 // Ops are the operations of flowd_state_updates_total and
 // flowd_update_duration_seconds: the store's writes store/observed
 // records.
-var Ops = []string{"create", "apply", "claim", "delete"}
+var Ops = []string{"create", "apply", "delete"}
 
 // TaskResults are the results of flowd_tasks_completed_total: an attempt
 // completed its step, failed for good, failed and was queued again, was fenced

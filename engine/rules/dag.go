@@ -29,9 +29,6 @@ func (d dag) ChildDefinition(_ *workflow.Instance, step string) string {
 // override (CompleteStep).
 func (dag) completesStepsFromOutside() bool { return true }
 
-// countsAttemptsInState: state.steps.S.attempts says which attempt runs.
-func (dag) countsAttemptsInState() bool { return true }
-
 // start schedules the steps without dependencies (their `when`
 // evaluated); a start that skips every step completes in a second
 // version.

@@ -171,7 +171,7 @@ do:
 	}
 	inst.Status, inst.State = ch.Status, ch.State
 	// Its tick resumes the machine, which waits for the gate as well.
-	env.DeliverTimer(&ch.Insert[0], "worker", t0, time.Minute)
+	ch.Insert[0].Deliver("worker", env.NewID(), t0, time.Minute)
 	tick := ch.Insert[0]
 	g2, release2 := heldGate(t)
 	env.Docs, env.Ctx = g2, ctx

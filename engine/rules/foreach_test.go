@@ -228,16 +228,6 @@ func TestForeachWithoutBoundQueuesEveryIteration(t *testing.T) {
 	if got := w.active(); len(got) != 3 {
 		t.Fatalf("active %v, want 3", got)
 	}
-	// Delivering iterations writes no version: their attempts are theirs.
-	version := w.inst.Version
-	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*w.tasks[iter("a", 0)], *w.tasks[iter("a", 1)]}, "worker", w.now, time.Minute)
-	if !ok || !ch.LeasesOnly || len(ch.Update) != 2 || ch.Update[1].Task.Status != store.TaskLeased || ch.Update[1].Task.Attempt != 1 {
-		t.Errorf("delivery of two iterations: %+v, %v; want their leases alone", ch, ok)
-	}
-	w.apply(ch)
-	if w.inst.Version != version {
-		t.Errorf("version %d after delivering iterations, want %d", w.inst.Version, version)
-	}
 	var req HTTPRequest
 	if err := json.Unmarshal(w.tasks[iter("a", 2)].Input, &req); err != nil || req.URL != "http://x/r?i=2" || w.tasks[iter("a", 2)].Queue != store.QueueHTTP {
 		t.Errorf("request of iteration 2: %+v (%v), queue %s", req, err, w.tasks[iter("a", 2)].Queue)

@@ -29,10 +29,6 @@ type Language interface {
 	// completesStepsFromOutside reports whether a step may be completed
 	// through the API rather than by its worker, event or timer.
 	completesStepsFromOutside() bool
-	// countsAttemptsInState reports whether the instance's state counts
-	// the attempts of a step's task as they are delivered (a delivery
-	// then writes a version).
-	countsAttemptsInState() bool
 
 	// start starts a new instance: RUNNING, its deadline, its first tasks.
 	start(env Env, inst *workflow.Instance, now time.Time) (Change, error)

@@ -3,7 +3,6 @@ package rules
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/flowd/flowd/store"
@@ -54,73 +53,9 @@ func (env Env) lease(t *store.Task, owner string, now time.Time, lease time.Dura
 }
 
 // IsTimer reports whether tasks of queue are timers (sleep steps, and the
-// ticks and timers of Serverless Workflow instances): picking one up
-// changes no state, and a timer that lost its worker just runs again.
+// ticks and timers of Serverless Workflow instances): a timer that lost
+// its worker just runs again.
 func IsTimer(queue string) bool { return queue == store.QueueSleep || queue == store.QueueTick }
-
-// DeliverTimer leases a claimed timer to owner; the instance is not
-// written (DeliverTimer leaves the step's attempts alone).
-func (env Env) DeliverTimer(t *store.Task, owner string, now time.Time, lease time.Duration) {
-	env.lease(t, owner, now, lease)
-}
-
-// Deliver leases the claimed tasks of one instance to owner: each RUNNING
-// step's attempts count the delivery, in the version that leases them, so
-// that the state says which attempt runs. It does not change inst (the
-// claimed instance is shared by its tasks): the new state is a copy. ok is
-// false when the instance runs none of them (its status holds them, see
-// Held, or the steps moved on): nothing is written and the tasks stay
-// queued.
-//
-// The leased tasks come back in Update, in the order given, each guarded by
-// the row as claimed (the claim holds the rows). A claim of iterations of
-// foreach steps alone writes no version: Change.LeasesOnly; nor does a
-// claim that would leave the instance no room for its attempt's outcome
-// below env.MaxVersions (the state does not count that attempt then).
-func (env Env) Deliver(c *Definition, inst *workflow.Instance, tasks []store.Task, owner string, now time.Time, lease time.Duration) (ch Change, ok bool) {
-	var state workflow.State
-	cloned := false
-	for _, t := range tasks {
-		if Held(inst.Status, t.Queue) {
-			continue
-		}
-		if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
-			continue
-		}
-		if t.Iteration == 0 && c.Language.countsAttemptsInState() && env.roomFor(inst.Version, 1, false) {
-			// An iteration's delivery changes no state: its attempts are
-			// its task's, and a foreach step's many iterations would
-			// otherwise each write the instance twice. Nor does a
-			// Serverless Workflow item's: a version is a finished task.
-			if !cloned {
-				state, cloned = inst.State.Clone(), true
-			}
-			state.Steps[t.StepID].Attempts = t.Attempt + 1
-		}
-		claimed := store.GuardOf(&t)
-		env.lease(&t, owner, now, lease)
-		ch.Update = append(ch.Update, TaskUpdate{Task: t, Guard: claimed})
-	}
-	if len(ch.Update) == 0 {
-		return Change{}, false
-	}
-	if !cloned {
-		ch.LeasesOnly = true
-		return ch, true
-	}
-	ch.Status, ch.State, ch.Deadline = inst.Status, state, inst.Deadline
-	ch.Cause = deliverCause(ch.Update)
-	return ch, true
-}
-
-// deliverCause names the attempts a claim delivers, for the history.
-func deliverCause(us []TaskUpdate) string {
-	parts := make([]string, len(us))
-	for i, u := range us {
-		parts[i] = fmt.Sprintf("%q attempt %d", u.Task.StepID, u.Task.Attempt)
-	}
-	return "deliver step " + strings.Join(parts, ", step ")
-}
 
 // NextLease asks a completion to lease, in its own write, the next task it
 // schedules to the worker that completed: one transaction per step instead

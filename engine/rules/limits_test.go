@@ -52,8 +52,7 @@ func TestVersionLimitFailsARetryLoop(t *testing.T) {
 }
 
 // A change that ends the instance may take the last version; any other
-// leaves it for the failure. A delivery that would leave no room for its
-// outcome leases without a version.
+// leaves it for the failure. A delivery writes no version.
 func TestVersionLimitLeavesTheLastVersionToTheEnd(t *testing.T) {
 	const chain = `
 name: chain
@@ -66,10 +65,10 @@ steps:
 		status  workflow.Status
 		version int64
 	}{
-		{0, workflow.StatusCompleted, 4}, // no limit: deliver a, complete a, deliver b, complete b
-		{5, workflow.StatusCompleted, 4},
-		{4, workflow.StatusCompleted, 3}, // b's delivery leases only
-		{3, workflow.StatusFailed, 2},    // a's completion would leave no room
+		{0, workflow.StatusCompleted, 2}, // no limit: complete a, complete b
+		{4, workflow.StatusCompleted, 2},
+		{3, workflow.StatusCompleted, 2}, // b's completion takes the last version
+		{2, workflow.StatusFailed, 1},    // a's completion would leave no room
 	} {
 		w := started(t, chain, `{}`)
 		w.env.MaxVersions = c.max
@@ -90,7 +89,7 @@ steps:
 func TestVersionLimitWaitsForAPausedInstance(t *testing.T) {
 	w := started(t, retryLoop, `{}`)
 	w.env.MaxVersions = 3
-	w.deliver("a") // version 1
+	w.deliver("a")
 	if _, err := w.act("pause"); err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +107,12 @@ func TestVersionLimitWaitsForAPausedInstance(t *testing.T) {
 // starts no child.
 func TestVersionLimitStartsNoChild(t *testing.T) {
 	w := started(t, "name: p\nsteps:\n  - {id: sub, type: workflow, definition: c}\n", `{}`)
-	w.env.MaxVersions = 3
-	task := w.deliver("sub") // version 1: one version left before the last
-	if _, err := w.env.StartChild(w.inst, task, task.Lease, "child-1", w.now); !errors.Is(err, ErrVersionLimit) || !strings.Contains(err.Error(), "--max-versions (3)") {
+	w.env.MaxVersions = 2
+	task := w.deliver("sub") // version 0: one version left before the last
+	if _, err := w.env.StartChild(w.inst, task, task.Lease, "child-1", w.now); !errors.Is(err, ErrVersionLimit) || !strings.Contains(err.Error(), "--max-versions (2)") {
 		t.Fatalf("StartChild at the limit: %v", err)
 	}
-	w.env.MaxVersions = 4
+	w.env.MaxVersions = 3
 	if _, err := w.env.StartChild(w.inst, task, task.Lease, "child-1", w.now); err != nil {
 		t.Fatalf("StartChild with room: %v", err)
 	}
@@ -167,7 +166,7 @@ func (w *world) tick() Change {
 	if task == nil || task.Queue != store.QueueTick {
 		w.t.Fatalf("no queued tick: %+v", w.tasks)
 	}
-	w.env.DeliverTimer(task, "worker", w.now, time.Minute)
+	task.Deliver("worker", w.env.NewID(), w.now, time.Minute)
 	ch, err := w.env.CompleteTask(w.c, w.inst, task, task.Lease, json.RawMessage("null"), NextLease{}, w.now)
 	if err != nil {
 		w.t.Fatalf("completing tick %s: %v", task.StepID, err)
@@ -262,12 +261,7 @@ do:
 	for _, tk := range w.tasks {
 		task = tk
 	}
-	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*task}, "worker", w.now, time.Minute)
-	if !ok {
-		t.Fatal("not delivered")
-	}
-	w.apply(ch)
-	task = w.tasks[task.StepID]
+	task = w.deliver(task.StepID)
 	_, err := w.env.CompleteTask(w.c, w.inst, task, task.Lease, json.RawMessage(`"`+strings.Repeat("x", 3000)+`"`), NextLease{}, w.now)
 	if !errors.Is(err, workflow.ErrStateTooLarge) {
 		t.Fatalf("an oversize output: %v", err)
@@ -349,12 +343,7 @@ do:
 	if task.Queue != store.QueueChild {
 		t.Fatalf("the first task is %+v", task)
 	}
-	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*task}, "worker", w.now, time.Minute)
-	if !ok {
-		t.Fatal("not delivered")
-	}
-	w.apply(ch)
-	task = w.tasks[task.StepID]
+	task = w.deliver(task.StepID)
 	ch, err := w.env.FailForLimit(w.c, w.inst, task, task.Lease, DescendantLimitError("root-1", 7), w.now)
 	if err != nil {
 		t.Fatal(err)

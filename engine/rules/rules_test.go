@@ -49,10 +49,10 @@ func TestStartWithQueuedTaskNotifiesWorkers(t *testing.T) {
 func TestCompletionSchedulesDependentsAndSettlesCompleted(t *testing.T) {
 	w := started(t, diamond, `{"n": 7}`)
 	w.deliver("a")
-	if w.step("a").Attempts != 1 {
-		t.Errorf("a's attempts after its delivery = %d, want 1", w.step("a").Attempts)
-	}
 	ch := w.complete("a", `{"x": 1}`)
+	if w.step("a").Attempts != 1 {
+		t.Errorf("a's attempts after its completion = %d, want 1", w.step("a").Attempts)
+	}
 	if ch.Cause != `step "a" completed (attempt 1)` || !ch.Notify {
 		t.Errorf("completion: cause %q, notify %v", ch.Cause, ch.Notify)
 	}
@@ -77,43 +77,9 @@ func TestCompletionSchedulesDependentsAndSettlesCompleted(t *testing.T) {
 	w.wantStatus(workflow.StatusCompleted)
 }
 
-func TestDeliverCountsTheAttemptAndLeasesWithAFreshToken(t *testing.T) {
-	w := started(t, `
-name: t
-steps:
-  - {id: a, type: task, handler: h, timeout: 5s}
-`, `{}`)
-	before := w.inst.State.Steps["a"].Attempts
-	task := *w.tasks["a"]
-	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{task}, "worker", t0, 30*time.Second)
-	if !ok || len(ch.Update) != 1 {
-		t.Fatalf("deliver: %+v, %v", ch, ok)
-	}
-	got := ch.Update[0]
-	if got.Task.Status != store.TaskLeased || got.Task.Attempt != 1 || got.Task.Lease == "" || got.Task.LeaseOwner != "worker" || got.Guard != store.GuardOf(&task) {
-		t.Errorf("leased task: %+v", got)
-	}
-	// The step timeout bounds the attempt: the lease ends with it.
-	if !got.Task.AttemptDeadline.Equal(t0.Add(5*time.Second)) || !got.Task.LeaseUntil.Equal(t0.Add(5*time.Second)) {
-		t.Errorf("lease until %v, attempt deadline %v", got.Task.LeaseUntil, got.Task.AttemptDeadline)
-	}
-	if ch.State.Steps["a"].Attempts != 1 || w.inst.State.Steps["a"].Attempts != before {
-		t.Errorf("the delivery counts in a copy of the state: new %d, shared %d", ch.State.Steps["a"].Attempts, w.inst.State.Steps["a"].Attempts)
-	}
-	if ch.Cause != `deliver step "a" attempt 1` {
-		t.Errorf("cause %q", ch.Cause)
-	}
-}
-
-func TestTimerDeliveryChangesNoState(t *testing.T) {
-	env := testEnv()
-	task := store.Task{ID: "t", StepID: "s", Queue: store.QueueSleep, Status: store.TaskQueued, MaxAttempts: 1}
-	if !IsTimer(task.Queue) || IsTimer("h") {
-		t.Fatal("IsTimer")
-	}
-	env.DeliverTimer(&task, "w", t0, time.Second)
-	if task.Status != store.TaskLeased || task.Attempt != 1 || !task.LeaseUntil.Equal(t0.Add(time.Second)) || !task.AttemptDeadline.IsZero() {
-		t.Errorf("timer lease: %+v", task)
+func TestIsTimer(t *testing.T) {
+	if !IsTimer(store.QueueSleep) || !IsTimer(store.QueueTick) || IsTimer("h") || IsTimer(store.QueueHTTP) {
+		t.Error("IsTimer: sleeps and ticks are timers, a handler's and the http queue are not")
 	}
 }
 
@@ -356,9 +322,9 @@ steps:
 		t.Fatal(err)
 	}
 	w.wantStatus(workflow.StatusPaused)
-	// A queued task of a paused instance is not delivered.
-	if _, ok := w.env.Deliver(w.c, w.inst, []store.Task{*w.tasks["b"]}, "w", t0, time.Second); ok {
-		t.Error("a paused instance's queued task was delivered")
+	// A queued task of a paused instance is held: no claim takes it.
+	if !Held(w.inst.Status, w.tasks["b"].Queue) {
+		t.Error("a paused instance's queued task is not held")
 	}
 	// The completion of a leased task is recorded; nothing new runs.
 	w.complete("a", `1`)

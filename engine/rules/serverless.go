@@ -39,10 +39,6 @@ func (serverless) ChildDefinition(inst *workflow.Instance, step string) string {
 // timer, which the machine then resumes with.
 func (serverless) completesStepsFromOutside() bool { return false }
 
-// countsAttemptsInState: a delivery writes no version, only a finished
-// task does.
-func (serverless) countsAttemptsInState() bool { return false }
-
 // start starts the machine; a document that waits for nothing settles in
 // a second version.
 func (l serverless) start(env Env, inst *workflow.Instance, now time.Time) (Change, error) {

@@ -96,19 +96,18 @@ func (w *world) apply(ch Change) {
 	}
 }
 
-// deliver leases step's task to "worker" as a claim would.
+// deliver leases step's task to "worker" as a claim would: a QUEUED task
+// that its instance's status does not hold (Held, the flag the engine
+// stores on the row) gets its next attempt's lease, and nothing else
+// changes.
 func (w *world) deliver(step string) *store.Task {
 	w.t.Helper()
 	task := w.tasks[step]
-	if task == nil || task.Status != store.TaskQueued {
-		w.t.Fatalf("step %s has no queued task: %+v", step, task)
+	if task == nil || task.Status != store.TaskQueued || Held(w.inst.Status, task.Queue) {
+		w.t.Fatalf("step %s has no claimable task: %+v", step, task)
 	}
-	ch, ok := w.env.Deliver(w.c, w.inst, []store.Task{*task}, "worker", w.now, 30*time.Second)
-	if !ok {
-		w.t.Fatalf("delivering %s: nothing delivered", step)
-	}
-	w.apply(ch)
-	return w.tasks[step]
+	task.Deliver("worker", w.env.NewID(), w.now, 30*time.Second)
+	return task
 }
 
 // complete completes step's leased task with output.

@@ -107,45 +107,31 @@ func (q querier) ApplyEach(ctx context.Context, writes []*store.Write) ([]*workf
 
 func (q querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	start := time.Now()
-	var (
-		claimWrites []*store.ClaimWrite
-		decided     bool
-	)
-	if q.o.m != nil && claim != nil && claim.Decide != nil {
-		decide := claim.Decide
-		claim = &store.GroupClaim{Params: claim.Params, Decide: func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			var err error
-			decided = true
-			claimWrites, err = decide(locked)
-			return claimWrites, err
-		}}
-	}
 	ctx, span := q.start(ctx, "apply_group")
 	if span != nil {
 		span.SetAttributes(attribute.Int("flowd.creates", len(creates)), attribute.Int("flowd.writes", len(writes)), attribute.Bool("flowd.claim", claim != nil))
 	}
 	created, written, err := q.q.ApplyGroup(ctx, creates, writes, claim)
 	end(span, err)
-	q.observeGroup(start, err, len(creates), len(writes), claimWrites, decided)
+	leased := 0
+	if claim != nil && err == nil {
+		leased = len(claim.Claimed)
+	}
+	q.observeGroup(start, err, len(creates), len(writes), leased)
 	return created, written, err
 }
 
-func (q querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
-	start := time.Now()
-	var writes []*store.ClaimWrite
-	if q.o.m != nil {
-		inner := decide
-		decide = func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			var err error
-			writes, err = inner(locked)
-			return writes, err
-		}
-	}
+func (q querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
 	ctx, span := q.start(ctx, "claim_tasks")
-	err := q.q.ClaimTasks(ctx, p, decide)
+	claimed, err := q.q.ClaimTasks(ctx, p)
+	if span != nil && err == nil {
+		span.SetAttributes(attribute.Int("flowd.tasks", len(claimed)))
+	}
 	end(span, err)
-	q.observeClaim(start, err, writes)
-	return err
+	// A claim writes task rows, no instance: it counts for the storage
+	// gauge, not among the state updates.
+	q.noteWrite(err, len(claimed) > 0)
+	return claimed, err
 }
 
 func (q querier) Task(ctx context.Context, id string) (*store.Task, error) {

@@ -18,12 +18,9 @@ import (
 // write that missed: there is no partial result. See store.TaskQuerier.
 //
 // With a claim it is an explicit transaction in two pipelines: BEGIN, the
-// creates, the writes and the claim query (claimLockingInstancesSQL); then,
-// once decided, the claim's writes and COMMIT (finishClaim).
+// creates, the writes and the claim query (claimWithInstancesSQL); then
+// the claim's leases and COMMIT (leaseLocked).
 func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
-	if err := claim.Check(); err != nil {
-		return nil, nil, err
-	}
 	g, err := q.prepareGroup(ctx, creates, writes)
 	if err != nil {
 		return nil, nil, err
@@ -31,19 +28,15 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 	var claimSQL string
 	var claimArgv []any
 	if claim != nil {
-		p := claim.Params
-		n, args, err := claimArgs(p.Queues, p.Now, p.Limit)
+		claim.Claimed = nil
+		n, args, err := claimArgs(claim.Params)
 		if err != nil {
 			return nil, nil, err
 		}
 		if n == 0 {
-			// No queue: nothing to lock, and nothing decide may write.
-			if err := decideNothing(claim.Decide); err != nil {
-				return nil, nil, err
-			}
-			claim = nil
+			claim = nil // no queue: nothing to lock
 		} else {
-			claimSQL, claimArgv = claimLockingInstancesSQL(n, p.Limit), args
+			claimSQL, claimArgv = claimWithInstancesSQL(n, claim.Params.Limit), args
 		}
 	}
 	switch {
@@ -76,31 +69,14 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			if err != nil {
 				return err
 			}
-			locked, flow, err := gateFlow(ctx, conn, locked, claim.Params)
-			if err != nil {
-				return err
-			}
-			pws, err := q.decideClaim(ctx, conn, locked, claim.Decide, store.ActorFrom(ctx))
-			if err != nil {
-				return err
-			}
-			return finishClaim(ctx, conn, pws, flow)
+			claim.Claimed, _, err = leaseLocked(ctx, conn, locked, claim.Params, q.timestamp())
+			return err
 		})
 		if err != nil {
 			return nil, nil, err
 		}
 	}
 	return g.results()
-}
-
-// decideNothing calls decide for a claim that locked nothing: it may write
-// nothing.
-func decideNothing(decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
-	writes, err := decide([]store.Claimable{})
-	if err != nil {
-		return err
-	}
-	return store.CheckClaimWrites(nil, writes)
 }
 
 // preparedGroup is a checked ApplyGroup's statements and, once read, their

@@ -78,9 +78,9 @@ func leasedShort(keys string) string {
 }
 
 // claimLeasedSQL applies a claim's leases to the counts of their keys
-// ($1–$3 as leasedUpsert's), after the claim's writes: every write of a
-// task with a key is made or the claim raises (claimWriteFlowSQL), so the
-// change is the one of all of them.
+// ($1–$3 as leasedUpsert's), after the claim's leases: the claim leases
+// every task it locked and kept or nothing, so the change is the one of
+// all of them.
 var claimLeasedSQL = `WITH ` + leasedUpsert("$1", "$2", "$3", "WHERE true") + `)
 SELECT CASE WHEN ` + leasedShort("$1") + ` THEN ` + leasedMissed("$1") + ` END`
 
@@ -141,9 +141,6 @@ func flowMiss(msg string) (error, bool) {
 	if key, ok := strings.CutPrefix(msg, bucketMissPrefix); ok {
 		return fmt.Errorf("rate-limit key %q: %w", key, store.ErrRateBucketMoved), true
 	}
-	if id, ok := strings.CutPrefix(msg, claimMovedPrefix); ok {
-		return fmt.Errorf("workflow %q moved on during the claim of its tasks: %w", id, store.ErrFlowMiss), true
-	}
 	return nil, false
 }
 
@@ -168,25 +165,25 @@ func (f *claimFlow) report() {
 	}
 }
 
-// statements are the flow statements of a claim whose writes are pws,
-// sent after them: the buckets it took tokens from, then the leases'
+// statements are the flow statements of a claim that leases leases, sent
+// after the leases: the buckets it took tokens from, then the leases'
 // change to the keys' counts. Like every write's, a claim's flow rows are
-// the last rows it locks (after its tasks and instances), buckets and keys
+// the last rows it locks (after its tasks), buckets and keys
 // each in key order, so that writers of one key never wait on each other
 // in a cycle through them.
-func (f *claimFlow) statements(pws []*preparedClaimWrite) []pgx.QueuedQuery {
-	if len(pws) == 0 {
+func (f *claimFlow) statements(leases []store.Claimable) []pgx.QueuedQuery {
+	if len(leases) == 0 {
 		return nil // nothing leased: no token is used
 	}
 	var out []pgx.QueuedQuery
 	if f != nil && len(f.taken) > 0 {
 		out = append(out, pgx.QueuedQuery{SQL: bucketTakeSQL, Arguments: bucketTakeArgs(f.taken)})
 	}
-	var leases []*store.Task
-	for _, pw := range pws {
-		leases = append(leases, pw.w.Tasks...)
+	tasks := make([]*store.Task, len(leases))
+	for i, c := range leases {
+		tasks[i] = c.Task
 	}
-	if changes := store.LeasedChanges(nil, leases); len(changes) > 0 {
+	if changes := store.LeasedChanges(nil, tasks); len(changes) > 0 {
 		out = append(out, pgx.QueuedQuery{SQL: claimLeasedSQL, Arguments: leasedArgs(changes)})
 	}
 	return out

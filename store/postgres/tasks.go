@@ -132,10 +132,8 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // instance's status, that the status holds it); the instance is joined
 // only to be returned with its tasks (claimWithInstancesSQL).
 //
-// FOR UPDATE OF t locks task rows only, not the instance (the lock order
-// is task → instance, and a claim must not wait for an instance being
-// modified; a group's claim, claimLockingInstancesSQL, locks the instances
-// with SKIP LOCKED too); SKIP LOCKED makes concurrent claimers take different tasks,
+// FOR UPDATE OF t locks task rows only, never the instance (a claim writes
+// no instance, and must not wait for one being modified); SKIP LOCKED makes concurrent claimers take different tasks,
 // and PostgreSQL applies the inner LIMIT to the rows it locked, so a
 // claimer is never starved by rows others hold. The price: with several
 // queues or priorities up to limit tasks per queue and priority are
@@ -152,19 +150,13 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // Callers use a few shapes (one limit, one queue list per worker), so pgx's
 // statement cache holds them all; TestHotPathKeepsGenericPlans checks that
 // PostgreSQL reuses the plan.
-func claimSQL(queues, limit int) string { return claimQuery(queues, limit, "", "") }
+func claimSQL(queues, limit int) string { return claimQuery(queues, limit, "") }
 
 // claimWithInstancesSQL is claimSQL that also returns each task's instance
-// (the columns of instanceColumns, read, not locked), for ClaimTasks.
+// (the columns of instanceColumns, read, not locked), for ClaimTasks and
+// a store.GroupClaim.
 func claimWithInstancesSQL(queues, limit int) string {
-	return claimQuery(queues, limit, claimInstanceColumns, "")
-}
-
-// claimLockingInstancesSQL is claimWithInstancesSQL that also locks the
-// instances, skipping tasks whose instance another transaction holds: a
-// store.GroupClaim's query.
-func claimLockingInstancesSQL(queues, limit int) string {
-	return claimQuery(queues, limit, claimInstanceColumns, " FOR NO KEY UPDATE OF i SKIP LOCKED")
+	return claimQuery(queues, limit, claimInstanceColumns)
 }
 
 const claimInstanceColumns = `,
@@ -173,7 +165,7 @@ const claimInstanceColumns = `,
 		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline,
 		i.parent_id AS i_parent_id, i.parent_step AS i_parent_step, i.parent_index AS i_parent_index, i.traceparent AS i_traceparent, i.priority AS i_priority`
 
-func claimQuery(queues, limit int, extra, lockInstances string) string {
+func claimQuery(queues, limit int, extra string) string {
 	join := ""
 	if extra != "" {
 		join = " JOIN workflow_instances i ON i.id = t.instance_id"
@@ -205,7 +197,7 @@ CROSS JOIN LATERAL (
 		AND NOT t.held`+claimFlowFilter+`
 	ORDER BY t.run_at, t.id COLLATE "C"
 	LIMIT %[3]d
-	FOR UPDATE OF t SKIP LOCKED`+lockInstances+`
+	FOR UPDATE OF t SKIP LOCKED
 ) c
 ORDER BY c.priority DESC, c.run_at, c.id COLLATE "C"
 LIMIT %[3]d`, qs.String(), ps.String(), limit)
@@ -424,18 +416,18 @@ func (q *querier) TasksOfInstance(ctx context.Context, instanceID string) ([]*st
 	return q.queryTasks(ctx, tasksOfInstanceSQL, instanceID)
 }
 
-// claimArgs checks a claim's arguments and returns how many distinct queues
-// it names (0: nothing to claim) and the claim query's arguments.
-func claimArgs(queues []string, now time.Time, limit int) (int, []any, error) {
-	if err := checkLimit(limit); err != nil {
+// claimArgs checks a claim's parameters and returns how many distinct
+// queues it names (0: nothing to claim) and the claim query's arguments.
+func claimArgs(p store.ClaimParams) (int, []any, error) {
+	if err := p.Check(); err != nil {
 		return 0, nil, err
 	}
-	if len(queues) > store.MaxClaimQueues {
-		return 0, nil, fmt.Errorf("%w: %d queues, at most %d may be claimed from at once", store.ErrInvalidArgument, len(queues), store.MaxClaimQueues)
+	if err := checkText("the lease owner", p.Owner); err != nil {
+		return 0, nil, err
 	}
-	args := make([]any, 1, 1+len(queues))
-	args[0] = store.Timestamp(now)
-	for _, queue := range queues {
+	args := make([]any, 1, 1+len(p.Queues))
+	args[0] = store.Timestamp(p.Now)
+	for _, queue := range p.Queues {
 		if err := checkText("queue", queue); err != nil {
 			return 0, nil, err
 		}

@@ -9,14 +9,16 @@ import (
 )
 
 // ApplyGroup writes creates and writes (in store.GroupOrder) and then makes
-// the claim, in one write transaction; any failure or
-// miss rolls all of it back. The creates' and writes' tasks and the claim's
-// writes are filled in only when all of it is written. Nothing else writes
-// meanwhile, so the claim's instances need no lock of their own. See
-// store.TaskQuerier.
+// the claim, in one write transaction; any failure or miss of a create or
+// write rolls all of it back, a miss of the claim's flow guards leaves the
+// claim out. The creates' and writes' tasks and the claim's leases are
+// filled in only when all of it is written. See store.TaskQuerier.
 func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
-	if err := claim.Check(); err != nil {
-		return nil, nil, err
+	if claim != nil {
+		claim.Claimed = nil
+		if err := claim.Params.Check(); err != nil {
+			return nil, nil, err
+		}
 	}
 	n := len(creates) + len(writes)
 	// Each create fills in copies of its tasks.
@@ -43,7 +45,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 	}
 	created := make([]*workflow.Instance, len(creates))
 	written := make([]*workflow.Instance, len(writes))
-	var claimed []claimDone
+	var claimed []store.Claimable
 	before := store.GroupOrder(creates, writes)
 	err := q.write(ctx, func(c dbtx) error {
 		tq := q.on(c)
@@ -78,7 +80,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			return nil
 		}
 		var err error
-		claimed, err = q.claimOn(ctx, c, claim.Params, claim.Decide)
+		claimed, _, err = q.claimOn(ctx, c, claim.Params)
 		return err
 	})
 	if err != nil {
@@ -92,8 +94,8 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 	for _, pa := range pas {
 		pa.fill()
 	}
-	for _, f := range claimed {
-		f.report()
+	if claim != nil {
+		claim.Claimed = claimed
 	}
 	return created, written, nil
 }

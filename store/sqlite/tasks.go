@@ -374,35 +374,40 @@ func scanTask(row scanner) (*store.Task, error) {
 	return &t, nil
 }
 
-// ClaimTasks locks the claimable tasks, reads their instances, lets decide
-// choose the writes and makes them, in one write transaction; see
-// store.TaskQuerier. Nothing else writes meanwhile, so
-// only a wrong ExpectedVersion makes a write miss.
-func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) error {
-	if decide == nil {
-		return fmt.Errorf("%w: nil decide function", store.ErrInvalidArgument)
+// ClaimTasks leases the claimable tasks in one write transaction; see
+// store.TaskQuerier. Nothing else writes meanwhile, so what the claim
+// reads is what it writes on.
+func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
-	var done []claimDone
+	var (
+		claimed []store.Claimable
+		leftOut bool
+	)
 	err := q.write(ctx, func(c dbtx) error {
 		var err error
-		done, err = q.claimOn(ctx, c, p, decide)
+		claimed, leftOut, err = q.claimOn(ctx, c, p)
 		return err
 	})
-	if err != nil {
-		return err
+	switch {
+	case err != nil:
+		return nil, err
+	case leftOut:
+		return nil, fmt.Errorf("claim: %w", store.ErrFlowMiss)
 	}
-	for _, f := range done {
-		f.report()
-	}
-	return nil
+	return claimed, nil
 }
 
-// claimOn is ClaimTasks on c, inside the write transaction the caller holds;
-// the caller reports what it returns once that is committed.
-func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, decide func([]store.Claimable) ([]*store.ClaimWrite, error)) ([]claimDone, error) {
+// claimOn is ClaimTasks on c, inside the write transaction the caller
+// holds: it locks nothing (the transaction is the only writer), keeps the
+// tasks their flow control lets go, leases them (store.Task.Deliver) and
+// writes the leases with their flow rows. leftOut reports a claim left
+// out by a flow guard's miss: nothing leased.
+func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams) (claimed []store.Claimable, leftOut bool, err error) {
 	tasks, err := claimable(ctx, c, p.Queues, p.Now, p.Limit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	locked := make([]store.Claimable, len(tasks))
 	insts := map[string]*workflow.Instance{}
@@ -410,180 +415,93 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams, deci
 		inst := insts[t.InstanceID]
 		if inst == nil {
 			if inst, err = getInstance(ctx, c, t.InstanceID); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			insts[t.InstanceID] = inst
 		}
 		locked[i] = store.Claimable{Task: t, Instance: inst}
 	}
-	locked, taken, held, err := gateFlowOn(ctx, c, locked, p)
+	kept, taken, held, err := gateFlowOn(ctx, c, locked, p)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	writes, err := decide(locked)
-	if err != nil {
-		return nil, err
+	now := q.timestamp()
+	leases := make([]*store.Task, len(kept))
+	for i, cl := range kept {
+		t := cl.Task
+		t.Deliver(p.Owner, store.NewID(), p.Now, p.Lease)
+		// As stored: the database keeps microseconds.
+		t.LeaseUntil, t.AttemptDeadline = store.Timestamp(t.LeaseUntil), store.Timestamp(t.AttemptDeadline)
+		t.UpdatedAt = time.UnixMicro(now).UTC()
+		leases[i] = t
 	}
-	if err := store.CheckClaimWrites(locked, writes); err != nil {
-		return nil, err
+	if leftOut, err = writeLeases(ctx, c, leases, taken, now); err != nil || leftOut {
+		return nil, leftOut, err
 	}
-	done, leftOut, err := q.claimWrites(ctx, c, writes, insts, taken)
-	if err != nil {
-		return nil, err
-	}
-	if p.OnHeldBack != nil && held.Any() && !leftOut {
+	if p.OnHeldBack != nil && held.Any() {
 		p.OnHeldBack(held)
 	}
-	return done, nil
+	return kept, false, nil
 }
 
-// claimWrites makes a claim's writes with their flow control; leftOut
-// reports a claim left out by a flow guard's miss (none of its writes
-// made). A claim with flow control makes its writes after a savepoint and
-// rolls back to it on a miss, so that what the transaction wrote before (a
+// writeLeases writes a claim's leases with their flow rows: the buckets
+// it took tokens from and the leases' change to their keys' LEASED counts.
+// A claim with flow rows writes after a savepoint and rolls back to it on
+// a guard's miss (leftOut), so that what the transaction wrote before (a
 // group's writes) stays.
-func (q *querier) claimWrites(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, taken []store.BucketTake) (done []claimDone, leftOut bool, err error) {
-	if len(writes) == 0 {
-		return nil, false, nil
+func writeLeases(ctx context.Context, c dbtx, leases []*store.Task, taken []store.BucketTake, now int64) (leftOut bool, err error) {
+	if len(leases) == 0 {
+		return false, nil
 	}
-	var leases []*store.Task
-	for _, w := range writes {
-		leases = append(leases, w.Tasks...)
-	}
-	if len(taken) == 0 && len(store.LeasedChanges(nil, leases)) == 0 {
-		done, err := writeClaims(ctx, c, writes, insts, q.timestamp())
-		return done, false, err
+	changes := store.LeasedChanges(nil, leases)
+	if len(taken) == 0 && len(changes) == 0 {
+		return false, leaseTasks(ctx, c, leases, now)
 	}
 	if _, err := c.ExecContext(ctx, "SAVEPOINT "+claimSavepoint); err != nil {
-		return nil, false, interpretError(ctx, err)
+		return false, interpretError(ctx, err)
 	}
-	done, err = claimWithFlow(ctx, c, writes, insts, q.timestamp(), taken)
+	err = storeBuckets(ctx, c, taken)
+	if err == nil {
+		err = leaseTasks(ctx, c, leases, now)
+	}
+	if err == nil {
+		err = applyLeased(ctx, c, changes)
+	}
 	if errors.Is(err, store.ErrFlowMiss) {
 		if _, err := c.ExecContext(ctx, "ROLLBACK TO "+claimSavepoint); err != nil {
-			return nil, false, interpretError(ctx, err)
-		}
-		done = make([]claimDone, len(writes))
-		for i, w := range writes {
-			done[i] = claimDone{report: func() { w.Written, w.Instance = false, nil }}
+			return false, interpretError(ctx, err)
 		}
 		leftOut, err = true, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	if _, err := c.ExecContext(ctx, "RELEASE "+claimSavepoint); err != nil {
-		return nil, false, interpretError(ctx, err)
+		return false, interpretError(ctx, err)
 	}
-	return done, leftOut, nil
+	return leftOut, nil
 }
 
 // claimSavepoint is the savepoint of a claim with flow control.
 const claimSavepoint = "flowd_claim"
 
-// claimWithFlow makes a claim's writes with their flow control: the
-// buckets it took tokens from, and the writes' leases applied to the
-// LEASED counts of their keys (the writes actually made).
-func claimWithFlow(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, now int64, taken []store.BucketTake) ([]claimDone, error) {
-	if err := storeBuckets(ctx, c, taken); err != nil {
-		return nil, err
-	}
-	done, err := writeClaims(ctx, c, writes, insts, now)
-	if err != nil {
-		return nil, err
-	}
-	var leases []*store.Task
-	for i, w := range writes {
-		if done[i].made {
-			leases = append(leases, w.Tasks...)
-		}
-	}
-	return done, applyLeased(ctx, c, store.LeasedChanges(nil, leases))
-}
-
-// writeClaims makes a claim's writes, in order.
-func writeClaims(ctx context.Context, c dbtx, writes []*store.ClaimWrite, insts map[string]*workflow.Instance, now int64) ([]claimDone, error) {
-	done := make([]claimDone, 0, len(writes))
-	for _, w := range writes {
-		id := w.Tasks[0].InstanceID
-		f, err := claimWrite(ctx, c, w, insts[id], now)
-		if err != nil {
-			return nil, err
-		}
-		done = append(done, f)
-		if w.SetState && f.written != nil {
-			// A later write of the same instance starts from this one.
-			insts[id] = f.written
-		}
-	}
-	return done, nil
-}
-
-// claimDone is a made or skipped ClaimWrite: report tells the caller once
-// the transaction is committed; written is the instance as written.
-type claimDone struct {
-	report  func()
-	written *workflow.Instance
-	made    bool
-}
-
-// claimWrite makes one ClaimWrite on c; read is its instance as it is now
-// in this transaction.
-func claimWrite(ctx context.Context, c dbtx, w *store.ClaimWrite, read *workflow.Instance, now int64) (claimDone, error) {
-	at := time.UnixMicro(now).UTC()
-	var written *workflow.Instance
-	skipped := claimDone{report: func() { w.Written, w.Instance = false, nil }}
-	if w.SetState {
-		if read.Version != w.ExpectedVersion || read.Status != workflow.StatusRunning {
-			return skipped, nil
-		}
-		state, err := marshalState(w.State)
-		if err != nil {
-			return claimDone{}, err
-		}
-		prev, err := priorState(ctx, c, read.ID)
-		if err != nil {
-			return claimDone{}, err
-		}
-		res, err := c.ExecContext(ctx,
-			`UPDATE workflow_instances SET state = ?1, version = version + 1, updated_at = ?2 WHERE id = ?3 AND version = ?4 AND status = 'RUNNING'`,
-			state, now, read.ID, w.ExpectedVersion)
-		if err != nil {
-			return claimDone{}, interpretError(ctx, err)
-		}
-		// Not reached: read is the instance as this transaction sees it.
-		if err := oneRow(res, fmt.Sprintf("claim of workflow %q", read.ID)); err != nil {
-			return claimDone{}, err
-		}
-		if err := appendHistory(ctx, c, read.ID, w.Cause, store.ActorFrom(ctx), prev); err != nil {
-			return claimDone{}, err
-		}
-		inst := *read
-		inst.State, inst.Version, inst.UpdatedAt = w.State, read.Version+1, at
-		written = &inst
-	}
-	for _, t := range w.Tasks {
+// leaseTasks writes the leases of tasks the claim read QUEUED.
+func leaseTasks(ctx context.Context, c dbtx, leases []*store.Task, now int64) error {
+	for _, t := range leases {
 		res, err := c.ExecContext(ctx,
 			`UPDATE workflow_tasks SET status = 'LEASED', attempt = ?2, lease = ?3, lease_owner = ?4, lease_until = ?5,
 			attempt_deadline = ?6, updated_at = ?7
 			WHERE id = ?1 AND status = 'QUEUED'`,
 			t.ID, t.Attempt, t.Lease, t.LeaseOwner, micros(t.LeaseUntil), zeroNullMicros(t.AttemptDeadline), now)
 		if err != nil {
-			return claimDone{}, fmt.Errorf("task %q: %w", t.ID, interpretError(ctx, err))
+			return fmt.Errorf("task %q: %w", t.ID, interpretError(ctx, err))
 		}
+		// Not reached: the claim read the task QUEUED in this transaction.
 		if err := oneRow(res, fmt.Sprintf("claim of task %q", t.ID)); err != nil {
-			return claimDone{}, err
+			return err
 		}
 	}
-	return claimDone{written: written, made: true, report: func() {
-		for _, t := range w.Tasks {
-			t.LeaseUntil = store.Timestamp(t.LeaseUntil)
-			if !t.AttemptDeadline.IsZero() {
-				t.AttemptDeadline = store.Timestamp(t.AttemptDeadline)
-			}
-			t.UpdatedAt = at
-		}
-		w.Written, w.Instance = true, written
-	}}, nil
+	return nil
 }
 
 // on returns a querier whose reads and writes run on c, inside the write
