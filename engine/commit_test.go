@@ -150,7 +150,7 @@ func (c *commitCounter) Apply(ctx context.Context, w *store.Write) (*workflow.In
 }
 
 // checkChainRun checks a completed chainDef workflow started with input n:
-// one claim, each step completed once at attempt 1 (contiguous history), and
+// each step completed once at attempt 1 (contiguous history), and
 // c's output rendered from b's. It returns the history causes.
 func checkChainRun(t *testing.T, n *node, done *workflow.Instance, input int) []string {
 	t.Helper()
@@ -158,7 +158,7 @@ func checkChainRun(t *testing.T, n *node, done *workflow.Instance, input int) []
 	for _, h := range n.checkHistory(done) {
 		causes = append(causes, h.Cause)
 	}
-	want := []string{"start", `deliver step "a" attempt 1`, `step "a" completed (attempt 1)`,
+	want := []string{"start", `step "a" completed (attempt 1)`,
 		`step "b" completed (attempt 1)`, `step "c" completed (attempt 1)`}
 	if strings.Join(causes, "|") != strings.Join(want, "|") {
 		t.Errorf("%s: history causes %q, want %q", done.ID, causes, want)
@@ -316,7 +316,8 @@ func (s *batchingStore) ApplyGroup(ctx context.Context, creates []store.CreatePa
 
 // Completions that wait at the same time are written in one transaction, and
 // each workflow still ends exactly as it would alone: every completion
-// applied once (version 4: start, claim, three completions), outputs right.
+// applied once (version 3: start and three completions; a claim writes
+// none), outputs right.
 // When a batch fails, its completions are written one by one instead.
 func TestCompletionsAreGroupCommitted(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
@@ -337,8 +338,8 @@ func TestCompletionsAreGroupCommitted(t *testing.T) {
 			for i := range workflows {
 				done := n.waitStatus(fmt.Sprintf("g-%02d", i), workflow.StatusCompleted, 20*time.Second)
 				n.checkHistory(done)
-				if done.Version != 4 {
-					t.Errorf("%s: %s ended at version %d, want 4", mode, done.ID, done.Version)
+				if done.Version != 3 {
+					t.Errorf("%s: %s ended at version %d, want 3", mode, done.ID, done.Version)
 				}
 				if got, want := output(t, done, "c"), fmt.Sprintf(`{"prev":%d,"text":"n=%d"}`, i, i); got != want {
 					t.Errorf("%s: %s: c's output = %s, want %s", mode, done.ID, got, want)

@@ -72,7 +72,13 @@ const instanceBaseColumns = "id, definition, status, state, input, version, crea
 // parameters, made in Go by historyEntry from the states it read; JSON goes
 // in as text parameters with explicit ::jsonb casts.
 const (
-	getSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1`
+	// getSQL reads the instance with the attempts its leased tasks run
+	// (store.ShowAttemptsInFlight), through the partial index of leased
+	// tasks of steps without foreach.
+	getSQL = `SELECT ` + instanceColumns + `, l.steps, l.attempts FROM workflow_instances
+LEFT JOIN LATERAL (SELECT array_agg(t.step_id) AS steps, array_agg(t.attempt) AS attempts FROM workflow_tasks t
+	WHERE t.instance_id = $1 AND t.status = 'LEASED' AND t.iteration = 0) l ON true
+WHERE id = $1`
 
 	// historySQL reads from the snapshot that version $2's row starts from
 	// (a patch row's first element; a snapshot is its own) up to $2 + $3
@@ -190,17 +196,22 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 
 // Get returns the instance or store.ErrNotFound.
 func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
-	return q.getRow(ctx, getSQL, id)
-}
-
-func (q *querier) getRow(ctx context.Context, sql, id string) (*workflow.Instance, error) {
 	if !storableText(id) {
 		return nil, store.NotFound(id)
 	}
-	inst, err := scanInstance(q.db.QueryRow(ctx, sql, id))
+	var (
+		steps    []string
+		attempts []int32
+	)
+	inst, err := scanInstance(extraColumns{q.db.QueryRow(ctx, getSQL, id), []any{&steps, &attempts}})
 	if err != nil {
 		return nil, interpretError(err, id)
 	}
+	inFlight := make(map[string]int, len(steps))
+	for i, s := range steps {
+		inFlight[s] = int(attempts[i])
+	}
+	store.ShowAttemptsInFlight(&inst.State, inFlight)
 	return inst, nil
 }
 

@@ -111,7 +111,32 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 
 // Get returns the instance, or ErrNotFound.
 func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
-	return getInstance(ctx, q.read, id)
+	inst, err := getInstance(ctx, q.read, id)
+	if err != nil {
+		return nil, err
+	}
+	// The attempts its leased tasks run (store.ShowAttemptsInFlight),
+	// through the partial index of leased tasks of steps without foreach.
+	inFlight := map[string]int{}
+	rows, err := q.read.QueryContext(ctx,
+		`SELECT step_id, attempt FROM workflow_tasks WHERE instance_id = ?1 AND status = 'LEASED' AND iteration = 0`, id)
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	err = scanRows(rows, func(rows *sql.Rows) error {
+		var (
+			step    string
+			attempt int
+		)
+		err := rows.Scan(&step, &attempt)
+		inFlight[step] = attempt
+		return err
+	})
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	store.ShowAttemptsInFlight(&inst.State, inFlight)
+	return inst, nil
 }
 
 // List returns one page of instances, newest first, with keyset pagination on

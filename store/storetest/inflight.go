@@ -1,0 +1,57 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// Conformance of what a read of an instance shows of the attempts in
+// flight: a claim leases task rows and writes no version, so the state
+// as stored counts an attempt from the version that ends it, and Get
+// shows the attempt each RUNNING step's leased task runs.
+
+var inFlightTests = []conformanceTest{
+	{"Get_attemptsInFlight", testGetAttemptsInFlight},
+}
+
+func testGetAttemptsInFlight(t *testing.T, h Harness) {
+	b := setup(t, h)
+	state := workflow.State{Steps: map[string]*workflow.StepState{
+		"a": {Status: workflow.StepRunning, Attempts: 1},
+		"e": {Status: workflow.StepRunning},
+		"q": {Status: workflow.StepRunning},
+	}}
+	NewInstance(t, b.s, store.CreateParams{ID: "p", Status: workflow.StatusRunning, State: state})
+	due := clockStart.Add(-time.Minute)
+	a := withID("ta", newTask("p", "a", "q", due))
+	a.Attempt = 1 // its second attempt is next
+	e := withID("te", newTask("p", "e", "q", due))
+	e.Iteration = 1 // an iteration's attempts are its own
+	queued := withID("tq", newTask("p", "q", "q", clockStart.Add(time.Hour)))
+	b.insertTasks(t, a, e, queued)
+	before := b.get(t, "p")
+	hist, err := b.s.History(b.ctx, "p", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := b.s.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10, Owner: "w", Lease: time.Hour})
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("claim: %d tasks, %v; want ta and te", len(claimed), err)
+	}
+	got := b.get(t, "p")
+	if got.Version != before.Version {
+		t.Errorf("the claim wrote version %d of the instance, want it left at %d", got.Version, before.Version)
+	}
+	for step, want := range map[string]int{"a": 2, "e": 0, "q": 0} {
+		if n := got.State.Steps[step].Attempts; n != want {
+			t.Errorf("step %s shows %d attempts, want %d", step, n, want)
+		}
+	}
+	after, err := b.s.History(b.ctx, "p", 0, 0)
+	if err != nil || len(after) != len(hist) {
+		t.Errorf("history: %d entries after the claim (%v), want %d", len(after), err, len(hist))
+	}
+}
