@@ -116,11 +116,13 @@ const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, 
 // return rows in run_at order across several queues (PostgreSQL would read
 // and sort all the due tasks of every queue asked for: about a second per
 // claim with 200,000 queued tasks), so the LATERAL subquery walks the
-// partial claim index (status = 'QUEUED' matches its predicate, queue,
-// priority and run_at are its columns) once per queue and priority (1–5,
-// each an equality, so that run_at <= $1 bounds the range and the scan
-// stops after limit rows or the last due task, never walking a
-// priority's future timers), in run_at order, each instance found through
+// partial claim index (status = 'QUEUED' matches its predicate; its
+// columns are queue, priority, run_at and id COLLATE "C", the whole
+// delivery order, so that no sort is needed, even among the many tasks a
+// backlog started at once shares one run_at with) once per queue and
+// priority (1–5, each an equality, so that run_at <= $1 bounds the range
+// and the scan stops after limit rows or the last due task, never walking
+// a priority's future timers), in delivery order, each instance found through
 // its primary key; the outer query merges them and keeps the limit tasks
 // of highest priority, oldest first. The highest priority queued in each
 // queue is read first (one descent of the index, backwards; OFFSET 0 keeps

@@ -139,8 +139,10 @@ func (q *querier) TasksOfInstance(ctx context.Context, instanceID string) ([]*st
 // claimSQL selects the claimable tasks. It is the engine's hot path, so it
 // reads at most limit index entries per queue, whatever the backlog:
 //   - for each distinct queue of the JSON array ?1, the correlated subquery
-//     walks the partial index workflow_tasks_claim_idx (queue, run_at) in
-//     run_at order (the literal status = 'QUEUED' is what lets SQLite use a
+//     walks the partial index workflow_tasks_claim_idx (queue, priority,
+//     run_at, id: the whole delivery order, no sort even among tasks that
+//     share a run_at) once per priority, in run_at and id order (the
+//     literal status = 'QUEUED' is what lets SQLite use a
 //     partial index; INDEXED BY makes the statement fail rather than scan if
 //     an edit ever breaks that) and looks up each task's instance by primary
 //     key (CROSS JOIN keeps the task as the outer loop), stopping at limit
