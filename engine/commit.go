@@ -214,9 +214,7 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 			ws[i] = r.w
 		}
 		if len(claimers) > 0 {
-			p := e.claimParams(claimers[0].claim, e.clock(), len(claimers))
-			p.Owner, p.Lease = e.node, e.lease
-			claim = &store.GroupClaim{Params: p}
+			claim = &store.GroupClaim{Params: e.claimParams(claimers[0].claim, e.clock(), len(claimers), e.node, e.lease)}
 		}
 		if insts, written, err := e.st.ApplyGroup(ctx, ps, ws, claim); err == nil {
 			var next []leased

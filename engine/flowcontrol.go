@@ -17,9 +17,10 @@ import (
 // other nodes.
 
 // claimParams are the parameters of a claim of queues at now, at most
-// limit tasks.
-func (e *Engine) claimParams(queues []string, now time.Time, limit int) store.ClaimParams {
-	return store.ClaimParams{Queues: queues, Now: now, Limit: limit, OnHeldBack: e.heldBack}
+// limit tasks leased to owner for lease, whose held-back tasks are
+// counted and waited for (heldBack).
+func (e *Engine) claimParams(queues []string, now time.Time, limit int, owner string, lease time.Duration) store.ClaimParams {
+	return store.ClaimParams{Queues: queues, Now: now, Limit: limit, Owner: owner, Lease: lease, OnHeldBack: e.heldBack}
 }
 
 // heldBack counts what a claim's keys held back and, when a rate limit

@@ -41,9 +41,7 @@ func (e *Engine) countClaimed(n int) {
 
 // claimOnce is one claim transaction.
 func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]leased, error) {
-	p := e.claimParams(queues, e.clock(), limit)
-	p.Owner, p.Lease = owner, lease
-	claimed, err := e.st.ClaimTasks(ctx, p)
+	claimed, err := e.st.ClaimTasks(ctx, e.claimParams(queues, e.clock(), limit, owner, lease))
 	if err != nil {
 		// The leases may have committed and only the answer been lost: the
 		// tasks stored under the leases given are this worker's to run;
