@@ -67,7 +67,7 @@ func CheckLegacyHeld(t *testing.T, s store.Querier) {
 	now := time.Now()
 	claimable := func() []string {
 		t.Helper()
-		tasks, err := Claimable(ctx, s, queues, now, 100)
+		tasks, err := Claim(ctx, s, queues, now, 100)
 		if err != nil {
 			t.Fatalf("claim: %v", err)
 		}
