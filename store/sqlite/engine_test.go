@@ -396,7 +396,10 @@ func TestEngineErrors(t *testing.T) {
 
 	// Queues are data: a repeated queue returns its tasks once, an empty
 	// list nothing, and a queue name that looks like SQL or JSON is a name.
-	// Each claim leases the task inserted for it.
+	// Each claim leases the task inserted for it, once t1 is leased.
+	if got, err := storetest.Claim(ctx, s, []string{"q"}, t0, 10); err != nil || len(got) != 1 || got[0].ID != "t1" {
+		t.Fatalf("claim(q) = %v, %v; want [t1]", got, err)
+	}
 	for i, queues := range [][]string{{"q", "q"}, {"q", `"]`, `') OR 1=1 --`, "q"}} {
 		id := fmt.Sprintf("queues%d", i)
 		if err := insert(task(id, id)); err != nil {
