@@ -30,15 +30,6 @@ func (b *bundle) tasksUnchanged(t testing.TB, eq store.TaskQuerier, what string,
 	}
 }
 
-// pick returns the tasks with these ids, in this order.
-func pick(all map[string]*store.Task, ids ...string) []*store.Task {
-	out := make([]*store.Task, len(ids))
-	for i, id := range ids {
-		out[i] = all[id]
-	}
-	return out
-}
-
 // held marks tk held (store.Task.Held), as the engine marks the tasks its
 // instance's status holds, and returns it.
 func held(tk *store.Task) *store.Task { tk.Held = true; return tk }
@@ -107,55 +98,53 @@ func (b *bundle) claimIDs(t testing.TB, eq store.TaskQuerier, queues []string, n
 // store's clock.
 func testTasksClaimFilters(t *testing.T, h Harness) {
 	every := []string{"q1", "q3", store.QueueHTTP, store.QueueSleep}
-	notClaimable := []string{"late", "leased", "finished", "failedtask", "p-q1", "p-http",
-		"pending-q1", "pending-sleep", "done-q1", "done-sleep", "failed-q1", "failed-sleep", "timedout-q1", "timedout-sleep"}
-	t.Run("limits", func(t *testing.T) {
-		b := setup(t, h)
-		eq := b.engine(t)
-		all := b.newClaimFixture(t, eq)
-		b.clock.Set(clockStart.Add(time.Hour))
-		for _, c := range []struct {
-			limit int
-			want  []string
-		}{
-			{1, []string{"q3"}},
-			{3, []string{"sleep-run", "p-sleep", "c1"}},
-			{100, []string{"c2", "c3a", "c3b", "c4"}},
-			{100, []string{}},
-		} {
-			if got := b.claimIDs(t, eq, every, clockStart, c.limit); !slices.Equal(got, c.want) {
-				t.Errorf("claim(every queue, limit %d) = %v, want %v", c.limit, got, c.want)
-			}
-		}
-		for _, id := range notClaimable {
-			assertTask(t, "task "+id+", not claimable", all[id], b.lockTask(t, eq, id))
-		}
-	})
-	t.Run("queues and now", func(t *testing.T) {
-		b := setup(t, h)
-		eq := b.engine(t)
-		all := b.newClaimFixture(t, eq)
-		b.clock.Set(clockStart.Add(time.Hour))
-		for _, c := range []struct {
-			queues []string
-			now    time.Time
-			want   []string
-		}{
-			{[]string{"nope"}, clockStart, []string{}},
-			{[]string{"Q1"}, clockStart, []string{}},
-			{[]string{store.QueueHTTP}, clockStart, []string{"c2"}},
-			{[]string{store.QueueSleep}, clockStart, []string{"sleep-run", "p-sleep"}},
+	unclaimable := []string{"leased", "finished", "failedtask", "p-q1", "p-http", "pending-q1", "pending-sleep",
+		"done-q1", "done-sleep", "failed-q1", "failed-sleep", "timedout-q1", "timedout-sleep"}
+	type claim struct {
+		queues []string
+		now    time.Time
+		limit  int
+		want   []string
+	}
+	// Each sequence of claims runs on a fixture of its own: a claim leases
+	// what it takes.
+	for _, seq := range []struct {
+		name      string
+		claims    []claim
+		untouched []string
+	}{
+		{"limits", []claim{
+			{every, clockStart, 1, []string{"q3"}},
+			{every, clockStart, 3, []string{"sleep-run", "p-sleep", "c1"}},
+			{every, clockStart, 100, []string{"c2", "c3a", "c3b", "c4"}},
+			{every, clockStart, 100, []string{}},
+		}, append([]string{"late"}, unclaimable...)},
+		{"queues and now", []claim{
+			{[]string{"nope"}, clockStart, 100, []string{}},
+			{[]string{"Q1"}, clockStart, 100, []string{}},
+			{[]string{store.QueueHTTP}, clockStart, 100, []string{"c2"}},
+			{[]string{store.QueueSleep}, clockStart, 100, []string{"sleep-run", "p-sleep"}},
 			// An earlier now sees less; run_at == now is due, a microsecond later is not.
-			{[]string{"q1"}, clockStart.Add(-time.Second), []string{"c1", "c3a", "c3b"}},
-			{[]string{"q1"}, clockStart, []string{"c4"}},
-			{[]string{"q1", store.QueueHTTP}, store.Timestamp(clockStart).Add(time.Microsecond), []string{"late"}},
-		} {
-			if got := b.claimIDs(t, eq, c.queues, c.now, 100); !slices.Equal(got, c.want) {
-				t.Errorf("claim(%q, %v) = %v, want %v", c.queues, c.now, got, c.want)
+			{[]string{"q1"}, clockStart.Add(-time.Second), 100, []string{"c1", "c3a", "c3b"}},
+			{[]string{"q1"}, clockStart, 100, []string{"c4"}},
+			{[]string{"q1", store.QueueHTTP}, store.Timestamp(clockStart).Add(time.Microsecond), 100, []string{"late"}},
+		}, append([]string{"q3"}, unclaimable...)},
+	} {
+		t.Run(seq.name, func(t *testing.T) {
+			b := setup(t, h)
+			eq := b.engine(t)
+			all := b.newClaimFixture(t, eq)
+			b.clock.Set(clockStart.Add(time.Hour))
+			for _, c := range seq.claims {
+				if got := b.claimIDs(t, eq, c.queues, c.now, c.limit); !slices.Equal(got, c.want) {
+					t.Errorf("claim(%q, %v, limit %d) = %v, want %v", c.queues, c.now, c.limit, got, c.want)
+				}
 			}
-		}
-		assertTask(t, "the task of a queue never claimed", all["q3"], b.lockTask(t, eq, "q3"))
-	})
+			for _, id := range seq.untouched {
+				assertTask(t, "task "+id+", not claimed", all[id], b.lockTask(t, eq, id))
+			}
+		})
+	}
 }
 
 // testTasksClaimConcurrent: two claimers claiming from the same queue at
