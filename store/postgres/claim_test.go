@@ -157,3 +157,29 @@ func TestGroupClaimServerErrorInTheWrites(t *testing.T) {
 	}
 	claimClean(t, s, store.TaskQueued, 2)
 }
+
+// An owner PostgreSQL cannot store as text (a NUL, bytes that are not
+// UTF-8) is refused before anything is sent, by a claim and by a group's
+// claim (whose group is then not written either).
+func TestClaimRefusesOwnerNotText(t *testing.T) {
+	t.Parallel()
+	s, now := claimFixture(t, workflow.TaskFlow{})
+	const msg = "the lease owner is not valid UTF-8 text without NUL characters"
+	for _, owner := range []string{"a\x00b", "\xff"} {
+		p := claimParams(now)
+		p.Owner = owner
+		_, err := s.ClaimTasks(t.Context(), p)
+		if !errors.Is(err, store.ErrInvalidArgument) || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ClaimTasks with owner %q = %v, want ErrInvalidArgument saying %q", owner, err, msg)
+		}
+		create := store.CreateParams{ID: "c", Status: workflow.StatusRunning}
+		_, _, err = s.ApplyGroup(t.Context(), []store.CreateParams{create}, nil, &store.GroupClaim{Params: p})
+		if !errors.Is(err, store.ErrInvalidArgument) || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ApplyGroup with a claim for owner %q = %v, want ErrInvalidArgument saying %q", owner, err, msg)
+		}
+		if _, err := s.Get(t.Context(), "c"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the refused group's instance: %v, want ErrNotFound", err)
+		}
+	}
+	claimClean(t, s, store.TaskQueued, 2)
+}
