@@ -60,8 +60,8 @@ func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
 		t.Fatal("not full after a write failed with ErrStorageFull")
 	}
 	// An empty claim commits and stores nothing: still full.
-	claim := store.ClaimParams{Queues: []string{"none"}, Now: time.Now(), Limit: 1}
-	if err := s.ClaimTasks(ctx, claim, func([]store.Claimable) ([]*store.ClaimWrite, error) { return nil, nil }); err != nil {
+	claim := store.ClaimParams{Queues: []string{"none"}, Now: time.Now(), Limit: 1, Owner: "node", Lease: time.Minute}
+	if _, err := s.ClaimTasks(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
 	if !full() {

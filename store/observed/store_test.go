@@ -3,7 +3,6 @@ package observed_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -40,7 +39,8 @@ func TestWrapCountsWrites(t *testing.T) {
 	if _, _, err := eq.ApplyGroup(ctx, []store.CreateParams{{ID: "g"}}, []*store.Write{completion("t"), completion("t2")}, nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("ApplyGroup = %v, want a conflict", err)
 	}
-	// A claim counts each instance it wrote; a failed claim counts once.
+	// A claim writes no instance: neither a claim that leases nor a
+	// refused one is a state update.
 	w, err := s.Get(ctx, "w")
 	if err != nil {
 		t.Fatal(err)
@@ -50,28 +50,25 @@ func TestWrapCountsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim := store.ClaimParams{Queues: []string{"q"}, Now: time.Now().Add(time.Second), Limit: 1}
-	errDecide := errors.New("decide failed")
-	if err := eq.ClaimTasks(ctx, claim, func([]store.Claimable) ([]*store.ClaimWrite, error) { return nil, errDecide }); !errors.Is(err, errDecide) {
-		t.Fatalf("ClaimTasks = %v, want %v", err, errDecide)
+	claim := store.ClaimParams{Queues: []string{"q"}, Now: time.Now().Add(time.Second), Limit: 1, Owner: "node", Lease: time.Minute}
+	if claimed, err := eq.ClaimTasks(ctx, claim); err != nil || len(claimed) != 1 {
+		t.Fatalf("ClaimTasks = %d tasks, %v; want t3", len(claimed), err)
 	}
-	err = eq.ClaimTasks(ctx, claim, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-		if len(locked) != 1 {
-			return nil, fmt.Errorf("locked %d tasks, want 1", len(locked))
-		}
-		tk, inst := locked[0].Task, locked[0].Instance
-		tk.Status, tk.Attempt, tk.Lease, tk.LeaseUntil = store.TaskLeased, 1, "l3", time.Now().Add(time.Minute)
-		return []*store.ClaimWrite{{Tasks: []*store.Task{tk}, SetState: true, ExpectedVersion: inst.Version, State: inst.State}}, nil
-	})
-	if err != nil {
-		t.Fatalf("ClaimTasks: %v", err)
+	claim.Limit = 0
+	if _, err := eq.ClaimTasks(ctx, claim); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("ClaimTasks(limit 0) = %v, want ErrInvalidArgument", err)
 	}
 	for _, c := range []struct {
 		op, result string
 		want       float64
-	}{{"create", metrics.ResultOK, 1}, {"apply", metrics.ResultConflict, 3}, {"create", metrics.ResultConflict, 1}, {"claim", metrics.ResultOK, 1}, {"claim", metrics.ResultError, 1}} {
+	}{{"create", metrics.ResultOK, 1}, {"apply", metrics.ResultConflict, 3}, {"create", metrics.ResultConflict, 1}, {"apply", metrics.ResultOK, 1}} {
 		if got := stateUpdates(t, m, c.op, c.result); got != c.want {
 			t.Errorf("flowd_state_updates_total{op=%q,result=%q} = %v, want %v", c.op, c.result, got, c.want)
+		}
+	}
+	for op := range gatherOps(t, m) {
+		if op == "claim" {
+			t.Error("flowd_state_updates_total has a claim op: a claim writes no instance")
 		}
 	}
 }

@@ -3,7 +3,10 @@ package observed_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -85,5 +88,48 @@ func TestWrapTraces(t *testing.T) {
 	}
 	if spans[0].Status.Code != codes.Unset || spans[1].Status.Code != codes.Error {
 		t.Errorf("statuses %v, %v; want the failed create's only an error", spans[0].Status, spans[1].Status)
+	}
+}
+
+// TestClaimSpanCountsTasks: a claim is one span, store.claim_tasks, that
+// carries how many tasks it leased (flowd.tasks), none included; a
+// refused claim's span is marked failed and carries no count.
+func TestClaimSpanCountsTasks(t *testing.T) {
+	t.Parallel()
+	tp, exp := newProvider(t)
+	s := observed.Wrap(openSQLite(t), tp, nil)
+	ctx := t.Context()
+	now := time.Now()
+	if _, err := s.Create(ctx, store.CreateParams{ID: "w", Status: workflow.StatusRunning, Tasks: []*store.Task{
+		{ID: "t1", InstanceID: "w", StepID: "a", Queue: "q", MaxAttempts: 1, RunAt: now},
+		{ID: "t2", InstanceID: "w", StepID: "b", Queue: "q", MaxAttempts: 1, RunAt: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	eq := s.(store.TaskQuerier)
+	claim := store.ClaimParams{Queues: []string{"q"}, Now: now.Add(time.Second), Limit: 10, Owner: "node", Lease: time.Minute}
+	for i := range 2 {
+		if _, err := eq.ClaimTasks(ctx, claim); err != nil {
+			t.Fatalf("claim %d: %v", i+1, err)
+		}
+	}
+	claim.Owner = ""
+	if _, err := eq.ClaimTasks(ctx, claim); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("a claim without an owner = %v, want ErrInvalidArgument", err)
+	}
+	var got []string
+	for _, sp := range exp.GetSpans() {
+		if sp.Name != "store.claim_tasks" {
+			continue
+		}
+		n := "none"
+		for _, kv := range sp.Attributes {
+			if kv.Key == "flowd.tasks" {
+				n = fmt.Sprint(kv.Value.AsInt64())
+			}
+		}
+		got = append(got, n+"/"+sp.Status.Code.String())
+	}
+	if want := []string{"2/Unset", "0/Unset", "none/Error"}; !slices.Equal(got, want) {
+		t.Errorf("claim spans (flowd.tasks/status) = %v, want %v", got, want)
 	}
 }

@@ -14,20 +14,19 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// claimLeaseSQL writes a claim's leases, as store.Task.Deliver made them:
-// $1 the owner, $2 the store's clock, $3–$7 the tasks' ids, attempts,
-// leases, lease ends and attempt deadlines. The tasks are locked by the
-// claim's transaction, so status = 'QUEUED' holds; it is checked all the
-// same, and the count of rows leased is returned.
-var claimLeaseSQL = `WITH t AS (
-	UPDATE workflow_tasks w SET status = 'LEASED', attempt = x.attempt, lease = x.lease, lease_owner = $1::text,
-		lease_until = x.lease_until, attempt_deadline = x.attempt_deadline, updated_at = $2
-	FROM unnest($3::text[], $4::int4[], $5::text[], $6::timestamptz[], $7::timestamptz[])
-		AS x (id, attempt, lease, lease_until, attempt_deadline)
-	WHERE w.id = x.id AND ` + notIndexed("w.status") + ` = 'QUEUED'
-	RETURNING 1
-)
-SELECT count(*) FROM t`
+// claimLeaseSQL writes the lease of one task of a claim, as
+// store.Task.Deliver made it: $1 the owner, $2 the store's clock, $3–$7
+// the task's id, attempt, lease, lease end and attempt deadline. A claim
+// sends one per task, in one pipeline: a statement of the task's id alone
+// is planned on the primary key whatever the table's size when its
+// connection planned it, where a join with the unnested leases was
+// planned as a scan of every task on a new database, a generic plan the
+// connection would keep. The task is locked by the claim's transaction,
+// so status = 'QUEUED' holds; it is checked all the same (one row
+// updated).
+var claimLeaseSQL = `UPDATE workflow_tasks SET status = 'LEASED', attempt = $4::int4, lease = $5::text, lease_owner = $1::text,
+	lease_until = $6::timestamptz, attempt_deadline = $7::timestamptz, updated_at = $2
+	WHERE id = $3::text AND ` + notIndexed("status") + ` = 'QUEUED'`
 
 // ClaimTasks leases claimable tasks; see store.TaskQuerier. It is a
 // transaction of its own in two round trips: BEGIN and the claim query go
@@ -150,8 +149,8 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, leases []store.Claimab
 	if guarded {
 		b.Queue("SAVEPOINT " + claimSavepoint)
 	}
-	if len(leases) > 0 {
-		b.Queue(claimLeaseSQL, append([]any{owner, now}, leaseArgs(leases)...)...)
+	for _, c := range leases {
+		b.Queue(claimLeaseSQL, leaseArgs(owner, now, c.Task)...)
 	}
 	for _, f := range flows {
 		b.Queue(f.SQL, f.Arguments...)
@@ -166,13 +165,15 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, leases []store.Claimab
 	if guarded {
 		exec()
 	}
-	if len(leases) > 0 && err == nil {
-		var n int
-		if serr := br.QueryRow().Scan(&n); serr != nil {
-			err = interpretError(serr, "")
-		} else if n != len(leases) {
+	for _, c := range leases {
+		if err != nil {
+			break
+		}
+		if tag, lerr := br.Exec(); lerr != nil {
+			err = interpretError(lerr, "")
+		} else if tag.RowsAffected() != 1 {
 			// Not reached: the claim holds the tasks' locks.
-			err = fmt.Errorf("postgres: a claim leased %d of the %d tasks it locked", n, len(leases))
+			err = fmt.Errorf("postgres: a claim could not lease task %q it locked", c.Task.ID)
 		}
 	}
 	for range flows {
@@ -198,20 +199,13 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, leases []store.Claimab
 	return false, nil
 }
 
-// leaseArgs are the arrays $3–$7 of claimLeaseSQL.
-func leaseArgs(leases []store.Claimable) []any {
-	n := len(leases)
-	ids, tokens := make([]string, n), make([]string, n)
-	attempts := make([]int32, n)
-	until, deadlines := make([]time.Time, n), make([]pgtype.Timestamptz, n)
-	for i, c := range leases {
-		t := c.Task
-		ids[i], tokens[i], attempts[i], until[i] = t.ID, t.Lease, int32(t.Attempt), t.LeaseUntil
-		if !t.AttemptDeadline.IsZero() {
-			deadlines[i] = pgtype.Timestamptz{Time: t.AttemptDeadline, Valid: true}
-		}
+// leaseArgs are the parameters of claimLeaseSQL for the lease of t.
+func leaseArgs(owner string, now time.Time, t *store.Task) []any {
+	var deadline pgtype.Timestamptz
+	if !t.AttemptDeadline.IsZero() {
+		deadline = pgtype.Timestamptz{Time: t.AttemptDeadline, Valid: true}
 	}
-	return []any{ids, attempts, tokens, until, deadlines}
+	return []any{owner, now, t.ID, int32(t.Attempt), t.Lease, t.LeaseUntil, deadline}
 }
 
 // leaveOut ends a claim whose flow guard missed: it rolls back to the

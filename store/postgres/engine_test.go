@@ -208,15 +208,15 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 
 	// And the claim query returns what it should on that data: the queued
 	// tasks of the two queues due by now, oldest first.
-	claimed, err := storetest.Claimable(t.Context(), s, []string{"reserve", store.QueueSleep}, now, 10)
+	claimed, err := storetest.Claim(t.Context(), s, []string{"reserve", store.QueueSleep}, now, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(claimed) != 10 {
-		t.Fatalf("the claim locked %d tasks, want 10", len(claimed))
+		t.Fatalf("the claim leased %d tasks, want 10", len(claimed))
 	}
 	for i, tk := range claimed {
-		if tk.Status != store.TaskQueued || (tk.Queue != "reserve" && tk.Queue != store.QueueSleep) || tk.RunAt.After(now) {
+		if tk.Status != store.TaskLeased || (tk.Queue != "reserve" && tk.Queue != store.QueueSleep) || tk.RunAt.After(now) {
 			t.Errorf("claimed %+v", tk)
 		}
 		if i > 0 && tk.RunAt.Before(claimed[i-1].RunAt) {
@@ -293,7 +293,7 @@ func TestClaimIgnoresBacklog(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		got, err := storetest.Claimable(ctx, s, queues, now, limit)
+		got, err := storetest.Claim(ctx, s, queues, now, limit)
 		if err != nil || len(got) != limit {
 			t.Fatalf("claim = %d tasks, %v; want %d", len(got), err, limit)
 		}
@@ -784,7 +784,7 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 		}
 		err := func(tx store.Querier) error {
 			for _, queues := range [][]string{{"q"}, {"q", store.QueueSleep, store.QueueHTTP}} {
-				if _, err := storetest.Claimable(ctx, tx, queues, now, 1); err != nil {
+				if _, err := storetest.Claim(ctx, tx, queues, now, 1); err != nil {
 					return err
 				}
 			}
@@ -820,24 +820,21 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			Status: workflow.StatusRunning, State: state, Tasks: []*store.Task{first}, Notify: true}); err != nil {
 			t.Fatal(err)
 		}
-		err = s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"e"}, Now: now, Limit: 1}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			if len(locked) != 1 {
-				return nil, fmt.Errorf("claimed %d tasks, want 1", len(locked))
-			}
-			c := locked[0]
-			c.Task.Status, c.Task.Attempt, c.Task.Lease, c.Task.LeaseUntil = store.TaskLeased, 1, "l", now.Add(time.Minute)
-			return []*store.ClaimWrite{{Tasks: []*store.Task{c.Task}, SetState: true, ExpectedVersion: c.Instance.Version, State: c.Instance.State, Cause: "deliver"}}, nil
-		})
+		claimed, err := s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"e"}, Now: now, Limit: 1, Owner: "node", Lease: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(claimed) != 1 {
+			t.Fatalf("claimed %d tasks, want 1", len(claimed))
+		}
 		// The engine's completions: alone (Apply) and in a group (ApplyGroup),
 		// each updating one task.
-		done := *first
-		done.Status, done.Attempt, done.Lease, done.LeaseUntil = store.TaskDone, 1, "", time.Time{}
-		if _, err := s.Apply(ctx, &store.Write{ID: id + "-e", ExpectedVersion: 1, From: workflow.StatusRunning, Status: workflow.StatusRunning,
+		leased := claimed[0].Task
+		done := *leased
+		done.Status, done.Lease, done.LeaseOwner, done.LeaseUntil = store.TaskDone, "", "", time.Time{}
+		if _, err := s.Apply(ctx, &store.Write{ID: id + "-e", ExpectedVersion: 0, From: workflow.StatusRunning, Status: workflow.StatusRunning,
 			State: state, Cause: "completed", Now: now,
-			Update: []store.TaskWrite{{Task: &done, Guard: store.TaskGuard{Status: store.TaskLeased, Attempt: 1, Lease: "l", LeaseUntil: now.Add(time.Minute)}}}}); err != nil {
+			Update: []store.TaskWrite{{Task: &done, Guard: store.GuardOf(leased)}}}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := s.Task(ctx, id+"-b")

@@ -483,14 +483,6 @@ func (q *querier) Due(ctx context.Context, p store.DueParams) ([]store.DueItem, 
 	return items, nil
 }
 
-// checkLimit bounds the limit of the claim query, like BatchUpdateStatus.
-func checkLimit(limit int) error {
-	if limit < 1 || limit > store.MaxBatchLimit {
-		return fmt.Errorf("%w: limit %d is outside 1–%d", store.ErrInvalidArgument, limit, store.MaxBatchLimit)
-	}
-	return nil
-}
-
 func (q *querier) queryTasks(ctx context.Context, sql string, args ...any) ([]*store.Task, error) {
 	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {

@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -38,7 +37,6 @@ func (b *bundle) wantActors(t testing.TB, id string, want ...string) {
 // actor records that one.
 func testActorOfEveryWrite(t *testing.T, h Harness) {
 	b := setup(t, h)
-	eq := b.engine(t)
 	fail := func(what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -81,8 +79,8 @@ func testActorOfEveryWrite(t *testing.T, h Harness) {
 	}
 	b.wantActors(t, "w", "alice", "bob", "carol", "dave", "erin", "frank", "grace")
 
-	// The engine's writes: Apply with a settled version (both rows), Apply
-	// naming its own actor, and a claim's write.
+	// The engine's writes: Apply with a settled version (both rows) and
+	// Apply naming its own actor.
 	inst, leased, queued := b.applyFixture(t, "e")
 	now := b.clock.Advance(time.Second)
 	w, _, _, _ := applyCompletion(inst, leased, queued, now)
@@ -96,22 +94,10 @@ func testActorOfEveryWrite(t *testing.T, h Harness) {
 	// applyFixture's own writes are the engine's: a create and an Apply.
 	b.wantActors(t, "e", store.ActorEngine, store.ActorEngine, "heidi", "heidi", "ivan")
 
-	b.runningWith(t, "c", withID("c-a", newTask("c", "a", "qa", clockStart)))
-	err = eq.ClaimTasks(b.as("judy"), store.ClaimParams{Queues: []string{"qa"}, Now: clockStart, Limit: 1},
-		func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			if len(locked) != 1 {
-				return nil, fmt.Errorf("locked %d tasks, want 1", len(locked))
-			}
-			c := locked[0]
-			return []*store.ClaimWrite{{Tasks: []*store.Task{claimLease(c.Task, "node", clockStart.Add(time.Minute), time.Time{})},
-				SetState: true, ExpectedVersion: c.Instance.Version, State: claimedState(t, c.Instance), Cause: "deliver a"}}, nil
-		})
-	fail("ClaimTasks", err)
-	b.wantActors(t, "c", store.ActorEngine, "judy")
 }
 
 // The writes of one ApplyGroup each record their own actor when they name
-// one, else the context's; so does the group's claim.
+// one, else the context's; the group's claim writes no history row.
 func testActorOfGroupedWrites(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
@@ -128,15 +114,7 @@ func testActorOfGroupedWrites(t *testing.T, h Harness) {
 	}
 	writes[0].Actor = "worker-1"
 	b.runningWith(t, "c", withID("c-a", newTask("c", "a", "qg", clockStart)))
-	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"qg"}, Now: now, Limit: 1},
-		Decide: func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			var out []*store.ClaimWrite
-			for _, c := range locked {
-				out = append(out, &store.ClaimWrite{Tasks: []*store.Task{claimLease(c.Task, "node", now.Add(time.Minute), time.Time{})},
-					SetState: true, ExpectedVersion: c.Instance.Version, State: claimedState(t, c.Instance), Cause: "deliver a"})
-			}
-			return out, nil
-		}}
+	claim := &store.GroupClaim{Params: claimOf("node", []string{"qg"}, now, 1)}
 	if _, _, err := eq.ApplyGroup(b.as("group"), []store.CreateParams{s1, s2}, writes, claim); err != nil {
 		t.Fatalf("ApplyGroup: %v", err)
 	}
@@ -144,5 +122,9 @@ func testActorOfGroupedWrites(t *testing.T, h Harness) {
 	b.wantActors(t, "s2", "group")
 	b.wantActors(t, "w1", store.ActorEngine, "worker-1")
 	b.wantActors(t, "w2", store.ActorEngine, "group")
-	b.wantActors(t, "c", store.ActorEngine, "group")
+	// The group's claim leased c's task and wrote no history row.
+	if len(claim.Claimed) != 1 {
+		t.Errorf("the group's claim leased %d tasks, want c's", len(claim.Claimed))
+	}
+	b.wantActors(t, "c", store.ActorEngine)
 }

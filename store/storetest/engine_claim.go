@@ -30,15 +30,6 @@ func (b *bundle) tasksUnchanged(t testing.TB, eq store.TaskQuerier, what string,
 	}
 }
 
-// pick returns the tasks with these ids, in this order.
-func pick(all map[string]*store.Task, ids ...string) []*store.Task {
-	out := make([]*store.Task, len(ids))
-	for i, id := range ids {
-		out[i] = all[id]
-	}
-	return out
-}
-
 // held marks tk held (store.Task.Held), as the engine marks the tasks its
 // instance's status holds, and returns it.
 func held(tk *store.Task) *store.Task { tk.Held = true; return tk }
@@ -90,108 +81,79 @@ func (b *bundle) newClaimFixture(t testing.TB, eq store.TaskQuerier) map[string]
 	return b.readTasks(t, eq, "run", "paused", "pending", "done", "failed", "timedout")
 }
 
+// claimIDs claims as Claim does and returns the ids of the tasks leased,
+// failing t on error.
+func (b *bundle) claimIDs(t testing.TB, eq store.TaskQuerier, queues []string, now time.Time, limit int) []string {
+	t.Helper()
+	got, err := Claim(b.ctx, eq, queues, now, limit)
+	if err != nil {
+		t.Fatalf("claim(%q, %v, %d): %v", queues, now, limit, err)
+	}
+	return taskIDs(got)
+}
+
+// testTasksClaimFilters: a claim takes the QUEUED, due tasks of its queues
+// that are not held, in run_at order (ties by id), at most its limit, and
+// never again once leased; due means at the now it is given, never the
+// store's clock.
 func testTasksClaimFilters(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	all := b.newClaimFixture(t, eq)
-	// The filter uses the now it is given, never the store's clock.
-	b.clock.Set(clockStart.Add(time.Hour))
-	now := clockStart
 	every := []string{"q1", "q3", store.QueueHTTP, store.QueueSleep}
-	for _, c := range []struct {
+	unclaimable := []string{"leased", "finished", "failedtask", "p-q1", "p-http", "pending-q1", "pending-sleep",
+		"done-q1", "done-sleep", "failed-q1", "failed-sleep", "timedout-q1", "timedout-sleep"}
+	type claim struct {
 		queues []string
+		now    time.Time
 		limit  int
 		want   []string
+	}
+	// Each sequence of claims runs on a fixture of its own: a claim leases
+	// what it takes.
+	for _, seq := range []struct {
+		name      string
+		claims    []claim
+		untouched []string
 	}{
-		{every, 100, []string{"q3", "sleep-run", "p-sleep", "c1", "c2", "c3a", "c3b", "c4"}},
-		{every, 3, []string{"q3", "sleep-run", "p-sleep"}},
-		{every, 1, []string{"q3"}},
-		{[]string{"q1"}, 100, []string{"c1", "c3a", "c3b", "c4"}},
-		{[]string{"q1", store.QueueHTTP}, 100, []string{"c1", "c2", "c3a", "c3b", "c4"}},
-		{[]string{store.QueueSleep}, 100, []string{"sleep-run", "p-sleep"}},
-		{[]string{store.QueueHTTP}, 100, []string{"c2"}},
-		{[]string{"nope"}, 100, []string{}},
-		{[]string{"Q1"}, 100, []string{}},
+		{"limits", []claim{
+			{every, clockStart, 1, []string{"q3"}},
+			{every, clockStart, 3, []string{"sleep-run", "p-sleep", "c1"}},
+			{every, clockStart, 100, []string{"c2", "c3a", "c3b", "c4"}},
+			{every, clockStart, 100, []string{}},
+		}, append([]string{"late"}, unclaimable...)},
+		{"queues and now", []claim{
+			{[]string{"nope"}, clockStart, 100, []string{}},
+			{[]string{"Q1"}, clockStart, 100, []string{}},
+			{[]string{store.QueueHTTP}, clockStart, 100, []string{"c2"}},
+			{[]string{store.QueueSleep}, clockStart, 100, []string{"sleep-run", "p-sleep"}},
+			// An earlier now sees less; run_at == now is due, a microsecond later is not.
+			{[]string{"q1"}, clockStart.Add(-time.Second), 100, []string{"c1", "c3a", "c3b"}},
+			{[]string{"q1"}, clockStart, 100, []string{"c4"}},
+			{[]string{"q1", store.QueueHTTP}, store.Timestamp(clockStart).Add(time.Microsecond), 100, []string{"late"}},
+		}, append([]string{"q3"}, unclaimable...)},
 	} {
-		what := fmt.Sprintf("claim(%q, now, %d)", c.queues, c.limit)
-		got, err := Claimable(b.ctx, eq, c.queues, now, c.limit)
-		if err != nil {
-			t.Errorf("%s: %v", what, err)
-			continue
-		}
-		assertTasks(t, what, pick(all, c.want...), got)
-	}
-	// An earlier now sees less.
-	got, err := Claimable(b.ctx, eq, []string{"q1"}, now.Add(-time.Second), 100)
-	if err != nil {
-		t.Fatalf("claim on the store: %v", err)
-	}
-	assertTasks(t, "claim on the store, one second earlier", pick(all, "c1", "c3a", "c3b"), got)
-	// A later now sees the late task.
-	got, err = Claimable(b.ctx, eq, []string{"q1"}, store.Timestamp(now).Add(time.Microsecond), 100)
-	if err != nil {
-		t.Fatalf("claim on the store: %v", err)
-	}
-	assertTasks(t, "claim one microsecond later", pick(all, "c1", "c3a", "c3b", "c4", "late"), got)
-	// A claim that writes nothing changes nothing.
-	b.tasksUnchanged(t, eq, "after claims that wrote nothing", all)
-
-	// Bad arguments are the caller's mistake, not the database's.
-	tooMany := make([]string, store.MaxClaimQueues+1)
-	for i := range tooMany {
-		tooMany[i] = fmt.Sprintf("q%d", i)
-	}
-	for _, c := range []struct {
-		queues []string
-		limit  int
-	}{{[]string{"q1"}, 0}, {[]string{"q1"}, store.MaxBatchLimit + 1}, {tooMany, 1}} {
-		_, err := Claimable(b.ctx, eq, c.queues, now, c.limit)
-		wantErrorIs(t, fmt.Sprintf("claim(%d queues, limit %d)", len(c.queues), c.limit), err, store.ErrInvalidArgument)
-	}
-	// The most queues allowed is fine.
-	if _, err := Claimable(b.ctx, eq, tooMany[:store.MaxClaimQueues], now, 1); err != nil {
-		t.Errorf("claim of %d queues: %v", store.MaxClaimQueues, err)
-	}
-}
-
-// claimAndLease claims up to limit tasks of queue (one transaction), calls
-// pause (when not nil) while holding them, leases them to owner and commits.
-func (b *bundle) claimAndLease(queue string, now time.Time, limit int, owner string, pause func() error) ([]string, error) {
-	var ids []string
-	err := func() error {
-		return b.s.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{queue}, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			if pause != nil {
-				if err := pause(); err != nil {
-					return nil, err
+		t.Run(seq.name, func(t *testing.T) {
+			b := setup(t, h)
+			eq := b.engine(t)
+			all := b.newClaimFixture(t, eq)
+			b.clock.Set(clockStart.Add(time.Hour))
+			for _, c := range seq.claims {
+				if got := b.claimIDs(t, eq, c.queues, c.now, c.limit); !slices.Equal(got, c.want) {
+					t.Errorf("claim(%q, %v, limit %d) = %v, want %v", c.queues, c.now, c.limit, got, c.want)
 				}
 			}
-			var writes []*store.ClaimWrite
-			for _, c := range locked {
-				tk := c.Task
-				tk.Status = store.TaskLeased
-				tk.Attempt++
-				tk.Lease = "lease-" + owner
-				tk.LeaseOwner = owner
-				tk.LeaseUntil = now.Add(time.Minute)
-				writes = append(writes, &store.ClaimWrite{Tasks: []*store.Task{tk}})
-				ids = append(ids, tk.ID)
+			for _, id := range seq.untouched {
+				assertTask(t, "task "+id+", not claimed", all[id], b.lockTask(t, eq, id))
 			}
-			return writes, nil
 		})
-	}()
-	if ids == nil {
-		ids = []string{}
 	}
-	return ids, err
 }
 
-// testTasksClaimConcurrent: two transactions claiming from the same queue at
-// once, each holding its locks until both have claimed, never get the same
-// task and together get all of them.
+// testTasksClaimConcurrent: two claimers claiming from the same queue at
+// once, until nothing is left, never get the same task, each claim in
+// run_at order, and together get all of them.
 func testTasksClaimConcurrent(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
-	const n, limit = 50, 30
+	const n, limit = 50, 7
 	inst := b.running(t, "inst")
 	var tasks []*store.Task
 	for i := range n {
@@ -203,17 +165,23 @@ func testTasksClaimConcurrent(t *testing.T, h Harness) {
 		claims [2][]string
 		errs   [2]error
 	)
-	if b.s.Capabilities().ConcurrentWriters {
-		br := newBarrier(2)
-		runConcurrently(2, func(i int) {
-			claims[i], errs[i] = b.claimAndLease("q1", clockStart, limit, owners[i], br.wait)
-		})
-	} else {
-		t.Log("the backend serialises transactions: the two claims run one after the other")
-		for i := range 2 {
-			claims[i], errs[i] = b.claimAndLease("q1", clockStart, limit, owners[i], nil)
+	runConcurrently(2, func(i int) {
+		for {
+			got, err := eq.ClaimTasks(b.ctx, claimOf(owners[i], []string{"q1"}, clockStart, limit))
+			ids := taskIDs(claimedTasks(got))
+			switch {
+			case err != nil:
+				errs[i] = err
+				return
+			case len(ids) > limit || !slices.IsSorted(ids):
+				errs[i] = fmt.Errorf("a claim of %d got %v: over the limit or not in run_at order", limit, ids)
+			}
+			claims[i] = append(claims[i], ids...)
+			if len(ids) == 0 {
+				return
+			}
 		}
-	}
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("claimer %s: %v", owners[i], err)
@@ -221,12 +189,6 @@ func testTasksClaimConcurrent(t *testing.T, h Harness) {
 	}
 	byID := map[string]string{}
 	for i, ids := range claims {
-		if len(ids) > limit {
-			t.Errorf("claimer %s got %d tasks, limit is %d", owners[i], len(ids), limit)
-		}
-		if !slices.IsSorted(ids) {
-			t.Errorf("claimer %s got %v: not in run_at order", owners[i], ids)
-		}
 		for _, id := range ids {
 			if other, dup := byID[id]; dup {
 				t.Errorf("task %s was claimed by %s and by %s", id, other, owners[i])
@@ -242,9 +204,5 @@ func testTasksClaimConcurrent(t *testing.T, h Harness) {
 		if tk.Status != store.TaskLeased || tk.LeaseOwner != byID[tk.ID] || tk.Attempt != 1 {
 			t.Errorf("task %s: status %s, owner %q, attempt %d; want LEASED, %q, 1", tk.ID, tk.Status, tk.LeaseOwner, tk.Attempt, byID[tk.ID])
 		}
-	}
-	// Nothing is left to claim.
-	if ids, err := b.claimAndLease("q1", clockStart, limit, "late", nil); err != nil || len(ids) != 0 {
-		t.Errorf("a third claim = %v, %v; want nothing", ids, err)
 	}
 }

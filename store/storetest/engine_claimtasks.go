@@ -1,10 +1,9 @@
 package storetest
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,17 +15,19 @@ import (
 )
 
 // Conformance of store.TaskQuerier.ClaimTasks: the claim the engine's
-// workers make, as one transaction with the instances read alongside.
+// workers make, which leases the tasks it takes (store.Task.Deliver) in
+// one transaction, returns them with their instances as read and never
+// writes an instance.
 
 var claimTaskTests = []conformanceTest{
-	{"ClaimTasks_ok", testClaimTasksOK},
-	{"ClaimTasks_instanceMovedOn", testClaimTasksMovedOn},
-	{"ClaimTasks_twoWritesOfOneInstance", testClaimTasksTwoWrites},
+	{"ClaimTasks_lease", testClaimTasksLease},
+	{"ClaimTasks_instanceNotWritten", testClaimTasksInstanceNotWritten},
 	{"ClaimTasks_invalid", testClaimTasksInvalid},
 	{"ClaimTasks_concurrent", testClaimTasksConcurrent},
 }
 
-// claimLease leases tk as the engine does, to owner.
+// claimLease leases tk to owner as a write of the engine would (a task
+// inserted leased, a test's fixture), with a lease token of its own.
 func claimLease(tk *store.Task, owner string, until, deadline time.Time) *store.Task {
 	tk.Status = store.TaskLeased
 	tk.Attempt++
@@ -37,342 +38,234 @@ func claimLease(tk *store.Task, owner string, until, deadline time.Time) *store.
 	return tk
 }
 
-// claimedState is the instance's state with the variable "claims" counted up.
-func claimedState(t testing.TB, inst *workflow.Instance) workflow.State {
-	t.Helper()
-	st := inst.State.Clone()
-	n := 0
-	if raw, ok := st.Variables["claims"]; ok {
-		var err error
-		if n, err = strconv.Atoi(string(raw)); err != nil {
-			t.Fatalf("claims = %s: %v", raw, err)
-		}
-	}
-	if err := st.SetVar("claims", n+1); err != nil {
-		t.Fatal(err)
-	}
-	return st
+// claimOf are the parameters of a claim of up to limit tasks of queues at
+// now, leased to owner for a minute.
+func claimOf(owner string, queues []string, now time.Time, limit int) store.ClaimParams {
+	return store.ClaimParams{Queues: queues, Now: now, Limit: limit, Owner: owner, Lease: time.Minute}
 }
 
-func testClaimTasksOK(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	all := b.newClaimFixture(t, eq)
-	b.clock.Set(clockStart.Add(time.Hour)) // the store's clock stamps the writes
-	run, paused := b.snapshot(t, "run"), b.snapshot(t, "paused")
-	until, deadline := clockStart.Add(time.Minute), clockStart.Add(30*time.Second)
-	var writes []*store.ClaimWrite
-	err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1", "q3", store.QueueHTTP, store.QueueSleep}, Now: clockStart, Limit: 100},
-		func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			var tasks []*store.Task
-			for _, c := range locked {
-				tasks = append(tasks, c.Task)
-				if c.Instance == nil || c.Instance.ID != c.Task.InstanceID {
-					t.Errorf("task %s came with instance %v, want its instance %s", c.Task.ID, c.Instance, c.Task.InstanceID)
-					continue
-				}
-				if diff := cmp.Diff(viewOf(b.get(t, c.Instance.ID)), viewOf(c.Instance)); diff != "" {
-					t.Errorf("task %s: its instance as read (-stored +read):\n%s", c.Task.ID, diff)
-				}
-			}
-			// In run_at order, as a claim locks them.
-			assertTasks(t, "ClaimTasks locked", pick(all, "q3", "sleep-run", "p-sleep", "c1", "c2", "c3a", "c3b", "c4"), tasks)
-			byID := map[string]store.Claimable{}
-			for _, c := range locked {
-				byID[c.Task.ID] = c
-			}
-			if len(byID) != 8 {
-				return nil, fmt.Errorf("locked %d tasks", len(byID))
-			}
-			inst := byID["c1"].Instance
-			writes = []*store.ClaimWrite{
-				{Tasks: []*store.Task{claimLease(byID["c1"].Task, "node", until, deadline), claimLease(byID["c3a"].Task, "node", until, time.Time{})},
-					SetState: true, ExpectedVersion: inst.Version, State: claimedState(t, inst), Cause: "deliver c1, c3a"},
-				{Tasks: []*store.Task{claimLease(byID["p-sleep"].Task, "node", until, time.Time{})}},
-			}
-			return writes, nil
-		})
-	if err != nil {
-		t.Fatalf("ClaimTasks: %v", err)
+// claimedTasks returns the tasks of a claim's result, in order.
+func claimedTasks(claimed []store.Claimable) []*store.Task {
+	out := make([]*store.Task, len(claimed))
+	for i, c := range claimed {
+		out[i] = c.Task
 	}
-	for i, w := range writes {
-		if !w.Written {
-			t.Errorf("write %d: Written = false, want true", i+1)
-		}
-	}
-	// The instance: one version, its history row, as the write returned it.
-	got := b.get(t, "run")
-	if got.Version != run.inst.Version+1 || string(got.State.Variables["claims"]) != "1" {
-		t.Errorf("instance after the claim: version %d, claims %s; want %d, 1", got.Version, got.State.Variables["claims"], run.inst.Version+1)
-	}
-	if !got.UpdatedAt.Equal(store.Timestamp(clockStart.Add(time.Hour))) {
-		t.Errorf("updated_at = %v, want the store's clock %v", got.UpdatedAt, store.Timestamp(clockStart.Add(time.Hour)))
-	}
-	if diff := cmp.Diff(viewOf(got), viewOf(writes[0].Instance)); diff != "" {
-		t.Errorf("the write's Instance (-stored +returned):\n%s", diff)
-	}
-	if writes[1].Instance != nil {
-		t.Errorf("a write without SetState returned instance %+v", writes[1].Instance)
-	}
-	hist := b.history(t, "run")
-	if last := hist[len(hist)-1]; len(hist) != len(run.history)+1 || last.Version != got.Version || last.Cause != "deliver c1, c3a" {
-		t.Errorf("history: %d rows, last %+v; want %d rows, the last at version %d", len(hist), last, len(run.history)+1, got.Version)
-	}
-	b.unchanged(t, "the paused instance, whose timer was leased", paused)
-	// The leased tasks as stored; the others as they were.
-	for _, w := range writes {
-		for _, tk := range w.Tasks {
-			assertTask(t, "leased task "+tk.ID, tk, b.lockTask(t, eq, tk.ID))
-		}
-	}
-	if tk := b.lockTask(t, eq, "c1"); tk.Status != store.TaskLeased || tk.Attempt != 1 || tk.LeaseOwner != "node" ||
-		!tk.LeaseUntil.Equal(store.Timestamp(until)) || !tk.AttemptDeadline.Equal(store.Timestamp(deadline)) {
-		t.Errorf("c1 after the claim: %+v", tk)
-	}
-	for _, id := range []string{"q3", "sleep-run", "c2", "c3b", "c4", "late"} {
-		assertTask(t, "task "+id+", locked but not written", all[id], b.lockTask(t, eq, id))
-	}
-	// The claim's locks ended with it: the rest can be claimed.
-	var again []string
-	err = eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 10}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-		for _, c := range locked {
-			again = append(again, c.Task.ID)
-		}
-		return nil, nil
-	})
-	if err != nil || !slices.Equal(again, []string{"c3b", "c4"}) {
-		t.Errorf("a second claim locked %v, %v; want [c3b c4]", again, err)
-	}
+	return out
 }
 
-// testClaimTasksMovedOn: a write whose instance is no longer at the version
-// read is skipped, its tasks stay queued; the claim's other writes are made.
-func testClaimTasksMovedOn(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	b.runningWith(t, "a", withID("ta", newTask("a", "a", "q1", clockStart.Add(-time.Second))))
-	b.runningWith(t, "b", withID("tb", newTask("b", "a", "q1", clockStart)))
-	before := b.readTasks(t, eq, "a", "b")
-	snapA, snapB := b.snapshot(t, "a"), b.snapshot(t, "b")
-	var writes []*store.ClaimWrite
-	err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 10}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-		for _, c := range locked {
-			v := c.Instance.Version
-			if c.Instance.ID == "a" {
-				v++ // as if it had moved on since it was read
-			}
-			writes = append(writes, &store.ClaimWrite{Tasks: []*store.Task{claimLease(c.Task, "node", clockStart.Add(time.Minute), time.Time{})},
-				SetState: true, ExpectedVersion: v, State: claimedState(t, c.Instance), Cause: "deliver"})
-		}
-		return writes, nil
-	})
-	if err != nil {
-		t.Fatalf("ClaimTasks: %v", err)
-	}
-	if len(writes) != 2 || writes[0].Written || writes[0].Instance != nil || !writes[1].Written {
-		t.Fatalf("writes = %+v; want the first skipped, the second made", writes)
-	}
-	b.unchanged(t, "the instance that moved on", snapA)
-	assertTask(t, "the task of the instance that moved on", before["ta"], b.lockTask(t, eq, "ta"))
-	if got := b.get(t, "b"); got.Version != snapB.inst.Version+1 {
-		t.Errorf("the other instance: version %d, want %d", got.Version, snapB.inst.Version+1)
-	}
-	if tk := b.lockTask(t, eq, "tb"); tk.Status != store.TaskLeased {
-		t.Errorf("the other task: %s, want LEASED", tk.Status)
-	}
-	// A claim that writes nothing changes nothing.
-	err = eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 10}, func([]store.Claimable) ([]*store.ClaimWrite, error) { return nil, nil })
-	if err != nil {
-		t.Errorf("a claim that writes nothing: %v", err)
-	}
-	b.unchanged(t, "after a claim that writes nothing", snapA)
-	assertTask(t, "after a claim that writes nothing", before["ta"], b.lockTask(t, eq, "ta"))
+// delivered is before as store.Task.Deliver leases it at now for lease
+// under the token given, with the times as the store keeps them and
+// updatedAt the store's clock.
+func delivered(before *store.Task, owner, token string, now time.Time, lease time.Duration, updatedAt time.Time) *store.Task {
+	want := *before
+	want.Deliver(owner, token, now, lease)
+	want.LeaseUntil, want.AttemptDeadline = store.Timestamp(want.LeaseUntil), store.Timestamp(want.AttemptDeadline)
+	want.UpdatedAt = store.Timestamp(updatedAt)
+	return &want
 }
 
-// testClaimTasksTwoWrites: two writes of one instance from the same version
-// in one claim: the first is made, the second finds the instance moved on.
-func testClaimTasksTwoWrites(t *testing.T, h Harness) {
-	b := setup(t, h)
-	eq := b.engine(t)
-	inst := b.runningWith(t, "a", withID("t1", newTask("a", "a", "q1", clockStart.Add(-time.Second))), withID("t2", newTask("a", "b", "q1", clockStart)))
-	before := b.readTasks(t, eq, "a")
-	var writes []*store.ClaimWrite
-	err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: 10}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-		for _, c := range locked {
-			writes = append(writes, &store.ClaimWrite{Tasks: []*store.Task{claimLease(c.Task, "node", clockStart.Add(time.Minute), time.Time{})},
-				SetState: true, ExpectedVersion: c.Instance.Version, State: claimedState(t, c.Instance), Cause: "deliver " + c.Task.ID})
-		}
-		return writes, nil
-	})
-	if err != nil {
-		t.Fatalf("ClaimTasks: %v", err)
-	}
-	if len(writes) != 2 || !writes[0].Written || writes[1].Written {
-		t.Fatalf("writes = %+v; want the first made, the second skipped", writes)
-	}
-	got := b.get(t, "a")
-	if got.Version != inst.Version+1 || string(got.State.Variables["claims"]) != "1" {
-		t.Errorf("instance: version %d, claims %s; want %d, 1", got.Version, got.State.Variables["claims"], inst.Version+1)
-	}
-	if h := b.history(t, "a"); h[len(h)-1].Cause != "deliver t1" {
-		t.Errorf("last history row %+v, want the first write's", h[len(h)-1])
-	}
-	if tk := b.lockTask(t, eq, "t1"); tk.Status != store.TaskLeased {
-		t.Errorf("t1: %s, want LEASED", tk.Status)
-	}
-	assertTask(t, "the second write's task", before["t2"], b.lockTask(t, eq, "t2"))
-}
-
-// testClaimTasksInvalid: writes ClaimTasks refuses, a failing decide and bad
-// arguments change nothing, and the tasks can be claimed afterwards.
-func testClaimTasksInvalid(t *testing.T, h Harness) {
+// testClaimTasksLease: each task a claim takes is leased as
+// store.Task.Deliver leases it — its attempt counted, LEASED to the owner
+// under a fresh token of its own, the lease ending after p.Lease or at the
+// attempt's deadline (AttemptTimeout after p.Now), whichever is first —
+// stamped with the store's clock, and returned as stored.
+func testClaimTasksLease(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	b.running(t, "a")
 	b.running(t, "b")
-	b.insertTasks(t,
-		withID("ta1", newTask("a", "a", "q1", clockStart.Add(-3*time.Second))),
-		withID("tb1", newTask("b", "a", "q1", clockStart.Add(-2*time.Second))),
-		withID("ta2", newTask("a", "b", "q1", clockStart.Add(-time.Second))),
-	)
+	short := withID("short", newTask("a", "s2", "q1", clockStart.Add(-3*time.Second)))
+	short.AttemptTimeout = 10*time.Second + 250*time.Microsecond // ends the lease before p.Lease does
+	long := withID("long", newTask("a", "s3", "q1", clockStart.Add(-2*time.Second)))
+	long.AttemptTimeout = time.Hour
+	retried := withID("retried", newTask("b", "s1", "q1", clockStart.Add(-4*time.Second)))
+	retried.Attempt = 2 // re-queued after two attempts
+	b.insertTasks(t, retried, short, long,
+		withID("plain", newTask("a", "s1", "q1", clockStart.Add(-time.Second))),
+		withID("later", newTask("b", "s2", "q1", clockStart.Add(time.Second))))
 	before := b.readTasks(t, eq, "a", "b")
-	snapA, snapB := b.snapshot(t, "a"), b.snapshot(t, "b")
-	until := clockStart.Add(time.Minute)
-	badState := func(c store.Claimable) workflow.State {
-		st := c.Instance.State.Clone()
-		st.Steps["bad step"] = &workflow.StepState{Status: workflow.StepPending}
-		return st
+	storeClock := b.clock.Set(clockStart.Add(time.Hour)) // stamps the leases, never decides what is due
+	p := claimOf("node-1", []string{"q1"}, clockStart, 10)
+	p.Lease = time.Minute + 1500*time.Nanosecond // kept to the microsecond
+	claimed, err := eq.ClaimTasks(b.ctx, p)
+	if err != nil {
+		t.Fatalf("ClaimTasks: %v", err)
 	}
-	errDecide := errors.New("decide failed")
+	got := claimedTasks(claimed)
+	if ids := taskIDs(got); !slices.Equal(ids, []string{"retried", "short", "long", "plain"}) {
+		t.Fatalf("claimed %v, want the due tasks in run_at order", ids)
+	}
+	tokens := map[string]string{}
+	for _, tk := range got {
+		want := delivered(before[tk.ID], "node-1", tk.Lease, p.Now, p.Lease, storeClock)
+		assertTask(t, "task "+tk.ID+" as returned", want, tk)
+		assertTask(t, "task "+tk.ID+" as stored", tk, b.lockTask(t, eq, tk.ID))
+		if tk.AttemptTimeout != before[tk.ID].AttemptTimeout {
+			t.Errorf("task %s: attempt timeout %v after the claim, want %v (never changed)", tk.ID, tk.AttemptTimeout, before[tk.ID].AttemptTimeout)
+		}
+		if other, dup := tokens[tk.Lease]; tk.Lease == "" || dup {
+			t.Errorf("task %s leased under token %q (also %s's): want a fresh token each", tk.ID, tk.Lease, other)
+		}
+		tokens[tk.Lease] = tk.ID
+	}
+	// The values, spelled out for two of them.
+	byID := map[string]*store.Task{}
+	for _, tk := range got {
+		byID[tk.ID] = tk
+	}
+	if tk := byID["retried"]; tk.Attempt != 3 || tk.Status != store.TaskLeased || tk.LeaseOwner != "node-1" ||
+		!tk.LeaseUntil.Equal(store.Timestamp(clockStart.Add(p.Lease))) || !tk.AttemptDeadline.IsZero() {
+		t.Errorf("retried after the claim: %+v; want attempt 3, LEASED to node-1 for the lease, no deadline", tk)
+	}
+	if tk, end := byID["short"], store.Timestamp(clockStart.Add(short.AttemptTimeout)); !tk.LeaseUntil.Equal(end) || !tk.AttemptDeadline.Equal(end) {
+		t.Errorf("short after the claim: lease until %v, deadline %v; want both at the attempt's deadline %v", tk.LeaseUntil, tk.AttemptDeadline, end)
+	}
+	assertTask(t, "a task not yet due", before["later"], b.lockTask(t, eq, "later"))
+
+	// A later claim takes the task that became due, under another token.
+	again, err := eq.ClaimTasks(b.ctx, claimOf("node-2", []string{"q1"}, clockStart.Add(time.Second), 10))
+	if err != nil || len(again) != 1 || again[0].Task.ID != "later" {
+		t.Fatalf("a second claim = %v, %v; want the later task", taskIDs(claimedTasks(again)), err)
+	}
+	if tk := again[0].Task; tk.LeaseOwner != "node-2" || tk.Attempt != 1 || tokens[tk.Lease] != "" {
+		t.Errorf("the later task: owner %q, attempt %d, token %q; want node-2, 1, a token not used before", tk.LeaseOwner, tk.Attempt, tk.Lease)
+	}
+	// Nothing is left: a claim that finds nothing returns an empty result.
+	if none, err := eq.ClaimTasks(b.ctx, claimOf("node-3", []string{"q1"}, clockStart.Add(time.Hour), 10)); err != nil || len(none) != 0 {
+		t.Errorf("a claim with nothing due = %v, %v; want nothing", taskIDs(claimedTasks(none)), err)
+	}
+}
+
+// testClaimTasksInstanceNotWritten: a claim returns each task with its
+// instance as stored, tasks of one instance sharing it, and writes no
+// instance — no version, no history row, no state change — whatever the
+// instance's status (a PAUSED instance's timers are claimed too).
+func testClaimTasksInstanceNotWritten(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	all := b.newClaimFixture(t, eq)
+	run, paused := b.snapshot(t, "run"), b.snapshot(t, "paused")
+	b.clock.Set(clockStart.Add(time.Hour))
+	claimed, err := eq.ClaimTasks(b.ctx, claimOf("node", []string{"q1", "q3", store.QueueHTTP, store.QueueSleep}, clockStart, 100))
+	if err != nil {
+		t.Fatalf("ClaimTasks: %v", err)
+	}
+	if ids := taskIDs(claimedTasks(claimed)); !slices.Equal(ids, []string{"q3", "sleep-run", "p-sleep", "c1", "c2", "c3a", "c3b", "c4"}) {
+		t.Errorf("claimed %v", ids)
+	}
+	shared := map[string]*workflow.Instance{}
+	for _, c := range claimed {
+		if c.Instance == nil || c.Instance.ID != c.Task.InstanceID {
+			t.Errorf("task %s came with instance %v, want its instance %s", c.Task.ID, c.Instance, c.Task.InstanceID)
+			continue
+		}
+		if diff := cmp.Diff(viewOf(b.get(t, c.Instance.ID)), viewOf(c.Instance)); diff != "" {
+			t.Errorf("task %s: its instance as returned (-stored +returned):\n%s", c.Task.ID, diff)
+		}
+		if first, ok := shared[c.Instance.ID]; ok && first != c.Instance {
+			t.Errorf("task %s: its instance is not the one its instance's other tasks share", c.Task.ID)
+		}
+		shared[c.Instance.ID] = c.Instance
+	}
+	b.unchanged(t, "the running instance whose tasks were claimed", run)
+	b.unchanged(t, "the paused instance whose timer was claimed", paused)
+	for _, id := range []string{"late", "leased", "finished", "failedtask", "p-q1", "p-http", "pending-q1", "done-sleep"} {
+		assertTask(t, "task "+id+", not claimable", all[id], b.lockTask(t, eq, id))
+	}
+}
+
+// testClaimTasksInvalid: parameters a claim refuses, each with its message;
+// nothing is leased, and the tasks can be claimed afterwards.
+func testClaimTasksInvalid(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	b.running(t, "a")
+	b.insertTasks(t, withID("ta1", newTask("a", "a", "q1", clockStart.Add(-time.Second))))
+	before := b.readTasks(t, eq, "a")
+	snap := b.snapshot(t, "a")
+	tooMany := make([]string, store.MaxClaimQueues+1)
+	for i := range tooMany {
+		tooMany[i] = fmt.Sprintf("q%d", i)
+	}
+	valid := claimOf("node", []string{"q1"}, clockStart, 1)
 	for _, c := range []struct {
 		name   string
-		limit  int
-		writes func(byID map[string]store.Claimable) ([]*store.ClaimWrite, error)
-		want   error
+		change func(p *store.ClaimParams)
+		msg    string
 	}{
-		{"a task not locked", 2, func(byID map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			tk := *before["ta2"] // exists, but beyond the limit
-			return []*store.ClaimWrite{{Tasks: []*store.Task{claimLease(&tk, "n", until, time.Time{})}}}, nil
-		}, store.ErrInvalidArgument},
-		{"a task twice", 3, func(byID map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			tk := claimLease(byID["ta1"].Task, "n", until, time.Time{})
-			return []*store.ClaimWrite{{Tasks: []*store.Task{tk}}, {Tasks: []*store.Task{tk}}}, nil
-		}, store.ErrInvalidArgument},
-		{"tasks of two instances", 3, func(byID map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			return []*store.ClaimWrite{{Tasks: []*store.Task{claimLease(byID["ta1"].Task, "n", until, time.Time{}), claimLease(byID["tb1"].Task, "n", until, time.Time{})}}}, nil
-		}, store.ErrInvalidArgument},
-		{"a task not leased", 3, func(byID map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			return []*store.ClaimWrite{{Tasks: []*store.Task{byID["ta1"].Task}}}, nil
-		}, store.ErrInvalidArgument},
-		{"a lease without an end", 3, func(byID map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			return []*store.ClaimWrite{{Tasks: []*store.Task{claimLease(byID["ta1"].Task, "n", time.Time{}, time.Time{})}}}, nil
-		}, store.ErrInvalidArgument},
-		{"a write without tasks", 3, func(map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			return []*store.ClaimWrite{{SetState: true}}, nil
-		}, store.ErrInvalidArgument},
-		{"a nil write", 3, func(map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			return []*store.ClaimWrite{nil}, nil
-		}, store.ErrInvalidArgument},
-		{"an invalid state after a valid write", 3, func(byID map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			a, b := byID["ta1"], byID["tb1"]
-			return []*store.ClaimWrite{
-				{Tasks: []*store.Task{claimLease(a.Task, "n", until, time.Time{})}, SetState: true, ExpectedVersion: a.Instance.Version, State: claimedState(t, a.Instance)},
-				{Tasks: []*store.Task{claimLease(b.Task, "n", until, time.Time{})}, SetState: true, ExpectedVersion: b.Instance.Version, State: badState(b)},
-			}, nil
-		}, workflow.ErrInvalidState},
-		{"decide fails", 3, func(byID map[string]store.Claimable) ([]*store.ClaimWrite, error) {
-			claimLease(byID["ta1"].Task, "n", until, time.Time{})
-			return nil, errDecide
-		}, errDecide},
-		{"limit 0", 0, nil, store.ErrInvalidArgument},
-		{"nil decide", 3, nil, store.ErrInvalidArgument},
+		{"limit 0", func(p *store.ClaimParams) { p.Limit = 0 }, fmt.Sprintf("limit 0 is outside 1–%d", store.MaxBatchLimit)},
+		{"a limit too high", func(p *store.ClaimParams) { p.Limit = store.MaxBatchLimit + 1 },
+			fmt.Sprintf("limit %d is outside 1–%d", store.MaxBatchLimit+1, store.MaxBatchLimit)},
+		{"too many queues", func(p *store.ClaimParams) { p.Queues = tooMany },
+			fmt.Sprintf("%d queues, at most %d may be claimed from at once", len(tooMany), store.MaxClaimQueues)},
+		{"no owner", func(p *store.ClaimParams) { p.Owner = "" }, "a claim without an owner"},
+		{"no lease", func(p *store.ClaimParams) { p.Lease = 0 }, "a claim's lease of 0s is not positive"},
+		{"a negative lease", func(p *store.ClaimParams) { p.Lease = -time.Second }, "a claim's lease of -1s is not positive"},
 	} {
-		var decide func([]store.Claimable) ([]*store.ClaimWrite, error)
-		if c.writes != nil {
-			decide = func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-				byID := map[string]store.Claimable{}
-				for _, l := range locked {
-					byID[l.Task.ID] = l
-				}
-				return c.writes(byID)
-			}
+		p := valid
+		c.change(&p)
+		claimed, err := eq.ClaimTasks(b.ctx, p)
+		wantErrorIs(t, "ClaimTasks, "+c.name, err, store.ErrInvalidArgument)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("ClaimTasks, %s: %v, want it to say %q", c.name, err, c.msg)
 		}
-		err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: c.limit}, decide)
-		wantErrorIs(t, "ClaimTasks, "+c.name, err, c.want)
-		b.unchanged(t, c.name+": instance a", snapA)
-		b.unchanged(t, c.name+": instance b", snapB)
+		if len(claimed) != 0 {
+			t.Errorf("ClaimTasks, %s: returned %v", c.name, taskIDs(claimedTasks(claimed)))
+		}
 		b.tasksUnchanged(t, eq, c.name, before)
+	}
+	b.unchanged(t, "the instance after the refused claims", snap)
+	// The most queues allowed is fine, and the task is still claimable.
+	p := valid
+	p.Queues = append(tooMany[:store.MaxClaimQueues-1:store.MaxClaimQueues-1], "q1")
+	if claimed, err := eq.ClaimTasks(b.ctx, p); err != nil || len(claimed) != 1 {
+		t.Errorf("a claim of %d queues = %v, %v; want ta1", len(p.Queues), taskIDs(claimedTasks(claimed)), err)
 	}
 }
 
 // testClaimTasksConcurrent: claimers racing over the tasks of a few
-// instances each lease every task once, and no instance write is lost: an
-// instance's "claims" counter equals the writes reported made for it and its
-// version, its history is contiguous.
+// instances lease every task exactly once, each under a token of its own,
+// and write no instance.
 func testClaimTasksConcurrent(t *testing.T, h Harness) {
 	b := setup(t, h)
 	eq := b.engine(t)
 	const instances, perInstance, claimers, limit = 6, 8, 8, 3
-	v0 := map[string]int64{}
+	snaps := map[string]snapshot{}
 	for i := range instances {
 		id := fmt.Sprintf("i%d", i)
 		var tasks []*store.Task
 		for j := range perInstance {
 			tasks = append(tasks, withID(fmt.Sprintf("%s-t%d", id, j), newTask(id, fmt.Sprintf("s%d", j), "q1", clockStart.Add(-time.Duration(i+j*instances)*time.Millisecond))))
 		}
-		v0[id] = b.runningWith(t, id, tasks...).Version
+		b.runningWith(t, id, tasks...)
+		snaps[id] = b.snapshot(t, id)
 	}
 	var (
-		mu      sync.Mutex
-		leased  = map[string]string{} // task → claimer
-		written = map[string]int64{}  // instance → writes made
-		missed  int
-		errs    []error
+		mu     sync.Mutex
+		leased = map[string]*store.Task{} // task → as claimed
+		tokens = map[string]bool{}
+		errs   []error
 	)
 	runConcurrently(claimers, func(i int) {
 		owner := fmt.Sprintf("c%d", i)
 		for range 100 {
-			var writes []*store.ClaimWrite
-			err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1"}, Now: clockStart, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-				writes = writes[:0]
-				byInst := map[string][]store.Claimable{}
-				var ids []string
-				for _, c := range locked {
-					if byInst[c.Instance.ID] == nil {
-						ids = append(ids, c.Instance.ID)
-					}
-					byInst[c.Instance.ID] = append(byInst[c.Instance.ID], c)
-				}
-				slices.Sort(ids)
-				for _, id := range ids {
-					cs := byInst[id]
-					w := &store.ClaimWrite{SetState: true, ExpectedVersion: cs[0].Instance.Version, State: claimedState(t, cs[0].Instance), Cause: "deliver " + owner}
-					for _, c := range cs {
-						w.Tasks = append(w.Tasks, claimLease(c.Task, owner, clockStart.Add(time.Minute), time.Time{}))
-					}
-					writes = append(writes, w)
-				}
-				return writes, nil
-			})
+			claimed, err := eq.ClaimTasks(b.ctx, claimOf(owner, []string{"q1"}, clockStart, limit))
 			mu.Lock()
 			if err != nil {
 				errs = append(errs, err)
 			}
-			for _, w := range writes {
-				if !w.Written {
-					missed++
-					continue
+			for _, c := range claimed {
+				tk := c.Task
+				if other, dup := leased[tk.ID]; dup {
+					errs = append(errs, fmt.Errorf("task %s leased by %s and by %s", tk.ID, other.LeaseOwner, owner))
 				}
-				written[w.Tasks[0].InstanceID]++
-				for _, tk := range w.Tasks {
-					if other, dup := leased[tk.ID]; dup {
-						errs = append(errs, fmt.Errorf("task %s leased by %s and by %s", tk.ID, other, owner))
-					}
-					leased[tk.ID] = owner
+				if tokens[tk.Lease] {
+					errs = append(errs, fmt.Errorf("task %s leased under token %q, given before", tk.ID, tk.Lease))
 				}
+				leased[tk.ID], tokens[tk.Lease] = tk, true
 			}
 			mu.Unlock()
-			if err != nil || len(writes) == 0 {
+			if err != nil || len(claimed) == 0 {
 				return
 			}
 		}
@@ -380,24 +273,15 @@ func testClaimTasksConcurrent(t *testing.T, h Harness) {
 	for _, err := range errs {
 		t.Error(err)
 	}
-	t.Logf("%d writes skipped because their instance moved on", missed)
 	if len(leased) != instances*perInstance {
 		t.Errorf("%d tasks leased, want all %d", len(leased), instances*perInstance)
 	}
-	for id, v := range v0 {
-		got := b.get(t, id)
-		if string(got.State.Variables["claims"]) != strconv.FormatInt(written[id], 10) || got.Version != v+written[id] {
-			t.Errorf("instance %s: claims %s, version %d; %d writes reported made from version %d", id, got.State.Variables["claims"], got.Version, written[id], v)
-		}
-		for j, e := range b.history(t, id) {
-			if e.Version != int64(j) {
-				t.Errorf("instance %s: history row %d has version %d", id, j, e.Version)
-				break
-			}
-		}
+	for id, snap := range snaps {
+		b.unchanged(t, "instance "+id, snap)
 		for _, tk := range b.tasksOf(t, eq, id) {
-			if tk.Status != store.TaskLeased || tk.LeaseOwner != leased[tk.ID] || tk.Attempt != 1 {
-				t.Errorf("task %s: %s, owner %q, attempt %d; want LEASED, %q, 1", tk.ID, tk.Status, tk.LeaseOwner, tk.Attempt, leased[tk.ID])
+			assertTask(t, "task "+tk.ID+" as stored after the race", leased[tk.ID], tk)
+			if tk.Status != store.TaskLeased || tk.Attempt != 1 {
+				t.Errorf("task %s: %s, attempt %d; want LEASED, 1", tk.ID, tk.Status, tk.Attempt)
 			}
 		}
 	}

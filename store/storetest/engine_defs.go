@@ -460,7 +460,7 @@ func testEngineContextCancelled(t *testing.T, h Harness) {
 			return UpdateTask(ctx, b.s, &c, clockStart)
 		},
 		"TasksOfInstance": func() error { _, err := eq.TasksOfInstance(ctx, inst.ID); return err },
-		"ClaimTasks":      func() error { _, err := Claimable(ctx, eq, []string{"q1"}, clockStart, 10); return err },
+		"ClaimTasks":      func() error { _, err := Claim(ctx, eq, []string{"q1"}, clockStart, 10); return err },
 		"Due(timeouts)":   dueCall(store.DueTimeouts),
 		"Due(leases)":     dueCall(store.DueLeases),
 		"Due(abandoned)":  dueCall(store.DueAbandoned),

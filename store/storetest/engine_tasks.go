@@ -222,19 +222,15 @@ func testTasksOfInstanceOrder(t *testing.T, h Harness) {
 	}
 }
 
-// Claimable locks what a claim of queues at now would claim, through eq
-// (inside a transaction, until it ends), writes nothing and returns it.
-func Claimable(ctx context.Context, eq store.TaskQuerier, queues []string, now time.Time, limit int) ([]*store.Task, error) {
-	var tasks []*store.Task
-	err := eq.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: now, Limit: limit}, func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-		tasks = make([]*store.Task, len(locked))
-		for i, c := range locked {
-			tasks[i] = c.Task
-		}
-		return nil, nil
-	})
-	return tasks, err
+// Claim claims up to limit tasks of queues at now through eq, leased to
+// ClaimOwner for a minute, and returns them as leased.
+func Claim(ctx context.Context, eq store.TaskQuerier, queues []string, now time.Time, limit int) ([]*store.Task, error) {
+	claimed, err := eq.ClaimTasks(ctx, claimOf(ClaimOwner, queues, now, limit))
+	return claimedTasks(claimed), err
 }
+
+// ClaimOwner is the owner Claim leases tasks to.
+const ClaimOwner = "storetest"
 
 // testTasksInsertLeased: a task inserted already leased (the engine leases a
 // step it schedules to the worker that scheduled it) keeps every field.
@@ -254,7 +250,7 @@ func testTasksInsertLeased(t *testing.T, h Harness) {
 	b.insertTasks(t, tk)
 	assertTask(t, "task inserted leased", want, b.lockTask(t, eq, tk.ID))
 	// It is not claimable, and it expires like any lease.
-	got, err := Claimable(b.ctx, eq, []string{"q1"}, now.Add(time.Minute), 10)
+	got, err := Claim(b.ctx, eq, []string{"q1"}, now.Add(time.Minute), 10)
 	if err != nil || len(got) != 0 {
 		t.Errorf("a claim found %d tasks (%v): a leased task is not claimable", len(got), err)
 	}

@@ -49,57 +49,21 @@ func keyedTasks(inst string, n int, key string, limit int) []*store.Task {
 	return tasks
 }
 
-// leaser is a claim decision that leases every task it is given, one
-// write per instance, for an hour.
-type leaser struct {
-	owner  string
-	now    time.Time
-	writes []*store.ClaimWrite
-}
-
-func leaseEvery(owner string, now time.Time) *leaser { return &leaser{owner: owner, now: now} }
-
-func (l *leaser) decide(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-	byInst := map[string]*store.ClaimWrite{}
-	l.writes = nil
-	for _, c := range locked {
-		w := byInst[c.Task.InstanceID]
-		if w == nil {
-			w = &store.ClaimWrite{}
-			byInst[c.Task.InstanceID] = w
-			l.writes = append(l.writes, w)
-		}
-		w.Tasks = append(w.Tasks, claimLease(c.Task, l.owner, l.now.Add(time.Hour), time.Time{}))
-	}
-	return l.writes, nil
-}
-
-// got returns the tasks of the writes the claim made (a claim left out by
-// a flow guard's miss made none).
-func (l *leaser) got() []*store.Task {
-	var out []*store.Task
-	for _, w := range l.writes {
-		if w.Written {
-			out = append(out, w.Tasks...)
-		}
-	}
-	return out
-}
-
-// claimAll claims up to limit tasks of queues at now, leasing every task
-// the store hands out, and returns them; held receives what the keys held
-// back (nil: not asked).
+// claimAll claims up to limit tasks of queues at now for "w", and returns
+// the tasks leased; held receives what the keys held back (nil: not
+// asked).
 func claimAll(t testing.TB, eq store.TaskQuerier, queues []string, now time.Time, limit int, held *store.HeldBack) []*store.Task {
 	t.Helper()
-	p := store.ClaimParams{Queues: queues, Now: now, Limit: limit}
+	p := claimOf("w", queues, now, limit)
+	p.Lease = time.Hour
 	if held != nil {
 		p.OnHeldBack = func(h store.HeldBack) { *held = h }
 	}
-	l := leaseEvery("w", now)
-	if err := eq.ClaimTasks(t.Context(), p, l.decide); err != nil {
+	claimed, err := eq.ClaimTasks(t.Context(), p)
+	if err != nil {
 		t.Fatalf("ClaimTasks: %v", err)
 	}
-	return l.got()
+	return claimedTasks(claimed)
 }
 
 // finishTask ends a leased task's lease with status (DONE, FAILED, or
@@ -333,9 +297,8 @@ func testFlowControlConcurrentClaimers(t *testing.T, h Harness) {
 				if done.Load() == tasks {
 					return
 				}
-				l := leaseEvery(fmt.Sprint("w", w), clockStart)
-				err := eq.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 2}, l.decide)
-				got := l.got()
+				claimed, err := eq.ClaimTasks(b.ctx, claimOf(fmt.Sprint("w", w), []string{"q"}, clockStart, 2))
+				got := claimedTasks(claimed)
 				if err != nil && !errors.Is(err, store.ErrConflict) {
 					t.Errorf("claimer %d: %v", w, err)
 					return
@@ -406,12 +369,11 @@ func testFlowControlGroupClaim(t *testing.T, h Harness) {
 	b.insertTasks(t,
 		underKey(withID("k0", newTask("a", "s0", "q", clockStart.Add(-time.Minute))), "k", 1),
 		underKey(withID("k1", newTask("a", "s1", "q", clockStart.Add(-time.Minute+time.Millisecond))), "k", 1))
-	l := leaseEvery("g", clockStart)
-	claim := &store.GroupClaim{Params: store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10}, Decide: l.decide}
+	claim := &store.GroupClaim{Params: claimOf("g", []string{"q"}, clockStart, 10)}
 	if _, _, err := b.engine(t).ApplyGroup(b.ctx, nil, nil, claim); err != nil {
 		t.Fatalf("ApplyGroup: %v", err)
 	}
-	got := l.got()
+	got := claimedTasks(claim.Claimed)
 	if !slices.Equal(ids(got), []string{"k0"}) || b.leasedOf(t, "k", "a") != 1 {
 		t.Errorf("a group's claim leased %v, want k0 alone (limit 1)", ids(got))
 	}

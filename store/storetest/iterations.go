@@ -45,7 +45,7 @@ func testTasksIterations(t *testing.T, h Harness) {
 	bad := iterationTask("t-neg", "inst", "a", -1)
 	wantErrorIs(t, "inserting a negative iteration", InsertTasks(b.ctx, b.s, []*store.Task{bad}), store.ErrInvalidArgument)
 
-	claimed, err := Claimable(b.ctx, eq, []string{"q1"}, clockStart, 10)
+	claimed, err := Claim(b.ctx, eq, []string{"q1"}, clockStart, 10)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}

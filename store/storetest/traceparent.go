@@ -53,15 +53,12 @@ func testTraceParentStored(t *testing.T, h Harness) {
 		t.Errorf("Apply's result: traceparent %q, want %q", applied.TraceParent, testTraceParent)
 	}
 	read := map[string]string{}
-	err = b.engine(t).ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q1", "q2"}, Now: clockStart, Limit: 10},
-		func(locked []store.Claimable) ([]*store.ClaimWrite, error) {
-			for _, c := range locked {
-				read[c.Instance.ID] = c.Instance.TraceParent
-			}
-			return nil, nil
-		})
+	claimed, err := b.engine(t).ClaimTasks(b.ctx, claimOf("node", []string{"q1", "q2"}, clockStart, 10))
 	if err != nil {
 		t.Fatalf("ClaimTasks: %v", err)
+	}
+	for _, c := range claimed {
+		read[c.Instance.ID] = c.Instance.TraceParent
 	}
 	want := map[string]string{"traced": testTraceParent, "grouped": testTraceParent, "plain": ""}
 	for id, tp := range want {
