@@ -45,10 +45,13 @@ const (
 	// ScenarioForeach: workflows of one foreach step over Items items
 	// through an in-process engine; an op is an iteration.
 	ScenarioForeach Scenario = "foreach"
+	// ScenarioQueue: Backlog single-step no-op workflows queued while no
+	// worker runs, then drained by an in-process engine; an op is a step.
+	ScenarioQueue Scenario = "queue"
 )
 
 // Scenarios lists every scenario, in the documented order.
-var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach}
+var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach, ScenarioQueue}
 
 // Modes of the contended scenario.
 const (
@@ -107,6 +110,9 @@ type Config struct {
 	Workers int
 	// Items is the number of items of the foreach scenario's step.
 	Items int
+	// Backlog is how many workflows the queue scenario queues before its
+	// workers start.
+	Backlog int
 	// Rate bounds workflow starts per second over all clients (0: as fast as
 	// MaxInFlight allows).
 	Rate float64
@@ -133,7 +139,7 @@ func DefaultConfig() Config {
 		Clients: 8, Duration: 10 * time.Second, ProgressInterval: time.Second,
 		Retry:     store.DefaultRetryPolicy,
 		StateSize: 1024, Steps: 200, OutputSize: 2048, Rows: 20000, BatchSize: 100,
-		Workers: 8, Drain: 10 * time.Second, Items: 1000,
+		Workers: 8, Drain: 10 * time.Second, Items: 1000, Backlog: 10000,
 	}
 }
 
@@ -210,6 +216,13 @@ func (c Config) Validate() error {
 		}
 		if c.Items < 1 || c.Items > workflow.MaxForeachItems {
 			bad("--items must be in 1–%d, got %d", workflow.MaxForeachItems, c.Items)
+		}
+	case ScenarioQueue:
+		if c.Workers < 1 {
+			bad("--workers must be at least 1, got %d", c.Workers)
+		}
+		if c.Backlog < 1 || c.Backlog > MaxBacklog {
+			bad("--backlog must be in 1–%d, got %d", MaxBacklog, c.Backlog)
 		}
 	case ScenarioWorkflow:
 		if c.Workers < 1 {
@@ -295,6 +308,15 @@ type Result struct {
 	HistoryBytesPerVersion float64 `json:"history_bytes_per_version,omitempty"`
 	FinalStateBytes        int64   `json:"final_state_bytes,omitempty"`
 	HistoryRatio           float64 `json:"history_ratio,omitempty"`
+	// Queue scenario: the backlog queued before the drain; the workflows
+	// the drain had not reached when the duration ended; the claims of one
+	// task timed on the full backlog before the drain, their median and
+	// slowest (Completed counts the drained workflows and the probed ones).
+	Backlog     int     `json:"backlog,omitempty"`
+	Remaining   int64   `json:"remaining,omitempty"`
+	ClaimProbes int     `json:"claim_probes,omitempty"`
+	ClaimMSP50  float64 `json:"claim_ms_p50,omitempty"`
+	ClaimMSMax  float64 `json:"claim_ms_max,omitempty"`
 	// Interrupted: the caller's context ended the run early.
 	Interrupted bool    `json:"interrupted,omitempty"`
 	PrepareS    float64 `json:"prepare_s"`
@@ -351,6 +373,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		sc = &historyScenario{r: r}
 	case ScenarioForeach:
 		sc = &foreachScenario{r: r}
+	case ScenarioQueue:
+		sc = &queueScenario{r: r}
 	}
 	defer sc.close()
 	if err := sc.prepare(ctx); err != nil {

@@ -60,6 +60,9 @@ func short(s store.Backend, sc bench.Scenario, progress *syncBuffer) bench.Confi
 	// completions out of order, the output in item order), and
 	// TestForeachScenario runs 40 on both stores.
 	cfg.Items = 10
+	// A queue of 50 is drained in a fraction of a second; TestQueueScenario
+	// drains 100 on both stores.
+	cfg.Backlog = 50
 	cfg.Retry = store.RetryPolicy{Base: time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: 100}
 	return cfg
 }
@@ -82,9 +85,10 @@ func run(t *testing.T, cfg bench.Config) bench.Result {
 	if res.LostUpdates != 0 || res.Errors != 0 || !progressed || res.Failed() {
 		t.Errorf("%s: lost_updates %d, errors %d, ops %d; want 0, 0, > 0\nprogress:\n%s", cfg.Scenario, res.LostUpdates, res.Errors, res.Ops, progress)
 	}
-	// The history scenario runs one workflow, often within the first
-	// progress interval: it reports its own lines instead.
-	if cfg.Scenario != bench.ScenarioHistory && !strings.Contains(progress.String(), " ops=") {
+	// The history scenario runs one workflow, and the queue scenario drains
+	// its backlog, often within the first progress interval: they report
+	// their own lines instead.
+	if cfg.Scenario != bench.ScenarioHistory && cfg.Scenario != bench.ScenarioQueue && !strings.Contains(progress.String(), " ops=") {
 		t.Errorf("no progress line in:\n%s", progress)
 	}
 	checkJSON(t, res)
@@ -291,6 +295,7 @@ func TestLostUpdatesAreReported(t *testing.T) {
 		{bench.ScenarioContended, bench.ModeModify},
 		{bench.ScenarioContended, bench.ModeRetry},
 		{bench.ScenarioCompleteStep, ""},
+		{bench.ScenarioQueue, ""},
 	} {
 		t.Run(string(c.sc)+"/"+c.mode, func(t *testing.T) {
 			t.Parallel()
@@ -352,6 +357,10 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *bench.Config) { c.Scenario, c.Workers = bench.ScenarioWorkflow, 0 }, "--workers must be at least 1"},
 		{func(c *bench.Config) { c.Scenario, c.Workers, c.ConcurrencyLimit = bench.ScenarioWorkflow, 1, -1 }, "--concurrency-limit must not be negative"},
 		{func(c *bench.Config) { c.ConcurrencyLimit = 2 }, "--concurrency-limit is for --scenario workflow only"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Backlog = bench.ScenarioQueue, 1, 0 }, "--backlog must be in 1–1000000, got 0"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Backlog = bench.ScenarioQueue, 1, -5 }, "--backlog must be in 1–1000000, got -5"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Backlog = bench.ScenarioQueue, 1, 1_000_001 }, "--backlog must be in 1–1000000, got 1000001"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Backlog = bench.ScenarioQueue, 0, 10 }, "--workers must be at least 1, got 0"},
 	} {
 		cfg := ok
 		c.change(&cfg)
@@ -454,6 +463,32 @@ func TestForeachScenario(t *testing.T) {
 			res := run(t, cfg)
 			if res.Items != 40 || res.Completed < 1 || res.Completed != res.Started || res.Ops != res.Completed*40 {
 				t.Errorf("items %d, started %d, completed %d, ops %d; want every started workflow completed and 40 ops each", res.Items, res.Started, res.Completed, res.Ops)
+			}
+			checkJSON(t, res)
+		})
+	}
+}
+
+// The queue scenario drains a backlog queued before its workers start:
+// every workflow completes once, after one attempt, the claim probes'
+// included, and a claim at the backlog's depth is timed, on both stores.
+func TestQueueScenario(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			progress := &syncBuffer{}
+			cfg := short(open(t, b.newDB(t)), bench.ScenarioQueue, progress)
+			cfg.Backlog, cfg.Workers = 100, 4
+			cfg.Duration = time.Minute // the run ends when the backlog is drained
+			res := run(t, cfg)
+			if res.Backlog != 100 || res.Remaining != 0 || res.Completed != 100 || res.Ops != 100-int64(res.ClaimProbes) {
+				t.Errorf("backlog %d, remaining %d, completed %d, ops %d with %d probes; want 100, 0, 100, 100 - probes", res.Backlog, res.Remaining, res.Completed, res.Ops, res.ClaimProbes)
+			}
+			if res.ClaimProbes != 5 || res.ClaimMSP50 <= 0 || res.ClaimMSMax < res.ClaimMSP50 {
+				t.Errorf("%d claim probes, p50 %v ms, max %v ms; want 5, > 0, max ≥ p50", res.ClaimProbes, res.ClaimMSP50, res.ClaimMSMax)
+			}
+			if res.StepsPerSec != res.OpsPerSec || res.OpsPerSec <= 0 || res.DurationS >= 60 {
+				t.Errorf("steps/s %v, ops/s %v in %vs; want the drain's rate, before the duration ended", res.StepsPerSec, res.OpsPerSec, res.DurationS)
 			}
 			checkJSON(t, res)
 		})

@@ -49,6 +49,12 @@ Scenarios:
                  per client; ops are iterations (ops_per_sec: iterations per second),
                  latencies whole workflows'; lost_updates counts workflows whose output
                  is not every iteration's, once, in item order
+  queue          --backlog single-step no-op workflows (default 10000) queued while no
+                 worker runs, then drained by an in-process engine with --workers
+                 workers until empty or --duration ends; ops are steps, latencies run
+                 from the drain's start to each workflow's completion; claim_ms_p50 is
+                 the median of 5 one-task claims timed on the full backlog first;
+                 --clients start the backlog
 
 lost_updates is checked from the data (e.g. final counters against acknowledged
 increments). The exit code is 1 when it is not 0 or when any operation failed.
@@ -58,7 +64,8 @@ a shell set up for a server never fills that server's database with bench data.`
 		Example: `  flowd bench --db sqlite:bench.db --scenario contended --clients 8 --duration 10s
   flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario workflow --workers 16
   flowd bench --db sqlite:bench.db --scenario history --steps 200 --output-size 2048
-  flowd bench --db sqlite:bench.db --scenario foreach --items 1000 --clients 2`,
+  flowd bench --db sqlite:bench.db --scenario foreach --items 1000 --clients 2
+  flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario queue --backlog 20000 --duration 5m`,
 		Args: cobra.NoArgs,
 		// Every flag but --db may come from FLOWD_<FLAG>, as for serve.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -119,7 +126,7 @@ a shell set up for a server never fills that server's database with bench data.`
 	}
 	f := cmd.Flags()
 	f.StringVar(&db, "db", "", "database to fill with bench data, required: postgres://… or sqlite:PATH (FLOWD_DB is not read)")
-	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow, history or foreach")
+	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow, history, foreach or queue")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the clients run")
 	f.StringVar(&cfg.Mode, "mode", "", "contended: modify (default) or retry")
@@ -132,8 +139,9 @@ a shell set up for a server never fills that server's database with bench data.`
 	f.IntVar(&cfg.OutputSize, "output-size", cfg.OutputSize, "history: bytes each step outputs")
 	f.IntVar(&cfg.Rows, "rows", cfg.Rows, "batch: rows in the table")
 	f.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "batch: rows moved per call (1–10000)")
-	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workflow, history, foreach: in-process step concurrency")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workflow, history, foreach, queue: in-process step concurrency")
 	f.IntVar(&cfg.Items, "items", cfg.Items, "foreach: items of each workflow's foreach step (1–10000)")
+	f.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "queue: workflows queued before the workers start (1–1000000)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "workflow: workflows started per second (0: as fast as --max-inflight allows)")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "workflow: workflows in flight at most (default 2×workers; -1: no bound)")
 	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "workflow: how long to wait after --duration for workflows in flight")

@@ -19,7 +19,12 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach)`},
+		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach, queue)`},
+		{[]string{"--scenario", "queue", "--backlog", "0"}, "--backlog must be in 1–1000000, got 0"},
+		{[]string{"--scenario", "queue", "--backlog", "-1"}, "--backlog must be in 1–1000000, got -1"},
+		{[]string{"--scenario", "queue", "--backlog", "1000001"}, "--backlog must be in 1–1000000, got 1000001"},
+		{[]string{"--scenario", "queue", "--backlog", "many"}, `invalid argument "many" for "--backlog"`},
+		{[]string{"--scenario", "queue", "--workers", "0"}, "--workers must be at least 1, got 0"},
 		{[]string{"--items", "0", "--scenario", "foreach"}, "--items must be in 1–10000, got 0"},
 		{[]string{"--items", "10001", "--scenario", "foreach"}, "--items must be in 1–10000, got 10001"},
 		{[]string{"--workers", "0", "--scenario", "foreach"}, "--workers must be at least 1, got 0"},
