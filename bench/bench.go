@@ -84,6 +84,12 @@ type Config struct {
 	// the data is checked. flowd bench --cpuprofile profiles that span.
 	Measuring func() (stopped func())
 
+	// Growth, when set, is read before and after the measured part of the
+	// foreach, history and queue scenarios: the bytes the database wrote
+	// meanwhile are reported in all and per item (nil: only the time per
+	// item is).
+	Growth GrowthMeter
+
 	// Mode of the contended scenario: ModeModify (also for "") or ModeRetry.
 	// Other scenarios have no mode.
 	Mode string
@@ -317,6 +323,16 @@ type Result struct {
 	ClaimProbes int     `json:"claim_probes,omitempty"`
 	ClaimMSP50  float64 `json:"claim_ms_p50,omitempty"`
 	ClaimMSMax  float64 `json:"claim_ms_max,omitempty"`
+	// Cost per item of the foreach (an iteration), history (a chain step)
+	// and queue (a drained step) scenarios: the measured part's time per
+	// item and, with Config.Growth, the bytes the database wrote in it, on
+	// PostgreSQL the WAL (pg_current_wal_lsn before and after), on SQLite
+	// the growth of its files.
+	MSPerItem              float64 `json:"ms_per_item,omitempty"`
+	WALBytes               int64   `json:"wal_bytes,omitempty"`
+	WALBytesPerItem        float64 `json:"wal_bytes_per_item,omitempty"`
+	FileGrowthBytes        int64   `json:"file_growth_bytes,omitempty"`
+	FileGrowthBytesPerItem float64 `json:"file_growth_bytes_per_item,omitempty"`
 	// Interrupted: the caller's context ended the run early.
 	Interrupted bool    `json:"interrupted,omitempty"`
 	PrepareS    float64 `json:"prepare_s"`
@@ -388,7 +404,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Measuring != nil {
 		stopped = cfg.Measuring()
 	}
+	g := r.startGrowth(ctx, sc)
 	elapsed := r.runClients(ctx, sc.client)
+	g.stop(context.WithoutCancel(ctx))
 	stopped()
 	res := r.result(elapsed)
 	res.PrepareS = seconds(prepared)
@@ -401,6 +419,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, fmt.Errorf("checking the %s scenario's data: %w", cfg.Scenario, err)
 	}
 	res.VerifyS = seconds(time.Since(t1))
+	g.report(&res, elapsed)
 	res.Interrupted = ctx.Err() != nil
 	r.logf("%s: %d ops in %.3fs, %d conflicts, %d errors, %d lost updates (checked in %.3fs)",
 		cfg.Scenario, res.Ops, res.DurationS, res.Conflicts, res.Errors, res.LostUpdates, res.VerifyS)

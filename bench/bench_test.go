@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/bench"
+	"github.com/flowd/flowd/internal/dbgrowth"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/internal/testkit"
@@ -421,8 +422,10 @@ func TestHistoryScenario(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			progress := &syncBuffer{}
-			cfg := short(open(t, b.newDB(t)), bench.ScenarioHistory, progress)
+			url := b.newDB(t)
+			cfg := short(open(t, url), bench.ScenarioHistory, progress)
 			cfg.Steps, cfg.OutputSize, cfg.Workers = 30, 2048, 2
+			cfg.Growth = growthMeter(t, url)
 			cfg.Duration = time.Hour // the run ends with its workflow
 			res, err := bench.Run(t.Context(), cfg)
 			if err != nil {
@@ -442,6 +445,13 @@ func TestHistoryScenario(t *testing.T) {
 			if res.HistoryBytesPerVersion <= 0 || !strings.Contains(progress.String(), "ratio") {
 				t.Errorf("history_bytes_per_version %v; progress:\n%s", res.HistoryBytesPerVersion, progress)
 			}
+			// 30 steps of 2 KB outputs write at least 60 KB, whatever the
+			// store does with them, and far less than 100 times that: the
+			// bytes are the run's, not the database's since it began.
+			checkGrowth(t, b.name, res, 30)
+			if got := max(res.WALBytes, res.FileGrowthBytes); got < 30*2048 || got > 100*30*2048 {
+				t.Errorf("the run wrote %d bytes for 30 outputs of 2048", got)
+			}
 			checkJSON(t, res)
 		})
 	}
@@ -457,13 +467,16 @@ func TestForeachScenario(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			progress := &syncBuffer{}
-			cfg := short(open(t, b.newDB(t)), bench.ScenarioForeach, progress)
+			url := b.newDB(t)
+			cfg := short(open(t, url), bench.ScenarioForeach, progress)
 			cfg.Items, cfg.Workers, cfg.Clients = 40, 4, 2
 			cfg.Duration = 300 * time.Millisecond
+			cfg.Growth = growthMeter(t, url)
 			res := run(t, cfg)
 			if res.Items != 40 || res.Completed < 1 || res.Completed != res.Started || res.Ops != res.Completed*40 {
 				t.Errorf("items %d, started %d, completed %d, ops %d; want every started workflow completed and 40 ops each", res.Items, res.Started, res.Completed, res.Ops)
 			}
+			checkGrowth(t, b.name, res, res.Ops)
 			checkJSON(t, res)
 		})
 	}
@@ -477,8 +490,10 @@ func TestQueueScenario(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			progress := &syncBuffer{}
-			cfg := short(open(t, b.newDB(t)), bench.ScenarioQueue, progress)
+			url := b.newDB(t)
+			cfg := short(open(t, url), bench.ScenarioQueue, progress)
 			cfg.Backlog, cfg.Workers = 100, 4
+			cfg.Growth = growthMeter(t, url)
 			cfg.Duration = time.Minute // the run ends when the backlog is drained
 			res := run(t, cfg)
 			if res.Backlog != 100 || res.Remaining != 0 || res.Completed != 100 || res.Ops != 100-int64(res.ClaimProbes) {
@@ -490,7 +505,36 @@ func TestQueueScenario(t *testing.T) {
 			if res.StepsPerSec != res.OpsPerSec || res.OpsPerSec <= 0 || res.DurationS >= 60 {
 				t.Errorf("steps/s %v, ops/s %v in %vs; want the drain's rate, before the duration ended", res.StepsPerSec, res.OpsPerSec, res.DurationS)
 			}
+			checkGrowth(t, b.name, res, res.Ops)
 			checkJSON(t, res)
 		})
+	}
+}
+
+// growthMeter is the meter of the database at url.
+func growthMeter(t *testing.T, url string) *dbgrowth.Meter {
+	t.Helper()
+	m, err := dbgrowth.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// checkGrowth checks the cost per item of a run of items items with a
+// growth meter: the time, and the bytes written, WAL on PostgreSQL and
+// file growth on SQLite, in all and per item.
+func checkGrowth(t *testing.T, backend string, res bench.Result, items int64) {
+	t.Helper()
+	written, perItem, other := res.WALBytes, res.WALBytesPerItem, res.FileGrowthBytes
+	if backend == "sqlite" {
+		written, perItem, other = res.FileGrowthBytes, res.FileGrowthBytesPerItem, res.WALBytes
+	}
+	if items <= 0 || written <= 0 || other != 0 || perItem != round3(float64(written)/float64(items)) {
+		t.Errorf("%s: %d bytes written, %v per item over %d items, %d of the other store's kind; want > 0, their quotient, 0", backend, written, perItem, items, other)
+	}
+	if want := round3(res.DurationS * 1000 / float64(items)); res.MSPerItem <= 0 || res.MSPerItem < want*0.99 || res.MSPerItem > want*1.01 {
+		t.Errorf("ms_per_item %v over %d items in %vs; want about %v", res.MSPerItem, items, res.DurationS, want)
 	}
 }

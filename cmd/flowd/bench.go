@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flowd/flowd/bench"
+	"github.com/flowd/flowd/internal/dbgrowth"
 	"github.com/flowd/flowd/internal/storeopen"
 )
 
@@ -55,6 +57,13 @@ Scenarios:
                  from the drain's start to each workflow's completion; claim_ms_p50 is
                  the median of 5 one-task claims timed on the full backlog first;
                  --clients start the backlog
+
+foreach, history and queue also report their cost per item (an iteration, a
+chain step, a drained step): ms_per_item, the measured part's time per item, and
+on PostgreSQL wal_bytes and wal_bytes_per_item, the WAL written meanwhile
+(pg_current_wal_lsn before and after: cluster-wide, so run on a cluster of its
+own), on SQLite file_growth_bytes and file_growth_bytes_per_item, the growth of
+the database file and its -wal file. scripts/bench-growth runs them at growing sizes.
 
 lost_updates is checked from the data (e.g. final counters against acknowledged
 increments). The exit code is 1 when it is not 0 or when any operation failed.
@@ -102,6 +111,11 @@ a shell set up for a server never fills that server's database with bench data.`
 			defer s.Close()
 			cfg.Store = s
 			cfg.Progress = e.stderr
+			meter := openGrowthMeter(ctx, db, cfg.Scenario, e)
+			if meter != nil {
+				defer meter.Close()
+				cfg.Growth = meter
+			}
 			cfg.Measuring = profile.measuring()
 			res, err := bench.Run(ctx, cfg)
 			if perr := profile.stop(); err == nil {
@@ -148,6 +162,24 @@ a shell set up for a server never fills that server's database with bench data.`
 	f.IntVar(&cfg.ConcurrencyLimit, "concurrency-limit", 0, "workflow: give every workflow a definition concurrency limit of N per key, keys spread so that it is rarely reached (measures the limiter's cost; 0: none)")
 	f.StringVar(&profilePath, "cpuprofile", "", "write a CPU profile of the measured part of the run (this process: clients, store client, engine) to this file, for go tool pprof")
 	return cmd
+}
+
+// openGrowthMeter returns the meter of what the database writes for the
+// scenarios that report their cost per item (nil for the others, and when
+// the database cannot be measured: the run then reports its time per item
+// alone, after a warning).
+func openGrowthMeter(ctx context.Context, db string, sc bench.Scenario, e *env) *dbgrowth.Meter {
+	switch sc {
+	case bench.ScenarioForeach, bench.ScenarioHistory, bench.ScenarioQueue:
+	default:
+		return nil
+	}
+	m, err := dbgrowth.Open(ctx, db)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "flowd bench: warning: not measuring the database's growth: %v\n", err)
+		return nil
+	}
+	return m
 }
 
 // cpuProfile is the file --cpuprofile writes; a nil *cpuProfile does nothing.
