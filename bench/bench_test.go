@@ -422,10 +422,8 @@ func TestHistoryScenario(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			progress := &syncBuffer{}
-			url := b.newDB(t)
-			cfg := short(open(t, url), bench.ScenarioHistory, progress)
+			cfg := withGrowth(t, b.newDB(t), bench.ScenarioHistory, progress)
 			cfg.Steps, cfg.OutputSize, cfg.Workers = 30, 2048, 2
-			cfg.Growth = growthMeter(t, url)
 			cfg.Duration = time.Hour // the run ends with its workflow
 			res, err := bench.Run(t.Context(), cfg)
 			if err != nil {
@@ -467,11 +465,9 @@ func TestForeachScenario(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			progress := &syncBuffer{}
-			url := b.newDB(t)
-			cfg := short(open(t, url), bench.ScenarioForeach, progress)
+			cfg := withGrowth(t, b.newDB(t), bench.ScenarioForeach, progress)
 			cfg.Items, cfg.Workers, cfg.Clients = 40, 4, 2
 			cfg.Duration = 300 * time.Millisecond
-			cfg.Growth = growthMeter(t, url)
 			res := run(t, cfg)
 			if res.Items != 40 || res.Completed < 1 || res.Completed != res.Started || res.Ops != res.Completed*40 {
 				t.Errorf("items %d, started %d, completed %d, ops %d; want every started workflow completed and 40 ops each", res.Items, res.Started, res.Completed, res.Ops)
@@ -490,10 +486,8 @@ func TestQueueScenario(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			progress := &syncBuffer{}
-			url := b.newDB(t)
-			cfg := short(open(t, url), bench.ScenarioQueue, progress)
+			cfg := withGrowth(t, b.newDB(t), bench.ScenarioQueue, progress)
 			cfg.Backlog, cfg.Workers = 100, 4
-			cfg.Growth = growthMeter(t, url)
 			cfg.Duration = time.Minute // the run ends when the backlog is drained
 			res := run(t, cfg)
 			if res.Backlog != 100 || res.Remaining != 0 || res.Completed != 100 || res.Ops != 100-int64(res.ClaimProbes) {
@@ -511,15 +505,18 @@ func TestQueueScenario(t *testing.T) {
 	}
 }
 
-// growthMeter is the meter of the database at url.
-func growthMeter(t *testing.T, url string) *dbgrowth.Meter {
+// withGrowth is short's config of scenario sc on the database at url,
+// with that database's growth meter.
+func withGrowth(t *testing.T, url string, sc bench.Scenario, progress *syncBuffer) bench.Config {
 	t.Helper()
+	cfg := short(open(t, url), sc, progress)
 	m, err := dbgrowth.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return m
+	cfg.Growth = m
+	return cfg
 }
 
 // checkGrowth checks the cost per item of a run of items items with a

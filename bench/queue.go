@@ -242,12 +242,7 @@ func (q *queueScenario) verify(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	var done []time.Duration
-	for i, ok := range drained {
-		if ok {
-			done = append(done, lat[i])
-		}
-	}
+	done := kept(lat, drained)
 	res.Ops = int64(len(done))
 	res.setTiming(q.r.stopped.Sub(q.r.started), done)
 	res.StepsPerSec = res.OpsPerSec
