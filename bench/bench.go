@@ -45,10 +45,13 @@ const (
 	// ScenarioForeach: workflows of one foreach step over Items items
 	// through an in-process engine; an op is an iteration.
 	ScenarioForeach Scenario = "foreach"
+	// ScenarioQueue: Backlog single-step no-op workflows queued while no
+	// worker runs, then drained by an in-process engine; an op is a step.
+	ScenarioQueue Scenario = "queue"
 )
 
 // Scenarios lists every scenario, in the documented order.
-var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach}
+var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach, ScenarioQueue}
 
 // Modes of the contended scenario.
 const (
@@ -81,6 +84,12 @@ type Config struct {
 	// the data is checked. flowd bench --cpuprofile profiles that span.
 	Measuring func() (stopped func())
 
+	// Growth, when set, is read before and after the measured part of the
+	// foreach, history and queue scenarios: the bytes the database wrote
+	// meanwhile are reported in all and per item (nil: only the time per
+	// item is).
+	Growth GrowthMeter
+
 	// Mode of the contended scenario: ModeModify (also for "") or ModeRetry.
 	// Other scenarios have no mode.
 	Mode string
@@ -107,6 +116,9 @@ type Config struct {
 	Workers int
 	// Items is the number of items of the foreach scenario's step.
 	Items int
+	// Backlog is how many workflows the queue scenario queues before its
+	// workers start.
+	Backlog int
 	// Rate bounds workflow starts per second over all clients (0: as fast as
 	// MaxInFlight allows).
 	Rate float64
@@ -133,7 +145,7 @@ func DefaultConfig() Config {
 		Clients: 8, Duration: 10 * time.Second, ProgressInterval: time.Second,
 		Retry:     store.DefaultRetryPolicy,
 		StateSize: 1024, Steps: 200, OutputSize: 2048, Rows: 20000, BatchSize: 100,
-		Workers: 8, Drain: 10 * time.Second, Items: 1000,
+		Workers: 8, Drain: 10 * time.Second, Items: 1000, Backlog: 10000,
 	}
 }
 
@@ -210,6 +222,13 @@ func (c Config) Validate() error {
 		}
 		if c.Items < 1 || c.Items > workflow.MaxForeachItems {
 			bad("--items must be in 1–%d, got %d", workflow.MaxForeachItems, c.Items)
+		}
+	case ScenarioQueue:
+		if c.Workers < 1 {
+			bad("--workers must be at least 1, got %d", c.Workers)
+		}
+		if c.Backlog < 1 || c.Backlog > MaxBacklog {
+			bad("--backlog must be in 1–%d, got %d", MaxBacklog, c.Backlog)
 		}
 	case ScenarioWorkflow:
 		if c.Workers < 1 {
@@ -295,6 +314,25 @@ type Result struct {
 	HistoryBytesPerVersion float64 `json:"history_bytes_per_version,omitempty"`
 	FinalStateBytes        int64   `json:"final_state_bytes,omitempty"`
 	HistoryRatio           float64 `json:"history_ratio,omitempty"`
+	// Queue scenario: the backlog queued before the drain; the workflows
+	// the drain had not reached when the duration ended; the claims of one
+	// task timed on the full backlog before the drain, their median and
+	// slowest (Completed counts the drained workflows and the probed ones).
+	Backlog     int     `json:"backlog,omitempty"`
+	Remaining   int64   `json:"remaining,omitempty"`
+	ClaimProbes int     `json:"claim_probes,omitempty"`
+	ClaimMSP50  float64 `json:"claim_ms_p50,omitempty"`
+	ClaimMSMax  float64 `json:"claim_ms_max,omitempty"`
+	// Cost per item of the foreach (an iteration), history (a chain step)
+	// and queue (a drained step) scenarios: the measured part's time per
+	// item and, with Config.Growth, the bytes the database wrote in it, on
+	// PostgreSQL the WAL (pg_current_wal_lsn before and after), on SQLite
+	// the growth of its files.
+	MSPerItem              float64 `json:"ms_per_item,omitempty"`
+	WALBytes               int64   `json:"wal_bytes,omitempty"`
+	WALBytesPerItem        float64 `json:"wal_bytes_per_item,omitempty"`
+	FileGrowthBytes        int64   `json:"file_growth_bytes,omitempty"`
+	FileGrowthBytesPerItem float64 `json:"file_growth_bytes_per_item,omitempty"`
 	// Interrupted: the caller's context ended the run early.
 	Interrupted bool    `json:"interrupted,omitempty"`
 	PrepareS    float64 `json:"prepare_s"`
@@ -351,6 +389,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		sc = &historyScenario{r: r}
 	case ScenarioForeach:
 		sc = &foreachScenario{r: r}
+	case ScenarioQueue:
+		sc = &queueScenario{r: r}
 	}
 	defer sc.close()
 	if err := sc.prepare(ctx); err != nil {
@@ -364,7 +404,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Measuring != nil {
 		stopped = cfg.Measuring()
 	}
+	g := r.startGrowth(ctx, sc)
 	elapsed := r.runClients(ctx, sc.client)
+	g.stop(context.WithoutCancel(ctx))
 	stopped()
 	res := r.result(elapsed)
 	res.PrepareS = seconds(prepared)
@@ -377,6 +419,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, fmt.Errorf("checking the %s scenario's data: %w", cfg.Scenario, err)
 	}
 	res.VerifyS = seconds(time.Since(t1))
+	g.report(&res, elapsed)
 	res.Interrupted = ctx.Err() != nil
 	r.logf("%s: %d ops in %.3fs, %d conflicts, %d errors, %d lost updates (checked in %.3fs)",
 		cfg.Scenario, res.Ops, res.DurationS, res.Conflicts, res.Errors, res.LostUpdates, res.VerifyS)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/bench"
+	"github.com/flowd/flowd/internal/dbgrowth"
 	"github.com/flowd/flowd/internal/pgtest"
 	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/internal/testkit"
@@ -60,6 +61,9 @@ func short(s store.Backend, sc bench.Scenario, progress *syncBuffer) bench.Confi
 	// completions out of order, the output in item order), and
 	// TestForeachScenario runs 40 on both stores.
 	cfg.Items = 10
+	// A queue of 50 is drained in a fraction of a second; TestQueueScenario
+	// drains 100 on both stores.
+	cfg.Backlog = 50
 	cfg.Retry = store.RetryPolicy{Base: time.Millisecond, Cap: 20 * time.Millisecond, MaxAttempts: 100}
 	return cfg
 }
@@ -82,9 +86,10 @@ func run(t *testing.T, cfg bench.Config) bench.Result {
 	if res.LostUpdates != 0 || res.Errors != 0 || !progressed || res.Failed() {
 		t.Errorf("%s: lost_updates %d, errors %d, ops %d; want 0, 0, > 0\nprogress:\n%s", cfg.Scenario, res.LostUpdates, res.Errors, res.Ops, progress)
 	}
-	// The history scenario runs one workflow, often within the first
-	// progress interval: it reports its own lines instead.
-	if cfg.Scenario != bench.ScenarioHistory && !strings.Contains(progress.String(), " ops=") {
+	// The history scenario runs one workflow, and the queue scenario drains
+	// its backlog, often within the first progress interval: they report
+	// their own lines instead.
+	if cfg.Scenario != bench.ScenarioHistory && cfg.Scenario != bench.ScenarioQueue && !strings.Contains(progress.String(), " ops=") {
 		t.Errorf("no progress line in:\n%s", progress)
 	}
 	checkJSON(t, res)
@@ -291,6 +296,7 @@ func TestLostUpdatesAreReported(t *testing.T) {
 		{bench.ScenarioContended, bench.ModeModify},
 		{bench.ScenarioContended, bench.ModeRetry},
 		{bench.ScenarioCompleteStep, ""},
+		{bench.ScenarioQueue, ""},
 	} {
 		t.Run(string(c.sc)+"/"+c.mode, func(t *testing.T) {
 			t.Parallel()
@@ -352,6 +358,10 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *bench.Config) { c.Scenario, c.Workers = bench.ScenarioWorkflow, 0 }, "--workers must be at least 1"},
 		{func(c *bench.Config) { c.Scenario, c.Workers, c.ConcurrencyLimit = bench.ScenarioWorkflow, 1, -1 }, "--concurrency-limit must not be negative"},
 		{func(c *bench.Config) { c.ConcurrencyLimit = 2 }, "--concurrency-limit is for --scenario workflow only"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Backlog = bench.ScenarioQueue, 1, 0 }, "--backlog must be in 1–1000000, got 0"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Backlog = bench.ScenarioQueue, 1, -5 }, "--backlog must be in 1–1000000, got -5"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Backlog = bench.ScenarioQueue, 1, 1_000_001 }, "--backlog must be in 1–1000000, got 1000001"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Backlog = bench.ScenarioQueue, 0, 10 }, "--workers must be at least 1, got 0"},
 	} {
 		cfg := ok
 		c.change(&cfg)
@@ -412,7 +422,7 @@ func TestHistoryScenario(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			progress := &syncBuffer{}
-			cfg := short(open(t, b.newDB(t)), bench.ScenarioHistory, progress)
+			cfg := withGrowth(t, b.newDB(t), bench.ScenarioHistory, progress)
 			cfg.Steps, cfg.OutputSize, cfg.Workers = 30, 2048, 2
 			cfg.Duration = time.Hour // the run ends with its workflow
 			res, err := bench.Run(t.Context(), cfg)
@@ -433,6 +443,13 @@ func TestHistoryScenario(t *testing.T) {
 			if res.HistoryBytesPerVersion <= 0 || !strings.Contains(progress.String(), "ratio") {
 				t.Errorf("history_bytes_per_version %v; progress:\n%s", res.HistoryBytesPerVersion, progress)
 			}
+			// 30 steps of 2 KB outputs write at least 60 KB, whatever the
+			// store does with them, and far less than 100 times that: the
+			// bytes are the run's, not the database's since it began.
+			checkGrowth(t, b.name, res, 30)
+			if got := max(res.WALBytes, res.FileGrowthBytes); got < 30*2048 || got > 100*30*2048 {
+				t.Errorf("the run wrote %d bytes for 30 outputs of 2048", got)
+			}
 			checkJSON(t, res)
 		})
 	}
@@ -448,14 +465,73 @@ func TestForeachScenario(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			progress := &syncBuffer{}
-			cfg := short(open(t, b.newDB(t)), bench.ScenarioForeach, progress)
+			cfg := withGrowth(t, b.newDB(t), bench.ScenarioForeach, progress)
 			cfg.Items, cfg.Workers, cfg.Clients = 40, 4, 2
 			cfg.Duration = 300 * time.Millisecond
 			res := run(t, cfg)
 			if res.Items != 40 || res.Completed < 1 || res.Completed != res.Started || res.Ops != res.Completed*40 {
 				t.Errorf("items %d, started %d, completed %d, ops %d; want every started workflow completed and 40 ops each", res.Items, res.Started, res.Completed, res.Ops)
 			}
+			checkGrowth(t, b.name, res, res.Ops)
 			checkJSON(t, res)
 		})
+	}
+}
+
+// The queue scenario drains a backlog queued before its workers start:
+// every workflow completes once, after one attempt, the claim probes'
+// included, and a claim at the backlog's depth is timed, on both stores.
+func TestQueueScenario(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			progress := &syncBuffer{}
+			cfg := withGrowth(t, b.newDB(t), bench.ScenarioQueue, progress)
+			cfg.Backlog, cfg.Workers = 100, 4
+			cfg.Duration = time.Minute // the run ends when the backlog is drained
+			res := run(t, cfg)
+			if res.Backlog != 100 || res.Remaining != 0 || res.Completed != 100 || res.Ops != 100-int64(res.ClaimProbes) {
+				t.Errorf("backlog %d, remaining %d, completed %d, ops %d with %d probes; want 100, 0, 100, 100 - probes", res.Backlog, res.Remaining, res.Completed, res.Ops, res.ClaimProbes)
+			}
+			if res.ClaimProbes != 5 || res.ClaimMSP50 <= 0 || res.ClaimMSMax < res.ClaimMSP50 {
+				t.Errorf("%d claim probes, p50 %v ms, max %v ms; want 5, > 0, max ≥ p50", res.ClaimProbes, res.ClaimMSP50, res.ClaimMSMax)
+			}
+			if res.StepsPerSec != res.OpsPerSec || res.OpsPerSec <= 0 || res.DurationS >= 60 {
+				t.Errorf("steps/s %v, ops/s %v in %vs; want the drain's rate, before the duration ended", res.StepsPerSec, res.OpsPerSec, res.DurationS)
+			}
+			checkGrowth(t, b.name, res, res.Ops)
+			checkJSON(t, res)
+		})
+	}
+}
+
+// withGrowth is short's config of scenario sc on the database at url,
+// with that database's growth meter.
+func withGrowth(t *testing.T, url string, sc bench.Scenario, progress *syncBuffer) bench.Config {
+	t.Helper()
+	cfg := short(open(t, url), sc, progress)
+	m, err := dbgrowth.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	cfg.Growth = m
+	return cfg
+}
+
+// checkGrowth checks the cost per item of a run of items items with a
+// growth meter: the time, and the bytes written, WAL on PostgreSQL and
+// file growth on SQLite, in all and per item.
+func checkGrowth(t *testing.T, backend string, res bench.Result, items int64) {
+	t.Helper()
+	written, perItem, other := res.WALBytes, res.WALBytesPerItem, res.FileGrowthBytes
+	if backend == "sqlite" {
+		written, perItem, other = res.FileGrowthBytes, res.FileGrowthBytesPerItem, res.WALBytes
+	}
+	if items <= 0 || written <= 0 || other != 0 || perItem != round3(float64(written)/float64(items)) {
+		t.Errorf("%s: %d bytes written, %v per item over %d items, %d of the other store's kind; want > 0, their quotient, 0", backend, written, perItem, items, other)
+	}
+	if want := round3(res.DurationS * 1000 / float64(items)); res.MSPerItem <= 0 || res.MSPerItem < want*0.99 || res.MSPerItem > want*1.01 {
+		t.Errorf("ms_per_item %v over %d items in %vs; want about %v", res.MSPerItem, items, res.DurationS, want)
 	}
 }

@@ -226,6 +226,18 @@ func (res *Result) setTiming(elapsed time.Duration, lat []time.Duration) {
 	}
 }
 
+// kept returns the latencies lat[i] whose keep[i] is true, in order: those
+// of the operations a check found done.
+func kept(lat []time.Duration, keep []bool) []time.Duration {
+	var out []time.Duration
+	for i, ok := range keep {
+		if ok {
+			out = append(out, lat[i])
+		}
+	}
+	return out
+}
+
 // percentile is the nearest-rank percentile of sorted durations (0 if none).
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {

@@ -240,12 +240,7 @@ func (w *workflowScenario) verify(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	var done []time.Duration
-	for i, ok := range completed {
-		if ok {
-			done = append(done, lat[i])
-		}
-	}
+	done := kept(lat, completed)
 	window := w.r.stopped.Sub(w.r.started)
 	res.Ops = inWindow.Load()
 	res.setTiming(window, done)

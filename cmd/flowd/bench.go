@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flowd/flowd/bench"
+	"github.com/flowd/flowd/internal/dbgrowth"
 	"github.com/flowd/flowd/internal/storeopen"
 )
 
@@ -49,6 +51,19 @@ Scenarios:
                  per client; ops are iterations (ops_per_sec: iterations per second),
                  latencies whole workflows'; lost_updates counts workflows whose output
                  is not every iteration's, once, in item order
+  queue          --backlog single-step no-op workflows (default 10000) queued while no
+                 worker runs, then drained by an in-process engine with --workers
+                 workers until empty or --duration ends; ops are steps, latencies run
+                 from the drain's start to each workflow's completion; claim_ms_p50 is
+                 the median of 5 one-task claims timed on the full backlog first;
+                 --clients start the backlog
+
+foreach, history and queue also report their cost per item (an iteration, a
+chain step, a drained step): ms_per_item, the measured part's time per item, and
+on PostgreSQL wal_bytes and wal_bytes_per_item, the WAL written meanwhile
+(pg_current_wal_lsn before and after: cluster-wide, so run on a cluster of its
+own), on SQLite file_growth_bytes and file_growth_bytes_per_item, the growth of
+the database file and its -wal file. scripts/bench-growth runs them at growing sizes.
 
 lost_updates is checked from the data (e.g. final counters against acknowledged
 increments). The exit code is 1 when it is not 0 or when any operation failed.
@@ -58,7 +73,8 @@ a shell set up for a server never fills that server's database with bench data.`
 		Example: `  flowd bench --db sqlite:bench.db --scenario contended --clients 8 --duration 10s
   flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario workflow --workers 16
   flowd bench --db sqlite:bench.db --scenario history --steps 200 --output-size 2048
-  flowd bench --db sqlite:bench.db --scenario foreach --items 1000 --clients 2`,
+  flowd bench --db sqlite:bench.db --scenario foreach --items 1000 --clients 2
+  flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario queue --backlog 20000 --duration 5m`,
 		Args: cobra.NoArgs,
 		// Every flag but --db may come from FLOWD_<FLAG>, as for serve.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -95,6 +111,11 @@ a shell set up for a server never fills that server's database with bench data.`
 			defer s.Close()
 			cfg.Store = s
 			cfg.Progress = e.stderr
+			meter := openGrowthMeter(ctx, db, cfg.Scenario, e)
+			if meter != nil {
+				defer meter.Close()
+				cfg.Growth = meter
+			}
 			cfg.Measuring = profile.measuring()
 			res, err := bench.Run(ctx, cfg)
 			if perr := profile.stop(); err == nil {
@@ -119,7 +140,7 @@ a shell set up for a server never fills that server's database with bench data.`
 	}
 	f := cmd.Flags()
 	f.StringVar(&db, "db", "", "database to fill with bench data, required: postgres://… or sqlite:PATH (FLOWD_DB is not read)")
-	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow, history or foreach")
+	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow, history, foreach or queue")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the clients run")
 	f.StringVar(&cfg.Mode, "mode", "", "contended: modify (default) or retry")
@@ -132,14 +153,33 @@ a shell set up for a server never fills that server's database with bench data.`
 	f.IntVar(&cfg.OutputSize, "output-size", cfg.OutputSize, "history: bytes each step outputs")
 	f.IntVar(&cfg.Rows, "rows", cfg.Rows, "batch: rows in the table")
 	f.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "batch: rows moved per call (1–10000)")
-	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workflow, history, foreach: in-process step concurrency")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workflow, history, foreach, queue: in-process step concurrency")
 	f.IntVar(&cfg.Items, "items", cfg.Items, "foreach: items of each workflow's foreach step (1–10000)")
+	f.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "queue: workflows queued before the workers start (1–1000000)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "workflow: workflows started per second (0: as fast as --max-inflight allows)")
 	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "workflow: workflows in flight at most (default 2×workers; -1: no bound)")
 	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "workflow: how long to wait after --duration for workflows in flight")
 	f.IntVar(&cfg.ConcurrencyLimit, "concurrency-limit", 0, "workflow: give every workflow a definition concurrency limit of N per key, keys spread so that it is rarely reached (measures the limiter's cost; 0: none)")
 	f.StringVar(&profilePath, "cpuprofile", "", "write a CPU profile of the measured part of the run (this process: clients, store client, engine) to this file, for go tool pprof")
 	return cmd
+}
+
+// openGrowthMeter returns the meter of what the database writes for the
+// scenarios that report their cost per item (nil for the others, and when
+// the database cannot be measured: the run then reports its time per item
+// alone, after a warning).
+func openGrowthMeter(ctx context.Context, db string, sc bench.Scenario, e *env) *dbgrowth.Meter {
+	switch sc {
+	case bench.ScenarioForeach, bench.ScenarioHistory, bench.ScenarioQueue:
+	default:
+		return nil
+	}
+	m, err := dbgrowth.Open(ctx, db)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "flowd bench: warning: not measuring the database's growth: %v\n", err)
+		return nil
+	}
+	return m
 }
 
 // cpuProfile is the file --cpuprofile writes; a nil *cpuProfile does nothing.

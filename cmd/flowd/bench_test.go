@@ -19,7 +19,12 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach)`},
+		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach, queue)`},
+		{[]string{"--scenario", "queue", "--backlog", "0"}, "--backlog must be in 1–1000000, got 0"},
+		{[]string{"--scenario", "queue", "--backlog", "-1"}, "--backlog must be in 1–1000000, got -1"},
+		{[]string{"--scenario", "queue", "--backlog", "1000001"}, "--backlog must be in 1–1000000, got 1000001"},
+		{[]string{"--scenario", "queue", "--backlog", "many"}, `invalid argument "many" for "--backlog"`},
+		{[]string{"--scenario", "queue", "--workers", "0"}, "--workers must be at least 1, got 0"},
 		{[]string{"--items", "0", "--scenario", "foreach"}, "--items must be in 1–10000, got 0"},
 		{[]string{"--items", "10001", "--scenario", "foreach"}, "--items must be in 1–10000, got 10001"},
 		{[]string{"--workers", "0", "--scenario", "foreach"}, "--workers must be at least 1, got 0"},
@@ -148,5 +153,44 @@ func TestBenchCPUProfile(t *testing.T) {
 	}
 	if _, err := os.Stat(never); !os.IsNotExist(err) {
 		t.Errorf("a bench refused for its profile path created its database: %v", err)
+	}
+}
+
+// The scenarios with a cost per item print it: the growth of SQLite's
+// files for a file, the time alone (after a warning) for a database in
+// memory.
+func TestBenchCostPerItem(t *testing.T) {
+	t.Parallel()
+	file := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
+	for _, c := range []struct {
+		db      string
+		fields  []string
+		missing string
+		warning string
+	}{
+		{file, []string{"ms_per_item", "file_growth_bytes", "file_growth_bytes_per_item"}, "wal_bytes", ""},
+		{"sqlite::memory:", []string{"ms_per_item"}, "file_growth_bytes", "flowd bench: warning: not measuring the database's growth: the database's writes are not measured: an in-memory SQLite database has no file"},
+	} {
+		e, out, errOut := testEnv(nil)
+		args := []string{"bench", "--db", c.db, "--scenario", "history", "--steps", "5", "--workers", "2"}
+		if code := run(context.Background(), args, e); code != exitOK {
+			t.Fatalf("flowd %s: exit %d\nstderr:\n%s", strings.Join(args, " "), code, errOut.String())
+		}
+		lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+		var got map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+			t.Fatalf("last stdout line is not JSON: %v\n%s", err, out.String())
+		}
+		for _, k := range c.fields {
+			if v, _ := got[k].(float64); v <= 0 {
+				t.Errorf("%s: %s is %v, want > 0: %s", c.db, k, got[k], lines[len(lines)-1])
+			}
+		}
+		if _, ok := got[c.missing]; ok {
+			t.Errorf("%s: %s in %s", c.db, c.missing, lines[len(lines)-1])
+		}
+		if !strings.Contains(errOut.String(), c.warning) {
+			t.Errorf("%s: stderr lacks %q:\n%s", c.db, c.warning, errOut.String())
+		}
 	}
 }
