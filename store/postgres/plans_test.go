@@ -28,6 +28,9 @@ func TestKeyedWritesUsePrimaryKeys(t *testing.T) {
 	}{
 		// A claim's leases find each task by its id.
 		{"claim lease of tasks", claimLeaseSQL, byKey, "workflow_tasks_pkey"},
+		// A read finds the attempts in flight among the instance's leased
+		// tasks alone.
+		{"get, with the attempts in flight", getSQL, byKey, "workflow_tasks_in_flight_idx"},
 		{"apply of one task", applyOneSQL, byKey, ""},
 		{"strict apply of one task", applyOneStrictSQL, byKey, ""},
 		{"apply of one task, same status", applyStatements[applyShape{oneTask: true, sameStatus: true}], byKey, ""},

@@ -92,6 +92,8 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
 		{"claim, several queues", claimSQL, []any{`["q1","q2","flowd:sleep"]`, 1, 10},
 			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
+		{"get, with the attempts in flight", getSQL, []any{"x"},
+			[]string{"USING INDEX workflow_tasks_in_flight_idx (instance_id=?)"}},
 		{"lease expiry", dueLeasesSQL, []any{1, 10},
 			[]string{"SEARCH t USING INDEX workflow_tasks_expiry_idx (lease_until<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
 		{"timeout sweep", dueTimeoutsSQL, []any{1, 10},

@@ -111,33 +111,38 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 
 // Get returns the instance, or ErrNotFound.
 func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
-	inst, err := getInstance(ctx, q.read, id)
+	var (
+		r        instanceScan
+		inFlight sql.NullString
+	)
+	err := q.read.QueryRowContext(ctx, getSQL, id).Scan(append(r.dest(), &inFlight)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.NotFound(id)
+	}
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	inst, err := r.instance()
 	if err != nil {
 		return nil, err
 	}
-	// The attempts its leased tasks run (store.ShowAttemptsInFlight),
-	// through the partial index of leased tasks of steps without foreach.
-	inFlight := map[string]int{}
-	rows, err := q.read.QueryContext(ctx,
-		`SELECT step_id, attempt FROM workflow_tasks WHERE instance_id = ?1 AND status = 'LEASED' AND iteration = 0`, id)
-	if err != nil {
-		return nil, interpretError(ctx, err)
+	if inFlight.Valid {
+		attempts := map[string]int{}
+		if err := json.Unmarshal([]byte(inFlight.String), &attempts); err != nil {
+			return nil, fmt.Errorf("sqlite: the attempts in flight of workflow %q: %w", id, err)
+		}
+		store.ShowAttemptsInFlight(&inst.State, attempts)
 	}
-	err = scanRows(rows, func(rows *sql.Rows) error {
-		var (
-			step    string
-			attempt int
-		)
-		err := rows.Scan(&step, &attempt)
-		inFlight[step] = attempt
-		return err
-	})
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	store.ShowAttemptsInFlight(&inst.State, inFlight)
 	return inst, nil
 }
+
+// getSQL reads the instance with the attempts its leased tasks run
+// (store.ShowAttemptsInFlight) as a JSON object, NULL when none, through
+// the partial index of leased tasks of steps without foreach.
+const getSQL = `SELECT ` + instanceColumns + `,
+	(SELECT json_group_object(step_id, attempt) FROM workflow_tasks
+		WHERE instance_id = ?1 AND status = 'LEASED' AND iteration = 0 HAVING count(*) > 0)
+FROM workflow_instances WHERE id = ?1`
 
 // List returns one page of instances, newest first, with keyset pagination on
 // (created_at, id).
