@@ -14,12 +14,12 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// dbtx is what the queries need: a pool (*sql.DB) or a transaction (*sql.Tx).
+// dbtx is what the queries need: a pool or a transaction, their statements
+// prepared once (cachedDB, cachedTx).
 type dbtx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 }
 
 // querier implements store.Querier once for both ways it is used:

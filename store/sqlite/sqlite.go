@@ -73,6 +73,8 @@ type Store struct {
 	writeDB *sql.DB // exactly one connection; every transaction is BEGIN IMMEDIATE
 	readDB  *sql.DB // read-only connections; the same pool as writeDB in memory mode
 	memory  bool
+	// The pools' prepared statements (one cache in memory mode).
+	writeStmts, readStmts *stmtCache
 }
 
 var _ store.Backend = (*Store)(nil)
@@ -110,7 +112,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: open %s: %w", url, err)
 		}
 	}
-	s.querier = querier{read: s.readDB, write: s.inWriteTx, now: now}
+	s.writeStmts, s.readStmts = newStmtCache(s.writeDB), newStmtCache(s.readDB)
+	if memory {
+		s.readStmts = s.writeStmts
+	}
+	s.querier = querier{read: cachedDB{s.readDB, s.readStmts}, write: s.inWriteTx, now: now}
 	return s, nil
 }
 
@@ -206,7 +212,7 @@ func openPool(ctx context.Context, dsn string, conns int) (*sql.DB, error) {
 // commits. It is the write function of the Store's own querier: each Querier
 // method called on the Store is atomic on its own.
 func (s *Store) inWriteTx(ctx context.Context, fn func(c dbtx) error) error {
-	return s.withWriteTx(ctx, func(tx *sql.Tx) error { return fn(tx) })
+	return s.withWriteTx(ctx, func(tx dbtx) error { return fn(tx) })
 }
 
 // withWriteTx begins a write transaction, runs fn, and commits; fn's error
@@ -215,7 +221,9 @@ func (s *Store) inWriteTx(ctx context.Context, fn func(c dbtx) error) error {
 // database/sql rolls the transaction back by itself if ctx ends, and its
 // Rollback takes no context, so a cancelled caller cannot leave the write lock
 // held: this is what context.WithoutCancel achieves on pgx.
-func (s *Store) withWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+func (s *Store) withWriteTx(ctx context.Context, fn func(tx dbtx) error) (err error) {
+	// Before the transaction takes the pool's one connection.
+	s.writeStmts.preparePending(ctx)
 	tx, err := s.writeDB.BeginTx(ctx, nil)
 	if err != nil {
 		return interpretError(ctx, err)
@@ -226,7 +234,7 @@ func (s *Store) withWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) (err
 			_ = tx.Rollback() // ErrTxDone if ctx already rolled it back
 		}
 	}()
-	if err := fn(tx); err != nil {
+	if err := fn(cachedTx{tx, s.writeStmts}); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -241,13 +249,13 @@ func (s *Store) withWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) (err
 // every write runs in a savepoint: for the store's own operations that
 // need several of them at once.
 func (s *Store) inTx(ctx context.Context, fn func(q *querier) error) error {
-	return s.withWriteTx(ctx, func(tx *sql.Tx) error {
+	return s.withWriteTx(ctx, func(tx dbtx) error {
 		return fn(&querier{read: tx, write: inSavepoint(tx), now: s.now})
 	})
 }
 
 // inSavepoint returns the write function of a querier bound to tx.
-func inSavepoint(tx *sql.Tx) func(ctx context.Context, fn func(c dbtx) error) error {
+func inSavepoint(tx dbtx) func(ctx context.Context, fn func(c dbtx) error) error {
 	return func(ctx context.Context, fn func(c dbtx) error) (err error) {
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT flowd_op"); err != nil {
 			return interpretError(ctx, err)
@@ -292,7 +300,11 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes both pools. For sqlite::memory: the database is gone after it.
 func (s *Store) Close() error {
-	err := s.writeDB.Close()
+	err := s.writeStmts.close()
+	if s.readStmts != s.writeStmts {
+		err = errors.Join(err, s.readStmts.close())
+	}
+	err = errors.Join(err, s.writeDB.Close())
 	if s.readDB != s.writeDB {
 		err = errors.Join(err, s.readDB.Close())
 	}

@@ -136,7 +136,7 @@ func TestWriteTransactionsAreImmediate(t *testing.T) {
 	}
 	defer probe.Close()
 
-	err = s.withWriteTx(t.Context(), func(tx *sql.Tx) error {
+	err = s.withWriteTx(t.Context(), func(dbtx) error {
 		_, err := probe.ExecContext(t.Context(), "BEGIN IMMEDIATE")
 		if err == nil {
 			probe.ExecContext(t.Context(), "ROLLBACK")

@@ -82,20 +82,12 @@ func prepareTasks(tasks []*store.Task, now time.Time) ([]store.Task, error) {
 	return rows, nil
 }
 
-// insertTasks inserts prepared rows with one prepared statement, executed
-// per task: SQLite runs in process, so this costs no round trips, and a
-// failure names its task.
+// insertTasks inserts prepared rows with one statement per task (prepared
+// once: stmtCache): SQLite runs in process, so this costs no round trips,
+// and a failure names its task.
 func insertTasks(ctx context.Context, c dbtx, rows []store.Task) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	stmt, err := c.PrepareContext(ctx, insertTaskSQL)
-	if err != nil {
-		return interpretError(ctx, err)
-	}
-	defer stmt.Close()
 	for _, r := range rows {
-		_, err := stmt.ExecContext(ctx,
+		_, err := c.ExecContext(ctx, insertTaskSQL,
 			r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
 			r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
 			string(r.Input), r.LastError, micros(r.CreatedAt), r.Iteration,
