@@ -323,8 +323,9 @@ type Result struct {
 	ClaimProbes int     `json:"claim_probes,omitempty"`
 	ClaimMSP50  float64 `json:"claim_ms_p50,omitempty"`
 	ClaimMSMax  float64 `json:"claim_ms_max,omitempty"`
-	// Cost per item of the foreach (an iteration), history (a chain step)
-	// and queue (a drained step) scenarios: the measured part's time per
+	// Cost per item of the foreach (an iteration), history (a chain step),
+	// queue (a drained step) and workflow (a 3-step workflow) scenarios:
+	// the measured part's time per
 	// item and, with Config.Growth, the bytes the database wrote in it, on
 	// PostgreSQL the WAL (pg_current_wal_lsn before and after), on SQLite
 	// the growth of its files.

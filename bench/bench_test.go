@@ -151,6 +151,8 @@ func TestScenarios(t *testing.T) {
 				t.Parallel()
 				cfg := short(open(t, b.newDB(t)), sc, &syncBuffer{})
 				if sc == bench.ScenarioWorkflow {
+					// Its cost per workflow is measured.
+					cfg = withGrowth(t, b.newDB(t), sc, &syncBuffer{})
 					// Its first completion needs three steps of one workflow
 					// through a FIFO queue: few in flight, a little longer,
 					// so that a loaded machine (or -race) still sees one.
@@ -177,6 +179,7 @@ func TestScenarios(t *testing.T) {
 					if res.Started < res.Ops || res.Completed != res.Started || (res.StepsPerSec > 0) != (res.Ops > 0) {
 						t.Errorf("workflow: started %d, completed %d, ops %d, steps/s %v", res.Started, res.Completed, res.Ops, res.StepsPerSec)
 					}
+					checkGrowth(t, b.name, res, res.Completed)
 				}
 			})
 		}

@@ -27,6 +27,10 @@ func (h *historyScenario) items(res *Result) int64 { return res.Ops * int64(h.r.
 
 func (q *queueScenario) items(res *Result) int64 { return res.Ops } // drained steps
 
+// A workflow of the measured part: every one started is completed, those
+// the drain waited for included.
+func (w *workflowScenario) items(res *Result) int64 { return res.Completed }
+
 // growth measures what the measured part of a growthScenario's run wrote.
 type growth struct {
 	r       *runner

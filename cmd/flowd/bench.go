@@ -58,8 +58,9 @@ Scenarios:
                  the median of 5 one-task claims timed on the full backlog first;
                  --clients start the backlog
 
-foreach, history and queue also report their cost per item (an iteration, a
-chain step, a drained step): ms_per_item, the measured part's time per item, and
+foreach, history, queue and workflow also report their cost per item (an
+iteration, a chain step, a drained step, a workflow): ms_per_item, the measured
+part's time per item, and
 on PostgreSQL wal_bytes and wal_bytes_per_item, the WAL written meanwhile
 (pg_current_wal_lsn before and after: cluster-wide, so run on a cluster of its
 own), on SQLite file_growth_bytes and file_growth_bytes_per_item, the growth of
@@ -170,7 +171,7 @@ a shell set up for a server never fills that server's database with bench data.`
 // alone, after a warning).
 func openGrowthMeter(ctx context.Context, db string, sc bench.Scenario, e *env) *dbgrowth.Meter {
 	switch sc {
-	case bench.ScenarioForeach, bench.ScenarioHistory, bench.ScenarioQueue:
+	case bench.ScenarioForeach, bench.ScenarioHistory, bench.ScenarioQueue, bench.ScenarioWorkflow:
 	default:
 		return nil
 	}
