@@ -91,9 +91,9 @@ func TestQueryPlans(t *testing.T) {
 		// Each queue's top priority first (one descent per queue, the
 		// queues materialized), then its priorities up to it.
 		{"claim, one queue", claimSQL, []any{`["q1"]`, 1, 10},
-			[]string{"MATERIALIZE qs", "SEARCH e USING INDEX workflow_tasks_claim_idx (queue=?)", "SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
+			[]string{"MATERIALIZE qs", "SEARCH e USING COVERING INDEX workflow_tasks_claim_idx (queue=?)", "SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
 		{"claim, several queues", claimSQL, []any{`["q1","q2","flowd:sleep"]`, 1, 10},
-			[]string{"MATERIALIZE qs", "SEARCH e USING INDEX workflow_tasks_claim_idx (queue=?)", "SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
+			[]string{"MATERIALIZE qs", "SEARCH e USING COVERING INDEX workflow_tasks_claim_idx (queue=?)", "SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
 		{"get, with the attempts in flight", getSQL, []any{"x"},
 			[]string{"USING INDEX workflow_tasks_in_flight_idx (instance_id=?)"}},
 		{"lease expiry", dueLeasesSQL, []any{1, 10},
