@@ -621,7 +621,10 @@ func BenchmarkClaim(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	for _, queues := range [][]string{{"q1"}, {"q0", "q1", "q2", "q3", store.QueueSleep}} {
+	// The engine's in-process claim asks for its handlers' queues and its
+	// own, most of them empty most of the time.
+	engineQueues := []string{"q1", store.QueueSleep, store.QueueHTTP, store.QueueChild, store.QueueTick, store.QueueSWCall, store.QueueSWEmit}
+	for _, queues := range [][]string{{"q1"}, {"q0", "q1", "q2", "q3", store.QueueSleep}, engineQueues} {
 		b.Run(fmt.Sprintf("queues=%d", len(queues)), func(b *testing.B) {
 			for b.Loop() {
 				got, err := storetest.Claim(ctx, s, queues, fromMicros(backlog), 10)
