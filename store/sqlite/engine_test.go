@@ -635,8 +635,8 @@ func BenchmarkClaim(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StopTimer()
-				if _, err := s.writeDB.ExecContext(ctx, `UPDATE workflow_tasks SET status = 'QUEUED', attempt = 0, lease = NULL,
-					lease_owner = NULL, lease_until = NULL, attempt_deadline = NULL WHERE status = 'LEASED'`); err != nil {
+				if _, err := s.writeDB.ExecContext(ctx, `UPDATE workflow_tasks SET status = 'QUEUED', attempt = 0, lease = '',
+					lease_owner = '', lease_until = NULL, attempt_deadline = NULL WHERE status = 'LEASED'`); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
