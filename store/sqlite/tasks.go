@@ -148,24 +148,15 @@ func (q *querier) TasksOfInstance(ctx context.Context, instanceID string) ([]*st
 // decided, when it wrote the instance's status, that the status holds it);
 // the claim reads task rows alone, and claimOn reads their instances.
 //
-// Each queue is walked once per priority from the highest one queued there
-// down to 1 (qs, materialized: one descent of the index per queue finds
-// its top, so that an empty queue — most of the engine's own, most of the
-// time — costs that descent alone, and a queue of default-priority tasks
-// three probes, not five), each an equality on the index's second column,
-// so that run_at <= ?2 bounds the range; the outer query keeps the highest
-// priorities first, then the oldest. Tasks
+// Each queue is walked once per priority (5 down to 1), each an equality
+// on the index's second column, so that run_at <= ?2 bounds the range; the
+// outer query keeps the highest priorities first, then the oldest. Tasks
 // whose concurrency key is at its limit, or whose bucket has no token, are
 // left out (claimFlowFilter) so that they do not take the places of tasks
 // that can go; the claim then checks the keys exactly (gateFlowOn).
-var claimSQL = `WITH qs AS MATERIALIZED (
-    SELECT qq.queue AS queue, (SELECT e.priority FROM workflow_tasks AS e INDEXED BY workflow_tasks_claim_idx
-        WHERE e.status = 'QUEUED' AND e.queue = qq.queue ORDER BY e.priority DESC LIMIT 1) AS top
-    FROM (SELECT DISTINCT value AS queue FROM json_each(?1)) AS qq
-)
-SELECT ` + qualify("t", taskColumns) + `
-FROM qs
-CROSS JOIN (SELECT value AS priority FROM json_each('[5, 4, 3, 2, 1]')) AS ps ON ps.priority <= qs.top
+var claimSQL = `SELECT ` + qualify("t", taskColumns) + `
+FROM (SELECT DISTINCT value AS queue FROM json_each(?1)) AS qs
+CROSS JOIN (SELECT value AS priority FROM json_each('[5, 4, 3, 2, 1]')) AS ps
 CROSS JOIN workflow_tasks AS t ON t.rowid IN (
     SELECT c.rowid FROM workflow_tasks AS c INDEXED BY workflow_tasks_claim_idx
     WHERE c.status = 'QUEUED' AND c.queue = qs.queue AND c.priority = ps.priority AND c.run_at <= ?2
