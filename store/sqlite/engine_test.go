@@ -88,9 +88,9 @@ func TestQueryPlans(t *testing.T) {
 		args  []any
 		want  []string // each must appear in some line of the plan
 	}{
-		{"claim, one queue", claimSQL, []any{`["q1"]`, 1, 10},
+		{"claim, one queue", claimSQL(10), []any{`["q1"]`, 1},
 			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
-		{"claim, several queues", claimSQL, []any{`["q1","q2","flowd:sleep"]`, 1, 10},
+		{"claim, several queues", claimSQL(10), []any{`["q1","q2","flowd:sleep"]`, 1},
 			[]string{"SEARCH c USING INDEX workflow_tasks_claim_idx (queue=? AND priority=? AND run_at<?)"}},
 		{"get, with the attempts in flight", getSQL, []any{"x"},
 			[]string{"USING INDEX workflow_tasks_in_flight_idx (instance_id=?)"}},
