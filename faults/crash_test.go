@@ -177,8 +177,11 @@ func TestKilledMidTransaction(t *testing.T) {
 		}
 		return states
 	}
-	if got := sessionStates(); !slices.Contains(got, "idle in transaction") {
-		t.Fatalf("the child's sessions are %v, want one idle in transaction", got)
+	// The child printed after its statement's answer; the server may still
+	// be reporting the session's state, so give it a moment.
+	if !waitFor(5*time.Second, func() bool { return slices.Contains(sessionStates(), "idle in transaction") }) {
+		t.Fatalf("the child's sessions are %v, want one idle in transaction; all sessions of the database: %v",
+			sessionStates(), allSessions(t, admin))
 	}
 	_, err = admin.Exec(ctx, `SELECT 1 FROM workflow_instances WHERE id = $1 FOR UPDATE NOWAIT`, id)
 	var pgErr *pgconn.PgError
@@ -272,4 +275,26 @@ func TestKilledMidTransaction(t *testing.T) {
 	if t.Failed() {
 		t.Logf("child output:\n%s", childLog())
 	}
+}
+
+// allSessions describes every session of the test's database, for a failure
+// message.
+func allSessions(t *testing.T, admin *pgx.Conn) []string {
+	t.Helper()
+	rows, err := admin.Query(context.Background(), `SELECT pid, coalesce(application_name, '?'), coalesce(state, '?'), coalesce(backend_type, '?')
+		FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var pid int32
+		var app, state, kind string
+		if err := rows.Scan(&pid, &app, &state, &kind); err != nil {
+			return append(out, err.Error())
+		}
+		out = append(out, fmt.Sprintf("pid %d %q %s (%s)", pid, app, state, kind))
+	}
+	return out
 }
