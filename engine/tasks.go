@@ -77,7 +77,7 @@ func handlerTasks(claimed []store.Claimable) []leased {
 func (e *Engine) storedUnderLeases(ctx context.Context, meant []store.Claimable) []leased {
 	var out []leased
 	for _, c := range meant {
-		if e.leasedAsGiven(ctx, []*store.Task{c.Task}) {
+		if e.leasedAsGiven(ctx, c.Task.ID, c.Task.Lease) {
 			out = append(out, handlerTask(c.Task))
 			out[len(out)-1].TraceParent = c.Instance.TraceParent
 		}
@@ -85,16 +85,11 @@ func (e *Engine) storedUnderLeases(ctx context.Context, meant []store.Claimable)
 	return out
 }
 
-// leasedAsGiven reports whether every task is stored leased under the
-// lease this node gave it.
-func (e *Engine) leasedAsGiven(ctx context.Context, tasks []*store.Task) bool {
-	for _, t := range tasks {
-		row, err := e.st.Task(ctx, t.ID)
-		if err != nil || row.Status != store.TaskLeased || row.Lease != t.Lease {
-			return false
-		}
-	}
-	return true
+// leasedAsGiven reports whether the task is stored leased under the lease
+// this node gave it.
+func (e *Engine) leasedAsGiven(ctx context.Context, taskID, lease string) bool {
+	row, err := e.st.Task(ctx, taskID)
+	return err == nil && row.Status == store.TaskLeased && row.Lease == lease
 }
 
 // leaseHolderOp runs decide for the holder of a task's lease: it reads the
@@ -317,7 +312,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMes
 // result is not known, is stored under the lease that completion gave it:
 // the lease is a fresh token, so only that write can have stored it.
 func (e *Engine) storedUnderLease(ctx context.Context, next *leased) bool {
-	return e.leasedAsGiven(ctx, []*store.Task{{ID: next.ID, Lease: next.Lease}})
+	return e.leasedAsGiven(ctx, next.ID, next.Lease)
 }
 
 // FailTask records a failed attempt: retried after the step's backoff while

@@ -110,6 +110,15 @@ func (t *Task) Deliver(owner, lease string, now time.Time, d time.Duration) {
 	}
 }
 
+// DeliverForClaim is how a store leases a task its claim p takes: Deliver
+// to p.Owner with a fresh lease at p.Now for p.Lease, its times as the
+// database keeps them (microseconds) and updatedAt as the row's update
+// time.
+func (t *Task) DeliverForClaim(p ClaimParams, updatedAt time.Time) {
+	t.Deliver(p.Owner, NewID(), p.Now, p.Lease)
+	t.LeaseUntil, t.AttemptDeadline, t.UpdatedAt = Timestamp(t.LeaseUntil), Timestamp(t.AttemptDeadline), updatedAt
+}
+
 // DefinitionRecord is one stored revision of a workflow definition.
 type DefinitionRecord struct {
 	Name      string

@@ -93,9 +93,8 @@ func (q *querier) inPipelinedTx(ctx context.Context, fn func(conn *pgxpool.Conn)
 
 // leaseLocked ends a claim inside the transaction on conn that locked
 // its tasks: it keeps the tasks their flow control lets go (gateFlow),
-// leases them (store.Task.Deliver, at p.Now for p.Lease, a fresh lease
-// each) and sends the leases, the flow statements and COMMIT
-// (finishClaim). It returns the tasks leased, or with leftOut the claim
+// leases them (store.Task.DeliverForClaim) and sends the leases, the flow
+// statements and COMMIT (finishClaim). It returns the tasks leased, or with leftOut the claim
 // left out by a flow guard's miss (nothing leased, what the transaction
 // wrote before the claim committed); with an error wrapping
 // store.ErrOutcomeUnknown, the tasks as they were to be leased.
@@ -105,10 +104,7 @@ func leaseLocked(ctx context.Context, conn *pgxpool.Conn, locked []store.Claimab
 		return nil, false, err
 	}
 	for _, c := range kept {
-		t := c.Task
-		t.Deliver(p.Owner, store.NewID(), p.Now, p.Lease)
-		// As stored: the database keeps microseconds.
-		t.LeaseUntil, t.AttemptDeadline, t.UpdatedAt = store.Timestamp(t.LeaseUntil), store.Timestamp(t.AttemptDeadline), now
+		c.Task.DeliverForClaim(p, now)
 	}
 	leftOut, err = finishClaim(ctx, conn, kept, flow, p.Owner, now)
 	switch {

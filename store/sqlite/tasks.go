@@ -406,8 +406,8 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.
 
 // claimOn is ClaimTasks on c, inside the write transaction the caller
 // holds: it locks nothing (the transaction is the only writer), keeps the
-// tasks their flow control lets go, leases them (store.Task.Deliver) and
-// writes the leases with their flow rows. leftOut reports a claim left
+// tasks their flow control lets go, leases them
+// (store.Task.DeliverForClaim) and writes the leases with their flow rows. leftOut reports a claim left
 // out by a flow guard's miss: nothing leased.
 func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams) (claimed []store.Claimable, leftOut bool, err error) {
 	tasks, err := claimable(ctx, c, p.Queues, p.Now, p.Limit)
@@ -433,12 +433,8 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams) (cla
 	now := q.timestamp()
 	leases := make([]*store.Task, len(kept))
 	for i, cl := range kept {
-		t := cl.Task
-		t.Deliver(p.Owner, store.NewID(), p.Now, p.Lease)
-		// As stored: the database keeps microseconds.
-		t.LeaseUntil, t.AttemptDeadline = store.Timestamp(t.LeaseUntil), store.Timestamp(t.AttemptDeadline)
-		t.UpdatedAt = time.UnixMicro(now).UTC()
-		leases[i] = t
+		cl.Task.DeliverForClaim(p, time.UnixMicro(now).UTC())
+		leases[i] = cl.Task
 	}
 	if leftOut, err = writeLeases(ctx, c, leases, taken, now); err != nil || leftOut {
 		return nil, leftOut, err
