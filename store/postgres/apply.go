@@ -31,17 +31,20 @@ import (
 //
 // $1–$14 are the new tasks' columns (as insertTasksSQL), $15–$28 the
 // updated tasks' in the same order, $29–$31 and $42 their guards (the rows
-// as read: status, attempt, lease and lease end), $32 the store's clock, $33 the instance, $34
-// its expected version, $35–$38 the first new version's status, state,
-// deadline and cause, $39–$41 the settled version's status (” for none),
-// state (NULL: the same) and cause, $43 the number of updates, $44
-// whether to notify, $45 the number of new versions, $46 and $47 the
-// history rows of the first and the settled version, $48 the instance's
-// output (NULL: unchanged; set only with the COMPLETED status), $49 the new
-// tasks' iterations and the rest of their tailParams, the actor of the
-// history rows (applyActor) and the updated tasks' held flags
-// (applyHeldParam). Every write passes every parameter, so that one
-// statement text (and its generic plan) serves all of them.
+// as read: status, attempt, lease and lease end), $32 the store's clock,
+// $33 the instance, $34 its expected version, $35, $37 and $38 the first
+// new version's status, deadline and cause, $39 and $41 the settled
+// version's status (” for none) and cause, $36 the header of the state the
+// last version stores and $40 the ids of the steps whose records it puts
+// (the records (sp) and the steps dropped (sd) are applyRecordsParam's:
+// store.StepRecords), $43 the number of updates, $44 whether to notify,
+// $45 the number of new versions, $46 and $47 the history rows of the first
+// and the settled version, $48 the instance's output (NULL: unchanged; set
+// only with the COMPLETED status), $49 the new tasks' iterations and the
+// rest of their tailParams, the actor of the history rows (applyActor) and
+// the updated tasks' held flags (applyHeldParam). Every write passes every
+// parameter, so that one statement text (and its generic plan) serves all
+// of them.
 var applySQL, applyStrictSQL = applyStatements[applyShape{}], applyStatements[applyShape{strict: true}]
 
 // applyOneSQL and applyOneStrictSQL are applySQL and applyStrictSQL for a
@@ -78,10 +81,15 @@ var applyStatements = func() map[applyShape]string {
 // moves from (a guard: the change is decided on it) and the change's two
 // counts.
 var (
-	applyFromParam    = 51 + tailParams
-	applyHoldersParam = 52 + tailParams
-	applyQueuedParam  = 53 + tailParams
+	applyFromParam    = 54 + tailParams
+	applyHoldersParam = 55 + tailParams
+	applyQueuedParam  = 56 + tailParams
 )
+
+// applyRecordsParam holds the records of the steps the write puts (their
+// ids are $40), the next one the steps whose records it drops, the one
+// after whether $40 are all the state's steps (store.StepRecords).
+var applyRecordsParam = 51 + tailParams
 
 // applyHeldParam holds the held flags of the updated tasks (an array, a
 // scalar for applyOneSQL): a versioned write sets them (store.Task.Held);
@@ -234,10 +242,11 @@ const applySetStatus = `status = CASE WHEN $39 = '' THEN $35 ELSE $39 END,
 const applyWhere = `WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM tu) = $43`
 
 // applyInstance is the part of applyStatement after the task updates:
-// the instance's versioned update (u), its history rows (h, h2), the new
-// tasks (ins) and the notification (n).
+// the instance's versioned update (u), its history rows (h, h2), its
+// steps' records put (sp) and dropped (sd), the new tasks (ins) and the
+// notification (n).
 var applyInstance = `), u AS (
-	UPDATE workflow_instances SET ` + applySetStatus + `state = CASE WHEN $39 = '' THEN $36::jsonb ELSE coalesce($40::jsonb, $36::jsonb) END,
+	UPDATE workflow_instances SET ` + applySetStatus + `state = $36::jsonb,
 		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($48::json, output)
 	` + applyWhere + `
 	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority,
@@ -248,6 +257,14 @@ var applyInstance = `), u AS (
 ), h2 AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
 	SELECT $33, $34 + 2, $39, $47::jsonb, $32, $41, ` + applyActor + ` FROM u WHERE $39 <> ''
+), sp AS (
+	INSERT INTO workflow_steps (instance_id, step_id, record)
+	SELECT $33, r.step_id, r.record FROM u, unnest($40::text[], ` + param(applyRecordsParam) + `::jsonb[]) AS r (step_id, record)
+	ON CONFLICT (instance_id, step_id) DO UPDATE SET record = excluded.record
+), sd AS (
+	DELETE FROM workflow_steps WHERE instance_id = $33 AND EXISTS (SELECT 1 FROM u)
+		AND (` + param(applyRecordsParam+2) + `::boolean OR cardinality(` + param(applyRecordsParam+1) + `::text[]) > 0)
+		AND (step_id = ANY (` + param(applyRecordsParam+1) + `::text[]) OR (` + param(applyRecordsParam+2) + `::boolean AND step_id <> ALL ($40::text[])))
 ), ins AS (
 	` + insertTasksPrefix + `$32, $32
 	FROM ` + newTasks1(49) + `
@@ -343,19 +360,23 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		return nil, err
 	}
 	final := w.State.Clone()
-	var settledState any // NULL: the settled version has the first one's state
 	finalJSON := state
 	if w.Settled != "" && store.StopSteps(w.Status, w.Settled, &final) {
-		b, err := marshalState(final)
-		if err != nil {
+		if finalJSON, err = marshalState(final); err != nil {
 			return nil, err
 		}
-		settledState, finalJSON = b, b
 	}
 	rows, err := q.applyHistory(ctx, w, state, finalJSON)
 	if err != nil {
 		return nil, err
 	}
+	// The instance's row and its steps' records store the last version's
+	// state, over the one the write moves from.
+	records, err := store.SplitState(w.Prior, final)
+	if err != nil {
+		return nil, err
+	}
+	stored := stepArgs(records)
 	now := q.timestamp()
 	inserts, insertCols, err := prepareTasks(w.Insert, now)
 	if err != nil {
@@ -383,11 +404,11 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		args = append(args, gu.status, gu.attempt, gu.lease)
 	}
 	args = append(args, now, w.ID, w.ExpectedVersion,
-		string(w.Status), state, timestampPtr(w.Deadline), w.Cause,
-		string(w.Settled), settledState, w.SettledCause,
+		string(w.Status), stored[0], timestampPtr(w.Deadline), w.Cause,
+		string(w.Settled), stored[1], w.SettledCause,
 		leaseUntil, len(w.Update), w.Notify, versions, rows[0], rows[1],
 		outputArg(w.Output))
-	args = append(append(args, insertCols.tail()...), actor, held)
+	args = append(append(args, insertCols.tail()...), actor, held, stored[2], nonNil(records.Drop), records.All)
 	if slot := w.SlotChange(); !slot.None() {
 		args = append(append(args, string(w.From)), slotArgs(slot)...)
 	}

@@ -13,7 +13,7 @@ import (
 // (never UPDATE … LIMIT, which PostgreSQL does not have). Nothing is
 // locked: the batch's writes are guarded by what it read. $4, when given,
 // keeps those ids only (by primary key).
-const (
+var (
 	batchInstancesSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances
 	WHERE status = $1 AND updated_at < $2
 	ORDER BY updated_at, id

@@ -58,7 +58,7 @@ func param(n int) string { return fmt.Sprintf("$%d", n) }
 // keeps those within the key's free slots (the limit stored with the oldest
 // one, as each row of a key carries the limit it was started with); $1 NULL
 // reads every key, else only $1's key $2.
-const queuedDueSQL = `SELECT ` + instanceColumns + ` FROM (
+var queuedDueSQL = `SELECT ` + instanceColumns + ` FROM (
 	SELECT i.*, row_number() OVER (PARTITION BY definition, concurrency_key ORDER BY created_at, id) AS n,
 		first_value(concurrency_limit) OVER (PARTITION BY definition, concurrency_key ORDER BY created_at, id) AS lim
 	FROM workflow_instances i
@@ -100,7 +100,7 @@ func (q *querier) queuedDue(ctx context.Context, p store.DueParams) ([]*workflow
 }
 
 // oldestHolderSQL is the oldest RUNNING instance of a key.
-const oldestHolderSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances
+var oldestHolderSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances
 WHERE definition = $1 AND concurrency_key = $2 AND status = 'RUNNING'
 ORDER BY created_at, id LIMIT 1`
 

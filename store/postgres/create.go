@@ -104,6 +104,13 @@ func createActorParam(v createVariant) int {
 	return createPriorityParam(v) + 1
 }
 
+// createStepsParam is the number of the parameter holding the state's
+// header (store.StepRecords), the next two its steps' ids and records:
+// after the actor, before the slot change's counts.
+func createStepsParam(v createVariant) int {
+	return createActorParam(v) + 1
+}
+
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
 	n := 10
@@ -142,7 +149,7 @@ func buildCreateSQL(v createVariant) string {
 	ckey, climit := "$"+strconv.Itoa(createConcurrencyParam(v)), "$"+strconv.Itoa(createConcurrencyParam(v)+1)
 	sql += `i AS (
 	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit, priority)
-	SELECT $1, $2, $3, $4::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + tp + `::text, ` + ckey + `::text, ` + climit + `::integer, $` + strconv.Itoa(createPriorityParam(v)) + `::smallint
+	SELECT $1, $2, $3, ` + param(createStepsParam(v)) + `::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + tp + `::text, ` + ckey + `::text, ` + climit + `::integer, $` + strconv.Itoa(createPriorityParam(v)) + `::smallint
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an
@@ -154,17 +161,20 @@ func buildCreateSQL(v createVariant) string {
 	ON CONFLICT (id) DO NOTHING`
 	}
 	sql += `
-	RETURNING id, status, state
+	RETURNING id, status
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
-	SELECT id, 0, status, state, $6, $7, $` + strconv.Itoa(createActorParam(v)) + ` FROM i
+	SELECT id, 0, status, $4::jsonb, $6, $7, $` + strconv.Itoa(createActorParam(v)) + ` FROM i
+), sr AS (
+	INSERT INTO workflow_steps (instance_id, step_id, record)
+	SELECT i.id, r.step_id, r.record FROM i, unnest(` + param(createStepsParam(v)+1) + `::text[], ` + param(createStepsParam(v)+2) + `::jsonb[]) AS r (step_id, record)
 )`
 	created := `EXISTS (SELECT 1 FROM i)`
 	if v.slot {
 		// The change to the key's row, made with the instance: a new
 		// instance takes a slot only while one is free and none of the key
 		// waits QUEUED, else the statement raises and writes nothing.
-		holders, queued := "$"+strconv.Itoa(createActorParam(v)+1)+"::integer", "$"+strconv.Itoa(createActorParam(v)+2)+"::integer"
+		holders, queued := param(createStepsParam(v)+3)+"::integer", param(createStepsParam(v)+4)+"::integer"
 		sql += `, s AS (
 	` + slotUpsert("$2::text", ckey+"::text", "FROM i", holders, queued, climit+"::integer", true) + `
 )`

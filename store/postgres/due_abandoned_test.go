@@ -13,7 +13,7 @@ func TestDueAbandonedUsesItsIndex(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t, Options{})
 	ctx := t.Context()
-	if want := "c." + strings.ReplaceAll(instanceColumns, ", ", ", c."); !strings.Contains(strings.Join(strings.Fields(dueAbandonedSQL), " "), want) {
+	if want := instanceColumnsOf("c"); !strings.Contains(dueAbandonedSQL, want) || !strings.Contains(want, stateOf("c")) {
 		t.Errorf("dueAbandonedSQL does not select %s:\n%s", want, dueAbandonedSQL)
 	}
 	// 2,000 top-level workflows, 20,000 finished children, 20 running.

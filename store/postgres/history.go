@@ -60,7 +60,7 @@ func priorState(ctx context.Context, db dbtx, id string, version int64, prior *w
 		return nil, nil
 	}
 	var stored []byte
-	err := db.QueryRow(ctx, `SELECT state FROM workflow_instances WHERE id = $1 AND version = $2`, id, version).Scan(&stored)
+	err := db.QueryRow(ctx, `SELECT `+stateOf("")+` FROM workflow_instances WHERE id = $1 AND version = $2`, id, version).Scan(&stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

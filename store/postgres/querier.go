@@ -60,18 +60,39 @@ func (q *querier) atomically(ctx context.Context, fn func(*querier) error) error
 
 func (q *querier) timestamp() time.Time { return store.Timestamp(q.now()) }
 
-// instanceColumns is the column list scanInstance reads, in its order.
-const instanceColumns = instanceBaseColumns + ", output"
+// instanceColumns is the column list scanInstance reads, in its order, of
+// the one instance row of a query's FROM (its columns named unqualified).
+var instanceColumns = instanceColumnsOf("")
 
-// instanceBaseColumns are the columns instanceRow.dest reads: those of
-// instanceColumns but the output, which only a COMPLETED instance has (a
-// claim reads the instances of its tasks without it).
-const instanceBaseColumns = "id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, priority"
+// instanceColumnsOf is instanceColumns of the instance row alias: the
+// columns instanceRow.dest reads, then the output, which only a COMPLETED
+// instance has.
+func instanceColumnsOf(alias string) string {
+	a := ""
+	if alias != "" {
+		a = alias + "."
+	}
+	return a + "id, " + a + "definition, " + a + "status, " + stateOf(alias) + ", " + a + "input, " + a + "version, " +
+		a + "created_at, " + a + "updated_at, " + a + "definition_revision, " + a + "deadline, " + a + "parent_id, " +
+		a + "parent_step, " + a + "parent_index, " + a + "traceparent, " + a + "priority, " + a + "output"
+}
+
+// stateOf is the state of the instance row alias (unqualified columns for
+// ""), assembled from the row's header and its steps' records (see
+// store.StepRecords). The record table has no column named like the
+// instance's, so unqualified names inside it are the instance row's.
+func stateOf(alias string) string {
+	a := ""
+	if alias != "" {
+		a = alias + "."
+	}
+	return "jsonb_set(" + a + "state, '{steps}', coalesce((SELECT jsonb_object_agg(r.step_id, r.record) FROM workflow_steps r WHERE r.instance_id = " + a + "id), '{}'))"
+}
 
 // The batch statements and the reads. A batch's history rows are
 // parameters, made in Go by historyEntry from the states it read; JSON goes
 // in as text parameters with explicit ::jsonb casts.
-const (
+var (
 	// getSQL reads the instance with the attempts its leased tasks run
 	// (store.ShowAttemptsInFlight), through the partial index of leased
 	// tasks of steps without foreach.
@@ -152,6 +173,11 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	pc.args = append(append(pc.args, parentArgs(p.Parent)...), nullText(p.TraceParent))
 	pc.args = append(pc.args, tail...)
 	pc.args = append(append(pc.args, concurrencyArgs(p.Concurrency)...), int16(p.Priority), p.Actor)
+	sr, err := store.SplitState(nil, state)
+	if err != nil {
+		return nil, err
+	}
+	pc.args = append(pc.args, stepArgs(sr)...)
 	slot := p.SlotChange()
 	if !slot.None() {
 		pc.args = append(pc.args, slotArgs(slot)...)
@@ -496,6 +522,25 @@ func (r *instanceRow) instance() (*workflow.Instance, error) {
 	return &inst, nil
 }
 
+// stepArgs are a state's header and its steps' ids and records as
+// statement arguments.
+func stepArgs(sr store.StepRecords) []any {
+	records := make([]string, len(sr.Records))
+	for i, r := range sr.Records {
+		records[i] = string(r)
+	}
+	return []any{string(sr.Header), nonNil(sr.IDs), records}
+}
+
+// nonNil is s, or an empty slice for nil: pgx sends a nil slice as NULL,
+// which no array comparison matches.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
 // decodeState decodes a state as stored. jsonb renders JSON with spaces
 // after ':' and ','; the state decoder keeps raw values (variables,
 // outputs) compact, the same bytes that encoding/json would produce, and
@@ -521,7 +566,7 @@ func compactJSON(b []byte) json.RawMessage {
 }
 
 // historySizeSQL measures one instance's history (store.HistorySize).
-const historySizeSQL = `SELECT (SELECT octet_length(state::text) FROM workflow_instances WHERE id = $1),
+var historySizeSQL = `SELECT (SELECT octet_length(` + stateOf("") + `::text) FROM workflow_instances WHERE id = $1),
 	count(*), count(*) FILTER (WHERE jsonb_typeof(state) = 'object'),
 	coalesce(sum(octet_length(state::text) + octet_length(status) + octet_length(cause)), 0)
 FROM workflow_history WHERE instance_id = $1`

@@ -78,7 +78,7 @@ const (
 
 // The reads of Due, one per store.DueKind: plain reads, no row locks (the
 // engine's writes guard on what they read).
-const (
+var (
 	// dueTimeoutsSQL is served by the partial deadline index (deadline <
 	// $1 implies deadline IS NOT NULL).
 	dueTimeoutsSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances
@@ -89,8 +89,7 @@ LIMIT $2`
 	// dueAbandonedSQL reads the child workflows that still run through
 	// their partial index (migration 00018) and looks up each one's
 	// parent by primary key.
-	dueAbandonedSQL = `SELECT c.id, c.definition, c.status, c.state, c.input, c.version, c.created_at, c.updated_at,
-	c.definition_revision, c.deadline, c.parent_id, c.parent_step, c.parent_index, c.traceparent, c.priority, c.output
+	dueAbandonedSQL = `SELECT ` + instanceColumnsOf("c") + `
 FROM workflow_instances c JOIN workflow_instances p ON p.id = c.parent_id
 WHERE c.parent_id IS NOT NULL AND c.status IN ('PENDING', 'QUEUED', 'RUNNING', 'PAUSED')
 	AND p.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
@@ -161,8 +160,8 @@ func claimWithInstancesSQL(queues, limit int) string {
 	return claimQuery(queues, limit, claimInstanceColumns)
 }
 
-const claimInstanceColumns = `,
-		i.id AS i_id, i.definition AS i_definition, i.status AS i_status, i.state AS i_state, i.input AS i_input,
+var claimInstanceColumns = `,
+		i.id AS i_id, i.definition AS i_definition, i.status AS i_status, ` + stateOf("i") + ` AS i_state, i.input AS i_input,
 		i.version AS i_version, i.created_at AS i_created_at, i.updated_at AS i_updated_at,
 		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline,
 		i.parent_id AS i_parent_id, i.parent_step AS i_parent_step, i.parent_index AS i_parent_index, i.traceparent AS i_traceparent, i.priority AS i_priority`

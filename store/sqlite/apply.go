@@ -37,7 +37,8 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance
 // preparedApply is a checked Write with its rows as they will be stored.
 type preparedApply struct {
 	w                   *store.Write
-	state, settledState string
+	state, settledState string         // the versions' states, JSON (settledState: the last one's)
+	final               workflow.State // the last version's state
 	inserts, updates    []store.Task
 	now                 time.Time
 }
@@ -50,9 +51,9 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	if err != nil {
 		return nil, err
 	}
-	settledState := state
+	settledState, final := state, w.State
 	if w.Settled != "" {
-		final := w.State.Clone()
+		final = w.State.Clone()
 		if store.StopSteps(w.Status, w.Settled, &final) {
 			if settledState, err = marshalState(final); err != nil {
 				return nil, err
@@ -68,7 +69,7 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &preparedApply{w: w, state: state, settledState: settledState, inserts: inserts, updates: updates, now: now}, nil
+	return &preparedApply{w: w, state: state, settledState: settledState, final: final, inserts: inserts, updates: updates, now: now}, nil
 }
 
 // prepareTaskWrites returns the rows of task writes as they will be stored
@@ -117,15 +118,37 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 	if err := applyLeased(ctx, c, store.LeasedChanges(w.Update, nil)); err != nil {
 		return nil, err
 	}
-	actor := store.WriteActor(ctx, w.Actor)
-	out, err := writeVersion(ctx, c, w.ID, w.Status, pa.state, nullMicros(w.Deadline), w.Cause, actor, micros(pa.now))
+	prev, prior, err := pa.prior(ctx, c)
 	if err != nil {
 		return nil, err
 	}
+	// The instance's row and its steps' records store the last version's
+	// state, over the one the write moves from.
+	records, err := store.SplitState(prior, pa.final)
+	if err != nil {
+		return nil, err
+	}
+	actor := store.WriteActor(ctx, w.Actor)
+	out, err := writeVersion(ctx, c, w.ID, w.Status, records.Header, nullMicros(w.Deadline), micros(pa.now))
+	if err != nil {
+		return nil, err
+	}
+	if err := appendHistory(ctx, c, w.ID, out.Version, w.Status, []byte(pa.state), micros(pa.now), w.Cause, actor, prev); err != nil {
+		return nil, err
+	}
 	if w.Settled != "" {
-		if out, err = writeVersion(ctx, c, w.ID, w.Settled, pa.settledState, nullMicros(w.Deadline), w.SettledCause, actor, micros(pa.now)); err != nil {
+		if out, err = writeVersion(ctx, c, w.ID, w.Settled, records.Header, nullMicros(w.Deadline), micros(pa.now)); err != nil {
 			return nil, err
 		}
+		if err := appendHistory(ctx, c, w.ID, out.Version, w.Settled, []byte(pa.settledState), micros(pa.now), w.SettledCause, actor, []byte(pa.state)); err != nil {
+			return nil, err
+		}
+	}
+	if err := putStepRecords(ctx, c, w.ID, records); err != nil {
+		return nil, err
+	}
+	if out.State, err = decodeStored(w.ID, pa.settledState); err != nil {
+		return nil, err
 	}
 	if w.Output != nil {
 		// The output of the instance this write completes.
@@ -185,19 +208,35 @@ func heldArg(r *store.Task, w *store.Write) any {
 }
 
 // writeVersion writes one new version of id (the caller checked the
-// version it moves from) and its history row.
-func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status, state string, deadline any, cause, actor string, now int64) (*workflow.Instance, error) {
-	prev, err := priorState(ctx, c, id)
-	if err != nil {
-		return nil, err
-	}
+// version it moves from) with the state's header; the instance it returns
+// has that header as its state.
+func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status, header []byte, deadline any, now int64) (*workflow.Instance, error) {
 	inst, err := scanInstance(c.QueryRowContext(ctx,
 		`UPDATE workflow_instances SET state = ?1, status = ?2, deadline = ?5, version = version + 1, updated_at = ?3
 		WHERE id = ?4
-		RETURNING `+instanceColumns,
-		state, string(status), now, id, deadline))
+		RETURNING `+headerColumns,
+		string(header), string(status), now, id, deadline))
 	if err != nil {
 		return nil, interpretError(ctx, err)
 	}
-	return inst, appendHistory(ctx, c, id, cause, actor, prev)
+	return inst, nil
+}
+
+// prior returns the state the write moves from, as JSON for its history
+// and decoded for its steps' records: the caller's Prior, else the state
+// as stored (the caller checked its version).
+func (pa *preparedApply) prior(ctx context.Context, c dbtx) ([]byte, *workflow.State, error) {
+	if p := pa.w.Prior; p != nil {
+		b, err := marshalState(*p)
+		return []byte(b), p, err
+	}
+	b, err := storedState(ctx, c, pa.w.ID)
+	if err != nil || b == nil {
+		return nil, nil, err
+	}
+	s, err := decodeStored(pa.w.ID, string(b))
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, &s, nil
 }

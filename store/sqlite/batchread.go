@@ -10,7 +10,7 @@ import (
 // The reads of a batch: the instances oldest updated_at first (?4, when
 // given, keeps those ids only), then the tasks of those chosen. Ids travel
 // as one JSON array parameter, never as SQL text.
-const (
+var (
 	batchInstancesSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances
 	WHERE status = ?1 AND updated_at < ?2
 	ORDER BY updated_at, id

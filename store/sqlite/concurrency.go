@@ -96,7 +96,7 @@ func currentSlot(ctx context.Context, c dbtx, id string) (workflow.Status, int64
 // queuedDueSQL numbers the QUEUED instances of each key oldest first and
 // keeps those within the key's free slots (the limit stored with the oldest
 // one); ?1 NULL reads every key, else only ?1's key ?2.
-const queuedDueSQL = `SELECT ` + instanceColumns + ` FROM (
+var queuedDueSQL = `SELECT ` + instanceColumns + ` FROM (
 	SELECT i.*, row_number() OVER (PARTITION BY definition, concurrency_key ORDER BY created_at, id) AS n,
 		first_value(concurrency_limit) OVER (PARTITION BY definition, concurrency_key ORDER BY created_at, id) AS lim
 	FROM workflow_instances i

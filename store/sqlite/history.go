@@ -13,15 +13,16 @@ import (
 
 // History stores, per version, the state whole (a snapshot) or what changed
 // since the previous version (a patch row); internal/jsondelta has the
-// format and the snapshot policy. Every write of a version reads the state
-// it replaces first (priorState), inside its write transaction, and hands
-// it to appendHistory after the write.
+// format and the snapshot policy. Every write of a version hands
+// appendHistory the state it replaces (the caller's Prior, else read
+// inside its write transaction by storedState) and the one it writes.
 
-// priorState returns the state of id as stored now, before a write of a new
-// version; nil when there is no such instance (the write will say so).
-func priorState(ctx context.Context, c dbtx, id string) ([]byte, error) {
+// storedState returns the state of id as stored now (assembled from its
+// header and its steps' records), before a write of a new version; nil
+// when there is no such instance (the write will say so).
+func storedState(ctx context.Context, c dbtx, id string) ([]byte, error) {
 	var state string
-	err := c.QueryRowContext(ctx, `SELECT state FROM workflow_instances WHERE id = ?1`, id).Scan(&state)
+	err := c.QueryRowContext(ctx, `SELECT `+stateOf("")+` FROM workflow_instances WHERE id = ?1`, id).Scan(&state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -31,28 +32,17 @@ func priorState(ctx context.Context, c dbtx, id string) ([]byte, error) {
 	return []byte(state), nil
 }
 
-// appendHistory writes the history row of the version just written to id,
-// at = its updated_at, with its cause and actor; prev is the state that
+// appendHistory writes the history row of version of id, whose state is
+// state, with its status, time, cause and actor; prev is the state that
 // version replaced (nil: id's first version).
-func appendHistory(ctx context.Context, c dbtx, id, cause, actor string, prev []byte) error {
-	var (
-		version int64
-		status  string
-		state   string
-		at      int64
-	)
-	err := c.QueryRowContext(ctx, `SELECT version, status, state, updated_at FROM workflow_instances WHERE id = ?1`, id).
-		Scan(&version, &status, &state, &at)
-	if err != nil {
-		return interpretError(ctx, err)
-	}
-	row, err := historyEntry(ctx, c, id, version, prev, []byte(state))
+func appendHistory(ctx context.Context, c dbtx, id string, version int64, status workflow.Status, state []byte, at int64, cause, actor string, prev []byte) error {
+	row, err := historyEntry(ctx, c, id, version, prev, state)
 	if err != nil {
 		return err
 	}
 	if _, err := c.ExecContext(ctx,
 		`INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)`,
-		id, version, status, string(row), at, cause, actor); err != nil {
+		id, version, string(status), string(row), at, cause, actor); err != nil {
 		return interpretError(ctx, err)
 	}
 	return nil
@@ -151,7 +141,7 @@ func (q *querier) History(ctx context.Context, id string, since int64, limit int
 func (s *Store) HistorySize(ctx context.Context, id string) (store.HistorySize, error) {
 	var hs store.HistorySize
 	var stateBytes sql.NullInt64
-	err := s.readDB.QueryRowContext(ctx, `SELECT (SELECT length(CAST(state AS BLOB)) FROM workflow_instances WHERE id = ?1),
+	err := s.readDB.QueryRowContext(ctx, `SELECT (SELECT length(CAST(`+stateOf("")+` AS BLOB)) FROM workflow_instances WHERE id = ?1),
 		count(*), coalesce(sum(json_type(state) = 'object'), 0),
 		coalesce(sum(length(CAST(state AS BLOB)) + length(CAST(status AS BLOB)) + length(CAST(cause AS BLOB))), 0)
 	FROM workflow_history WHERE instance_id = ?1`, id).Scan(&stateBytes, &hs.Versions, &hs.Snapshots, &hs.Bytes)

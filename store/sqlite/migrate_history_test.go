@@ -109,8 +109,11 @@ func TestHistoryMigration(t *testing.T) {
 	if _, err := p.DownTo(ctx, historyPatchesVersion-1); err != nil {
 		t.Fatalf("migrate down: %v", err)
 	}
-	if size, err := s.HistorySize(ctx, grown.ID); err != nil || size.Snapshots != size.Versions {
-		t.Errorf("after the down migration: %+v, %v; want every version whole", size, err)
+	// (Read directly: the store's HistorySize reads the schema of today.)
+	var versions, snapshots int
+	if err := s.readDB.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(json_type(state) = 'object'), 0)
+		FROM workflow_history WHERE instance_id = ?1`, grown.ID).Scan(&versions, &snapshots); err != nil || snapshots != versions {
+		t.Errorf("after the down migration: %d snapshots of %d versions, %v; want every version whole", snapshots, versions, err)
 	}
 	if got := storedStates(t, s, grown.ID); !slices.EqualFunc(got, want, bytes.Equal) {
 		t.Errorf("after the down migration the rows hold\n%s\nwant\n%s", bytes.Join(got, []byte("\n")), bytes.Join(want, []byte("\n")))

@@ -39,9 +39,39 @@ type querier struct {
 	now   func() time.Time
 }
 
-// instanceColumns is the column list every instance query selects or returns,
-// in the order scanInstance reads them.
-const instanceColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, output, parent_id, parent_step, parent_index, traceparent, priority`
+// headerColumns is the column list an instance's INSERT or UPDATE returns,
+// in the order scanInstance reads them: its state is the stored header
+// (store.StepRecords), which the writer replaces with the state it wrote.
+const headerColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, output, parent_id, parent_step, parent_index, traceparent, priority`
+
+// instanceColumns is the column list every instance query selects, in the
+// order scanInstance reads them, of the one instance row of its FROM (its
+// columns named unqualified).
+var instanceColumns = instanceColumnsOf("")
+
+// instanceColumnsOf is instanceColumns of the instance row alias: its
+// state assembled (stateOf).
+func instanceColumnsOf(alias string) string {
+	cols := headerColumns
+	if alias != "" {
+		cols = qualify(alias, cols)
+		alias += "."
+	}
+	return strings.Replace(cols, alias+"state", stateOf(strings.TrimSuffix(alias, ".")), 1)
+}
+
+// stateOf is the state of the instance row alias (unqualified columns for
+// ""), assembled from the row's header and its steps' records. The record
+// table has no column named like the instance's, so unqualified names
+// inside it are the instance row's. json() marks the subquery's text as
+// JSON, which a subquery's result no longer is.
+func stateOf(alias string) string {
+	a := ""
+	if alias != "" {
+		a = alias + "."
+	}
+	return "json_set(" + a + "state, '$.steps', json((SELECT json_group_object(r.step_id, json(r.record)) FROM workflow_steps r WHERE r.instance_id = " + a + "id)))"
+}
 
 // Create inserts a new instance at version 0 with its history row 0.
 func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.Instance, error) {
@@ -49,6 +79,10 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		return nil, err
 	}
 	state, err := marshalState(p.State)
+	if err != nil {
+		return nil, err
+	}
+	records, err := store.SplitState(nil, p.State)
 	if err != nil {
 		return nil, err
 	}
@@ -75,8 +109,8 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		inst, err = scanInstance(c.QueryRowContext(ctx,
 			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit, priority)
 			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-			RETURNING `+instanceColumns,
-			append(append(append([]any{p.ID, p.Definition, string(p.Status), state, input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)}, append(parentArgs(p.Parent), nullText(p.TraceParent))...), concurrencyArgs(p.Concurrency)...), p.Priority)...))
+			RETURNING `+headerColumns,
+			append(append(append([]any{p.ID, p.Definition, string(p.Status), string(records.Header), input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)}, append(parentArgs(p.Parent), nullText(p.TraceParent))...), concurrencyArgs(p.Concurrency)...), p.Priority)...))
 		if err != nil {
 			err = interpretError(ctx, err)
 			if errors.Is(err, store.ErrExists) {
@@ -84,7 +118,13 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 			}
 			return err
 		}
-		if err := appendHistory(ctx, c, p.ID, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
+		if inst.State, err = decodeStored(p.ID, state); err != nil {
+			return err
+		}
+		if err := putStepRecords(ctx, c, p.ID, records); err != nil {
+			return err
+		}
+		if err := appendHistory(ctx, c, p.ID, 0, p.Status, []byte(state), now, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
 			return err
 		}
 		if err := applySlot(ctx, c, p.ID, createdSlot(p), p.SlotChange(), true); err != nil {
@@ -139,7 +179,7 @@ func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error
 // getSQL reads the instance with the attempts its leased tasks run
 // (store.ShowAttemptsInFlight) as a JSON object, NULL when none, through
 // the partial index of leased tasks of steps without foreach.
-const getSQL = `SELECT ` + instanceColumns + `,
+var getSQL = `SELECT ` + instanceColumns + `,
 	(SELECT json_group_object(step_id, attempt) FROM workflow_tasks
 		WHERE instance_id = ?1 AND status = 'LEASED' AND iteration = 0 HAVING count(*) > 0)
 FROM workflow_instances WHERE id = ?1`
@@ -327,8 +367,9 @@ func (r *instanceScan) instance() (*workflow.Instance, error) {
 		inst.Deadline = &d
 	}
 	inst.Status = workflow.Status(r.status)
-	if err := inst.State.UnmarshalJSON([]byte(r.state)); err != nil {
-		return nil, fmt.Errorf("sqlite: workflow %q: stored state: %w", inst.ID, err)
+	var err error
+	if inst.State, err = decodeStored(inst.ID, r.state); err != nil {
+		return nil, err
 	}
 	inst.Input = json.RawMessage(r.input)
 	if r.output.Valid {
@@ -372,4 +413,13 @@ func queryIDs(ctx context.Context, c dbtx, query string, args ...any) ([]string,
 		return nil, interpretError(ctx, err)
 	}
 	return ids, nil
+}
+
+// decodeStored decodes the stored state of workflow id.
+func decodeStored(id, state string) (workflow.State, error) {
+	var s workflow.State
+	if err := s.UnmarshalJSON([]byte(state)); err != nil {
+		return workflow.State{}, fmt.Errorf("sqlite: workflow %q: stored state: %w", id, err)
+	}
+	return s, nil
 }

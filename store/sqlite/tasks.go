@@ -221,12 +221,12 @@ ORDER BY t.lease_until, t.id
 LIMIT ?2`
 
 	// dueTaskColumns are a task's columns followed by its instance's.
-	dueTaskColumns = qualify("t", taskColumns) + ", " + qualify("i", instanceColumns)
+	dueTaskColumns = qualify("t", taskColumns) + ", " + instanceColumnsOf("i")
 
 	// dueAbandonedSQL reads the child workflows that still run through
 	// their partial index (migration 00016) and looks up each one's
 	// parent by primary key.
-	dueAbandonedSQL = `SELECT ` + qualify("c", instanceColumns) + `
+	dueAbandonedSQL = `SELECT ` + instanceColumnsOf("c") + `
 FROM workflow_instances AS c INDEXED BY workflow_instances_abandoned_idx
 CROSS JOIN workflow_instances AS p ON p.id = c.parent_id
 WHERE c.parent_id IS NOT NULL AND c.status IN ('PENDING', 'QUEUED', 'RUNNING', 'PAUSED')

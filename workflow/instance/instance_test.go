@@ -254,3 +254,32 @@ func TestStopsSteps(t *testing.T) {
 		t.Errorf("a CANCELLED step is valid: %v", err)
 	}
 }
+
+func TestStepStateEqual(t *testing.T) {
+	base := func() *StepState {
+		return &StepState{Status: StepCompleted, Attempts: 2, Output: json.RawMessage(`{"a":1}`), Error: "",
+			Extra: map[string]json.RawMessage{"iterations": json.RawMessage(`{"total":1}`)}}
+	}
+	if !base().Equal(base()) || !(*StepState)(nil).Equal(nil) {
+		t.Fatal("equal steps compare unequal")
+	}
+	for name, change := range map[string]func(*StepState){
+		"status":       func(s *StepState) { s.Status = StepFailed },
+		"attempts":     func(s *StepState) { s.Attempts++ },
+		"error":        func(s *StepState) { s.Error = "boom" },
+		"output":       func(s *StepState) { s.Output = json.RawMessage(`{"a":2}`) },
+		"no output":    func(s *StepState) { s.Output = nil },
+		"extra value":  func(s *StepState) { s.Extra["iterations"] = json.RawMessage(`{"total":2}`) },
+		"extra member": func(s *StepState) { s.Extra["foreach"] = json.RawMessage(`{}`) },
+		"extra gone":   func(s *StepState) { s.Extra = nil },
+	} {
+		changed := base()
+		change(changed)
+		if base().Equal(changed) || changed.Equal(base()) {
+			t.Errorf("a step whose %s changed compares equal", name)
+		}
+	}
+	if base().Equal(nil) || (*StepState)(nil).Equal(base()) {
+		t.Error("a step compares equal to nil")
+	}
+}

@@ -281,3 +281,24 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Equal reports whether st and o encode to the same step object: the same
+// status, attempts, error, output bytes and extra members (two nil steps
+// are equal). Raw values are compared as bytes, so the same value written
+// differently counts as a change.
+func (st *StepState) Equal(o *StepState) bool {
+	if st == nil || o == nil {
+		return st == o
+	}
+	if st.Status != o.Status || st.Attempts != o.Attempts || st.Error != o.Error ||
+		(st.Output == nil) != (o.Output == nil) || !bytes.Equal(st.Output, o.Output) || len(st.Extra) != len(o.Extra) {
+		return false
+	}
+	for k, v := range st.Extra {
+		w, ok := o.Extra[k]
+		if !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}

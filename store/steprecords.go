@@ -1,0 +1,76 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/flowd/flowd/workflow"
+)
+
+// A step's record (state.steps.S: its status, attempts, output, error and
+// a foreach step's bookkeeping) is stored in a row of its own, apart from
+// the instance's row, which keeps the rest of the state with "steps"
+// empty: a write stores the records of the steps it changed and the
+// instance's header, never the records of the others again, so that the
+// cost of a write does not grow with the number of steps before it. A
+// read assembles the state from the header and the records.
+
+// StepRecords is how a write stores a state: its header and the records
+// it puts and drops.
+type StepRecords struct {
+	// Header is the state without its steps' records ("steps" empty), JSON.
+	Header []byte
+	// IDs are the steps whose records the write puts (inserted or
+	// replaced), in order; Records their records, JSON.
+	IDs     []string
+	Records [][]byte
+	// Drop are the steps whose records the write deletes (a state
+	// replaced without them).
+	Drop []string
+	// All says IDs are every step of the state, written without knowing
+	// the stored records: any other stored record is deleted.
+	All bool
+}
+
+// SplitState returns how to store next over prior, the state stored at
+// the version the write moves from: the records of the steps that are
+// new or differ from prior's, and the steps prior had that next has not.
+// With no prior, every record is put (All).
+func SplitState(prior *workflow.State, next workflow.State) (StepRecords, error) {
+	header := next
+	header.Steps = nil
+	b, err := header.MarshalJSON()
+	if err != nil {
+		return StepRecords{}, fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
+	}
+	sr := StepRecords{Header: b, All: prior == nil}
+	ids := make([]string, 0, len(next.Steps))
+	for id, st := range next.Steps {
+		if prior != nil {
+			if old, ok := prior.Steps[id]; ok && old.Equal(st) {
+				continue
+			}
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	sr.IDs, sr.Records = ids, make([][]byte, len(ids))
+	for i, id := range ids {
+		rec := []byte("null")
+		if st := next.Steps[id]; st != nil {
+			if rec, err = st.MarshalJSON(); err != nil {
+				return StepRecords{}, fmt.Errorf("%w: state.steps.%s: %w", workflow.ErrInvalidState, id, err)
+			}
+		}
+		sr.Records[i] = rec
+	}
+	if prior != nil {
+		for id := range prior.Steps {
+			if _, ok := next.Steps[id]; !ok {
+				sr.Drop = append(sr.Drop, id)
+			}
+		}
+		slices.Sort(sr.Drop)
+	}
+	return sr, nil
+}
