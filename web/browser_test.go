@@ -691,10 +691,10 @@ func TestDashboard(t *testing.T) {
 	b.run(a, "paging",
 		chromedp.Navigate(f.url+"/#/workflows?limit=2"),
 		waitFor(page(0)),
-		chromedp.Click("#page-next", chromedp.ByID), waitFor(page(2)),
-		chromedp.Click("#page-next", chromedp.ByID), waitFor(page(4)),
-		chromedp.Click("#page-prev", chromedp.ByID), waitFor(page(2)),
-		chromedp.Click("#page-prev", chromedp.ByID), waitFor(page(0)+` && document.getElementById('page-prev').disabled`),
+		clickNow("page-next"), waitFor(page(2)),
+		clickNow("page-next"), waitFor(page(4)),
+		clickNow("page-prev"), waitFor(page(2)),
+		clickNow("page-prev"), waitFor(page(0)+` && document.getElementById('page-prev').disabled`),
 	)
 
 	// Live refresh picks up a new workflow; paused, it does not.
@@ -1075,4 +1075,12 @@ func TestDashboardHistoryPages(t *testing.T) {
 		waitFor(`document.querySelector('#history > li')?.dataset.version === '1004'`),
 	)
 	b.checkNoErrors()
+}
+
+// clickNow clicks the element with id as it is when the action runs, in
+// one step of the page's own: the list's live refresh re-renders the
+// pager, and a click that found the node before a refresh fails on a node
+// that is gone.
+func clickNow(id string) chromedp.Action {
+	return chromedp.Evaluate(fmt.Sprintf(`document.getElementById(%q).click()`, id), nil)
 }
