@@ -20,10 +20,13 @@ import (
 type StepRecords struct {
 	// Header is the state without its steps' records ("steps" empty), JSON.
 	Header []byte
-	// IDs are the steps whose records the write puts (inserted or
-	// replaced), in order; Records their records, JSON.
-	IDs     []string
-	Records [][]byte
+	// IDs are the steps whose records the write puts, in order; Records
+	// their records, JSON; Existing whether each had a record in the state
+	// the write moves from (replaced in place; else inserted, or, with
+	// All, inserted or replaced).
+	IDs      []string
+	Records  [][]byte
+	Existing []bool
 	// Drop are the steps whose records the write deletes (a state
 	// replaced without them).
 	Drop []string
@@ -54,8 +57,11 @@ func SplitState(prior *workflow.State, next workflow.State) (StepRecords, error)
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	sr.IDs, sr.Records = ids, make([][]byte, len(ids))
+	sr.IDs, sr.Records, sr.Existing = ids, make([][]byte, len(ids)), make([]bool, len(ids))
 	for i, id := range ids {
+		if prior != nil {
+			_, sr.Existing[i] = prior.Steps[id]
+		}
 		rec := []byte("null")
 		if st := next.Steps[id]; st != nil {
 			if rec, err = st.MarshalJSON(); err != nil {

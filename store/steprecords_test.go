@@ -32,6 +32,9 @@ func TestSplitStatePutsTheChangedStepsAndDropsTheRemovedOnes(t *testing.T) {
 	if !slices.Equal(sr.IDs, []string{"b", "d", "e"}) || !slices.Equal(sr.Drop, []string{"c"}) || sr.All {
 		t.Errorf("puts %v, drops %v, all %v; want [b d e], [c], false", sr.IDs, sr.Drop, sr.All)
 	}
+	if !slices.Equal(sr.Existing, []bool{true, true, false}) {
+		t.Errorf("existing %v, want b and d replaced, e inserted", sr.Existing)
+	}
 	if got := string(sr.Records[0]); got != `{"attempts":1,"output":"done","status":"COMPLETED"}` {
 		t.Errorf("b's record %s", got)
 	}
@@ -53,7 +56,7 @@ func TestSplitStatePutsTheChangedStepsAndDropsTheRemovedOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !all.All || !slices.Equal(all.IDs, []string{"a", "b", "d", "e"}) || len(all.Drop) != 0 {
+	if !all.All || !slices.Equal(all.IDs, []string{"a", "b", "d", "e"}) || len(all.Drop) != 0 || slices.Contains(all.Existing, true) {
 		t.Errorf("with no prior: puts %v, drops %v, all %v", all.IDs, all.Drop, all.All)
 	}
 }

@@ -36,7 +36,7 @@ import (
 // new version's status, deadline and cause, $39 and $41 the settled
 // version's status (” for none) and cause, $36 the header of the state the
 // last version stores and $40 the ids of the steps whose records it puts
-// (the records (sp) and the steps dropped (sd) are applyRecordsParam's:
+// (the records (sp, su) and the steps dropped (sd) are applyRecordsParam's:
 // store.StepRecords), $43 the number of updates, $44 whether to notify,
 // $45 the number of new versions, $46 and $47 the history rows of the first
 // and the settled version, $48 the instance's output (NULL: unchanged; set
@@ -81,14 +81,15 @@ var applyStatements = func() map[applyShape]string {
 // moves from (a guard: the change is decided on it) and the change's two
 // counts.
 var (
-	applyFromParam    = 54 + tailParams
-	applyHoldersParam = 55 + tailParams
-	applyQueuedParam  = 56 + tailParams
+	applyFromParam    = 55 + tailParams
+	applyHoldersParam = 56 + tailParams
+	applyQueuedParam  = 57 + tailParams
 )
 
 // applyRecordsParam holds the records of the steps the write puts (their
-// ids are $40), the next one the steps whose records it drops, the one
-// after whether $40 are all the state's steps (store.StepRecords).
+// ids are $40), the next one whether each existed, the one after the
+// steps whose records it drops, the last whether $40 are all the state's
+// steps (store.StepRecords).
 var applyRecordsParam = 51 + tailParams
 
 // applyHeldParam holds the held flags of the updated tasks (an array, a
@@ -243,7 +244,7 @@ const applyWhere = `WHERE id = $33 AND version = $34 AND (SELECT count(*) FROM t
 
 // applyInstance is the part of applyStatement after the task updates:
 // the instance's versioned update (u), its history rows (h, h2), its
-// steps' records put (sp) and dropped (sd), the new tasks (ins) and the
+// steps' records inserted (sp), replaced (su) and dropped (sd), the new tasks (ins) and the
 // notification (n).
 var applyInstance = `), u AS (
 	UPDATE workflow_instances SET ` + applySetStatus + `state = $36::jsonb,
@@ -259,12 +260,15 @@ var applyInstance = `), u AS (
 	SELECT $33, $34 + 2, $39, $47::jsonb, $32, $41, ` + applyActor + ` FROM u WHERE $39 <> ''
 ), sp AS (
 	INSERT INTO workflow_steps (instance_id, step_id, record)
-	SELECT $33, r.step_id, r.record FROM u, unnest($40::text[], ` + param(applyRecordsParam) + `::jsonb[]) AS r (step_id, record)
+	SELECT $33, r.step_id, r.record FROM u, ` + applyRecords + ` WHERE NOT r.existing
 	ON CONFLICT (instance_id, step_id) DO UPDATE SET record = excluded.record
+), su AS (
+	UPDATE workflow_steps s SET record = r.record FROM ` + applyRecords + `
+	WHERE s.instance_id = $33 AND s.step_id = r.step_id AND r.existing AND EXISTS (SELECT 1 FROM u)
 ), sd AS (
 	DELETE FROM workflow_steps WHERE instance_id = $33 AND EXISTS (SELECT 1 FROM u)
-		AND (` + param(applyRecordsParam+2) + `::boolean OR cardinality(` + param(applyRecordsParam+1) + `::text[]) > 0)
-		AND (step_id = ANY (` + param(applyRecordsParam+1) + `::text[]) OR (` + param(applyRecordsParam+2) + `::boolean AND step_id <> ALL ($40::text[])))
+		AND (` + param(applyRecordsParam+3) + `::boolean OR cardinality(` + param(applyRecordsParam+2) + `::text[]) > 0)
+		AND (step_id = ANY (` + param(applyRecordsParam+2) + `::text[]) OR (` + param(applyRecordsParam+3) + `::boolean AND step_id <> ALL ($40::text[])))
 ), ins AS (
 	` + insertTasksPrefix + `$32, $32
 	FROM ` + newTasks1(49) + `
@@ -273,6 +277,12 @@ var applyInstance = `), u AS (
 ), n AS (
 	SELECT pg_notify('` + notifyChannel + `', '') FROM u WHERE $44::boolean
 `
+
+// applyRecords are the step records a write puts, each with whether it
+// existed: those that did are updated in place (su), the others inserted
+// (sp; with All, a conflict replaces the stored record). An upsert of a
+// record that exists would also lock its row first, one more WAL record.
+var applyRecords = `unnest($40::text[], ` + param(applyRecordsParam) + `::jsonb[], ` + param(applyRecordsParam+1) + `::boolean[]) AS r (step_id, record, existing)`
 
 const applyFrom = `
 FROM (SELECT 1) one LEFT JOIN u ON true`
@@ -408,7 +418,7 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		string(w.Settled), stored[1], w.SettledCause,
 		leaseUntil, len(w.Update), w.Notify, versions, rows[0], rows[1],
 		outputArg(w.Output))
-	args = append(append(args, insertCols.tail()...), actor, held, stored[2], nonNil(records.Drop), records.All)
+	args = append(append(args, insertCols.tail()...), actor, held, stored[2], records.Existing, nonNil(records.Drop), records.All)
 	if slot := w.SlotChange(); !slot.None() {
 		args = append(append(args, string(w.From)), slotArgs(slot)...)
 	}
