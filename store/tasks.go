@@ -75,6 +75,12 @@ type Task struct {
 	AttemptTimeout time.Duration
 	Input          json.RawMessage // rendered step input
 	LastError      string
+	// Output is the output of a completed iteration of a foreach step,
+	// the iteration's own record: the step's record keeps no outputs
+	// while it runs, so a completion writes its iteration's output and
+	// not every one before it. nil otherwise. A write that leaves it nil
+	// keeps the stored one.
+	Output json.RawMessage
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	// Flow is the flow control the task is claimed under, written when

@@ -81,10 +81,14 @@ var applyStatements = func() map[applyShape]string {
 // moves from (a guard: the change is decided on it) and the change's two
 // counts.
 var (
-	applyFromParam    = 55 + tailParams
-	applyHoldersParam = 56 + tailParams
-	applyQueuedParam  = 57 + tailParams
+	applyFromParam    = 56 + tailParams
+	applyHoldersParam = 57 + tailParams
+	applyQueuedParam  = 58 + tailParams
 )
+
+// applyOutputParam holds the outputs the updated tasks store (an array,
+// a scalar for applyOneSQL; NULL keeps the stored one: store.Task.Output).
+var applyOutputParam = 55 + tailParams
 
 // applyRecordsParam holds the records of the steps the write puts (their
 // ids are $40), the next one whether each existed, the one after the
@@ -194,10 +198,10 @@ var (
 	applyTasks = `WITH x AS (
 	SELECT * FROM unnest($15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::int4[], $21::int4[],
 		$22::timestamptz[], $23::text[], $24::text[], $25::timestamptz[], $26::timestamptz[], $27::text[], $28::text[],
-		$29::text[], $30::int4[], $31::text[], $42::timestamptz[], ` + param(applyHeldParam) + `::boolean[])
-		AS x (` + newTaskColumns + `, g_status, g_attempt, g_lease, g_lease_until, held)
+		$29::text[], $30::int4[], $31::text[], $42::timestamptz[], ` + param(applyHeldParam) + `::boolean[], ` + param(applyOutputParam) + `::text[])
+		AS x (` + newTaskColumns + `, g_status, g_attempt, g_lease, g_lease_until, held, output)
 ), tu AS (
-	UPDATE workflow_tasks t SET ` + setTaskFromX + `, held = x.held, updated_at = $32
+	UPDATE workflow_tasks t SET ` + setTaskFromX + `, held = x.held, output = coalesce(x.output::jsonb, t.output), updated_at = $32
 	FROM x
 	WHERE t.id = x.id AND t.instance_id = $33
 		AND ` + taskGuardX + `
@@ -207,7 +211,8 @@ var (
 	applyOneTask = `WITH tu AS (
 	UPDATE workflow_tasks t SET status = $19, attempt = $20, max_attempts = $21, run_at = $22,
 		lease = $23, lease_owner = $24, lease_until = $25, attempt_deadline = $26,
-		input = $27::jsonb, last_error = $28, held = ` + param(applyHeldParam) + `::boolean, updated_at = $32
+		input = $27::jsonb, last_error = $28, held = ` + param(applyHeldParam) + `::boolean,
+		output = coalesce(` + param(applyOutputParam) + `::jsonb, t.output), updated_at = $32
 	WHERE t.id = $15 AND ` + notIndexed("t.instance_id") + ` = $33
 		AND t.status = $29 AND t.attempt = $30 AND t.lease = $31 AND t.lease_until IS NOT DISTINCT FROM $42::timestamptz
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
@@ -401,14 +406,14 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		versions = 2
 	}
 	args := insertCols.args()
-	var leaseUntil, held any = gu.leaseUntil, gu.held
+	var leaseUntil, held, output any = gu.leaseUntil, gu.held, gu.output
 	if len(gu.rows) == 1 {
 		// applyOneSQL: the row and its guard as scalars.
 		r := &gu.rows[0]
 		args = append(args, r.ID, r.InstanceID, r.StepID, r.Queue, string(r.Status), int32(r.Attempt), int32(r.MaxAttempts),
 			r.RunAt, r.Lease, r.LeaseOwner, nullTime(r.LeaseUntil), nullTime(r.AttemptDeadline), string(r.Input), r.LastError,
 			gu.status[0], gu.attempt[0], gu.lease[0])
-		leaseUntil, held = gu.leaseUntil[0], gu.held[0]
+		leaseUntil, held, output = gu.leaseUntil[0], gu.held[0], gu.output[0]
 	} else {
 		args = append(args, columnArrays(gu.rows).args()...)
 		args = append(args, gu.status, gu.attempt, gu.lease)
@@ -418,7 +423,7 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		string(w.Settled), stored[1], w.SettledCause,
 		leaseUntil, len(w.Update), w.Notify, versions, rows[0], rows[1],
 		outputArg(w.Output))
-	args = append(append(args, insertCols.tail()...), actor, held, stored[2], records.Existing, nonNil(records.Drop), records.All)
+	args = append(append(args, insertCols.tail()...), actor, held, stored[2], records.Existing, nonNil(records.Drop), records.All, output)
 	if slot := w.SlotChange(); !slot.None() {
 		args = append(append(args, string(w.From)), slotArgs(slot)...)
 	}
@@ -437,7 +442,8 @@ type guardedUpdates struct {
 	status, lease []string
 	attempt       []int32
 	leaseUntil    []*time.Time
-	held          []bool // the rows' held flags, for a versioned write
+	held          []bool    // the rows' held flags, for a versioned write
+	output        []*string // the rows' outputs (nil keeps the stored one)
 }
 
 // prepareTaskWrites checks the task writes of an Apply and returns them as
@@ -445,7 +451,7 @@ type guardedUpdates struct {
 func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 	n := len(ws)
 	gu := &guardedUpdates{rows: make([]store.Task, n), status: make([]string, n), lease: make([]string, n),
-		attempt: make([]int32, n), leaseUntil: make([]*time.Time, n), held: make([]bool, n)}
+		attempt: make([]int32, n), leaseUntil: make([]*time.Time, n), held: make([]bool, n), output: make([]*string, n)}
 	for i, u := range ws {
 		r := *u.Task
 		if r.Input == nil {
@@ -459,6 +465,13 @@ func prepareTaskWrites(ws []store.TaskWrite) (*guardedUpdates, error) {
 		}
 		normaliseTaskTimes(&r)
 		gu.rows[i], gu.held[i] = r, r.Held
+		if r.Output != nil {
+			if err := checkJSON("task output", r.Output); err != nil {
+				return nil, err
+			}
+			o := string(r.Output)
+			gu.output[i] = &o
+		}
 		g := u.Guard
 		gu.status[i], gu.attempt[i], gu.lease[i] = string(g.Status), int32(g.Attempt), g.Lease
 		gu.leaseUntil[i] = nullTime(g.LeaseUntil)

@@ -66,7 +66,7 @@ const (
 // taskColumns is the column list scanTask reads, in its order.
 const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
 	lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration,
-	priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held, attempt_timeout_us`
+	priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held, attempt_timeout_us, output`
 
 const (
 	getTaskSQL = `SELECT ` + taskColumns + ` FROM workflow_tasks WHERE id = $1`
@@ -106,7 +106,7 @@ LIMIT $2`
 // taskPrefixedColumns is taskColumns qualified with the alias t.
 const taskPrefixedColumns = `t.id, t.instance_id, t.step_id, t.queue, t.status, t.attempt, t.max_attempts, t.run_at,
 	t.lease, t.lease_owner, t.lease_until, t.attempt_deadline, t.input, t.last_error, t.created_at, t.updated_at, t.iteration,
-	t.priority, t.concurrency_key, t.concurrency_limit, t.rate_key, t.rate_per_second, t.rate_burst, t.held, t.attempt_timeout_us`
+	t.priority, t.concurrency_key, t.concurrency_limit, t.rate_key, t.rate_per_second, t.rate_burst, t.held, t.attempt_timeout_us, t.output`
 
 // claimSQL returns the claim query for n queues ($2 … $n+1) due by $1, at
 // most limit tasks: the engine's hot path. It must cost the same whatever
@@ -509,7 +509,7 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 		status                      string
 		attempt, maxAttempts, iter  int32
 		leaseUntil, attemptDeadline *time.Time
-		input                       []byte
+		input, output               []byte
 		priority                    int16
 		concurrencyKey, rateKey     *string
 		concurrencyLimit, rateBurst int32
@@ -517,7 +517,7 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &attempt, &maxAttempts, &t.RunAt,
 		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptDeadline, &input, &t.LastError, &t.CreatedAt, &t.UpdatedAt, &iter,
-		&priority, &concurrencyKey, &concurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &rateBurst, &t.Held, &attemptTimeout); err != nil {
+		&priority, &concurrencyKey, &concurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &rateBurst, &t.Held, &attemptTimeout, &output); err != nil {
 		return nil, err
 	}
 	t.Flow.Priority, t.Flow.ConcurrencyLimit, t.Flow.RateBurst = int(priority), int(concurrencyLimit), int(rateBurst)
@@ -538,6 +538,9 @@ func scanTask(row pgx.Row) (*store.Task, error) {
 		t.AttemptDeadline = attemptDeadline.UTC()
 	}
 	t.Input = compactJSON(input)
+	if output != nil {
+		t.Output = compactJSON(output)
+	}
 	t.CreatedAt = t.CreatedAt.UTC()
 	t.UpdatedAt = t.UpdatedAt.UTC()
 	return &t, nil

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -178,13 +179,13 @@ func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuar
 	res, err := c.ExecContext(ctx,
 		`UPDATE workflow_tasks SET status = ?2, attempt = ?3, max_attempts = ?4, run_at = ?5,
 		lease = ?6, lease_owner = ?7, lease_until = ?8, attempt_deadline = ?9,
-		input = ?10, last_error = ?11, updated_at = ?12, held = coalesce(?18, held)
+		input = ?10, last_error = ?11, updated_at = ?12, held = coalesce(?18, held), output = coalesce(?19, output)
 		WHERE id = ?1 AND instance_id = ?13
 			AND status = ?14 AND attempt = ?15 AND lease = ?16 AND lease_until IS ?17`,
 		r.ID, string(r.Status), r.Attempt, r.MaxAttempts, micros(r.RunAt),
 		r.Lease, r.LeaseOwner, zeroNullMicros(r.LeaseUntil), zeroNullMicros(r.AttemptDeadline),
 		string(r.Input), r.LastError, micros(r.UpdatedAt), w.ID,
-		string(g.Status), g.Attempt, g.Lease, zeroNullMicros(g.LeaseUntil), heldArg(r, w))
+		string(g.Status), g.Attempt, g.Lease, zeroNullMicros(g.LeaseUntil), heldArg(r, w), outputArg(r.Output))
 	if err != nil {
 		return fmt.Errorf("task %q: %w", r.ID, interpretError(ctx, err))
 	}
@@ -196,6 +197,15 @@ func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuar
 		return &store.TaskConflictError{InstanceID: w.ID, TaskID: r.ID}
 	}
 	return nil
+}
+
+// outputArg is the output a task write stores: NULL, keeping the stored
+// one, when it has none (store.Task.Output).
+func outputArg(out json.RawMessage) any {
+	if out == nil {
+		return nil
+	}
+	return string(out)
 }
 
 // heldArg is the held flag a task write sets: r's in a versioned write;

@@ -34,7 +34,11 @@ var (
 
 // taskColumns is the column list every task query selects, in the order
 // scanTask reads them.
-const taskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
+const taskColumns = newTaskColumns + `, output`
+
+// newTaskColumns are the columns a new task is inserted with (it has no
+// output yet).
+const newTaskColumns = `id, instance_id, step_id, queue, status, attempt, max_attempts, run_at,
 lease, lease_owner, lease_until, attempt_deadline, input, last_error, created_at, updated_at, iteration,
 priority, concurrency_key, concurrency_limit, rate_key, rate_per_second, rate_burst, held, attempt_timeout_us`
 
@@ -47,7 +51,7 @@ func qualify(alias, columns string) string {
 	return strings.Join(cols, ", ")
 }
 
-const insertTaskSQL = `INSERT INTO workflow_tasks (` + taskColumns + `)
+const insertTaskSQL = `INSERT INTO workflow_tasks (` + newTaskColumns + `)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)`
 
 // prepareTasks returns copies of new tasks completed as they will be stored.
@@ -357,6 +361,7 @@ func scanTask(row scanner) (*store.Task, error) {
 	var (
 		t                          store.Task
 		status, input              string
+		output                     sql.NullString
 		runAt, createdAt, updated  int64
 		leaseUntil, attemptExpires sql.NullInt64
 		concurrencyKey, rateKey    sql.NullString
@@ -364,7 +369,7 @@ func scanTask(row scanner) (*store.Task, error) {
 	)
 	if err := row.Scan(&t.ID, &t.InstanceID, &t.StepID, &t.Queue, &status, &t.Attempt, &t.MaxAttempts, &runAt,
 		&t.Lease, &t.LeaseOwner, &leaseUntil, &attemptExpires, &input, &t.LastError, &createdAt, &updated, &t.Iteration,
-		&t.Flow.Priority, &concurrencyKey, &t.Flow.ConcurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &t.Flow.RateBurst, &t.Held, &attemptTimeout); err != nil {
+		&t.Flow.Priority, &concurrencyKey, &t.Flow.ConcurrencyLimit, &rateKey, &t.Flow.RatePerSecond, &t.Flow.RateBurst, &t.Held, &attemptTimeout, &output); err != nil {
 		return nil, err
 	}
 	t.Flow.ConcurrencyKey, t.Flow.RateKey = concurrencyKey.String, rateKey.String
@@ -374,6 +379,9 @@ func scanTask(row scanner) (*store.Task, error) {
 	t.LeaseUntil = fromNullMicros(leaseUntil)
 	t.AttemptDeadline = fromNullMicros(attemptExpires)
 	t.Input = json.RawMessage(input)
+	if output.Valid {
+		t.Output = json.RawMessage(output.String)
+	}
 	t.CreatedAt = fromMicros(createdAt)
 	t.UpdatedAt = fromMicros(updated)
 	return &t, nil

@@ -21,6 +21,7 @@ var applyTests = []conformanceTest{
 	{"Apply_taskGuardMiss", testApplyTaskGuardMiss},
 	{"Apply_invalid", testApplyInvalid},
 	{"Apply_concurrent", testApplyConcurrent},
+	{"Apply_taskOutputs", testApplyTaskOutputs},
 }
 
 // applyFixture creates a RUNNING instance id (stepState: step a RUNNING),
@@ -304,6 +305,45 @@ func testApplyConcurrent(t *testing.T, h Harness) {
 	for i, e := range b.history(t, inst.ID) {
 		if e.Version != int64(i) || counter(e.State) != i {
 			t.Errorf("history row %d: version %d, counter %d", i, e.Version, counter(e.State))
+		}
+	}
+}
+
+// A task write stores the task's output (a foreach iteration's record),
+// alone (one task) or among others; a later write that gives none keeps it.
+func testApplyTaskOutputs(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	for _, alone := range []bool{true, false} {
+		id := map[bool]string{true: "alone", false: "among"}[alone]
+		inst, leased, queued := b.applyFixture(t, id)
+		now := b.clock.Advance(time.Second)
+		w, done, _, _ := applyCompletion(inst, leased, queued, now)
+		if alone {
+			w.Update = w.Update[:1]
+		}
+		done.Output = []byte(`{"n":1,"s":"é"}`)
+		written, err := b.s.Apply(b.ctx, w)
+		if err != nil {
+			t.Fatalf("%s: Apply: %v", id, err)
+		}
+		stored := b.lockTask(t, eq, leased.ID)
+		if got := string(stored.Output); got != `{"n":1,"s":"é"}` {
+			t.Errorf("%s: the stored output %s", id, got)
+		}
+		if other := b.lockTask(t, eq, queued.ID); other.Output != nil {
+			t.Errorf("%s: a task written without output has %s", id, other.Output)
+		}
+		again := *stored
+		again.Output, again.LastError = nil, "noted"
+		w2 := &store.Write{ID: id, ExpectedVersion: written.Version, From: written.Status, Status: written.Status,
+			State: written.State, Cause: "again", Now: now,
+			Update: []store.TaskWrite{{Task: &again, Guard: store.GuardOf(stored)}}}
+		if _, err := b.s.Apply(b.ctx, w2); err != nil {
+			t.Fatalf("%s: second Apply: %v", id, err)
+		}
+		if got := b.lockTask(t, eq, leased.ID); string(got.Output) != `{"n":1,"s":"é"}` || got.LastError != "noted" {
+			t.Errorf("%s: after a write without output: output %s, last error %q", id, got.Output, got.LastError)
 		}
 	}
 }

@@ -21,7 +21,7 @@ func LegacyStepStates() map[string]string {
 		"chain": `{"steps":{"a":{"status":"COMPLETED","attempts":1,"output":{"n":12345678901234567890,"s":"h\u00e9llo <b>"}},` +
 			`"b":{"status":"RUNNING","attempts":2,"error":"boom"},"c":{"status":"PENDING","attempts":0}},"variables":{"x":[1,2]},"sw":{"k":true}}`,
 		"fanout": `{"steps":{"each":{"status":"RUNNING","attempts":0,"iterations":{"total":3,"completed":1,"failed":0,"running":2},` +
-			`"foreach":{"total":3,"started":3,"completed":1,"outputs":{"0":"x"}}}},"variables":{}}`,
+			`"foreach":{"total":3,"started":3,"completed":1}}},"variables":{}}`,
 		"empty": `{"steps":{},"variables":{}}`,
 	}
 }
@@ -85,5 +85,57 @@ func checkSameState(t *testing.T, what string, got, want workflow.State) {
 	w, wv := decode(want)
 	if !reflect.DeepEqual(gv, wv) {
 		t.Errorf("%s: state\n%s\nwant\n%s", what, g, w)
+	}
+}
+
+// LegacyForeachState is a foreach step in flight as a database from before
+// iteration outputs are stored on their task rows keeps it: the outputs of
+// its completed iterations (0 and 2 of 4) in its bookkeeping. The stores'
+// migration tests insert it as instance "fanout" (RUNNING, version 1) with
+// LegacyForeachTasks, migrate, and check with CheckLegacyForeach.
+const LegacyForeachState = `{"steps":{"each":{"status":"RUNNING","attempts":1,` +
+	`"iterations":{"total":4,"completed":2,"failed":0,"running":2},` +
+	`"foreach":{"total":4,"started":4,"completed":2,"outputs":{"0":{"n":1},"2":"two"}}}},"variables":{}}`
+
+// LegacyForeachTasks are the task rows of LegacyForeachState's iterations:
+// id, iteration and status.
+func LegacyForeachTasks() []LegacyHeldTask {
+	return []LegacyHeldTask{
+		{ID: "it1", InstanceID: "fanout", Queue: "q", Status: store.TaskDone},
+		{ID: "it2", InstanceID: "fanout", Queue: "q", Status: store.TaskQueued},
+		{ID: "it3", InstanceID: "fanout", Queue: "q", Status: store.TaskDone},
+		{ID: "it4", InstanceID: "fanout", Queue: "q", Status: store.TaskLeased},
+	}
+}
+
+// CheckLegacyForeach checks, through s, that the outputs of
+// LegacyForeachState's completed iterations are on their task rows and no
+// longer in the step's record.
+func CheckLegacyForeach(t *testing.T, s store.Backend) {
+	t.Helper()
+	ctx := t.Context()
+	tasks, err := s.TasksOfInstance(ctx, "fanout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"it1": `{"n":1}`, "it2": "", "it3": `"two"`, "it4": ""}
+	for _, task := range tasks {
+		if got := string(task.Output); got != want[task.ID] {
+			t.Errorf("task %s (iteration %d) output %q, want %q", task.ID, task.Iteration, got, want[task.ID])
+		}
+	}
+	if len(tasks) != len(want) {
+		t.Errorf("%d tasks, want %d", len(tasks), len(want))
+	}
+	inst, err := s.Get(ctx, "fanout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fe map[string]json.RawMessage
+	if err := json.Unmarshal(inst.State.Steps["each"].Extra["foreach"], &fe); err != nil {
+		t.Fatalf("the step's bookkeeping: %v", err)
+	}
+	if _, ok := fe["outputs"]; ok || string(fe["completed"]) != "2" {
+		t.Errorf("the step's bookkeeping after the migration: %s", inst.State.Steps["each"].Extra["foreach"])
 	}
 }
