@@ -80,9 +80,9 @@ type Task struct {
 	// while it runs, so a completion writes its iteration's output and
 	// not every one before it. nil otherwise. A write that leaves it nil
 	// keeps the stored one.
-	Output json.RawMessage
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	Output    json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// Flow is the flow control the task is claimed under, written when
 	// the task is inserted and never changed (see ClaimTasks). A
 	// Priority of 0 is stored as workflow.DefaultPriority.

@@ -24,7 +24,7 @@ func TestIterationOutputsMigrationMovesOutputsToTheirRows(t *testing.T) {
 		VALUES ('fanout', '', 'RUNNING', '{"steps":{},"variables":{}}', '{}', 1, 1, 1)`); err != nil {
 		t.Fatal(err)
 	}
-	record := storetest.LegacyForeachState[len(`{"steps":{"each":`) : strings.LastIndex(storetest.LegacyForeachState, `},"variables"`)]
+	record := storetest.LegacyForeachState[len(`{"steps":{"each":`):strings.LastIndex(storetest.LegacyForeachState, `},"variables"`)]
 	if _, err := s.writeDB.ExecContext(ctx, `INSERT INTO workflow_steps (instance_id, step_id, record) VALUES ('fanout', 'each', ?1)`, record); err != nil {
 		t.Fatal(err)
 	}
