@@ -26,13 +26,21 @@ import (
 //
 //	iterations  {"total", "completed", "failed", "running"}: progress, for people
 //	foreach     the bookkeeping (foreachState), dropped when the step completes
+//
+// A completed iteration's output is kept on its task row (store.Task.Output),
+// the iteration's own record, not in the step's: each completion writes its
+// own output and the step's small bookkeeping, whatever the number of
+// iterations before it. The step's output is made from the rows once every
+// iteration has completed.
 
 // ErrNeedTasks: the decision needs task rows of the instance's iterations
 // that it was not given (Env.Tasks): the caller reads the instance's tasks
 // and decides again, on a fresh copy of the instance. Only the rare
-// decisions need them — an iteration that fails for good (the others'
-// rows are cancelled), an iteration re-run after a retry (its row is
-// re-queued) — so that a completion, the hot path, reads no other rows.
+// decisions need them — the completion of the last iteration (the step's
+// output is made from the others' rows), an iteration that fails for good
+// (the others' rows are cancelled), an iteration re-run after a retry (its
+// row is re-queued) — so that a completion, the hot path, reads no other
+// rows.
 var ErrNeedTasks = errors.New("the decision needs the task rows of the step's iterations")
 
 // Keys of a foreach step's state besides the usual ones.
@@ -57,12 +65,8 @@ type Iterations struct {
 // Items is the array the expression gave, kept only until every iteration
 // has started (an iteration that runs again re-uses its row's input).
 // Pending are started iterations to run again (after a failure or a stop,
-// once retried), by index; Outputs the outputs of the completed ones, an
-// object keyed by index, not an array: the history stores a version as a
-// patch of the one before, which replaces an array whole but changes one
-// member of an object, so each completion's history row holds that
-// iteration's output, not all of them. A completion adds its member to
-// Outputs as text, without decoding the others.
+// once retried), by index; Completed counts the completed ones, whose rows
+// are DONE and hold their outputs.
 type foreachState struct {
 	Items     json.RawMessage `json:"items,omitempty"`
 	Total     int             `json:"total"`
@@ -70,7 +74,6 @@ type foreachState struct {
 	Completed int             `json:"completed"`
 	Failed    int             `json:"failed,omitempty"`
 	Pending   map[string]bool `json:"pending,omitempty"`
-	Outputs   json.RawMessage `json:"outputs"`
 }
 
 // foreachOf reads the bookkeeping of st; nil when it has none.
@@ -85,9 +88,6 @@ func foreachOf(st *workflow.StepState) (*foreachState, error) {
 	}
 	if fe.Pending == nil {
 		fe.Pending = map[string]bool{}
-	}
-	if len(bytes.TrimSpace(fe.Outputs)) == 0 {
-		fe.Outputs = json.RawMessage("{}")
 	}
 	return fe, nil
 }
@@ -119,50 +119,49 @@ func setExtra(st *workflow.StepState, key string, raw json.RawMessage) {
 
 func indexKey(i int) string { return strconv.Itoa(i) }
 
-// addOutput records the output of iteration i: a member appended to the
-// Outputs object as text.
-func (fe *foreachState) addOutput(i int, output json.RawMessage) {
-	obj := bytes.TrimSpace(fe.Outputs)
-	body := bytes.TrimSpace(obj[1 : len(obj)-1])
-	out := make([]byte, 0, len(obj)+len(output)+16)
-	out = append(out, '{')
-	if len(body) > 0 {
-		out = append(append(out, body...), ',')
-	}
-	out = strconv.AppendQuote(out, indexKey(i))
-	out = append(append(append(out, ':'), output...), '}')
-	fe.Outputs = out
-	fe.Completed++
-}
-
-// outputs decodes Outputs (a failure, a retry and the step's completion
-// need them by index).
-func (fe *foreachState) outputs() (map[string]json.RawMessage, error) {
-	m := map[string]json.RawMessage{}
-	if err := json.Unmarshal(fe.Outputs, &m); err != nil {
-		return nil, fmt.Errorf("foreach: the iterations' outputs are not readable: %w", err)
-	}
-	return m, nil
-}
-
 // stopRunning makes every started iteration that has not completed pending
 // (to run again on a retry) and returns the indexes of those that were
-// delivered.
-func (fe *foreachState) stopRunning() ([]int, error) {
-	done, err := fe.outputs()
-	if err != nil {
-		return nil, err
-	}
+// delivered. Which completed, its rows say (as ch leaves them: an
+// iteration this decision completed, started or cancelled is ch's), by
+// TaskKey of step id (ErrNeedTasks when one is missing); none is needed
+// while no iteration has completed.
+func (fe *foreachState) stopRunning(id string, rows map[string]*store.Task, ch *Change) ([]int, error) {
 	var delivered []int
 	for i := range fe.Started {
 		k := indexKey(i)
-		if _, ok := done[k]; ok || fe.Pending[k] {
+		if fe.Pending[k] {
 			continue
+		}
+		if fe.Completed > 0 {
+			done, err := iterationDone(id, i, rows, ch)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				continue
+			}
 		}
 		fe.Pending[k] = true
 		delivered = append(delivered, i)
 	}
 	return delivered, nil
+}
+
+// iterationDone reports whether iteration i of step id has completed: its
+// row as ch writes it, else as read (rows).
+func iterationDone(id string, i int, rows map[string]*store.Task, ch *Change) (bool, error) {
+	key := TaskKey(id, i+1)
+	if j := ch.updated(key); j >= 0 {
+		return ch.Update[j].Task.Status == store.TaskDone, nil
+	}
+	if ch.inserted(key) >= 0 {
+		return false, nil
+	}
+	row := rows[key]
+	if row == nil {
+		return false, ErrNeedTasks
+	}
+	return row.Status == store.TaskDone, nil
 }
 
 // next is the iteration to start next, in item order: a pending one (it
@@ -253,7 +252,11 @@ func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, e
 	if err == nil && fe != nil {
 		// A retry: what started and did not complete runs again.
 		fe.Failed = 0
-		_, err = fe.stopRunning()
+		rows := existing
+		if rows == nil {
+			rows = env.Tasks
+		}
+		_, err = fe.stopRunning(id, rows, ch)
 	}
 	if err != nil {
 		st.Status, st.Error = workflow.StepFailed, err.Error()
@@ -270,7 +273,7 @@ func (env Env) startForeach(c *Definition, inst *workflow.Instance, id string, e
 			setIterations(st, Iterations{})
 			return
 		}
-		fe = &foreachState{Items: items, Total: n, Pending: map[string]bool{}, Outputs: json.RawMessage("{}")}
+		fe = &foreachState{Items: items, Total: n, Pending: map[string]bool{}}
 	}
 	st.Status, st.Error = workflow.StepRunning, ""
 	rows := existing
@@ -358,7 +361,7 @@ func (env Env) startIteration(c *Definition, inst *workflow.Instance, id string,
 // instance settles FAILED. Every started iteration that did not complete
 // runs again on a retry.
 func (env Env) failForeach(inst *workflow.Instance, id string, fe *foreachState, i int, msg string, rows map[string]*store.Task, ch *Change) error {
-	delivered, err := fe.stopRunning()
+	delivered, err := fe.stopRunning(id, rows, ch)
 	if err != nil {
 		return err
 	}
@@ -437,10 +440,19 @@ func (env Env) completeIteration(c *Definition, inst *workflow.Instance, t *stor
 	if fe == nil {
 		return fmt.Errorf("%w: step %s runs no iterations", ErrLeaseLost, t.StepID)
 	}
-	fe.addOutput(t.Iteration-1, output)
+	key := TaskKey(t.StepID, t.Iteration)
+	j := ch.updated(key)
+	if j < 0 {
+		return fmt.Errorf("foreach: the completion of %s does not write its row", key)
+	}
+	if len(output) == 0 {
+		output = json.RawMessage("null")
+	}
+	ch.Update[j].Task.Output = output
+	fe.Completed++
 	st.Attempts = max(st.Attempts, t.Attempt)
 	if fe.Completed == fe.Total {
-		out, err := fe.ordered()
+		out, err := env.ordered(t.StepID, fe.Total, ch)
 		if err != nil {
 			return err
 		}
@@ -458,25 +470,34 @@ func (env Env) completeIteration(c *Definition, inst *workflow.Instance, t *stor
 	return nil
 }
 
-// ordered is the step's output: the iterations' outputs in item order.
-func (fe *foreachState) ordered() (json.RawMessage, error) {
-	outputs, err := fe.outputs()
-	if err != nil {
-		return nil, err
+// ordered is the output of step id, whose n iterations have all
+// completed: their outputs in item order, from their rows as ch writes
+// them, else as read (Env.Tasks; ErrNeedTasks without them).
+func (env Env) ordered(id string, n int, ch *Change) (json.RawMessage, error) {
+	outputs := make([]json.RawMessage, n)
+	size := 2
+	for i := range n {
+		key := TaskKey(id, i+1)
+		var row *store.Task
+		if j := ch.updated(key); j >= 0 {
+			row = &ch.Update[j].Task
+		} else if row = env.Tasks[key]; row == nil {
+			return nil, ErrNeedTasks
+		}
+		if row.Status != store.TaskDone {
+			return nil, fmt.Errorf("foreach: iteration %d of step %s counts as completed, but its task is %s", i, id, row.Status)
+		}
+		outputs[i] = row.Output
+		if len(outputs[i]) == 0 {
+			outputs[i] = json.RawMessage("null")
+		}
+		size += len(outputs[i]) + 1
 	}
-	n := 2
-	for _, o := range outputs {
-		n += len(o) + 1
-	}
-	out := make([]byte, 0, n)
+	out := make([]byte, 0, size)
 	out = append(out, '[')
-	for i := range fe.Total {
+	for i, o := range outputs {
 		if i > 0 {
 			out = append(out, ',')
-		}
-		o := outputs[indexKey(i)]
-		if len(o) == 0 {
-			o = json.RawMessage("null")
 		}
 		out = append(out, o...)
 	}

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -375,4 +376,37 @@ func TestForeachStepCompletedFromOutsideCancelsIterations(t *testing.T) {
 		t.Errorf("active tasks %v, want both iterations cancelled", got)
 	}
 	w.wantStatus(workflow.StatusCompleted)
+}
+
+// A completion writes its iteration's output on its row and nothing of
+// the others: the step's record holds no outputs, and only the last
+// completion, which makes the step's output from every row, needs them.
+func TestForeachOutputsLiveOnTheIterationsRows(t *testing.T) {
+	w := started(t, "name: f\nsteps:\n  - {id: a, type: task, handler: h, foreach: '.input'}\n", `[1,2,3]`)
+	for _, i := range []int{2, 0} {
+		task := w.deliver(iter("a", i))
+		ch, err := w.env.CompleteTask(w.c, w.inst, task, task.Lease, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), NextLease{}, w.now)
+		if err != nil {
+			t.Fatalf("completing iteration %d without the other rows: %v", i, err)
+		}
+		w.apply(ch)
+		if got := string(w.tasks[iter("a", i)].Output); got != fmt.Sprintf(`{"i":%d}`, i) {
+			t.Errorf("iteration %d's row holds %q", i, got)
+		}
+		if fe := string(w.step("a").Extra[foreachKey]); strings.Contains(fe, `"i"`) || strings.Contains(fe, "outputs") {
+			t.Errorf("the step's bookkeeping holds outputs: %s", fe)
+		}
+	}
+	last := w.deliver(iter("a", 1))
+	work := *w.inst
+	work.State = w.inst.State.Clone()
+	if _, err := w.env.CompleteTask(w.c, &work, last, last.Lease, json.RawMessage(`{"i":1}`), NextLease{}, w.now); !errors.Is(err, ErrNeedTasks) {
+		t.Fatalf("the last completion without the rows: %v, want ErrNeedTasks", err)
+	}
+	if _, err := w.completeKey(iter("a", 1), `{"i":1}`); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.step("a"); st.Status != workflow.StepCompleted || string(st.Output) != `[{"i":0},{"i":1},{"i":2}]` {
+		t.Errorf("step a %s %s, want COMPLETED with the outputs in item order", st.Status, st.Output)
+	}
 }

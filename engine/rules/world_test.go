@@ -92,7 +92,11 @@ func (w *world) apply(ch Change) {
 		if u.Guard != (store.TaskGuard{}) && u.Guard != store.GuardOf(w.tasks[key]) {
 			w.t.Fatalf("the guard of %s's update, %+v, is not the row as stored, %+v", key, u.Guard, *w.tasks[key])
 		}
-		w.tasks[key] = &u.Task
+		t := u.Task
+		if t.Output == nil {
+			t.Output = w.tasks[key].Output // a write without an output keeps the stored one
+		}
+		w.tasks[key] = &t
 	}
 }
 
