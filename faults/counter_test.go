@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -235,6 +236,7 @@ func runCounterFault(t *testing.T, st store.Backend, prefix string, fault func(c
 	w.faultEnd.Store(faultEnd.UnixNano())
 	time.Sleep(settle)
 	stop()
+	waitForStragglers(t, st, w)
 
 	t.Logf("fault: %s, took %s; %d increments before it; %d calls failed (%d before it, %d started after it): %s",
 		what, faultEnd.Sub(faultStart).Round(time.Millisecond), before, w.errs.Load(), errsBefore, w.errsAfter.Load(), w.kindsString())
@@ -272,6 +274,36 @@ func runCounterFault(t *testing.T, st store.Backend, prefix string, fault func(c
 		after := checkCounter(t, st, tg.id)
 		if got := counterOf(t, after.State); got != counter+5 {
 			t.Errorf("%s: counter %d after 5 more increments from %d", tg.id, got, counter)
+		}
+	}
+}
+
+// waitForStragglers waits until the targets' versions stay put: a writer
+// that gave up on its cancelled context may have left its statement running
+// on the server, which commits it a moment later, after the writers have
+// returned; the checks would read the instance before it and its history
+// after it.
+func waitForStragglers(t *testing.T, st store.Backend, w *workload) {
+	t.Helper()
+	versions := func() []int64 {
+		var vs []int64
+		for _, tg := range w.targets {
+			inst, err := st.Get(context.Background(), tg.id)
+			if err != nil {
+				t.Fatalf("%s: %v", tg.id, err)
+			}
+			vs = append(vs, inst.Version)
+		}
+		return vs
+	}
+	last, quiet := versions(), 0
+	for deadline := time.Now().Add(10 * time.Second); quiet < 3 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		now := versions()
+		if slices.Equal(now, last) {
+			quiet++
+		} else {
+			last, quiet = now, 0
 		}
 	}
 }
