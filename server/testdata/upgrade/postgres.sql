@@ -335,30 +335,30 @@ CREATE TABLE public.workflow_tasks (
 -- Data for Name: goose_db_version; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.goose_db_version VALUES (1, 0, true, '2026-12-07 09:15:26.704136');
-INSERT INTO public.goose_db_version VALUES (2, 1, true, '2026-12-07 09:15:26.752907');
-INSERT INTO public.goose_db_version VALUES (3, 2, true, '2026-12-07 09:15:26.809038');
-INSERT INTO public.goose_db_version VALUES (4, 3, true, '2026-12-07 09:15:26.827688');
-INSERT INTO public.goose_db_version VALUES (5, 4, true, '2026-12-07 09:15:26.828689');
-INSERT INTO public.goose_db_version VALUES (6, 5, true, '2026-12-07 09:15:26.838787');
-INSERT INTO public.goose_db_version VALUES (7, 6, true, '2026-12-07 09:15:26.850531');
-INSERT INTO public.goose_db_version VALUES (8, 7, true, '2026-12-07 09:15:26.859859');
-INSERT INTO public.goose_db_version VALUES (9, 8, true, '2026-12-07 09:15:26.867266');
-INSERT INTO public.goose_db_version VALUES (10, 9, true, '2026-12-07 09:15:26.870858');
-INSERT INTO public.goose_db_version VALUES (11, 10, true, '2026-12-07 09:15:26.871756');
-INSERT INTO public.goose_db_version VALUES (12, 11, true, '2026-12-07 09:15:26.879426');
-INSERT INTO public.goose_db_version VALUES (13, 12, true, '2026-12-07 09:15:26.892333');
-INSERT INTO public.goose_db_version VALUES (14, 13, true, '2026-12-07 09:15:26.895699');
-INSERT INTO public.goose_db_version VALUES (15, 14, true, '2026-12-07 09:15:26.9108');
-INSERT INTO public.goose_db_version VALUES (16, 15, true, '2026-12-07 09:15:26.944851');
-INSERT INTO public.goose_db_version VALUES (17, 16, true, '2026-12-07 09:15:26.95055');
-INSERT INTO public.goose_db_version VALUES (18, 17, true, '2026-12-07 09:15:26.951457');
-INSERT INTO public.goose_db_version VALUES (19, 18, true, '2026-12-07 09:15:26.952735');
-INSERT INTO public.goose_db_version VALUES (20, 19, true, '2026-12-07 09:15:26.961845');
-INSERT INTO public.goose_db_version VALUES (21, 20, true, '2026-12-07 09:15:26.964158');
-INSERT INTO public.goose_db_version VALUES (22, 21, true, '2026-12-07 09:15:26.969297');
-INSERT INTO public.goose_db_version VALUES (23, 22, true, '2026-12-07 09:15:26.971236');
-INSERT INTO public.goose_db_version VALUES (24, 23, true, '2026-12-07 09:15:26.976565');
+INSERT INTO public.goose_db_version VALUES (1, 0, true, '2026-12-07 09:16:55.542685');
+INSERT INTO public.goose_db_version VALUES (2, 1, true, '2026-12-07 09:16:55.558929');
+INSERT INTO public.goose_db_version VALUES (3, 2, true, '2026-12-07 09:16:55.576966');
+INSERT INTO public.goose_db_version VALUES (4, 3, true, '2026-12-07 09:16:55.594595');
+INSERT INTO public.goose_db_version VALUES (5, 4, true, '2026-12-07 09:16:55.596051');
+INSERT INTO public.goose_db_version VALUES (6, 5, true, '2026-12-07 09:16:55.60351');
+INSERT INTO public.goose_db_version VALUES (7, 6, true, '2026-12-07 09:16:55.610516');
+INSERT INTO public.goose_db_version VALUES (8, 7, true, '2026-12-07 09:16:55.615889');
+INSERT INTO public.goose_db_version VALUES (9, 8, true, '2026-12-07 09:16:55.622537');
+INSERT INTO public.goose_db_version VALUES (10, 9, true, '2026-12-07 09:16:55.625387');
+INSERT INTO public.goose_db_version VALUES (11, 10, true, '2026-12-07 09:16:55.625958');
+INSERT INTO public.goose_db_version VALUES (12, 11, true, '2026-12-07 09:16:55.630871');
+INSERT INTO public.goose_db_version VALUES (13, 12, true, '2026-12-07 09:16:55.638299');
+INSERT INTO public.goose_db_version VALUES (14, 13, true, '2026-12-07 09:16:55.640428');
+INSERT INTO public.goose_db_version VALUES (15, 14, true, '2026-12-07 09:16:55.643418');
+INSERT INTO public.goose_db_version VALUES (16, 15, true, '2026-12-07 09:16:55.651294');
+INSERT INTO public.goose_db_version VALUES (17, 16, true, '2026-12-07 09:16:55.654973');
+INSERT INTO public.goose_db_version VALUES (18, 17, true, '2026-12-07 09:16:55.655738');
+INSERT INTO public.goose_db_version VALUES (19, 18, true, '2026-12-07 09:16:55.656735');
+INSERT INTO public.goose_db_version VALUES (20, 19, true, '2026-12-07 09:16:55.665653');
+INSERT INTO public.goose_db_version VALUES (21, 20, true, '2026-12-07 09:16:55.666697');
+INSERT INTO public.goose_db_version VALUES (22, 21, true, '2026-12-07 09:16:55.672239');
+INSERT INTO public.goose_db_version VALUES (23, 22, true, '2026-12-07 09:16:55.674093');
+INSERT INTO public.goose_db_version VALUES (24, 23, true, '2026-12-07 09:16:55.679529');
 
 
 --
@@ -383,8 +383,8 @@ INSERT INTO public.goose_db_version VALUES (24, 23, true, '2026-12-07 09:15:26.9
 -- Data for Name: workers; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workers VALUES ('fixture', 'node-6d8783d87c1e', '["flaky"]', '2026-12-07 09:15:31.317266+00');
-INSERT INTO public.workers VALUES ('node-6d8783d87c1e', 'node-6d8783d87c1e', '[]', '2026-12-07 09:15:32.030442+00');
+INSERT INTO public.workers VALUES ('node-8d69495c9102', 'node-8d69495c9102', '[]', '2026-12-07 09:16:55.710092+00');
+INSERT INTO public.workers VALUES ('fixture', 'node-8d69495c9102', '["flaky"]', '2026-12-07 09:16:58.097081+00');
 
 
 --
@@ -397,16 +397,16 @@ INSERT INTO public.workers VALUES ('node-6d8783d87c1e', 'node-6d8783d87c1e', '[]
 -- Data for Name: workflow_definitions; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workflow_definitions VALUES ('chain', 1, '{"name":"chain","steps":[{"id":"a","type":"task","handler":"chain-a","input":{"n":"{{ .input.n }}"}},{"id":"b","type":"task","handler":"chain-b","input":{"a":"{{ .steps.a.output }}"},"depends_on":["a"]},{"id":"c","type":"task","handler":"chain-c","input":{"b":"{{ .steps.b.output }}"},"depends_on":["b"]}]}', '2026-12-07 09:15:27.136425+00');
-INSERT INTO public.workflow_definitions VALUES ('leased', 1, '{"name":"leased","steps":[{"id":"work","type":"task","handler":"leased"}]}', '2026-12-07 09:15:27.244107+00');
-INSERT INTO public.workflow_definitions VALUES ('paused', 1, '{"name":"paused","steps":[{"id":"work","type":"task","handler":"paused"}]}', '2026-12-07 09:15:27.349808+00');
-INSERT INTO public.workflow_definitions VALUES ('fanout', 1, '{"name":"fanout","steps":[{"id":"each","type":"task","handler":"fanout","input":{"item":"{{ .item }}"},"foreach":".input.items"}]}', '2026-12-07 09:15:27.448008+00');
-INSERT INTO public.workflow_definitions VALUES ('signal', 1, '{"name":"signal","steps":[{"id":"wait","type":"wait","event":"upgrade-go","key":"{{ .input.key }}"}]}', '2026-12-07 09:15:27.503467+00');
-INSERT INTO public.workflow_definitions VALUES ('nap', 1, '{"name":"nap","steps":[{"id":"sleep","type":"sleep","duration":"30s"},{"id":"after","type":"task","handler":"nap-after","depends_on":["sleep"]}]}', '2026-12-07 09:15:27.560297+00');
-INSERT INTO public.workflow_definitions VALUES ('flaky', 1, '{"name":"flaky","steps":[{"id":"work","type":"task","handler":"flaky","retry":{"max_attempts":3,"initial_backoff":"1s","max_backoff":"1s"}}]}', '2026-12-07 09:15:27.615991+00');
-INSERT INTO public.workflow_definitions VALUES ('child', 1, '{"name":"child","steps":[{"id":"work","type":"task","handler":"child","input":{"n":"{{ .input.n }}"}}]}', '2026-12-07 09:15:27.666804+00');
-INSERT INTO public.workflow_definitions VALUES ('parent', 1, '{"name":"parent","steps":[{"id":"spawn","type":"workflow","input":{"n":"{{ .input.n }}"},"definition":"child"}]}', '2026-12-07 09:15:27.734799+00');
-INSERT INTO public.workflow_definitions VALUES ('doomed', 1, '{"name":"doomed","steps":[{"id":"work","type":"task","handler":"doomed","retry":{"max_attempts":1}}]}', '2026-12-07 09:15:27.790669+00');
+INSERT INTO public.workflow_definitions VALUES ('chain', 1, '{"name":"chain","steps":[{"id":"a","type":"task","handler":"chain-a","input":{"n":"{{ .input.n }}"}},{"id":"b","type":"task","handler":"chain-b","input":{"a":"{{ .steps.a.output }}"},"depends_on":["a"]},{"id":"c","type":"task","handler":"chain-c","input":{"b":"{{ .steps.b.output }}"},"depends_on":["b"]}]}', '2026-12-07 09:16:55.87813+00');
+INSERT INTO public.workflow_definitions VALUES ('leased', 1, '{"name":"leased","steps":[{"id":"work","type":"task","handler":"leased"}]}', '2026-12-07 09:16:55.990569+00');
+INSERT INTO public.workflow_definitions VALUES ('paused', 1, '{"name":"paused","steps":[{"id":"work","type":"task","handler":"paused"}]}', '2026-12-07 09:16:56.024133+00');
+INSERT INTO public.workflow_definitions VALUES ('fanout', 1, '{"name":"fanout","steps":[{"id":"each","type":"task","handler":"fanout","input":{"item":"{{ .item }}"},"foreach":".input.items"}]}', '2026-12-07 09:16:56.055887+00');
+INSERT INTO public.workflow_definitions VALUES ('signal', 1, '{"name":"signal","steps":[{"id":"wait","type":"wait","event":"upgrade-go","key":"{{ .input.key }}"}]}', '2026-12-07 09:16:56.084018+00');
+INSERT INTO public.workflow_definitions VALUES ('nap', 1, '{"name":"nap","steps":[{"id":"sleep","type":"sleep","duration":"30s"},{"id":"after","type":"task","handler":"nap-after","depends_on":["sleep"]}]}', '2026-12-07 09:16:56.111893+00');
+INSERT INTO public.workflow_definitions VALUES ('flaky', 1, '{"name":"flaky","steps":[{"id":"work","type":"task","handler":"flaky","retry":{"max_attempts":3,"initial_backoff":"1s","max_backoff":"1s"}}]}', '2026-12-07 09:16:56.140402+00');
+INSERT INTO public.workflow_definitions VALUES ('child', 1, '{"name":"child","steps":[{"id":"work","type":"task","handler":"child","input":{"n":"{{ .input.n }}"}}]}', '2026-12-07 09:16:56.168262+00');
+INSERT INTO public.workflow_definitions VALUES ('parent', 1, '{"name":"parent","steps":[{"id":"spawn","type":"workflow","input":{"n":"{{ .input.n }}"},"definition":"child"}]}', '2026-12-07 09:16:56.195685+00');
+INSERT INTO public.workflow_definitions VALUES ('doomed', 1, '{"name":"doomed","steps":[{"id":"work","type":"task","handler":"doomed","retry":{"max_attempts":1}}]}', '2026-12-07 09:16:56.224112+00');
 
 
 --
@@ -426,73 +426,73 @@ INSERT INTO public.workflow_descendants VALUES ('parent', 1);
 -- Data for Name: workflow_history; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workflow_history VALUES ('done', 0, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 0}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:27.88071+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 1, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 1}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:27.94588+00', 'deliver step "a" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 2, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:28.111095+00', 'step "a" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 3, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 1}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:28.202164+00', 'deliver step "b" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 4, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:28.416802+00', 'step "b" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 5, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:28.474327+00', 'deliver step "c" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 6, 'COMPLETED', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"output": {"c": 1}, "status": "COMPLETED", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:28.641329+00', 'step "c" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('failed', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:28.82872+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('failed', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:28.889715+00', 'deliver step "work" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('failed', 2, 'FAILED', '{"steps": {"work": {"error": "broken for good", "status": "FAILED", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:29.091706+00', 'step "work" attempt 1 failed', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('chain', 0, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 0}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:29.258139+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('chain', 1, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 1}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:29.360205+00', 'deliver step "a" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('chain', 2, 'RUNNING', '{"steps": {"a": {"output": {"a": 2}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:29.800031+00', 'step "a" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('leased', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:29.992442+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('leased', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:30.103736+00', 'deliver step "work" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('paused', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:30.233395+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('paused', 1, 'PAUSED', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:30.269219+00', 'pause', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('fanout', 0, 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {}, "started": 3, "completed": 0}, "attempts": 0, "iterations": {"total": 3, "failed": 0, "running": 3, "completed": 0}}}, "variables": {}}', '2026-12-07 09:15:30.411738+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('fanout', 1, 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {"0": {"done": "before the upgrade"}}, "started": 3, "completed": 1}, "attempts": 1, "iterations": {"total": 3, "failed": 0, "running": 2, "completed": 1}}}, "variables": {}}', '2026-12-07 09:15:30.696116+00', 'step "each" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('signal', 0, 'RUNNING', '{"steps": {"wait": {"event": {"key": "k1", "name": "upgrade-go"}, "status": "WAITING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:30.766071+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('nap', 0, 'RUNNING', '{"steps": {"after": {"status": "PENDING", "attempts": 0}, "sleep": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:31.013633+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('flaky', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:31.244851+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('flaky', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:31.320798+00', 'deliver step "work" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('flaky', 2, 'RUNNING', '{"steps": {"work": {"error": "first attempt fails", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:31.666855+00', 'step "work" attempt 1 failed', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('parent', 0, 'RUNNING', '{"steps": {"spawn": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:31.871259+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('parent', 1, 'RUNNING', '{"steps": {"spawn": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:31.876656+00', 'deliver step "spawn" attempt 1', 'engine');
-INSERT INTO public.workflow_history VALUES ('parent', 2, 'RUNNING', '{"steps": {"spawn": {"child": "01a24fc9-72af-7335-ab23-93cd30d428c1", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:15:31.887537+00', 'step "spawn" started child workflow 01a24fc9-72af-7335-ab23-93cd30d428c1 (attempt 1)', 'engine');
-INSERT INTO public.workflow_history VALUES ('01a24fc9-72af-7335-ab23-93cd30d428c1', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:15:31.887465+00', 'start', 'engine');
+INSERT INTO public.workflow_history VALUES ('done', 0, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 0}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.279108+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 1, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 1}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.326448+00', 'deliver step "a" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 2, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.449544+00', 'step "a" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 3, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 1}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.499502+00', 'deliver step "b" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 4, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.675689+00', 'step "b" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 5, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:56.716931+00', 'deliver step "c" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 6, 'COMPLETED', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"output": {"c": 1}, "status": "COMPLETED", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:56.83541+00', 'step "c" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('failed', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.935749+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('failed', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:56.971861+00', 'deliver step "work" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('failed', 2, 'FAILED', '{"steps": {"work": {"error": "broken for good", "status": "FAILED", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:57.091593+00', 'step "work" attempt 1 failed', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('chain', 0, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 0}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.187487+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('chain', 1, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 1}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.223769+00', 'deliver step "a" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('chain', 2, 'RUNNING', '{"steps": {"a": {"output": {"a": 2}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.339492+00', 'step "a" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('leased', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.43073+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('leased', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:57.462314+00', 'deliver step "work" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('paused', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.513875+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('paused', 1, 'PAUSED', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.541006+00', 'pause', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('fanout', 0, 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {}, "started": 3, "completed": 0}, "attempts": 0, "iterations": {"total": 3, "failed": 0, "running": 3, "completed": 0}}}, "variables": {}}', '2026-12-07 09:16:57.623499+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('fanout', 1, 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {"0": {"done": "before the upgrade"}}, "started": 3, "completed": 1}, "attempts": 1, "iterations": {"total": 3, "failed": 0, "running": 2, "completed": 1}}}, "variables": {}}', '2026-12-07 09:16:57.794629+00', 'step "each" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('signal', 0, 'RUNNING', '{"steps": {"wait": {"event": {"key": "k1", "name": "upgrade-go"}, "status": "WAITING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.851621+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('nap', 0, 'RUNNING', '{"steps": {"after": {"status": "PENDING", "attempts": 0}, "sleep": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.9513+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('flaky', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:58.058883+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('flaky', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:58.10091+00', 'deliver step "work" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('flaky', 2, 'RUNNING', '{"steps": {"work": {"error": "first attempt fails", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:58.212484+00', 'step "work" attempt 1 failed', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('parent', 0, 'RUNNING', '{"steps": {"spawn": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:58.307182+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('parent', 1, 'RUNNING', '{"steps": {"spawn": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:58.310451+00', 'deliver step "spawn" attempt 1', 'engine');
+INSERT INTO public.workflow_history VALUES ('parent', 2, 'RUNNING', '{"steps": {"spawn": {"child": "01a24fca-c44a-7932-872f-396ce42402d0", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:58.314748+00', 'step "spawn" started child workflow 01a24fca-c44a-7932-872f-396ce42402d0 (attempt 1)', 'engine');
+INSERT INTO public.workflow_history VALUES ('01a24fca-c44a-7932-872f-396ce42402d0', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:58.314674+00', 'start', 'engine');
 
 
 --
 -- Data for Name: workflow_instances; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workflow_instances VALUES ('done', 'chain', 'COMPLETED', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"output": {"c": 1}, "status": "COMPLETED", "attempts": 1}}, "variables": {}}', '{"n": 1}', 6, '2026-12-07 09:15:27.88071+00', '2026-12-07 09:15:28.641329+00', 1, NULL, '{"c":{"c":1}}', NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('failed', 'doomed', 'FAILED', '{"steps": {"work": {"error": "broken for good", "status": "FAILED", "attempts": 1}}, "variables": {}}', '{}', 2, '2026-12-07 09:15:28.82872+00', '2026-12-07 09:15:29.091706+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('chain', 'chain', 'RUNNING', '{"steps": {"a": {"output": {"a": 2}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '{"n": 2}', 2, '2026-12-07 09:15:29.258139+00', '2026-12-07 09:15:29.800031+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('leased', 'leased', 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '{}', 1, '2026-12-07 09:15:29.992442+00', '2026-12-07 09:15:30.103736+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('paused', 'paused', 'PAUSED', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{}', 1, '2026-12-07 09:15:30.233395+00', '2026-12-07 09:15:30.269219+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('fanout', 'fanout', 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {"0": {"done": "before the upgrade"}}, "started": 3, "completed": 1}, "attempts": 1, "iterations": {"total": 3, "failed": 0, "running": 2, "completed": 1}}}, "variables": {}}', '{"items": [1, 2, 3]}', 1, '2026-12-07 09:15:30.411738+00', '2026-12-07 09:15:30.696116+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('signal', 'signal', 'RUNNING', '{"steps": {"wait": {"event": {"key": "k1", "name": "upgrade-go"}, "status": "WAITING", "attempts": 0}}, "variables": {}}', '{"key": "k1"}', 0, '2026-12-07 09:15:30.766071+00', '2026-12-07 09:15:30.766071+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('nap', 'nap', 'RUNNING', '{"steps": {"after": {"status": "PENDING", "attempts": 0}, "sleep": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{}', 0, '2026-12-07 09:15:31.013633+00', '2026-12-07 09:15:31.013633+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('flaky', 'flaky', 'RUNNING', '{"steps": {"work": {"error": "first attempt fails", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '{}', 2, '2026-12-07 09:15:31.244851+00', '2026-12-07 09:15:31.666855+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('parent', 'parent', 'RUNNING', '{"steps": {"spawn": {"child": "01a24fc9-72af-7335-ab23-93cd30d428c1", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '{"n": 3}', 2, '2026-12-07 09:15:31.871259+00', '2026-12-07 09:15:31.887537+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('01a24fc9-72af-7335-ab23-93cd30d428c1', 'child', 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{"n": 3}', 0, '2026-12-07 09:15:31.887465+00', '2026-12-07 09:15:31.887465+00', 1, NULL, NULL, 'parent', 'spawn', NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('done', 'chain', 'COMPLETED', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"output": {"c": 1}, "status": "COMPLETED", "attempts": 1}}, "variables": {}}', '{"n": 1}', 6, '2026-12-07 09:16:56.279108+00', '2026-12-07 09:16:56.83541+00', 1, NULL, '{"c":{"c":1}}', NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('failed', 'doomed', 'FAILED', '{"steps": {"work": {"error": "broken for good", "status": "FAILED", "attempts": 1}}, "variables": {}}', '{}', 2, '2026-12-07 09:16:56.935749+00', '2026-12-07 09:16:57.091593+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('chain', 'chain', 'RUNNING', '{"steps": {"a": {"output": {"a": 2}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '{"n": 2}', 2, '2026-12-07 09:16:57.187487+00', '2026-12-07 09:16:57.339492+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('leased', 'leased', 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '{}', 1, '2026-12-07 09:16:57.43073+00', '2026-12-07 09:16:57.462314+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('paused', 'paused', 'PAUSED', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{}', 1, '2026-12-07 09:16:57.513875+00', '2026-12-07 09:16:57.541006+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('fanout', 'fanout', 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {"0": {"done": "before the upgrade"}}, "started": 3, "completed": 1}, "attempts": 1, "iterations": {"total": 3, "failed": 0, "running": 2, "completed": 1}}}, "variables": {}}', '{"items": [1, 2, 3]}', 1, '2026-12-07 09:16:57.623499+00', '2026-12-07 09:16:57.794629+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('signal', 'signal', 'RUNNING', '{"steps": {"wait": {"event": {"key": "k1", "name": "upgrade-go"}, "status": "WAITING", "attempts": 0}}, "variables": {}}', '{"key": "k1"}', 0, '2026-12-07 09:16:57.851621+00', '2026-12-07 09:16:57.851621+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('nap', 'nap', 'RUNNING', '{"steps": {"after": {"status": "PENDING", "attempts": 0}, "sleep": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{}', 0, '2026-12-07 09:16:57.9513+00', '2026-12-07 09:16:57.9513+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('flaky', 'flaky', 'RUNNING', '{"steps": {"work": {"error": "first attempt fails", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '{}', 2, '2026-12-07 09:16:58.058883+00', '2026-12-07 09:16:58.212484+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('parent', 'parent', 'RUNNING', '{"steps": {"spawn": {"child": "01a24fca-c44a-7932-872f-396ce42402d0", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '{"n": 3}', 2, '2026-12-07 09:16:58.307182+00', '2026-12-07 09:16:58.314748+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('01a24fca-c44a-7932-872f-396ce42402d0', 'child', 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{"n": 3}', 0, '2026-12-07 09:16:58.314674+00', '2026-12-07 09:16:58.314674+00', 1, NULL, NULL, 'parent', 'spawn', NULL, NULL, NULL, 3, NULL);
 
 
 --
 -- Data for Name: workflow_tasks; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6308-793a-baca-165162edaed5', 'done', 'a', 'chain-a', 'DONE', 1, 3, '2026-12-07 09:15:27.88053+00', '', '', NULL, NULL, '{"n": 1}', '', '2026-12-07 09:15:27.88071+00', '2026-12-07 09:15:28.111095+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-63ef-710b-b183-ef35609b3076', 'done', 'b', 'chain-b', 'DONE', 1, 3, '2026-12-07 09:15:28.108941+00', '', '', NULL, NULL, '{"a": {"a": 1}}', '', '2026-12-07 09:15:28.111095+00', '2026-12-07 09:15:28.416802+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6520-7bd9-8302-d7be9962f798', 'done', 'c', 'chain-c', 'DONE', 1, 3, '2026-12-07 09:15:28.414938+00', '', '', NULL, NULL, '{"b": {"b": 1}}', '', '2026-12-07 09:15:28.416802+00', '2026-12-07 09:15:28.641329+00', 0, 3, NULL, 0, NULL, 0, 0, true);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-66bc-7a2e-90ab-5754757192ab', 'failed', 'work', 'doomed', 'FAILED', 1, 1, '2026-12-07 09:15:28.828593+00', '', '', NULL, NULL, 'null', 'broken for good', '2026-12-07 09:15:28.82872+00', '2026-12-07 09:15:29.091706+00', 0, 3, NULL, 0, NULL, 0, 0, true);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-686a-705d-aa5e-3ba63be8b2c9', 'chain', 'a', 'chain-a', 'DONE', 1, 3, '2026-12-07 09:15:29.257914+00', '', '', NULL, NULL, '{"n": 2}', '', '2026-12-07 09:15:29.258139+00', '2026-12-07 09:15:29.800031+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6a88-700f-b485-186ac4ca88d1', 'chain', 'b', 'chain-b', 'QUEUED', 0, 3, '2026-12-07 09:15:29.797519+00', '', '', NULL, NULL, '{"a": {"a": 2}}', '', '2026-12-07 09:15:29.800031+00', '2026-12-07 09:15:29.800031+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6b48-75dc-bc3e-aa0fd42b9629', 'leased', 'work', 'leased', 'LEASED', 1, 3, '2026-12-07 09:15:29.992355+00', '01a24fc9-6bb7-799e-baca-cf3c06131f9a', 'fixture', '2026-12-07 10:15:30.097061+00', NULL, 'null', '', '2026-12-07 09:15:29.992442+00', '2026-12-07 09:15:30.103736+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6c39-752b-b5e0-fd048f3de52c', 'paused', 'work', 'paused', 'QUEUED', 0, 3, '2026-12-07 09:15:30.233295+00', '', '', NULL, NULL, 'null', '', '2026-12-07 09:15:30.233395+00', '2026-12-07 09:15:30.269219+00', 0, 3, NULL, 0, NULL, 0, 0, true);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6ceb-702d-84bb-1d63260f86f0', 'fanout', 'each', 'fanout', 'QUEUED', 0, 3, '2026-12-07 09:15:30.410772+00', '', '', NULL, NULL, '{"item": 2}', '', '2026-12-07 09:15:30.411738+00', '2026-12-07 09:15:30.411738+00', 2, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6ceb-7039-867a-53c32623064d', 'fanout', 'each', 'fanout', 'QUEUED', 0, 3, '2026-12-07 09:15:30.410772+00', '', '', NULL, NULL, '{"item": 3}', '', '2026-12-07 09:15:30.411738+00', '2026-12-07 09:15:30.411738+00', 3, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6ceb-7026-a744-48430ce8322a', 'fanout', 'each', 'fanout', 'DONE', 1, 3, '2026-12-07 09:15:30.410772+00', '', '', NULL, NULL, '{"item": 1}', '', '2026-12-07 09:15:30.411738+00', '2026-12-07 09:15:30.696116+00', 1, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6e4d-7ce1-ad5b-d23ca32f6764', 'signal', 'wait', 'flowd:event/upgrade-go/k1', 'QUEUED', 0, 1, '2026-12-07 09:15:30.765547+00', '', '', NULL, NULL, '{"key": "k1", "name": "upgrade-go"}', '', '2026-12-07 09:15:30.766071+00', '2026-12-07 09:15:30.766071+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-6f45-78cf-b1cb-a26e4f61ab64', 'nap', 'sleep', 'flowd:sleep', 'QUEUED', 0, 1, '2026-12-07 09:16:01.013496+00', '', '', NULL, NULL, 'null', '', '2026-12-07 09:15:31.013633+00', '2026-12-07 09:15:31.013633+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-702c-7c5b-9e92-1a3a33a2c391', 'flaky', 'work', 'flaky', 'QUEUED', 1, 3, '2026-12-07 09:15:32.601807+00', '', '', NULL, NULL, 'null', 'first attempt fails', '2026-12-07 09:15:31.244851+00', '2026-12-07 09:15:31.666855+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-729f-736b-94f4-c22e6a0b03c7', 'parent', 'spawn', 'flowd:child', 'LEASED', 1, 3, '2026-12-07 09:15:31.871185+00', '01a24fc9-72a4-79d5-b573-14f9f0f3b80b', 'node-6d8783d87c1e', '2126-11-13 09:15:31.883277+00', NULL, '{"n": 3}', '', '2026-12-07 09:15:31.871259+00', '2026-12-07 09:15:31.887537+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fc9-72af-7533-87ab-6a523c7bfd8b', '01a24fc9-72af-7335-ab23-93cd30d428c1', 'work', 'child', 'QUEUED', 0, 3, '2026-12-07 09:15:31.883277+00', '', '', NULL, NULL, '{"n": 3}', '', '2026-12-07 09:15:31.887465+00', '2026-12-07 09:15:31.887465+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-bc57-7080-9aa7-d1d118cd2390', 'done', 'a', 'chain-a', 'DONE', 1, 3, '2026-12-07 09:16:56.27899+00', '', '', NULL, NULL, '{"n": 1}', '', '2026-12-07 09:16:56.279108+00', '2026-12-07 09:16:56.449544+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-bd01-77e0-b7ab-02889ea3a2cf', 'done', 'b', 'chain-b', 'DONE', 1, 3, '2026-12-07 09:16:56.448193+00', '', '', NULL, NULL, '{"a": {"a": 1}}', '', '2026-12-07 09:16:56.449544+00', '2026-12-07 09:16:56.675689+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-bde3-7a11-b7e5-d7168bbb30ba', 'done', 'c', 'chain-c', 'DONE', 1, 3, '2026-12-07 09:16:56.674635+00', '', '', NULL, NULL, '{"b": {"b": 1}}', '', '2026-12-07 09:16:56.675689+00', '2026-12-07 09:16:56.83541+00', 0, 3, NULL, 0, NULL, 0, 0, true);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-bee7-7aa0-9ebe-45a5751e6e10', 'failed', 'work', 'doomed', 'FAILED', 1, 1, '2026-12-07 09:16:56.935639+00', '', '', NULL, NULL, 'null', 'broken for good', '2026-12-07 09:16:56.935749+00', '2026-12-07 09:16:57.091593+00', 0, 3, NULL, 0, NULL, 0, 0, true);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-bfe3-7563-b7e2-09f63f12d9fa', 'chain', 'a', 'chain-a', 'DONE', 1, 3, '2026-12-07 09:16:57.187309+00', '', '', NULL, NULL, '{"n": 2}', '', '2026-12-07 09:16:57.187487+00', '2026-12-07 09:16:57.339492+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c07b-7691-9111-ec19b579567b', 'chain', 'b', 'chain-b', 'QUEUED', 0, 3, '2026-12-07 09:16:57.338561+00', '', '', NULL, NULL, '{"a": {"a": 2}}', '', '2026-12-07 09:16:57.339492+00', '2026-12-07 09:16:57.339492+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c0d6-7a99-9236-6e6dc3d3acf1', 'leased', 'work', 'leased', 'LEASED', 1, 3, '2026-12-07 09:16:57.430664+00', '01a24fca-c0f6-749e-ba0b-0b2cdf345a4d', 'fixture', '2026-12-07 09:16:58.46114+00', NULL, 'null', '', '2026-12-07 09:16:57.43073+00', '2026-12-07 09:16:57.462314+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c129-7cce-9ed1-67deb66e3842', 'paused', 'work', 'paused', 'QUEUED', 0, 3, '2026-12-07 09:16:57.51381+00', '', '', NULL, NULL, 'null', '', '2026-12-07 09:16:57.513875+00', '2026-12-07 09:16:57.541006+00', 0, 3, NULL, 0, NULL, 0, 0, true);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c197-73dc-8639-656fcee69908', 'fanout', 'each', 'fanout', 'QUEUED', 0, 3, '2026-12-07 09:16:57.623063+00', '', '', NULL, NULL, '{"item": 2}', '', '2026-12-07 09:16:57.623499+00', '2026-12-07 09:16:57.623499+00', 2, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c197-73e1-9298-6ffae3be0526', 'fanout', 'each', 'fanout', 'QUEUED', 0, 3, '2026-12-07 09:16:57.623063+00', '', '', NULL, NULL, '{"item": 3}', '', '2026-12-07 09:16:57.623499+00', '2026-12-07 09:16:57.623499+00', 3, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c197-73d3-a11a-942476d7698f', 'fanout', 'each', 'fanout', 'DONE', 1, 3, '2026-12-07 09:16:57.623063+00', '', '', NULL, NULL, '{"item": 1}', '', '2026-12-07 09:16:57.623499+00', '2026-12-07 09:16:57.794629+00', 1, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c27b-78c6-ae14-65c69dc56387', 'signal', 'wait', 'flowd:event/upgrade-go/k1', 'QUEUED', 0, 1, '2026-12-07 09:16:57.851498+00', '', '', NULL, NULL, '{"key": "k1", "name": "upgrade-go"}', '', '2026-12-07 09:16:57.851621+00', '2026-12-07 09:16:57.851621+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c2df-7219-9cbc-eff0563211ad', 'nap', 'sleep', 'flowd:sleep', 'QUEUED', 0, 1, '2026-12-07 09:17:27.951108+00', '', '', NULL, NULL, 'null', '', '2026-12-07 09:16:57.9513+00', '2026-12-07 09:16:57.9513+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c34a-7ce4-8a6d-87643fbac8f5', 'flaky', 'work', 'flaky', 'QUEUED', 1, 3, '2026-12-07 09:16:59.179608+00', '', '', NULL, NULL, 'null', 'first attempt fails', '2026-12-07 09:16:58.058883+00', '2026-12-07 09:16:58.212484+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c443-7128-ad37-54ee3c3fe20d', 'parent', 'spawn', 'flowd:child', 'LEASED', 1, 3, '2026-12-07 09:16:58.307036+00', '01a24fca-c446-76be-b43d-a2e92c9e84c3', 'node-8d69495c9102', '2126-11-13 09:16:58.311929+00', NULL, '{"n": 3}', '', '2026-12-07 09:16:58.307182+00', '2026-12-07 09:16:58.314748+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fca-c44a-79c8-8e51-19a9727d588b', '01a24fca-c44a-7932-872f-396ce42402d0', 'work', 'child', 'QUEUED', 0, 3, '2026-12-07 09:16:58.311929+00', '', '', NULL, NULL, '{"n": 3}', '', '2026-12-07 09:16:58.314674+00', '2026-12-07 09:16:58.314674+00', 0, 3, NULL, 0, NULL, 0, 0, false);
 
 
 --
