@@ -190,8 +190,9 @@ func checkUpgrade(t *testing.T, db string, old map[string]oldAnswer) {
 		child:    `{"work": {"child": true}}`,
 		"parent": `{"spawn": {"work": {"child": true}}}`,
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	for id, output := range wantOutputs {
-		got := awaitFinished(t, s, id)
+		got := awaitFinished(t, s, id, deadline)
 		if got["status"] != "COMPLETED" {
 			t.Errorf("workflow %s is %v, want COMPLETED: %v", id, got["status"], got["state"])
 			continue
@@ -237,7 +238,7 @@ func checkUpgrade(t *testing.T, db string, old map[string]oldAnswer) {
 	if _, err := cl.Action(ctx, "paused", "resume"); err != nil {
 		t.Fatal(err)
 	}
-	if got := awaitFinished(t, s, "paused"); got["status"] != "COMPLETED" || cmp.Diff(decodeJSON(t, `{"work": {"resumed": true}}`), got["output"]) != "" {
+	if got := awaitFinished(t, s, "paused", time.Now().Add(5*time.Second)); got["status"] != "COMPLETED" || cmp.Diff(decodeJSON(t, `{"work": {"resumed": true}}`), got["output"]) != "" {
 		t.Errorf("the paused workflow after its resume: %v, output %v", got["status"], got["output"])
 	}
 
@@ -251,6 +252,11 @@ func checkUpgrade(t *testing.T, db string, old map[string]oldAnswer) {
 			}
 		}
 		history, _ := getJSON(t, s, "/v1/workflows/"+id+"/history")["versions"].([]any)
+		for i, v := range history {
+			if version := v.(map[string]any)["version"]; version != float64(i) {
+				t.Errorf("history of %s: version %v at position %d", id, version, i)
+			}
+		}
 		if len(history) < len(want.History) {
 			t.Errorf("history of %s has %d versions, the old release had %d", id, len(history), len(want.History))
 			continue
@@ -258,22 +264,16 @@ func checkUpgrade(t *testing.T, db string, old map[string]oldAnswer) {
 		if diff := cmp.Diff(want.History, history[:len(want.History)]); diff != "" {
 			t.Errorf("history of %s after the upgrade (-old release +now):\n%s", id, diff)
 		}
-		for i, v := range history {
-			if version := v.(map[string]any)["version"]; version != float64(i) {
-				t.Errorf("history of %s: version %v at position %d", id, version, i)
-			}
-		}
 		if last := history[len(history)-1].(map[string]any); last["version"] != got["version"] || last["status"] != got["status"] {
 			t.Errorf("history of %s ends at version %v (%v), the workflow is at %v (%v)", id, last["version"], last["status"], got["version"], got["status"])
 		}
 	}
 }
 
-// awaitFinished waits for the workflow to stop running and returns its
-// document.
-func awaitFinished(t *testing.T, s *server.Server, id string) map[string]any {
+// awaitFinished waits for the workflow to stop running, or for the
+// deadline, and returns its document.
+func awaitFinished(t *testing.T, s *server.Server, id string, deadline time.Time) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := getJSON(t, s, "/v1/workflows/"+id)
 		if st := got["status"]; st != "RUNNING" && st != "PENDING" || time.Now().After(deadline) {
