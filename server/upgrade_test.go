@@ -179,7 +179,7 @@ func checkUpgrade(t *testing.T, db string, old map[string]oldAnswer) {
 		t.Fatal(err)
 	}
 
-	child, _ := old["parent"].Workflow["state"].(map[string]any)["steps"].(map[string]any)["spawn"].(map[string]any)["child"].(string)
+	child := childOf(t, old, "parent")
 	wantOutputs := map[string]string{
 		"chain":  `{"c": {"c": 2}}`,
 		"leased": `{"work": {"leased": true}}`,
@@ -268,6 +268,22 @@ func checkUpgrade(t *testing.T, db string, old map[string]oldAnswer) {
 			t.Errorf("history of %s ends at version %v (%v), the workflow is at %v (%v)", id, last["version"], last["status"], got["version"], got["status"])
 		}
 	}
+}
+
+// childOf is the id of the one workflow that the old release started as a
+// child of parent.
+func childOf(t *testing.T, old map[string]oldAnswer, parent string) string {
+	t.Helper()
+	var children []string
+	for id, a := range old {
+		if ref, ok := a.Workflow["parent"].(map[string]any); ok && ref["workflow_id"] == parent {
+			children = append(children, id)
+		}
+	}
+	if len(children) != 1 {
+		t.Fatalf("the old release's workflows hold %d children of %s, want 1: %v", len(children), parent, children)
+	}
+	return children[0]
 }
 
 // awaitFinished waits for the workflow to stop running, or for the
