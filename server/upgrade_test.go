@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,6 +38,27 @@ func TestUpgradeWithWorkflowsInFlight(t *testing.T) {
 	}
 }
 
+// The schema versions of the databases in testdata/upgrade: the
+// migrations after them are the ones the test runs.
+const (
+	upgradeFromSQLite   = 20
+	upgradeFromPostgres = 23
+)
+
+// schemaVersionQuery reads the schema version goose recorded.
+const schemaVersionQuery = `SELECT max(version_id) FROM goose_db_version`
+
+// checkSchemaVersion: the database is at the version the old release left.
+func checkSchemaVersion(t *testing.T, got int64, err error, want int64) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("schema version: %v", err)
+	}
+	if got != want {
+		t.Fatalf("the old release's database is at schema version %d, want %d", got, want)
+	}
+}
+
 // oldAnswer is what the old server answered for one workflow: its
 // document and its history's versions, as JSON values.
 type oldAnswer struct {
@@ -68,6 +90,14 @@ func loadSQLiteFixture(t *testing.T) string {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version int64
+	err = db.QueryRowContext(t.Context(), schemaVersionQuery).Scan(&version)
+	checkSchemaVersion(t, version, err, upgradeFromSQLite)
 	return "sqlite:" + path
 }
 
@@ -88,6 +118,13 @@ func loadPostgresFixture(t *testing.T) string {
 	if _, err := conn.PgConn().Exec(t.Context(), string(dump)).ReadAll(); err != nil {
 		t.Fatalf("loading postgres.sql: %v", err)
 	}
+	// The dump left this session's search_path empty.
+	if _, err := conn.Exec(t.Context(), `SET search_path = public`); err != nil {
+		t.Fatal(err)
+	}
+	var version int64
+	err = conn.QueryRow(t.Context(), schemaVersionQuery).Scan(&version)
+	checkSchemaVersion(t, version, err, upgradeFromPostgres)
 	return url
 }
 
