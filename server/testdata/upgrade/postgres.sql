@@ -335,30 +335,30 @@ CREATE TABLE public.workflow_tasks (
 -- Data for Name: goose_db_version; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.goose_db_version VALUES (1, 0, true, '2026-12-07 09:16:55.542685');
-INSERT INTO public.goose_db_version VALUES (2, 1, true, '2026-12-07 09:16:55.558929');
-INSERT INTO public.goose_db_version VALUES (3, 2, true, '2026-12-07 09:16:55.576966');
-INSERT INTO public.goose_db_version VALUES (4, 3, true, '2026-12-07 09:16:55.594595');
-INSERT INTO public.goose_db_version VALUES (5, 4, true, '2026-12-07 09:16:55.596051');
-INSERT INTO public.goose_db_version VALUES (6, 5, true, '2026-12-07 09:16:55.60351');
-INSERT INTO public.goose_db_version VALUES (7, 6, true, '2026-12-07 09:16:55.610516');
-INSERT INTO public.goose_db_version VALUES (8, 7, true, '2026-12-07 09:16:55.615889');
-INSERT INTO public.goose_db_version VALUES (9, 8, true, '2026-12-07 09:16:55.622537');
-INSERT INTO public.goose_db_version VALUES (10, 9, true, '2026-12-07 09:16:55.625387');
-INSERT INTO public.goose_db_version VALUES (11, 10, true, '2026-12-07 09:16:55.625958');
-INSERT INTO public.goose_db_version VALUES (12, 11, true, '2026-12-07 09:16:55.630871');
-INSERT INTO public.goose_db_version VALUES (13, 12, true, '2026-12-07 09:16:55.638299');
-INSERT INTO public.goose_db_version VALUES (14, 13, true, '2026-12-07 09:16:55.640428');
-INSERT INTO public.goose_db_version VALUES (15, 14, true, '2026-12-07 09:16:55.643418');
-INSERT INTO public.goose_db_version VALUES (16, 15, true, '2026-12-07 09:16:55.651294');
-INSERT INTO public.goose_db_version VALUES (17, 16, true, '2026-12-07 09:16:55.654973');
-INSERT INTO public.goose_db_version VALUES (18, 17, true, '2026-12-07 09:16:55.655738');
-INSERT INTO public.goose_db_version VALUES (19, 18, true, '2026-12-07 09:16:55.656735');
-INSERT INTO public.goose_db_version VALUES (20, 19, true, '2026-12-07 09:16:55.665653');
-INSERT INTO public.goose_db_version VALUES (21, 20, true, '2026-12-07 09:16:55.666697');
-INSERT INTO public.goose_db_version VALUES (22, 21, true, '2026-12-07 09:16:55.672239');
-INSERT INTO public.goose_db_version VALUES (23, 22, true, '2026-12-07 09:16:55.674093');
-INSERT INTO public.goose_db_version VALUES (24, 23, true, '2026-12-07 09:16:55.679529');
+INSERT INTO public.goose_db_version VALUES (1, 0, true, '2026-12-07 09:24:17.487362');
+INSERT INTO public.goose_db_version VALUES (2, 1, true, '2026-12-07 09:24:17.553295');
+INSERT INTO public.goose_db_version VALUES (3, 2, true, '2026-12-07 09:24:17.611051');
+INSERT INTO public.goose_db_version VALUES (4, 3, true, '2026-12-07 09:24:17.656655');
+INSERT INTO public.goose_db_version VALUES (5, 4, true, '2026-12-07 09:24:17.662649');
+INSERT INTO public.goose_db_version VALUES (6, 5, true, '2026-12-07 09:24:17.67618');
+INSERT INTO public.goose_db_version VALUES (7, 6, true, '2026-12-07 09:24:17.734499');
+INSERT INTO public.goose_db_version VALUES (8, 7, true, '2026-12-07 09:24:17.754773');
+INSERT INTO public.goose_db_version VALUES (9, 8, true, '2026-12-07 09:24:17.762717');
+INSERT INTO public.goose_db_version VALUES (10, 9, true, '2026-12-07 09:24:17.786196');
+INSERT INTO public.goose_db_version VALUES (11, 10, true, '2026-12-07 09:24:17.793685');
+INSERT INTO public.goose_db_version VALUES (12, 11, true, '2026-12-07 09:24:17.810823');
+INSERT INTO public.goose_db_version VALUES (13, 12, true, '2026-12-07 09:24:17.834923');
+INSERT INTO public.goose_db_version VALUES (14, 13, true, '2026-12-07 09:24:17.842608');
+INSERT INTO public.goose_db_version VALUES (15, 14, true, '2026-12-07 09:24:17.851275');
+INSERT INTO public.goose_db_version VALUES (16, 15, true, '2026-12-07 09:24:17.910184');
+INSERT INTO public.goose_db_version VALUES (17, 16, true, '2026-12-07 09:24:17.935291');
+INSERT INTO public.goose_db_version VALUES (18, 17, true, '2026-12-07 09:24:17.937856');
+INSERT INTO public.goose_db_version VALUES (19, 18, true, '2026-12-07 09:24:17.947774');
+INSERT INTO public.goose_db_version VALUES (20, 19, true, '2026-12-07 09:24:17.982849');
+INSERT INTO public.goose_db_version VALUES (21, 20, true, '2026-12-07 09:24:17.98518');
+INSERT INTO public.goose_db_version VALUES (22, 21, true, '2026-12-07 09:24:17.998743');
+INSERT INTO public.goose_db_version VALUES (23, 22, true, '2026-12-07 09:24:18.001086');
+INSERT INTO public.goose_db_version VALUES (24, 23, true, '2026-12-07 09:24:18.015462');
 
 
 --
@@ -383,8 +383,8 @@ INSERT INTO public.goose_db_version VALUES (24, 23, true, '2026-12-07 09:16:55.6
 -- Data for Name: workers; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workers VALUES ('node-8d69495c9102', 'node-8d69495c9102', '[]', '2026-12-07 09:16:55.710092+00');
-INSERT INTO public.workers VALUES ('fixture', 'node-8d69495c9102', '["flaky"]', '2026-12-07 09:16:58.097081+00');
+INSERT INTO public.workers VALUES ('fixture', 'node-b3393ef68758', '["flaky"]', '2026-12-07 09:24:26.924093+00');
+INSERT INTO public.workers VALUES ('node-b3393ef68758', 'node-b3393ef68758', '[]', '2026-12-07 09:24:28.078552+00');
 
 
 --
@@ -397,16 +397,16 @@ INSERT INTO public.workers VALUES ('fixture', 'node-8d69495c9102', '["flaky"]', 
 -- Data for Name: workflow_definitions; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workflow_definitions VALUES ('chain', 1, '{"name":"chain","steps":[{"id":"a","type":"task","handler":"chain-a","input":{"n":"{{ .input.n }}"}},{"id":"b","type":"task","handler":"chain-b","input":{"a":"{{ .steps.a.output }}"},"depends_on":["a"]},{"id":"c","type":"task","handler":"chain-c","input":{"b":"{{ .steps.b.output }}"},"depends_on":["b"]}]}', '2026-12-07 09:16:55.87813+00');
-INSERT INTO public.workflow_definitions VALUES ('leased', 1, '{"name":"leased","steps":[{"id":"work","type":"task","handler":"leased"}]}', '2026-12-07 09:16:55.990569+00');
-INSERT INTO public.workflow_definitions VALUES ('paused', 1, '{"name":"paused","steps":[{"id":"work","type":"task","handler":"paused"}]}', '2026-12-07 09:16:56.024133+00');
-INSERT INTO public.workflow_definitions VALUES ('fanout', 1, '{"name":"fanout","steps":[{"id":"each","type":"task","handler":"fanout","input":{"item":"{{ .item }}"},"foreach":".input.items"}]}', '2026-12-07 09:16:56.055887+00');
-INSERT INTO public.workflow_definitions VALUES ('signal', 1, '{"name":"signal","steps":[{"id":"wait","type":"wait","event":"upgrade-go","key":"{{ .input.key }}"}]}', '2026-12-07 09:16:56.084018+00');
-INSERT INTO public.workflow_definitions VALUES ('nap', 1, '{"name":"nap","steps":[{"id":"sleep","type":"sleep","duration":"30s"},{"id":"after","type":"task","handler":"nap-after","depends_on":["sleep"]}]}', '2026-12-07 09:16:56.111893+00');
-INSERT INTO public.workflow_definitions VALUES ('flaky', 1, '{"name":"flaky","steps":[{"id":"work","type":"task","handler":"flaky","retry":{"max_attempts":3,"initial_backoff":"1s","max_backoff":"1s"}}]}', '2026-12-07 09:16:56.140402+00');
-INSERT INTO public.workflow_definitions VALUES ('child', 1, '{"name":"child","steps":[{"id":"work","type":"task","handler":"child","input":{"n":"{{ .input.n }}"}}]}', '2026-12-07 09:16:56.168262+00');
-INSERT INTO public.workflow_definitions VALUES ('parent', 1, '{"name":"parent","steps":[{"id":"spawn","type":"workflow","input":{"n":"{{ .input.n }}"},"definition":"child"}]}', '2026-12-07 09:16:56.195685+00');
-INSERT INTO public.workflow_definitions VALUES ('doomed', 1, '{"name":"doomed","steps":[{"id":"work","type":"task","handler":"doomed","retry":{"max_attempts":1}}]}', '2026-12-07 09:16:56.224112+00');
+INSERT INTO public.workflow_definitions VALUES ('chain', 1, '{"name":"chain","steps":[{"id":"a","type":"task","handler":"chain-a","input":{"n":"{{ .input.n }}"}},{"id":"b","type":"task","handler":"chain-b","input":{"a":"{{ .steps.a.output }}"},"depends_on":["a"]},{"id":"c","type":"task","handler":"chain-c","input":{"b":"{{ .steps.b.output }}"},"depends_on":["b"]}]}', '2026-12-07 09:24:18.439245+00');
+INSERT INTO public.workflow_definitions VALUES ('leased', 1, '{"name":"leased","steps":[{"id":"work","type":"task","handler":"leased"}]}', '2026-12-07 09:24:18.632345+00');
+INSERT INTO public.workflow_definitions VALUES ('paused', 1, '{"name":"paused","steps":[{"id":"work","type":"task","handler":"paused"}]}', '2026-12-07 09:24:18.79943+00');
+INSERT INTO public.workflow_definitions VALUES ('fanout', 1, '{"name":"fanout","steps":[{"id":"each","type":"task","handler":"fanout","input":{"item":"{{ .item }}"},"foreach":".input.items"}]}', '2026-12-07 09:24:18.98684+00');
+INSERT INTO public.workflow_definitions VALUES ('signal', 1, '{"name":"signal","steps":[{"id":"wait","type":"wait","event":"upgrade-go","key":"{{ .input.key }}"}]}', '2026-12-07 09:24:19.06532+00');
+INSERT INTO public.workflow_definitions VALUES ('nap', 1, '{"name":"nap","steps":[{"id":"sleep","type":"sleep","duration":"30s"},{"id":"after","type":"task","handler":"nap-after","depends_on":["sleep"]}]}', '2026-12-07 09:24:19.163231+00');
+INSERT INTO public.workflow_definitions VALUES ('flaky', 1, '{"name":"flaky","steps":[{"id":"work","type":"task","handler":"flaky","retry":{"max_attempts":3,"initial_backoff":"1s","max_backoff":"1s"}}]}', '2026-12-07 09:24:19.207314+00');
+INSERT INTO public.workflow_definitions VALUES ('child', 1, '{"name":"child","steps":[{"id":"work","type":"task","handler":"child","input":{"n":"{{ .input.n }}"}}]}', '2026-12-07 09:24:19.276046+00');
+INSERT INTO public.workflow_definitions VALUES ('parent', 1, '{"name":"parent","steps":[{"id":"spawn","type":"workflow","input":{"n":"{{ .input.n }}"},"definition":"child"}]}', '2026-12-07 09:24:19.374748+00');
+INSERT INTO public.workflow_definitions VALUES ('doomed', 1, '{"name":"doomed","steps":[{"id":"work","type":"task","handler":"doomed","retry":{"max_attempts":1}}]}', '2026-12-07 09:24:19.453126+00');
 
 
 --
@@ -426,73 +426,73 @@ INSERT INTO public.workflow_descendants VALUES ('parent', 1);
 -- Data for Name: workflow_history; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workflow_history VALUES ('done', 0, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 0}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.279108+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 1, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 1}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.326448+00', 'deliver step "a" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 2, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.449544+00', 'step "a" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 3, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 1}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.499502+00', 'deliver step "b" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 4, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.675689+00', 'step "b" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 5, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:56.716931+00', 'deliver step "c" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('done', 6, 'COMPLETED', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"output": {"c": 1}, "status": "COMPLETED", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:56.83541+00', 'step "c" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('failed', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:56.935749+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('failed', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:56.971861+00', 'deliver step "work" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('failed', 2, 'FAILED', '{"steps": {"work": {"error": "broken for good", "status": "FAILED", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:57.091593+00', 'step "work" attempt 1 failed', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('chain', 0, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 0}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.187487+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('chain', 1, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 1}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.223769+00', 'deliver step "a" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('chain', 2, 'RUNNING', '{"steps": {"a": {"output": {"a": 2}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.339492+00', 'step "a" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('leased', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.43073+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('leased', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:57.462314+00', 'deliver step "work" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('paused', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.513875+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('paused', 1, 'PAUSED', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.541006+00', 'pause', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('fanout', 0, 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {}, "started": 3, "completed": 0}, "attempts": 0, "iterations": {"total": 3, "failed": 0, "running": 3, "completed": 0}}}, "variables": {}}', '2026-12-07 09:16:57.623499+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('fanout', 1, 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {"0": {"done": "before the upgrade"}}, "started": 3, "completed": 1}, "attempts": 1, "iterations": {"total": 3, "failed": 0, "running": 2, "completed": 1}}}, "variables": {}}', '2026-12-07 09:16:57.794629+00', 'step "each" completed (attempt 1)', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('signal', 0, 'RUNNING', '{"steps": {"wait": {"event": {"key": "k1", "name": "upgrade-go"}, "status": "WAITING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.851621+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('nap', 0, 'RUNNING', '{"steps": {"after": {"status": "PENDING", "attempts": 0}, "sleep": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:57.9513+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('flaky', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:58.058883+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('flaky', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:58.10091+00', 'deliver step "work" attempt 1', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('flaky', 2, 'RUNNING', '{"steps": {"work": {"error": "first attempt fails", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:58.212484+00', 'step "work" attempt 1 failed', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('parent', 0, 'RUNNING', '{"steps": {"spawn": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:58.307182+00', 'start', 'anonymous');
-INSERT INTO public.workflow_history VALUES ('parent', 1, 'RUNNING', '{"steps": {"spawn": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:58.310451+00', 'deliver step "spawn" attempt 1', 'engine');
-INSERT INTO public.workflow_history VALUES ('parent', 2, 'RUNNING', '{"steps": {"spawn": {"child": "01a24fca-c44a-7932-872f-396ce42402d0", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:16:58.314748+00', 'step "spawn" started child workflow 01a24fca-c44a-7932-872f-396ce42402d0 (attempt 1)', 'engine');
-INSERT INTO public.workflow_history VALUES ('01a24fca-c44a-7932-872f-396ce42402d0', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:16:58.314674+00', 'start', 'engine');
+INSERT INTO public.workflow_history VALUES ('done', 0, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 0}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:19.69934+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 1, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 1}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:19.968435+00', 'deliver step "a" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 2, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:20.319007+00', 'step "a" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 3, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 1}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:20.615993+00', 'deliver step "b" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 4, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:21.119274+00', 'step "b" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 5, 'RUNNING', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:21.423958+00', 'deliver step "c" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('done', 6, 'COMPLETED', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"output": {"c": 1}, "status": "COMPLETED", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:21.844121+00', 'step "c" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('failed', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:22.389223+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('failed', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:22.512182+00', 'deliver step "work" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('failed', 2, 'FAILED', '{"steps": {"work": {"error": "broken for good", "status": "FAILED", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:22.795455+00', 'step "work" attempt 1 failed', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('chain', 0, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 0}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:23.164888+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('chain', 1, 'RUNNING', '{"steps": {"a": {"status": "RUNNING", "attempts": 1}, "b": {"status": "PENDING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:23.26759+00', 'deliver step "a" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('chain', 2, 'RUNNING', '{"steps": {"a": {"output": {"a": 2}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:23.915554+00', 'step "a" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('leased', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:24.151808+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('leased', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:24.228647+00', 'deliver step "work" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('paused', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:24.354892+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('paused', 1, 'PAUSED', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:24.481784+00', 'pause', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('fanout', 0, 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {}, "started": 3, "completed": 0}, "attempts": 0, "iterations": {"total": 3, "failed": 0, "running": 3, "completed": 0}}}, "variables": {}}', '2026-12-07 09:24:24.848828+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('fanout', 1, 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {"0": {"done": "before the upgrade"}}, "started": 3, "completed": 1}, "attempts": 1, "iterations": {"total": 3, "failed": 0, "running": 2, "completed": 1}}}, "variables": {}}', '2026-12-07 09:24:25.569589+00', 'step "each" completed (attempt 1)', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('signal', 0, 'RUNNING', '{"steps": {"wait": {"event": {"key": "k1", "name": "upgrade-go"}, "status": "WAITING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:25.697423+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('nap', 0, 'RUNNING', '{"steps": {"after": {"status": "PENDING", "attempts": 0}, "sleep": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:26.25811+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('flaky', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:26.873986+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('flaky', 1, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:26.927045+00', 'deliver step "work" attempt 1', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('flaky', 2, 'RUNNING', '{"steps": {"work": {"error": "first attempt fails", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:27.187887+00', 'step "work" attempt 1 failed', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('parent', 0, 'RUNNING', '{"steps": {"spawn": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:27.846252+00', 'start', 'anonymous');
+INSERT INTO public.workflow_history VALUES ('parent', 1, 'RUNNING', '{"steps": {"spawn": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:27.852782+00', 'deliver step "spawn" attempt 1', 'engine');
+INSERT INTO public.workflow_history VALUES ('parent', 2, 'RUNNING', '{"steps": {"spawn": {"child": "01a24fd1-a050-7825-a228-ff98f83b411e", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '2026-12-07 09:24:27.856728+00', 'step "spawn" started child workflow 01a24fd1-a050-7825-a228-ff98f83b411e (attempt 1)', 'engine');
+INSERT INTO public.workflow_history VALUES ('01a24fd1-a050-7825-a228-ff98f83b411e', 0, 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '2026-12-07 09:24:27.856698+00', 'start', 'engine');
 
 
 --
 -- Data for Name: workflow_instances; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workflow_instances VALUES ('done', 'chain', 'COMPLETED', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"output": {"c": 1}, "status": "COMPLETED", "attempts": 1}}, "variables": {}}', '{"n": 1}', 6, '2026-12-07 09:16:56.279108+00', '2026-12-07 09:16:56.83541+00', 1, NULL, '{"c":{"c":1}}', NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('failed', 'doomed', 'FAILED', '{"steps": {"work": {"error": "broken for good", "status": "FAILED", "attempts": 1}}, "variables": {}}', '{}', 2, '2026-12-07 09:16:56.935749+00', '2026-12-07 09:16:57.091593+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('chain', 'chain', 'RUNNING', '{"steps": {"a": {"output": {"a": 2}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '{"n": 2}', 2, '2026-12-07 09:16:57.187487+00', '2026-12-07 09:16:57.339492+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('leased', 'leased', 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '{}', 1, '2026-12-07 09:16:57.43073+00', '2026-12-07 09:16:57.462314+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('paused', 'paused', 'PAUSED', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{}', 1, '2026-12-07 09:16:57.513875+00', '2026-12-07 09:16:57.541006+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('fanout', 'fanout', 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {"0": {"done": "before the upgrade"}}, "started": 3, "completed": 1}, "attempts": 1, "iterations": {"total": 3, "failed": 0, "running": 2, "completed": 1}}}, "variables": {}}', '{"items": [1, 2, 3]}', 1, '2026-12-07 09:16:57.623499+00', '2026-12-07 09:16:57.794629+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('signal', 'signal', 'RUNNING', '{"steps": {"wait": {"event": {"key": "k1", "name": "upgrade-go"}, "status": "WAITING", "attempts": 0}}, "variables": {}}', '{"key": "k1"}', 0, '2026-12-07 09:16:57.851621+00', '2026-12-07 09:16:57.851621+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('nap', 'nap', 'RUNNING', '{"steps": {"after": {"status": "PENDING", "attempts": 0}, "sleep": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{}', 0, '2026-12-07 09:16:57.9513+00', '2026-12-07 09:16:57.9513+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('flaky', 'flaky', 'RUNNING', '{"steps": {"work": {"error": "first attempt fails", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '{}', 2, '2026-12-07 09:16:58.058883+00', '2026-12-07 09:16:58.212484+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('parent', 'parent', 'RUNNING', '{"steps": {"spawn": {"child": "01a24fca-c44a-7932-872f-396ce42402d0", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '{"n": 3}', 2, '2026-12-07 09:16:58.307182+00', '2026-12-07 09:16:58.314748+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
-INSERT INTO public.workflow_instances VALUES ('01a24fca-c44a-7932-872f-396ce42402d0', 'child', 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{"n": 3}', 0, '2026-12-07 09:16:58.314674+00', '2026-12-07 09:16:58.314674+00', 1, NULL, NULL, 'parent', 'spawn', NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('done', 'chain', 'COMPLETED', '{"steps": {"a": {"output": {"a": 1}, "status": "COMPLETED", "attempts": 1}, "b": {"output": {"b": 1}, "status": "COMPLETED", "attempts": 1}, "c": {"output": {"c": 1}, "status": "COMPLETED", "attempts": 1}}, "variables": {}}', '{"n": 1}', 6, '2026-12-07 09:24:19.69934+00', '2026-12-07 09:24:21.844121+00', 1, NULL, '{"c":{"c":1}}', NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('failed', 'doomed', 'FAILED', '{"steps": {"work": {"error": "broken for good", "status": "FAILED", "attempts": 1}}, "variables": {}}', '{}', 2, '2026-12-07 09:24:22.389223+00', '2026-12-07 09:24:22.795455+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('chain', 'chain', 'RUNNING', '{"steps": {"a": {"output": {"a": 2}, "status": "COMPLETED", "attempts": 1}, "b": {"status": "RUNNING", "attempts": 0}, "c": {"status": "PENDING", "attempts": 0}}, "variables": {}}', '{"n": 2}', 2, '2026-12-07 09:24:23.164888+00', '2026-12-07 09:24:23.915554+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('leased', 'leased', 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 1}}, "variables": {}}', '{}', 1, '2026-12-07 09:24:24.151808+00', '2026-12-07 09:24:24.228647+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('paused', 'paused', 'PAUSED', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{}', 1, '2026-12-07 09:24:24.354892+00', '2026-12-07 09:24:24.481784+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('fanout', 'fanout', 'RUNNING', '{"steps": {"each": {"status": "RUNNING", "foreach": {"total": 3, "outputs": {"0": {"done": "before the upgrade"}}, "started": 3, "completed": 1}, "attempts": 1, "iterations": {"total": 3, "failed": 0, "running": 2, "completed": 1}}}, "variables": {}}', '{"items": [1, 2, 3]}', 1, '2026-12-07 09:24:24.848828+00', '2026-12-07 09:24:25.569589+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('signal', 'signal', 'RUNNING', '{"steps": {"wait": {"event": {"key": "k1", "name": "upgrade-go"}, "status": "WAITING", "attempts": 0}}, "variables": {}}', '{"key": "k1"}', 0, '2026-12-07 09:24:25.697423+00', '2026-12-07 09:24:25.697423+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('nap', 'nap', 'RUNNING', '{"steps": {"after": {"status": "PENDING", "attempts": 0}, "sleep": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{}', 0, '2026-12-07 09:24:26.25811+00', '2026-12-07 09:24:26.25811+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('flaky', 'flaky', 'RUNNING', '{"steps": {"work": {"error": "first attempt fails", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '{}', 2, '2026-12-07 09:24:26.873986+00', '2026-12-07 09:24:27.187887+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('parent', 'parent', 'RUNNING', '{"steps": {"spawn": {"child": "01a24fd1-a050-7825-a228-ff98f83b411e", "status": "RUNNING", "attempts": 1}}, "variables": {}}', '{"n": 3}', 2, '2026-12-07 09:24:27.846252+00', '2026-12-07 09:24:27.856728+00', 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3, NULL);
+INSERT INTO public.workflow_instances VALUES ('01a24fd1-a050-7825-a228-ff98f83b411e', 'child', 'RUNNING', '{"steps": {"work": {"status": "RUNNING", "attempts": 0}}, "variables": {}}', '{"n": 3}', 0, '2026-12-07 09:24:27.856698+00', '2026-12-07 09:24:27.856698+00', 1, NULL, NULL, 'parent', 'spawn', NULL, NULL, NULL, 3, NULL);
 
 
 --
 -- Data for Name: workflow_tasks; Type: TABLE DATA; Schema: public; Owner: -
 --
 
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-bc57-7080-9aa7-d1d118cd2390', 'done', 'a', 'chain-a', 'DONE', 1, 3, '2026-12-07 09:16:56.27899+00', '', '', NULL, NULL, '{"n": 1}', '', '2026-12-07 09:16:56.279108+00', '2026-12-07 09:16:56.449544+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-bd01-77e0-b7ab-02889ea3a2cf', 'done', 'b', 'chain-b', 'DONE', 1, 3, '2026-12-07 09:16:56.448193+00', '', '', NULL, NULL, '{"a": {"a": 1}}', '', '2026-12-07 09:16:56.449544+00', '2026-12-07 09:16:56.675689+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-bde3-7a11-b7e5-d7168bbb30ba', 'done', 'c', 'chain-c', 'DONE', 1, 3, '2026-12-07 09:16:56.674635+00', '', '', NULL, NULL, '{"b": {"b": 1}}', '', '2026-12-07 09:16:56.675689+00', '2026-12-07 09:16:56.83541+00', 0, 3, NULL, 0, NULL, 0, 0, true);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-bee7-7aa0-9ebe-45a5751e6e10', 'failed', 'work', 'doomed', 'FAILED', 1, 1, '2026-12-07 09:16:56.935639+00', '', '', NULL, NULL, 'null', 'broken for good', '2026-12-07 09:16:56.935749+00', '2026-12-07 09:16:57.091593+00', 0, 3, NULL, 0, NULL, 0, 0, true);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-bfe3-7563-b7e2-09f63f12d9fa', 'chain', 'a', 'chain-a', 'DONE', 1, 3, '2026-12-07 09:16:57.187309+00', '', '', NULL, NULL, '{"n": 2}', '', '2026-12-07 09:16:57.187487+00', '2026-12-07 09:16:57.339492+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c07b-7691-9111-ec19b579567b', 'chain', 'b', 'chain-b', 'QUEUED', 0, 3, '2026-12-07 09:16:57.338561+00', '', '', NULL, NULL, '{"a": {"a": 2}}', '', '2026-12-07 09:16:57.339492+00', '2026-12-07 09:16:57.339492+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c0d6-7a99-9236-6e6dc3d3acf1', 'leased', 'work', 'leased', 'LEASED', 1, 3, '2026-12-07 09:16:57.430664+00', '01a24fca-c0f6-749e-ba0b-0b2cdf345a4d', 'fixture', '2026-12-07 09:16:58.46114+00', NULL, 'null', '', '2026-12-07 09:16:57.43073+00', '2026-12-07 09:16:57.462314+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c129-7cce-9ed1-67deb66e3842', 'paused', 'work', 'paused', 'QUEUED', 0, 3, '2026-12-07 09:16:57.51381+00', '', '', NULL, NULL, 'null', '', '2026-12-07 09:16:57.513875+00', '2026-12-07 09:16:57.541006+00', 0, 3, NULL, 0, NULL, 0, 0, true);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c197-73dc-8639-656fcee69908', 'fanout', 'each', 'fanout', 'QUEUED', 0, 3, '2026-12-07 09:16:57.623063+00', '', '', NULL, NULL, '{"item": 2}', '', '2026-12-07 09:16:57.623499+00', '2026-12-07 09:16:57.623499+00', 2, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c197-73e1-9298-6ffae3be0526', 'fanout', 'each', 'fanout', 'QUEUED', 0, 3, '2026-12-07 09:16:57.623063+00', '', '', NULL, NULL, '{"item": 3}', '', '2026-12-07 09:16:57.623499+00', '2026-12-07 09:16:57.623499+00', 3, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c197-73d3-a11a-942476d7698f', 'fanout', 'each', 'fanout', 'DONE', 1, 3, '2026-12-07 09:16:57.623063+00', '', '', NULL, NULL, '{"item": 1}', '', '2026-12-07 09:16:57.623499+00', '2026-12-07 09:16:57.794629+00', 1, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c27b-78c6-ae14-65c69dc56387', 'signal', 'wait', 'flowd:event/upgrade-go/k1', 'QUEUED', 0, 1, '2026-12-07 09:16:57.851498+00', '', '', NULL, NULL, '{"key": "k1", "name": "upgrade-go"}', '', '2026-12-07 09:16:57.851621+00', '2026-12-07 09:16:57.851621+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c2df-7219-9cbc-eff0563211ad', 'nap', 'sleep', 'flowd:sleep', 'QUEUED', 0, 1, '2026-12-07 09:17:27.951108+00', '', '', NULL, NULL, 'null', '', '2026-12-07 09:16:57.9513+00', '2026-12-07 09:16:57.9513+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c34a-7ce4-8a6d-87643fbac8f5', 'flaky', 'work', 'flaky', 'QUEUED', 1, 3, '2026-12-07 09:16:59.179608+00', '', '', NULL, NULL, 'null', 'first attempt fails', '2026-12-07 09:16:58.058883+00', '2026-12-07 09:16:58.212484+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c443-7128-ad37-54ee3c3fe20d', 'parent', 'spawn', 'flowd:child', 'LEASED', 1, 3, '2026-12-07 09:16:58.307036+00', '01a24fca-c446-76be-b43d-a2e92c9e84c3', 'node-8d69495c9102', '2126-11-13 09:16:58.311929+00', NULL, '{"n": 3}', '', '2026-12-07 09:16:58.307182+00', '2026-12-07 09:16:58.314748+00', 0, 3, NULL, 0, NULL, 0, 0, false);
-INSERT INTO public.workflow_tasks VALUES ('01a24fca-c44a-79c8-8e51-19a9727d588b', '01a24fca-c44a-7932-872f-396ce42402d0', 'work', 'child', 'QUEUED', 0, 3, '2026-12-07 09:16:58.311929+00', '', '', NULL, NULL, '{"n": 3}', '', '2026-12-07 09:16:58.314674+00', '2026-12-07 09:16:58.314674+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-8073-745a-bca9-d133112cabac', 'done', 'a', 'chain-a', 'DONE', 1, 3, '2026-12-07 09:24:19.699241+00', '', '', NULL, NULL, '{"n": 1}', '', '2026-12-07 09:24:19.69934+00', '2026-12-07 09:24:20.319007+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-82de-7ef0-aab4-144bca1609d7', 'done', 'b', 'chain-b', 'DONE', 1, 3, '2026-12-07 09:24:20.315958+00', '', '', NULL, NULL, '{"a": {"a": 1}}', '', '2026-12-07 09:24:20.319007+00', '2026-12-07 09:24:21.119274+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-85ff-7349-a785-0646f20f7a8e', 'done', 'c', 'chain-c', 'DONE', 1, 3, '2026-12-07 09:24:21.113191+00', '', '', NULL, NULL, '{"b": {"b": 1}}', '', '2026-12-07 09:24:21.119274+00', '2026-12-07 09:24:21.844121+00', 0, 3, NULL, 0, NULL, 0, 0, true);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-8af5-727b-9242-3660971fe2d1', 'failed', 'work', 'doomed', 'FAILED', 1, 1, '2026-12-07 09:24:22.389104+00', '', '', NULL, NULL, 'null', 'broken for good', '2026-12-07 09:24:22.389223+00', '2026-12-07 09:24:22.795455+00', 0, 3, NULL, 0, NULL, 0, 0, true);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-8dfc-7cb1-afcf-18fc94339088', 'chain', 'a', 'chain-a', 'DONE', 1, 3, '2026-12-07 09:24:23.164699+00', '', '', NULL, NULL, '{"n": 2}', '', '2026-12-07 09:24:23.164888+00', '2026-12-07 09:24:23.915554+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-90eb-7811-8495-5d532e0faa53', 'chain', 'b', 'chain-b', 'QUEUED', 0, 3, '2026-12-07 09:24:23.901806+00', '', '', NULL, NULL, '{"a": {"a": 2}}', '', '2026-12-07 09:24:23.915554+00', '2026-12-07 09:24:23.915554+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-91d7-7af8-8812-de7957dc7d89', 'leased', 'work', 'leased', 'LEASED', 1, 3, '2026-12-07 09:24:24.151658+00', '01a24fd1-9224-7986-b1bf-b96ae22c80b4', 'fixture', '2026-12-07 09:24:25.226808+00', NULL, 'null', '', '2026-12-07 09:24:24.151808+00', '2026-12-07 09:24:24.228647+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-92a2-7ca1-808d-68d245ac07ae', 'paused', 'work', 'paused', 'QUEUED', 0, 3, '2026-12-07 09:24:24.35476+00', '', '', NULL, NULL, 'null', '', '2026-12-07 09:24:24.354892+00', '2026-12-07 09:24:24.481784+00', 0, 3, NULL, 0, NULL, 0, 0, true);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-9490-7692-8319-f5bca41dcf7f', 'fanout', 'each', 'fanout', 'QUEUED', 0, 3, '2026-12-07 09:24:24.847934+00', '', '', NULL, NULL, '{"item": 2}', '', '2026-12-07 09:24:24.848828+00', '2026-12-07 09:24:24.848828+00', 2, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-9490-7697-ba34-3e67dd2e7239', 'fanout', 'each', 'fanout', 'QUEUED', 0, 3, '2026-12-07 09:24:24.847934+00', '', '', NULL, NULL, '{"item": 3}', '', '2026-12-07 09:24:24.848828+00', '2026-12-07 09:24:24.848828+00', 3, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-9490-7611-8a61-9ebd0ff60652', 'fanout', 'each', 'fanout', 'DONE', 1, 3, '2026-12-07 09:24:24.847934+00', '', '', NULL, NULL, '{"item": 1}', '', '2026-12-07 09:24:24.848828+00', '2026-12-07 09:24:25.569589+00', 1, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-97e1-74a8-a42b-0f041ae4172a', 'signal', 'wait', 'flowd:event/upgrade-go/k1', 'QUEUED', 0, 1, '2026-12-07 09:24:25.697133+00', '', '', NULL, NULL, '{"key": "k1", "name": "upgrade-go"}', '', '2026-12-07 09:24:25.697423+00', '2026-12-07 09:24:25.697423+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-9a12-70c4-aa1a-35149132b8b6', 'nap', 'sleep', 'flowd:sleep', 'QUEUED', 0, 1, '2026-12-07 09:24:56.257919+00', '', '', NULL, NULL, 'null', '', '2026-12-07 09:24:26.25811+00', '2026-12-07 09:24:26.25811+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-9c79-7d13-be85-202f480f223a', 'flaky', 'work', 'flaky', 'QUEUED', 1, 3, '2026-12-07 09:24:28.017538+00', '', '', NULL, NULL, 'null', 'first attempt fails', '2026-12-07 09:24:26.873986+00', '2026-12-07 09:24:27.187887+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-a046-72b6-b69b-b4f35f5379fa', 'parent', 'spawn', 'flowd:child', 'LEASED', 1, 3, '2026-12-07 09:24:27.846134+00', '01a24fd1-a04c-7bbd-a1fc-a253ffc44be7', 'node-b3393ef68758', '2126-11-13 09:24:27.855666+00', NULL, '{"n": 3}', '', '2026-12-07 09:24:27.846252+00', '2026-12-07 09:24:27.856728+00', 0, 3, NULL, 0, NULL, 0, 0, false);
+INSERT INTO public.workflow_tasks VALUES ('01a24fd1-a050-79db-a493-dce8a42f3654', '01a24fd1-a050-7825-a228-ff98f83b411e', 'work', 'child', 'QUEUED', 0, 3, '2026-12-07 09:24:27.855666+00', '', '', NULL, NULL, '{"n": 3}', '', '2026-12-07 09:24:27.856698+00', '2026-12-07 09:24:27.856698+00', 0, 3, NULL, 0, NULL, 0, 0, false);
 
 
 --
