@@ -203,14 +203,7 @@ func checkUpgrade(t *testing.T, db string, old map[string]oldAnswer) {
 		"flaky":     c.handler("flaky", fixed(`{"second": true}`)),
 		"child":     c.handler("child", fixed(`{"child": true}`)),
 	}
-	for name, h := range handlers {
-		if err := s.Register(name, h); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	registerAndStart(t, s, handlers)
 	cl := s.Client()
 	if _, err := cl.PublishEvent(ctx, "upgrade-go", "k1", json.RawMessage(`{"go": true}`)); err != nil {
 		t.Fatal(err)
