@@ -49,6 +49,13 @@ func start(t *testing.T, cfg server.Config, handlers map[string]engine.Handler) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	registerAndStart(t, s, handlers)
+	return s
+}
+
+// registerAndStart registers the handlers on s and starts it.
+func registerAndStart(t *testing.T, s *server.Server, handlers map[string]engine.Handler) {
+	t.Helper()
 	for name, h := range handlers {
 		if err := s.Register(name, h); err != nil {
 			t.Fatal(err)
@@ -57,7 +64,6 @@ func start(t *testing.T, cfg server.Config, handlers map[string]engine.Handler) 
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s
 }
 
 // slow runs for d unless its context ends; it counts runs and reports starts.
