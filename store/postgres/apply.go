@@ -391,7 +391,7 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 	if err != nil {
 		return nil, err
 	}
-	stored := stepArgs(records)
+	header, ids, recordArgs := stepArgs(records)
 	now := q.timestamp()
 	inserts, insertCols, err := prepareTasks(w.Insert, now)
 	if err != nil {
@@ -419,11 +419,11 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 		args = append(args, gu.status, gu.attempt, gu.lease)
 	}
 	args = append(args, now, w.ID, w.ExpectedVersion,
-		string(w.Status), stored[0], timestampPtr(w.Deadline), w.Cause,
-		string(w.Settled), stored[1], w.SettledCause,
+		string(w.Status), header, timestampPtr(w.Deadline), w.Cause,
+		string(w.Settled), ids, w.SettledCause,
 		leaseUntil, len(w.Update), w.Notify, versions, rows[0], rows[1],
 		outputArg(w.Output))
-	args = append(append(args, insertCols.tail()...), actor, held, stored[2], records.Existing, nonNil(records.Drop), records.All, output)
+	args = append(append(args, insertCols.tail()...), actor, held, recordArgs, records.Existing, nonNil(records.Drop), records.All, output)
 	if slot := w.SlotChange(); !slot.None() {
 		args = append(append(args, string(w.From)), slotArgs(slot)...)
 	}

@@ -177,7 +177,8 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc.args = append(pc.args, stepArgs(sr)...)
+	header, ids, records := stepArgs(sr)
+	pc.args = append(pc.args, header, ids, records)
 	slot := p.SlotChange()
 	if !slot.None() {
 		pc.args = append(pc.args, slotArgs(slot)...)
@@ -524,12 +525,12 @@ func (r *instanceRow) instance() (*workflow.Instance, error) {
 
 // stepArgs are a state's header and its steps' ids and records as
 // statement arguments.
-func stepArgs(sr store.StepRecords) []any {
-	records := make([]string, len(sr.Records))
+func stepArgs(sr store.StepRecords) (header string, ids, records []string) {
+	records = make([]string, len(sr.Records))
 	for i, r := range sr.Records {
 		records[i] = string(r)
 	}
-	return []any{string(sr.Header), nonNil(sr.IDs), records}
+	return string(sr.Header), nonNil(sr.IDs), records
 }
 
 // nonNil is s, or an empty slice for nil: pgx sends a nil slice as NULL,
