@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/flowd/flowd/internal/jsondelta"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -79,4 +80,41 @@ func SplitState(prior *workflow.State, next workflow.State) (StepRecords, error)
 		slices.Sort(sr.Drop)
 	}
 	return sr, nil
+}
+
+// HistoryPatch returns the patch (jsondelta) that a history row stores to
+// move the encoding of prior, the state of the version before, to next's:
+// the changes of the header's members and, under "steps", the records of
+// the steps that are new or differ, whole, and the deletion of the steps
+// prior has and next has not. It is made from what the write changes, so
+// that it costs that change, not the size of the state. ok false: no
+// patch reproduces next's encoding (its header's keys are in an order
+// jsondelta.Apply does not give); the version is then stored whole.
+func HistoryPatch(prior, next *workflow.State) (patch []byte, ok bool, err error) {
+	sr, err := SplitState(prior, *next)
+	if err != nil {
+		return nil, false, err
+	}
+	header := *prior
+	header.Steps = nil
+	ph, err := header.MarshalJSON()
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
+	}
+	patch, ok, err = jsondelta.Diff(ph, sr.Header, jsondelta.Bytewise)
+	if err != nil || !ok {
+		return nil, ok, err
+	}
+	patch, err = jsondelta.WithMember(patch, "steps", jsondelta.ObjectPatch(sr.Drop, sr.IDs, sr.Records))
+	return patch, err == nil, err
+}
+
+// HistoryPatchOf is HistoryPatch(prior, next) as jsondelta.Row asks for
+// it, made only when the snapshot policy needs a patch; nil when there is
+// no prior (the first version).
+func HistoryPatchOf(prior, next *workflow.State) func() ([]byte, bool, error) {
+	if prior == nil {
+		return nil
+	}
+	return func() ([]byte, bool, error) { return HistoryPatch(prior, next) }
 }

@@ -75,22 +75,9 @@ func (d *Doc) JSON() []byte { return appendObject(nil, d.root) }
 // that a new key's place depends on the keys that remain), then changes
 // of nested objects.
 func (d *Doc) applyTo(obj *object, patch []byte) error {
-	ops, err := parseMembers(patch)
+	del, set, sub, err := patchMembers(patch)
 	if err != nil {
 		return err
-	}
-	var del, set, sub []byte
-	for _, op := range ops {
-		switch op.key {
-		case "d":
-			del = op.val.raw
-		case "s":
-			set = op.val.raw
-		case "m":
-			sub = op.val.raw
-		default:
-			return fmt.Errorf("%w: unknown patch member %q", errSyntax, op.key)
-		}
 	}
 	if del != nil {
 		var keys []string
@@ -148,6 +135,28 @@ func (d *Doc) applyTo(obj *object, patch []byte) error {
 		}
 	}
 	return nil
+}
+
+// patchMembers returns the "d", "s" and "m" members of one level of a
+// patch (nil when absent).
+func patchMembers(patch []byte) (del, set, sub []byte, err error) {
+	ops, err := parseMembers(patch)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, op := range ops {
+		switch op.key {
+		case "d":
+			del = op.val.raw
+		case "s":
+			set = op.val.raw
+		case "m":
+			sub = op.val.raw
+		default:
+			return nil, nil, nil, fmt.Errorf("%w: unknown patch member %q", errSyntax, op.key)
+		}
+	}
+	return del, set, sub, nil
 }
 
 func appendObject(dst []byte, obj *object) []byte {

@@ -46,16 +46,23 @@ func Entry(prevRow []byte, prevVersion int64, old, new []byte, o Order) ([]byte,
 	if old == nil {
 		return new, nil
 	}
+	patch, ok, err := Diff(old, new, o)
+	if err != nil || !ok {
+		return new, err
+	}
+	return entryOf(prevRow, prevVersion, new, patch)
+}
+
+// entryOf is the row of a new version whose state is new and whose patch
+// from the previous version's state is patch: the patch row while its
+// read cost stays within SnapshotFactor × new's size, else new whole.
+func entryOf(prevRow []byte, prevVersion int64, new, patch []byte) ([]byte, error) {
 	base, cost, err := rowCost(prevRow, prevVersion)
 	if err != nil {
 		return nil, err
 	}
-	patch, ok, err := Diff(old, new, o)
-	if err != nil {
-		return nil, err
-	}
 	cost += int64(len(patch))
-	if !ok || cost > SnapshotFactor*int64(len(new)) {
+	if cost > SnapshotFactor*int64(len(new)) {
 		return new, nil
 	}
 	row := make([]byte, 0, len(patch)+32)
@@ -141,21 +148,27 @@ func patchOf(row []byte) ([]byte, error) {
 const WholeBelow = 4096
 
 // Row returns what a store writes for version of an instance, whose state
-// is new, the previous version's state being old (nil: there is none). It
-// is the snapshot policy every store follows: the first version, and a
-// state under WholeBelow bytes, are stored whole; otherwise prevRow is
-// called for the previous version's stored row (nil: there is none, a
-// snapshot) and the version is stored as Entry says. Both states are
-// compact JSON written with Go's key order (Bytewise), and prevRow gives
-// the row compact as well (PostgreSQL's jsonb text has spaces): the
-// decisions and the costs are then the same on every store.
-func Row(version int64, old, new []byte, prevRow func() ([]byte, error)) ([]byte, error) {
-	if old == nil || version == 0 || len(new) < WholeBelow {
+// is new (compact JSON in Go's key order, Bytewise, as the state encoder
+// writes it). It is the snapshot policy every store follows: the first
+// version, and a state under WholeBelow bytes, are stored whole;
+// otherwise prevRow is called for the previous version's stored row (nil:
+// there is none, a snapshot), compact (PostgreSQL's jsonb text has
+// spaces), and patch for the patch from the previous version's state to
+// new (ok false: none reproduces new, which is then stored whole), and the
+// version is stored as a patch row while its read cost allows (Entry).
+// patch is nil when there is no previous version. The decisions and the
+// costs are the same on every store.
+func Row(version int64, new []byte, patch func() ([]byte, bool, error), prevRow func() ([]byte, error)) ([]byte, error) {
+	if patch == nil || version == 0 || len(new) < WholeBelow {
 		return new, nil
 	}
 	prev, err := prevRow()
 	if err != nil || prev == nil {
 		return new, err
 	}
-	return Entry(prev, version-1, old, new, Bytewise)
+	p, ok, err := patch()
+	if err != nil || !ok {
+		return new, err
+	}
+	return entryOf(prev, version-1, new, p)
 }

@@ -370,18 +370,18 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 			return nil, err
 		}
 	}
-	state, err := marshalState(w.State)
+	final := w.State.Clone()
+	state, err := encodeState(&final)
 	if err != nil {
 		return nil, err
 	}
-	final := w.State.Clone()
 	finalJSON := state
 	if w.Settled != "" && store.StopSteps(w.Status, w.Settled, &final) {
-		if finalJSON, err = marshalState(final); err != nil {
+		if finalJSON, err = encodeState(&final); err != nil {
 			return nil, err
 		}
 	}
-	rows, err := q.applyHistory(ctx, w, state, finalJSON)
+	rows, err := q.applyHistory(ctx, w, state, &final, finalJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -562,18 +562,19 @@ func (pa *preparedApply) fill() {
 }
 
 // applyHistory returns the history rows of w's versions: the first one's,
-// whose state is state, and the settled version's (nil when w settles
-// nothing), whose state is final and whose previous row is the first one.
-func (q *querier) applyHistory(ctx context.Context, w *store.Write, state, final []byte) ([2]any, error) {
-	old, err := priorState(ctx, q.db, w.ID, w.ExpectedVersion, w.Prior, state)
+// whose state is w.State, encoded as state, and the settled version's (nil
+// when w settles nothing), whose state is final, encoded as finalJSON, and
+// whose previous row is the first one.
+func (q *querier) applyHistory(ctx context.Context, w *store.Write, state []byte, final *workflow.State, finalJSON []byte) ([2]any, error) {
+	prior, err := priorState(ctx, q.db, w.ID, w.ExpectedVersion, w.Prior, state)
 	if err != nil {
 		return [2]any{}, err
 	}
-	first, err := historyEntry(ctx, q.db, w.ID, w.ExpectedVersion+1, old, state)
+	first, err := historyEntry(ctx, q.db, w.ID, w.ExpectedVersion+1, state, store.HistoryPatchOf(prior, &w.State))
 	if err != nil || w.Settled == "" {
 		return [2]any{string(first), nil}, err
 	}
-	settled, err := jsondelta.Row(w.ExpectedVersion+2, state, final, func() ([]byte, error) { return first, nil })
+	settled, err := jsondelta.Row(w.ExpectedVersion+2, finalJSON, store.HistoryPatchOf(&w.State, final), func() ([]byte, error) { return first, nil })
 	if err != nil {
 		return [2]any{}, fmt.Errorf("postgres: workflow %q history version %d: %w", w.ID, w.ExpectedVersion+2, err)
 	}

@@ -20,11 +20,12 @@ import (
 // written, so reading the previous one outside the write's transaction is
 // safe: a write guarded by version v replaces exactly version v's row.
 
-// historyEntry is what the history row of version of id stores, old being
-// the previous version's state (nil: none) and state the new one, both as
-// marshalState writes them; db is where the previous row is read from.
-func historyEntry(ctx context.Context, db dbtx, id string, version int64, old, state []byte) ([]byte, error) {
-	row, err := jsondelta.Row(version, old, state, func() ([]byte, error) {
+// historyEntry is what the history row of version of id stores: state is
+// the new version's state as marshalState writes it, and patch gives the
+// patch from the previous version's (nil: there is none); db is where the
+// previous row is read from.
+func historyEntry(ctx context.Context, db dbtx, id string, version int64, state []byte, patch func() ([]byte, bool, error)) ([]byte, error) {
+	row, err := jsondelta.Row(version, state, patch, func() ([]byte, error) {
 		return storedHistoryRow(ctx, db, id, version-1)
 	})
 	if err != nil {
@@ -47,14 +48,14 @@ func storedHistoryRow(ctx context.Context, db dbtx, id string, version int64) ([
 	return compactJSON(row), nil
 }
 
-// priorState is the state of id at version as marshalState writes it: prior
-// when the caller has it, else read from the instance when the policy will
-// need it (state, the new version's, not under jsondelta.WholeBelow). Nil
-// when it is not needed or id is no longer at version (the write guarded by
-// it will not happen).
-func priorState(ctx context.Context, db dbtx, id string, version int64, prior *workflow.State, state []byte) ([]byte, error) {
+// priorState is the state of id at version: prior when the caller has it,
+// else read from the instance when the history's policy will need it
+// (state, the new version's, not under jsondelta.WholeBelow). Nil when it
+// is not needed or id is no longer at version (the write guarded by it
+// will not happen).
+func priorState(ctx context.Context, db dbtx, id string, version int64, prior *workflow.State, state []byte) (*workflow.State, error) {
 	if prior != nil {
-		return marshalState(*prior)
+		return prior, nil
 	}
 	if len(state) < jsondelta.WholeBelow {
 		return nil, nil
@@ -71,5 +72,5 @@ func priorState(ctx context.Context, db dbtx, id string, version int64, prior *w
 	if err != nil {
 		return nil, err
 	}
-	return marshalState(s)
+	return &s, nil
 }

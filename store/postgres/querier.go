@@ -349,9 +349,11 @@ func checkJSON(what string, b []byte) error {
 // character keeps "\\u0000" (a backslash, then "u0000") from matching.
 func hasNULEscape(b []byte) bool {
 	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' {
-			continue
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return false
 		}
+		i += j
 		if bytes.HasPrefix(b[i+1:], []byte("u0000")) {
 			return true
 		}
@@ -364,7 +366,16 @@ func hasNULEscape(b []byte) bool {
 func marshalState(s workflow.State) ([]byte, error) {
 	// MarshalJSON directly: json.Marshal would validate and compact its
 	// output once more.
-	b, err := s.MarshalJSON()
+	return storableState(s.MarshalJSON())
+}
+
+// encodeState is marshalState for a state the write owns (its own
+// Clone): State.Encode marks the outputs it has checked, so that the
+// next write of the state, from the instance the write returns, copies
+// them.
+func encodeState(s *workflow.State) ([]byte, error) { return storableState(s.Encode()) }
+
+func storableState(b []byte, err error) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
 	}

@@ -48,17 +48,18 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	if err := w.Prepare(); err != nil {
 		return nil, err
 	}
-	state, err := marshalState(w.State)
+	// The write's own copy of the state: encodeState marks the outputs it
+	// has checked, and the next write of the state, from the instance
+	// this one returns, copies them.
+	final := w.State.Clone()
+	state, err := encodeState(&final)
 	if err != nil {
 		return nil, err
 	}
-	settledState, final := state, w.State
-	if w.Settled != "" {
-		final = w.State.Clone()
-		if store.StopSteps(w.Status, w.Settled, &final) {
-			if settledState, err = marshalState(final); err != nil {
-				return nil, err
-			}
+	settledState := state
+	if w.Settled != "" && store.StopSteps(w.Status, w.Settled, &final) {
+		if settledState, err = encodeState(&final); err != nil {
+			return nil, err
 		}
 	}
 	now := q.now()
@@ -119,7 +120,7 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 	if err := applyLeased(ctx, c, store.LeasedChanges(w.Update, nil)); err != nil {
 		return nil, err
 	}
-	prev, prior, err := pa.prior(ctx, c)
+	prior, err := pa.prior(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -134,23 +135,21 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 	if err != nil {
 		return nil, err
 	}
-	if err := appendHistory(ctx, c, w.ID, out.Version, w.Status, []byte(pa.state), micros(pa.now), w.Cause, actor, prev); err != nil {
+	if err := appendHistory(ctx, c, w.ID, out.Version, w.Status, []byte(pa.state), micros(pa.now), w.Cause, actor, store.HistoryPatchOf(prior, &w.State)); err != nil {
 		return nil, err
 	}
 	if w.Settled != "" {
 		if out, err = writeVersion(ctx, c, w.ID, w.Settled, records.Header, nullMicros(w.Deadline), micros(pa.now)); err != nil {
 			return nil, err
 		}
-		if err := appendHistory(ctx, c, w.ID, out.Version, w.Settled, []byte(pa.settledState), micros(pa.now), w.SettledCause, actor, []byte(pa.state)); err != nil {
+		if err := appendHistory(ctx, c, w.ID, out.Version, w.Settled, []byte(pa.settledState), micros(pa.now), w.SettledCause, actor, store.HistoryPatchOf(&w.State, &pa.final)); err != nil {
 			return nil, err
 		}
 	}
 	if err := putStepRecords(ctx, c, w.ID, records); err != nil {
 		return nil, err
 	}
-	if out.State, err = decodeStored(w.ID, pa.settledState); err != nil {
-		return nil, err
-	}
+	out.State = pa.final
 	if w.Output != nil {
 		// The output of the instance this write completes.
 		if _, err := c.ExecContext(ctx, `UPDATE workflow_instances SET output = ?2 WHERE id = ?1`, w.ID, string(w.Output)); err != nil {
@@ -232,21 +231,20 @@ func writeVersion(ctx context.Context, c dbtx, id string, status workflow.Status
 	return inst, nil
 }
 
-// prior returns the state the write moves from, as JSON for its history
-// and decoded for its steps' records: the caller's Prior, else the state
-// as stored (the caller checked its version).
-func (pa *preparedApply) prior(ctx context.Context, c dbtx) ([]byte, *workflow.State, error) {
+// prior returns the state the write moves from, for its history and its
+// steps' records: the caller's Prior, else the state as stored (the
+// caller checked its version).
+func (pa *preparedApply) prior(ctx context.Context, c dbtx) (*workflow.State, error) {
 	if p := pa.w.Prior; p != nil {
-		b, err := marshalState(*p)
-		return []byte(b), p, err
+		return p, nil
 	}
 	b, err := storedState(ctx, c, pa.w.ID)
 	if err != nil || b == nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s, err := decodeStored(pa.w.ID, string(b))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return b, &s, nil
+	return &s, nil
 }

@@ -14,8 +14,9 @@ import (
 // History stores, per version, the state whole (a snapshot) or what changed
 // since the previous version (a patch row); internal/jsondelta has the
 // format and the snapshot policy. Every write of a version hands
-// appendHistory the state it replaces (the caller's Prior, else read
-// inside its write transaction by storedState) and the one it writes.
+// appendHistory the state it writes and the patch from the one it
+// replaces (store.HistoryPatch, from the caller's Prior, else from the
+// state read inside its write transaction by storedState).
 
 // storedState returns the state of id as stored now (assembled from its
 // header and its steps' records), before a write of a new version; nil
@@ -33,10 +34,10 @@ func storedState(ctx context.Context, c dbtx, id string) ([]byte, error) {
 }
 
 // appendHistory writes the history row of version of id, whose state is
-// state, with its status, time, cause and actor; prev is the state that
-// version replaced (nil: id's first version).
-func appendHistory(ctx context.Context, c dbtx, id string, version int64, status workflow.Status, state []byte, at int64, cause, actor string, prev []byte) error {
-	row, err := historyEntry(ctx, c, id, version, prev, state)
+// state, with its status, time, cause and actor; patch gives the patch
+// from the state that version replaced (nil: id's first version).
+func appendHistory(ctx context.Context, c dbtx, id string, version int64, status workflow.Status, state []byte, at int64, cause, actor string, patch func() ([]byte, bool, error)) error {
+	row, err := historyEntry(ctx, c, id, version, state, patch)
 	if err != nil {
 		return err
 	}
@@ -51,8 +52,8 @@ func appendHistory(ctx context.Context, c dbtx, id string, version int64, status
 // historyEntry is what the history row of version of id stores: see
 // jsondelta.Row, which reads the previous version's row only when the
 // policy needs it.
-func historyEntry(ctx context.Context, c dbtx, id string, version int64, prev, state []byte) ([]byte, error) {
-	row, err := jsondelta.Row(version, prev, state, func() ([]byte, error) {
+func historyEntry(ctx context.Context, c dbtx, id string, version int64, state []byte, patch func() ([]byte, bool, error)) ([]byte, error) {
+	row, err := jsondelta.Row(version, state, patch, func() ([]byte, error) {
 		var prevRow string
 		err := c.QueryRowContext(ctx, `SELECT state FROM workflow_history WHERE instance_id = ?1 AND version = ?2`, id, version-1).Scan(&prevRow)
 		if errors.Is(err, sql.ErrNoRows) {

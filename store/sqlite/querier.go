@@ -322,8 +322,15 @@ func currentStatus(ctx context.Context, c dbtx, id string) (workflow.Status, int
 // not valid JSON (a json.RawMessage set by hand), which makes the state
 // invalid.
 func marshalState(s workflow.State) (string, error) {
-	b, err := s.MarshalJSON() // not json.Marshal: that re-validates the output
+	return storableState(s.MarshalJSON()) // not json.Marshal: that re-validates the output
+}
 
+// encodeState is marshalState for a state the write owns (its own
+// Clone): State.Encode marks the outputs it has checked, so that
+// encoding the state again copies them.
+func encodeState(s *workflow.State) (string, error) { return storableState(s.Encode()) }
+
+func storableState(b []byte, err error) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
 	}

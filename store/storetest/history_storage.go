@@ -311,11 +311,12 @@ func testHistorySamePolicy(t *testing.T, h Harness) {
 	var rows [][]byte
 	var want int64
 	for v, st := range w.states {
-		var old []byte
+		var patch func() ([]byte, bool, error)
 		if v > 0 {
-			old = w.states[v-1]
+			old, next := decodeState(t, w.states[v-1]), decodeState(t, st)
+			patch = store.HistoryPatchOf(&old, &next)
 		}
-		row, err := jsondelta.Row(int64(v), old, st, func() ([]byte, error) { return rows[v-1], nil })
+		row, err := jsondelta.Row(int64(v), st, patch, func() ([]byte, error) { return rows[v-1], nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,4 +330,13 @@ func testHistorySamePolicy(t *testing.T, h Harness) {
 		t.Errorf("%d of %d versions stored as snapshots, the policy gives %d", size.Snapshots, size.Versions, want)
 	}
 	w.check(t)
+}
+
+func decodeState(t *testing.T, b []byte) workflow.State {
+	t.Helper()
+	var s workflow.State
+	if err := s.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -276,6 +276,14 @@ func checkEncode(t *testing.T, s State) {
 	if err != nil || !bytes.Equal(viaJSON, want) {
 		t.Fatalf("json.Marshal(state) = %s, %v; want %s", viaJSON, err, want)
 	}
+	// Encode writes the same, and so does every encoding after it, of the
+	// state and of its Clone, which copy the outputs it marked.
+	marked := s.Clone()
+	for i, enc := range []func() ([]byte, error){marked.Encode, marked.Encode, marked.MarshalJSON, marked.Clone().MarshalJSON} {
+		if got, err := enc(); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("encoding %d after Encode = %s, %v; want %s", i, got, err, want)
+		}
+	}
 }
 
 func TestEncodeStateMatchesEncodingJSON(t *testing.T) {

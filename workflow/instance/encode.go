@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -11,8 +12,9 @@ import (
 // characters escaped), written directly, without the map, reflection or a
 // second pass. FuzzStateEncode checks it against encoding/json.
 
-// appendJSON appends the state document to dst.
-func (s State) appendJSON(dst []byte) ([]byte, error) {
+// appendJSON appends the state document to dst; mark says to mark the
+// steps' outputs found written as they are (State.Encode).
+func (s State) appendJSON(dst []byte, mark bool) ([]byte, error) {
 	keys := make([]string, 0, len(s.Extra)+2)
 	for k := range s.Extra {
 		if k != "variables" && k != "steps" {
@@ -29,7 +31,7 @@ func (s State) appendJSON(dst []byte) ([]byte, error) {
 		case "variables":
 			dst, err = appendRawMap(dst, s.Variables, 2)
 		case "steps":
-			dst, err = appendSteps(dst, s.Steps)
+			dst, err = appendSteps(dst, s.Steps, mark)
 		default:
 			dst, err = appendRaw(dst, s.Extra[k], 1)
 		}
@@ -40,14 +42,37 @@ func (s State) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-func appendSteps(dst []byte, steps map[string]*StepState) ([]byte, error) {
+// sizeHint is about the length of the state's encoding, from the lengths
+// of its values (time linear in the number of entries): the buffer it is
+// written into is allocated once instead of growing, and copying itself,
+// about twenty times for a state of a few megabytes.
+func (s State) sizeHint() int {
+	n := 64 + rawMapLen(s.Variables) + rawMapLen(s.Extra)
+	for id, st := range s.Steps {
+		n += len(id) + 64
+		if st != nil {
+			n += len(st.Status) + len(st.Output) + len(st.Error) + rawMapLen(st.Extra)
+		}
+	}
+	return n
+}
+
+func rawMapLen(m map[string]json.RawMessage) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v) + 4
+	}
+	return n
+}
+
+func appendSteps(dst []byte, steps map[string]*StepState, mark bool) ([]byte, error) {
 	dst = append(dst, '{')
 	var err error
 	for i, id := range sortedKeys(steps) {
 		dst = appendKey(dst, i, id)
 		if st := steps[id]; st == nil {
 			dst = append(dst, "null"...)
-		} else if dst, err = st.appendJSON(dst); err != nil {
+		} else if dst, err = st.appendJSON(dst, mark); err != nil {
 			return nil, err
 		}
 	}
@@ -56,8 +81,9 @@ func appendSteps(dst []byte, steps map[string]*StepState) ([]byte, error) {
 
 // appendJSON appends the step object to dst. Extra keys named like the
 // fields are written only when the field is not (as the map the old encoder
-// built let the fields overwrite them).
-func (st StepState) appendJSON(dst []byte) ([]byte, error) {
+// built let the fields overwrite them). mark says to mark the output when
+// it is written as it is.
+func (st *StepState) appendJSON(dst []byte, mark bool) ([]byte, error) {
 	const depth = 3 // the step object inside state.steps
 	keys := make([]string, 0, len(st.Extra)+4)
 	for k := range st.Extra {
@@ -85,7 +111,7 @@ func (st StepState) appendJSON(dst []byte) ([]byte, error) {
 		case k == "attempts":
 			dst = strconv.AppendInt(dst, int64(st.Attempts), 10)
 		case k == "output" && st.Output != nil:
-			dst, err = appendRaw(dst, st.Output, depth)
+			dst, err = st.appendOutput(dst, depth, mark)
 		case k == "error" && st.Error != "":
 			dst = appendString(dst, st.Error)
 		default:
@@ -96,6 +122,32 @@ func (st StepState) appendJSON(dst []byte) ([]byte, error) {
 		}
 	}
 	return append(dst, '}'), nil
+}
+
+// appendOutput appends the step's output: a copy when it is marked as
+// written as it is, else checked and compacted by appendRaw. With mark,
+// the output is then replaced by what was written (the same value, as it
+// is stored) and marked.
+func (st *StepState) appendOutput(dst []byte, depth int, mark bool) ([]byte, error) {
+	if st.outputWritten() {
+		return append(dst, st.Output...), nil
+	}
+	start := len(dst)
+	dst, err := appendRaw(dst, st.Output, depth)
+	if err != nil || !mark {
+		return dst, err
+	}
+	if !bytes.Equal(dst[start:], st.Output) {
+		st.Output = append(json.RawMessage(nil), dst[start:]...)
+	}
+	st.written = st.Output
+	return dst, nil
+}
+
+// outputWritten reports whether the output is the one the encoder marked
+// as written as it is: the same slice, not merely the same bytes.
+func (st *StepState) outputWritten() bool {
+	return len(st.Output) > 0 && len(st.written) == len(st.Output) && &st.written[0] == &st.Output[0]
 }
 
 // appendRawMap appends an object of raw values; depth is the object's own.

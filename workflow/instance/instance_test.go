@@ -190,12 +190,15 @@ func TestCloneIsDeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Steps["a"].Status = StepCompleted
-	c.Steps["a"].Output[1] = '9'
+	c.Steps["a"].Output = append(c.Steps["a"].Output[:2], ",2]"...)
 	c.Extra["x"][0] = '3'
 	var n int
 	s.Var("n", &n)
 	if n != 1 || s.Steps["a"].Status != StepPending || string(s.Steps["a"].Output) != "[1]" || string(s.Extra["x"]) != "2" {
 		t.Errorf("clone shares memory with the original: n=%d %+v %s", n, s.Steps["a"], s.Extra["x"])
+	}
+	if string(c.Steps["a"].Output) != "[1,2]" {
+		t.Errorf("the clone's output %s, want [1,2]", c.Steps["a"].Output)
 	}
 }
 
@@ -281,5 +284,48 @@ func TestStepStateEqual(t *testing.T) {
 	}
 	if base().Equal(nil) || (*StepState)(nil).Equal(base()) {
 		t.Error("a step compares equal to nil")
+	}
+}
+
+// Encode marks the outputs it checked; a mark holds for the same slice
+// only, so an output assigned since, even of the same length, is checked
+// and written anew.
+func TestEncodeMarksOutputsBySlice(t *testing.T) {
+	s := State{Steps: map[string]*StepState{
+		"a": {Status: StepCompleted, Output: json.RawMessage(`{"x": 1 , "h":"<"}`)},
+		"b": {Status: StepCompleted, Output: json.RawMessage(`[1,2]`)},
+	}}
+	first, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"steps":{"a":{"attempts":0,"output":{"x":1,"h":"\u003c"},"status":"COMPLETED"},"b":{"attempts":0,"output":[1,2],"status":"COMPLETED"}},"variables":{}}`
+	if string(first) != want {
+		t.Fatalf("Encode = %s, want %s", first, want)
+	}
+	if got := string(s.Steps["a"].Output); got != `{"x":1,"h":"\u003c"}` {
+		t.Errorf("an output Encode compacted is kept as written, got %s", got)
+	}
+	if !s.Steps["a"].outputWritten() || !s.Steps["b"].outputWritten() {
+		t.Fatal("Encode marked no output")
+	}
+	c := s.Clone()
+	if !c.Steps["b"].outputWritten() {
+		t.Error("Clone dropped the mark of an output it copied")
+	}
+
+	// Same length, another slice: checked again, so an invalid value is
+	// refused and a valid one written.
+	c.Steps["b"].Output = json.RawMessage(`[1,2`)
+	if _, err := c.MarshalJSON(); err == nil {
+		t.Error("MarshalJSON of an invalid output assigned after Encode: want an error")
+	}
+	c.Steps["b"].Output = json.RawMessage(`[3,4]`)
+	if got, err := c.MarshalJSON(); err != nil || !strings.Contains(string(got), `"output":[3,4]`) {
+		t.Errorf("MarshalJSON after a new output = %s, %v", got, err)
+	}
+	// MarshalJSON marks nothing: the state may be shared.
+	if c.Steps["b"].outputWritten() {
+		t.Error("MarshalJSON marked an output")
 	}
 }

@@ -56,7 +56,9 @@ const escapeFactor = 6
 const entryOverhead = 4
 
 // sizeBound is an upper bound of len(s.MarshalJSON()), in time linear in
-// the number of entries (not bytes).
+// the number of entries (not bytes). An output Encode marked counts as
+// its length, which is what it takes encoded: the bound of a long
+// workflow whose outputs were written before stays close to its size.
 func (s State) sizeBound() int {
 	n := len(`{"steps":{},"variables":{}}`) + rawMapBound(s.Variables) + rawMapBound(s.Extra)
 	for id, st := range s.Steps {
@@ -66,7 +68,12 @@ func (s State) sizeBound() int {
 		}
 		// {"attempts":N,"error":"…","output":…,"status":"…"} and Extra.
 		n += len(`{"attempts":-9223372036854775808,"error":"","output":,"status":""}`) + 3*entryOverhead
-		n += escapeFactor*(len(st.Error)+len(st.Output)+len(st.Status)) + len("null") + rawMapBound(st.Extra)
+		n += escapeFactor*(len(st.Error)+len(st.Status)) + len("null") + rawMapBound(st.Extra)
+		if st.outputWritten() {
+			n += len(st.Output) // written out as it is
+		} else {
+			n += escapeFactor * len(st.Output)
+		}
 	}
 	return n
 }

@@ -51,5 +51,12 @@ func FuzzStateSizeBound(f *testing.F) {
 		if st.sizeBound() < len(b) {
 			t.Fatalf("sizeBound %d below the encoded size %d of %s", st.sizeBound(), len(b), b)
 		}
+		// Once Encode has marked the output, it counts as its length.
+		if _, err := st.Encode(); err != nil {
+			t.Fatal(err)
+		}
+		if st.sizeBound() < len(b) {
+			t.Fatalf("sizeBound %d after Encode below the encoded size %d of %s", st.sizeBound(), len(b), b)
+		}
 	})
 }

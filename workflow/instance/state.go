@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -96,11 +97,22 @@ type State struct {
 // StepState is one entry of state.steps. Keys other than the known ones are kept
 // in Extra.
 type StepState struct {
-	Status   StepStatus
+	Status StepStatus
+	// Output is replaced, never changed in place: Clone shares it, and
+	// the encoder remembers an output it has checked by the slice (see
+	// written).
 	Output   json.RawMessage
 	Error    string
 	Attempts int
 	Extra    map[string]json.RawMessage
+
+	// written is Output when State.Encode found that it is written out
+	// as it is (valid, compact, HTML characters escaped): encoding the
+	// step again copies it instead of checking it again, so that a write
+	// of a state with many steps does not scan the outputs it did not
+	// change. An Output assigned since is another slice, and the mark no
+	// longer applies.
+	written json.RawMessage
 }
 
 // Var decodes variable name into v and reports whether it was present.
@@ -184,7 +196,11 @@ func (s *State) CancelActiveSteps() bool {
 	return changed
 }
 
-// Clone returns a deep copy, so an update function can change it freely.
+// Clone returns a copy that an update function can change freely: its
+// maps and step entries are its own. Step outputs, which are replaced and
+// never changed in place, are shared (capped, so that an append to one
+// copies it): a Clone then costs the number of entries, not the bytes of
+// every output of a long workflow.
 func (s State) Clone() State {
 	c := State{
 		Variables: cloneRaw(s.Variables),
@@ -198,10 +214,7 @@ func (s State) Clone() State {
 				continue
 			}
 			cp := *v
-			cp.Output = append(json.RawMessage(nil), v.Output...)
-			if v.Output == nil {
-				cp.Output = nil
-			}
+			cp.Output = slices.Clip(v.Output)
 			cp.Extra = cloneRaw(v.Extra)
 			c.Steps[k] = &cp
 		}
@@ -211,7 +224,16 @@ func (s State) Clone() State {
 
 // MarshalJSON writes the document with "variables" and "steps" always present,
 // keys sorted, raw values compact (encode.go).
-func (s State) MarshalJSON() ([]byte, error) { return s.appendJSON(make([]byte, 0, 512)) }
+func (s State) MarshalJSON() ([]byte, error) {
+	return s.appendJSON(make([]byte, 0, s.sizeHint()), false)
+}
+
+// Encode is MarshalJSON that also marks, on each step, an output it found
+// written as it is, so that encoding that step again, in s or in a Clone
+// of s, copies the output without checking it again. It changes s's
+// steps: call it on a state no other goroutine reads, such as a Clone a
+// store is about to write.
+func (s *State) Encode() ([]byte, error) { return s.appendJSON(make([]byte, 0, s.sizeHint()), true) }
 
 // UnmarshalJSON accepts a JSON object; "variables" and "steps" must be objects
 // (or null) when present. Raw values (variables, outputs, unknown keys) are
@@ -228,7 +250,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON writes status, attempts, and output/error when set, plus Extra.
-func (st StepState) MarshalJSON() ([]byte, error) { return st.appendJSON(nil) }
+func (st StepState) MarshalJSON() ([]byte, error) { return st.appendJSON(nil, false) }
 
 // UnmarshalJSON accepts a step object. A missing status means PENDING.
 func (st *StepState) UnmarshalJSON(b []byte) error {
