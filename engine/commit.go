@@ -23,7 +23,12 @@ import (
 // completion stays one guarded write: when any of a batch fails (a conflict
 // aborts a PostgreSQL transaction), the batch is rolled back and every
 // completion in it is written on its own, so one conflict cannot fail the
-// others. Several completions of one workflow are never in one batch.
+// others. Several completions of one workflow in one batch (the iterations
+// of a foreach that the workers finish together) are written one after
+// the other in its transaction: each after the first is decided again on
+// the instance as the one before it leaves it (a foreach's iterations
+// would otherwise conflict with each other, and all but one be read and
+// decided again on their own).
 
 // maxCommitBatch bounds the completions in one transaction.
 const maxCommitBatch = 16
@@ -42,6 +47,15 @@ type commitReq struct {
 	claim  []string
 	create *store.CreateParams
 	done   chan commitResult
+	// cp is a worker's completion that w stores, and decide decides it
+	// again on another instance (nil: it cannot be; see commitBatch).
+	cp     *completion
+	decide func(inst *workflow.Instance, now time.Time) *completion
+	// redecided says cp was decided again in the batch. after is the
+	// request it was decided after, when that one is in the same batch
+	// and not written yet: this write may only follow that one's.
+	redecided bool
+	after     *commitReq
 }
 
 type commitResult struct {
@@ -49,13 +63,79 @@ type commitResult struct {
 	inst *workflow.Instance
 	next *leased // a task claimed for the completion's worker
 	err  error
+	// redecided is the completion as the committers decided it again,
+	// when they did.
+	redecided *completion
 }
 
 // commitGroup is how starts reach the committers while they run: done is
 // closed when they have stopped.
 type commitGroup struct {
-	reqs chan<- *commitReq
+	reqs *commitQueues
 	done <-chan struct{}
+}
+
+// commitQueues are the committers' requests: any committer takes from
+// shared, the first free one writing the most that wait; committer i also
+// takes from own[i] the completions handed to it because it is writing
+// their instance (inFlight): the completions of one instance that several
+// workers finish at once (a foreach's iterations) then meet in that
+// committer's next batch and are written one after the other, each decided
+// on the write before (commitBatch), instead of conflicting between two
+// batches in flight at once.
+type commitQueues struct {
+	shared chan *commitReq
+	own    []chan *commitReq
+
+	mu       sync.Mutex
+	inFlight map[string]int // instance → the committer writing it
+}
+
+func newCommitQueues(n int) *commitQueues {
+	q := &commitQueues{shared: make(chan *commitReq), own: make([]chan *commitReq, n), inFlight: map[string]int{}}
+	for i := range q.own {
+		// Room for every worker's completion: a handing committer never
+		// waits.
+		q.own[i] = make(chan *commitReq, 256)
+	}
+	return q
+}
+
+// claim takes the instances of batch's completions for committer c: it
+// returns the batch without those another committer is writing, which it
+// hands to that one, and the instances it took.
+func (q *commitQueues) claim(c int, batch []*commitReq) (kept []*commitReq, taken []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, r := range batch {
+		if r.w != nil {
+			other, busy := q.inFlight[r.w.ID]
+			switch {
+			case busy && other != c:
+				select {
+				case q.own[other] <- r:
+					continue
+				default: // full: written here, at the risk of a conflict
+				}
+			case !busy:
+				q.inFlight[r.w.ID] = c
+				taken = append(taken, r.w.ID)
+			}
+		}
+		kept = append(kept, r)
+	}
+	return kept, taken
+}
+
+// release ends committer c's claim on the instances it took.
+func (q *commitQueues) release(c int, taken []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, id := range taken {
+		if q.inFlight[id] == c {
+			delete(q.inFlight, id)
+		}
+	}
 }
 
 // create writes a new instance through the committers while they run, so
@@ -74,7 +154,7 @@ func (e *Engine) create(ctx context.Context, p store.CreateParams) (*workflow.In
 	p.Actor = store.WriteActor(ctx, p.Actor)
 	req := &commitReq{create: &p, done: make(chan commitResult, 1)}
 	select {
-	case g.reqs <- req:
+	case g.reqs.shared <- req:
 	case <-g.done:
 		return e.st.Create(ctx, p)
 	case <-ctx.Done():
@@ -105,12 +185,14 @@ func (e *Engine) startLanded(ctx context.Context, p *store.CreateParams) bool {
 // cancellation: a batch taken is written even while the engine stops.
 func (e *Engine) runCommitters(ctx context.Context, stop <-chan struct{}) {
 	var wg sync.WaitGroup
-	for range committers {
+	for c, own := range e.commits.own {
 		wg.Go(func() {
 			for {
 				var batch []*commitReq
 				select {
-				case r := <-e.commits:
+				case r := <-own:
+					batch = append(batch, r)
+				case r := <-e.commits.shared:
 					batch = append(batch, r)
 				case <-stop:
 					return
@@ -118,33 +200,47 @@ func (e *Engine) runCommitters(ctx context.Context, stop <-chan struct{}) {
 			more:
 				for len(batch) < maxCommitBatch {
 					select {
-					case r := <-e.commits:
+					case r := <-own:
+						batch = append(batch, r)
+					case r := <-e.commits.shared:
 						batch = append(batch, r)
 					default:
 						break more
 					}
 				}
-				e.commitBatch(ctx, batch)
+				batch, taken := e.commits.claim(c, batch)
+				if len(batch) > 0 {
+					e.commitBatch(ctx, batch)
+				}
+				e.commits.release(c, taken)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// applyCompletion writes w, a completion, through the committers when the
-// workers run, else directly. With claim (queues), the committers may also
-// claim a task of those queues for the caller and return it as next.
-func (e *Engine) applyCompletion(ctx context.Context, w *store.Write, claim []string) commitResult {
+// applyCompletion writes cp, a worker's completion, through the committers
+// when the workers run, else directly. With cp.claim (queues), the
+// committers may also claim a task of those queues for the caller and
+// return it as next. decide decides the completion again on another
+// instance: the committers may, when another completion of the instance
+// goes before it in their transaction, and then return that decision as
+// redecided.
+func (e *Engine) applyCompletion(ctx context.Context, cp *completion, decide func(*workflow.Instance, time.Time) *completion) commitResult {
 	var res commitResult
+	w := cp.w
 	if e.commits == nil {
 		res.inst, res.err = e.st.Apply(ctx, w)
 	} else {
 		// The committers write it under their own context: it carries its
 		// actor with it.
 		w.Actor = store.WriteActor(ctx, w.Actor)
-		req := &commitReq{w: w, claim: claim, done: make(chan commitResult, 1)}
-		e.commits <- req
+		req := &commitReq{w: w, claim: cp.claim, cp: cp, decide: decide, done: make(chan commitResult, 1)}
+		e.commits.shared <- req
 		res = <-req.done
+		if res.redecided != nil {
+			w = res.redecided.w
+		}
 	}
 	if res.err == nil {
 		e.takeEvents(ctx, res.inst, w)
@@ -161,10 +257,11 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 	defer cancel()
 	var starts []*commitReq
 	// Two completions of one workflow computed from the same version cannot
-	// both be written: the later ones conflict at once, without costing the
-	// others their batch, and are decided again from a fresh read
-	// (leaseHolderOp).
-	seen := make(map[string]bool, len(batch))
+	// both be written as they are: a later one is decided again on the
+	// instance as the one before it leaves it, and written after it; one
+	// that cannot be conflicts at once, without costing the others their
+	// batch, and is decided again from a fresh read (leaseHolderOp).
+	last := make(map[string]*commitReq, len(batch))
 	kept := batch[:0]
 	for _, r := range batch {
 		if r.create != nil {
@@ -172,12 +269,19 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 			continue
 		}
 		id := r.w.ID
-		if seen[id] {
-			r.done <- commitResult{err: &store.ConflictError{ID: id, Actual: -1,
-				Reason: "another completion of this workflow is in the same group commit"}}
-			continue
+		if prev := last[id]; prev != nil {
+			if !e.redecideAfter(r, prev) {
+				r.done <- commitResult{err: &store.ConflictError{ID: id, Actual: -1,
+					Reason: "another completion of this workflow is in the same group commit"}}
+				continue
+			}
+		} else if lw := e.written.get(id); lw != nil && r.cp != nil && lw.Version > r.w.ExpectedVersion {
+			// Decided on a version this node has written over: decided
+			// again on what it wrote (or, failing that, written as it is,
+			// to conflict and be read and decided again).
+			e.redecide(r, lw)
 		}
-		seen[id] = true
+		last[id] = r
 		// The lease is checked at the time of writing, not of queueing.
 		r.w.Now = e.clock()
 		kept = append(kept, r)
@@ -226,7 +330,8 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 				r.done <- commitResult{inst: insts[i]}
 			}
 			for i, r := range batch {
-				res := commitResult{inst: written[i]}
+				e.written.put(written[i])
+				res := commitResult{inst: written[i], redecided: r.redecidedCompletion()}
 				if r.claim != nil && len(next) > 0 {
 					res.next, next = &next[0], next[1:]
 				}
@@ -251,10 +356,24 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 		r.done <- commitResult{inst: inst, err: err}
 	}
 	results := make([]commitResult, len(batch))
+	failed := make(map[*commitReq]bool)
 	lost := false
 	for i, r := range batch {
+		if r.after != nil && failed[r.after] {
+			// Decided on a version that was not written: the version
+			// number may still be free, or taken by another write, whose
+			// change this one would then undo. It is not written.
+			failed[r] = true
+			results[i] = commitResult{err: &store.ConflictError{ID: r.w.ID, Actual: -1,
+				Reason: "decided on another completion of this workflow, which was not written"}}
+			continue
+		}
 		inst, err := e.st.Apply(ctx, r.w)
-		results[i] = commitResult{inst: inst, err: err}
+		failed[r] = err != nil
+		if err == nil {
+			e.written.put(inst)
+		}
+		results[i] = commitResult{inst: inst, err: err, redecided: r.redecidedCompletion()}
 		lost = lost || r.claim != nil && errors.Is(err, store.ErrConflict)
 	}
 	// A group whose answer was lost may have been written: then its
@@ -273,4 +392,44 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 		}
 		r.done <- results[i]
 	}
+}
+
+// redecideAfter decides r, a worker's completion of the instance prev
+// completes before it in the same batch, again on the instance as prev's
+// write leaves it, and reports whether it could: prev is a worker's
+// completion that leaves the instance's status as it was and settles
+// nothing (such as a foreach iteration's), and r decides again to one
+// write (decideCompletion).
+func (e *Engine) redecideAfter(r, prev *commitReq) bool {
+	if prev.cp == nil || prev.w.Settled != "" || prev.w.Status != prev.w.From {
+		return false
+	}
+	if !e.redecide(r, prev.cp.after()) {
+		return false
+	}
+	r.after = prev
+	return true
+}
+
+// redecide decides r, a worker's completion, again on inst and reports
+// whether it could.
+func (e *Engine) redecide(r *commitReq, inst *workflow.Instance) bool {
+	if r.decide == nil {
+		return false
+	}
+	cp := r.decide(inst, e.clock())
+	if cp == nil {
+		return false
+	}
+	cp.w.Actor = r.w.Actor
+	r.cp, r.w, r.claim, r.redecided = cp, cp.w, cp.claim, true
+	return true
+}
+
+// redecidedCompletion is r's completion when the batch decided it again.
+func (r *commitReq) redecidedCompletion() *completion {
+	if !r.redecided {
+		return nil
+	}
+	return r.cp
 }

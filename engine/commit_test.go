@@ -579,3 +579,145 @@ func TestStartHonoursItsContextInTheGroup(t *testing.T) {
 		}
 	})
 }
+
+// The iterations of a foreach that in-process workers finish together are
+// each decided again on the write before them: in their committer's batch
+// after another completion of the instance, or on what the committer wrote
+// last. None is written on the version its lease saw, to conflict and be
+// read and decided again, until the last ones: the completion that ends
+// the step reads the iterations' rows and writes on its own, and the
+// batches it overtakes are decided again the same way. Every iteration
+// still has its version, its history row and its output in item order.
+func TestForeachIterationsAreDecidedOnTheWriteBefore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const items = 64
+		vc := &versionConflicts{}
+		n, inst := runWideForeach(t, b, items, func(st store.Backend) store.Backend { vc.Backend = st; return vc })
+		want := make([]string, items)
+		for i := range want {
+			want[i] = fmt.Sprint(i)
+		}
+		if got := output(t, inst, "each"); got != "["+strings.Join(want, ",")+"]" {
+			t.Errorf("output %s", got)
+		}
+		if h := n.checkHistory(inst); len(h) != 1+items {
+			t.Errorf("%d history rows, want %d: the start and a completion per iteration", len(h), 1+items)
+		}
+		// Without deciding again, completions conflict from the first
+		// versions on; with it, only towards the end (the race detector
+		// slows the workers: seen from 11 versions before the last).
+		if early := vc.below(items / 2); len(early) > 0 {
+			t.Errorf("completions decided on versions %v conflicted", early)
+		}
+	})
+}
+
+// versionConflicts records the versions of the writes that conflicted.
+type versionConflicts struct {
+	store.Backend
+	mu       sync.Mutex
+	versions []int64
+}
+
+func (v *versionConflicts) record(err error, ws ...*store.Write) {
+	if !errors.Is(err, store.ErrConflict) {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, w := range ws {
+		v.versions = append(v.versions, w.ExpectedVersion)
+	}
+}
+
+// below returns the conflicted versions under n.
+func (v *versionConflicts) below(n int64) []int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var early []int64
+	for _, x := range v.versions {
+		if x < n {
+			early = append(early, x)
+		}
+	}
+	return early
+}
+
+func (v *versionConflicts) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	inst, err := v.Backend.Apply(ctx, w)
+	v.record(err, w)
+	return inst, err
+}
+
+func (v *versionConflicts) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	created, written, err := v.Backend.ApplyGroup(ctx, creates, ws, claim)
+	v.record(err, ws...)
+	return created, written, err
+}
+
+// A completion decided in a batch on another completion of the instance
+// before it is written only after that one: when the batch fails and is
+// written write by write, and the first of the two conflicts (another
+// writer took its version), the second, whose version number is now the
+// stored one, is not written over the other writer's change.
+func TestRedecidedCompletionNeedsTheOneBefore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const items = 32
+		is := &intrudingStore{}
+		n, inst := runWideForeach(t, b, items, func(st store.Backend) store.Backend { is.Backend = st; return is })
+		if !is.intruded.Load() {
+			t.Skip("no batch held two completions of the workflow")
+		}
+		if _, ok := inst.State.Variables["intruder"]; !ok {
+			t.Errorf("the intruding write's variable is gone: %s", inst.State.Variables)
+		}
+		if h := n.checkHistory(inst); len(h) != 2+items {
+			t.Errorf("%d history rows, want %d: the start, the intruder and a completion per iteration", len(h), 2+items)
+		}
+		if got := output(t, inst, "each"); strings.Count(got, ",") != items-1 {
+			t.Errorf("output %s, want %d items", got, items)
+		}
+	})
+}
+
+// intrudingStore fails the first group that writes two versions of one
+// instance, after writing a version of that instance of its own (a
+// variable "intruder"): the committers then write the group's writes one
+// by one, and the first conflicts.
+type intrudingStore struct {
+	store.Backend
+	intruded atomic.Bool
+}
+
+func (s *intrudingStore) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	seen := map[string]bool{}
+	for _, w := range ws {
+		if seen[w.ID] && s.intruded.CompareAndSwap(false, true) {
+			inst, err := s.Backend.Get(ctx, w.ID)
+			if err != nil {
+				return nil, nil, err
+			}
+			st := inst.State.Clone()
+			if err := st.SetVar("intruder", true); err != nil {
+				return nil, nil, err
+			}
+			if _, err := s.Backend.Apply(ctx, &store.Write{ID: w.ID, ExpectedVersion: inst.Version, From: inst.Status, Status: inst.Status,
+				State: st, Deadline: inst.Deadline, Cause: "intruder"}); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, errRefused
+		}
+		seen[w.ID] = true
+	}
+	return s.Backend.ApplyGroup(ctx, creates, ws, claim)
+}
+
+// runWideForeach runs one workflow "w-1" of a foreach over items echoed by
+// 8 in-process workers on a store wrapped by wrap, to its end.
+func runWideForeach(t *testing.T, b backend, items int, wrap func(store.Backend) store.Backend) (*node, *workflow.Instance) {
+	t.Helper()
+	n := newNode(t, b, b.newDB(t), nodeOpts{workers: 8, handlers: map[string]engine.Handler{"echo": echo}, wrap: wrap})
+	n.define(fmt.Sprintf("name: wide\nsteps:\n  - {id: each, type: task, handler: echo, foreach: '[range(%d)]', input: '{{ .index }}'}\n", items))
+	n.start("wide", "w-1", `{}`)
+	return n, n.waitStatus("w-1", workflow.StatusCompleted, 20*time.Second)
+}

@@ -217,9 +217,11 @@ type Engine struct {
 
 	// commits feeds the committers (commit.go) while the workers run; set
 	// by Start before any worker starts, nil without workers.
-	commits chan *commitReq
+	commits *commitQueues
 	// group lets starts join the committers while they run (nil before).
 	group atomic.Pointer[commitGroup]
+	// written is what the committers wrote last (lastwritten.go).
+	written lastWritten
 
 	// seen is, per worker name, the last record of it this node wrote
 	// (workers.go); lastPrune is when the sweeper last deleted old ones.
@@ -408,7 +410,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	wg.Go(func() { e.sweeper(claimCtx) })
 	wg.Go(func() { e.scheduler(claimCtx) })
 	if e.workers > 0 {
-		e.commits = make(chan *commitReq)
+		e.commits = newCommitQueues(committers)
 		// The group is in place before Start returns: a start right after
 		// it goes through the committers, as every later one does.
 		groupDone := make(chan struct{})

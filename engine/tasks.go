@@ -250,33 +250,20 @@ func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMes
 	}
 	// The state kept for the next step must not share the handler's buffer.
 	out = bytes.Clone(out)
-	now := e.clock()
-	work := *inst
-	work.State = inst.State.Clone()
-	row := *t.row
-	// The lease is checked against the row as its delivery left it; the
-	// write checks it again against the stored row.
-	ch, err := e.rulesFor(ctx).CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
-	if err != nil || len(ch.Update) > 1 || len(ch.Withdrawn) > 0 || stopsOtherTasks(&ch, inst.Status) || ch.HoldsChange(inst.Status) {
-		// Refused (leaseHolderOp says why), or existing tasks to
-		// re-queue, cancel, hold or release, whose guards need rows this
-		// completion did not read.
+	decide := func(inst *workflow.Instance, now time.Time) *completion {
+		return e.decideCompletion(ctx, c, t, out, queues, inst, now)
+	}
+	cp := decide(inst, e.clock())
+	if cp == nil {
 		return nil, false
 	}
-	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch, prior: &inst.State}
-	w := d.write(now)
-	if inst.Parent != nil && reportsToParent(w.FinalStatus()) {
-		// A child's final write carries its parent's outcome: the
-		// read-and-decide path writes both (applyWithParent).
-		return nil, false
+	res := e.applyCompletion(ctx, cp, decide)
+	if res.redecided != nil {
+		// The committers decided it again on another completion of the
+		// instance written before it in the same group.
+		cp = res.redecided
 	}
-	next = nextTask(&ch, w.Insert)
-	// A worker this completion leaves free asks for its next task with it.
-	var claim []string
-	if next == nil {
-		claim = queues
-	}
-	res := e.applyCompletion(ctx, w, claim)
+	next = cp.next
 	written, claimed, err := res.inst, res.next, res.err
 	if err != nil && (claimed != nil || next != nil && e.storedUnderLease(ctx, next)) {
 		// The write landed although its answer was lost (a connection that
@@ -286,8 +273,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMes
 		// under the lease given. Going on with it is the only way it runs
 		// before its lease ends, and with it, the attempt the lease counts.
 		err = nil
-		written = &work
-		written.Version, written.Status, written.State = w.NewVersion(), w.FinalStatus(), w.State
+		written = cp.after()
 	}
 	if next == nil {
 		next = claimed
@@ -298,7 +284,7 @@ func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMes
 		}
 		return nil, false
 	}
-	if ch.Notify {
+	if cp.ch.Notify {
 		e.wake()
 	}
 	if next != nil && claimed == nil {
@@ -306,6 +292,53 @@ func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMes
 		e.countClaimed(1)
 	}
 	return next, true
+}
+
+// completion is a worker's completion decided on an instance: the one
+// write that stores it and the task it leases its worker next.
+type completion struct {
+	work  *workflow.Instance // the instance decided on, as the rules changed it
+	ch    rules.Change
+	w     *store.Write
+	next  *leased  // the task the write leases the worker, if any
+	claim []string // the queues to claim a task of with the write, when next is nil
+}
+
+// after is the instance as the completion's write leaves it, when that
+// write is known to have landed without its answer.
+func (cp *completion) after() *workflow.Instance {
+	after := *cp.work
+	after.Version, after.Status, after.State, after.Deadline = cp.w.NewVersion(), cp.w.FinalStatus(), cp.w.State, cp.w.Deadline
+	return &after
+}
+
+// decideCompletion decides the completion of t with output out on inst;
+// nil when one write without reading cannot store it: the rules refuse it
+// (leaseHolderOp says why), or it has existing tasks to re-queue, cancel,
+// hold or release, whose guards need rows this completion did not read,
+// or it ends a child, whose final write carries its parent's outcome (the
+// read-and-decide path writes both: applyWithParent).
+func (e *Engine) decideCompletion(ctx context.Context, c *compiled, t leased, out json.RawMessage, queues []string, inst *workflow.Instance, now time.Time) *completion {
+	work := *inst
+	work.State = inst.State.Clone()
+	row := *t.row
+	// The lease is checked against the row as its delivery left it; the
+	// write checks it again against the stored row.
+	ch, err := e.rulesFor(ctx).CompleteTask(c, &work, &row, t.Lease, out, rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}, now)
+	if err != nil || len(ch.Update) > 1 || len(ch.Withdrawn) > 0 || stopsOtherTasks(&ch, inst.Status) || ch.HoldsChange(inst.Status) {
+		return nil
+	}
+	d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch, prior: &inst.State}
+	w := d.write(now)
+	if inst.Parent != nil && reportsToParent(w.FinalStatus()) {
+		return nil
+	}
+	cp := &completion{work: &work, ch: d.ch, w: w, next: nextTask(&d.ch, w.Insert)}
+	// A worker this completion leaves free asks for its next task with it.
+	if cp.next == nil {
+		cp.claim = queues
+	}
+	return cp
 }
 
 // storedUnderLease reports whether next, inserted by a completion whose
