@@ -275,11 +275,17 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 					Reason: "another completion of this workflow is in the same group commit"}}
 				continue
 			}
-		} else if lw := e.written.get(id); lw != nil && r.cp != nil && lw.Version > r.w.ExpectedVersion {
-			// Decided on a version this node has written over: decided
-			// again on what it wrote (or, failing that, written as it is,
-			// to conflict and be read and decided again).
-			e.redecide(r, lw)
+		} else if lw := e.written.get(id); lw != nil && r.cp != nil && lw.CreatedAt.Equal(r.cp.work.CreatedAt) && lw.Version > r.w.ExpectedVersion {
+			// Decided on a version this node has written over (of the same
+			// instance, not of an earlier one of the same id): decided
+			// again on what it wrote. Written as it is, it could only
+			// conflict and fail its batch: one that cannot be decided
+			// again is read and decided again on its own.
+			if !e.redecide(r, lw) {
+				r.done <- commitResult{err: &store.ConflictError{ID: id, Expected: r.w.ExpectedVersion, Actual: lw.Version,
+					Reason: "decided on a version since written over"}}
+				continue
+			}
 		}
 		last[id] = r
 		// The lease is checked at the time of writing, not of queueing.
@@ -365,7 +371,10 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 			// change this one would then undo. It is not written.
 			failed[r] = true
 			results[i] = commitResult{err: &store.ConflictError{ID: r.w.ID, Actual: -1,
-				Reason: "decided on another completion of this workflow, which was not written"}}
+				Reason: "decided on another completion of this workflow, which was not written"},
+				redecided: r.redecidedCompletion()}
+			// As the others, when the group was written but its answer lost.
+			lost = lost || r.claim != nil
 			continue
 		}
 		inst, err := e.st.Apply(ctx, r.w)

@@ -31,8 +31,12 @@ func (l *lastWritten) get(id string) *workflow.Instance {
 	return l.m[id]
 }
 
-// put keeps inst, as a write left it, while it runs; an instance that
-// stopped is forgotten, as no completion can move it any more.
+// put keeps inst, as a committer's write left it, while it runs; an
+// instance the committers stopped is forgotten. One stopped by another
+// writer (a cancel, a timeout) stays until it is pushed out, and is never
+// used again: a write decided on it would conflict, and an instance
+// started later with the same id is another instance (the committers
+// compare CreatedAt) and replaces it here.
 func (l *lastWritten) put(inst *workflow.Instance) {
 	if inst == nil {
 		return
@@ -43,11 +47,17 @@ func (l *lastWritten) put(inst *workflow.Instance) {
 		delete(l.m, inst.ID)
 		return
 	}
-	if old := l.m[inst.ID]; old != nil && old.Version >= inst.Version {
+	if old := l.m[inst.ID]; old != nil && old.CreatedAt.Equal(inst.CreatedAt) && old.Version >= inst.Version {
 		return
 	}
-	if l.m == nil || len(l.m) >= maxLastWritten {
+	if l.m == nil {
 		l.m = make(map[string]*workflow.Instance)
+	}
+	if _, kept := l.m[inst.ID]; !kept && len(l.m) >= maxLastWritten {
+		for id := range l.m { // any one: the map's order is arbitrary
+			delete(l.m, id)
+			break
+		}
 	}
 	l.m[inst.ID] = inst
 }
