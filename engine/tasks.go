@@ -259,8 +259,8 @@ func (e *Engine) commitCompletion(ctx context.Context, t leased, out json.RawMes
 	}
 	res := e.applyCompletion(ctx, cp, decide)
 	if res.redecided != nil {
-		// The committers decided it again on another completion of the
-		// instance written before it in the same group.
+		// The committers decided it again before writing it, on the
+		// write of the instance before it (engine/commit.go).
 		cp = res.redecided
 	}
 	next = cp.next
@@ -304,8 +304,9 @@ type completion struct {
 	claim []string // the queues to claim a task of with the write, when next is nil
 }
 
-// after is the instance as the completion's write leaves it, when that
-// write is known to have landed without its answer.
+// after is the instance as the completion's write leaves it: what a
+// completion decided after it in the same batch is decided on, and what
+// the worker goes on with when the write landed but its answer was lost.
 func (cp *completion) after() *workflow.Instance {
 	after := *cp.work
 	after.Version, after.Status, after.State, after.Deadline = cp.w.NewVersion(), cp.w.FinalStatus(), cp.w.State, cp.w.Deadline
