@@ -42,29 +42,6 @@ func (s State) appendJSON(dst []byte, mark bool) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// sizeHint is about the length of the state's encoding, from the lengths
-// of its values (time linear in the number of entries): the buffer it is
-// written into is allocated once instead of growing, and copying itself,
-// about twenty times for a state of a few megabytes.
-func (s State) sizeHint() int {
-	n := 64 + rawMapLen(s.Variables) + rawMapLen(s.Extra)
-	for id, st := range s.Steps {
-		n += len(id) + 64
-		if st != nil {
-			n += len(st.Status) + len(st.Output) + len(st.Error) + rawMapLen(st.Extra)
-		}
-	}
-	return n
-}
-
-func rawMapLen(m map[string]json.RawMessage) int {
-	n := 0
-	for k, v := range m {
-		n += len(k) + len(v) + 4
-	}
-	return n
-}
-
 func appendSteps(dst []byte, steps map[string]*StepState, mark bool) ([]byte, error) {
 	dst = append(dst, '{')
 	var err error

@@ -59,29 +59,40 @@ const entryOverhead = 4
 // the number of entries (not bytes). An output Encode marked counts as
 // its length, which is what it takes encoded: the bound of a long
 // workflow whose outputs were written before stays close to its size.
-func (s State) sizeBound() int {
-	n := len(`{"steps":{},"variables":{}}`) + rawMapBound(s.Variables) + rawMapBound(s.Extra)
+func (s State) sizeBound() int { return s.measure(escapeFactor) }
+
+// sizeHint is about the length of s.MarshalJSON(), a little more for
+// values written as they are: the buffer the encoder writes into is
+// allocated once instead of growing, and copying itself, about twenty
+// times for a state of a few megabytes.
+func (s State) sizeHint() int { return s.measure(1) }
+
+// measure adds up the lengths of s's keys and values, each byte of a
+// string or raw value counted per times (an output Encode marked once),
+// and what the encoding adds around them.
+func (s State) measure(per int) int {
+	n := len(`{"steps":{},"variables":{}}`) + rawMapMeasure(s.Variables, per) + rawMapMeasure(s.Extra, per)
 	for id, st := range s.Steps {
-		n += escapeFactor*len(id) + entryOverhead + len("null")
+		n += per*len(id) + entryOverhead + len("null")
 		if st == nil {
 			continue
 		}
 		// {"attempts":N,"error":"…","output":…,"status":"…"} and Extra.
 		n += len(`{"attempts":-9223372036854775808,"error":"","output":,"status":""}`) + 3*entryOverhead
-		n += escapeFactor*(len(st.Error)+len(st.Status)) + len("null") + rawMapBound(st.Extra)
+		n += per*(len(st.Error)+len(st.Status)) + len("null") + rawMapMeasure(st.Extra, per)
 		if st.outputWritten() {
 			n += len(st.Output) // written out as it is
 		} else {
-			n += escapeFactor * len(st.Output)
+			n += per * len(st.Output)
 		}
 	}
 	return n
 }
 
-func rawMapBound[V ~[]byte](m map[string]V) int {
+func rawMapMeasure[V ~[]byte](m map[string]V, per int) int {
 	n := 0
 	for k, v := range m {
-		n += escapeFactor*(len(k)+len(v)) + entryOverhead + len("null")
+		n += per*(len(k)+len(v)) + entryOverhead + len("null")
 	}
 	return n
 }
