@@ -29,6 +29,43 @@ type TaskResponse struct {
 	// TraceParent is the W3C traceparent of the workflow's trace, absent
 	// when it has none: a worker's spans of the attempt continue it.
 	TraceParent string `json:"traceparent,omitempty"`
+	// Kind is "workflow" for a run of a code workflow, "step" for a task
+	// step's attempt.
+	Kind string `json:"kind"`
+	// Journal, for a run, is the workflow's recorded steps (state.steps):
+	// what its function replays from.
+	Journal json.RawMessage `json:"journal,omitempty"`
+}
+
+// CheckpointRequest is the body of POST /v1/tasks/{task_id}/steps/{name}:
+// a step of a code workflow's run completed with Output, or (Error set)
+// failed for good after Attempts attempts.
+type CheckpointRequest struct {
+	Lease    string          `json:"lease"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Error    json.RawMessage `json:"error,omitempty"`
+	Attempts int             `json:"attempts,omitempty"`
+}
+
+// SuspendRequest is the body of POST /v1/tasks/{task_id}/suspend: the run
+// ends waiting for each of Waits, by name.
+type SuspendRequest struct {
+	Lease string          `json:"lease"`
+	Waits map[string]Wait `json:"waits"`
+}
+
+// Wait is one thing a run of a code workflow waits for: a sleep (a
+// duration such as "10s"), or an event with an optional key.
+type Wait struct {
+	Sleep *string `json:"sleep,omitempty"`
+	Event *string `json:"event,omitempty"`
+	Key   string  `json:"key,omitempty"`
+}
+
+// SuspendResponse answers suspend.
+type SuspendResponse struct {
+	TaskID string `json:"task_id"`
+	Status string `json:"status"`
 }
 
 // CompleteTaskRequest is the body of POST /v1/tasks/{task_id}/complete.

@@ -59,6 +59,12 @@ var (
 // (package worker), so that one handler runs in either.
 type Task = task.Task
 
+// The kinds of task a worker is delivered (task.KindStep, task.KindWorkflow).
+const (
+	KindStep     = task.KindStep
+	KindWorkflow = task.KindWorkflow
+)
+
 // Handler runs one attempt of a task step and returns its output. An error
 // fails the attempt; wrap it with Permanent to fail the step without retrying.
 type Handler = task.Handler

@@ -145,6 +145,9 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 			d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, cause: cause(&t), read: byID(row), prior: &prior}
 			env := e.rulesFor(ctx)
 			d.ch, err = decide(env, c, inst, &t, now)
+			if errors.Is(err, errNothingToWrite) {
+				return nil, nil
+			}
 			if errors.Is(err, rules.ErrNeedTasks) {
 				// A foreach step's decision that needs its other
 				// iterations' rows: made again, on the state as read,
@@ -168,7 +171,7 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 		})
 		return err
 	})
-	if err != nil {
+	if err != nil || ch == nil {
 		return nil, nil, nil, err
 	}
 	if ch.Notify {
@@ -176,6 +179,10 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 	}
 	return written, ch, w.Insert, nil
 }
+
+// errNothingToWrite is a lease holder's decision that writes nothing
+// (leaseHolderOp then returns nils).
+var errNothingToWrite = errors.New("nothing to write")
 
 // CompleteTask records the output of the attempt holding lease: step
 // completed, task done, ready steps scheduled, instance settled — one
@@ -474,6 +481,9 @@ func (e *Engine) Poll(ctx context.Context, p PollParams) (*Task, error) {
 		}
 		if len(tasks) > 0 {
 			e.traceDelivery(ctx, &tasks[0].Task)
+			if err := e.withJournal(ctx, &tasks[0]); err != nil {
+				return nil, err
+			}
 			return &tasks[0].Task, nil
 		}
 		select {

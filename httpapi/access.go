@@ -85,11 +85,13 @@ var routeAccess = map[string]access{
 	"GET /v1/definitions":           everyoneAccess,
 	"GET /v1/definitions/{name}":    everyoneAccess,
 	// A worker's lease is its proof that a task is its own.
-	"POST /v1/tasks/poll":                workAccess,
-	"POST /v1/tasks/{task_id}/complete":  workAccess,
-	"POST /v1/tasks/{task_id}/fail":      workAccess,
-	"POST /v1/tasks/{task_id}/heartbeat": workAccess,
-	"GET /v1/workers":                    readAccess,
+	"POST /v1/tasks/poll":                   workAccess,
+	"POST /v1/tasks/{task_id}/complete":     workAccess,
+	"POST /v1/tasks/{task_id}/fail":         workAccess,
+	"POST /v1/tasks/{task_id}/heartbeat":    workAccess,
+	"POST /v1/tasks/{task_id}/steps/{name}": workAccess,
+	"POST /v1/tasks/{task_id}/suspend":      workAccess,
+	"GET /v1/workers":                       readAccess,
 	// A schedule starts workflows: as an operator may.
 	"PUT /v1/schedules/{name}":           operateAccess,
 	"GET /v1/schedules":                  readAccess,

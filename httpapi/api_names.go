@@ -17,6 +17,10 @@ type (
 	PollRequest             = api.PollRequest
 	TaskResponse            = api.TaskResponse
 	CompleteTaskRequest     = api.CompleteTaskRequest
+	CheckpointRequest       = api.CheckpointRequest
+	SuspendRequest          = api.SuspendRequest
+	SuspendResponse         = api.SuspendResponse
+	Wait                    = api.Wait
 	FailTaskRequest         = api.FailTaskRequest
 	HeartbeatRequest        = api.HeartbeatRequest
 	TaskResultResponse      = api.TaskResultResponse

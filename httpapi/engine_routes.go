@@ -137,7 +137,7 @@ func (s *Server) pollTask(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, TaskResponse{
 		TaskID: t.ID, Lease: t.Lease, LeaseUntil: t.LeaseUntil, WorkflowID: t.WorkflowID, Step: t.Step,
 		Handler: t.Handler, Attempt: t.Attempt, Index: t.Index, Input: t.Input, IdempotencyKey: t.IdempotencyKey,
-		TraceParent: t.TraceParent,
+		TraceParent: t.TraceParent, Kind: t.Kind, Journal: t.Journal,
 	})
 }
 

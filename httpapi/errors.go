@@ -35,6 +35,7 @@ func statusFor(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, engine.ErrLeaseLost),
 		errors.Is(err, engine.ErrNotRunning),
+		errors.Is(err, engine.ErrNonDeterminism),
 		errors.Is(err, engine.ErrStepNotReady),
 		errors.Is(err, engine.ErrActionNotAllowed),
 		errors.Is(err, engine.ErrDefinitionDeleted),

@@ -24,7 +24,13 @@ type Definition struct {
 	// it has not changed for that long. 0 keeps them for ever, whatever
 	// the server's retention; nil (absent) follows the server's.
 	Retention *Duration `json:"retention,omitempty"`
-	Steps     []Step    `json:"steps"`
+	Steps     []Step    `json:"steps,omitempty"`
+	// Code, when set, makes the definition a workflow written as code: a
+	// function a worker serves under Code.Handler, whose steps it records
+	// as it runs (a code definition has no Steps). Retry then governs the
+	// runs of the function that fail.
+	Code  *Code        `json:"code,omitempty"`
+	Retry *RetryPolicy `json:"retry,omitempty"`
 	// Output, when set, is the template (any JSON, templates as in a step's
 	// input) rendered into the instance's output when it completes.
 	// Without it the output maps each COMPLETED step that no other step
@@ -57,6 +63,21 @@ func (d Definition) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// Code names the function a code definition runs: the handler a worker
+// serves it under.
+type Code struct {
+	Handler string `json:"handler"`
+}
+
+// RunRetryPolicy is the retry policy of a code definition's runs, with
+// every unset field defaulted.
+func (d *Definition) RunRetryPolicy() RetryPolicy {
+	if d.Retry == nil {
+		return RetryPolicy{}.withDefaults()
+	}
+	return d.Retry.withDefaults()
 }
 
 // StepType says how a step runs.

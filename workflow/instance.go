@@ -81,5 +81,8 @@ func ValidateIDPrefix(prefix string) error { return instance.ValidateIDPrefix(pr
 // ValidateDefinitionName is instance.ValidateDefinitionName.
 func ValidateDefinitionName(name string) error { return instance.ValidateDefinitionName(name) }
 
+// ValidateStepKey is instance.ValidateStepKey.
+func ValidateStepKey(key string) error { return instance.ValidateStepKey(key) }
+
 // ValidateStepID is instance.ValidateStepID.
 func ValidateStepID(id string) error { return instance.ValidateStepID(id) }

@@ -234,6 +234,9 @@ func (d *Definition) Canonical() ([]byte, error) {
 	c := *d
 	c.Revision = 0
 	c.Steps = make([]Step, len(d.Steps))
+	if c.Retry != nil && *c.Retry == (RetryPolicy{}) {
+		c.Retry = nil
+	}
 	for i, s := range d.Steps {
 		var err error
 		if s.Input, err = canonicalJSON(s.Input); err != nil {

@@ -39,6 +39,10 @@ func (d *Definition) validate(ps *problemList) {
 		ps.add("timeout", "must not be negative")
 	}
 	validatePriority(ps, d.Priority)
+	if d.Code != nil || d.Retry != nil {
+		d.validateCode(ps)
+		return
+	}
 	if len(d.Steps) == 0 {
 		ps.add("steps", "at least one step is required")
 		return
@@ -67,6 +71,33 @@ func (d *Definition) validate(ps *problemList) {
 	}
 	d.validateCycles(ps, index)
 	d.validateTemplates(ps, index)
+	d.validateConcurrency(ps)
+}
+
+// validateCode checks a code definition: a handler and no steps; retry
+// (of its runs) belongs to code definitions only.
+func (d *Definition) validateCode(ps *problemList) {
+	if d.Code == nil {
+		ps.add("retry", "only a code definition has a retry of its own (a step's retry goes on the step)")
+		return
+	}
+	if len(d.Steps) > 0 {
+		ps.add("steps", "a code definition has no steps: its code records them as it runs")
+	}
+	if len(d.Output) > 0 {
+		ps.add("output", "a code definition's output is what its function returns")
+	}
+	switch {
+	case d.Code.Handler == "":
+		ps.add("code.handler", "is required: the name a worker serves the function under")
+	default:
+		if msg := handlerProblem(d.Code.Handler); msg != "" {
+			ps.add("code.handler", msg)
+		}
+	}
+	if d.Retry != nil {
+		validateRetry(ps, "retry", *d.Retry)
+	}
 	d.validateConcurrency(ps)
 }
 
@@ -189,19 +220,23 @@ func validateRetry(ps *problemList, path string, p RetryPolicy) {
 // become 3 or 1s.
 func (d *Definition) checkExplicitRetryZeros(ps *problemList, present map[string]bool) {
 	for i, s := range d.Steps {
-		if s.Retry == nil {
-			continue
-		}
-		path := stepPath(i) + ".retry"
-		if present[path+".max_attempts"] && s.Retry.MaxAttempts == 0 {
-			ps.add(path+".max_attempts", fmt.Sprintf("must be between 1 and %d (leave it out for the default, %d)", MaxRetryAttempts, DefaultMaxAttempts))
-		}
-		if present[path+".initial_backoff"] && s.Retry.InitialBackoff == 0 {
-			ps.add(path+".initial_backoff", fmt.Sprintf("must be positive (leave it out for the default, %s)", Duration(DefaultInitialBackoff)))
-		}
-		if present[path+".max_backoff"] && s.Retry.MaxBackoff == 0 {
-			ps.add(path+".max_backoff", fmt.Sprintf("must be positive (leave it out for the default, %s)", Duration(DefaultMaxBackoff)))
-		}
+		checkRetryZeros(ps, present, stepPath(i)+".retry", s.Retry)
+	}
+	checkRetryZeros(ps, present, "retry", d.Retry)
+}
+
+func checkRetryZeros(ps *problemList, present map[string]bool, path string, r *RetryPolicy) {
+	if r == nil {
+		return
+	}
+	if present[path+".max_attempts"] && r.MaxAttempts == 0 {
+		ps.add(path+".max_attempts", fmt.Sprintf("must be between 1 and %d (leave it out for the default, %d)", MaxRetryAttempts, DefaultMaxAttempts))
+	}
+	if present[path+".initial_backoff"] && r.InitialBackoff == 0 {
+		ps.add(path+".initial_backoff", fmt.Sprintf("must be positive (leave it out for the default, %s)", Duration(DefaultInitialBackoff)))
+	}
+	if present[path+".max_backoff"] && r.MaxBackoff == 0 {
+		ps.add(path+".max_backoff", fmt.Sprintf("must be positive (leave it out for the default, %s)", Duration(DefaultMaxBackoff)))
 	}
 }
 

@@ -46,6 +46,11 @@ func Compile(def *workflow.Definition) (*Definition, error) {
 		c.Language = serverless{c: c, w: w}
 		return c, nil
 	}
+	if def.Code != nil {
+		c := &Definition{Def: def}
+		c.Language = code{c: c}
+		return c, nil
+	}
 	c := &Definition{Def: def, inputs: map[string]*workflow.Template{}, urls: map[string]*workflow.Template{},
 		bodies: map[string]*workflow.Template{}, headers: map[string]map[string]*workflow.Template{},
 		foreach: map[string]*workflow.Expr{}, keys: map[string]*workflow.Template{}}

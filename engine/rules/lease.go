@@ -35,12 +35,17 @@ func leaseRunning(t *store.Task, now time.Time) bool { return now.Before(t.Lease
 
 // checkHolder is the instance's side of the fence: a lease holder acts only
 // while its instance runs (RUNNING or PAUSED: a paused instance records the
-// attempts in flight) and its step is still RUNNING.
+// attempts in flight) and its step is still RUNNING — for a code
+// workflow's run, while it is the current run (holdsRun).
 func checkHolder(inst *workflow.Instance, t *store.Task) error {
 	if inst.Status != workflow.StatusRunning && inst.Status != workflow.StatusPaused {
 		return fmt.Errorf("%w: workflow %s is %s", ErrNotRunning, inst.ID, inst.Status)
 	}
-	if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning {
+	if n, ok := workflow.ParseRunStep(t.StepID); ok {
+		return holdsRun(inst, t, n)
+	}
+	// A code workflow's sleep waits (WAITING) on its timer.
+	if st := inst.State.Steps[t.StepID]; st == nil || st.Status != workflow.StepRunning && !(st.Status == workflow.StepWaiting && IsTimer(t.Queue)) {
 		return fmt.Errorf("%w: step %s is no longer running", ErrLeaseLost, t.StepID)
 	}
 	return nil

@@ -35,7 +35,19 @@ type Task struct {
 	// none), for a remote worker to continue it; an in-process handler's
 	// context carries the attempt's span instead.
 	TraceParent string
+	// Kind is KindWorkflow for a run of a code workflow, KindStep for a
+	// task step's attempt.
+	Kind string
+	// Journal, for a run of a code workflow, is what its function replays
+	// from: the workflow's recorded steps (state.steps) as delivered.
+	Journal json.RawMessage
 }
+
+// The kinds of task a worker is delivered.
+const (
+	KindStep     = "step"
+	KindWorkflow = "workflow"
+)
 
 // Handler runs one attempt of a task step and returns its output, a JSON
 // value. An error fails the attempt, which is retried per the step's retry

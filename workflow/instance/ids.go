@@ -3,6 +3,8 @@ package instance
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // MaxIDLength bounds both instance ids and step ids.
@@ -36,6 +38,19 @@ func ValidateDefinitionName(name string) error {
 // ValidateStepID checks a step id: 1–128 characters of [A-Za-z0-9_.-].
 func ValidateStepID(id string) error {
 	return validateID("step id", id, false)
+}
+
+// ValidateStepKey checks a key of state.steps: a step id, or a code
+// workflow's step name — 1–128 characters of [A-Za-z0-9._:-], and, for a
+// name its code used again in one run, "#N" after it (N ≥ 2).
+func ValidateStepKey(key string) error {
+	name, n, numbered := strings.Cut(key, "#")
+	if numbered {
+		if k, err := strconv.Atoi(n); err != nil || k < 2 || strconv.Itoa(k) != n {
+			return fmt.Errorf("%w: step %q: what follows '#' must be a number from 2 on", ErrInvalidID, truncate(key))
+		}
+	}
+	return validateID("step id", name, true)
 }
 
 func validateID(what, id string, allowColon bool) error {

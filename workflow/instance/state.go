@@ -144,7 +144,7 @@ func (s *State) SetVar(name string, v any) error {
 // entries have a known status and non-negative attempts.
 func (s *State) Validate() error {
 	for _, id := range sortedKeys(s.Steps) {
-		if err := ValidateStepID(id); err != nil {
+		if err := ValidateStepKey(id); err != nil {
 			return fmt.Errorf("%w: state.steps: %w", ErrInvalidState, err)
 		}
 		st := s.Steps[id]

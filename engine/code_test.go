@@ -1,0 +1,210 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/workflow"
+)
+
+const orderCode = `
+name: order
+code: {handler: order}
+retry: {max_attempts: 2, initial_backoff: 10ms, max_backoff: 10ms}
+`
+
+// codeWorker acts as a remote worker of code workflows through the
+// engine's API: it polls runs and records what their code does.
+type codeWorker struct {
+	t *testing.T
+	n *node
+}
+
+func (w codeWorker) run(wait time.Duration) *engine.Task {
+	w.t.Helper()
+	task, err := w.n.eng.Poll(context.Background(), engine.PollParams{Worker: "w", Handlers: []string{"order"}, Wait: wait})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if task == nil {
+		w.t.Fatal("no run delivered")
+	}
+	if task.Kind != engine.KindWorkflow {
+		w.t.Fatalf("kind = %q, want %q", task.Kind, engine.KindWorkflow)
+	}
+	return task
+}
+
+func (w codeWorker) step(task *engine.Task, name string, rec rules.Recorded) *workflow.StepState {
+	w.t.Helper()
+	st, err := w.n.eng.Checkpoint(context.Background(), task.ID, task.Lease, name, rec)
+	if err != nil {
+		w.t.Fatalf("checkpoint %s: %v", name, err)
+	}
+	return st
+}
+
+func journal(t *testing.T, task *engine.Task) map[string]map[string]any {
+	t.Helper()
+	var j map[string]map[string]any
+	if err := json.Unmarshal(task.Journal, &j); err != nil {
+		t.Fatalf("journal %s: %v", task.Journal, err)
+	}
+	return j
+}
+
+// A code workflow's run records steps once each, ends waiting for a
+// sleep and an event, and is run again (replaying its journal) when each
+// has finished; its return value completes the workflow.
+func TestCodeWorkflowRecordsStepsAndWaits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define(orderCode)
+		w := codeWorker{t: t, n: n}
+		inst := n.start("order", "o1", `{"order":"o-1"}`)
+		if inst.Status != workflow.StatusRunning || len(inst.State.Steps) != 0 {
+			t.Fatalf("started %s with steps %v", inst.Status, inst.State.Steps)
+		}
+
+		run := w.run(5 * time.Second)
+		if run.Attempt != 1 || string(run.Input) != `{"order":"o-1"}` || string(run.Journal) != `{}` {
+			t.Fatalf("first run: attempt %d, input %s, journal %s", run.Attempt, run.Input, run.Journal)
+		}
+		a := w.step(run, "a", rules.Recorded{Output: json.RawMessage(`1`)})
+		if a.Status != workflow.StepCompleted || string(a.Output) != `1` || string(a.Extra["seq"]) != `1` || string(a.Extra["kind"]) != `"step"` {
+			t.Errorf("a = %+v", a)
+		}
+		before, _ := n.st.Get(t.Context(), "o1")
+		// First write wins: the replay of a recorded step gets the
+		// recorded entry, and nothing is written.
+		if again := w.step(run, "a", rules.Recorded{Output: json.RawMessage(`2`)}); string(again.Output) != `1` {
+			t.Errorf("a again = %s, want the recorded 1", again.Output)
+		}
+		if after, _ := n.st.Get(t.Context(), "o1"); after.Version != before.Version {
+			t.Errorf("a recorded step checkpointed again moved the version %d → %d", before.Version, after.Version)
+		}
+		h, err := n.st.History(t.Context(), "o1", before.Version, 0)
+		if err != nil || len(h) != 1 || h[0].Cause != `step "a" completed` {
+			t.Errorf("history of the checkpoint = %+v, %v", h, err)
+		}
+		if f := w.step(run, "b", rules.Recorded{Failed: true, Error: "card declined", Attempts: 3}); f.Status != workflow.StepFailed || f.Error != "card declined" || f.Attempts != 3 {
+			t.Errorf("b = %+v", f)
+		}
+		if err := n.eng.Suspend(t.Context(), run.ID, run.Lease, map[string]rules.Wait{"nap": {Sleep: 200 * time.Millisecond}}); err != nil {
+			t.Fatal(err)
+		}
+		// The run is over: its lease records nothing more.
+		if _, err := n.eng.Checkpoint(t.Context(), run.ID, run.Lease, "c", rules.Recorded{}); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Errorf("checkpoint of a suspended run: %v, want ErrLeaseLost", err)
+		}
+		if got, _ := n.st.Get(t.Context(), "o1"); got.State.Steps["nap"].Status != workflow.StepWaiting {
+			t.Errorf("nap is %s, want WAITING", got.State.Steps["nap"].Status)
+		}
+
+		// The timer fires and queues the next run, which replays.
+		run2 := w.run(10 * time.Second)
+		j := journal(t, run2)
+		if run2.Attempt != 1 || j["a"]["output"] != 1.0 || j["b"]["status"] != "FAILED" || j["nap"]["status"] != "COMPLETED" || j["nap"]["kind"] != "sleep" {
+			t.Fatalf("second run: attempt %d, journal %s", run2.Attempt, run2.Journal)
+		}
+		if err := n.eng.Suspend(t.Context(), run2.ID, run2.Lease, map[string]rules.Wait{"paid": {Event: "payment", Key: "o-1"}}); err != nil {
+			t.Fatal(err)
+		}
+		if ev, err := n.eng.PublishEvent(t.Context(), "payment", "o-1", json.RawMessage(`{"amount":5}`)); err != nil || len(ev.Delivered) != 1 {
+			t.Fatalf("publish: %+v, %v", ev, err)
+		}
+		run3 := w.run(5 * time.Second)
+		if p := journal(t, run3)["paid"]; p["status"] != "COMPLETED" || p["output"].(map[string]any)["amount"] != 5.0 {
+			t.Fatalf("third run's journal: %s", run3.Journal)
+		}
+		if err := n.eng.CompleteTask(t.Context(), run3.ID, run3.Lease, json.RawMessage(`{"shipped":true}`)); err != nil {
+			t.Fatal(err)
+		}
+		done := n.waitStatus("o1", workflow.StatusCompleted, 5*time.Second)
+		if string(done.Output) != `{"shipped":true}` {
+			t.Errorf("output = %s", done.Output)
+		}
+	})
+}
+
+// An event published before the wait began is taken when the run waits for
+// it: the next run is queued in the same breath.
+func TestCodeWorkflowTakesAnEventPublishedBefore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define(orderCode)
+		w := codeWorker{t: t, n: n}
+		n.start("order", "o2", `{}`)
+		if _, err := n.eng.PublishEvent(t.Context(), "payment", "early", json.RawMessage(`7`)); err != nil {
+			t.Fatal(err)
+		}
+		run := w.run(5 * time.Second)
+		if err := n.eng.Suspend(t.Context(), run.ID, run.Lease, map[string]rules.Wait{"paid": {Event: "payment", Key: "early"}}); err != nil {
+			t.Fatal(err)
+		}
+		run2 := w.run(5 * time.Second)
+		if p := journal(t, run2)["paid"]; p["status"] != "COMPLETED" || p["output"] != 7.0 {
+			t.Fatalf("journal: %s", run2.Journal)
+		}
+		// Awaiting what has finished ends no run: the next one is queued
+		// at once.
+		if err := n.eng.Suspend(t.Context(), run2.ID, run2.Lease, map[string]rules.Wait{"paid": {Event: "payment", Key: "early"}}); err != nil {
+			t.Fatal(err)
+		}
+		w.run(5 * time.Second)
+	})
+}
+
+// A failed run is run again per the definition's retry; the last failure
+// fails the workflow with its error.
+func TestCodeWorkflowRunsAreRetried(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define(orderCode)
+		w := codeWorker{t: t, n: n}
+		n.start("order", "o3", `{}`)
+		run := w.run(5 * time.Second)
+		w.step(run, "a", rules.Recorded{Output: json.RawMessage(`"kept"`)})
+		if err := n.eng.FailTask(t.Context(), run.ID, run.Lease, "boom", true); err != nil {
+			t.Fatal(err)
+		}
+		run2 := w.run(5 * time.Second)
+		if run2.Attempt != 2 || journal(t, run2)["a"]["output"] != "kept" {
+			t.Fatalf("retried run: attempt %d, journal %s", run2.Attempt, run2.Journal)
+		}
+		if err := n.eng.FailTask(t.Context(), run2.ID, run2.Lease, "boom again", true); err != nil {
+			t.Fatal(err)
+		}
+		inst := n.waitStatus("o3", workflow.StatusFailed, 5*time.Second)
+		if !strings.Contains(string(inst.State.Extra["code"]), "boom again") {
+			t.Errorf("state.code = %s, want the last error", inst.State.Extra["code"])
+		}
+	})
+}
+
+// Code that asks, under a recorded name, for another kind than was
+// recorded fails the workflow for good, naming the step and both kinds.
+func TestCodeWorkflowNonDeterminism(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define(orderCode)
+		w := codeWorker{t: t, n: n}
+		n.start("order", "o4", `{}`)
+		run := w.run(5 * time.Second)
+		w.step(run, "x", rules.Recorded{Output: json.RawMessage(`1`)})
+		err := n.eng.Suspend(t.Context(), run.ID, run.Lease, map[string]rules.Wait{"x": {Sleep: time.Second}})
+		if !errors.Is(err, engine.ErrNonDeterminism) || !strings.Contains(err.Error(), `step "x" was recorded as a step, and the code now asks for a sleep`) {
+			t.Fatalf("suspend on a recorded step: %v", err)
+		}
+		inst, _ := n.st.Get(t.Context(), "o4")
+		if inst.Status != workflow.StatusFailed || !strings.Contains(string(inst.State.Extra["code"]), "non-determinism") {
+			t.Errorf("workflow %s, state.code %s; want FAILED naming the non-determinism", inst.Status, inst.State.Extra["code"])
+		}
+	})
+}
