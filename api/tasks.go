@@ -112,3 +112,18 @@ type Worker struct {
 type ListWorkersResponse struct {
 	Workers []Worker `json:"workers"`
 }
+
+// JournalEntry is one recorded entry of a code workflow (state.steps.NAME
+// of its instance, an element of a run's journal): a step COMPLETED with
+// its output or FAILED with its error, a sleep or event wait (WAITING, then
+// COMPLETED; an event's data is its output).
+type JournalEntry struct {
+	Status   string          `json:"status"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Attempts int             `json:"attempts,omitempty"`
+	// Kind is "step", "sleep" or "event"; Seq numbers the entries in the
+	// order they were recorded.
+	Kind string `json:"kind,omitempty"`
+	Seq  int    `json:"seq,omitempty"`
+}

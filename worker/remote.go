@@ -48,8 +48,13 @@ type Config struct {
 	Client *client.Client // required
 	// Name identifies this worker in lease owners [hostname-pid].
 	Name string
-	// Handlers are served by name: the worker polls for exactly these.
+	// Handlers are served by name: the worker polls for exactly these and
+	// the Workflows.
 	Handlers map[string]Handler
+	// Workflows are the code workflows served by name: Run puts each one's
+	// code definition when it starts (a new revision only when it
+	// changed), then serves its runs.
+	Workflows map[string]Workflow
 	// Concurrency is how many tasks run at once, each slot polling on its own [4].
 	Concurrency int
 	// Lease is asked for each task and each heartbeat [0: the server's default].
@@ -68,8 +73,8 @@ func (c *Config) validate() error {
 	if c.Client == nil {
 		errs = append(errs, errors.New("config: Client is required"))
 	}
-	if len(c.Handlers) == 0 {
-		errs = append(errs, errors.New("config: Handlers must name at least one handler"))
+	if len(c.Handlers) == 0 && len(c.Workflows) == 0 {
+		errs = append(errs, errors.New("config: Handlers or Workflows must name at least one handler"))
 	}
 	// By name, so that the same mistakes are reported in the same order.
 	for _, name := range slices.Sorted(maps.Keys(c.Handlers)) {
@@ -79,6 +84,16 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%q is not a handler name a worker can serve", name))
 		case h == nil:
 			errs = append(errs, fmt.Errorf("handler %q is nil", name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Workflows)) {
+		switch {
+		case name == "" || strings.HasPrefix(name, "flowd:"):
+			errs = append(errs, fmt.Errorf("%q is not a workflow name a worker can serve", name))
+		case c.Workflows[name].Run == nil:
+			errs = append(errs, fmt.Errorf("workflow %q has no Run function", name))
+		case c.Handlers[name] != nil:
+			errs = append(errs, fmt.Errorf("%q is both a handler and a workflow", name))
 		}
 	}
 	if c.Concurrency < 0 {
@@ -141,7 +156,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	r := &runner{cfg: cfg, log: cfg.Logger, names: slices.Sorted(maps.Keys(cfg.Handlers))}
+	r := &runner{cfg: cfg, log: cfg.Logger, names: served(cfg)}
+	if err := r.putDefinitions(ctx); err != nil {
+		return err
+	}
 	r.poll = api.PollRequest{Worker: cfg.Name, Handlers: r.names}
 	wait := cfg.Wait.Seconds()
 	r.poll.WaitSeconds = &wait
@@ -262,6 +280,28 @@ func (r *runner) serve(pollCtx, workCtx context.Context) {
 	}
 }
 
+// served is every name cfg serves, sorted: its handlers and workflows.
+func served(cfg Config) []string {
+	names := slices.Concat(slices.Collect(maps.Keys(cfg.Handlers)), slices.Collect(maps.Keys(cfg.Workflows)))
+	slices.Sort(names)
+	return names
+}
+
+// putDefinitions puts the code definition of each workflow served: a new
+// revision only when it changed.
+func (r *runner) putDefinitions(ctx context.Context) error {
+	for _, name := range slices.Sorted(maps.Keys(r.cfg.Workflows)) {
+		body, err := definitionOf(name, r.cfg.Workflows[name])
+		if err != nil {
+			return fmt.Errorf("worker: workflow %q: %w", name, err)
+		}
+		if _, _, err := r.cfg.Client.PutDefinition(ctx, name, body); err != nil {
+			return fmt.Errorf("worker: putting the definition of workflow %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // stop ends polling for good with err, which Run returns; the first such
 // error wins.
 func (r *runner) stop(err error) {
@@ -345,7 +385,7 @@ func (r *runner) execute(workCtx context.Context, tr *api.TaskResponse) {
 	t := Task{
 		ID: tr.TaskID, WorkflowID: tr.WorkflowID, Step: tr.Step, Handler: tr.Handler, Attempt: tr.Attempt, Index: tr.Index,
 		Input: tr.Input, IdempotencyKey: tr.IdempotencyKey, Lease: tr.Lease, LeaseUntil: tr.LeaseUntil,
-		TraceParent: tr.TraceParent,
+		TraceParent: tr.TraceParent, Kind: tr.Kind, Journal: tr.Journal,
 	}
 	// The handler, its heartbeats and its report continue the workflow's
 	// trace.
@@ -368,6 +408,14 @@ func (r *runner) execute(workCtx context.Context, tr *api.TaskResponse) {
 	hb.Wait()
 	took := time.Since(start).Round(time.Millisecond)
 
+	switch {
+	case errors.Is(err, errSuspended):
+		log.Info("run suspended", "duration", took)
+		return
+	case errors.Is(err, ErrCancelled) && stopped == nil:
+		log.Warn("run dropped", "reason", err.Error(), "duration", took)
+		return
+	}
 	if stopped != nil {
 		// The lease is gone (or going): a report would be fenced off anyway.
 		level := slog.LevelWarn
@@ -432,6 +480,12 @@ func (r *runner) report(ctx context.Context, lease *leaseClock, send func(contex
 // call runs the handler; a panic is a failed attempt, an empty output is null
 // and an output that is not JSON fails the step.
 func (r *runner) call(ctx context.Context, t Task) (out json.RawMessage, err error) {
+	if w, ok := r.cfg.Workflows[t.Handler]; ok && t.Kind == task.KindWorkflow {
+		if out, err = r.runWorkflow(ctx, t, w); err == nil && len(bytes.TrimSpace(out)) == 0 {
+			out = json.RawMessage("null")
+		}
+		return out, err
+	}
 	h, ok := r.cfg.Handlers[t.Handler]
 	if !ok {
 		return nil, Permanent(fmt.Errorf("no handler %q on worker %s", t.Handler, r.cfg.Name))

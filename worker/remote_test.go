@@ -37,6 +37,13 @@ type bundle struct {
 
 func setup(t *testing.T, tokens ...string) *bundle {
 	t.Helper()
+	return setupServer(t, 0, tokens...)
+}
+
+// setupServer is setup with that many in-process workers, which serve the
+// engine's own queues (timers) and no handler.
+func setupServer(t *testing.T, workers int, tokens ...string) *bundle {
+	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, "sqlite::memory:", sqlite.Options{})
 	if err != nil {
@@ -46,9 +53,8 @@ func setup(t *testing.T, tokens ...string) *bundle {
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	zero := 0
 	eng, err := engine.New(engine.Config{
-		Store: st, Workers: &zero, Lease: 10 * time.Second,
+		Store: st, Workers: &workers, Lease: 10 * time.Second,
 		// Every long poll claims (a write transaction on SQLite's one write
 		// connection) on each tick: keep that traffic low, so heartbeats
 		// are not stuck behind it on a loaded machine.

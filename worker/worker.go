@@ -51,15 +51,25 @@ type Worker struct {
 	client *client.Client
 	opts   Options
 
-	mu       sync.Mutex
-	handlers map[string]Handler
-	running  bool
+	mu        sync.Mutex
+	handlers  map[string]Handler
+	workflows map[string]Workflow
+	running   bool
 }
 
 // New returns a worker that takes tasks from the server c talks to
 // (client.New(url, client.WithToken(token))).
 func New(c *client.Client, opts Options) *Worker {
-	return &Worker{client: c, opts: opts, handlers: map[string]Handler{}}
+	return &Worker{client: c, opts: opts, handlers: map[string]Handler{}, workflows: map[string]Workflow{}}
+}
+
+// Workflow serves the code workflow name with wf: when Run starts, it puts
+// the code definition name (a new revision only when it changed), then
+// runs the workflow's runs. A later Workflow of the same name replaces wf.
+func (w *Worker) Workflow(name string, wf Workflow) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.workflows[name] = wf
 }
 
 // Handle serves the task steps whose handler is name with h: a definition's
@@ -92,7 +102,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	w.running = true
-	handlers := maps.Clone(w.handlers)
+	handlers, workflows := maps.Clone(w.handlers), maps.Clone(w.workflows)
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
@@ -100,7 +110,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 	}()
 	return Run(ctx, Config{
-		Client: w.client, Name: w.opts.Name, Handlers: handlers, Concurrency: w.opts.Concurrency,
+		Client: w.client, Name: w.opts.Name, Handlers: handlers, Workflows: workflows, Concurrency: w.opts.Concurrency,
 		Lease: w.opts.Lease, Wait: w.opts.Wait, ShutdownGrace: w.opts.ShutdownGrace, Logger: w.opts.Logger,
 	})
 }

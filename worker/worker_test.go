@@ -99,7 +99,7 @@ steps:
 func TestWorkerRefusesBadHandlers(t *testing.T) {
 	t.Parallel()
 	c := client.New("http://127.0.0.1:1")
-	if err := worker.New(c, worker.Options{}).Run(t.Context()); err == nil || err.Error() != "worker: config: Handlers must name at least one handler" {
+	if err := worker.New(c, worker.Options{}).Run(t.Context()); err == nil || err.Error() != "worker: config: Handlers or Workflows must name at least one handler" {
 		t.Errorf("no handler: %v", err)
 	}
 	w := worker.New(c, worker.Options{Concurrency: -1})

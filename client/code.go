@@ -1,0 +1,33 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/flowd/flowd/api"
+)
+
+// Checkpoint records step name of the code workflow run holding lease on
+// taskID: req carries its output, or its error after its attempts. The
+// answer is the entry recorded — by this call, or by an earlier one (first
+// write wins), in which case the run must use it. Errors: 409 (IsConflict)
+// the run no longer holds its lease, or the name was recorded with another
+// kind (the workflow failed for good).
+func (c *Client) Checkpoint(ctx context.Context, taskID, name string, req api.CheckpointRequest) (*api.JournalEntry, error) {
+	if len(req.Output) > 0 && !json.Valid(req.Output) {
+		return nil, errors.New("flowd client: Checkpoint: output is not valid JSON")
+	}
+	var out api.JournalEntry
+	if err := c.taskCall(ctx, taskID, "steps/"+pathSegment(name), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Suspend ends the code workflow run holding lease on taskID waiting for
+// waits, by name; the first of them to finish queues the next run.
+// Errors as for Checkpoint.
+func (c *Client) Suspend(ctx context.Context, taskID, lease string, waits map[string]api.Wait) error {
+	return c.taskCall(ctx, taskID, "suspend", api.SuspendRequest{Lease: lease, Waits: waits}, nil)
+}

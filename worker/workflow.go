@@ -1,0 +1,480 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
+	"github.com/flowd/flowd/worker/task"
+)
+
+// Workflows as code. A Workflow's function runs on this worker; each of
+// its steps is recorded on the server as it finishes, and after a crash, a
+// lost lease or a deploy the function runs again from the top: every step
+// already recorded returns its recorded result instead of running again.
+// So a function must make the same calls in the same order every time it
+// runs (its decisions may depend on recorded results, never on the clock,
+// randomness or anything read outside a step: use Now, Random and UUID).
+
+// Workflow is a code workflow a worker serves under its name: Run is its
+// function; Timeout and Retry (of the function's runs) go into the code
+// definition the worker puts when it starts.
+type Workflow struct {
+	Run     WorkflowFunc
+	Timeout time.Duration
+	Retry   *RetryPolicy
+}
+
+// RetryPolicy says how often and how fast a failure is tried again. Zero
+// fields take the server's defaults for runs (3 attempts, 1s doubling up
+// to 1m) and the same for steps.
+type RetryPolicy struct {
+	MaxAttempts    int
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+}
+
+// WorkflowFunc is a code workflow's function on JSON: its input, and the
+// output the workflow completes with. An error fails the run, which is
+// retried per the definition's retry (Permanent: the workflow fails).
+type WorkflowFunc func(wf *WorkflowContext, input json.RawMessage) (json.RawMessage, error)
+
+// Func makes a WorkflowFunc of a typed function: the input is decoded into
+// I, the output encoded from O.
+func Func[I, O any](fn func(wf *WorkflowContext, in I) (O, error)) WorkflowFunc {
+	return func(wf *WorkflowContext, input json.RawMessage) (json.RawMessage, error) {
+		var in I
+		if len(input) > 0 && string(input) != "null" {
+			if err := json.Unmarshal(input, &in); err != nil {
+				return nil, Permanent(fmt.Errorf("the workflow's input does not decode into %T: %w", in, err))
+			}
+		}
+		out, err := fn(wf, in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+// StepFailedError is what a step that failed for good gives the code: its
+// last error, after its attempts. The code may handle it (a compensation).
+type StepFailedError struct {
+	Step     string
+	Message  string
+	Attempts int
+}
+
+func (e *StepFailedError) Error() string {
+	return fmt.Sprintf("step %q failed after %d attempts: %s", e.Step, e.Attempts, e.Message)
+}
+
+// NonDeterminismError: the code asked, under a name its journal records,
+// for another kind of thing than was recorded. The workflow fails for good.
+type NonDeterminismError struct {
+	Step          string
+	Recorded, Now string
+}
+
+func (e *NonDeterminismError) Error() string {
+	return fmt.Sprintf("non-determinism: step %q was recorded as a %s, and the code now asks for a %s under that name", e.Step, e.Recorded, e.Now)
+}
+
+// ErrCancelled: the run lost its lease (the workflow was cancelled or
+// paused past its lease, or another run took over): nothing more of it is
+// recorded, and the SDK stops the function.
+var ErrCancelled = errors.New("the run no longer holds its lease")
+
+// The kinds of recorded entries.
+const (
+	kindStep  = "step"
+	kindSleep = "sleep"
+	kindEvent = "event"
+)
+
+// WorkflowContext is one run of a code workflow, as its function sees it.
+// Its methods may be called from the function's goroutine; steps started
+// with Go run on goroutines of their own.
+type WorkflowContext struct {
+	ctx     context.Context
+	r       *runner
+	task    Task
+	journal map[string]api.JournalEntry
+
+	mu      sync.Mutex
+	uses    map[string]int
+	pending sync.WaitGroup
+}
+
+// Context is the run's context: it ends when the run loses its lease or
+// the worker shuts down.
+func (wf *WorkflowContext) Context() context.Context { return wf.ctx }
+
+// WorkflowID is the workflow's id.
+func (wf *WorkflowContext) WorkflowID() string { return wf.task.WorkflowID }
+
+// Attempt counts the runs since the start or the last wait (1 for the
+// first).
+func (wf *WorkflowContext) Attempt() int { return wf.task.Attempt }
+
+// key is the name a call of name records under: name the first time in a
+// run, name#2, name#3, … after.
+func (wf *WorkflowContext) key(name string) string {
+	wf.mu.Lock()
+	defer wf.mu.Unlock()
+	wf.uses[name]++
+	if n := wf.uses[name]; n > 1 {
+		return name + "#" + strconv.Itoa(n)
+	}
+	return name
+}
+
+// recorded returns the journal's entry of key when it is of kind; another
+// kind is non-determinism, which ends the run.
+func (wf *WorkflowContext) recorded(key, kind string) (api.JournalEntry, bool) {
+	wf.mu.Lock()
+	e, ok := wf.journal[key]
+	wf.mu.Unlock()
+	if !ok {
+		return e, false
+	}
+	was := e.Kind
+	if was == "" {
+		was = kindStep
+	}
+	if was != kind {
+		panic(runEnd{err: Permanent(&NonDeterminismError{Step: key, Recorded: was, Now: kind})})
+	}
+	return e, true
+}
+
+// runEnd unwinds the function's goroutine when the run is over: it was
+// suspended, lost its lease, or found non-determinism (err, reported as
+// the run's failure).
+type runEnd struct {
+	err error
+}
+
+var errSuspended = errors.New("the run ended waiting")
+
+// Future is a step started with Go: Get waits for its result.
+type Future[T any] struct {
+	done  chan struct{}
+	name  string
+	entry api.JournalEntry
+	err   error
+}
+
+// Get waits for the step and returns its output, or a *StepFailedError.
+func (f *Future[T]) Get() (T, error) {
+	<-f.done
+	var out T
+	if f.err != nil {
+		panic(runEnd{err: f.err})
+	}
+	if f.entry.Status == "FAILED" {
+		return out, &StepFailedError{Step: f.name, Message: f.entry.Error, Attempts: f.entry.Attempts}
+	}
+	if len(f.entry.Output) > 0 && string(f.entry.Output) != "null" {
+		if err := json.Unmarshal(f.entry.Output, &out); err != nil {
+			return out, fmt.Errorf("step %q: its recorded output does not decode into %T: %w", f.name, out, err)
+		}
+	}
+	return out, nil
+}
+
+// StepOption configures a step.
+type StepOption func(*stepOptions)
+
+type stepOptions struct{ retry RetryPolicy }
+
+// WithRetry sets the step's retry policy (default: 3 attempts, 1s doubling
+// up to 1m). The worker retries the step itself; only its last outcome is
+// recorded.
+func WithRetry(p RetryPolicy) StepOption { return func(o *stepOptions) { o.retry = p } }
+
+// Step runs fn as the step name unless it is recorded, and returns its
+// output: fn's, or the recorded one. fn runs at least once until recorded,
+// so its side effects should be keyed on IdempotencyKey(ctx), the same for
+// every attempt and run (WORKFLOW_ID/NAME). A step that fails for good
+// returns a *StepFailedError.
+func Step[T any](wf *WorkflowContext, name string, fn func(ctx context.Context) (T, error), opts ...StepOption) (T, error) {
+	return Go(wf, name, fn, opts...).Get()
+}
+
+// Go starts the step name on a goroutine of its own (parallel steps): its
+// name is taken, and numbered, in the order the code starts steps, and it
+// is recorded on its own when it finishes.
+func Go[T any](wf *WorkflowContext, name string, fn func(ctx context.Context) (T, error), opts ...StepOption) *Future[T] {
+	key := wf.key(name)
+	f := &Future[T]{done: make(chan struct{}), name: key}
+	if e, ok := wf.recorded(key, kindStep); ok {
+		f.entry = e
+		close(f.done)
+		return f
+	}
+	o := stepOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	wf.pending.Add(1)
+	go func() {
+		defer wf.pending.Done()
+		defer close(f.done)
+		f.entry, f.err = wf.runStep(key, o.retry, func(ctx context.Context) (json.RawMessage, error) {
+			v, err := fn(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(v)
+		})
+	}()
+	return f
+}
+
+type idempotencyKey struct{}
+
+// IdempotencyKey is the idempotency key of the step whose function ctx was
+// given to: WORKFLOW_ID/NAME.
+func IdempotencyKey(ctx context.Context) string {
+	k, _ := ctx.Value(idempotencyKey{}).(string)
+	return k
+}
+
+// runStep runs fn with its attempts, then records the outcome: the entry
+// recorded (maybe by an earlier run) is the step's.
+func (wf *WorkflowContext) runStep(key string, p RetryPolicy, fn func(ctx context.Context) (json.RawMessage, error)) (api.JournalEntry, error) {
+	p = p.withDefaults()
+	ctx := context.WithValue(wf.ctx, idempotencyKey{}, wf.task.WorkflowID+"/"+key)
+	var req api.CheckpointRequest
+	for attempt := 1; ; attempt++ {
+		out, err := callStep(ctx, fn)
+		if err == nil {
+			req = api.CheckpointRequest{Lease: wf.task.Lease, Output: out, Attempts: attempt}
+			break
+		}
+		if wf.ctx.Err() != nil {
+			return api.JournalEntry{}, ErrCancelled
+		}
+		if task.IsPermanent(err) || attempt >= p.MaxAttempts {
+			msg, _ := json.Marshal(err.Error())
+			req = api.CheckpointRequest{Lease: wf.task.Lease, Error: msg, Attempts: attempt}
+			break
+		}
+		sleep(wf.ctx, p.backoff(attempt))
+	}
+	return wf.checkpoint(key, req)
+}
+
+// callStep calls fn; a panic is a failed attempt, output that is not JSON
+// a failure for good.
+func callStep(ctx context.Context, fn func(ctx context.Context) (json.RawMessage, error)) (out json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("step panicked: %v", v)
+		}
+	}()
+	return fn(ctx)
+}
+
+// checkpoint records key, retrying what retrying may mend; a run that
+// lost its lease is over (ErrCancelled).
+func (wf *WorkflowContext) checkpoint(key string, req api.CheckpointRequest) (api.JournalEntry, error) {
+	var entry *api.JournalEntry
+	err := wf.r.report(wf.ctx, &leaseClock{until: time.Now().Add(time.Minute)}, func(ctx context.Context) error {
+		var err error
+		entry, err = wf.r.cfg.Client.Checkpoint(ctx, wf.task.ID, key, req)
+		return err
+	})
+	switch {
+	case err == nil:
+		wf.mu.Lock()
+		wf.journal[key] = *entry
+		wf.mu.Unlock()
+		return *entry, nil
+	case client.IsConflict(err), client.IsNotFound(err):
+		return api.JournalEntry{}, fmt.Errorf("%w: %w", ErrCancelled, err)
+	case client.StatusCode(err) == http.StatusBadRequest || client.StatusCode(err) == http.StatusRequestEntityTooLarge:
+		return api.JournalEntry{}, Permanent(fmt.Errorf("the server refused the outcome of step %q: %w", key, err))
+	}
+	return api.JournalEntry{}, err
+}
+
+// Sleep waits d, recorded as name: the run ends, and the workflow holds no
+// worker until the timer fires on the server and the next run replays.
+func (wf *WorkflowContext) Sleep(name string, d time.Duration) error {
+	key := wf.key(name)
+	if e, ok := wf.recorded(key, kindSleep); ok && e.Status == "COMPLETED" {
+		return nil
+	}
+	s := d.String()
+	wf.suspend(key, api.Wait{Sleep: &s})
+	return nil
+}
+
+// EventOption configures WaitForEvent.
+type EventOption func(*api.Wait)
+
+// WithKey narrows the wait to events published with key.
+func WithKey(key string) EventOption { return func(w *api.Wait) { w.Key = key } }
+
+// WaitForEvent waits, recorded as name, for the event published under
+// event (and the key, WithKey) and returns its data: an event published
+// since the workflow started counts, even before the wait began.
+func WaitForEvent[T any](wf *WorkflowContext, name, event string, opts ...EventOption) (T, error) {
+	key := wf.key(name)
+	var data T
+	if e, ok := wf.recorded(key, kindEvent); ok && e.Status != "WAITING" {
+		if e.Status != "COMPLETED" {
+			return data, &StepFailedError{Step: key, Message: e.Error, Attempts: e.Attempts}
+		}
+		if len(e.Output) > 0 && string(e.Output) != "null" {
+			if err := json.Unmarshal(e.Output, &data); err != nil {
+				return data, fmt.Errorf("event of %q does not decode into %T: %w", key, data, err)
+			}
+		}
+		return data, nil
+	}
+	w := api.Wait{Event: &event}
+	for _, opt := range opts {
+		opt(&w)
+	}
+	wf.suspend(key, w)
+	return data, nil
+}
+
+// suspend ends the run waiting for w once the steps in flight are
+// recorded; it does not return.
+func (wf *WorkflowContext) suspend(key string, w api.Wait) {
+	wf.pending.Wait()
+	err := wf.r.report(wf.ctx, &leaseClock{until: time.Now().Add(time.Minute)}, func(ctx context.Context) error {
+		return wf.r.cfg.Client.Suspend(ctx, wf.task.ID, wf.task.Lease, map[string]api.Wait{key: w})
+	})
+	switch {
+	case err == nil:
+		panic(runEnd{err: errSuspended})
+	case client.IsConflict(err), client.IsNotFound(err):
+		panic(runEnd{err: fmt.Errorf("%w: %w", ErrCancelled, err)})
+	}
+	panic(runEnd{err: fmt.Errorf("suspending the run: %w", err)})
+}
+
+// Now is the time, recorded as a step: the same in every run.
+func (wf *WorkflowContext) Now() time.Time {
+	t, err := Step(wf, "flowd:now", func(context.Context) (time.Time, error) { return time.Now().UTC(), nil })
+	if err != nil {
+		panic(runEnd{err: err})
+	}
+	return t
+}
+
+// Random is a number in [0, 1), recorded as a step.
+func (wf *WorkflowContext) Random() float64 {
+	f, err := Step(wf, "flowd:random", func(context.Context) (float64, error) {
+		n, err := rand.Int(rand.Reader, big.NewInt(1<<53))
+		if err != nil {
+			return 0, err
+		}
+		return float64(n.Int64()) / (1 << 53), nil
+	})
+	if err != nil {
+		panic(runEnd{err: err})
+	}
+	return f
+}
+
+// UUID is a random (version 4) UUID, recorded as a step.
+func (wf *WorkflowContext) UUID() string {
+	u, err := Step(wf, "flowd:uuid", func(context.Context) (string, error) { return newUUID(), nil })
+	if err != nil {
+		panic(runEnd{err: err})
+	}
+	return u
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 3
+	}
+	if p.InitialBackoff <= 0 {
+		p.InitialBackoff = time.Second
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = time.Minute
+	}
+	return p
+}
+
+// backoff is the wait after the nth failed attempt: doubling from the
+// initial backoff up to the maximum.
+func (p RetryPolicy) backoff(n int) time.Duration {
+	d := float64(p.InitialBackoff) * math.Pow(2, float64(n-1))
+	return time.Duration(min(d, float64(p.MaxBackoff)))
+}
+
+// runWorkflow runs one run of w for t: its output, or its error. A run
+// that ended waiting returns errSuspended (reported already); one that lost
+// its lease ErrCancelled (nothing to report).
+func (r *runner) runWorkflow(ctx context.Context, t Task, w Workflow) (out json.RawMessage, err error) {
+	wf := &WorkflowContext{ctx: ctx, r: r, task: t, journal: map[string]api.JournalEntry{}, uses: map[string]int{}}
+	if len(t.Journal) > 0 {
+		if err := json.Unmarshal(t.Journal, &wf.journal); err != nil {
+			return nil, fmt.Errorf("the run's journal does not decode: %w", err)
+		}
+	}
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if end, ok := v.(runEnd); ok {
+			out, err = nil, end.err
+			return
+		}
+		out, err = nil, fmt.Errorf("workflow panicked: %v", v)
+	}()
+	out, err = w.Run(wf, t.Input)
+	// Steps started and never awaited are recorded before the run ends.
+	wf.pending.Wait()
+	return out, err
+}
+
+// definitionOf is the code definition w is put under name.
+func definitionOf(name string, w Workflow) ([]byte, error) {
+	def := map[string]any{"name": name, "code": map[string]string{"handler": name}}
+	if w.Timeout > 0 {
+		def["timeout"] = w.Timeout.String()
+	}
+	if p := w.Retry; p != nil {
+		retry := map[string]any{}
+		if p.MaxAttempts > 0 {
+			retry["max_attempts"] = p.MaxAttempts
+		}
+		if p.InitialBackoff > 0 {
+			retry["initial_backoff"] = p.InitialBackoff.String()
+		}
+		if p.MaxBackoff > 0 {
+			retry["max_backoff"] = p.MaxBackoff.String()
+		}
+		def["retry"] = retry
+	}
+	return json.Marshal(def)
+}

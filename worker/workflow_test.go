@@ -1,0 +1,185 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/client"
+	"github.com/flowd/flowd/worker"
+	"github.com/flowd/flowd/workflow"
+)
+
+// sideEffects counts the runs of each step's function.
+type sideEffects struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *sideEffects) add(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n[key]++
+}
+
+func (s *sideEffects) get(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[key]
+}
+
+type order struct {
+	Order string `json:"order"`
+}
+
+// A Go code workflow with steps (one retried, one failing for good and
+// compensated), parallel steps, a sleep and an event wait runs to its end
+// over several runs, each step's function running exactly once, and the
+// recorded values (UUID) the same in every run.
+func TestWorkflowRunsToItsEnd(t *testing.T) {
+	b := setupServer(t, 1)
+	effects := &sideEffects{n: map[string]int{}}
+	flaky := 0
+	runs := 0
+	var mu sync.Mutex
+	fn := worker.Func(func(wf *worker.WorkflowContext, in order) (map[string]any, error) {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		id := wf.UUID()
+		reserved, err := worker.Step(wf, "reserve", func(ctx context.Context) (string, error) {
+			effects.add(worker.IdempotencyKey(ctx))
+			return "r-" + in.Order, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		retried, err := worker.Step(wf, "flaky", func(ctx context.Context) (int, error) {
+			effects.add(worker.IdempotencyKey(ctx))
+			if flaky++; flaky < 3 {
+				return 0, errors.New("not yet")
+			}
+			return flaky, nil
+		}, worker.WithRetry(worker.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Millisecond}))
+		if err != nil {
+			return nil, err
+		}
+		charges := []*worker.Future[int]{}
+		for i := 1; i <= 2; i++ {
+			charges = append(charges, worker.Go(wf, "charge", func(ctx context.Context) (int, error) {
+				effects.add(worker.IdempotencyKey(ctx))
+				return i * 10, nil
+			}))
+		}
+		total := 0
+		for _, f := range charges {
+			v, err := f.Get()
+			if err != nil {
+				return nil, err
+			}
+			total += v
+		}
+		if err := wf.Sleep("cool-off", 200*time.Millisecond); err != nil {
+			return nil, err
+		}
+		paid, err := worker.WaitForEvent[map[string]any](wf, "paid", "payment", worker.WithKey(in.Order))
+		if err != nil {
+			return nil, err
+		}
+		_, err = worker.Step(wf, "ship", func(ctx context.Context) (any, error) {
+			effects.add(worker.IdempotencyKey(ctx))
+			return nil, worker.Permanent(errors.New("no truck"))
+		})
+		var failed *worker.StepFailedError
+		if !errors.As(err, &failed) || failed.Message != "no truck" || failed.Attempts != 1 {
+			return nil, worker.Permanent(errors.New("ship should have failed for good, got " + errString(err)))
+		}
+		if _, err := worker.Step(wf, "release", func(ctx context.Context) (bool, error) {
+			effects.add(worker.IdempotencyKey(ctx))
+			return true, nil
+		}); err != nil {
+			return nil, err
+		}
+		return map[string]any{"id": id, "reserved": reserved, "retried": retried, "total": total, "paid": paid["amount"]}, nil
+	})
+	startWorker(t, worker.Config{Client: b.client, Workflows: map[string]worker.Workflow{"order": {Run: fn}}, Wait: time.Second})
+	waitDefinition(t, b.client, "order")
+	b.start(t, "order", "o-1", `{"order":"A7"}`)
+
+	// The run waits for its payment; then the event comes.
+	waitStep(t, b.client, "o-1", "paid", workflow.StepWaiting)
+	if _, err := b.client.PublishEvent(t.Context(), "payment", "A7", json.RawMessage(`{"amount":30}`)); err != nil {
+		t.Fatal(err)
+	}
+	inst := b.waitStatus(t, "o-1", workflow.StatusCompleted, 15*time.Second)
+	var out map[string]any
+	if err := json.Unmarshal(inst.Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	var uuid string
+	_ = json.Unmarshal(inst.State.Steps["flowd:uuid"].Output, &uuid)
+	if out["id"] != uuid || uuid == "" || out["reserved"] != "r-A7" || out["retried"] != 3.0 || out["total"] != 30.0 || out["paid"] != 30.0 {
+		t.Errorf("output = %s (recorded uuid %q)", inst.Output, uuid)
+	}
+	for _, key := range []string{"reserve", "charge", "charge#2", "ship", "release"} {
+		if n := effects.get("o-1/" + key); n != 1 {
+			t.Errorf("step %s ran %d times, want once", key, n)
+		}
+	}
+	if n := effects.get("o-1/flaky"); n != 3 {
+		t.Errorf("flaky ran %d times, want 3 (two failed attempts)", n)
+	}
+	if st := inst.State.Steps["flaky"]; st.Attempts != 3 {
+		t.Errorf("flaky recorded with %d attempts, want 3", st.Attempts)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if runs != 3 {
+		t.Errorf("the function ran %d times, want 3 (the start, after the sleep, after the event)", runs)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// waitDefinition waits until the worker has put the definition name.
+func waitDefinition(t *testing.T, c *client.Client, name string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := c.GetDefinition(t.Context(), name, 0); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("definition %s not put by the worker", name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStep waits until step of workflow id has status.
+func waitStep(t *testing.T, c *client.Client, id, step string, status workflow.StepStatus) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		inst, err := c.GetWorkflow(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := inst.State.Steps[step]; st != nil && st.Status == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			steps, _ := json.Marshal(inst.State.Steps)
+			t.Fatalf("workflow %s (%s): step %s not %s; steps %s", id, inst.Status, step, status, steps)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
