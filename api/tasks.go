@@ -60,6 +60,9 @@ type Wait struct {
 	Sleep *string `json:"sleep,omitempty"`
 	Event *string `json:"event,omitempty"`
 	Key   string  `json:"key,omitempty"`
+	// Timeout, for an event, fails the wait (error type "timeout") when
+	// no event came within it.
+	Timeout *string `json:"timeout,omitempty"`
 }
 
 // SuspendResponse answers suspend.
@@ -118,9 +121,12 @@ type ListWorkersResponse struct {
 // its output or FAILED with its error, a sleep or event wait (WAITING, then
 // COMPLETED; an event's data is its output).
 type JournalEntry struct {
-	Status   string          `json:"status"`
-	Output   json.RawMessage `json:"output,omitempty"`
-	Error    string          `json:"error,omitempty"`
+	Status string          `json:"status"`
+	Output json.RawMessage `json:"output,omitempty"`
+	// Error is a failed step's error: its message (a string), or an
+	// object with its "type" (an event wait's timeout: "timeout") and
+	// "message".
+	Error    json.RawMessage `json:"error,omitempty"`
 	Attempts int             `json:"attempts,omitempty"`
 	// Kind is "step", "sleep" or "event"; Seq numbers the entries in the
 	// order they were recorded.

@@ -208,3 +208,46 @@ func TestCodeWorkflowNonDeterminism(t *testing.T) {
 		}
 	})
 }
+
+// An event wait with a timeout fails with a timeout error when no event
+// came in time (its event task withdrawn: a later event finds no waiter);
+// one whose event comes first withdraws its timer.
+func TestCodeWorkflowEventTimeout(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define(orderCode)
+		w := codeWorker{t: t, n: n}
+		n.start("order", "late", `{}`)
+		run := w.run(5 * time.Second)
+		if err := n.eng.Suspend(t.Context(), run.ID, run.Lease, map[string]rules.Wait{"paid": {Event: "payment", Key: "late", Timeout: 200 * time.Millisecond}}); err != nil {
+			t.Fatal(err)
+		}
+		run2 := w.run(10 * time.Second)
+		paid := journal(t, run2)["paid"]
+		if e, _ := paid["error"].(map[string]any); paid["status"] != "FAILED" || e["type"] != "timeout" || !strings.Contains(e["message"].(string), `no event "payment" came within 200ms`) {
+			t.Fatalf("journal after the timeout: %s", run2.Journal)
+		}
+		if ev, err := n.eng.PublishEvent(t.Context(), "payment", "late", nil); err != nil || len(ev.Delivered) != 0 {
+			t.Errorf("an event after the timeout was delivered to %v (%v)", ev.Delivered, err)
+		}
+
+		n.start("order", "early", `{}`)
+		run = w.run(5 * time.Second)
+		if err := n.eng.Suspend(t.Context(), run.ID, run.Lease, map[string]rules.Wait{"paid": {Event: "payment", Key: "early", Timeout: time.Hour}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.eng.PublishEvent(t.Context(), "payment", "early", json.RawMessage(`1`)); err != nil {
+			t.Fatal(err)
+		}
+		w.run(5 * time.Second)
+		tasks, err := n.st.TasksOfInstance(t.Context(), "early")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			if task.StepID == "paid" && task.Status.Active() {
+				t.Errorf("task %s of paid (iteration %d, queue %s) is still %s", task.ID, task.Iteration, task.Queue, task.Status)
+			}
+		}
+	})
+}

@@ -94,6 +94,8 @@ func waitOf(name string, wt Wait) (rules.Wait, error) {
 		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits: %v", err))
 	}
 	switch {
+	case wt.Timeout != nil && wt.Event == nil:
+		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s.timeout: only an event wait has a timeout", name))
 	case wt.Sleep != nil && wt.Event != nil:
 		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s: a wait is a sleep or an event, not both", name))
 	case wt.Sleep != nil:
@@ -109,7 +111,15 @@ func waitOf(name string, wt Wait) (rules.Wait, error) {
 		if len([]rune(wt.Key)) > workflow.MaxEventKeyLength {
 			return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s.key is longer than %d characters", name, workflow.MaxEventKeyLength))
 		}
-		return rules.Wait{Event: *wt.Event, Key: wt.Key}, nil
+		wait := rules.Wait{Event: *wt.Event, Key: wt.Key}
+		if wt.Timeout != nil {
+			d, err := time.ParseDuration(*wt.Timeout)
+			if err != nil || d <= 0 {
+				return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf(`waits.%s.timeout: %q is not a positive duration such as "10s", "5m" or "1h30m"`, name, *wt.Timeout))
+			}
+			wait.Timeout = d
+		}
+		return wait, nil
 	}
 	return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf(`waits.%s: say what the run waits for: {"sleep": "10s"} or {"event": "name", "key": "..."}`, name))
 }

@@ -90,6 +90,39 @@ func (e *NonDeterminismError) Error() string {
 	return fmt.Sprintf("non-determinism: step %q was recorded as a %s, and the code now asks for a %s under that name", e.Step, e.Recorded, e.Now)
 }
 
+// TimeoutError is what an event wait whose timeout passed gives the code.
+type TimeoutError struct {
+	Step    string
+	Message string
+}
+
+func (e *TimeoutError) Error() string { return fmt.Sprintf("step %q timed out: %s", e.Step, e.Message) }
+
+// errorMessage is the message of a recorded error: the string, or the
+// object's message.
+func errorMessage(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &o) == nil && o.Message != "" {
+		return o.Message
+	}
+	return string(raw)
+}
+
+// errorType is the type of a recorded error object ("" for a message).
+func errorType(raw json.RawMessage) string {
+	var o struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw, &o)
+	return o.Type
+}
+
 // ErrCancelled: the run lost its lease (the workflow was cancelled or
 // paused past its lease, or another run took over): nothing more of it is
 // recorded, and the SDK stops the function.
@@ -183,7 +216,7 @@ func (f *Future[T]) Get() (T, error) {
 		panic(runEnd{err: f.err})
 	}
 	if f.entry.Status == "FAILED" {
-		return out, &StepFailedError{Step: f.name, Message: f.entry.Error, Attempts: f.entry.Attempts}
+		return out, &StepFailedError{Step: f.name, Message: errorMessage(f.entry.Error), Attempts: f.entry.Attempts}
 	}
 	if len(f.entry.Output) > 0 && string(f.entry.Output) != "null" {
 		if err := json.Unmarshal(f.entry.Output, &out); err != nil {
@@ -328,6 +361,15 @@ type EventOption func(*api.Wait)
 // WithKey narrows the wait to events published with key.
 func WithKey(key string) EventOption { return func(w *api.Wait) { w.Key = key } }
 
+// WithTimeout ends the wait with a *TimeoutError when no event came within
+// d.
+func WithTimeout(d time.Duration) EventOption {
+	return func(w *api.Wait) {
+		s := d.String()
+		w.Timeout = &s
+	}
+}
+
 // WaitForEvent waits, recorded as name, for the event published under
 // event (and the key, WithKey) and returns its data: an event published
 // since the workflow started counts, even before the wait began.
@@ -336,7 +378,10 @@ func WaitForEvent[T any](wf *WorkflowContext, name, event string, opts ...EventO
 	var data T
 	if e, ok := wf.recorded(key, kindEvent); ok && e.Status != "WAITING" {
 		if e.Status != "COMPLETED" {
-			return data, &StepFailedError{Step: key, Message: e.Error, Attempts: e.Attempts}
+			if errorType(e.Error) == "timeout" {
+				return data, &TimeoutError{Step: key, Message: errorMessage(e.Error)}
+			}
+			return data, &StepFailedError{Step: key, Message: errorMessage(e.Error), Attempts: e.Attempts}
 		}
 		if len(e.Output) > 0 && string(e.Output) != "null" {
 			if err := json.Unmarshal(e.Output, &data); err != nil {

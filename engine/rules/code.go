@@ -153,7 +153,23 @@ func (l code) taskCompleted(env Env, inst *workflow.Instance, t *store.Task, out
 		return fmt.Errorf("%w: step %s of workflow %s is not recorded", ErrLeaseLost, t.StepID, inst.ID)
 	}
 	st.Status, st.Output, st.Error = workflow.StepCompleted, output, ""
-	if t.Queue == store.QueueSleep {
+	switch {
+	case t.Queue == store.QueueSleep && t.Iteration == timeoutIteration:
+		// No event came in time: the wait fails, its event task is
+		// withdrawn.
+		var timer struct {
+			Event   string `json:"event"`
+			Timeout string `json:"timeout"`
+		}
+		_ = json.Unmarshal(t.Input, &timer)
+		d, _ := time.ParseDuration(timer.Timeout)
+		st.Status, st.Output = workflow.StepFailed, nil
+		if st.Extra == nil {
+			st.Extra = map[string]json.RawMessage{}
+		}
+		st.Extra["error"] = TimeoutError(timer.Event, d)
+		ch.Withdrawn = append(ch.Withdrawn, t.StepID)
+	case t.Queue == store.QueueSleep:
 		st.Output = json.RawMessage("null")
 	}
 	if err := l.wake(env, inst, now, ch); err != nil {
@@ -226,6 +242,10 @@ func (l code) eventTaken(env Env, inst *workflow.Instance, t *store.Task, ev Eve
 	}
 	st := inst.State.Steps[t.StepID]
 	st.Status, st.Output = workflow.StepCompleted, data
+	if _, ok := st.Extra["timeout_at"]; ok {
+		// Its timeout timer is withdrawn.
+		ch.Withdrawn = append(ch.Withdrawn, t.StepID)
+	}
 	return l.wake(env, inst, now, ch)
 }
 
@@ -407,6 +427,19 @@ type Wait struct {
 	Sleep time.Duration
 	Event string
 	Key   string
+	// Timeout, for an event, fails the wait with a timeout error when no
+	// event came within it (0: none).
+	Timeout time.Duration
+}
+
+// timeoutIteration is the row of an event wait's timeout timer: the same
+// step as the wait's event task, the next row of it.
+const timeoutIteration = 1
+
+// TimeoutError is the error of an event wait whose timeout passed.
+func TimeoutError(event string, d time.Duration) json.RawMessage {
+	raw, _ := json.Marshal(map[string]string{"type": "timeout", "message": fmt.Sprintf("no event %q came within %s", event, d)})
+	return raw
 }
 
 func (w Wait) kind() string {
@@ -466,6 +499,14 @@ func (env Env) Suspend(c *Definition, inst *workflow.Instance, t *store.Task, le
 			waiting, _ := json.Marshal(WaitingFor{Name: w.Event, Key: w.Key})
 			st.Extra["event"] = waiting
 			task.Queue, task.Input = workflow.EventQueue(w.Event, w.Key), waiting
+			if w.Timeout > 0 {
+				until := now.Add(w.Timeout)
+				st.Extra["timeout_at"], _ = json.Marshal(until.UTC().Format(time.RFC3339Nano))
+				timer := task
+				timer.ID, timer.Iteration, timer.Queue, timer.RunAt = env.NewID(), timeoutIteration, store.QueueSleep, until
+				timer.Input, _ = json.Marshal(map[string]any{"event": w.Event, "timeout": w.Timeout.String()})
+				ch.Insert = append(ch.Insert, timer)
+			}
 		} else {
 			until := now.Add(w.Sleep)
 			st.Extra["until"], _ = json.Marshal(until.UTC().Format(time.RFC3339Nano))

@@ -160,7 +160,15 @@ func withdraw(s *workflow.Step, steps map[string]*workflow.StepState, existing m
 // are added once.
 func (ch *Change) CancelWithdrawn(tasks []store.Task) {
 	defer func() { ch.Withdrawn = nil }()
+	// A task ch already writes keeps ch's write: a task is written once.
+	written := make(map[string]bool, len(ch.Update))
+	for i := range ch.Update {
+		written[ch.Update[i].Task.ID] = true
+	}
 	for _, t := range tasks {
+		if written[t.ID] {
+			continue
+		}
 		for _, id := range ch.Withdrawn {
 			if t.StepID == id && t.Status.Active() {
 				CancelTask(&t)

@@ -459,6 +459,13 @@ func (s *scanner) step() (*StepState, error) {
 			}
 			st.Attempts = n
 		case "error":
+			if s.peek() == '{' {
+				// An error object (a code workflow's timeout): kept as
+				// it is, as any other member.
+				st.Error = ""
+				return s.rawInto(&st.Extra, key)
+			}
+			delete(st.Extra, key)
 			return s.nullableString(&st.Error, wrongType)
 		case "output":
 			v, err := s.raw()

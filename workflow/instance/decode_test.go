@@ -75,7 +75,13 @@ func legacyStep(b []byte) (*StepState, error) {
 		case "attempts":
 			err = json.Unmarshal(v, &st.Attempts)
 		case "error":
-			if !legacyNull(v) {
+			switch {
+			case len(bytes.TrimSpace(v)) > 0 && bytes.TrimSpace(v)[0] == '{':
+				if st.Extra == nil {
+					st.Extra = map[string]json.RawMessage{}
+				}
+				st.Extra[k] = compactRaw(v)
+			case !legacyNull(v):
 				err = json.Unmarshal(v, &st.Error)
 			}
 		case "output":
@@ -150,6 +156,7 @@ var decodeCases = []string{
 	`{"variables":{"n":9007199254740993,"f":1.5e-7,"s":"a\"b\\u00e9\n","o":{"x":[1, 2 ,{ }]},"t":true,"z":null}}`,
 	`{"steps":{"a":{"status":"RUNNING","attempts":2,"error":"boom","output":{"k": [1,2]},"custom":{"k":1}}}}`,
 	`{"steps":{"a":{}}}`, `{"steps":{"a":{"status":null,"attempts":null,"error":null,"output":null}}}`,
+	`{"steps":{"a":{"status":"FAILED","error":{"type":"timeout"}}}}`,
 	`{"steps":{"a":{"attempts":1.0}}}`, `{"steps":{"a":{"attempts":1e2}}}`, `{"steps":{"a":{"attempts":-0}}}`,
 	`{"steps":{"a":{"attempts":99999999999999999999}}}`, `{"steps":{"a":{"attempts":"1"}}}`,
 	`{"steps":{"a":{"status":5}}}`, `{"steps":{"a":{"error":false}}}`, `{"steps":{"a":[]}}`, `{"steps":[]}`,
