@@ -55,14 +55,24 @@ type SuspendRequest struct {
 }
 
 // Wait is one thing a run of a code workflow waits for: a sleep (a
-// duration such as "10s"), or an event with an optional key.
+// duration such as "10s"), an event with an optional key, or a child
+// workflow.
 type Wait struct {
-	Sleep *string `json:"sleep,omitempty"`
-	Event *string `json:"event,omitempty"`
-	Key   string  `json:"key,omitempty"`
+	Child *ChildWait `json:"child,omitempty"`
+	Sleep *string    `json:"sleep,omitempty"`
+	Event *string    `json:"event,omitempty"`
+	Key   string     `json:"key,omitempty"`
 	// Timeout, for an event, fails the wait (error type "timeout") when
 	// no event came within it.
 	Timeout *string `json:"timeout,omitempty"`
+}
+
+// ChildWait is a child workflow a run starts and waits for: of the
+// definition (any kind: flowd steps, Serverless Workflow or code), with
+// input.
+type ChildWait struct {
+	Definition string          `json:"definition"`
+	Input      json.RawMessage `json:"input,omitempty"`
 }
 
 // SuspendResponse answers suspend.

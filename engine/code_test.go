@@ -251,3 +251,92 @@ func TestCodeWorkflowEventTimeout(t *testing.T) {
 		}
 	})
 }
+
+// A code workflow waits for children of any kind (a flowd DAG here, and an
+// unknown definition, which fails the wait), and is itself the child of a
+// flowd DAG, which completes with the code's return value.
+func TestCodeWorkflowChildren(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		greet := func(_ context.Context, task engine.Task) (json.RawMessage, error) {
+			var in struct{ Name string }
+			_ = json.Unmarshal(task.Input, &in)
+			return json.Marshal("hello " + in.Name)
+		}
+		n := newNode(t, b, b.newDB(t), nodeOpts{handlers: map[string]engine.Handler{"greet": greet}})
+		n.define(orderCode)
+		n.define("name: greeting\nsteps:\n  - {id: hi, type: task, handler: greet, input: {name: \"{{ .input.name }}\"}}\n")
+		n.define("name: parent\nsteps:\n  - {id: sub, type: workflow, definition: order, input: {n: 1}}\n")
+		w := codeWorker{t: t, n: n}
+
+		n.start("order", "p1", `{}`)
+		run := w.run(5 * time.Second)
+		if err := n.eng.Suspend(t.Context(), run.ID, run.Lease, map[string]rules.Wait{"kid": {Child: "greeting", ChildInput: json.RawMessage(`{"name":"ana"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		run2 := w.run(10 * time.Second)
+		if kid := journal(t, run2)["kid"]; kid["status"] != "COMPLETED" || kid["kind"] != "child" || kid["output"].(map[string]any)["hi"] != "hello ana" {
+			t.Fatalf("journal after the child: %s", run2.Journal)
+		}
+		if err := n.eng.Suspend(t.Context(), run2.ID, run2.Lease, map[string]rules.Wait{"ghost": {Child: "nowhere"}}); err != nil {
+			t.Fatal(err)
+		}
+		run3 := w.run(10 * time.Second)
+		if g := journal(t, run3)["ghost"]; g["status"] != "FAILED" || !strings.Contains(g["error"].(string), "nowhere") {
+			t.Fatalf("journal after an unknown child: %s", run3.Journal)
+		}
+
+		parent := n.start("parent", "dag", `{}`)
+		child := w.run(10 * time.Second)
+		if child.WorkflowID == parent.ID {
+			t.Fatal("the run delivered is the parent's")
+		}
+		if err := n.eng.CompleteTask(t.Context(), child.ID, child.Lease, json.RawMessage(`42`)); err != nil {
+			t.Fatal(err)
+		}
+		done := n.waitStatus("dag", workflow.StatusCompleted, 10*time.Second)
+		if string(done.State.Steps["sub"].Output) != `42` {
+			t.Errorf("the parent's step took %s, want the code's 42", done.State.Steps["sub"].Output)
+		}
+	})
+}
+
+// A failed code workflow that is retried runs its function again: the
+// steps it recorded as completed stay, a step that failed and a wait that
+// was cancelled by the failure run again (the wait's old row queued
+// again).
+func TestCodeWorkflowRetryAfterFailure(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define("name: order\ncode: {handler: order}\nretry: {max_attempts: 1}\n")
+		w := codeWorker{t: t, n: n}
+		n.start("order", "r1", `{}`)
+		run := w.run(5 * time.Second)
+		w.step(run, "ok", rules.Recorded{Output: json.RawMessage(`1`)})
+		w.step(run, "bad", rules.Recorded{Failed: true, Error: "no"})
+		if err := n.eng.Suspend(t.Context(), run.ID, run.Lease, map[string]rules.Wait{"paid": {Event: "payment", Key: "r1"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.eng.Transition(t.Context(), "r1", workflow.StatusRunning, workflow.StatusFailed); err != nil {
+			t.Fatal(err)
+		}
+		inst := n.waitStatus("r1", workflow.StatusFailed, 5*time.Second)
+		if inst.State.Steps["paid"].Status != workflow.StepCancelled {
+			t.Fatalf("paid is %s after the cancel", inst.State.Steps["paid"].Status)
+		}
+		if _, err := n.eng.Action(t.Context(), "r1", "retry"); err != nil {
+			t.Fatal(err)
+		}
+		run2 := w.run(5 * time.Second)
+		j := journal(t, run2)
+		if _, bad := j["bad"]; bad || j["ok"]["status"] != "COMPLETED" || j["paid"] != nil {
+			t.Fatalf("journal after the retry: %s", run2.Journal)
+		}
+		if err := n.eng.Suspend(t.Context(), run2.ID, run2.Lease, map[string]rules.Wait{"paid": {Event: "payment", Key: "r1"}}); err != nil {
+			t.Fatal(err)
+		}
+		if ev, err := n.eng.PublishEvent(t.Context(), "payment", "r1", json.RawMessage(`5`)); err != nil || len(ev.Delivered) != 1 {
+			t.Fatalf("the wait queued again took no event: %+v %v", ev, err)
+		}
+		w.run(5 * time.Second)
+	})
+}

@@ -21,6 +21,7 @@ type (
 	SuspendRequest          = api.SuspendRequest
 	SuspendResponse         = api.SuspendResponse
 	Wait                    = api.Wait
+	ChildWait               = api.ChildWait
 	FailTaskRequest         = api.FailTaskRequest
 	HeartbeatRequest        = api.HeartbeatRequest
 	TaskResultResponse      = api.TaskResultResponse

@@ -93,11 +93,22 @@ func waitOf(name string, wt Wait) (rules.Wait, error) {
 	if err := workflow.ValidateStepKey(name); err != nil {
 		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits: %v", err))
 	}
+	set := 0
+	for _, given := range []bool{wt.Sleep != nil, wt.Event != nil, wt.Child != nil} {
+		if given {
+			set++
+		}
+	}
 	switch {
+	case set > 1:
+		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s: a wait is one of a sleep, an event or a child", name))
+	case wt.Child != nil:
+		if err := workflow.ValidateDefinitionName(wt.Child.Definition); err != nil {
+			return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s.child.definition: %v", name, err))
+		}
+		return rules.Wait{Child: wt.Child.Definition, ChildInput: wt.Child.Input}, nil
 	case wt.Timeout != nil && wt.Event == nil:
 		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s.timeout: only an event wait has a timeout", name))
-	case wt.Sleep != nil && wt.Event != nil:
-		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s: a wait is a sleep or an event, not both", name))
 	case wt.Sleep != nil:
 		d, err := time.ParseDuration(*wt.Sleep)
 		if err != nil || d < 0 {
@@ -121,5 +132,5 @@ func waitOf(name string, wt Wait) (rules.Wait, error) {
 		}
 		return wait, nil
 	}
-	return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf(`waits.%s: say what the run waits for: {"sleep": "10s"} or {"event": "name", "key": "..."}`, name))
+	return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf(`waits.%s: say what the run waits for: {"sleep": "10s"}, {"event": "name", "key": "..."} or {"child": {"definition": "name", "input": {}}}`, name))
 }

@@ -133,6 +133,7 @@ const (
 	kindStep  = "step"
 	kindSleep = "sleep"
 	kindEvent = "event"
+	kindChild = "child"
 )
 
 // WorkflowContext is one run of a code workflow, as its function sees it.
@@ -396,6 +397,32 @@ func WaitForEvent[T any](wf *WorkflowContext, name, event string, opts ...EventO
 	}
 	wf.suspend(key, w)
 	return data, nil
+}
+
+// Child starts, recorded as name, a child workflow of definition (of any
+// kind: flowd steps, Serverless Workflow or code) with input, waits for it
+// and returns its output; a child that does not complete gives a
+// *StepFailedError.
+func Child[T any](wf *WorkflowContext, name, definition string, input any) (T, error) {
+	key := wf.key(name)
+	var out T
+	if e, ok := wf.recorded(key, kindChild); ok && (e.Status == "COMPLETED" || e.Status == "FAILED") {
+		if e.Status == "FAILED" {
+			return out, &StepFailedError{Step: key, Message: errorMessage(e.Error), Attempts: max(e.Attempts, 1)}
+		}
+		if len(e.Output) > 0 && string(e.Output) != "null" {
+			if err := json.Unmarshal(e.Output, &out); err != nil {
+				return out, fmt.Errorf("output of child %q does not decode into %T: %w", key, out, err)
+			}
+		}
+		return out, nil
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return out, Permanent(fmt.Errorf("the input of child %q does not encode: %w", key, err))
+	}
+	wf.suspend(key, api.Wait{Child: &api.ChildWait{Definition: definition, Input: raw}})
+	return out, nil
 }
 
 // suspend ends the run waiting for w once the steps in flight are

@@ -38,6 +38,7 @@ const (
 	KindStep  = "step"
 	KindSleep = "sleep"
 	KindEvent = "event"
+	KindChild = "child"
 )
 
 // CodeRuns is state.code: Run is the current run's number (its task's step
@@ -83,9 +84,14 @@ type code struct{ c *Definition }
 // that failed for good run again, those that completed do not.
 func (code) CanRetry() bool { return true }
 
-// ChildDefinition: a code workflow starts no child through a task of its
-// own.
-func (code) ChildDefinition(*workflow.Instance, string) string { return "" }
+// ChildDefinition is the definition a child wait names.
+func (code) ChildDefinition(inst *workflow.Instance, step string) string {
+	var name string
+	if st := inst.State.Steps[step]; st != nil && entryKind(st) == KindChild {
+		_ = json.Unmarshal(st.Extra["definition"], &name)
+	}
+	return name
+}
 
 // completesStepsFromOutside: only its code records a code workflow's steps.
 func (code) completesStepsFromOutside() bool { return false }
@@ -205,6 +211,20 @@ func (l code) taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg st
 	u := *t
 	u.LastError = msg
 	clearLease(&u)
+	if t.Queue == store.QueueChild {
+		// The child did not complete: the wait fails, and the code sees
+		// why.
+		u.Status = store.TaskFailed
+		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
+		if st := inst.State.Steps[t.StepID]; st != nil {
+			st.Status, st.Output, st.Error = workflow.StepFailed, nil, msg
+		}
+		if err := l.wake(env, inst, now, ch); err != nil {
+			return err
+		}
+		ch.Notify = ch.claimable()
+		return nil
+	}
 	if IsTimer(t.Queue) {
 		u.Status = store.TaskDone
 		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
@@ -254,6 +274,25 @@ func (l code) eventUndelivered(env Env, inst *workflow.Instance, t *store.Task, 
 	st := inst.State.Steps[t.StepID]
 	st.Status, st.Error = workflow.StepFailed, reason
 	return l.wake(env, inst, now, ch)
+}
+
+// putTask adds task to ch: inserted, or, when the step has a row of that
+// iteration already (a wait of an earlier run under the same name, which a
+// retry forgot), that row queued again as task says.
+func (env Env) putTask(ch *Change, task store.Task) error {
+	prev := env.Tasks[TaskKey(task.StepID, task.Iteration)]
+	if prev == nil {
+		ch.Insert = append(ch.Insert, task)
+		return nil
+	}
+	if prev.Queue != task.Queue {
+		return fmt.Errorf("%w: %q waited for something else before (%s): wait under a new name", store.ErrInvalidArgument, task.StepID, prev.Queue)
+	}
+	u := *prev
+	u.Status, u.RunAt, u.Input, u.LastError, u.MaxAttempts = store.TaskQueued, task.RunAt, task.Input, "", prev.Attempt+1
+	clearLease(&u)
+	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(prev)})
+	return nil
 }
 
 // reopen: a resumed workflow goes on where it was (its run task is held
@@ -427,6 +466,10 @@ type Wait struct {
 	Sleep time.Duration
 	Event string
 	Key   string
+	// Child, when set, is the definition of a child workflow to start
+	// with ChildInput, and wait for.
+	Child      string
+	ChildInput json.RawMessage
 	// Timeout, for an event, fails the wait with a timeout error when no
 	// event came within it (0: none).
 	Timeout time.Duration
@@ -443,7 +486,10 @@ func TimeoutError(event string, d time.Duration) json.RawMessage {
 }
 
 func (w Wait) kind() string {
-	if w.Event != "" {
+	switch {
+	case w.Child != "":
+		return KindChild
+	case w.Event != "":
 		return KindEvent
 	}
 	return KindSleep
@@ -455,14 +501,19 @@ func SuspendCause(names []string) string {
 }
 
 // Suspend ends the run holding lease on t waiting for waits (by name):
-// each not recorded yet is recorded WAITING with its timer or event task;
-// the run task is DONE. When one of them has already finished (the
-// function awaited it again after an earlier run), the next run is queued
-// in the same write.
+// each not recorded yet is recorded WAITING with its timer or event task
+// (a child RUNNING, with the task the engine starts it from); the run
+// task is DONE. When one of them has already finished (the function
+// awaited it again after an earlier run), the next run is queued in the
+// same write. It needs the instance's rows (Env.Tasks; ErrNeedTasks
+// without them): a wait retried under its name writes its old rows again.
 func (env Env) Suspend(c *Definition, inst *workflow.Instance, t *store.Task, lease string, waits map[string]Wait, now time.Time) (Change, error) {
 	n, err := env.checkRun(c, inst, t, lease, now)
 	if err != nil {
 		return Change{}, err
+	}
+	if env.Tasks == nil {
+		return Change{}, ErrNeedTasks
 	}
 	if len(waits) == 0 {
 		return Change{}, fmt.Errorf("%w: a run waits for at least one thing", store.ErrInvalidArgument)
@@ -492,7 +543,15 @@ func (env Env) Suspend(c *Definition, inst *workflow.Instance, t *store.Task, le
 		st := &workflow.StepState{Status: workflow.StepWaiting, Extra: entryExtra(w.kind(), r.Seq)}
 		task := store.Task{ID: env.NewID(), InstanceID: inst.ID, StepID: name, Status: store.TaskQueued, MaxAttempts: 1,
 			RunAt: now, Input: json.RawMessage("null"), Flow: workflow.TaskFlow{Priority: inst.Priority}}
-		if w.Event != "" {
+		switch {
+		case w.Child != "":
+			st.Status = workflow.StepRunning
+			st.Extra["definition"], _ = json.Marshal(w.Child)
+			task.Queue, task.Input = store.QueueChild, w.ChildInput
+			if len(task.Input) == 0 {
+				task.Input = json.RawMessage("{}")
+			}
+		case w.Event != "":
 			if p := workflow.EventNameProblem(w.Event); p != "" {
 				return Change{}, fmt.Errorf("%w: waits.%s.event %s", store.ErrInvalidArgument, name, p)
 			}
@@ -505,15 +564,19 @@ func (env Env) Suspend(c *Definition, inst *workflow.Instance, t *store.Task, le
 				timer := task
 				timer.ID, timer.Iteration, timer.Queue, timer.RunAt = env.NewID(), timeoutIteration, store.QueueSleep, until
 				timer.Input, _ = json.Marshal(map[string]any{"event": w.Event, "timeout": w.Timeout.String()})
-				ch.Insert = append(ch.Insert, timer)
+				if err := env.putTask(&ch, timer); err != nil {
+					return Change{}, err
+				}
 			}
-		} else {
+		default:
 			until := now.Add(w.Sleep)
 			st.Extra["until"], _ = json.Marshal(until.UTC().Format(time.RFC3339Nano))
 			task.Queue, task.RunAt = store.QueueSleep, until
 		}
 		inst.State.Steps[name] = st
-		ch.Insert = append(ch.Insert, task)
+		if err := env.putTask(&ch, task); err != nil {
+			return Change{}, err
+		}
 	}
 	done := *t
 	done.Status = store.TaskDone
