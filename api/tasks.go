@@ -75,6 +75,13 @@ type ChildWait struct {
 	Input      json.RawMessage `json:"input,omitempty"`
 }
 
+// SetVariableRequest is the body of POST
+// /v1/tasks/{task_id}/variables/{key}: a code workflow's ctx.set.
+type SetVariableRequest struct {
+	Lease string          `json:"lease"`
+	Value json.RawMessage `json:"value"`
+}
+
 // SuspendResponse answers suspend.
 type SuspendResponse struct {
 	TaskID string `json:"task_id"`

@@ -31,3 +31,13 @@ func (c *Client) Checkpoint(ctx context.Context, taskID, name string, req api.Ch
 func (c *Client) Suspend(ctx context.Context, taskID, lease string, waits map[string]api.Wait) error {
 	return c.taskCall(ctx, taskID, "suspend", api.SuspendRequest{Lease: lease, Waits: waits}, nil)
 }
+
+// SetVariable is a code workflow's ctx.set: state.variables.KEY = value,
+// while the run holding lease on taskID holds it. Errors as for
+// Checkpoint.
+func (c *Client) SetVariable(ctx context.Context, taskID, lease, key string, value json.RawMessage) error {
+	if !json.Valid(value) {
+		return errors.New("flowd client: SetVariable: value is not valid JSON")
+	}
+	return c.taskCall(ctx, taskID, "variables/"+pathSegment(key), api.SetVariableRequest{Lease: lease, Value: value}, nil)
+}

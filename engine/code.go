@@ -71,6 +71,22 @@ func (e *Engine) Suspend(ctx context.Context, taskID, lease string, waits map[st
 	return err
 }
 
+// SetVariable is ctx.set of the code workflow run holding lease on task
+// taskID: state.variables.KEY = value, one versioned write (none when the
+// value is already that).
+func (e *Engine) SetVariable(ctx context.Context, taskID, lease, key string, value json.RawMessage) error {
+	value = orNull(value)
+	_, _, _, err := e.leaseHolderOp(ctx, taskID, "", lease, func(*store.Task) string { return rules.SetCause(key) },
+		func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
+			ch, err := env.SetVariable(c, inst, t, lease, key, value, now)
+			if err == nil && ch.Cause == "" {
+				return ch, errNothingToWrite
+			}
+			return ch, err
+		})
+	return err
+}
+
 // orNull is a step's output as stored: JSON null for none.
 func orNull(out json.RawMessage) json.RawMessage {
 	if len(out) == 0 {

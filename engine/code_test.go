@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -338,5 +339,37 @@ func TestCodeWorkflowRetryAfterFailure(t *testing.T) {
 			t.Fatalf("the wait queued again took no event: %+v %v", ev, err)
 		}
 		w.run(5 * time.Second)
+	})
+}
+
+// ctx.set writes state.variables.KEY in a version of its own; setting the
+// value it has (a replay) writes nothing; a run that no longer holds its
+// lease sets nothing.
+func TestCodeWorkflowSetsVariables(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define(orderCode)
+		w := codeWorker{t: t, n: n}
+		n.start("order", "v1", `{}`)
+		run := w.run(5 * time.Second)
+		before, _ := n.st.Get(t.Context(), "v1")
+		for range 2 {
+			if err := n.eng.SetVariable(t.Context(), run.ID, run.Lease, "stage", json.RawMessage(`{"n": 1}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after, _ := n.st.Get(t.Context(), "v1")
+		if after.Version != before.Version+1 || string(after.State.Variables["stage"]) != `{"n":1}` {
+			t.Errorf("after setting stage twice: version %d → %d, stage %s", before.Version, after.Version, after.State.Variables["stage"])
+		}
+		if h, err := n.st.History(t.Context(), "v1", after.Version, 0); err != nil || h[0].Cause != `variable "stage" set` {
+			t.Errorf("history: %+v %v", h, err)
+		}
+		if err := n.eng.SetVariable(t.Context(), run.ID, "stale", "stage", json.RawMessage(`2`)); !errors.Is(err, engine.ErrLeaseLost) {
+			t.Errorf("set under a stale lease: %v", err)
+		}
+		if err := n.eng.SetVariable(t.Context(), run.ID, run.Lease, "a#2", json.RawMessage(`2`)); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Errorf("set of a bad key: %v", err)
+		}
 	})
 }

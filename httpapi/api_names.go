@@ -22,6 +22,7 @@ type (
 	SuspendResponse         = api.SuspendResponse
 	Wait                    = api.Wait
 	ChildWait               = api.ChildWait
+	SetVariableRequest      = api.SetVariableRequest
 	FailTaskRequest         = api.FailTaskRequest
 	HeartbeatRequest        = api.HeartbeatRequest
 	TaskResultResponse      = api.TaskResultResponse

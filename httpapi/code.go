@@ -134,3 +134,22 @@ func waitOf(name string, wt Wait) (rules.Wait, error) {
 	}
 	return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf(`waits.%s: say what the run waits for: {"sleep": "10s"}, {"event": "name", "key": "..."} or {"child": {"definition": "name", "input": {}}}`, name))
 }
+
+// setVariable is a code workflow's ctx.set: 200 with the variable.
+func (s *Server) setVariable(w http.ResponseWriter, r *http.Request) {
+	var req SetVariableRequest
+	if err := decodeLeased(r, &req, &req.Lease); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(bytes.TrimSpace(req.Value)) == 0 {
+		s.fail(w, r, httpError(http.StatusBadRequest, `"value" is required (any JSON; null too)`))
+		return
+	}
+	key := r.PathValue("key")
+	if err := s.eng.SetVariable(r.Context(), r.PathValue("task_id"), req.Lease, key, req.Value); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key": key, "value": req.Value})
+}

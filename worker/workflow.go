@@ -441,6 +441,23 @@ func (wf *WorkflowContext) suspend(key string, w api.Wait) {
 	panic(runEnd{err: fmt.Errorf("suspending the run: %w", err)})
 }
 
+// Set writes state.variables.KEY = value, a versioned write others can
+// read (GET /v1/workflows/{id}, or poll it with If-None-Match). Setting
+// the value it has writes nothing, so a replay costs no version.
+func (wf *WorkflowContext) Set(key string, value any) error {
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("variable %q does not encode: %w", key, err)
+	}
+	err = wf.r.report(wf.ctx, &leaseClock{until: time.Now().Add(time.Minute)}, func(ctx context.Context) error {
+		return wf.r.cfg.Client.SetVariable(ctx, wf.task.ID, wf.task.Lease, key, raw)
+	})
+	if client.IsConflict(err) || client.IsNotFound(err) {
+		panic(runEnd{err: fmt.Errorf("%w: %w", ErrCancelled, err)})
+	}
+	return err
+}
+
 // Now is the time, recorded as a step: the same in every run.
 func (wf *WorkflowContext) Now() time.Time {
 	t, err := Step(wf, "flowd:now", func(context.Context) (time.Time, error) { return time.Now().UTC(), nil })

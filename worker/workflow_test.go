@@ -82,6 +82,9 @@ func TestWorkflowRunsToItsEnd(t *testing.T) {
 			}
 			total += v
 		}
+		if err := wf.Set("stage", "charged"); err != nil {
+			return nil, err
+		}
 		if err := wf.Sleep("cool-off", 200*time.Millisecond); err != nil {
 			return nil, err
 		}
@@ -118,6 +121,9 @@ func TestWorkflowRunsToItsEnd(t *testing.T) {
 	var out map[string]any
 	if err := json.Unmarshal(inst.Output, &out); err != nil {
 		t.Fatal(err)
+	}
+	if string(inst.State.Variables["stage"]) != `"charged"` {
+		t.Errorf("state.variables.stage = %s", inst.State.Variables["stage"])
 	}
 	var uuid string
 	_ = json.Unmarshal(inst.State.Steps["flowd:uuid"].Output, &uuid)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -598,4 +599,45 @@ func (env Env) Suspend(c *Definition, inst *workflow.Instance, t *store.Task, le
 		return Change{}, err
 	}
 	return ch, nil
+}
+
+// SetCause is the history cause of a run's ctx.set of key.
+func SetCause(key string) string { return fmt.Sprintf("variable %q set", key) }
+
+// SetVariable is ctx.set of the run holding lease on t: state.variables.KEY
+// = value in one versioned write, guarded by the run's row as read. A
+// value equal to the one stored writes nothing (a replay sets it again).
+func (env Env) SetVariable(c *Definition, inst *workflow.Instance, t *store.Task, lease, key string, value json.RawMessage, now time.Time) (Change, error) {
+	if _, err := env.checkRun(c, inst, t, lease, now); err != nil {
+		return Change{}, err
+	}
+	if err := workflow.ValidateStepKey(key); err != nil || strings.Contains(key, "#") {
+		return Change{}, fmt.Errorf("%w: variable %q: 1-128 characters of [A-Za-z0-9._:-]", store.ErrInvalidArgument, key)
+	}
+	if old, ok := inst.State.Variables[key]; ok && jsonEqual(old, value) {
+		return Change{}, nil
+	}
+	if inst.State.Variables == nil {
+		inst.State.Variables = map[string]json.RawMessage{}
+	}
+	inst.State.Variables[key] = value
+	if err := env.checkSize(inst.State); err != nil {
+		return Change{}, err
+	}
+	ch := Change{Cause: SetCause(key)}
+	ch.Update = append(ch.Update, TaskUpdate{Task: *t, Guard: store.GuardOf(t)})
+	ch.setInstance(inst)
+	if err := env.limitVersions(c, inst.Status, inst, &ch); err != nil {
+		return Change{}, err
+	}
+	return ch, nil
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
