@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -132,4 +135,101 @@ func (e *Engine) withJournal(ctx context.Context, t *leased) error {
 	}
 	t.Journal = Journal(inst)
 	return nil
+}
+
+// RecordedOf is a checkpoint's body as the rules take it: its output, or
+// its error (a string, or an object's message) after its attempts. A body
+// with both, or negative attempts, is store.ErrInvalidArgument.
+func RecordedOf(req api.CheckpointRequest) (rules.Recorded, error) {
+	if req.Attempts < 0 {
+		return rules.Recorded{}, fmt.Errorf("%w: \"attempts\" must not be negative", store.ErrInvalidArgument)
+	}
+	rec := rules.Recorded{Output: req.Output, Attempts: req.Attempts}
+	if e := bytes.TrimSpace(req.Error); len(e) > 0 && string(e) != "null" {
+		if len(req.Output) > 0 {
+			return rules.Recorded{}, fmt.Errorf("%w: a step has \"output\" or \"error\", not both", store.ErrInvalidArgument)
+		}
+		rec.Failed, rec.Error = true, errorText(e)
+	}
+	return rec, nil
+}
+
+// errorText is a step's error as recorded: a string as it is; an object's
+// "message" when it has one, else the object's JSON.
+func errorText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &o) == nil && o.Message != "" {
+		return o.Message
+	}
+	return string(raw)
+}
+
+// WaitsOf are a suspend's waits as the rules take them; a wait that is
+// not one of a sleep, an event or a child, or whose values are not valid,
+// is store.ErrInvalidArgument naming it.
+func WaitsOf(waits map[string]api.Wait) (map[string]rules.Wait, error) {
+	if len(waits) == 0 {
+		return nil, fmt.Errorf("%w: \"waits\" must name at least one thing the run waits for", store.ErrInvalidArgument)
+	}
+	out := make(map[string]rules.Wait, len(waits))
+	for name, w := range waits {
+		wait, err := waitOf(name, w)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", store.ErrInvalidArgument, err)
+		}
+		out[name] = wait
+	}
+	return out, nil
+}
+
+func waitOf(name string, wt api.Wait) (rules.Wait, error) {
+	if err := workflow.ValidateStepKey(name); err != nil {
+		return rules.Wait{}, fmt.Errorf("waits: %v", err)
+	}
+	set := 0
+	for _, given := range []bool{wt.Sleep != nil, wt.Event != nil, wt.Child != nil} {
+		if given {
+			set++
+		}
+	}
+	switch {
+	case set > 1:
+		return rules.Wait{}, fmt.Errorf("waits.%s: a wait is one of a sleep, an event or a child", name)
+	case wt.Timeout != nil && wt.Event == nil:
+		return rules.Wait{}, fmt.Errorf("waits.%s.timeout: only an event wait has a timeout", name)
+	case wt.Child != nil:
+		if err := workflow.ValidateDefinitionName(wt.Child.Definition); err != nil {
+			return rules.Wait{}, fmt.Errorf("waits.%s.child.definition: %v", name, err)
+		}
+		return rules.Wait{Child: wt.Child.Definition, ChildInput: wt.Child.Input}, nil
+	case wt.Sleep != nil:
+		d, err := time.ParseDuration(*wt.Sleep)
+		if err != nil || d < 0 {
+			return rules.Wait{}, fmt.Errorf(`waits.%s.sleep: %q is not a duration such as "10s", "5m" or "1h30m"`, name, *wt.Sleep)
+		}
+		return rules.Wait{Sleep: d}, nil
+	case wt.Event != nil:
+		if p := workflow.EventNameProblem(*wt.Event); p != "" {
+			return rules.Wait{}, fmt.Errorf("waits.%s.event %s", name, p)
+		}
+		if len([]rune(wt.Key)) > workflow.MaxEventKeyLength {
+			return rules.Wait{}, fmt.Errorf("waits.%s.key is longer than %d characters", name, workflow.MaxEventKeyLength)
+		}
+		wait := rules.Wait{Event: *wt.Event, Key: wt.Key}
+		if wt.Timeout != nil {
+			d, err := time.ParseDuration(*wt.Timeout)
+			if err != nil || d <= 0 {
+				return rules.Wait{}, fmt.Errorf(`waits.%s.timeout: %q is not a positive duration such as "10s", "5m" or "1h30m"`, name, *wt.Timeout)
+			}
+			wait.Timeout = d
+		}
+		return wait, nil
+	}
+	return rules.Wait{}, fmt.Errorf(`waits.%s: say what the run waits for: {"sleep": "10s"}, {"event": "name", "key": "..."} or {"child": {"definition": "name", "input": {}}}`, name)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/worker/task"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -148,6 +149,16 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t leased, queues []st
 		e.startChild(context.WithoutCancel(runCtx), t.Task)
 		return nil
 	}
+	run := IsRun(&t.Task)
+	if run {
+		// A code workflow's run replays its journal; its checkpoints
+		// move the instance on, so its outcome is decided on a fresh read.
+		if err := e.withJournal(runCtx, &t); err != nil {
+			e.log.Warn("reading the journal of a run", "task", t.ID, "workflow", t.WorkflowID, "err", err)
+			return nil
+		}
+		t.inst = nil
+	}
 	// The attempt's span (when tracing) runs from here to the recorded
 	// outcome: the handler's work and the store writes nest under it.
 	runCtx, span := e.startAttempt(runCtx, t.Task)
@@ -175,6 +186,9 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t leased, queues []st
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 10*time.Second)
 	defer rcancel()
 	switch {
+	case run && errors.Is(err, task.ErrRunEnded):
+		// The run waits (its suspend was its outcome) or lost its lease.
+		err = nil
 	case err == nil:
 		if claimCtx.Err() != nil {
 			queues = nil

@@ -2,12 +2,9 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"time"
 
-	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -24,17 +21,10 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httpError(http.StatusBadRequest, err.Error()))
 		return
 	}
-	if req.Attempts < 0 {
-		s.fail(w, r, httpError(http.StatusBadRequest, `"attempts" must not be negative`))
+	rec, err := engine.RecordedOf(req)
+	if err != nil {
+		s.fail(w, r, err)
 		return
-	}
-	rec := rules.Recorded{Output: req.Output, Attempts: req.Attempts}
-	if e := bytes.TrimSpace(req.Error); len(e) > 0 && string(e) != "null" {
-		if len(req.Output) > 0 {
-			s.fail(w, r, httpError(http.StatusBadRequest, `a step has "output" or "error", not both`))
-			return
-		}
-		rec.Failed, rec.Error = true, errorText(e)
 	}
 	entry, err := s.eng.Checkpoint(r.Context(), r.PathValue("task_id"), req.Lease, name, rec)
 	if err != nil {
@@ -44,22 +34,6 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, entry)
 }
 
-// errorText is a step's error as recorded: a string as it is; an object's
-// "message" when it has one, else the object's JSON.
-func errorText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var o struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(raw, &o) == nil && o.Message != "" {
-		return o.Message
-	}
-	return string(raw)
-}
-
 // suspend ends a code workflow's run waiting for what it names.
 func (s *Server) suspend(w http.ResponseWriter, r *http.Request) {
 	var req SuspendRequest
@@ -67,18 +41,10 @@ func (s *Server) suspend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if len(req.Waits) == 0 {
-		s.fail(w, r, httpError(http.StatusBadRequest, `"waits" must name at least one thing the run waits for`))
+	waits, err := engine.WaitsOf(req.Waits)
+	if err != nil {
+		s.fail(w, r, err)
 		return
-	}
-	waits := make(map[string]rules.Wait, len(req.Waits))
-	for name, wt := range req.Waits {
-		wait, err := waitOf(name, wt)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		waits[name] = wait
 	}
 	id := r.PathValue("task_id")
 	if err := s.eng.Suspend(r.Context(), id, req.Lease, waits); err != nil {
@@ -86,53 +52,6 @@ func (s *Server) suspend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, SuspendResponse{TaskID: id, Status: "suspended"})
-}
-
-// waitOf checks one wait of a suspend.
-func waitOf(name string, wt Wait) (rules.Wait, error) {
-	if err := workflow.ValidateStepKey(name); err != nil {
-		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits: %v", err))
-	}
-	set := 0
-	for _, given := range []bool{wt.Sleep != nil, wt.Event != nil, wt.Child != nil} {
-		if given {
-			set++
-		}
-	}
-	switch {
-	case set > 1:
-		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s: a wait is one of a sleep, an event or a child", name))
-	case wt.Child != nil:
-		if err := workflow.ValidateDefinitionName(wt.Child.Definition); err != nil {
-			return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s.child.definition: %v", name, err))
-		}
-		return rules.Wait{Child: wt.Child.Definition, ChildInput: wt.Child.Input}, nil
-	case wt.Timeout != nil && wt.Event == nil:
-		return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s.timeout: only an event wait has a timeout", name))
-	case wt.Sleep != nil:
-		d, err := time.ParseDuration(*wt.Sleep)
-		if err != nil || d < 0 {
-			return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf(`waits.%s.sleep: %q is not a duration such as "10s", "5m" or "1h30m"`, name, *wt.Sleep))
-		}
-		return rules.Wait{Sleep: d}, nil
-	case wt.Event != nil:
-		if p := workflow.EventNameProblem(*wt.Event); p != "" {
-			return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s.event %s", name, p))
-		}
-		if len([]rune(wt.Key)) > workflow.MaxEventKeyLength {
-			return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf("waits.%s.key is longer than %d characters", name, workflow.MaxEventKeyLength))
-		}
-		wait := rules.Wait{Event: *wt.Event, Key: wt.Key}
-		if wt.Timeout != nil {
-			d, err := time.ParseDuration(*wt.Timeout)
-			if err != nil || d <= 0 {
-				return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf(`waits.%s.timeout: %q is not a positive duration such as "10s", "5m" or "1h30m"`, name, *wt.Timeout))
-			}
-			wait.Timeout = d
-		}
-		return wait, nil
-	}
-	return rules.Wait{}, httpError(http.StatusBadRequest, fmt.Sprintf(`waits.%s: say what the run waits for: {"sleep": "10s"}, {"event": "name", "key": "..."} or {"child": {"definition": "name", "input": {}}}`, name))
 }
 
 // setVariable is a code workflow's ctx.set: 200 with the variable.

@@ -140,9 +140,10 @@ const (
 // Its methods may be called from the function's goroutine; steps started
 // with Go run on goroutines of their own.
 type WorkflowContext struct {
-	ctx     context.Context
-	r       *runner
-	task    Task
+	ctx  context.Context
+	b    RunBackend
+	send func(ctx context.Context, call func(context.Context) error) error
+	task Task
 	journal map[string]api.JournalEntry
 
 	mu      sync.Mutex
@@ -325,9 +326,9 @@ func callStep(ctx context.Context, fn func(ctx context.Context) (json.RawMessage
 // lost its lease is over (ErrCancelled).
 func (wf *WorkflowContext) checkpoint(key string, req api.CheckpointRequest) (api.JournalEntry, error) {
 	var entry *api.JournalEntry
-	err := wf.r.report(wf.ctx, &leaseClock{until: time.Now().Add(time.Minute)}, func(ctx context.Context) error {
+	err := wf.send(wf.ctx, func(ctx context.Context) error {
 		var err error
-		entry, err = wf.r.cfg.Client.Checkpoint(ctx, wf.task.ID, key, req)
+		entry, err = wf.b.Checkpoint(ctx, wf.task.ID, key, req)
 		return err
 	})
 	switch {
@@ -336,7 +337,7 @@ func (wf *WorkflowContext) checkpoint(key string, req api.CheckpointRequest) (ap
 		wf.journal[key] = *entry
 		wf.mu.Unlock()
 		return *entry, nil
-	case client.IsConflict(err), client.IsNotFound(err):
+	case leaseLost(err):
 		return api.JournalEntry{}, fmt.Errorf("%w: %w", ErrCancelled, err)
 	case client.StatusCode(err) == http.StatusBadRequest || client.StatusCode(err) == http.StatusRequestEntityTooLarge:
 		return api.JournalEntry{}, Permanent(fmt.Errorf("the server refused the outcome of step %q: %w", key, err))
@@ -429,13 +430,13 @@ func Child[T any](wf *WorkflowContext, name, definition string, input any) (T, e
 // recorded; it does not return.
 func (wf *WorkflowContext) suspend(key string, w api.Wait) {
 	wf.pending.Wait()
-	err := wf.r.report(wf.ctx, &leaseClock{until: time.Now().Add(time.Minute)}, func(ctx context.Context) error {
-		return wf.r.cfg.Client.Suspend(ctx, wf.task.ID, wf.task.Lease, map[string]api.Wait{key: w})
+	err := wf.send(wf.ctx, func(ctx context.Context) error {
+		return wf.b.Suspend(ctx, wf.task.ID, wf.task.Lease, map[string]api.Wait{key: w})
 	})
 	switch {
 	case err == nil:
 		panic(runEnd{err: errSuspended})
-	case client.IsConflict(err), client.IsNotFound(err):
+	case leaseLost(err):
 		panic(runEnd{err: fmt.Errorf("%w: %w", ErrCancelled, err)})
 	}
 	panic(runEnd{err: fmt.Errorf("suspending the run: %w", err)})
@@ -449,10 +450,10 @@ func (wf *WorkflowContext) Set(key string, value any) error {
 	if err != nil {
 		return fmt.Errorf("variable %q does not encode: %w", key, err)
 	}
-	err = wf.r.report(wf.ctx, &leaseClock{until: time.Now().Add(time.Minute)}, func(ctx context.Context) error {
-		return wf.r.cfg.Client.SetVariable(ctx, wf.task.ID, wf.task.Lease, key, raw)
+	err = wf.send(wf.ctx, func(ctx context.Context) error {
+		return wf.b.SetVariable(ctx, wf.task.ID, wf.task.Lease, key, raw)
 	})
-	if client.IsConflict(err) || client.IsNotFound(err) {
+	if leaseLost(err) {
 		panic(runEnd{err: fmt.Errorf("%w: %w", ErrCancelled, err)})
 	}
 	return err
@@ -523,7 +524,15 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 // that ended waiting returns errSuspended (reported already); one that lost
 // its lease ErrCancelled (nothing to report).
 func (r *runner) runWorkflow(ctx context.Context, t Task, w Workflow) (out json.RawMessage, err error) {
-	wf := &WorkflowContext{ctx: ctx, r: r, task: t, journal: map[string]api.JournalEntry{}, uses: map[string]int{}}
+	return runWorkflow(ctx, t, w, r.cfg.Client, func(ctx context.Context, call func(context.Context) error) error {
+		return r.report(ctx, &leaseClock{until: time.Now().Add(time.Minute)}, call)
+	})
+}
+
+// runWorkflow runs one run of w for t, recording through b with send
+// (which retries what retrying may mend).
+func runWorkflow(ctx context.Context, t Task, w Workflow, b RunBackend, send func(context.Context, func(context.Context) error) error) (out json.RawMessage, err error) {
+	wf := &WorkflowContext{ctx: ctx, b: b, send: send, task: t, journal: map[string]api.JournalEntry{}, uses: map[string]int{}}
 	if len(t.Journal) > 0 {
 		if err := json.Unmarshal(t.Journal, &wf.journal); err != nil {
 			return nil, fmt.Errorf("the run's journal does not decode: %w", err)
@@ -545,6 +554,45 @@ func (r *runner) runWorkflow(ctx context.Context, t Task, w Workflow) (out json.
 	wf.pending.Wait()
 	return out, err
 }
+
+// RunBackend is what a run of a code workflow records through: the
+// server's task routes (a *client.Client), or, in process on an embedded
+// server, the engine itself (server.Server.RegisterWorkflow). An error
+// wrapping ErrCancelled, or a 409 or 404 answer, means the run no longer
+// holds its lease.
+type RunBackend interface {
+	Checkpoint(ctx context.Context, taskID, name string, req api.CheckpointRequest) (*api.JournalEntry, error)
+	Suspend(ctx context.Context, taskID, lease string, waits map[string]api.Wait) error
+	SetVariable(ctx context.Context, taskID, lease, key string, value json.RawMessage) error
+}
+
+// leaseLost reports an error that says the run no longer holds its lease.
+func leaseLost(err error) bool {
+	return errors.Is(err, ErrCancelled) || client.IsConflict(err) || client.IsNotFound(err)
+}
+
+// WorkflowHandler is the handler of w's runs in process (an embedded
+// server's engine delivers them, with their journal): each call is one
+// run, recording through b. A run that ended waiting, or lost its lease,
+// returns an error wrapping task.ErrRunEnded: its outcome is recorded
+// already, or by nobody.
+func WorkflowHandler(w Workflow, b RunBackend) Handler {
+	once := func(ctx context.Context, call func(context.Context) error) error { return call(ctx) }
+	return func(ctx context.Context, t Task) (json.RawMessage, error) {
+		out, err := runWorkflow(ctx, t, w, b, once)
+		if errors.Is(err, errSuspended) || errors.Is(err, ErrCancelled) {
+			return nil, fmt.Errorf("%w: %w", task.ErrRunEnded, err)
+		}
+		if err == nil && len(out) == 0 {
+			out = json.RawMessage("null")
+		}
+		return out, err
+	}
+}
+
+// Definition is the code definition w is put under name: what a worker
+// that serves it puts when it starts.
+func (w Workflow) Definition(name string) ([]byte, error) { return definitionOf(name, w) }
 
 // definitionOf is the code definition w is put under name.
 func definitionOf(name string, w Workflow) ([]byte, error) {

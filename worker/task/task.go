@@ -43,6 +43,11 @@ type Task struct {
 	Journal json.RawMessage
 }
 
+// ErrRunEnded: a handler of code workflow runs ended the run without an
+// outcome to report: it waits (its suspend recorded that), or it lost its
+// lease. The engine records nothing more for it.
+var ErrRunEnded = errors.New("the run ended without an outcome to report")
+
 // The kinds of task a worker is delivered.
 const (
 	KindStep     = "step"
