@@ -1,5 +1,5 @@
 // Command code-sleep-event serves the code workflow "invoice": it sends an
-// invoice, sleeps, sends a reminder, then waits for the order's payment —
+// invoice, sleeps, sends a reminder (by mail and SMS in parallel), then waits for the order's payment —
 // an event "payment" published with the order id as its key — and sends a
 // receipt. While it sleeps or waits it holds no worker: the run ends, and
 // the server starts the next one (which replays the recorded steps) when
@@ -102,10 +102,20 @@ func invoice(wf *worker.WorkflowContext, in Invoice) (Paid, error) {
 	if err := wf.Sleep("grace", remindAfter); err != nil {
 		return Paid{}, err
 	}
-	if _, err := worker.Step(wf, "send-reminder", func(ctx context.Context) (bool, error) {
-		return true, mail.Send(ctx, worker.IdempotencyKey(ctx), in.Order, "reminder: your invoice is due")
-	}); err != nil {
-		return Paid{}, worker.Permanent(err)
+	// The reminder goes out by mail and by SMS at once: two steps started
+	// with worker.Go run in parallel, each recorded when it finishes.
+	reminders := []*worker.Future[bool]{
+		worker.Go(wf, "remind-by-mail", func(ctx context.Context) (bool, error) {
+			return true, mail.Send(ctx, worker.IdempotencyKey(ctx), in.Order, "reminder: your invoice is due")
+		}),
+		worker.Go(wf, "remind-by-sms", func(ctx context.Context) (bool, error) {
+			return true, sms.Send(ctx, worker.IdempotencyKey(ctx), in.Order, "reminder: your invoice is due")
+		}),
+	}
+	for _, f := range reminders {
+		if _, err := f.Get(); err != nil {
+			return Paid{}, worker.Permanent(err)
+		}
 	}
 
 	payment, err := worker.WaitForEvent[Payment](wf, "payment", "payment", worker.WithKey(in.Order))
@@ -121,14 +131,18 @@ func invoice(wf *worker.WorkflowContext, in Invoice) (Paid, error) {
 	return Paid{Order: in.Order, Paid: payment.Amount, Method: payment.Method, InvoicedAt: invoicedAt}, nil
 }
 
-// mailer stands for a mail service's client. Send takes the step's
-// idempotency key, the same for every attempt and run, so that a mail sent
-// again after a crash goes out once; here each call prints one line.
-type mailer struct{}
+// messenger stands for a mail or SMS service's client. Send takes the
+// step's idempotency key, the same for every attempt and run, so that a
+// message sent again after a crash goes out once; here each call prints
+// one line.
+type messenger struct{ channel string }
 
-var mail mailer
+var (
+	mail = messenger{channel: "mail"}
+	sms  = messenger{channel: "sms"}
+)
 
-func (mailer) Send(_ context.Context, key, order, text string) error {
-	fmt.Printf("mail to the customer of %s: %s (key %s)\n", order, text, key)
+func (m messenger) Send(_ context.Context, key, order, text string) error {
+	fmt.Printf("%s to the customer of %s: %s (key %s)\n", m.channel, order, text, key)
 	return nil
 }
