@@ -289,3 +289,48 @@ func TestCodeSleepEventExample(t *testing.T) {
 		t.Errorf("messages %v, want 8 (four a workflow)", calls)
 	}
 }
+
+// Every Go snippet of docs/code-workflows.md runs as written: each is
+// marked either as copied from an example's file, and must appear in it
+// verbatim, or as a complete program, which must build.
+func TestCodeGuideSnippets(t *testing.T) {
+	t.Parallel()
+	guide, err := os.ReadFile("../docs/code-workflows.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)(?:<!-- ([^\n]*?) -->\n)?```go\n(.*?)```\n").FindAllStringSubmatch(string(guide), -1)
+	copied, programs := 0, 0
+	for _, b := range blocks {
+		marker, code := b[1], b[2]
+		switch from, ok := strings.CutPrefix(marker, "from examples/"); {
+		case ok:
+			src, err := os.ReadFile(from)
+			if err != nil {
+				t.Fatalf("snippet marked %q: %v", marker, err)
+			}
+			if !strings.Contains(string(src), code) {
+				t.Errorf("this snippet of the guide is not in examples/%s as written:\n%s", from, code)
+			}
+			copied++
+		case marker == "a complete program: examples/code_test.go builds it":
+			// Inside the module, so that it builds against this checkout;
+			// "_" keeps the go tool's ./... patterns off it.
+			dir, err := os.MkdirTemp(".", "_guide-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			build(t, filepath.Base(dir))
+			programs++
+		default:
+			t.Errorf("a Go snippet of the guide says neither where it comes from nor that it is a complete program (marker %q):\n%s", marker, code)
+		}
+	}
+	if copied < 4 || programs != 1 {
+		t.Errorf("found %d snippets copied from the examples and %d complete programs, want at least 4 and 1", copied, programs)
+	}
+}
