@@ -18,10 +18,14 @@ var (
 		"github.com/flowd/flowd/client",
 		"github.com/flowd/flowd/worker",
 		"github.com/flowd/flowd/examples/go-worker",
+		"github.com/flowd/flowd/examples/code-saga",
+		"github.com/flowd/flowd/examples/code-sleep-event",
 	}
 	clientSide = []string{
 		"github.com/flowd/flowd/api",
 		"github.com/flowd/flowd/client",
+		"github.com/flowd/flowd/examples/code-saga",
+		"github.com/flowd/flowd/examples/code-sleep-event",
 		"github.com/flowd/flowd/examples/go-worker",
 		"github.com/flowd/flowd/tracing/traceparent",
 		"github.com/flowd/flowd/worker",
@@ -37,7 +41,7 @@ var (
 )
 
 // TestClientLinksNoServer fails when the client, the worker or the Go
-// worker example depends on a package of the server.
+// worker examples depend on a package of the server.
 func TestClientLinksNoServer(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		if os.Getenv("CI") != "" {
