@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -29,8 +28,9 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := rules.Recorded{Output: req.Output, Attempts: req.Attempts}
-	if e := bytes.TrimSpace(req.Error); len(e) > 0 && string(e) != "null" {
-		if len(req.Output) > 0 {
+	if e := req.Error; len(e) > 0 && !isNull(e) {
+		// A null output, as a null error, is none.
+		if len(req.Output) > 0 && !isNull(req.Output) {
 			s.fail(w, r, httpError(http.StatusBadRequest, `a step has "output" or "error", not both`))
 			return
 		}

@@ -346,6 +346,7 @@ func testCodeRuns(t *testing.T, c *codeClient) {
 		{"g", "g", `"error":{"message":"m","type":"x"}`, `{"status":"FAILED","error":"m","attempts":1,"kind":"step","seq":4}`},
 		{"h", "h", `"attempts":3`, `{"status":"COMPLETED","output":null,"attempts":3,"kind":"step","seq":5}`},
 		{"i", "i", `"output":{"y":1},"error":null`, `{"status":"COMPLETED","output":{"y":1},"attempts":1,"kind":"step","seq":6}`},
+		{"j", "j", `"output":null,"error":"e"`, `{"status":"FAILED","error":"e","attempts":1,"kind":"step","seq":7}`},
 	} {
 		r := c.checkpoint(run.TaskID, tc.path, run.Lease, tc.body)
 		r.want(t, http.StatusOK, "checkpoint "+tc.name)
@@ -358,14 +359,14 @@ func testCodeRuns(t *testing.T, c *codeClient) {
 		!sameJSON(t, inst.State.Steps["g"], `{"status":"FAILED","error":"m","attempts":1,"kind":"step","seq":4}`) {
 		t.Errorf("steps recorded: %s", inst.State.Steps)
 	}
-	if cause := c.lastCause("o-1"); cause != `step "i" completed` {
+	if cause := c.lastCause("o-1"); cause != `step "j" failed` {
 		t.Errorf("the last checkpoint's cause: %q", cause)
 	}
 	if cause := func() string {
 		r := c.do("GET", "/v1/workflows/o-1/history", "")
 		var h httpapi.HistoryResponse
 		r.decode(t, &h)
-		return h.Versions[len(h.Versions)-3].Cause
+		return h.Versions[len(h.Versions)-4].Cause
 	}(); cause != `step "g" failed` {
 		t.Errorf("a failed step's cause: %q", cause)
 	}
@@ -447,7 +448,7 @@ func testCodeRuns(t *testing.T, c *codeClient) {
 		Status, Kind, Until string
 		Seq                 int
 	}
-	if err := json.Unmarshal(inst.State.Steps["nap"], &nap); err != nil || nap.Status != "WAITING" || nap.Kind != "sleep" || nap.Until == "" || nap.Seq != 7 {
+	if err := json.Unmarshal(inst.State.Steps["nap"], &nap); err != nil || nap.Status != "WAITING" || nap.Kind != "sleep" || nap.Until == "" || nap.Seq != 8 {
 		t.Errorf("steps.nap: %s", inst.State.Steps["nap"])
 	}
 	if inst.Status != "RUNNING" || inst.Version != before.Version+1 {
