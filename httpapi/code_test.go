@@ -571,3 +571,16 @@ func TestCodeRoutesAccess(t *testing.T) {
 		t.Errorf("a worker's requests: %s", inst.State.Steps)
 	}
 }
+
+// A handler in flowd's own namespace ("flowd:sleep", "flowd:event/…") is
+// an engine queue no worker may poll: a code definition naming one is
+// refused, or its runs would wait forever (or be taken by the engine).
+func TestCodeHandlerIsNotAnEngineQueue(t *testing.T) {
+	t.Parallel()
+	c := codeServer(t, backends[0].open, nil)
+	for _, h := range []string{"flowd:sleep", "flowd:event/payment", "flowd:x"} {
+		c.do("PUT", "/v1/definitions/engine-queue", "name: engine-queue\ncode: {handler: '"+h+"'}\n").
+			want(t, http.StatusBadRequest, "code.handler "+h, "code.handler:", "flowd:")
+	}
+	c.do("GET", "/v1/definitions/engine-queue", "").want(t, http.StatusNotFound, "the refused definition")
+}
