@@ -48,6 +48,8 @@ var wantAccess = map[string][]httpapi.Role{
 	"POST /v1/tasks/{task_id}/complete":             workers,
 	"POST /v1/tasks/{task_id}/fail":                 workers,
 	"POST /v1/tasks/{task_id}/heartbeat":            workers,
+	"POST /v1/tasks/{task_id}/steps/{name}":         workers,
+	"POST /v1/tasks/{task_id}/suspend":              workers,
 	"GET /v1/workers":                               readers,
 	"PUT /v1/schedules/{name}":                      operators,
 	"GET /v1/schedules":                             readers,
