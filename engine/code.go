@@ -146,7 +146,8 @@ func RecordedOf(req api.CheckpointRequest) (rules.Recorded, error) {
 	}
 	rec := rules.Recorded{Output: req.Output, Attempts: req.Attempts}
 	if e := bytes.TrimSpace(req.Error); len(e) > 0 && string(e) != "null" {
-		if len(req.Output) > 0 {
+		// A null output, as a null error, is none.
+		if out := bytes.TrimSpace(req.Output); len(out) > 0 && string(out) != "null" {
 			return rules.Recorded{}, fmt.Errorf("%w: a step has \"output\" or \"error\", not both", store.ErrInvalidArgument)
 		}
 		rec.Failed, rec.Error = true, errorText(e)

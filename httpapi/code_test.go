@@ -415,7 +415,7 @@ func testCodeRuns(t *testing.T, c *codeClient) {
 			{"null waits", withLease(run.Lease, `"waits":null`), []string{`"waits" must name at least one thing`}},
 			{"no lease", `{"waits":{"nap":{"sleep":"1s"}}}`, []string{`"lease" is required`}},
 			{"a wait for nothing", withLease(run.Lease, `"waits":{"nap":{}}`), []string{"waits.nap: say what the run waits for"}},
-			{"sleep and event", withLease(run.Lease, `"waits":{"nap":{"sleep":"1s","event":"e"}}`), []string{"waits.nap: a wait is a sleep or an event, not both"}},
+			{"sleep and event", withLease(run.Lease, `"waits":{"nap":{"sleep":"1s","event":"e"}}`), []string{"waits.nap: a wait is one of a sleep, an event or a child"}},
 			{"sleep not a duration", withLease(run.Lease, `"waits":{"nap":{"sleep":"abc"}}`), []string{`waits.nap.sleep: "abc" is not a duration`}},
 			{"negative sleep", withLease(run.Lease, `"waits":{"nap":{"sleep":"-1s"}}`), []string{`waits.nap.sleep: "-1s" is not a duration`}},
 			{"sleep as a number", withLease(run.Lease, `"waits":{"nap":{"sleep":10}}`), []string{"sleep"}},

@@ -140,10 +140,10 @@ const (
 // Its methods may be called from the function's goroutine; steps started
 // with Go run on goroutines of their own.
 type WorkflowContext struct {
-	ctx  context.Context
-	b    RunBackend
-	send func(ctx context.Context, call func(context.Context) error) error
-	task Task
+	ctx     context.Context
+	b       RunBackend
+	send    func(ctx context.Context, call func(context.Context) error) error
+	task    Task
 	journal map[string]api.JournalEntry
 
 	mu      sync.Mutex

@@ -90,6 +90,8 @@ func (d *Definition) validateCode(ps *problemList) {
 	switch {
 	case d.Code.Handler == "":
 		ps.add("code.handler", "is required: the name a worker serves the function under")
+	case strings.HasPrefix(d.Code.Handler, "flowd:"):
+		ps.add("code.handler", fmt.Sprintf("%q is in flowd's own namespace (\"flowd:\"), which no worker serves", truncate(d.Code.Handler)))
 	default:
 		if msg := handlerProblem(d.Code.Handler); msg != "" {
 			ps.add("code.handler", msg)

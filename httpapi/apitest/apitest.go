@@ -76,6 +76,7 @@ var suiteCases = []suiteCase{
 	// Serverless Workflow documents run on the server's engine, its http
 	// client and its workers.
 	{"Serverless", testServerless, false},
+	{"CodeWorkflows", testCodeWorkflows, false},
 }
 
 func run(t *testing.T, newServer NewServer, wiringOnly bool) {
