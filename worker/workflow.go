@@ -98,6 +98,14 @@ type TimeoutError struct {
 
 func (e *TimeoutError) Error() string { return fmt.Sprintf("step %q timed out: %s", e.Step, e.Message) }
 
+// settled reports an error a run returned that a replay gives again: a
+// step that failed for good, a wait that timed out.
+func settled(err error) bool {
+	var failed *StepFailedError
+	var timeout *TimeoutError
+	return err != nil && !task.IsPermanent(err) && (errors.As(err, &failed) || errors.As(err, &timeout))
+}
+
 // errorMessage is the message of a recorded error: the string, or the
 // object's message.
 func errorMessage(raw json.RawMessage) string {
@@ -165,6 +173,10 @@ func (wf *WorkflowContext) Attempt() int { return wf.task.Attempt }
 // key is the name a call of name records under: name the first time in a
 // run, name#2, name#3, … after.
 func (wf *WorkflowContext) key(name string) string {
+	if err := nameProblem(name); err != nil {
+		// A mistake of the code: no run would get past it.
+		panic(runEnd{err: Permanent(err)})
+	}
 	wf.mu.Lock()
 	defer wf.mu.Unlock()
 	wf.uses[name]++
@@ -172,6 +184,20 @@ func (wf *WorkflowContext) key(name string) string {
 		return name + "#" + strconv.Itoa(n)
 	}
 	return name
+}
+
+// nameProblem says what is wrong with a step name: 1-128 characters of
+// [A-Za-z0-9._:-] (the SDK numbers a name used again).
+func nameProblem(name string) error {
+	if name == "" || len(name) > 128 {
+		return fmt.Errorf("step name %q must be 1-128 characters long", name)
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return fmt.Errorf("step name %q has %q: use [A-Za-z0-9._:-]", name, c)
+		}
+	}
+	return nil
 }
 
 // recorded returns the journal's entry of key when it is of kind; another
@@ -552,6 +578,10 @@ func runWorkflow(ctx context.Context, t Task, w Workflow, b RunBackend, send fun
 	out, err = w.Run(wf, t.Input)
 	// Steps started and never awaited are recorded before the run ends.
 	wf.pending.Wait()
+	if settled(err) {
+		// Running the function again would replay the same outcome.
+		err = Permanent(err)
+	}
 	return out, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +188,55 @@ func waitStep(t *testing.T, c *client.Client, id, step string, status workflow.S
 			t.Fatalf("workflow %s (%s): step %s not %s; steps %s", id, inst.Status, step, status, steps)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A run that returns a step's failure for good fails the workflow at once
+// (a replay would give the same failure), however many runs its retry
+// allows; so does a step name the server would refuse, before the step's
+// function runs.
+func TestWorkflowSettledErrorsAreNotRetried(t *testing.T) {
+	b := setupServer(t, 1)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	ran := false
+	fn := worker.Func(func(wf *worker.WorkflowContext, in order) (any, error) {
+		mu.Lock()
+		runs[wf.WorkflowID()]++
+		mu.Unlock()
+		if in.Order == "bad-name" {
+			return worker.Step(wf, "no spaces", func(context.Context) (any, error) {
+				mu.Lock()
+				ran = true
+				mu.Unlock()
+				return nil, nil
+			})
+		}
+		return worker.Step(wf, "charge", func(context.Context) (any, error) {
+			return nil, worker.Permanent(errors.New("card declined"))
+		})
+	})
+	retry := &worker.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}
+	startWorker(t, worker.Config{Client: b.client, Workflows: map[string]worker.Workflow{"order": {Run: fn, Retry: retry}}, Wait: time.Second})
+	waitDefinition(t, b.client, "order")
+	b.start(t, "order", "declined", `{"order":"x"}`)
+	b.start(t, "order", "named", `{"order":"bad-name"}`)
+	declined := b.waitStatus(t, "declined", workflow.StatusFailed, 10*time.Second)
+	named := b.waitStatus(t, "named", workflow.StatusFailed, 10*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if runs["declined"] != 1 || runs["named"] != 1 {
+		t.Errorf("runs = %v, want one each", runs)
+	}
+	if ran {
+		t.Error("the step with a bad name ran")
+	}
+	for _, c := range []struct {
+		inst *workflow.Instance
+		want string
+	}{{declined, "card declined"}, {named, `step name \"no spaces\" has ' '`}} {
+		if code := string(c.inst.State.Extra["code"]); !strings.Contains(code, c.want) {
+			t.Errorf("%s: state.code = %s, want it to say %s", c.inst.ID, code, c.want)
+		}
 	}
 }

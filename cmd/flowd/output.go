@@ -92,13 +92,13 @@ func printInstance(w io.Writer, inst *workflow.Instance) error {
 		fmt.Fprintln(w, "steps:")
 		tw := newTable(w)
 		fmt.Fprintln(tw, "  STEP\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
-		for _, id := range sortedKeys(inst.State.Steps) {
+		for _, id := range stepOrder(inst.State.Steps) {
 			st := inst.State.Steps[id]
 			result := "-"
 			switch {
 			case st == nil:
-			case st.Error != "":
-				msg := clean(st.Error)
+			case st.Error != "" || len(st.Extra["error"]) > 0:
+				msg := clean(stepError(st))
 				result = "error: " + shorten(msg, outputWidth)
 				shortened = shortened || shorten(msg, outputWidth) != msg
 			case st.Output != nil:
@@ -338,4 +338,32 @@ func unionKeys[V any](a, b map[string]V) []string {
 		seen[k] = v
 	}
 	return sortedKeys(seen)
+}
+
+// stepOrder is the order steps are listed in: a code workflow's entries
+// as they were recorded (their seq), any other steps by id.
+func stepOrder(steps map[string]*workflow.StepState) []string {
+	ids := sortedKeys(steps)
+	seq := func(id string) int {
+		var n int
+		if st := steps[id]; st != nil {
+			_ = json.Unmarshal(st.Extra["seq"], &n)
+		}
+		return n
+	}
+	sort.SliceStable(ids, func(i, j int) bool { return seq(ids[i]) < seq(ids[j]) })
+	return ids
+}
+
+// stepError is a failed step's error: its message, or an error object's
+// type and message (a code workflow's event wait that timed out).
+func stepError(st *workflow.StepState) string {
+	if st.Error != "" {
+		return st.Error
+	}
+	var e struct{ Type, Message string }
+	if json.Unmarshal(st.Extra["error"], &e) == nil && e.Message != "" {
+		return e.Type + ": " + e.Message
+	}
+	return string(st.Extra["error"])
 }

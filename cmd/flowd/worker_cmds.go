@@ -302,6 +302,16 @@ func printDefinition(w io.Writer, info *engine.DefinitionInfo) error {
 	if d.Timeout > 0 {
 		fmt.Fprintf(&b, "timeout: %s\n", d.Timeout)
 	}
+	if d.Code != nil {
+		// A code definition: the function its workers serve, and the
+		// retry of its runs.
+		fmt.Fprintf(&b, "code: {handler: %s}\n", yamlString(d.Code.Handler))
+		if r := retryYAML(d.Retry); r != "" {
+			fmt.Fprintf(&b, "retry: %s\n", r)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	b.WriteString("steps:\n")
 	for _, s := range d.Steps {
 		fmt.Fprintf(&b, "  - id: %s\n", yamlString(s.ID))
@@ -338,20 +348,8 @@ func printDefinition(w io.Writer, info *engine.DefinitionInfo) error {
 				fmt.Fprintf(&b, "      body: %s\n", yamlJSON(r.Body))
 			}
 		}
-		if p := s.Retry; p != nil {
-			var ps []string
-			if p.MaxAttempts > 0 {
-				ps = append(ps, "max_attempts: "+strconv.Itoa(p.MaxAttempts))
-			}
-			if p.InitialBackoff > 0 {
-				ps = append(ps, "initial_backoff: "+p.InitialBackoff.String())
-			}
-			if p.MaxBackoff > 0 {
-				ps = append(ps, "max_backoff: "+p.MaxBackoff.String())
-			}
-			if len(ps) > 0 {
-				field("retry", "{"+strings.Join(ps, ", ")+"}")
-			}
+		if r := retryYAML(s.Retry); r != "" {
+			field("retry", r)
 		}
 		if s.Timeout > 0 {
 			field("timeout", s.Timeout.String())
@@ -359,6 +357,27 @@ func printDefinition(w io.Writer, info *engine.DefinitionInfo) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// retryYAML is a retry policy in YAML flow style ("" for none).
+func retryYAML(p *workflow.RetryPolicy) string {
+	if p == nil {
+		return ""
+	}
+	var ps []string
+	if p.MaxAttempts > 0 {
+		ps = append(ps, "max_attempts: "+strconv.Itoa(p.MaxAttempts))
+	}
+	if p.InitialBackoff > 0 {
+		ps = append(ps, "initial_backoff: "+p.InitialBackoff.String())
+	}
+	if p.MaxBackoff > 0 {
+		ps = append(ps, "max_backoff: "+p.MaxBackoff.String())
+	}
+	if len(ps) == 0 {
+		return ""
+	}
+	return "{" + strings.Join(ps, ", ") + "}"
 }
 
 // plainYAML matches the strings that YAML reads back as the same string

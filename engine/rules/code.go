@@ -247,7 +247,8 @@ func (l code) taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg st
 	}
 	u.Status = store.TaskFailed
 	ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
-	if err := l.abort(inst, fmt.Sprintf("run %d failed: %s", t.Attempt, msg)); err != nil {
+	n, _ := workflow.ParseRunStep(t.StepID)
+	if err := l.abort(inst, fmt.Sprintf("run %d failed (attempt %d): %s", n, t.Attempt, msg)); err != nil {
 		return err
 	}
 	inst.Status = workflow.StatusFailed
@@ -423,9 +424,9 @@ func (env Env) checkRun(c *Definition, inst *workflow.Instance, t *store.Task, l
 
 // nonDeterministic fails the workflow for good: name was recorded as was,
 // the code now asks for a want.
-func (env Env) nonDeterministic(c *Definition, inst *workflow.Instance, t *store.Task, _ int, name, was, want string, now time.Time) (Change, *workflow.StepState, error) {
+func (env Env) nonDeterministic(c *Definition, inst *workflow.Instance, t *store.Task, n int, name, was, want string, now time.Time) (Change, *workflow.StepState, error) {
 	msg := NonDeterminismError(name, was, want)
-	ch := Change{Cause: fmt.Sprintf("run %d: %s", t.Attempt, msg)}
+	ch := Change{Cause: fmt.Sprintf("run %d: %s", n, msg)}
 	u := *t
 	u.Status, u.LastError = store.TaskFailed, msg
 	clearLease(&u)
@@ -434,7 +435,7 @@ func (env Env) nonDeterministic(c *Definition, inst *workflow.Instance, t *store
 		return Change{}, nil, err
 	}
 	ch.Note = ""
-	return ch, nil, fmt.Errorf("%w: %s", ErrNonDeterminism, msg)
+	return ch, nil, fmt.Errorf("%w: %s", ErrNonDeterminism, strings.TrimPrefix(msg, ErrNonDeterminism.Error()+": "))
 }
 
 // NonDeterminismError says that step name, recorded as a was, is now asked
