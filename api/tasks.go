@@ -149,4 +149,6 @@ type JournalEntry struct {
 	// order they were recorded.
 	Kind string `json:"kind,omitempty"`
 	Seq  int    `json:"seq,omitempty"`
+	// Finished numbers the waits in the order they finished.
+	Finished int `json:"finished,omitempty"`
 }

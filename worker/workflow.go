@@ -374,13 +374,8 @@ func (wf *WorkflowContext) checkpoint(key string, req api.CheckpointRequest) (ap
 // Sleep waits d, recorded as name: the run ends, and the workflow holds no
 // worker until the timer fires on the server and the next run replays.
 func (wf *WorkflowContext) Sleep(name string, d time.Duration) error {
-	key := wf.key(name)
-	if e, ok := wf.recorded(key, kindSleep); ok && e.Status == "COMPLETED" {
-		return nil
-	}
-	s := d.String()
-	wf.suspend(key, api.Wait{Sleep: &s})
-	return nil
+	_, err := Value[any](wf.Select(wf.Timer(name, d)))
+	return err
 }
 
 // EventOption configures WaitForEvent.
@@ -402,28 +397,7 @@ func WithTimeout(d time.Duration) EventOption {
 // event (and the key, WithKey) and returns its data: an event published
 // since the workflow started counts, even before the wait began.
 func WaitForEvent[T any](wf *WorkflowContext, name, event string, opts ...EventOption) (T, error) {
-	key := wf.key(name)
-	var data T
-	if e, ok := wf.recorded(key, kindEvent); ok && e.Status != "WAITING" {
-		if e.Status != "COMPLETED" {
-			if errorType(e.Error) == "timeout" {
-				return data, &TimeoutError{Step: key, Message: errorMessage(e.Error)}
-			}
-			return data, &StepFailedError{Step: key, Message: errorMessage(e.Error), Attempts: e.Attempts}
-		}
-		if len(e.Output) > 0 && string(e.Output) != "null" {
-			if err := json.Unmarshal(e.Output, &data); err != nil {
-				return data, fmt.Errorf("event of %q does not decode into %T: %w", key, data, err)
-			}
-		}
-		return data, nil
-	}
-	w := api.Wait{Event: &event}
-	for _, opt := range opts {
-		opt(&w)
-	}
-	wf.suspend(key, w)
-	return data, nil
+	return Value[T](wf.Select(wf.Event(name, event, opts...)))
 }
 
 // Child starts, recorded as name, a child workflow of definition (of any
@@ -431,33 +405,128 @@ func WaitForEvent[T any](wf *WorkflowContext, name, event string, opts ...EventO
 // and returns its output; a child that does not complete gives a
 // *StepFailedError.
 func Child[T any](wf *WorkflowContext, name, definition string, input any) (T, error) {
-	key := wf.key(name)
-	var out T
-	if e, ok := wf.recorded(key, kindChild); ok && (e.Status == "COMPLETED" || e.Status == "FAILED") {
-		if e.Status == "FAILED" {
-			return out, &StepFailedError{Step: key, Message: errorMessage(e.Error), Attempts: max(e.Attempts, 1)}
-		}
-		if len(e.Output) > 0 && string(e.Output) != "null" {
-			if err := json.Unmarshal(e.Output, &out); err != nil {
-				return out, fmt.Errorf("output of child %q does not decode into %T: %w", key, out, err)
-			}
-		}
-		return out, nil
+	return Value[T](wf.Select(wf.ChildWorkflow(name, definition, input)))
+}
+
+// Pending is something a run can wait for — a timer, an event, a child
+// workflow — named and numbered when it is made (Timer, Event,
+// ChildWorkflow), waited for with Select, read with Value.
+type Pending struct {
+	key   string
+	wait  api.Wait
+	entry api.JournalEntry
+	// err is a mistake found when it was made (an input that does not
+	// encode): Value returns it.
+	err error
+}
+
+// finished reports whether the wait is over in the journal.
+func (p *Pending) finished() bool {
+	switch p.entry.Status {
+	case "COMPLETED", "FAILED", "CANCELLED":
+		return true
 	}
+	return false
+}
+
+// order is when the wait finished among the workflow's waits.
+func (p *Pending) order() int {
+	if p.entry.Finished > 0 {
+		return p.entry.Finished
+	}
+	return math.MaxInt
+}
+
+func (wf *WorkflowContext) newPending(name, kind string, w api.Wait) *Pending {
+	p := &Pending{key: wf.key(name), wait: w}
+	if e, ok := wf.recorded(p.key, kind); ok {
+		p.entry = e
+	}
+	return p
+}
+
+// Timer is a sleep of d, recorded as name, to wait for with Select.
+func (wf *WorkflowContext) Timer(name string, d time.Duration) *Pending {
+	s := d.String()
+	return wf.newPending(name, kindSleep, api.Wait{Sleep: &s})
+}
+
+// Event is a wait for the event published under event (WithKey,
+// WithTimeout), recorded as name, to wait for with Select.
+func (wf *WorkflowContext) Event(name, event string, opts ...EventOption) *Pending {
+	w := api.Wait{Event: &event}
+	for _, opt := range opts {
+		opt(&w)
+	}
+	return wf.newPending(name, kindEvent, w)
+}
+
+// ChildWorkflow is a child workflow of definition with input, recorded as
+// name, to wait for with Select: it starts when the run waits for it.
+func (wf *WorkflowContext) ChildWorkflow(name, definition string, input any) *Pending {
 	raw, err := json.Marshal(input)
+	p := wf.newPending(name, kindChild, api.Wait{Child: &api.ChildWait{Definition: definition, Input: raw}})
 	if err != nil {
-		return out, Permanent(fmt.Errorf("the input of child %q does not encode: %w", key, err))
+		p.err = Permanent(fmt.Errorf("the input of child %q does not encode: %w", p.key, err))
 	}
-	wf.suspend(key, api.Wait{Child: &api.ChildWait{Definition: definition, Input: raw}})
+	return p
+}
+
+// Select waits for the first of ps to finish and returns it: the one that
+// finished first on the server, the same in every replay. When none has
+// finished, the run ends waiting for all of them (once the steps in
+// flight are recorded), and the next run replays to here.
+func (wf *WorkflowContext) Select(ps ...*Pending) *Pending {
+	var first *Pending
+	for _, p := range ps {
+		if p.err != nil {
+			return p
+		}
+		if p.finished() && (first == nil || p.order() < first.order()) {
+			first = p
+		}
+	}
+	if first != nil {
+		return first
+	}
+	waits := make(map[string]api.Wait, len(ps))
+	for _, p := range ps {
+		waits[p.key] = p.wait
+	}
+	wf.suspend(waits)
+	return nil
+}
+
+// Value is what a finished wait gave: an event's data, a child's output
+// (nothing for a timer); a *TimeoutError for an event wait that timed out,
+// a *StepFailedError for a child that did not complete.
+func Value[T any](p *Pending) (T, error) {
+	var out T
+	switch {
+	case p.err != nil:
+		return out, p.err
+	case !p.finished():
+		return out, fmt.Errorf("%q has not finished: Select it first", p.key)
+	case p.entry.Status != "COMPLETED":
+		if errorType(p.entry.Error) == "timeout" {
+			return out, &TimeoutError{Step: p.key, Message: errorMessage(p.entry.Error)}
+		}
+		return out, &StepFailedError{Step: p.key, Message: errorMessage(p.entry.Error), Attempts: max(p.entry.Attempts, 1)}
+	}
+	if len(p.entry.Output) > 0 && string(p.entry.Output) != "null" {
+		if err := json.Unmarshal(p.entry.Output, &out); err != nil {
+			return out, fmt.Errorf("%q gave %s, which does not decode into %T: %w", p.key, p.entry.Output, out, err)
+		}
+	}
 	return out, nil
 }
 
-// suspend ends the run waiting for w once the steps in flight are
+// suspend ends the run waiting for waits once the steps in flight are
 // recorded; it does not return.
-func (wf *WorkflowContext) suspend(key string, w api.Wait) {
+func (wf *WorkflowContext) suspend(waits map[string]api.Wait) {
 	wf.pending.Wait()
 	err := wf.send(wf.ctx, func(ctx context.Context) error {
-		return wf.b.Suspend(ctx, wf.task.ID, wf.task.Lease, map[string]api.Wait{key: w})
+		return wf.b.Suspend(ctx, wf.task.ID, wf.task.Lease, waits)
 	})
 	switch {
 	case err == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +238,44 @@ func TestWorkflowSettledErrorsAreNotRetried(t *testing.T) {
 	}{{declined, "card declined"}, {named, `step name \"no spaces\" has ' '`}} {
 		if code := string(c.inst.State.Extra["code"]); !strings.Contains(code, c.want) {
 			t.Errorf("%s: state.code = %s, want it to say %s", c.inst.ID, code, c.want)
+		}
+	}
+}
+
+// Select waits for the first of several things — here a payment or a
+// deadline — and takes the same one in every later replay, even once the
+// other has finished too.
+func TestWorkflowSelectsTheFirstToFinish(t *testing.T) {
+	b := setupServer(t, 1)
+	fn := worker.Func(func(wf *worker.WorkflowContext, in order) (string, error) {
+		paid := wf.Event("paid", "payment", worker.WithKey(in.Order))
+		deadline := wf.Timer("deadline", 400*time.Millisecond)
+		first := wf.Select(deadline, paid)
+		// Replays after this sleep see both finished.
+		if err := wf.Sleep("settle", 600*time.Millisecond); err != nil {
+			return "", err
+		}
+		if first == deadline {
+			return "expired", nil
+		}
+		amount, err := worker.Value[int](paid)
+		if err != nil {
+			return "", err
+		}
+		return "paid " + strconv.Itoa(amount), nil
+	})
+	startWorker(t, worker.Config{Client: b.client, Workflows: map[string]worker.Workflow{"order": {Run: fn}}, Wait: time.Second})
+	waitDefinition(t, b.client, "order")
+	b.start(t, "order", "in-time", `{"order":"A"}`)
+	b.start(t, "order", "too-late", `{"order":"B"}`)
+	waitStep(t, b.client, "in-time", "paid", workflow.StepWaiting)
+	if _, err := b.client.PublishEvent(t.Context(), "payment", "A", json.RawMessage(`7`)); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"in-time": `"paid 7"`, "too-late": `"expired"`} {
+		inst := b.waitStatus(t, id, workflow.StatusCompleted, 10*time.Second)
+		if string(inst.Output) != want {
+			t.Errorf("%s: output %s, want %s", id, inst.Output, want)
 		}
 	}
 }

@@ -47,10 +47,12 @@ const (
 // next thing to finish queues run Run+1; Seq is the seq of the latest
 // entry recorded; Error is why the workflow failed for good.
 type CodeRuns struct {
-	Run     int    `json:"run"`
-	Waiting bool   `json:"waiting,omitempty"`
-	Seq     int    `json:"seq"`
-	Error   string `json:"error,omitempty"`
+	Run     int  `json:"run"`
+	Waiting bool `json:"waiting,omitempty"`
+	Seq     int  `json:"seq"`
+	// Finished counts the waits that finished (each entry's "finished").
+	Finished int    `json:"finished,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // ErrNonDeterminism: the code asked for an entry under a name recorded
@@ -179,18 +181,28 @@ func (l code) taskCompleted(env Env, inst *workflow.Instance, t *store.Task, out
 	case t.Queue == store.QueueSleep:
 		st.Output = json.RawMessage("null")
 	}
-	if err := l.wake(env, inst, now, ch); err != nil {
+	if err := l.wake(env, inst, t.StepID, now, ch); err != nil {
 		return err
 	}
 	return env.checkSize(inst.State)
 }
 
-// wake queues the next run when the current one ended waiting: something
-// it waited for has finished.
-func (l code) wake(env Env, inst *workflow.Instance, now time.Time, ch *Change) error {
+// wake records that the wait step has finished (its "finished" number:
+// the order waits finished in, so that code awaiting several things takes
+// the same first one in every replay), and queues the next run when the
+// current one ended waiting. step is "" when none finished now.
+func (l code) wake(env Env, inst *workflow.Instance, step string, now time.Time, ch *Change) error {
 	r, err := codeRuns(inst.State)
 	if err != nil {
 		return err
+	}
+	if st := inst.State.Steps[step]; st != nil {
+		r.Finished++
+		if st.Extra == nil {
+			st.Extra = map[string]json.RawMessage{}
+		}
+		st.Extra["finished"], _ = json.Marshal(r.Finished)
+		setCodeRuns(&inst.State, r)
 	}
 	if !r.Waiting {
 		// The run in flight will find it in the journal.
@@ -220,7 +232,7 @@ func (l code) taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg st
 		if st := inst.State.Steps[t.StepID]; st != nil {
 			st.Status, st.Output, st.Error = workflow.StepFailed, nil, msg
 		}
-		if err := l.wake(env, inst, now, ch); err != nil {
+		if err := l.wake(env, inst, t.StepID, now, ch); err != nil {
 			return err
 		}
 		ch.Notify = ch.claimable()
@@ -268,14 +280,14 @@ func (l code) eventTaken(env Env, inst *workflow.Instance, t *store.Task, ev Eve
 		// Its timeout timer is withdrawn.
 		ch.Withdrawn = append(ch.Withdrawn, t.StepID)
 	}
-	return l.wake(env, inst, now, ch)
+	return l.wake(env, inst, t.StepID, now, ch)
 }
 
 // eventUndelivered fails the event wait: the function sees the error.
 func (l code) eventUndelivered(env Env, inst *workflow.Instance, t *store.Task, reason string, now time.Time, ch *Change) error {
 	st := inst.State.Steps[t.StepID]
 	st.Status, st.Error = workflow.StepFailed, reason
-	return l.wake(env, inst, now, ch)
+	return l.wake(env, inst, t.StepID, now, ch)
 }
 
 // putTask adds task to ch: inserted, or, when the step has a row of that
@@ -587,7 +599,7 @@ func (env Env) Suspend(c *Definition, inst *workflow.Instance, t *store.Task, le
 	r.Waiting = true
 	setCodeRuns(&inst.State, r)
 	if finished {
-		if err := (code{c}).wake(env, inst, now, &ch); err != nil {
+		if err := (code{c}).wake(env, inst, "", now, &ch); err != nil {
 			return Change{}, err
 		}
 	}
