@@ -103,6 +103,8 @@ func printInstance(w io.Writer, inst *workflow.Instance) error {
 				shortened = shortened || shorten(msg, outputWidth) != msg
 			case st.Output != nil:
 				result = short(st.Output, outputWidth)
+			default:
+				result = waitingFor(st)
 			}
 			status, attempts := "-", "-"
 			if st != nil {
@@ -366,4 +368,32 @@ func stepError(st *workflow.StepState) string {
 		return e.Type + ": " + e.Message
 	}
 	return string(st.Extra["error"])
+}
+
+// waitingFor says what a code workflow's waiting entry waits for: a
+// sleep's end, an event (and when it times out), a child's definition; "-"
+// for anything else.
+func waitingFor(st *workflow.StepState) string {
+	text := func(key string) string {
+		var v string
+		_ = json.Unmarshal(st.Extra[key], &v)
+		return clean(v)
+	}
+	var ev struct{ Name, Key string }
+	switch {
+	case text("until") != "":
+		return "until " + text("until")
+	case json.Unmarshal(st.Extra["event"], &ev) == nil && ev.Name != "":
+		s := "event " + clean(ev.Name)
+		if ev.Key != "" {
+			s += " key " + clean(ev.Key)
+		}
+		if t := text("timeout_at"); t != "" {
+			s += ", times out " + t
+		}
+		return s
+	case text("definition") != "":
+		return "child workflow of " + text("definition")
+	}
+	return "-"
 }

@@ -60,6 +60,8 @@ func TestPrintInstanceListsCodeStepsInRecordOrder(t *testing.T) {
 			"zeta":  entry(workflow.StepCompleted, 1, ""),
 			"alpha": entry(workflow.StepCompleted, 2, ""),
 			"paid":  entry(workflow.StepFailed, 3, `{"type":"timeout","message":"no event \"payment\" came within 1h0m0s"}`),
+			"nap": {Status: workflow.StepWaiting, Extra: map[string]json.RawMessage{
+				"seq": json.RawMessage(`4`), "until": json.RawMessage(`"2026-12-07T11:00:00Z"`)}},
 		}},
 	}
 	var b strings.Builder
@@ -70,6 +72,9 @@ func TestPrintInstanceListsCodeStepsInRecordOrder(t *testing.T) {
 	z, a, p := strings.Index(out, "zeta"), strings.Index(out, "alpha"), strings.Index(out, "paid")
 	if z < 0 || a < z || p < a {
 		t.Errorf("entries not in seq order (zeta, alpha, paid):\n%s", out)
+	}
+	if !strings.Contains(out, "until 2026-12-07T11:00:00Z") {
+		t.Errorf("the sleep's end is not shown:\n%s", out)
 	}
 	if !strings.Contains(out, `error: timeout: no event "payment" came within 1h0m0s`) {
 		t.Errorf("the timed-out wait's error is not shown:\n%s", out)

@@ -226,6 +226,10 @@ API's response.
 				steps, timeout := "-", "-"
 				if d.Definition != nil {
 					steps = strconv.Itoa(len(d.Definition.Steps))
+					if c := d.Definition.Code; c != nil {
+						// Its code records its steps as it runs.
+						steps = "code: " + clean(c.Handler)
+					}
 					if d.Definition.Timeout > 0 {
 						timeout = d.Definition.Timeout.String()
 					}
