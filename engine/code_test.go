@@ -373,3 +373,50 @@ func TestCodeWorkflowSetsVariables(t *testing.T) {
 		}
 	})
 }
+
+// A code definition's concurrency key queues the starts past its limit, a
+// schedule starts its workflows, a paused workflow's run is not delivered
+// until it is resumed, and its timeout ends it.
+func TestCodeWorkflowLifecycle(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{})
+		n.define("name: order\ncode: {handler: order}\nconcurrency: {key: \"{{ .input.k }}\", limit: 1}\n")
+		n.define("name: short\ncode: {handler: order}\ntimeout: 300ms\n")
+		w := codeWorker{t: t, n: n}
+
+		first := n.start("order", "k1-a", `{"k":"one"}`)
+		second := n.start("order", "k1-b", `{"k":"one"}`)
+		if first.Status != workflow.StatusRunning || second.Status != workflow.StatusQueued {
+			t.Fatalf("starts under one key: %s and %s, want RUNNING and QUEUED", first.Status, second.Status)
+		}
+		run := w.run(5 * time.Second)
+		if run.WorkflowID != "k1-a" {
+			t.Fatalf("delivered %s's run, want k1-a's", run.WorkflowID)
+		}
+		if err := n.eng.CompleteTask(t.Context(), run.ID, run.Lease, json.RawMessage(`1`)); err != nil {
+			t.Fatal(err)
+		}
+		n.waitStatus("k1-b", workflow.StatusRunning, 5*time.Second)
+		if _, err := n.eng.Action(t.Context(), "k1-b", "pause"); err != nil {
+			t.Fatal(err)
+		}
+		if task, err := n.eng.Poll(t.Context(), engine.PollParams{Worker: "w", Handlers: []string{"order"}, Wait: 300 * time.Millisecond}); err != nil || task != nil {
+			t.Fatalf("a paused workflow's run was delivered: %+v, %v", task, err)
+		}
+		if _, err := n.eng.Action(t.Context(), "k1-b", "resume"); err != nil {
+			t.Fatal(err)
+		}
+		if run := w.run(5 * time.Second); run.WorkflowID != "k1-b" {
+			t.Fatalf("after the resume: %s's run", run.WorkflowID)
+		}
+
+		if _, _, err := n.eng.PutSchedule(t.Context(), store.Schedule{Name: "nightly", Definition: "short", Cron: "@every 1h"}); err != nil {
+			t.Fatal(err)
+		}
+		fired, err := n.eng.TriggerSchedule(t.Context(), "nightly")
+		if err != nil || fired.Definition != "short" || fired.Status != workflow.StatusRunning {
+			t.Fatalf("trigger: %+v, %v", fired, err)
+		}
+		n.waitStatus(fired.ID, workflow.StatusTimedOut, 5*time.Second)
+	})
+}
