@@ -41,7 +41,7 @@ func (e *Engine) countClaimed(n int) {
 
 // claimOnce is one claim transaction.
 func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]leased, error) {
-	claimed, err := e.st.ClaimTasks(ctx, e.claimParams(queues, e.clock(), limit, owner, lease))
+	claimed, held, err := e.st.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: e.clock(), Limit: limit, Owner: owner, Lease: lease})
 	if err != nil {
 		// The leases may have committed and only the answer been lost: the
 		// tasks stored under the leases given are this worker's to run;
@@ -54,6 +54,7 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 		e.log.Warn("claim: the leases landed but the answer was lost", "error", err, "tasks", len(got))
 		return got, nil
 	}
+	e.heldBack(held)
 	return handlerTasks(claimed), nil
 }
 
