@@ -190,12 +190,7 @@ func TestClaimRolledBackReportsNothing(t *testing.T) {
 			create(t, s, store.CreateParams{ID: "w", Status: workflow.StatusRunning})
 			other := create(t, s, store.CreateParams{ID: "other", Status: workflow.StatusRunning})
 			// k has one slot: t0 is leased, t1 held back.
-			var tasks []*store.Task
-			for i, id := range []string{"t0", "t1"} {
-				tasks = append(tasks, &store.Task{ID: id, InstanceID: "w", StepID: id, Queue: "q", MaxAttempts: 1,
-					RunAt: now.Add(time.Duration(i)*time.Millisecond - time.Minute), Flow: workflow.TaskFlow{ConcurrencyKey: "k", ConcurrencyLimit: 1}})
-			}
-			if err := storetest.InsertTasks(ctx, s, tasks); err != nil {
+			if err := storetest.InsertTasks(ctx, s, storetest.TasksUnderKey("w", "k", 1, now, "t0", "t1")); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.pool.Exec(ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS

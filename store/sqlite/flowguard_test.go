@@ -10,6 +10,35 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
+// heldBackSetup opens a store with the RUNNING instances w and other, w's
+// tasks t0 and t1 due on queue q under concurrency key k with limit, and
+// then runs stmts on it. It returns the store, the time to claim at and
+// other as stored.
+func heldBackSetup(t *testing.T, limit int, stmts ...string) (*Store, time.Time, *workflow.Instance) {
+	t.Helper()
+	s := openMigrated(t)
+	ctx := t.Context()
+	now := time.Now()
+	for _, id := range []string{"w", "other"} {
+		if _, err := s.Create(ctx, store.CreateParams{ID: id, Status: workflow.StatusRunning}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := storetest.InsertTasks(ctx, s, storetest.TasksUnderKey("w", "k", limit, now, "t0", "t1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range stmts {
+		if _, err := s.writeDB.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := s.Get(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, now, other
+}
+
 // TestClaimFlowGuardMiss: a claim whose guarded write of its key's LEASED
 // count changes no row (here a trigger makes the store's update of the
 // row a no-op, as a count moved by another writer would) leases nothing
@@ -19,35 +48,11 @@ import (
 func TestClaimFlowGuardMiss(t *testing.T) {
 	t.Parallel()
 	for _, group := range []bool{false, true} {
-		s := openMigrated(t)
-		ctx := t.Context()
-		now := time.Now()
-		for _, id := range []string{"w", "other"} {
-			if _, err := s.Create(ctx, store.CreateParams{ID: id, Status: workflow.StatusRunning}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		// One slot of k is free: t0 is kept, t1 held back.
-		var tasks []*store.Task
-		for i, id := range []string{"t0", "t1"} {
-			tasks = append(tasks, &store.Task{ID: id, InstanceID: "w", StepID: id, Queue: "q", MaxAttempts: 1,
-				RunAt: now.Add(time.Duration(i)*time.Millisecond - time.Minute), Flow: workflow.TaskFlow{ConcurrencyKey: "k", ConcurrencyLimit: 5}})
-		}
-		if err := storetest.InsertTasks(ctx, s, tasks); err != nil {
-			t.Fatal(err)
-		}
-		for _, stmt := range []string{
+		s, now, other := heldBackSetup(t, 5,
 			`INSERT INTO task_concurrency (key, leased) VALUES ('k', 4)`,
-			`CREATE TRIGGER miss BEFORE UPDATE ON task_concurrency BEGIN SELECT RAISE(IGNORE); END`,
-		} {
-			if _, err := s.writeDB.ExecContext(ctx, stmt); err != nil {
-				t.Fatal(err)
-			}
-		}
-		other, err := s.Get(ctx, "other")
-		if err != nil {
-			t.Fatal(err)
-		}
+			`CREATE TRIGGER miss BEFORE UPDATE ON task_concurrency BEGIN SELECT RAISE(IGNORE); END`)
+		ctx := t.Context()
 		var held store.HeldBack
 		p := store.ClaimParams{Queues: []string{"q"}, Now: now, Limit: 10, Owner: "me", Lease: time.Minute}
 		if group {
@@ -62,8 +67,8 @@ func TestClaimFlowGuardMiss(t *testing.T) {
 			}
 			held = claim.HeldBack
 		} else {
-			var claimed []store.Claimable
-			claimed, held, err = s.ClaimTasks(ctx, p)
+			claimed, h, err := s.ClaimTasks(ctx, p)
+			held = h
 			if !errors.Is(err, store.ErrFlowMiss) || len(claimed) != 0 {
 				t.Errorf("ClaimTasks = %d tasks, %v; want ErrFlowMiss", len(claimed), err)
 			}
@@ -87,36 +92,13 @@ func TestClaimFlowGuardMiss(t *testing.T) {
 func TestClaimRolledBackReportsNothing(t *testing.T) {
 	t.Parallel()
 	for _, group := range []bool{false, true} {
-		s := openMigrated(t)
-		ctx := t.Context()
-		now := time.Now()
-		for _, id := range []string{"w", "other"} {
-			if _, err := s.Create(ctx, store.CreateParams{ID: id, Status: workflow.StatusRunning}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		// k has one slot: t0 is leased, t1 held back.
-		var tasks []*store.Task
-		for i, id := range []string{"t0", "t1"} {
-			tasks = append(tasks, &store.Task{ID: id, InstanceID: "w", StepID: id, Queue: "q", MaxAttempts: 1,
-				RunAt: now.Add(time.Duration(i)*time.Millisecond - time.Minute), Flow: workflow.TaskFlow{ConcurrencyKey: "k", ConcurrencyLimit: 1}})
-		}
-		if err := storetest.InsertTasks(ctx, s, tasks); err != nil {
-			t.Fatal(err)
-		}
-		for _, stmt := range []string{
+		s, now, other := heldBackSetup(t, 1,
 			`CREATE TABLE refused (id TEXT PRIMARY KEY)`,
 			`CREATE TABLE dangling (ref TEXT REFERENCES refused (id) DEFERRABLE INITIALLY DEFERRED)`,
-			`CREATE TRIGGER fail_at_commit AFTER UPDATE ON workflow_tasks BEGIN INSERT INTO dangling VALUES ('none'); END`,
-		} {
-			if _, err := s.writeDB.ExecContext(ctx, stmt); err != nil {
-				t.Fatal(err)
-			}
-		}
-		other, err := s.Get(ctx, "other")
-		if err != nil {
-			t.Fatal(err)
-		}
+			`CREATE TRIGGER fail_at_commit AFTER UPDATE ON workflow_tasks BEGIN INSERT INTO dangling VALUES ('none'); END`)
+		ctx := t.Context()
+		var err error
 		p := store.ClaimParams{Queues: []string{"q"}, Now: now, Limit: 10, Owner: "me", Lease: time.Minute}
 		var held store.HeldBack
 		if group {

@@ -49,6 +49,19 @@ func keyedTasks(inst string, n int, key string, limit int) []*store.Task {
 	return tasks
 }
 
+// TasksUnderKey are tasks of instance inst on queue "q", one for each id
+// (its step too), under concurrency key with limit, due a minute before
+// now a millisecond apart in the order given: a store's own tests of what
+// a claim holds back.
+func TasksUnderKey(inst, key string, limit int, now time.Time, ids ...string) []*store.Task {
+	tasks := make([]*store.Task, len(ids))
+	for i, id := range ids {
+		tasks[i] = &store.Task{ID: id, InstanceID: inst, StepID: id, Queue: "q", MaxAttempts: 1,
+			RunAt: now.Add(time.Duration(i)*time.Millisecond - time.Minute), Flow: workflow.TaskFlow{ConcurrencyKey: key, ConcurrencyLimit: limit}}
+	}
+	return tasks
+}
+
 // claimAll claims up to limit tasks of queues at now for "w", and returns
 // the tasks leased; held receives what the keys held back (nil: not
 // asked).
