@@ -115,7 +115,7 @@ func (q *queueScenario) probeClaims(ctx context.Context) error {
 	q.probed = map[string]bool{}
 	for range min(claimProbes, q.r.cfg.Backlog) {
 		t0 := time.Now()
-		claimed, err := q.r.s.ClaimTasks(ctx, store.ClaimParams{
+		claimed, _, err := q.r.s.ClaimTasks(ctx, store.ClaimParams{
 			Queues: []string{queueHandler}, Now: time.Now(), Limit: 1, Owner: claimProbeOwner, Lease: claimProbeLease,
 		})
 		took := time.Since(t0)

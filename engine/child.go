@@ -223,18 +223,26 @@ func reportsToParent(status workflow.Status) bool {
 // The parents' outcomes are decided on reads through q before anything is
 // written (withParents).
 //
-// It returns the instance w wrote and the parents' writes it made.
+// It returns the instance w wrote and the parents' writes it made. A
+// write that ends no child, the common case, is one Apply.
 func (e *Engine) applyWithParent(ctx context.Context, q store.Querier, w *store.Write) (*workflow.Instance, []*store.Write, error) {
 	ws, err := e.withParents(ctx, q, w)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := applyWrites(ctx, q, ws)
+	if len(ws) == 1 {
+		out, err := q.Apply(ctx, w)
+		if err != nil {
+			return nil, nil, err
+		}
+		return out, nil, nil
+	}
+	_, written, err := q.ApplyGroup(ctx, nil, ws, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	e.wakeForParents(ws[1:])
-	return out, ws[1:], nil
+	return written[0], ws[1:], nil
 }
 
 // withParents returns w followed by the writes of the parents that w, the
@@ -253,19 +261,6 @@ func (e *Engine) withParents(ctx context.Context, q store.Querier, w *store.Writ
 		ws, cur = append(ws, pw), pw
 	}
 	return ws, nil
-}
-
-// applyWrites writes ws, in order, as one atomic write (Apply for one,
-// ApplyGroup for more) and returns the instance the first one wrote.
-func applyWrites(ctx context.Context, q store.Querier, ws []*store.Write) (*workflow.Instance, error) {
-	if len(ws) == 1 {
-		return q.Apply(ctx, ws[0])
-	}
-	_, written, err := q.ApplyGroup(ctx, nil, ws, nil)
-	if err != nil {
-		return nil, err
-	}
-	return written[0], nil
 }
 
 // wakeForParents wakes the workers when one of the parents' writes, made,

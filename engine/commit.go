@@ -324,13 +324,15 @@ func (e *Engine) commitBatch(base context.Context, batch []*commitReq) {
 			ws[i] = r.w
 		}
 		if len(claimers) > 0 {
-			claim = &store.GroupClaim{Params: e.claimParams(claimers[0].claim, e.clock(), len(claimers), e.node, e.lease)}
+			claim = &store.GroupClaim{Params: store.ClaimParams{Queues: claimers[0].claim, Now: e.clock(), Limit: len(claimers),
+				Owner: e.node, Lease: e.lease}}
 		}
 		if insts, written, err := e.st.ApplyGroup(ctx, ps, ws, claim); err == nil {
 			var next []leased
 			if claim != nil {
 				next = handlerTasks(claim.Claimed)
 				e.countClaimed(len(next))
+				e.heldBack(claim.HeldBack)
 			}
 			for i, r := range starts {
 				r.done <- commitResult{inst: insts[i]}

@@ -16,6 +16,7 @@ import (
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/internal/outbound"
 	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/metrics"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/store/postgres"
 	"github.com/flowd/flowd/store/sqlite"
@@ -99,6 +100,8 @@ type nodeOpts struct {
 	// noSweeps: the sweeper runs once at the start and then not for an
 	// hour, so that a test sees what a write did by itself.
 	noSweeps bool
+	// metrics is Config.Metrics.
+	metrics *metrics.Metrics
 }
 
 func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
@@ -127,7 +130,8 @@ func newNode(t *testing.T, b backend, addr string, o nodeOpts) *node {
 	}
 	eng, err := engine.New(engine.Config{Store: engineStore, Workers: &o.workers, Lease: o.lease,
 		SweepInterval: sweep, PollInterval: 50 * time.Millisecond, MaxStateBytes: o.maxState,
-		OutboundAllow: o.outbound, MaxVersions: o.maxVersions, MaxDescendants: o.maxDescendants})
+		OutboundAllow: o.outbound, MaxVersions: o.maxVersions, MaxDescendants: o.maxDescendants,
+		Metrics: o.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

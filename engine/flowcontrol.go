@@ -16,16 +16,14 @@ import (
 // whose claim found the bucket empty, and the poll interval covers the
 // other nodes.
 
-// claimParams are the parameters of a claim of queues at now, at most
-// limit tasks leased to owner for lease, whose held-back tasks are
-// counted and waited for (heldBack).
-func (e *Engine) claimParams(queues []string, now time.Time, limit int, owner string, lease time.Duration) store.ClaimParams {
-	return store.ClaimParams{Queues: queues, Now: now, Limit: limit, Owner: owner, Lease: lease, OnHeldBack: e.heldBack}
-}
-
-// heldBack counts what a claim's keys held back and, when a rate limit
-// made tasks wait, wakes the waiters when the next token is due.
+// heldBack counts what a committed claim's keys held back (the store
+// returns it with the claim, after its transaction has ended) and, when a
+// rate limit made tasks wait, wakes the waiters when the next token is
+// due.
 func (e *Engine) heldBack(h store.HeldBack) {
+	if !h.Any() {
+		return
+	}
 	if e.m != nil {
 		e.m.FlowControl.ConcurrencyWaits.Add(float64(h.Concurrency))
 		e.m.FlowControl.RateLimitWaits.Add(float64(h.Rate + h.RateEmptied))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,6 +203,68 @@ func TestPriorityClaimOrder(t *testing.T) {
 		}
 		if want := []string{"urgent-1", "plain-1", "low-1"}; !slices.Equal(order, want) {
 			t.Errorf("delivered %v, want %v (priority 5, 3, 2)", order, want)
+		}
+	})
+}
+
+// heldBackRecorder sums the rate limits' waits (HeldBack.Rate and
+// RateEmptied) that the store's claims return: those of claims of their
+// own and those of group commits' claims.
+type heldBackRecorder struct {
+	store.Backend
+	own, inGroup atomic.Int64
+}
+
+func (s *heldBackRecorder) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, store.HeldBack, error) {
+	claimed, held, err := s.Backend.ClaimTasks(ctx, p)
+	s.own.Add(int64(held.Rate + held.RateEmptied))
+	return claimed, held, err
+}
+
+func (s *heldBackRecorder) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	created, written, err := s.Backend.ApplyGroup(ctx, creates, ws, claim)
+	if claim != nil {
+		s.inGroup.Add(int64(claim.HeldBack.Rate + claim.HeldBack.RateEmptied))
+	}
+	return created, written, err
+}
+
+// What a claim held back is counted whichever claim it was: a worker's
+// own, or the claim of the group commit that completed the worker's last
+// task (here the second workflow's only task, whose claim empties its
+// bucket). The store returns it after its transaction; the engine counts
+// every one.
+func TestHeldBackCountedFromEveryClaim(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		rec := &heldBackRecorder{}
+		m := metrics.New()
+		gate, running, release := gatedEcho()
+		n := newNode(t, b, b.newDB(t), nodeOpts{workers: 1, metrics: m, handlers: map[string]engine.Handler{"echo": gate},
+			wrap: func(st store.Backend) store.Backend { rec.Backend = st; return rec }})
+		n.define(`name: limited
+steps:
+  - {id: a, type: task, handler: echo, rate_limit: {key: "{{ .input.id }}", per_second: 1, burst: 1}}
+`)
+		first := n.start("limited", "", `{"id": "x"}`)
+		if id := <-running; id != first.ID {
+			t.Fatalf("running %s, want %s", id, first.ID)
+		}
+		second := n.start("limited", "", `{"id": "y"}`)
+		close(release)
+		if id := <-running; id != second.ID {
+			t.Fatalf("running %s, want %s", id, second.ID)
+		}
+		for _, inst := range []*workflow.Instance{first, second} {
+			n.waitStatus(inst.ID, workflow.StatusCompleted, 10*time.Second)
+		}
+		if rec.inGroup.Load() == 0 {
+			t.Fatalf("no group commit's claim held anything back (own claims: %d): the second task was not claimed with the first's completion",
+				rec.own.Load())
+		}
+		want := float64(rec.own.Load() + rec.inGroup.Load())
+		if got := counterValue(t, m, "flowd_rate_limit_waits_total"); got != want {
+			t.Errorf("flowd_rate_limit_waits_total = %v, want %v (%d by claims of their own, %d by group commits' claims)",
+				got, want, rec.own.Load(), rec.inGroup.Load())
 		}
 	})
 }

@@ -30,8 +30,8 @@ type moveOnClaim struct {
 	claims atomic.Int64 // claims that leased a task
 }
 
-func (s *moveOnClaim) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
-	claimed, err := s.Backend.ClaimTasks(ctx, p)
+func (s *moveOnClaim) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, store.HeldBack, error) {
+	claimed, held, err := s.Backend.ClaimTasks(ctx, p)
 	if len(claimed) > 0 {
 		s.claims.Add(1)
 		s.once.Do(func() {
@@ -40,7 +40,7 @@ func (s *moveOnClaim) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]st
 			}, "moved on")
 		})
 	}
-	return claimed, err
+	return claimed, held, err
 }
 
 // A claim writes no version: an instance that moves on between the claim
@@ -165,13 +165,13 @@ type lostClaimAnswer struct {
 	lost atomic.Int64
 }
 
-func (s *lostClaimAnswer) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
-	claimed, err := s.Backend.ClaimTasks(ctx, p)
+func (s *lostClaimAnswer) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, store.HeldBack, error) {
+	claimed, held, err := s.Backend.ClaimTasks(ctx, p)
 	if err == nil && len(claimed) > 0 {
 		s.lost.Add(1)
-		return claimed, fmt.Errorf("%w: connection lost after COMMIT", store.ErrOutcomeUnknown)
+		return claimed, store.HeldBack{}, fmt.Errorf("%w: connection lost after COMMIT", store.ErrOutcomeUnknown)
 	}
-	return claimed, err
+	return claimed, held, err
 }
 
 // A claim whose writes landed but whose answer was lost still runs its
@@ -228,13 +228,13 @@ type claimCounter struct {
 	claims, own, inGroup atomic.Int64
 }
 
-func (s *claimCounter) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
+func (s *claimCounter) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, store.HeldBack, error) {
 	s.claims.Add(1)
-	claimed, err := s.Backend.ClaimTasks(ctx, p)
+	claimed, held, err := s.Backend.ClaimTasks(ctx, p)
 	if err == nil {
 		s.own.Add(int64(len(claimed)))
 	}
-	return claimed, err
+	return claimed, held, err
 }
 
 func (s *claimCounter) ApplyGroup(ctx context.Context, creates []store.CreateParams, ws []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {

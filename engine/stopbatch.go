@@ -42,7 +42,7 @@ func (e *Engine) stopBatch(ctx context.Context, p store.BatchStatusParams) (ids 
 					own = append(own, w)
 					continue
 				}
-				if _, err := applyWrites(ctx, e.st, ws); missed(err) {
+				if _, _, err := e.st.ApplyGroup(ctx, nil, ws, nil); missed(err) {
 					continue
 				} else if err != nil {
 					return err

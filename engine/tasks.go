@@ -41,7 +41,7 @@ func (e *Engine) countClaimed(n int) {
 
 // claimOnce is one claim transaction.
 func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owner string, lease time.Duration) ([]leased, error) {
-	claimed, err := e.st.ClaimTasks(ctx, e.claimParams(queues, e.clock(), limit, owner, lease))
+	claimed, held, err := e.st.ClaimTasks(ctx, store.ClaimParams{Queues: queues, Now: e.clock(), Limit: limit, Owner: owner, Lease: lease})
 	if err != nil {
 		// The leases may have committed and only the answer been lost: the
 		// tasks stored under the leases given are this worker's to run;
@@ -54,6 +54,7 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 		e.log.Warn("claim: the leases landed but the answer was lost", "error", err, "tasks", len(got))
 		return got, nil
 	}
+	e.heldBack(held)
 	return handlerTasks(claimed), nil
 }
 
@@ -191,9 +192,40 @@ var errNothingToWrite = errors.New("nothing to write")
 // would make the state larger than Config.MaxStateBytes
 // (workflow.ErrStateTooLarge): the lease stays valid, so the worker may
 // complete the task with a smaller output or fail it.
+//
+// A remote worker's completion has no delivered state to write on and
+// serves no queue of this node: it reads, decides and writes
+// (leaseHolderOp), leasing the worker no next task.
 func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output json.RawMessage) error {
-	_, err := e.completeAndLeaseNext(ctx, leased{Task: Task{ID: taskID, Lease: lease}}, output, nil)
+	out, err := completionOutput(output)
+	if err != nil {
+		return err
+	}
+	_, _, _, err = e.leaseHolderOp(ctx, taskID, "", lease, rules.CompletedCause, completeOnRead(lease, out, rules.NextLease{}))
+	e.countCompleted(result(err, "completed"))
 	return err
+}
+
+// completionOutput is a worker's output as a completion stores it: JSON,
+// null when empty.
+func completionOutput(output json.RawMessage) (json.RawMessage, error) {
+	out := bytes.TrimSpace(output)
+	if len(out) == 0 {
+		out = []byte("null")
+	}
+	if !json.Valid(out) {
+		return nil, fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
+	}
+	return out, nil
+}
+
+// completeOnRead is the decision of leaseHolderOp for the completion of
+// the attempt holding lease with output out, leasing the worker the next
+// task of next's queues that the completion schedules.
+func completeOnRead(lease string, out json.RawMessage, next rules.NextLease) func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
+	return func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
+		return env.CompleteTask(c, inst, t, lease, out, next, now)
+	}
 }
 
 // completeAndLeaseNext is CompleteTask for an in-process worker: when the completion
@@ -211,21 +243,16 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 // completion reads the task and the instance and decides again
 // (leaseHolderOp), which also says why it fails if it does.
 func (e *Engine) completeAndLeaseNext(ctx context.Context, task leased, output json.RawMessage, queues []string) (*leased, error) {
-	out := bytes.TrimSpace(output)
-	if len(out) == 0 {
-		out = []byte("null")
-	}
-	if !json.Valid(out) {
-		return nil, fmt.Errorf("%w: output is not valid JSON", store.ErrInvalidArgument)
+	out, err := completionOutput(output)
+	if err != nil {
+		return nil, err
 	}
 	if next, ok := e.commitCompletion(ctx, task, out, queues); ok {
 		e.countCompleted("completed")
 		return next, nil
 	}
 	next := rules.NextLease{Queues: queues, Owner: e.node, Lease: e.lease}
-	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.WorkflowID, task.Lease, rules.CompletedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
-		return env.CompleteTask(c, inst, t, task.Lease, json.RawMessage(out), next, now)
-	})
+	written, ch, inserted, err := e.leaseHolderOp(ctx, task.ID, task.WorkflowID, task.Lease, rules.CompletedCause, completeOnRead(task.Lease, out, next))
 	e.countCompleted(result(err, "completed"))
 	if err != nil {
 		return nil, err

@@ -22,7 +22,8 @@ import (
 // Querier holds the operations on instances and their tasks, each atomic on
 // its own. None takes a function to run inside its transaction: what needs
 // several changes at once is one call (ApplyGroup, ApplyEach), decided
-// before it.
+// before it, and what a store decides inside it (a claim's HeldBack) comes
+// back in its results, once the transaction has ended.
 //
 // Every method that changes an instance increases its version by exactly 1 and
 // appends one history row in the same transaction, whose actor is

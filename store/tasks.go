@@ -165,7 +165,10 @@ type TaskQuerier interface {
 	// Each task is leased as Task.Deliver leases it, at p.Now for p.Lease,
 	// under a fresh lease token (NewID): the claim writes task rows and
 	// flow rows (the leases' change to their keys' LEASED counts,
-	// LeasedChanges, and the buckets taken from), never an instance.
+	// LeasedChanges, and the buckets taken from), never an instance. It
+	// also returns what the keys held back (HeldBack), once the claim has
+	// committed: zero with any error, so that a caller acts only on what
+	// was written, after the transaction has ended.
 	//
 	// The flow rows are written guarded by what the claim read: when a
 	// guard misses (another claim, on any node, took what this one counted
@@ -176,7 +179,7 @@ type TaskQuerier interface {
 	// wrapping ErrOutcomeUnknown) it also returns the tasks as they were to
 	// be leased: each one stored under the lease given here was claimed.
 	// ErrInvalidArgument for parameters ClaimParams.Check refuses.
-	ClaimTasks(ctx context.Context, p ClaimParams) ([]Claimable, error)
+	ClaimTasks(ctx context.Context, p ClaimParams) ([]Claimable, HeldBack, error)
 	// ApplyGroup writes new instances (each as Create writes it, first
 	// tasks included) and writes (each as Applier.Apply writes it) as one
 	// atomic write: all of them or none, one round trip on PostgreSQL. Any
@@ -218,6 +221,10 @@ type GroupClaim struct {
 	// group's answer is lost, the tasks as they were to be leased (see
 	// ClaimTasks): each one stored under the lease given was claimed.
 	Claimed []Claimable
+	// HeldBack is set by ApplyGroup: what the claim's keys held back, once
+	// the group is committed (zero when a flow guard missed or the group
+	// failed).
+	HeldBack HeldBack
 }
 
 // DefinitionStore stores workflow definitions with revisions.
@@ -326,11 +333,6 @@ type ClaimParams struct {
 	Limit  int
 	Owner  string
 	Lease  time.Duration
-	// OnHeldBack, when set, is told what the claim left QUEUED because of
-	// its tasks' concurrency keys and rate limits (see FlowGate); it is
-	// not called when nothing was held back, nor by a claim left out by a
-	// flow guard's miss (what it read has moved on).
-	OnHeldBack func(HeldBack)
 }
 
 // Check reports parameters a claim refuses (ErrInvalidArgument): a limit

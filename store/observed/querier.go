@@ -121,9 +121,9 @@ func (q querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, w
 	return created, written, err
 }
 
-func (q querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
+func (q querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, store.HeldBack, error) {
 	ctx, span := q.start(ctx, "claim_tasks")
-	claimed, err := q.q.ClaimTasks(ctx, p)
+	claimed, held, err := q.q.ClaimTasks(ctx, p)
 	if span != nil && err == nil {
 		span.SetAttributes(attribute.Int("flowd.tasks", len(claimed)))
 	}
@@ -131,7 +131,7 @@ func (q querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.C
 	// A claim writes task rows, no instance: it counts for the storage
 	// gauge, not among the state updates.
 	q.noteWrite(err, len(claimed) > 0)
-	return claimed, err
+	return claimed, held, err
 }
 
 func (q querier) Task(ctx context.Context, id string) (*store.Task, error) {

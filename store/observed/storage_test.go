@@ -61,7 +61,7 @@ func TestStorageFullUntilAWriteSucceeds(t *testing.T) {
 	}
 	// An empty claim commits and stores nothing: still full.
 	claim := store.ClaimParams{Queues: []string{"none"}, Now: time.Now(), Limit: 1, Owner: "node", Lease: time.Minute}
-	if _, err := s.ClaimTasks(ctx, claim); err != nil {
+	if _, _, err := s.ClaimTasks(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
 	if !full() {

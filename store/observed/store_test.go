@@ -51,11 +51,11 @@ func TestWrapCountsWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := store.ClaimParams{Queues: []string{"q"}, Now: time.Now().Add(time.Second), Limit: 1, Owner: "node", Lease: time.Minute}
-	if claimed, err := eq.ClaimTasks(ctx, claim); err != nil || len(claimed) != 1 {
+	if claimed, _, err := eq.ClaimTasks(ctx, claim); err != nil || len(claimed) != 1 {
 		t.Fatalf("ClaimTasks = %d tasks, %v; want t3", len(claimed), err)
 	}
 	claim.Limit = 0
-	if _, err := eq.ClaimTasks(ctx, claim); !errors.Is(err, store.ErrInvalidArgument) {
+	if _, _, err := eq.ClaimTasks(ctx, claim); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("ClaimTasks(limit 0) = %v, want ErrInvalidArgument", err)
 	}
 	for _, c := range []struct {

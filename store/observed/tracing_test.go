@@ -108,12 +108,12 @@ func TestClaimSpanCountsTasks(t *testing.T) {
 	eq := s.(store.TaskQuerier)
 	claim := store.ClaimParams{Queues: []string{"q"}, Now: now.Add(time.Second), Limit: 10, Owner: "node", Lease: time.Minute}
 	for i := range 2 {
-		if _, err := eq.ClaimTasks(ctx, claim); err != nil {
+		if _, _, err := eq.ClaimTasks(ctx, claim); err != nil {
 			t.Fatalf("claim %d: %v", i+1, err)
 		}
 	}
 	claim.Owner = ""
-	if _, err := eq.ClaimTasks(ctx, claim); !errors.Is(err, store.ErrInvalidArgument) {
+	if _, _, err := eq.ClaimTasks(ctx, claim); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("a claim without an owner = %v, want ErrInvalidArgument", err)
 	}
 	var got []string

@@ -28,7 +28,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 	var claimSQL string
 	var claimArgv []any
 	if claim != nil {
-		claim.Claimed = nil
+		claim.Claimed, claim.HeldBack = nil, store.HeldBack{}
 		n, args, err := claimArgs(claim.Params)
 		if err != nil {
 			return nil, nil, err
@@ -50,6 +50,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 	case q.pool == nil:
 		return nil, nil, errOwnTransaction("ApplyGroup with a claim")
 	default:
+		var held store.HeldBack
 		err := q.inPipelinedTx(ctx, func(conn *pgxpool.Conn) error {
 			b := &pgx.Batch{}
 			b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -69,12 +70,13 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			if err != nil {
 				return err
 			}
-			claim.Claimed, _, err = leaseLocked(ctx, conn, locked, claim.Params, q.timestamp())
+			claim.Claimed, held, _, err = leaseLocked(ctx, conn, locked, claim.Params, q.timestamp())
 			return err
 		})
 		if err != nil {
 			return nil, nil, err
 		}
+		claim.HeldBack = held
 	}
 	return g.results()
 }

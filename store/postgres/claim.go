@@ -31,18 +31,22 @@ var claimLeaseSQL = `UPDATE workflow_tasks SET status = 'LEASED', attempt = $4::
 // ClaimTasks leases claimable tasks; see store.TaskQuerier. It is a
 // transaction of its own in two round trips: BEGIN and the claim query go
 // out together, then the leases, the flow rows and COMMIT.
-func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
+func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, store.HeldBack, error) {
+	var none store.HeldBack
 	n, args, err := claimArgs(p)
 	if err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	if n == 0 {
-		return []store.Claimable{}, nil
+		return []store.Claimable{}, none, nil
 	}
 	if q.pool == nil {
-		return nil, errOwnTransaction("ClaimTasks")
+		return nil, none, errOwnTransaction("ClaimTasks")
 	}
-	var claimed []store.Claimable
+	var (
+		claimed []store.Claimable
+		held    store.HeldBack
+	)
 	err = q.inPipelinedTx(ctx, func(conn *pgxpool.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -62,13 +66,16 @@ func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.
 			return err
 		}
 		var leftOut bool
-		claimed, leftOut, err = leaseLocked(ctx, conn, locked, p, q.timestamp())
+		claimed, held, leftOut, err = leaseLocked(ctx, conn, locked, p, q.timestamp())
 		if err == nil && leftOut {
 			err = fmt.Errorf("claim: %w", store.ErrFlowMiss)
 		}
 		return err
 	})
-	return claimed, err
+	if err != nil {
+		return claimed, none, err
+	}
+	return claimed, held, nil
 }
 
 // inPipelinedTx runs fn on a connection of its own, on which fn opens a
@@ -94,14 +101,17 @@ func (q *querier) inPipelinedTx(ctx context.Context, fn func(conn *pgxpool.Conn)
 // leaseLocked ends a claim inside the transaction on conn that locked
 // its tasks: it keeps the tasks their flow control lets go (gateFlow),
 // leases them (store.Task.DeliverForClaim) and sends the leases, the flow
-// statements and COMMIT (finishClaim). It returns the tasks leased, or with leftOut the claim
-// left out by a flow guard's miss (nothing leased, what the transaction
-// wrote before the claim committed); with an error wrapping
-// store.ErrOutcomeUnknown, the tasks as they were to be leased.
-func leaseLocked(ctx context.Context, conn *pgxpool.Conn, locked []store.Claimable, p store.ClaimParams, now time.Time) (claimed []store.Claimable, leftOut bool, err error) {
+// statements and COMMIT (finishClaim). It returns the tasks leased and,
+// the claim committed, what their keys held back; or with leftOut the
+// claim left out by a flow guard's miss (nothing leased, nothing held back
+// reported, what the transaction wrote before the claim committed); with
+// an error wrapping store.ErrOutcomeUnknown, the tasks as they were to be
+// leased.
+func leaseLocked(ctx context.Context, conn *pgxpool.Conn, locked []store.Claimable, p store.ClaimParams, now time.Time) (claimed []store.Claimable, held store.HeldBack, leftOut bool, err error) {
+	var none store.HeldBack
 	kept, flow, err := gateFlow(ctx, conn, locked, p)
 	if err != nil {
-		return nil, false, err
+		return nil, none, false, err
 	}
 	for _, c := range kept {
 		c.Task.DeliverForClaim(p, now)
@@ -109,11 +119,11 @@ func leaseLocked(ctx context.Context, conn *pgxpool.Conn, locked []store.Claimab
 	leftOut, err = finishClaim(ctx, conn, kept, flow, p.Owner, now)
 	switch {
 	case errors.Is(err, store.ErrOutcomeUnknown):
-		return kept, false, err
+		return kept, none, false, err
 	case err != nil || leftOut:
-		return nil, leftOut, err
+		return nil, none, leftOut, err
 	}
-	return kept, false, nil
+	return kept, flow.heldBack(), false, nil
 }
 
 // claimSavepoint is where a claim with flow control rolls back to when a
@@ -188,11 +198,7 @@ func finishClaim(ctx context.Context, conn *pgxpool.Conn, leases []store.Claimab
 	if guarded && errors.Is(err, store.ErrFlowMiss) {
 		return true, leaveOut(wctx, conn)
 	}
-	if err != nil {
-		return false, err
-	}
-	flow.report()
-	return false, nil
+	return false, err
 }
 
 // leaseArgs are the parameters of claimLeaseSQL for the lease of t.

@@ -77,7 +77,7 @@ func claimClean(t *testing.T, s *Store, want store.TaskStatus, claimable int) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	claimed, err := s.ClaimTasks(ctx, claimParams(time.Now()))
+	claimed, _, err := s.ClaimTasks(ctx, claimParams(time.Now()))
 	if err != nil || len(claimed) != claimable {
 		t.Errorf("a later claim leased %d tasks (%v), want %d", len(claimed), err, claimable)
 	}
@@ -89,7 +89,7 @@ func TestClaimTasksServerErrorInTheWrites(t *testing.T) {
 	t.Parallel()
 	s, now := claimFixture(t, workflow.TaskFlow{})
 	failLeaseOf(t, s, "tb")
-	claimed, err := s.ClaimTasks(t.Context(), claimParams(now))
+	claimed, _, err := s.ClaimTasks(t.Context(), claimParams(now))
 	if err == nil || !strings.Contains(err.Error(), "lease refused") || errors.Is(err, store.ErrOutcomeUnknown) {
 		t.Fatalf("ClaimTasks = %v, want the server's refusal of tb's lease", err)
 	}
@@ -123,7 +123,7 @@ func TestClaimTasksFinishesOnceSent(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		var err error
-		claimed, err = s.ClaimTasks(ctx, claimParams(now))
+		claimed, _, err = s.ClaimTasks(ctx, claimParams(now))
 		done <- err
 	}()
 	waitForLockWaiter(t, s, done)
@@ -168,7 +168,7 @@ func TestClaimRefusesOwnerNotText(t *testing.T) {
 	for _, owner := range []string{"a\x00b", "\xff"} {
 		p := claimParams(now)
 		p.Owner = owner
-		_, err := s.ClaimTasks(t.Context(), p)
+		_, _, err := s.ClaimTasks(t.Context(), p)
 		if !errors.Is(err, store.ErrInvalidArgument) || !strings.Contains(err.Error(), msg) {
 			t.Errorf("ClaimTasks with owner %q = %v, want ErrInvalidArgument saying %q", owner, err, msg)
 		}

@@ -820,7 +820,7 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 			Status: workflow.StatusRunning, State: state, Tasks: []*store.Task{first}, Notify: true}); err != nil {
 			t.Fatal(err)
 		}
-		claimed, err := s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"e"}, Now: now, Limit: 1, Owner: "node", Lease: time.Minute})
+		claimed, _, err := s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"e"}, Now: now, Limit: 1, Owner: "node", Lease: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,19 +137,18 @@ func TestClaimFlowGuard(t *testing.T) {
 				}
 				write := &store.Write{ID: "other", ExpectedVersion: other.Version, From: other.Status, Status: other.Status,
 					State: st, Cause: "group write"}
-				var held []store.HeldBack
-				params := store.ClaimParams{Queues: []string{"q"}, Now: time.Now(), Limit: 10, Owner: "me", Lease: time.Hour,
-					OnHeldBack: func(h store.HeldBack) { held = append(held, h) }}
+				var held store.HeldBack
+				params := store.ClaimParams{Queues: []string{"q"}, Now: time.Now(), Limit: 10, Owner: "me", Lease: time.Hour}
 				var claimed []store.Claimable
 				claim := &store.GroupClaim{Params: params}
 				err = raceFlowRow(t, s, tc.move, func() error {
 					if !group {
 						var err error
-						claimed, err = s.ClaimTasks(t.Context(), params)
+						claimed, held, err = s.ClaimTasks(t.Context(), params)
 						return err
 					}
 					_, _, err := s.ApplyGroup(t.Context(), nil, []*store.Write{write}, claim)
-					claimed = claim.Claimed
+					claimed, held = claim.Claimed, claim.HeldBack
 					return err
 				})
 				if group && err != nil {
@@ -163,7 +163,7 @@ func TestClaimFlowGuard(t *testing.T) {
 				checkLeftOut(t, s)
 				// What a claim left out read is stale: it reports no
 				// token due (the one stored may be later).
-				if len(held) != 0 {
+				if held.Any() {
 					t.Errorf("a claim left out reported %+v held back", held)
 				}
 				if after, err := s.Get(t.Context(), "other"); group && (err != nil || after.Version != other.Version+1) {
@@ -171,5 +171,61 @@ func TestClaimFlowGuard(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestClaimRolledBackReportsNothing: a claim whose transaction fails at
+// COMMIT (here a deferred constraint trigger on the leases) leases
+// nothing and reports nothing held back, although its decision held a
+// task back: only a committed claim is reported. A group's claim fails
+// with the group, whose write is not made either.
+func TestClaimRolledBackReportsNothing(t *testing.T) {
+	t.Parallel()
+	for _, group := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group=%v", group), func(t *testing.T) {
+			t.Parallel()
+			s, _ := setup(t, Options{})
+			ctx := t.Context()
+			now := time.Now().UTC()
+			create(t, s, store.CreateParams{ID: "w", Status: workflow.StatusRunning})
+			other := create(t, s, store.CreateParams{ID: "other", Status: workflow.StatusRunning})
+			// k has one slot: t0 is leased, t1 held back.
+			if err := storetest.InsertTasks(ctx, s, storetest.TasksUnderKey("w", "k", 1, now, "t0", "t1")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.pool.Exec(ctx, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+				$$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
+				CREATE CONSTRAINT TRIGGER fail_at_commit AFTER UPDATE ON workflow_tasks
+				DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse()`); err != nil {
+				t.Fatal(err)
+			}
+			p := store.ClaimParams{Queues: []string{"q"}, Now: now, Limit: 10, Owner: "me", Lease: time.Minute}
+			var (
+				held store.HeldBack
+				err  error
+			)
+			if group {
+				claim := &store.GroupClaim{Params: p}
+				_, _, err = s.ApplyGroup(ctx, nil, []*store.Write{{ID: "other", ExpectedVersion: other.Version, From: other.Status,
+					Status: other.Status, State: other.State, Cause: "group write"}}, claim)
+				held = claim.HeldBack
+			} else {
+				_, held, err = s.ClaimTasks(ctx, p)
+			}
+			if err == nil || !strings.Contains(err.Error(), "refused at commit") {
+				t.Fatalf("a claim whose COMMIT failed: %v, want the trigger's refusal", err)
+			}
+			if held.Any() {
+				t.Errorf("a claim whose COMMIT failed reported %+v held back", held)
+			}
+			for _, id := range []string{"t0", "t1"} {
+				if got, err := s.Task(ctx, id); err != nil || got.Status != store.TaskQueued {
+					t.Errorf("%s after the claim failed: %+v, %v; want QUEUED", id, got, err)
+				}
+			}
+			if after, err := s.Get(ctx, "other"); err != nil || after.Version != other.Version {
+				t.Errorf("other after the group failed: %+v, %v; want version %d", after, err, other.Version)
+			}
+		})
 	}
 }

@@ -146,23 +146,22 @@ func flowMiss(msg string) (error, bool) {
 
 // claimFlow is what a claim's flow control writes once decided — the
 // buckets it took tokens from (nil: none) and the leases' change to the
-// counts, made from the writes — and what it held back, reported
-// (ClaimParams.OnHeldBack) only by a claim that was made: a claim left
-// out by a flow guard's miss read rows that another claim has moved on
-// since, and the time of the next token it would report could be earlier
-// than the one stored, a wake-up at which the claim query still finds the
-// bucket empty.
+// counts, made from the writes — and what it held back, returned only by
+// a claim that committed: a claim left out by a flow guard's miss read
+// rows that another claim has moved on since, and the time of the next
+// token it would report could be earlier than the one stored, a wake-up
+// at which the claim query still finds the bucket empty.
 type claimFlow struct {
-	taken  []store.BucketTake
-	held   store.HeldBack
-	onHeld func(store.HeldBack)
+	taken []store.BucketTake
+	held  store.HeldBack
 }
 
-// report tells the claim's OnHeldBack what it held back, if anything.
-func (f *claimFlow) report() {
-	if f != nil && f.onHeld != nil && f.held.Any() {
-		f.onHeld(f.held)
+// heldBack is what the claim's keys held back (none without keys).
+func (f *claimFlow) heldBack() store.HeldBack {
+	if f == nil {
+		return store.HeldBack{}
 	}
+	return f.held
 }
 
 // statements are the flow statements of a claim that leases leases, sent
@@ -210,7 +209,7 @@ func gateFlow(ctx context.Context, db dbtx, locked []store.Claimable, p store.Cl
 		return nil, nil, err
 	}
 	kept, taken, held := store.FlowGate(locked, leased, buckets, store.Timestamp(p.Now))
-	return kept, &claimFlow{taken: taken, held: held, onHeld: p.OnHeldBack}, nil
+	return kept, &claimFlow{taken: taken, held: held}, nil
 }
 
 // readFlow reads the counts and buckets of gateFlow's pipeline.

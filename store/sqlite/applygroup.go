@@ -15,7 +15,7 @@ import (
 // filled in only when all of it is written. See store.TaskQuerier.
 func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
 	if claim != nil {
-		claim.Claimed = nil
+		claim.Claimed, claim.HeldBack = nil, store.HeldBack{}
 		if err := claim.Params.Check(); err != nil {
 			return nil, nil, err
 		}
@@ -45,7 +45,10 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 	}
 	created := make([]*workflow.Instance, len(creates))
 	written := make([]*workflow.Instance, len(writes))
-	var claimed []store.Claimable
+	var (
+		claimed []store.Claimable
+		held    store.HeldBack
+	)
 	before := store.GroupOrder(creates, writes)
 	err := q.write(ctx, func(c dbtx) error {
 		tq := q.on(c)
@@ -80,7 +83,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 			return nil
 		}
 		var err error
-		claimed, _, err = q.claimOn(ctx, c, claim.Params)
+		claimed, held, _, err = q.claimOn(ctx, c, claim.Params)
 		return err
 	})
 	if err != nil {
@@ -95,7 +98,7 @@ func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, 
 		pa.fill()
 	}
 	if claim != nil {
-		claim.Claimed = claimed
+		claim.Claimed, claim.HeldBack = claimed, held
 	}
 	return created, written, nil
 }

@@ -463,7 +463,7 @@ func TestClaimTwoStores(t *testing.T) {
 		owner := fmt.Sprintf("worker-%d", w)
 		wg.Go(func() {
 			for {
-				leased, err := s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"q1", "q2"}, Now: t0, Limit: 3, Owner: owner, Lease: time.Minute})
+				leased, _, err := s.ClaimTasks(ctx, store.ClaimParams{Queues: []string{"q1", "q2"}, Now: t0, Limit: 3, Owner: owner, Lease: time.Minute})
 				var got []*store.Task
 				for _, c := range leased {
 					got = append(got, c.Task)

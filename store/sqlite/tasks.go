@@ -390,37 +390,43 @@ func scanTask(row scanner) (*store.Task, error) {
 // ClaimTasks leases the claimable tasks in one write transaction; see
 // store.TaskQuerier. Nothing else writes meanwhile, so what the claim
 // reads is what it writes on.
-func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
+func (q *querier) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, store.HeldBack, error) {
+	var none store.HeldBack
 	if err := p.Check(); err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	var (
 		claimed []store.Claimable
+		held    store.HeldBack
 		leftOut bool
 	)
 	err := q.write(ctx, func(c dbtx) error {
 		var err error
-		claimed, leftOut, err = q.claimOn(ctx, c, p)
+		claimed, held, leftOut, err = q.claimOn(ctx, c, p)
 		return err
 	})
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, none, err
 	case leftOut:
-		return nil, fmt.Errorf("claim: %w", store.ErrFlowMiss)
+		return nil, none, fmt.Errorf("claim: %w", store.ErrFlowMiss)
 	}
-	return claimed, nil
+	return claimed, held, nil
 }
 
 // claimOn is ClaimTasks on c, inside the write transaction the caller
 // holds: it locks nothing (the transaction is the only writer), keeps the
 // tasks their flow control lets go, leases them
-// (store.Task.DeliverForClaim) and writes the leases with their flow rows. leftOut reports a claim left
-// out by a flow guard's miss: nothing leased.
-func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams) (claimed []store.Claimable, leftOut bool, err error) {
+// (store.Task.DeliverForClaim) and writes the leases with their flow
+// rows. It returns the tasks leased and what their keys held back, for
+// the caller to report once the transaction has committed; leftOut
+// reports a claim left out by a flow guard's miss: nothing leased, and
+// nothing held back to report (what it read has moved on).
+func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams) (claimed []store.Claimable, held store.HeldBack, leftOut bool, err error) {
+	var none store.HeldBack
 	tasks, err := claimable(ctx, c, p.Queues, p.Now, p.Limit)
 	if err != nil {
-		return nil, false, err
+		return nil, none, false, err
 	}
 	locked := make([]store.Claimable, len(tasks))
 	insts := map[string]*workflow.Instance{}
@@ -428,7 +434,7 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams) (cla
 		inst := insts[t.InstanceID]
 		if inst == nil {
 			if inst, err = getInstance(ctx, c, t.InstanceID); err != nil {
-				return nil, false, err
+				return nil, none, false, err
 			}
 			insts[t.InstanceID] = inst
 		}
@@ -436,7 +442,7 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams) (cla
 	}
 	kept, taken, held, err := gateFlowOn(ctx, c, locked, p)
 	if err != nil {
-		return nil, false, err
+		return nil, none, false, err
 	}
 	now := q.timestamp()
 	leases := make([]*store.Task, len(kept))
@@ -445,12 +451,9 @@ func (q *querier) claimOn(ctx context.Context, c dbtx, p store.ClaimParams) (cla
 		leases[i] = cl.Task
 	}
 	if leftOut, err = writeLeases(ctx, c, leases, taken, now); err != nil || leftOut {
-		return nil, leftOut, err
+		return nil, none, leftOut, err
 	}
-	if p.OnHeldBack != nil && held.Any() {
-		p.OnHeldBack(held)
-	}
-	return kept, false, nil
+	return kept, held, false, nil
 }
 
 // writeLeases writes a claim's leases with their flow rows: the buckets

@@ -167,7 +167,7 @@ func testTasksClaimConcurrent(t *testing.T, h Harness) {
 	)
 	runConcurrently(2, func(i int) {
 		for {
-			got, err := eq.ClaimTasks(b.ctx, claimOf(owners[i], []string{"q1"}, clockStart, limit))
+			got, _, err := eq.ClaimTasks(b.ctx, claimOf(owners[i], []string{"q1"}, clockStart, limit))
 			ids := taskIDs(claimedTasks(got))
 			switch {
 			case err != nil:

@@ -87,7 +87,7 @@ func testClaimTasksLease(t *testing.T, h Harness) {
 	storeClock := b.clock.Set(clockStart.Add(time.Hour)) // stamps the leases, never decides what is due
 	p := claimOf("node-1", []string{"q1"}, clockStart, 10)
 	p.Lease = time.Minute + 1500*time.Nanosecond // kept to the microsecond
-	claimed, err := eq.ClaimTasks(b.ctx, p)
+	claimed, _, err := eq.ClaimTasks(b.ctx, p)
 	if err != nil {
 		t.Fatalf("ClaimTasks: %v", err)
 	}
@@ -123,7 +123,7 @@ func testClaimTasksLease(t *testing.T, h Harness) {
 	assertTask(t, "a task not yet due", before["later"], b.lockTask(t, eq, "later"))
 
 	// A later claim takes the task that became due, under another token.
-	again, err := eq.ClaimTasks(b.ctx, claimOf("node-2", []string{"q1"}, clockStart.Add(time.Second), 10))
+	again, _, err := eq.ClaimTasks(b.ctx, claimOf("node-2", []string{"q1"}, clockStart.Add(time.Second), 10))
 	if err != nil || len(again) != 1 || again[0].Task.ID != "later" {
 		t.Fatalf("a second claim = %v, %v; want the later task", taskIDs(claimedTasks(again)), err)
 	}
@@ -131,7 +131,7 @@ func testClaimTasksLease(t *testing.T, h Harness) {
 		t.Errorf("the later task: owner %q, attempt %d, token %q; want node-2, 1, a token not used before", tk.LeaseOwner, tk.Attempt, tk.Lease)
 	}
 	// Nothing is left: a claim that finds nothing returns an empty result.
-	if none, err := eq.ClaimTasks(b.ctx, claimOf("node-3", []string{"q1"}, clockStart.Add(time.Hour), 10)); err != nil || len(none) != 0 {
+	if none, _, err := eq.ClaimTasks(b.ctx, claimOf("node-3", []string{"q1"}, clockStart.Add(time.Hour), 10)); err != nil || len(none) != 0 {
 		t.Errorf("a claim with nothing due = %v, %v; want nothing", taskIDs(claimedTasks(none)), err)
 	}
 }
@@ -146,7 +146,7 @@ func testClaimTasksInstanceNotWritten(t *testing.T, h Harness) {
 	all := b.newClaimFixture(t, eq)
 	run, paused := b.snapshot(t, "run"), b.snapshot(t, "paused")
 	b.clock.Set(clockStart.Add(time.Hour))
-	claimed, err := eq.ClaimTasks(b.ctx, claimOf("node", []string{"q1", "q3", store.QueueHTTP, store.QueueSleep}, clockStart, 100))
+	claimed, _, err := eq.ClaimTasks(b.ctx, claimOf("node", []string{"q1", "q3", store.QueueHTTP, store.QueueSleep}, clockStart, 100))
 	if err != nil {
 		t.Fatalf("ClaimTasks: %v", err)
 	}
@@ -204,7 +204,7 @@ func testClaimTasksInvalid(t *testing.T, h Harness) {
 	} {
 		p := valid
 		c.change(&p)
-		claimed, err := eq.ClaimTasks(b.ctx, p)
+		claimed, _, err := eq.ClaimTasks(b.ctx, p)
 		wantErrorIs(t, "ClaimTasks, "+c.name, err, store.ErrInvalidArgument)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("ClaimTasks, %s: %v, want it to say %q", c.name, err, c.msg)
@@ -218,7 +218,7 @@ func testClaimTasksInvalid(t *testing.T, h Harness) {
 	// The most queues allowed is fine, and the task is still claimable.
 	p := valid
 	p.Queues = append(tooMany[:store.MaxClaimQueues-1:store.MaxClaimQueues-1], "q1")
-	if claimed, err := eq.ClaimTasks(b.ctx, p); err != nil || len(claimed) != 1 {
+	if claimed, _, err := eq.ClaimTasks(b.ctx, p); err != nil || len(claimed) != 1 {
 		t.Errorf("a claim of %d queues = %v, %v; want ta1", len(p.Queues), taskIDs(claimedTasks(claimed)), err)
 	}
 }
@@ -249,7 +249,7 @@ func testClaimTasksConcurrent(t *testing.T, h Harness) {
 	runConcurrently(claimers, func(i int) {
 		owner := fmt.Sprintf("c%d", i)
 		for range 100 {
-			claimed, err := eq.ClaimTasks(b.ctx, claimOf(owner, []string{"q1"}, clockStart, limit))
+			claimed, _, err := eq.ClaimTasks(b.ctx, claimOf(owner, []string{"q1"}, clockStart, limit))
 			mu.Lock()
 			if err != nil {
 				errs = append(errs, err)

@@ -225,7 +225,7 @@ func testTasksOfInstanceOrder(t *testing.T, h Harness) {
 // Claim claims up to limit tasks of queues at now through eq, leased to
 // ClaimOwner for a minute, and returns them as leased.
 func Claim(ctx context.Context, eq store.TaskQuerier, queues []string, now time.Time, limit int) ([]*store.Task, error) {
-	claimed, err := eq.ClaimTasks(ctx, claimOf(ClaimOwner, queues, now, limit))
+	claimed, _, err := eq.ClaimTasks(ctx, claimOf(ClaimOwner, queues, now, limit))
 	return claimedTasks(claimed), err
 }
 

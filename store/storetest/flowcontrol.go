@@ -49,6 +49,19 @@ func keyedTasks(inst string, n int, key string, limit int) []*store.Task {
 	return tasks
 }
 
+// TasksUnderKey are tasks of instance inst on queue "q", one for each id
+// (its step too), under concurrency key with limit, due a minute before
+// now a millisecond apart in the order given: a store's own tests of what
+// a claim holds back.
+func TasksUnderKey(inst, key string, limit int, now time.Time, ids ...string) []*store.Task {
+	tasks := make([]*store.Task, len(ids))
+	for i, id := range ids {
+		tasks[i] = &store.Task{ID: id, InstanceID: inst, StepID: id, Queue: "q", MaxAttempts: 1,
+			RunAt: now.Add(time.Duration(i)*time.Millisecond - time.Minute), Flow: workflow.TaskFlow{ConcurrencyKey: key, ConcurrencyLimit: limit}}
+	}
+	return tasks
+}
+
 // claimAll claims up to limit tasks of queues at now for "w", and returns
 // the tasks leased; held receives what the keys held back (nil: not
 // asked).
@@ -56,12 +69,12 @@ func claimAll(t testing.TB, eq store.TaskQuerier, queues []string, now time.Time
 	t.Helper()
 	p := claimOf("w", queues, now, limit)
 	p.Lease = time.Hour
-	if held != nil {
-		p.OnHeldBack = func(h store.HeldBack) { *held = h }
-	}
-	claimed, err := eq.ClaimTasks(t.Context(), p)
+	claimed, h, err := eq.ClaimTasks(t.Context(), p)
 	if err != nil {
 		t.Fatalf("ClaimTasks: %v", err)
+	}
+	if held != nil {
+		*held = h
 	}
 	return claimedTasks(claimed)
 }
@@ -297,7 +310,7 @@ func testFlowControlConcurrentClaimers(t *testing.T, h Harness) {
 				if done.Load() == tasks {
 					return
 				}
-				claimed, err := eq.ClaimTasks(b.ctx, claimOf(fmt.Sprint("w", w), []string{"q"}, clockStart, 2))
+				claimed, _, err := eq.ClaimTasks(b.ctx, claimOf(fmt.Sprint("w", w), []string{"q"}, clockStart, 2))
 				got := claimedTasks(claimed)
 				if err != nil && !errors.Is(err, store.ErrConflict) {
 					t.Errorf("claimer %d: %v", w, err)
@@ -376,5 +389,8 @@ func testFlowControlGroupClaim(t *testing.T, h Harness) {
 	got := claimedTasks(claim.Claimed)
 	if !slices.Equal(ids(got), []string{"k0"}) || b.leasedOf(t, "k", "a") != 1 {
 		t.Errorf("a group's claim leased %v, want k0 alone (limit 1)", ids(got))
+	}
+	if claim.HeldBack != (store.HeldBack{Concurrency: 1}) {
+		t.Errorf("a group's claim reported %+v held back, want k1 (its key at its limit)", claim.HeldBack)
 	}
 }

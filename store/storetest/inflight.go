@@ -37,7 +37,7 @@ func testGetAttemptsInFlight(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := b.s.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10, Owner: "w", Lease: time.Hour})
+	claimed, _, err := b.s.ClaimTasks(b.ctx, store.ClaimParams{Queues: []string{"q"}, Now: clockStart, Limit: 10, Owner: "w", Lease: time.Hour})
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %d tasks, %v; want ta and te", len(claimed), err)
 	}

@@ -53,7 +53,7 @@ func testTraceParentStored(t *testing.T, h Harness) {
 		t.Errorf("Apply's result: traceparent %q, want %q", applied.TraceParent, testTraceParent)
 	}
 	read := map[string]string{}
-	claimed, err := b.engine(t).ClaimTasks(b.ctx, claimOf("node", []string{"q1", "q2"}, clockStart, 10))
+	claimed, _, err := b.engine(t).ClaimTasks(b.ctx, claimOf("node", []string{"q1", "q2"}, clockStart, 10))
 	if err != nil {
 		t.Fatalf("ClaimTasks: %v", err)
 	}
