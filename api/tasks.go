@@ -5,6 +5,23 @@ import (
 	"time"
 )
 
+// ErrorMessage is the message of a recorded error (JournalEntry.Error, a
+// checkpoint's "error"): a string as it is, an object's "message" when it
+// has one, else the JSON as it is.
+func ErrorMessage(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &o) == nil && o.Message != "" {
+		return o.Message
+	}
+	return string(raw)
+}
+
 // PollRequest is the body of POST /v1/tasks/poll.
 type PollRequest struct {
 	Worker       string   `json:"worker"`

@@ -150,25 +150,9 @@ func RecordedOf(req api.CheckpointRequest) (rules.Recorded, error) {
 		if out := bytes.TrimSpace(req.Output); len(out) > 0 && string(out) != "null" {
 			return rules.Recorded{}, fmt.Errorf("%w: a step has \"output\" or \"error\", not both", store.ErrInvalidArgument)
 		}
-		rec.Failed, rec.Error = true, errorText(e)
+		rec.Failed, rec.Error = true, api.ErrorMessage(e)
 	}
 	return rec, nil
-}
-
-// errorText is a step's error as recorded: a string as it is; an object's
-// "message" when it has one, else the object's JSON.
-func errorText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var o struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(raw, &o) == nil && o.Message != "" {
-		return o.Message
-	}
-	return string(raw)
 }
 
 // WaitsOf are a suspend's waits as the rules take them; a wait that is

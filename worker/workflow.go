@@ -106,22 +106,6 @@ func settled(err error) bool {
 	return err != nil && !task.IsPermanent(err) && (errors.As(err, &failed) || errors.As(err, &timeout))
 }
 
-// errorMessage is the message of a recorded error: the string, or the
-// object's message.
-func errorMessage(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var o struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(raw, &o) == nil && o.Message != "" {
-		return o.Message
-	}
-	return string(raw)
-}
-
 // errorType is the type of a recorded error object ("" for a message).
 func errorType(raw json.RawMessage) string {
 	var o struct {
@@ -244,7 +228,7 @@ func (f *Future[T]) Get() (T, error) {
 		panic(runEnd{err: f.err})
 	}
 	if f.entry.Status == "FAILED" {
-		return out, &StepFailedError{Step: f.name, Message: errorMessage(f.entry.Error), Attempts: f.entry.Attempts}
+		return out, &StepFailedError{Step: f.name, Message: api.ErrorMessage(f.entry.Error), Attempts: f.entry.Attempts}
 	}
 	if len(f.entry.Output) > 0 && string(f.entry.Output) != "null" {
 		if err := json.Unmarshal(f.entry.Output, &out); err != nil {
@@ -509,9 +493,9 @@ func Value[T any](p *Pending) (T, error) {
 		return out, fmt.Errorf("%q has not finished: Select it first", p.key)
 	case p.entry.Status != "COMPLETED":
 		if errorType(p.entry.Error) == "timeout" {
-			return out, &TimeoutError{Step: p.key, Message: errorMessage(p.entry.Error)}
+			return out, &TimeoutError{Step: p.key, Message: api.ErrorMessage(p.entry.Error)}
 		}
-		return out, &StepFailedError{Step: p.key, Message: errorMessage(p.entry.Error), Attempts: max(p.entry.Attempts, 1)}
+		return out, &StepFailedError{Step: p.key, Message: api.ErrorMessage(p.entry.Error), Attempts: max(p.entry.Attempts, 1)}
 	}
 	if len(p.entry.Output) > 0 && string(p.entry.Output) != "null" {
 		if err := json.Unmarshal(p.entry.Output, &out); err != nil {
