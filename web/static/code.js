@@ -74,6 +74,7 @@ function runState(w, c, entries) {
     case 'CANCELLED': return 'cancelled';
     case 'TIMED_OUT': return 'timed out';
     case 'PAUSED': return 'paused';
+    case 'PENDING': case 'QUEUED': return 'not started';
     default:
   }
   if (c.waiting) {
