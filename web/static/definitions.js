@@ -1,11 +1,14 @@
 // Definitions: the list of the latest revisions (live-refreshed), and one
-// definition with its DAG drawn as SVG, its steps and its JSON.
+// definition with its DAG drawn as SVG, its steps and its JSON — or, for a
+// code definition (no steps), its handler, the retry of its runs and the
+// workers serving it (live-refreshed).
 
 import { api } from './api.js';
 import { every } from './live.js';
 import { renderDAG, topoOrder } from './dag.js';
 import { h, replace, jsonView, when, banner, errorBanner } from './ui.js';
 import { isSWDocument, swTasks, swDefinitionCards } from './sw.js';
+import { isCodeDefinition, codeDefinitionCards, runRetryText } from './code.js';
 
 export function mount(root, params) {
   if (params.page === 'one') {
@@ -13,8 +16,11 @@ export function mount(root, params) {
     // answers, the late render lands in a detached node, not the next view.
     const box = h('div');
     replace(root, box);
-    mountOne(box, params.name, params.query.get('revision'));
-    return null;
+    // The page's live refresh starts once the definition has loaded, if
+    // the user is still here.
+    const life = { left: false, stop: null };
+    mountOne(box, params.name, params.query.get('revision'), life);
+    return () => { life.left = true; life.stop?.(); };
   }
   return mountList(root);
 }
@@ -65,12 +71,14 @@ function definitionRow(d) {
   return h('tr', { class: 'clickable', 'data-name': d.name, onclick: (e) => { if (!e.target.closest('a')) location.hash = href; } },
     h('td', {}, h('a', { href, class: 'mono' }, d.name)),
     h('td', { class: 'num mono' }, String(d.revision)),
-    h('td', { class: 'num mono' }, String(isSWDocument(d.definition) ? swTasks(d.definition).length : d.definition?.steps?.length ?? 0)),
+    h('td', { class: 'num mono' }, isCodeDefinition(d.definition)
+      ? h('span', { class: 'tag', title: 'a workflow written as code: handler ' + d.definition.code.handler }, 'code')
+      : String(isSWDocument(d.definition) ? swTasks(d.definition).length : d.definition?.steps?.length ?? 0)),
     h('td', {}, timeoutText(d.definition)),
     h('td', {}, when(d.created_at)));
 }
 
-async function mountOne(root, name, revision) {
+async function mountOne(root, name, revision, life) {
   replace(root,
     h('nav', { class: 'crumbs' }, h('a', { href: '#/definitions' }, 'Definitions'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, name)),
     h('p', { class: 'muted' }, 'Loading…'));
@@ -113,6 +121,32 @@ async function mountOne(root, name, revision) {
         h('dl', { class: 'facts' },
           h('div', { class: 'fact' }, h('dt', {}, 'Revisions'), h('dd', { class: 'revs' }, revLinks)))),
       swDefinitionCards(info));
+    return;
+  }
+  if (isCodeDefinition(def)) {
+    // A workflow written as code: no steps to draw, the function's handler
+    // and the workers that serve it instead.
+    const { cards, load } = codeDefinitionCards(def);
+    replace(root,
+      h('nav', { class: 'crumbs' }, h('a', { href: '#/definitions' }, 'Definitions'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, name)),
+      h('section', { class: 'card' },
+        h('div', { class: 'wf-title' },
+          h('h1', { class: 'mono', id: 'def-name' }, name),
+          h('span', { class: 'tag' }, `revision ${info.revision}`),
+          h('span', { class: 'tag', id: 'def-kind' }, 'code'),
+          h('span', { class: 'spacer' }),
+          h('a', { class: 'button', href: '#/workflows?definition=' + encodeURIComponent(name) }, 'Workflows of this definition →'),
+          deleteControl(name)),
+        h('dl', { class: 'facts' },
+          h('div', { class: 'fact' }, h('dt', {}, 'Handler'), h('dd', {}, h('code', { id: 'def-handler' }, def.code.handler))),
+          h('div', { class: 'fact' }, h('dt', {}, 'Runs retried'), h('dd', { id: 'def-run-retry', title: 'how failed runs of the function are retried (retry)' }, runRetryText(def.retry))),
+          h('div', { class: 'fact' }, h('dt', {}, 'Timeout'), h('dd', {}, def.timeout || h('span', { class: 'muted' }, 'none'))),
+          h('div', { class: 'fact' }, h('dt', {}, 'Retention'), h('dd', {}, retentionText(def.retention))),
+          h('div', { class: 'fact' }, h('dt', {}, 'Stored'), h('dd', {}, when(info.created_at))),
+          h('div', { class: 'fact' }, h('dt', {}, 'Revisions'), h('dd', { class: 'revs' }, revLinks)))),
+      cards);
+    await load();
+    if (!life.left) life.stop = every(load);
     return;
   }
   replace(root,

@@ -1,6 +1,7 @@
 // One workflow: header with status, version and actions; the steps (a graph
-// and an ordered list); the state with its editor and the conflict view; the
-// version history with a diff between consecutive versions.
+// and an ordered list, or for a code workflow a timeline of what its code
+// recorded); the state with its editor and the conflict view; the version
+// history with a diff between consecutive versions.
 //
 // Live refresh asks GET /v1/workflows/{id} with If-None-Match, so an unchanged
 // workflow costs a 304. The editor is never refreshed under the user: it keeps
@@ -13,6 +14,7 @@ import { watchWorkers } from './workers.js';
 import { parentLink, childLinks } from './children.js';
 import { priorityView, flowTags } from './flowcontrol.js';
 import { swPanel, swState, swPendingCount, isSWDocument } from './sw.js';
+import { codeState, isCodeDefinition, codeStepsCard } from './code.js';
 import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
 import {
   h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
@@ -260,13 +262,29 @@ export function mount(root, { id }) {
     return out;
   }
 
+  // isCode: a workflow written as code, whose steps only its code records.
+  function isCode() {
+    return codeState(st.inst) !== null || isCodeDefinition(st.def?.definition);
+  }
+
   function canComplete(s) {
-    if (!s || TERMINAL.includes(st.inst.status)) return false;
+    if (!s || TERMINAL.includes(st.inst.status) || isCode()) return false;
     if (s.status === 'WAITING') return true;
     return !st.inst.definition && s.status !== 'COMPLETED'; // free-form: any open step
   }
 
   function renderSteps() {
+    if (isCode()) {
+      const times = stepTimes(st.history || []);
+      codeStepsCard(stepsBox, st.inst, {
+        handler: st.def?.definition?.code?.handler,
+        times: (sid, status) => stepTimesView(times[sid], status),
+        open: st.open,
+        toggle: toggleOpen,
+      });
+      stepsBox.hidden = false;
+      return;
+    }
     const steps = orderedSteps();
     // A Serverless Workflow instance has no flowd steps: its panel shows
     // where it is instead.
@@ -382,12 +400,14 @@ export function mount(root, { id }) {
   }
 
   // editable is the part of a state the editor shows and patches: all of
-  // it, except the engine's steps and a Serverless Workflow instance's
-  // interpreter state ("sw"), which only the engine writes.
+  // it, except the engine's steps, a Serverless Workflow instance's
+  // interpreter state ("sw") and a code workflow's runs ("code"), which
+  // only the engine writes.
   function editable(state) {
     if (!engineOwnsSteps() || !isObject(state)) return state;
     const { steps: _steps, ...rest } = state;
     if (engineOwnsSW()) delete rest.sw;
+    if (isCode()) delete rest.code;
     return rest;
   }
 
@@ -432,8 +452,15 @@ export function mount(root, { id }) {
         save.disabled = true;
         return;
       }
+      if (!perr && isCode() && Object.hasOwn(JSON.parse(ed.text), 'code')) {
+        err.textContent = 'Remove "code": the engine keeps the runs of this workflow there.';
+        save.disabled = true;
+        return;
+      }
       if (!perr && engineOwnsSteps() && Object.hasOwn(JSON.parse(ed.text), 'steps')) {
-        err.textContent = 'Remove "steps": the engine owns the steps of this workflow; complete a waiting step with its Complete… button.';
+        err.textContent = isCode()
+          ? 'Remove "steps": only the code of this workflow records its steps.'
+          : 'Remove "steps": the engine owns the steps of this workflow; complete a waiting step with its Complete… button.';
         save.disabled = true;
         return;
       }
@@ -448,7 +475,9 @@ export function mount(root, { id }) {
         h('span', { class: 'muted small' }, `based on version ${ed.baseVersion}`)),
       h('p', { class: 'hint' }, 'Save sends the edited state as a JSON Merge Patch with ', h('code', {}, `If-Match: "${ed.baseVersion}"`),
         '. If the workflow changed in the meantime you will see both versions.'),
-      engineOwnsSteps() ? h('p', { class: 'hint', id: 'editor-steps-note' },
+      isCode() ? h('p', { class: 'hint', id: 'editor-steps-note' },
+        'Steps are recorded by the code of this workflow and its runs are the engine\'s: neither is edited here. Variables and the other keys of the state can be edited.')
+        : engineOwnsSteps() ? h('p', { class: 'hint', id: 'editor-steps-note' },
         'Steps are owned by the engine and are not edited here: a step is completed with its ', h('strong', {}, 'Complete…'),
         ' action (', h('code', {}, 'POST …/steps/{step}/complete'), '). Variables and the other keys of the state can be edited.') : null,
       h('div', { id: 'editor-note' }),
