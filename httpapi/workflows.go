@@ -234,8 +234,10 @@ func (s *Server) patchWorkflow(w http.ResponseWriter, r *http.Request) {
 		if touched["steps"] && inst.Definition != "" {
 			return engineOwnsSteps(inst)
 		}
-		if _, sw := inst.State.Extra[workflow.ServerlessStateKey]; sw && touched[workflow.ServerlessStateKey] && inst.Definition != "" {
-			return engineOwnsRuntime(inst)
+		for _, key := range []string{workflow.ServerlessStateKey, workflow.CodeStateKey} {
+			if _, owned := inst.State.Extra[key]; owned && touched[key] && inst.Definition != "" {
+				return engineOwnsRuntime(inst, key)
+			}
 		}
 		return nil
 	}
@@ -282,14 +284,19 @@ func engineOwnsSteps(inst *workflow.Instance) error {
 		inst.ID, inst.Definition, inst.ID))
 }
 
-// engineOwnsRuntime refuses a PATCH that touches the interpreter state of
-// an instance of a Serverless Workflow document (409, as for state.steps):
-// it says which tasks run and what they wait for, and a forged one would run
-// a task twice or never.
-func engineOwnsRuntime(inst *workflow.Instance) error {
+// engineOwnsRuntime refuses a PATCH that touches the engine's own record
+// of a run — the interpreter state of a Serverless Workflow document
+// (state.sw), a code workflow's runs (state.code) — (409, as for
+// state.steps): it says which tasks run and what they wait for, and a
+// forged one would run a task twice or never.
+func engineOwnsRuntime(inst *workflow.Instance, key string) error {
+	what := "Serverless Workflow document"
+	if key == workflow.CodeStateKey {
+		what = "code definition"
+	}
 	return httpError(http.StatusConflict, fmt.Sprintf(
-		"workflow %s runs Serverless Workflow document %q: its state.%s is owned by the engine and cannot be patched (the patch may change every other key of state)",
-		inst.ID, inst.Definition, workflow.ServerlessStateKey))
+		"workflow %s runs %s %q: its state.%s is owned by the engine and cannot be patched (the patch may change every other key of state)",
+		inst.ID, what, inst.Definition, key))
 }
 
 // patchedState is applyStatePatch within the state size limit (413).

@@ -43,6 +43,7 @@ const (
 // ServerlessStateKey and MaxIDLength: see package workflow/instance.
 const (
 	ServerlessStateKey = instance.ServerlessStateKey
+	CodeStateKey       = instance.CodeStateKey
 	MaxIDLength        = instance.MaxIDLength
 )
 

@@ -32,7 +32,7 @@ import (
 
 // CodeStateKey is the top-level key of a code workflow's state holding its
 // runs' bookkeeping (CodeRuns).
-const CodeStateKey = "code"
+const CodeStateKey = workflow.CodeStateKey
 
 // The kinds of a code workflow's recorded entries (state.steps.S.kind).
 const (

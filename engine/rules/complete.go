@@ -13,12 +13,24 @@ import (
 
 // CompletedCause is the history cause of t's completion.
 func CompletedCause(t *store.Task) string {
+	if n, ok := workflow.ParseRunStep(t.StepID); ok {
+		return fmt.Sprintf("run %d completed (attempt %d)", n, t.Attempt)
+	}
 	return fmt.Sprintf("step %q completed (attempt %d)", t.StepID, t.Attempt)
 }
 
 // FailedCause is the history cause of a failed attempt of t.
 func FailedCause(t *store.Task) string {
-	return fmt.Sprintf("step %q attempt %d failed", t.StepID, t.Attempt)
+	return fmt.Sprintf("%s attempt %d failed", taskName(t), t.Attempt)
+}
+
+// taskName names what t runs in a history cause: a step, or a run of a
+// code workflow.
+func taskName(t *store.Task) string {
+	if n, ok := workflow.ParseRunStep(t.StepID); ok {
+		return fmt.Sprintf("run %d", n)
+	}
+	return fmt.Sprintf("step %q", t.StepID)
 }
 
 // CompleteTask records the output of the attempt holding lease on t: step
@@ -132,7 +144,7 @@ func ExpiryReason(t *store.Task, now time.Time) string {
 
 // ExpiredCause is the history cause of an expired lease of t.
 func ExpiredCause(t *store.Task, reason string) string {
-	return fmt.Sprintf("step %q: %s", t.StepID, reason)
+	return fmt.Sprintf("%s: %s", taskName(t), reason)
 }
 
 // ExpireTimer re-queues a timer whose worker lost its lease: it just runs

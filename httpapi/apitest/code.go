@@ -36,6 +36,13 @@ func testCodeWorkflows(t *testing.T, newServer NewServer) {
 	expect(t, a.do("POST", base+"/variables/stage", `{"lease":"`+run.Lease+`","value":"paid"}`), 200, "set")
 	expect(t, a.do("POST", base+"/suspend", `{"lease":"`+run.Lease+`","waits":{"nap":{"sleep":"1h"}}}`), 200, "suspend")
 	expect(t, a.do("POST", base+"/steps/b", `{"lease":"`+run.Lease+`","output":1}`), 409, "checkpoint of a suspended run")
+	// The runs' bookkeeping is the engine's: a forged run number would
+	// fence off the real run.
+	r = a.do("PATCH", "/v1/workflows/c-1", `{"code":{"run":7,"seq":0}}`, "If-Match", "*")
+	expect(t, r, 409, "patch of state.code")
+	if !strings.Contains(string(r.body), "state.code is owned by the engine") {
+		t.Errorf("patch of state.code answered %s", r.body)
+	}
 	g := a.do("GET", "/v1/workflows/c-1", "")
 	if got := stepStatuses(t, g); got["a"] != "COMPLETED" || got["nap"] != "WAITING" || !strings.Contains(string(g.body), `"stage":"paid"`) {
 		t.Errorf("the workflow after the run: %s", g.body)

@@ -66,6 +66,11 @@ type Instance struct {
 // "error" member is the error the instance faulted with.
 const ServerlessStateKey = "sw"
 
+// CodeStateKey is the top-level key of a code workflow's state that holds
+// the bookkeeping of its runs (which run is current, whether it waits, the
+// last seq, the error it failed with).
+const CodeStateKey = "code"
+
 // ShowError sets Error from the state of a FAILED instance.
 func (i *Instance) ShowError() {
 	if i.Status != StatusFailed {
