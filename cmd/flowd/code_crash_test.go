@@ -5,9 +5,10 @@ package main
 // on both stores, with every entry recorded exactly once in its state.
 //
 // The server and the worker are processes of their own, SIGKILLed and
-// started again: this test binary run as TestCodeCrashProcess, the server
-// through the real `flowd serve` command line (run), the worker through
-// package worker. Every step's function appends its side effect to a file
+// started again: the server is `flowd serve` (this tree's, built), the
+// worker this test binary run as TestCodeCrashWorkerProcess (so that the
+// race detector watches the SDK). Every step's function appends its side
+// effect to a file
 // shared by every worker process ("effect KEY OUTPUT" before it sleeps,
 // "return KEY OUTPUT" just before it returns), so the test can tell how
 // often each ran and what each run returned.
@@ -41,13 +42,10 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// The child process's role and settings.
+// The worker process's settings.
 const (
-	crashRoleEnv    = "FLOWD_CODE_CRASH_ROLE"    // "serve" or "worker"
-	crashArgsEnv    = "FLOWD_CODE_CRASH_ARGS"    // serve: its arguments, JSON
-	crashURLEnv     = "FLOWD_CODE_CRASH_URL"     // worker: the server
-	crashEffectsEnv = "FLOWD_CODE_CRASH_EFFECTS" // worker: the side effects file
-	crashPausesEnv  = "FLOWD_CODE_CRASH_PAUSES"  // worker: "1" honours the inputs' pauses
+	crashURLEnv     = "FLOWD_CODE_CRASH_URL"     // the server
+	crashEffectsEnv = "FLOWD_CODE_CRASH_EFFECTS" // the side effects file
 )
 
 // The code workflows the worker serves, and the event the parent waits for.
@@ -63,8 +61,8 @@ const crashLease = 2 * time.Second
 
 // crashInput is the parent's input: how long it sleeps, how long each
 // step takes after its side effect, and where its steps pause (until the
-// worker is killed) when the worker honours pauses: "b:before" (before
-// the side effect) or "b:after" (after it, before the checkpoint).
+// worker is killed) in the first attempt of a run: "b:before" (before the
+// side effect) or "b:after" (after it, before the checkpoint).
 type crashInput struct {
 	SleepMS int      `json:"sleep_ms"`
 	StepMS  int      `json:"step_ms"`
@@ -89,12 +87,11 @@ var (
 	crashChildEntries = map[string]string{"double": "step"}
 )
 
-// TestCodeCrashProcess is the server or the worker of the code crash
-// tests, as a process of its own (FLOWD_CODE_CRASH_ROLE).
-func TestCodeCrashProcess(t *testing.T) {
-	role := os.Getenv(crashRoleEnv)
-	if role == "" {
-		t.Skip("a child process of the code crash tests")
+// TestCodeCrashWorkerProcess is the worker of the code crash tests, as a
+// process of its own.
+func TestCodeCrashWorkerProcess(t *testing.T) {
+	if os.Getenv(crashURLEnv) == "" {
+		t.Skip("a child process of TestCodeCrash")
 	}
 	// The parent holds our stdin: should it die without killing us, EOF
 	// ends us. The timer is a last resort.
@@ -103,21 +100,7 @@ func TestCodeCrashProcess(t *testing.T) {
 		os.Exit(3)
 	}()
 	time.AfterFunc(5*time.Minute, func() { os.Exit(4) })
-	switch role {
-	case "serve":
-		var args []string
-		if err := json.Unmarshal([]byte(os.Getenv(crashArgsEnv)), &args); err != nil {
-			fmt.Fprintln(os.Stderr, "crash serve:", err)
-			os.Exit(2)
-		}
-		e := &env{stdin: strings.NewReader(""), stdout: os.Stdout, stderr: os.Stderr,
-			getenv: func(string) (string, bool) { return "", false }}
-		os.Exit(run(context.Background(), append([]string{"serve"}, args...), e))
-	case "worker":
-		os.Exit(crashWorkerMain())
-	}
-	fmt.Fprintln(os.Stderr, "unknown role", role)
-	os.Exit(2)
+	os.Exit(crashWorkerMain())
 }
 
 // crashWorkerMain serves the two code workflows until killed.
@@ -127,18 +110,19 @@ func crashWorkerMain() int {
 		fmt.Fprintln(os.Stderr, "crash worker:", err)
 		return 2
 	}
-	fx := &effectWriter{f: f, pauses: os.Getenv(crashPausesEnv) == "1"}
+	fx := &effectWriter{f: f}
 	parent := worker.Func(func(wf *worker.WorkflowContext, in crashInput) (crashOutput, error) {
+		fx.line("run", wf.WorkflowID(), strconv.Itoa(wf.Attempt()))
 		var out crashOutput
 		var err error
-		if out.A, err = worker.Step(wf, "a", fx.step("a", in)); err != nil {
+		if out.A, err = worker.Step(wf, "a", fx.step(wf, "a", in)); err != nil {
 			return out, err
 		}
-		if out.B, err = worker.Step(wf, "b", fx.step("b", in)); err != nil {
+		if out.B, err = worker.Step(wf, "b", fx.step(wf, "b", in)); err != nil {
 			return out, err
 		}
-		f1 := worker.Go(wf, "p1", fx.step("p1", in))
-		f2 := worker.Go(wf, "p2", fx.step("p2", in))
+		f1 := worker.Go(wf, "p1", fx.step(wf, "p1", in))
+		f2 := worker.Go(wf, "p2", fx.step(wf, "p2", in))
 		if out.P1, err = f1.Get(); err != nil {
 			return out, err
 		}
@@ -154,16 +138,16 @@ func crashWorkerMain() int {
 		if out.Kid, err = worker.Child[string](wf, "kid", crashChild, crashInput{StepMS: in.StepMS}); err != nil {
 			return out, err
 		}
-		out.C, err = worker.Step(wf, "c", fx.step("c", in))
+		out.C, err = worker.Step(wf, "c", fx.step(wf, "c", in))
 		return out, err
 	})
 	child := worker.Func(func(wf *worker.WorkflowContext, in crashInput) (string, error) {
-		return worker.Step(wf, "double", fx.step("double", in))
+		return worker.Step(wf, "double", fx.step(wf, "double", in))
 	})
 	// Every kill of a worker or server holding a run may cost the run an
 	// attempt (its lease expires): more than the default 3.
 	retry := &worker.RetryPolicy{MaxAttempts: 20, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
-	err = worker.Run(context.Background(), worker.Config{
+	cfg := worker.Config{
 		Client: client.New(os.Getenv(crashURLEnv)),
 		Name:   "crash-worker-" + strconv.Itoa(os.Getpid()),
 		Workflows: map[string]worker.Workflow{
@@ -172,17 +156,24 @@ func crashWorkerMain() int {
 		},
 		Concurrency: 8, Lease: crashLease, Wait: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	fmt.Fprintln(os.Stderr, "crash worker: Run returned", err)
-	return 1
+	}
+	for {
+		// Run gives up at once when its first poll gets no answer (the
+		// server was killed as the worker started): as a supervisor
+		// would, start it again.
+		err := worker.Run(context.Background(), cfg)
+		fmt.Fprintln(os.Stderr, crashRunReturned, err)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
+
+// crashRunReturned starts the worker process's line when worker.Run
+// returned.
+const crashRunReturned = "crash worker: Run returned"
 
 // effectWriter records the steps' side effects, one line a write (an
 // O_APPEND write of a line is atomic between the worker processes).
-type effectWriter struct {
-	f      *os.File
-	pauses bool
-}
+type effectWriter struct{ f *os.File }
 
 func (w *effectWriter) line(what, key, value string) {
 	if _, err := fmt.Fprintf(w.f, "%s %s %s\n", what, key, value); err != nil {
@@ -191,13 +182,15 @@ func (w *effectWriter) line(what, key, value string) {
 }
 
 // step is the function of step name: its side effect, then maybe a pause
-// (until the worker is killed), then in.StepMS, then its output, which
-// differs from run to run.
-func (w *effectWriter) step(name string, in crashInput) func(context.Context) (string, error) {
+// (until the worker is killed; only in a run's first attempt, so that the
+// run taken over after the kill goes on), then in.StepMS, then its output,
+// which differs from run to run.
+func (w *effectWriter) step(wf *worker.WorkflowContext, name string, in crashInput) func(context.Context) (string, error) {
+	first := wf.Attempt() == 1
 	return func(ctx context.Context) (string, error) {
 		key := worker.IdempotencyKey(ctx)
 		pause := func(at string) error {
-			if !w.pauses || !slices.Contains(in.Pause, name+":"+at) {
+			if !first || !slices.Contains(in.Pause, name+":"+at) {
 				return nil
 			}
 			w.line("pause", key, at)
@@ -233,6 +226,16 @@ type crashProc struct {
 	exited chan struct{}
 }
 
+// gone reports whether the process has exited.
+func (p *crashProc) gone() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // kill SIGKILLs the process (no deferred function, no release, no
 // goodbye to the server) and waits for it.
 func (p *crashProc) kill() {
@@ -243,20 +246,23 @@ func (p *crashProc) kill() {
 
 // crashHarness runs one store's server and worker processes.
 type crashHarness struct {
-	t       *testing.T
+	t       *testing.T // the test or subtest running now
+	flowd   string     // the flowd binary
 	db      string
 	effects string
 	addr    string // the server's address once it listened: restarts use it again
 	c       *client.Client
 	server  *crashProc
 	worker  *crashProc
+	// serverUp is when the server last started listening.
+	serverUp time.Time
 
 	mu    sync.Mutex
 	procs []*crashProc
 }
 
-func newCrashHarness(t *testing.T, db string) *crashHarness {
-	h := &crashHarness{t: t, db: db, effects: filepath.Join(t.TempDir(), "effects"), addr: "127.0.0.1:0"}
+func newCrashHarness(t *testing.T, flowd, db string) *crashHarness {
+	h := &crashHarness{t: t, flowd: flowd, db: db, effects: filepath.Join(t.TempDir(), "effects"), addr: "127.0.0.1:0"}
 	t.Cleanup(func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -275,11 +281,9 @@ func newCrashHarness(t *testing.T, db string) *crashHarness {
 	return h
 }
 
-// start starts this test binary as the child process role.
-func (h *crashHarness) start(name string, env ...string) *crashProc {
+// start starts cmd as a child process called name.
+func (h *crashHarness) start(name string, cmd *exec.Cmd) *crashProc {
 	h.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCodeCrashProcess$", "-test.count=1", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), env...)
 	p := &crashProc{name: name, cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	var err error
@@ -300,14 +304,14 @@ func (h *crashHarness) start(name string, env ...string) *crashProc {
 // first start) and waits until it listens.
 func (h *crashHarness) startServer() {
 	h.t.Helper()
-	args, _ := json.Marshal([]string{"--db", h.db, "--addr", h.addr, "--lease", crashLease.String(),
-		"--sweep-interval", "100ms", "--workers", "4", "--log-level", "warn", "--db-wait", "20s"})
-	n := len(h.procs)
-	p := h.start(fmt.Sprintf("serve#%d", n), crashRoleEnv+"=serve", crashArgsEnv+"="+string(args))
+	cmd := exec.Command(h.flowd, "serve", "--db", h.db, "--addr", h.addr, "--lease", crashLease.String(),
+		"--sweep-interval", "100ms", "--workers", "4", "--log-level", "warn", "--db-wait", "20s")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "FLOWD_") })
+	p := h.start(fmt.Sprintf("serve#%d", len(h.procs)), cmd)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if m := urlLine.FindStringSubmatch(p.out.String()); m != nil {
-			h.server = p
+			h.server, h.serverUp = p, time.Now()
 			if h.c == nil {
 				h.addr = strings.TrimPrefix(m[1], "http://")
 				h.c = client.New(m[1])
@@ -325,21 +329,24 @@ func (h *crashHarness) startServer() {
 	}
 }
 
-// startWorker starts the worker (honouring pauses or not) and waits until
-// it has put its definitions.
-func (h *crashHarness) startWorker(pauses bool) {
+// startWorker starts the worker and waits until it polls.
+func (h *crashHarness) startWorker() {
 	h.t.Helper()
-	p := h.start(fmt.Sprintf("worker#%d", len(h.procs)), crashRoleEnv+"=worker", crashURLEnv+"=http://"+h.addr,
-		crashEffectsEnv+"="+h.effects, crashPausesEnv+"="+map[bool]string{true: "1", false: "0"}[pauses])
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCodeCrashWorkerProcess$", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), crashURLEnv+"=http://"+h.addr, crashEffectsEnv+"="+h.effects)
+	p := h.start(fmt.Sprintf("worker#%d", len(h.procs)), cmd)
 	h.worker = p
-	h.waitFor(30*time.Second, "the worker to put its definitions", func() bool {
+	name := "crash-worker-" + strconv.Itoa(cmd.Process.Pid)
+	h.waitFor(30*time.Second, name+" to poll", func() bool {
 		select {
 		case <-p.exited:
 			h.t.Fatalf("the worker exited: %s\n%s", p.cmd.ProcessState, p.out.String())
 		default:
 		}
-		_, err := h.c.GetDefinition(context.Background(), crashChild, 0)
-		return err == nil
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		workers, err := h.c.ListWorkers(ctx)
+		return err == nil && slices.ContainsFunc(workers, func(w api.Worker) bool { return w.Worker == name })
 	})
 }
 
@@ -411,12 +418,14 @@ func (h *crashHarness) waitCompleted(timeout time.Duration, ids ...string) {
 }
 
 // stepRuns are what the effects file says of one step: the outputs of
-// its side effects and of its returns, in order.
+// its side effects and of its returns, in order, and where it paused; of
+// a workflow, the attempts of its function's runs.
 type stepRuns struct {
-	effects, returns, pauses []string
+	effects, returns, pauses, runs []string
 }
 
-// runs reads the effects file, by idempotency key (WORKFLOW_ID/STEP).
+// runs reads the effects file, by idempotency key (WORKFLOW_ID/STEP) and
+// workflow id.
 func (h *crashHarness) runs() map[string]*stepRuns {
 	h.t.Helper()
 	f, err := os.Open(h.effects)
@@ -446,6 +455,8 @@ func (h *crashHarness) runs() map[string]*stepRuns {
 			r.returns = append(r.returns, fields[2])
 		case "pause":
 			r.pauses = append(r.pauses, fields[2])
+		case "run":
+			r.runs = append(r.runs, fields[2])
 		}
 	}
 	return out
@@ -458,11 +469,13 @@ func (h *crashHarness) paused(key, at string) bool {
 }
 
 // crashResult is what check found of one parent: how often each step's
-// side effect happened (with the child's as "kid/double"), and when its
-// sleep was due and when it ended.
+// side effect happened (with the child's as "kid/double"), when its sleep
+// was due and when it ended, how often its function ran and the highest
+// attempt of a run.
 type crashResult struct {
 	effects         map[string]int
 	napDue, napDone time.Time
+	runs, attempt   int
 }
 
 // repeats is how many side effects happened more than once.
@@ -493,6 +506,13 @@ func (h *crashHarness) check(id string) crashResult {
 	}
 	runs := h.runs()
 	res := crashResult{effects: map[string]int{}}
+	if r := runs[id]; r != nil {
+		res.runs = len(r.runs)
+		for _, a := range r.runs {
+			n, _ := strconv.Atoi(a)
+			res.attempt = max(res.attempt, n)
+		}
+	}
 	outputs := h.checkEntries(inst, crashEntries, runs, res.effects)
 	var out crashOutput
 	if err := json.Unmarshal(inst.Output, &out); err != nil {
@@ -638,173 +658,284 @@ func (h *crashHarness) history(inst *workflow.Instance, fn func(store.HistoryEnt
 	}
 }
 
-// crashStores are the two stores the tests run on.
-var crashStores = map[string]func(t *testing.T) string{
-	"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "flowd.db") },
-	"postgres": func(t *testing.T) string { return pgtest.NewDatabase(t) },
+// TestCodeCrash runs, on each store, one `flowd serve` and one worker
+// process through the kill scenarios in turn (each subtest starts its own
+// workflows; the processes are shared, so that they start fewer times).
+func TestCodeCrash(t *testing.T) {
+	stores := []struct {
+		name string
+		db   func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "flowd.db") }},
+		{"postgres", func(t *testing.T) string { return pgtest.NewDatabase(t) }},
+	}
+	flowd := buildFlowd(t)
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			h := newCrashHarness(t, flowd, st.db(t))
+			h.startServer()
+			h.startWorker()
+			for _, sc := range []struct {
+				name string
+				run  func(h *crashHarness)
+			}{
+				{"KillWorker", crashKillWorker},
+				{"KillDuringSleep", crashKillDuringSleep},
+				{"KillServer", crashKillServer},
+				{"KillAnything", crashKillAnything},
+			} {
+				t.Run(sc.name, func(t *testing.T) {
+					h.t = t
+					// A scenario that failed may have left a process down.
+					if h.server == nil || h.server.gone() {
+						h.startServer()
+					}
+					if h.worker == nil || h.worker.gone() {
+						h.startWorker()
+					}
+					began := time.Now()
+					sc.run(h)
+					t.Logf("took %s", time.Since(began).Round(time.Millisecond))
+				})
+				h.t = t
+			}
+			h.mu.Lock()
+			gaveUp := 0
+			for _, p := range h.procs {
+				gaveUp += strings.Count(p.out.String(), crashRunReturned)
+			}
+			h.mu.Unlock()
+			t.Logf("%d processes started; worker.Run gave up (and was started again) %d times", len(h.procs), gaveUp)
+		})
+	}
 }
 
-// TestCodeCrashKillWorker SIGKILLs the worker once while it holds three
-// runs: one paused between step b's side effect and its checkpoint, one
-// paused just after step a's checkpoint (before b's side effect), one with
-// both parallel steps paused after their side effects. Every event is
-// published while the worker is down, before any wait began; one more
-// workflow, started after the restart, gets its event after its wait
-// began. After the restart (no pauses) all complete; b of the first runs
-// again, p1 and p2 of the third run again, nothing of the second does.
-func TestCodeCrashKillWorker(t *testing.T) {
-	for name, db := range crashStores {
-		t.Run(name, func(t *testing.T) {
-			began := time.Now()
-			h := newCrashHarness(t, db(t))
-			h.startServer()
-			h.startWorker(true)
-			const afterEffect, afterCheckpoint, parallel, eventAfter = "after-effect", "after-checkpoint", "parallel", "event-after"
-			h.startWorkflow(afterEffect, crashInput{SleepMS: 300, Pause: []string{"b:after"}})
-			h.startWorkflow(afterCheckpoint, crashInput{SleepMS: 300, Pause: []string{"b:before"}})
-			h.startWorkflow(parallel, crashInput{SleepMS: 300, Pause: []string{"p1:after", "p2:after"}})
-			h.waitFor(30*time.Second, "the runs to pause", func() bool {
-				return h.paused(afterEffect+"/b", "after") && h.paused(afterCheckpoint+"/b", "before") &&
-					h.paused(parallel+"/p1", "after") && h.paused(parallel+"/p2", "after")
-			})
-			// The second run's a is recorded: it is killed right after
-			// that checkpoint.
-			if !h.entryIs(afterCheckpoint, "a", workflow.StepCompleted) {
-				t.Fatalf("%s paused in b before a was recorded", afterCheckpoint)
-			}
-			h.worker.kill()
-			killedAt := time.Now()
-			for _, id := range []string{afterEffect, afterCheckpoint, parallel} {
-				if h.entryIs(id, "b", workflow.StepCompleted) && id != parallel {
-					t.Fatalf("%s: b was recorded before the kill", id)
-				}
-				h.publish(id) // before its wait began
-			}
-			h.startWorker(false)
-			h.startWorkflow(eventAfter, crashInput{SleepMS: 300})
-			h.waitFor(30*time.Second, eventAfter+" to wait for its event", func() bool { return h.entryIs(eventAfter, "go", workflow.StepWaiting) })
-			h.publish(eventAfter)
-			h.waitCompleted(30*time.Second, afterEffect, afterCheckpoint, parallel, eventAfter)
-			done := time.Since(killedAt)
+// crashKillWorker SIGKILLs the worker once while it holds three runs: one
+// paused between step b's side effect and its checkpoint (scenario a),
+// one paused just after step a's checkpoint, before b's side effect (b),
+// one with both parallel steps paused after their side effects (f). Every
+// event is published while the worker is down, before any wait began; one
+// more workflow, started after the restart, gets its event after its wait
+// began (d). After the restart all complete: b of the first runs again,
+// p1 and p2 of the third run again, nothing of the second does.
+func crashKillWorker(h *crashHarness) {
+	t := h.t
+	const afterEffect, afterCheckpoint, parallel, eventAfter = "after-effect", "after-checkpoint", "parallel", "event-after"
+	h.startWorkflow(afterEffect, crashInput{SleepMS: 300, Pause: []string{"b:after"}})
+	h.startWorkflow(afterCheckpoint, crashInput{SleepMS: 300, Pause: []string{"b:before"}})
+	h.startWorkflow(parallel, crashInput{SleepMS: 300, Pause: []string{"p1:after", "p2:after"}})
+	h.waitFor(30*time.Second, "the runs to pause", func() bool {
+		return h.paused(afterEffect+"/b", "after") && h.paused(afterCheckpoint+"/b", "before") &&
+			h.paused(parallel+"/p1", "after") && h.paused(parallel+"/p2", "after")
+	})
+	// The second run's a is recorded: it is killed right after that
+	// checkpoint.
+	if !h.entryIs(afterCheckpoint, "a", workflow.StepCompleted) {
+		t.Fatalf("%s paused in b before a was recorded", afterCheckpoint)
+	}
+	h.worker.kill()
+	killedAt := time.Now()
+	for _, id := range []string{afterEffect, afterCheckpoint} {
+		if inst := h.get(id); inst == nil || inst.State.Steps["b"] != nil {
+			t.Fatalf("%s: b is recorded, or the workflow cannot be read, after the kill", id)
+		}
+	}
+	for _, id := range []string{afterEffect, afterCheckpoint, parallel} {
+		h.publish(id) // before its wait began
+	}
+	h.startWorker()
+	h.startWorkflow(eventAfter, crashInput{SleepMS: 300})
+	h.waitFor(30*time.Second, eventAfter+" to wait for its event", func() bool { return h.entryIs(eventAfter, "go", workflow.StepWaiting) })
+	h.publish(eventAfter)
+	h.waitCompleted(30*time.Second, afterEffect, afterCheckpoint, parallel, eventAfter)
+	done := time.Since(killedAt)
 
-			results := map[string]crashResult{}
-			for _, id := range []string{afterEffect, afterCheckpoint, parallel, eventAfter} {
-				results[id] = h.check(id)
+	results := map[string]crashResult{}
+	for _, id := range []string{afterEffect, afterCheckpoint, parallel, eventAfter} {
+		results[id] = h.check(id)
+	}
+	runs := h.runs()
+	want := map[string]map[string]int{
+		afterEffect:     {"a": 1, "b": 2, "p1": 1, "p2": 1, "c": 1, "kid/double": 1},
+		afterCheckpoint: {"a": 1, "b": 1, "p1": 1, "p2": 1, "c": 1, "kid/double": 1},
+		parallel:        {"a": 1, "b": 1, "p1": 2, "p2": 2, "c": 1, "kid/double": 1},
+		eventAfter:      {"a": 1, "b": 1, "p1": 1, "p2": 1, "c": 1, "kid/double": 1},
+	}
+	for id, counts := range want {
+		for step, n := range counts {
+			if got := results[id].effects[step]; got != n {
+				t.Errorf("%s: step %s's side effect happened %d times, want %d", id, step, got, n)
 			}
-			runs := h.runs()
-			// a: b ran again (its first run's output never returned), and
-			// what was recorded before the kill did not.
-			want := map[string]map[string]int{
-				afterEffect:     {"a": 1, "b": 2, "p1": 1, "p2": 1, "c": 1, "kid/double": 1},
-				afterCheckpoint: {"a": 1, "b": 1, "p1": 1, "p2": 1, "c": 1, "kid/double": 1},
-				parallel:        {"a": 1, "b": 1, "p1": 2, "p2": 2, "c": 1, "kid/double": 1},
-				eventAfter:      {"a": 1, "b": 1, "p1": 1, "p2": 1, "c": 1, "kid/double": 1},
+		}
+	}
+	// The killed runs' outputs were never returned: what is recorded is
+	// the output of the run after the restart.
+	for _, key := range []string{afterEffect + "/b", parallel + "/p1", parallel + "/p2"} {
+		if r := runs[key]; len(r.returns) != 1 {
+			t.Errorf("%s returned %v, want once (after the restart)", key, r.returns)
+		}
+	}
+	total := 0
+	for _, r := range results {
+		total += r.repeats()
+	}
+	t.Logf("%d workflows completed %s after the worker was killed; %d side effects repeated",
+		len(results), done.Round(time.Millisecond), total)
+}
+
+// crashKillDuringSleep SIGKILLs the worker (which holds no run then) and
+// the server while two workflows sleep, publishes their events while the
+// worker is down, and starts both again once the shorter sleep is due
+// (scenario c): neither sleep's timer is lost, neither ends early, the
+// longer ends when due and the shorter, due while the server was down, as
+// soon as it is back (each within 2s).
+func crashKillDuringSleep(h *crashHarness) {
+	t := h.t
+	sleeps := map[string]time.Duration{"sleeper-short": 600 * time.Millisecond, "sleeper-long": 2500 * time.Millisecond}
+	for id, d := range sleeps {
+		h.startWorkflow(id, crashInput{SleepMS: int(d / time.Millisecond)})
+	}
+	var due time.Time
+	h.waitFor(30*time.Second, "both to sleep", func() bool {
+		inst := h.get("sleeper-short")
+		if inst == nil || inst.State.Steps["nap"] == nil || !h.entryIs("sleeper-long", "nap", workflow.StepWaiting) {
+			return false
+		}
+		var until string
+		_ = json.Unmarshal(inst.State.Steps["nap"].Extra["until"], &until)
+		due, _ = time.Parse(time.RFC3339Nano, until)
+		return true
+	})
+	h.worker.kill()
+	h.server.kill()
+	killedAt := time.Now()
+	time.Sleep(time.Until(due) + 100*time.Millisecond)
+	h.startServer()
+	up := h.serverUp
+	for id := range sleeps {
+		h.publish(id) // before its wait began, the worker down
+	}
+	h.startWorker()
+	h.waitCompleted(30*time.Second, "sleeper-short", "sleeper-long")
+	for id := range sleeps {
+		res := h.check(id)
+		from := res.napDue
+		if up.After(from) {
+			from = up
+		}
+		if late := res.napDone.Sub(from); res.napDone.Before(res.napDue) || late > 2*time.Second {
+			t.Errorf("%s: the sleep was due at %s, the server was back at %s, and the sleep ended at %s (%s after the later), want not before it was due and within 2s of the later",
+				id, res.napDue.Format(time.StampMilli), up.Format(time.StampMilli), res.napDone.Format(time.StampMilli), late)
+		}
+		for step, n := range res.effects {
+			if n != 1 {
+				t.Errorf("%s: step %s's side effect happened %d times, want once", id, step, n)
 			}
-			for id, counts := range want {
-				for step, n := range counts {
-					if got := results[id].effects[step]; got != n {
-						t.Errorf("%s: step %s's side effect happened %d times, want %d", id, step, got, n)
+		}
+		t.Logf("%s: the sleep ended %s after it was due", id, res.napDone.Sub(res.napDue).Round(time.Millisecond))
+	}
+	t.Logf("worker and server down for %s, past the shorter sleep's end", up.Sub(killedAt).Round(time.Millisecond))
+}
+
+// crashMany runs ten workflows (each step takes 100ms after its side
+// effect, so kills land between effects and checkpoints too) while kill
+// SIGKILLs something 3 to 5 times, 200-800ms apart, and starts it again.
+// Half the events are published at the start, before their waits, the
+// others once their waits began. All complete, every entry recorded
+// once.
+func crashMany(h *crashHarness, prefix string, kill func(rnd *rand.Rand) string) {
+	t := h.t
+	seed := uint64(time.Now().UnixNano())
+	rnd := rand.New(rand.NewPCG(seed, seed>>1))
+	ids := make([]string, 10)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%02d", prefix, i)
+		h.startWorkflow(ids[i], crashInput{SleepMS: 300, StepMS: 100})
+		if i%2 == 0 {
+			h.publish(ids[i])
+		}
+	}
+	// The others' events, once they wait, whatever is down meanwhile.
+	stop := make(chan struct{})
+	publisher := make(chan []string, 1)
+	go func() {
+		var late []string
+		defer func() { publisher <- late }()
+		for i := 1; i < len(ids); i += 2 {
+			for {
+				if h.entryIs(ids[i], "go", workflow.StepWaiting) {
+					data, _ := json.Marshal(eventData(ids[i]))
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_, err := h.c.PublishEvent(ctx, crashEvent, ids[i], data)
+					cancel()
+					if err == nil {
+						late = append(late, ids[i])
+						break
 					}
 				}
-			}
-			if r := runs[afterEffect+"/b"]; len(r.returns) != 1 {
-				t.Errorf("%s: b returned %v, want once (after the restart)", afterEffect, r.returns)
-			}
-			for _, step := range []string{"p1", "p2"} {
-				if r := runs[parallel+"/"+step]; len(r.returns) != 1 {
-					t.Errorf("%s: %s returned %v, want once (after the restart)", parallel, step, r.returns)
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
 				}
 			}
-			total := 0
-			for _, r := range results {
-				total += r.repeats()
-			}
-			t.Logf("%d workflows completed %s after the worker was killed (whole subtest %s); %d side effects repeated",
-				len(results), done.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), total)
-		})
+		}
+	}()
+	kills := 3 + rnd.IntN(3)
+	var what []string
+	for range kills {
+		time.Sleep(time.Duration(200+rnd.IntN(601)) * time.Millisecond)
+		what = append(what, kill(rnd))
 	}
+	h.waitCompleted(60*time.Second, ids...)
+	close(stop)
+	if late := <-publisher; len(late) != len(ids)/2 {
+		t.Errorf("published the events of %v once they waited, want every other workflow's", late)
+	}
+	repeats, effects, runs, attempt := 0, 0, 0, 0
+	for _, id := range ids {
+		r := h.check(id)
+		repeats += r.repeats()
+		for _, n := range r.effects {
+			effects += n
+		}
+		runs += r.runs
+		attempt = max(attempt, r.attempt)
+	}
+	t.Logf("seed %d: %d kills %v; %d side effects, %d of them repeats; %d runs of the workflows' functions, the highest attempt of a run %d",
+		seed, kills, what, effects, repeats, runs, attempt)
 }
 
-// TestCodeCrashKillDuringSleep SIGKILLs the worker (which holds no run
-// then) and the server while a workflow sleeps, and starts them again:
-// the sleep's timer is not lost, and the workflow goes on when it is due
-// (within a few seconds).
-func TestCodeCrashKillDuringSleep(t *testing.T) {
-	for name, db := range crashStores {
-		t.Run(name, func(t *testing.T) {
-			began := time.Now()
-			h := newCrashHarness(t, db(t))
-			h.startServer()
-			h.startWorker(false)
-			const id = "sleeper"
-			const sleep = 1500 * time.Millisecond
-			h.startWorkflow(id, crashInput{SleepMS: int(sleep / time.Millisecond)})
-			h.waitFor(30*time.Second, id+" to sleep", func() bool { return h.entryIs(id, "nap", workflow.StepWaiting) })
+// crashKillServer: `flowd serve` SIGKILLed 3 to 5 times under ten
+// workflows, started again at once on the same database (scenario e);
+// the worker keeps retrying.
+func crashKillServer(h *crashHarness) {
+	crashMany(h, "server", func(*rand.Rand) string {
+		h.server.kill()
+		down := time.Now()
+		h.startServer()
+		return "server down " + time.Since(down).Round(time.Millisecond).String()
+	})
+}
+
+// crashKillAnything: the worker, the server or both SIGKILLed 3 to 5
+// times under ten workflows, at random, each started again at once.
+func crashKillAnything(h *crashHarness) {
+	crashMany(h, "any", func(rnd *rand.Rand) string {
+		switch rnd.IntN(3) {
+		case 0:
 			h.worker.kill()
+			h.startWorker()
+			return "worker"
+		case 1:
 			h.server.kill()
-			killedAt := time.Now()
 			h.startServer()
-			h.publish(id) // before the wait began, the worker down
-			h.startWorker(false)
-			t.Logf("worker and server killed and started again within %s", time.Since(killedAt).Round(time.Millisecond))
-			h.waitCompleted(30*time.Second, id)
-			res := h.check(id)
-			if late := res.napDone.Sub(res.napDue); late < 0 || late > 3*time.Second {
-				t.Errorf("the sleep was due at %s and ended at %s (%s late), want on time (within 3s)",
-					res.napDue.Format(time.StampMilli), res.napDone.Format(time.StampMilli), late)
-			}
-			for step, n := range res.effects {
-				if n != 1 {
-					t.Errorf("step %s's side effect happened %d times, want once", step, n)
-				}
-			}
-			t.Logf("the sleep ended %s after it was due; subtest %s", res.napDone.Sub(res.napDue).Round(time.Millisecond),
-				time.Since(began).Round(time.Millisecond))
-		})
-	}
-}
-
-// TestCodeCrashKillServer SIGKILLs `flowd serve` 3 to 5 times, 200-800ms
-// apart, while ten workflows run (each step takes 100ms after its side
-// effect, so kills land between effects and checkpoints too), starting it
-// again on the same database each time; the worker keeps retrying. All
-// complete, every entry recorded once.
-func TestCodeCrashKillServer(t *testing.T) {
-	for name, db := range crashStores {
-		t.Run(name, func(t *testing.T) {
-			began := time.Now()
-			seed := uint64(time.Now().UnixNano())
-			rnd := rand.New(rand.NewPCG(seed, seed>>1))
-			t.Logf("seed %d", seed)
-			h := newCrashHarness(t, db(t))
-			h.startServer()
-			h.startWorker(false)
-			ids := make([]string, 10)
-			for i := range ids {
-				ids[i] = fmt.Sprintf("many-%02d", i)
-				h.startWorkflow(ids[i], crashInput{SleepMS: 300, StepMS: 100})
-				h.publish(ids[i])
-			}
-			kills := 3 + rnd.IntN(3)
-			var downs []string
-			for range kills {
-				time.Sleep(time.Duration(200+rnd.IntN(601)) * time.Millisecond)
-				h.server.kill()
-				down := time.Now()
-				h.startServer()
-				downs = append(downs, time.Since(down).Round(time.Millisecond).String())
-			}
-			h.waitCompleted(60*time.Second, ids...)
-			repeats, effects := 0, 0
-			for _, id := range ids {
-				r := h.check(id)
-				repeats += r.repeats()
-				for _, n := range r.effects {
-					effects += n
-				}
-			}
-			t.Logf("%d server kills (down for %v); %d side effects, %d of them repeats; subtest %s",
-				kills, downs, effects, repeats, time.Since(began).Round(time.Millisecond))
-		})
-	}
+			return "server"
+		}
+		h.worker.kill()
+		h.server.kill()
+		h.startServer()
+		h.startWorker()
+		return "both"
+	})
 }
