@@ -6,12 +6,11 @@ package main
 //
 // The server and the worker are processes of their own, SIGKILLed and
 // started again: the server is `flowd serve` (this tree's, built), the
-// worker this test binary run as TestCodeCrashWorkerProcess (so that the
-// race detector watches the SDK). Every step's function appends its side
-// effect to a file
-// shared by every worker process ("effect KEY OUTPUT" before it sleeps,
-// "return KEY OUTPUT" just before it returns), so the test can tell how
-// often each ran and what each run returned.
+// worker this test binary run as TestCodeCrashWorkerProcess (under -race,
+// the race detector watches the SDK too). Every step's function appends
+// its side effect to a file shared by every worker process ("effect KEY
+// OUTPUT" before it sleeps, "return KEY OUTPUT" just before it returns),
+// so the test can tell how often each ran and what each run returned.
 
 import (
 	"bufio"
@@ -158,9 +157,10 @@ func crashWorkerMain() int {
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	for {
-		// Run gives up at once when its first poll gets no answer (the
-		// server was killed as the worker started): as a supervisor
-		// would, start it again.
+		// Run gives up at once when the server does not answer its first
+		// calls (the definitions' put, the first poll: the server was
+		// killed as the worker started): as a supervisor would, start it
+		// again.
 		err := worker.Run(context.Background(), cfg)
 		fmt.Fprintln(os.Stderr, crashRunReturned, err)
 		time.Sleep(100 * time.Millisecond)
