@@ -224,6 +224,16 @@ func (l code) taskFailed(env Env, inst *workflow.Instance, t *store.Task, msg st
 	u := *t
 	u.LastError = msg
 	clearLease(&u)
+	if st := inst.State.Steps[t.StepID]; t.Queue == store.QueueChild && expired && st != nil && st.Status.Active() && st.ChildOf(t.Iteration) == "" {
+		// The node that claimed the task died before it started the
+		// child (a started child's task stays leased until the child
+		// ends): the wait goes on, its task claimed again.
+		u.Status, u.RunAt, u.MaxAttempts = store.TaskQueued, now, t.Attempt+1
+		ch.Update = append(ch.Update, TaskUpdate{Task: u, Guard: store.GuardOf(t)})
+		ch.setInstance(inst)
+		ch.Notify = true
+		return nil
+	}
 	if t.Queue == store.QueueChild {
 		// The child did not complete: the wait fails, and the code sees
 		// why.
