@@ -94,9 +94,6 @@ const (
 	// CodeGrowthOutputSize is the bytes of random text each step of the
 	// code-growth scenario outputs (a JSON string of that length).
 	CodeGrowthOutputSize = 100
-	// codeEntryBytes bounds what the state holds for one recorded step
-	// besides its output: its name and its record's fields.
-	codeEntryBytes = 100
 )
 
 // codeGrowthScenario runs one code workflow of cfg.Steps steps, each a
