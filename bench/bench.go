@@ -48,10 +48,18 @@ const (
 	// ScenarioQueue: Backlog single-step no-op workflows queued while no
 	// worker runs, then drained by an in-process engine; an op is a step.
 	ScenarioQueue Scenario = "queue"
+	// ScenarioCode: the workflow scenario with the chain a code workflow
+	// of three no-op steps (worker.Step), run in process as
+	// server.RegisterWorkflow runs it.
+	ScenarioCode Scenario = "code"
+	// ScenarioCodeGrowth: one code workflow of Steps steps, each a no-op
+	// outputting CodeGrowthOutputSize bytes, run in process; an op is the
+	// workflow, an item a checkpoint.
+	ScenarioCodeGrowth Scenario = "code-growth"
 )
 
 // Scenarios lists every scenario, in the documented order.
-var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach, ScenarioQueue}
+var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach, ScenarioQueue, ScenarioCode, ScenarioCodeGrowth}
 
 // Modes of the contended scenario.
 const (
@@ -85,9 +93,9 @@ type Config struct {
 	Measuring func() (stopped func())
 
 	// Growth, when set, is read before and after the measured part of the
-	// foreach, history and queue scenarios: the bytes the database wrote
-	// meanwhile are reported in all and per item (nil: only the time per
-	// item is).
+	// foreach, history, queue, workflow, code and code-growth scenarios:
+	// the bytes the database wrote meanwhile are reported in all and per
+	// item (nil: only the time per item is).
 	Growth GrowthMeter
 
 	// Mode of the contended scenario: ModeModify (also for "") or ModeRetry.
@@ -104,7 +112,7 @@ type Config struct {
 	// update and contended instances (a counter and padding).
 	StateSize int
 	// Steps is the number of steps of each complete-step instance, and of
-	// the history scenario's workflow.
+	// the history and code-growth scenarios' workflow.
 	Steps int
 	// OutputSize is the bytes of random text each step of the history
 	// scenario outputs.
@@ -112,7 +120,8 @@ type Config struct {
 	// Rows is the size of the batch table; BatchSize the limit of each batch.
 	Rows      int
 	BatchSize int
-	// Workers is the in-process step concurrency of the workflow engine.
+	// Workers is the in-process step concurrency of the workflow engine
+	// (code, code-growth: runs at once).
 	Workers int
 	// Items is the number of items of the foreach scenario's step.
 	Items int
@@ -230,7 +239,14 @@ func (c Config) Validate() error {
 		if c.Backlog < 1 || c.Backlog > MaxBacklog {
 			bad("--backlog must be in 1–%d, got %d", MaxBacklog, c.Backlog)
 		}
-	case ScenarioWorkflow:
+	case ScenarioCodeGrowth:
+		if c.Steps < 1 || c.Steps > 10000 {
+			bad("--steps must be in 1–10000, got %d", c.Steps)
+		}
+		if c.Workers < 1 {
+			bad("--workers must be at least 1, got %d", c.Workers)
+		}
+	case ScenarioWorkflow, ScenarioCode:
 		if c.Workers < 1 {
 			bad("--workers must be at least 1, got %d", c.Workers)
 		}
@@ -314,6 +330,11 @@ type Result struct {
 	HistoryBytesPerVersion float64 `json:"history_bytes_per_version,omitempty"`
 	FinalStateBytes        int64   `json:"final_state_bytes,omitempty"`
 	HistoryRatio           float64 `json:"history_ratio,omitempty"`
+	// Code-growth scenario: one checkpoint's time (the mean between two
+	// steps' calls) over the first and over the last tenth of the steps;
+	// flat cost keeps them close. Its history fields are the workflow's.
+	CheckpointMSFirst float64 `json:"checkpoint_ms_first_tenth,omitempty"`
+	CheckpointMSLast  float64 `json:"checkpoint_ms_last_tenth,omitempty"`
 	// Queue scenario: the backlog queued before the drain; the workflows
 	// the drain had not reached when the duration ended; the claims of one
 	// task timed on the full backlog before the drain, their median and
@@ -324,7 +345,8 @@ type Result struct {
 	ClaimMSP50  float64 `json:"claim_ms_p50,omitempty"`
 	ClaimMSMax  float64 `json:"claim_ms_max,omitempty"`
 	// Cost per item of the foreach (an iteration), history (a chain step),
-	// queue (a drained step) and workflow (a 3-step workflow) scenarios:
+	// queue (a drained step), workflow and code (a 3-step workflow) and
+	// code-growth (a checkpoint) scenarios:
 	// the measured part's time per
 	// item and, with Config.Growth, the bytes the database wrote in it, on
 	// PostgreSQL the WAL (pg_current_wal_lsn before and after), on SQLite
@@ -392,6 +414,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		sc = &foreachScenario{r: r}
 	case ScenarioQueue:
 		sc = &queueScenario{r: r}
+	case ScenarioCode:
+		sc = &workflowScenario{r: r, code: true}
+	case ScenarioCodeGrowth:
+		sc = &codeGrowthScenario{r: r}
 	}
 	defer sc.close()
 	if err := sc.prepare(ctx); err != nil {

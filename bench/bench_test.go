@@ -82,14 +82,15 @@ func run(t *testing.T, cfg bench.Config) bench.Result {
 	// A workflow run this short can finish every workflow in its drain on a
 	// loaded machine: then no workflow completed inside the window, but work
 	// was still done and checked.
-	progressed := res.Ops > 0 || (cfg.Scenario == bench.ScenarioWorkflow && res.Completed > 0)
+	progressed := res.Ops > 0 || ((cfg.Scenario == bench.ScenarioWorkflow || cfg.Scenario == bench.ScenarioCode) && res.Completed > 0)
 	if res.LostUpdates != 0 || res.Errors != 0 || !progressed || res.Failed() {
 		t.Errorf("%s: lost_updates %d, errors %d, ops %d; want 0, 0, > 0\nprogress:\n%s", cfg.Scenario, res.LostUpdates, res.Errors, res.Ops, progress)
 	}
-	// The history scenario runs one workflow, and the queue scenario drains
-	// its backlog, often within the first progress interval: they report
-	// their own lines instead.
-	if cfg.Scenario != bench.ScenarioHistory && cfg.Scenario != bench.ScenarioQueue && !strings.Contains(progress.String(), " ops=") {
+	// The history and code-growth scenarios run one workflow, and the queue
+	// scenario drains its backlog, often within the first progress
+	// interval: they report their own lines instead.
+	ownLines := cfg.Scenario == bench.ScenarioHistory || cfg.Scenario == bench.ScenarioQueue || cfg.Scenario == bench.ScenarioCodeGrowth
+	if !ownLines && !strings.Contains(progress.String(), " ops=") {
 		t.Errorf("no progress line in:\n%s", progress)
 	}
 	checkJSON(t, res)
@@ -150,7 +151,7 @@ func TestScenarios(t *testing.T) {
 			t.Run(b.name+"/"+string(sc), func(t *testing.T) {
 				t.Parallel()
 				cfg := short(open(t, b.newDB(t)), sc, &syncBuffer{})
-				if sc == bench.ScenarioWorkflow {
+				if sc == bench.ScenarioWorkflow || sc == bench.ScenarioCode {
 					// Its cost per workflow is measured.
 					cfg = withGrowth(t, b.newDB(t), sc, &syncBuffer{})
 					// Its first completion needs three steps of one workflow
@@ -171,7 +172,7 @@ func TestScenarios(t *testing.T) {
 					if res.RowsMoved < res.Ops || res.RowsPerSec <= 0 {
 						t.Errorf("batch: %d rows moved in %d ops, %v rows/s", res.RowsMoved, res.Ops, res.RowsPerSec)
 					}
-				case bench.ScenarioWorkflow:
+				case bench.ScenarioWorkflow, bench.ScenarioCode:
 					// On a loaded machine every workflow may complete in the
 					// drain, after the window: then ops and steps/s are 0
 					// (run checked that workflows completed). steps/s is
@@ -185,6 +186,10 @@ func TestScenarios(t *testing.T) {
 					checkWritten(t, b.name, res, res.Completed)
 					if res.MSPerItem <= 0 {
 						t.Errorf("workflow: ms_per_item %v, want > 0", res.MSPerItem)
+					}
+				case bench.ScenarioCodeGrowth:
+					if res.Ops != 1 || res.Steps != cfg.Steps {
+						t.Errorf("code-growth: ops %d, steps %d; want 1, %d", res.Ops, res.Steps, cfg.Steps)
 					}
 				}
 			})
@@ -363,6 +368,11 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *bench.Config) { c.Scenario, c.BatchSize = bench.ScenarioBatch, store.MaxBatchLimit+1 }, "--batch-size must be in 1–10000"},
 		{func(c *bench.Config) { c.Scenario, c.Rows = bench.ScenarioBatch, 0 }, "--rows must be at least 1"},
 		{func(c *bench.Config) { c.Scenario, c.Steps = bench.ScenarioCompleteStep, 0 }, "--steps must be in 1–10000"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Steps = bench.ScenarioCodeGrowth, 1, 10001 }, "--steps must be in 1–10000, got 10001"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.Steps = bench.ScenarioCodeGrowth, 0, 10 }, "--workers must be at least 1, got 0"},
+		{func(c *bench.Config) { c.Scenario, c.Workers = bench.ScenarioCode, 0 }, "--workers must be at least 1, got 0"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.MaxInFlight = bench.ScenarioCode, 1, -2 }, "--max-inflight must be positive"},
+		{func(c *bench.Config) { c.Scenario, c.Workers, c.ConcurrencyLimit = bench.ScenarioCode, 1, 2 }, "--concurrency-limit is for --scenario workflow only"},
 		{func(c *bench.Config) { c.Scenario, c.Rate = bench.ScenarioWorkflow, -1 }, "--rate must be a non-negative number"},
 		{func(c *bench.Config) { c.Scenario, c.Workers = bench.ScenarioWorkflow, 0 }, "--workers must be at least 1"},
 		{func(c *bench.Config) { c.Scenario, c.Workers, c.ConcurrencyLimit = bench.ScenarioWorkflow, 1, -1 }, "--concurrency-limit must not be negative"},

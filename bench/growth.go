@@ -27,6 +27,8 @@ func (h *historyScenario) items(res *Result) int64 { return res.Ops * int64(h.r.
 
 func (q *queueScenario) items(res *Result) int64 { return res.Ops } // drained steps
 
+func (g *codeGrowthScenario) items(res *Result) int64 { return res.Ops * int64(g.r.cfg.Steps) } // checkpoints
+
 // A workflow of the measured part: every one started is completed, those
 // the drain waited for included.
 func (w *workflowScenario) items(res *Result) int64 { return res.Completed }

@@ -159,6 +159,14 @@ func (h *historyScenario) verify(ctx context.Context, res *Result) error {
 	}
 	res.Steps = h.r.cfg.Steps
 	res.OutputSize = h.r.cfg.OutputSize
+	res.setHistory(size)
+	h.r.logf("history: %d versions (%d snapshots), %d bytes of history, %.0f per version; final state %d bytes: ratio %.3f",
+		size.Versions, size.Snapshots, size.Bytes, res.HistoryBytesPerVersion, size.StateBytes, res.HistoryRatio)
+	return nil
+}
+
+// setHistory fills in the measures of a workflow's history.
+func (res *Result) setHistory(size store.HistorySize) {
 	res.HistoryVersions = size.Versions
 	res.HistorySnapshots = size.Snapshots
 	res.HistoryBytes = size.Bytes
@@ -169,9 +177,6 @@ func (h *historyScenario) verify(ctx context.Context, res *Result) error {
 	if size.StateBytes > 0 {
 		res.HistoryRatio = round3(float64(size.Bytes) / float64(size.StateBytes))
 	}
-	h.r.logf("history: %d versions (%d snapshots), %d bytes of history, %.0f per version; final state %d bytes: ratio %.3f",
-		size.Versions, size.Snapshots, size.Bytes, res.HistoryBytesPerVersion, size.StateBytes, res.HistoryRatio)
-	return nil
 }
 
 func (h *historyScenario) close() {

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/engine"
+	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -51,8 +53,12 @@ func concurrencyKeys(cfg Config) int64 {
 // cfg.Rate. Ops, latencies and losses come from the data: an op is a workflow
 // whose COMPLETED version was written within the duration, its latency is
 // updated_at − created_at of that version.
+//
+// With code set, it runs the code scenario instead: the same, with the
+// chain a code workflow (codeChain) that the engine runs in process.
 type workflowScenario struct {
 	r       *runner
+	code    bool
 	eng     *engine.Engine
 	seq     atomic.Int64
 	started [][]string // per client
@@ -75,12 +81,18 @@ type workflowScenario struct {
 
 func (w *workflowScenario) prepare(ctx context.Context) error {
 	cfg := w.r.cfg
-	def := chainDef
-	if cfg.ConcurrencyLimit > 0 {
-		def = limitedChainDef(cfg.ConcurrencyLimit)
-		w.keys = concurrencyKeys(cfg)
+	var eng *engine.Engine
+	var err error
+	if w.code {
+		eng, err = w.r.newCodeEngine(ctx, codeChainName, worker.Workflow{Run: worker.Func(w.codeChain)})
+	} else {
+		def := chainDef
+		if cfg.ConcurrencyLimit > 0 {
+			def = limitedChainDef(cfg.ConcurrencyLimit)
+			w.keys = concurrencyKeys(cfg)
+		}
+		eng, err = w.r.newEngine(ctx, noopHandler, w.handle, chainName, def)
 	}
-	eng, err := w.r.newEngine(ctx, noopHandler, w.handle, chainName, def)
 	if err != nil {
 		return err
 	}
@@ -102,13 +114,22 @@ func (w *workflowScenario) prepare(ctx context.Context) error {
 // run's workflows frees its in-flight slot and counts for the progress line
 // (the final count comes from the data).
 func (w *workflowScenario) handle(_ context.Context, t engine.Task) (json.RawMessage, error) {
-	if t.Step == chainLast && strings.HasPrefix(t.WorkflowID, w.r.prefix) {
-		if _, again := w.lastDone.LoadOrStore(t.WorkflowID, struct{}{}); !again {
-			w.r.ops.Add(1)
-			w.release()
-		}
+	if t.Step == chainLast {
+		w.lastStepRan(t.WorkflowID)
 	}
 	return json.RawMessage(`{}`), nil
+}
+
+// lastStepRan counts the first run of the last step of one of this run's
+// workflows, and frees its in-flight slot.
+func (w *workflowScenario) lastStepRan(id string) {
+	if !strings.HasPrefix(id, w.r.prefix) {
+		return
+	}
+	if _, again := w.lastDone.LoadOrStore(id, struct{}{}); !again {
+		w.r.ops.Add(1)
+		w.release()
+	}
 }
 
 // release gives an in-flight slot back. It never blocks: a start that failed
@@ -137,6 +158,9 @@ func (w *workflowScenario) client(ctx context.Context, c *client) {
 		n := w.seq.Add(1) - 1
 		id := fmt.Sprintf("%sw%07d", w.r.prefix, n)
 		p := engine.StartParams{ID: id, Definition: chainName}
+		if w.code {
+			p.Definition, p.Input = codeChainName, json.RawMessage(strconv.FormatInt(n, 10))
+		}
 		if w.keys > 0 {
 			p.Input = json.RawMessage(fmt.Sprintf(`{"k": "%d"}`, n%w.keys))
 		}
@@ -220,6 +244,13 @@ func (w *workflowScenario) verify(ctx context.Context, res *Result) error {
 			if st.Status != workflow.StepCompleted {
 				broken.Add(1)
 				m.report("workflow %s is COMPLETED with step %s %s", inst.ID, id, st.Status)
+				return nil
+			}
+		}
+		if w.code {
+			if problem := codeChainProblem(inst); problem != "" {
+				broken.Add(1)
+				m.report("workflow %s: %s", inst.ID, problem)
 				return nil
 			}
 		}

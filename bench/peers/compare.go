@@ -55,6 +55,20 @@ var comparisons = []comparison{
 		},
 	},
 	{
+		// The same DBOS workflow against flowd's code workflow of three
+		// worker.Step calls run in process (flowd bench --scenario code):
+		// like for like, a function whose steps are checkpointed. The
+		// targets above are the step workflows'; this one is reported.
+		title: "3-step code workflows", peer: "dbos-code", flowd: "flowd-code",
+		metrics: []metric{
+			{"workflows/s", "ops_per_sec", nil},
+			{"p50 ms", "p50_ms", nil},
+			{"p99 ms", "p99_ms", nil},
+			{"rows/workflow", "rows_per_item", nil},
+			{"WAL bytes/workflow", "wal_bytes_per_item", nil},
+		},
+	},
+	{
 		title: "backlog drain", peer: "river", flowd: "flowd-queue",
 		metrics: []metric{
 			{"steps/s", "ops_per_sec", ratioAtLeast(0.5)},

@@ -48,8 +48,38 @@ func TestComparisonIsMedianOfPairRatios(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "backlog drain") {
+	if strings.Contains(got, "backlog drain") || strings.Contains(got, "code workflows") {
 		t.Errorf("a comparison without runs was printed:\n%s", got)
+	}
+}
+
+// The code comparison pairs its own DBOS runs with flowd's code runs: the
+// step workflows' runs are not mixed in, and it has no targets.
+func TestCodeComparisonPairsItsOwnRuns(t *testing.T) {
+	in := strings.Join([]string{
+		`dbos {"ops_per_sec": 1000}`,
+		`flowd-workflow {"ops_per_sec": 1500}`,
+		`dbos-code {"ops_per_sec": 100, "wal_bytes_per_item": 4000}`,
+		`flowd-code {"ops_per_sec": 150, "wal_bytes_per_item": 2000}`,
+		`dbos-code {"ops_per_sec": 200, "wal_bytes_per_item": 4000}`,
+		`flowd-code {"ops_per_sec": 200, "wal_bytes_per_item": 2000}`,
+	}, "\n")
+	rs, err := readRuns(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	writeComparisons(&out, rs)
+	got := out.String()
+	for _, want := range []string{
+		"3-step workflows, 1 pairs",
+		"3-step code workflows, 2 pairs: median dbos-code, median flowd, median of the pair ratios flowd/dbos-code\n",
+		"workflows/s               150.000      175.000     1.25x\n",
+		"WAL bytes/workflow       4000.000     2000.000     0.50x\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
 	}
 }
 

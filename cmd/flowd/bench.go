@@ -57,10 +57,17 @@ Scenarios:
                  from the drain's start to each workflow's completion; claim_ms_p50 is
                  the median of 5 one-task claims timed on the full backlog first;
                  --clients start the backlog
+  code           the workflow scenario with a code workflow of 3 no-op steps
+                 (worker.Step) run in process, as an embedded server's
+                 RegisterWorkflow runs it; --workers runs at once
+  code-growth    one code workflow of --steps steps (up to 10000), each a no-op
+                 returning 100 bytes, run in process; reports the time of a
+                 checkpoint over the first and the last tenth of the steps
+                 (--duration does not apply: the run ends when the workflow has)
 
-foreach, history, queue and workflow also report their cost per item (an
-iteration, a chain step, a drained step, a workflow): ms_per_item, the measured
-part's time per item, and
+foreach, history, queue, workflow, code and code-growth also report their cost
+per item (an iteration, a chain step, a drained step, a workflow, a
+checkpoint): ms_per_item, the measured part's time per item, and
 on PostgreSQL wal_bytes and wal_bytes_per_item, the WAL written meanwhile
 (pg_current_wal_lsn before and after: cluster-wide, so run on a cluster of its
 own), on SQLite file_growth_bytes and file_growth_bytes_per_item, the growth of
@@ -75,6 +82,8 @@ a shell set up for a server never fills that server's database with bench data.`
   flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario workflow --workers 16
   flowd bench --db sqlite:bench.db --scenario history --steps 200 --output-size 2048
   flowd bench --db sqlite:bench.db --scenario foreach --items 1000 --clients 2
+  flowd bench --db sqlite:bench.db --scenario code --clients 8 --workers 8
+  flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario code-growth --steps 1000
   flowd bench --db postgres://user:pass@localhost/flowd_bench --scenario queue --backlog 20000 --duration 5m`,
 		Args: cobra.NoArgs,
 		// Every flag but --db may come from FLOWD_<FLAG>, as for serve.
@@ -141,7 +150,7 @@ a shell set up for a server never fills that server's database with bench data.`
 	}
 	f := cmd.Flags()
 	f.StringVar(&db, "db", "", "database to fill with bench data, required: postgres://… or sqlite:PATH (FLOWD_DB is not read)")
-	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow, history, foreach or queue")
+	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow, history, foreach, queue, code or code-growth")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the clients run")
 	f.StringVar(&cfg.Mode, "mode", "", "contended: modify (default) or retry")
@@ -150,16 +159,16 @@ a shell set up for a server never fills that server's database with bench data.`
 	f.IntVar(&cfg.Retry.MaxAttempts, "retry-attempts", cfg.Retry.MaxAttempts, "--mode retry: attempts per increment, the first included")
 	f.IntVar(&cfg.Instances, "instances", 0, "update: instances written to (default max(1000, 10×clients))")
 	f.IntVar(&cfg.StateSize, "state-size", cfg.StateSize, "update, contended: bytes of JSON state per instance")
-	f.IntVar(&cfg.Steps, "steps", cfg.Steps, "complete-step: steps per instance; history: steps of the workflow")
+	f.IntVar(&cfg.Steps, "steps", cfg.Steps, "complete-step: steps per instance; history, code-growth: steps of the workflow")
 	f.IntVar(&cfg.OutputSize, "output-size", cfg.OutputSize, "history: bytes each step outputs")
 	f.IntVar(&cfg.Rows, "rows", cfg.Rows, "batch: rows in the table")
 	f.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "batch: rows moved per call (1–10000)")
-	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workflow, history, foreach, queue: in-process step concurrency")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workflow, history, foreach, queue, code, code-growth: in-process step (code: run) concurrency")
 	f.IntVar(&cfg.Items, "items", cfg.Items, "foreach: items of each workflow's foreach step (1–10000)")
 	f.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "queue: workflows queued before the workers start (1–1000000)")
-	f.Float64Var(&cfg.Rate, "rate", 0, "workflow: workflows started per second (0: as fast as --max-inflight allows)")
-	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "workflow: workflows in flight at most (default 2×workers; -1: no bound)")
-	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "workflow: how long to wait after --duration for workflows in flight")
+	f.Float64Var(&cfg.Rate, "rate", 0, "workflow, code: workflows started per second (0: as fast as --max-inflight allows)")
+	f.IntVar(&cfg.MaxInFlight, "max-inflight", 0, "workflow, code: workflows in flight at most (default 2×workers; -1: no bound)")
+	f.DurationVar(&cfg.Drain, "drain", cfg.Drain, "workflow, code: how long to wait after --duration for workflows in flight")
 	f.IntVar(&cfg.ConcurrencyLimit, "concurrency-limit", 0, "workflow: give every workflow a definition concurrency limit of N per key, keys spread so that it is rarely reached (measures the limiter's cost; 0: none)")
 	f.StringVar(&profilePath, "cpuprofile", "", "write a CPU profile of the measured part of the run (this process: clients, store client, engine) to this file, for go tool pprof")
 	return cmd
@@ -171,7 +180,7 @@ a shell set up for a server never fills that server's database with bench data.`
 // alone, after a warning).
 func openGrowthMeter(ctx context.Context, db string, sc bench.Scenario, e *env) *dbgrowth.Meter {
 	switch sc {
-	case bench.ScenarioForeach, bench.ScenarioHistory, bench.ScenarioQueue, bench.ScenarioWorkflow:
+	case bench.ScenarioForeach, bench.ScenarioHistory, bench.ScenarioQueue, bench.ScenarioWorkflow, bench.ScenarioCode, bench.ScenarioCodeGrowth:
 	default:
 		return nil
 	}

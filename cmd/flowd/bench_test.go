@@ -19,7 +19,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach, queue)`},
+		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach, queue, code, code-growth)`},
 		{[]string{"--scenario", "queue", "--backlog", "0"}, "--backlog must be in 1–1000000, got 0"},
 		{[]string{"--scenario", "queue", "--backlog", "-1"}, "--backlog must be in 1–1000000, got -1"},
 		{[]string{"--scenario", "queue", "--backlog", "1000001"}, "--backlog must be in 1–1000000, got 1000001"},
@@ -39,6 +39,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--rows", "0", "--scenario", "batch"}, "--rows must be at least 1, got 0"},
 		{[]string{"--workers", "0", "--scenario", "workflow"}, "--workers must be at least 1, got 0"},
 		{[]string{"--steps", "0", "--scenario", "complete-step"}, "--steps must be in 1–10000, got 0"},
+		{[]string{"--steps", "10001", "--scenario", "code-growth"}, "--steps must be in 1–10000, got 10001"},
+		{[]string{"--workers", "0", "--scenario", "code"}, "--workers must be at least 1, got 0"},
 		{[]string{"--db", "mysql://localhost/x"}, "unsupported database URL"},
 		{[]string{"extra"}, `unknown command "extra"`},
 	} {
@@ -192,5 +194,41 @@ func TestBenchCostPerItem(t *testing.T) {
 		if !strings.Contains(errOut.String(), c.warning) {
 			t.Errorf("%s: stderr lacks %q:\n%s", c.db, c.warning, errOut.String())
 		}
+	}
+}
+
+// --scenario code and code-growth run through the command, with their cost
+// per item measured on the database's files: the code scenario's per
+// workflow, code-growth's per checkpoint with its early and late pace.
+func TestBenchCodeScenarios(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args   []string
+		fields []string
+	}{
+		{[]string{"--scenario", "code", "--workers", "2", "--duration", "1s"}, []string{"completed", "ms_per_item", "file_growth_bytes_per_item"}},
+		{[]string{"--scenario", "code-growth", "--steps", "5", "--workers", "1"}, []string{"ms_per_item", "file_growth_bytes_per_item", "checkpoint_ms_first_tenth", "checkpoint_ms_last_tenth", "history_versions"}},
+	} {
+		t.Run(c.args[1], func(t *testing.T) {
+			t.Parallel()
+			e, out, errOut := testEnv(nil)
+			args := append([]string{"bench", "--db", "sqlite:" + filepath.Join(t.TempDir(), "bench.db")}, c.args...)
+			if code := run(context.Background(), args, e); code != exitOK {
+				t.Fatalf("flowd %s: exit %d\nstderr:\n%s", strings.Join(args, " "), code, errOut.String())
+			}
+			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+			var got map[string]any
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+				t.Fatalf("last stdout line is not JSON: %v\n%s", err, out.String())
+			}
+			if got["scenario"] != c.args[1] || got["errors"] != 0.0 || got["lost_updates"] != 0.0 {
+				t.Errorf("unexpected result: %s", lines[len(lines)-1])
+			}
+			for _, k := range c.fields {
+				if v, _ := got[k].(float64); v <= 0 {
+					t.Errorf("%s is %v, want > 0: %s", k, got[k], lines[len(lines)-1])
+				}
+			}
+		})
 	}
 }
