@@ -20,10 +20,10 @@ type dropChildClaim struct {
 	dropped atomic.Int64
 }
 
-func (s *dropChildClaim) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, error) {
-	claimed, err := s.Backend.ClaimTasks(ctx, p)
+func (s *dropChildClaim) ClaimTasks(ctx context.Context, p store.ClaimParams) ([]store.Claimable, store.HeldBack, error) {
+	claimed, held, err := s.Backend.ClaimTasks(ctx, p)
 	if err != nil || s.dropped.Load() > 0 {
-		return claimed, err
+		return claimed, held, err
 	}
 	kept := claimed[:0]
 	for _, c := range claimed {
@@ -32,7 +32,7 @@ func (s *dropChildClaim) ClaimTasks(ctx context.Context, p store.ClaimParams) ([
 		}
 		kept = append(kept, c)
 	}
-	return kept, nil
+	return kept, held, nil
 }
 
 // A code workflow's child wait whose task was claimed by a node that died
