@@ -35,6 +35,7 @@ import (
 	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/internal/pgtest"
+	"github.com/flowd/flowd/internal/storeopen"
 	"github.com/flowd/flowd/internal/testkit"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/worker"
@@ -259,6 +260,8 @@ type crashHarness struct {
 
 	mu    sync.Mutex
 	procs []*crashProc
+	// notes are what the test did, shown when it fails.
+	notes syncBuffer
 }
 
 func newCrashHarness(t *testing.T, flowd, db string) *crashHarness {
@@ -273,6 +276,7 @@ func newCrashHarness(t *testing.T, flowd, db string) *crashHarness {
 			}
 		}
 		if t.Failed() {
+			t.Logf("notes:\n%s", h.notes.String())
 			for _, p := range h.procs {
 				t.Logf("output of %s:\n%s", p.name, p.out.String())
 			}
@@ -403,18 +407,56 @@ func (h *crashHarness) entryIs(id, name string, status workflow.StepStatus) bool
 	return inst != nil && inst.State.Steps[name] != nil && inst.State.Steps[name].Status == status
 }
 
-// waitCompleted waits until every workflow of ids has stopped.
+// waitCompleted waits until every workflow of ids has stopped; if they
+// do not, it fails the test with what those left running wait for.
 func (h *crashHarness) waitCompleted(timeout time.Duration, ids ...string) {
 	h.t.Helper()
-	h.waitFor(timeout, fmt.Sprintf("workflows %v to finish", ids), func() bool {
-		for _, id := range ids {
-			inst := h.get(id)
-			if inst == nil || inst.Status == workflow.StatusRunning || inst.Status == workflow.StatusPending {
-				return false
-			}
+	running := func(inst *workflow.Instance) bool {
+		return inst == nil || inst.Status == workflow.StatusRunning || inst.Status == workflow.StatusPending
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		left := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !running(h.get(id)) })
+		if len(left) == 0 {
+			return
 		}
-		return true
-	})
+		if time.Now().After(deadline) {
+			h.t.Fatalf("after %s, %d workflows still run:\n%s", timeout, len(left), h.describe(left))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// describe tells the state and the task rows of the workflows ids and
+// their children, read from the store.
+func (h *crashHarness) describe(ids []string) string {
+	ctx := context.Background()
+	st, err := storeopen.Open(ctx, h.db, storeopen.Options{})
+	if err != nil {
+		return "opening the store: " + err.Error()
+	}
+	defer st.Close()
+	var b strings.Builder
+	for len(ids) > 0 {
+		id := ids[0]
+		ids = ids[1:]
+		inst, err := st.Get(ctx, id)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", id, err)
+			continue
+		}
+		state, _ := json.Marshal(inst.State)
+		fmt.Fprintf(&b, "%s %s v%d: %s\n", id, inst.Status, inst.Version, state)
+		tasks, _ := st.TasksOfInstance(ctx, id)
+		for _, t := range tasks {
+			fmt.Fprintf(&b, "  task %s/%d %s %s attempt %d/%d run_at %s lease_until %s owner %q error %q\n", t.StepID, t.Iteration, t.Queue,
+				t.Status, t.Attempt, t.MaxAttempts, t.RunAt.Format(time.StampMilli), t.LeaseUntil.Format(time.StampMilli), t.LeaseOwner, t.LastError)
+		}
+		if kid := inst.State.Steps["kid"].Child(); kid != "" {
+			ids = append(ids, kid)
+		}
+	}
+	return b.String()
 }
 
 // stepRuns are what the effects file says of one step: the outputs of
@@ -661,6 +703,8 @@ func (h *crashHarness) history(inst *workflow.Instance, fn func(store.HistoryEnt
 // TestCodeCrash runs, on each store, one `flowd serve` and one worker
 // process through the kill scenarios in turn (each subtest starts its own
 // workflows; the processes are shared, so that they start fewer times).
+// It takes about 40s on two cores: some 30 process starts, and every
+// killed worker's runs wait out their 2s lease.
 func TestCodeCrash(t *testing.T) {
 	stores := []struct {
 		name string
@@ -700,12 +744,16 @@ func TestCodeCrash(t *testing.T) {
 				h.t = t
 			}
 			h.mu.Lock()
-			gaveUp := 0
+			var gaveUp []string
 			for _, p := range h.procs {
-				gaveUp += strings.Count(p.out.String(), crashRunReturned)
+				for _, line := range strings.Split(p.out.String(), "\n") {
+					if strings.HasPrefix(line, crashRunReturned) {
+						gaveUp = append(gaveUp, line)
+					}
+				}
 			}
+			t.Logf("%d processes started; worker.Run gave up (and was started again) %d times %q", len(h.procs), len(gaveUp), gaveUp)
 			h.mu.Unlock()
-			t.Logf("%d processes started; worker.Run gave up (and was started again) %d times", len(h.procs), gaveUp)
 		})
 	}
 }
@@ -855,7 +903,9 @@ func crashMany(h *crashHarness, prefix string, kill func(rnd *rand.Rand) string)
 			h.publish(ids[i])
 		}
 	}
-	// The others' events, once they wait, whatever is down meanwhile.
+	// The others' events, once they wait, whatever is down meanwhile. A
+	// publish whose answer was lost (the server killed) may have been
+	// delivered: the wait's completion says so.
 	stop := make(chan struct{})
 	publisher := make(chan []string, 1)
 	go func() {
@@ -863,15 +913,26 @@ func crashMany(h *crashHarness, prefix string, kill func(rnd *rand.Rand) string)
 		defer func() { publisher <- late }()
 		for i := 1; i < len(ids); i += 2 {
 			for {
-				if h.entryIs(ids[i], "go", workflow.StepWaiting) {
+				inst := h.get(ids[i])
+				var wait *workflow.StepState
+				if inst != nil {
+					wait = inst.State.Steps["go"]
+				}
+				if wait != nil && wait.Status == workflow.StepCompleted {
+					late = append(late, ids[i])
+					break
+				}
+				if wait != nil && wait.Status == workflow.StepWaiting {
 					data, _ := json.Marshal(eventData(ids[i]))
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					_, err := h.c.PublishEvent(ctx, crashEvent, ids[i], data)
+					res, err := h.c.PublishEvent(ctx, crashEvent, ids[i], data)
 					cancel()
 					if err == nil {
+						fmt.Fprintf(&h.notes, "%s published the event of %s: %+v\n", time.Now().Format(time.StampMilli), ids[i], *res)
 						late = append(late, ids[i])
 						break
 					}
+					fmt.Fprintf(&h.notes, "%s publishing the event of %s: %v\n", time.Now().Format(time.StampMilli), ids[i], err)
 				}
 				select {
 				case <-stop:
