@@ -30,7 +30,7 @@ func (e *Engine) Checkpoint(ctx context.Context, taskID, lease, name string, rec
 	var nondet error
 	out := orNull(rec.Output)
 	rec.Output = out
-	_, _, _, err := e.leaseHolderOp(ctx, taskID, "", lease, func(*store.Task) string { return rules.CheckpointCause(name, rec.Failed) },
+	err := e.runRequest(ctx, taskID, lease, func(*store.Task) string { return rules.CheckpointCause(name, rec.Failed) },
 		func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 			ch, st, err := env.Checkpoint(c, inst, t, lease, name, rec, now)
 			nondet = nil
@@ -53,11 +53,89 @@ func (e *Engine) Checkpoint(ctx context.Context, taskID, lease, name string, rec
 	return entry, err
 }
 
+// leaseDecision is one of the rules deciding a lease holder's request on
+// its instance and task row.
+type leaseDecision func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error)
+
+// runRequest writes a run's checkpoint or set: decided on the instance as
+// the run's last write left it, without reading it (onCursor), when that
+// holds; else read, decided and written (leaseHolderOp), which also says
+// why a request fails. Either way the run's cursor is left as the write
+// left the instance.
+func (e *Engine) runRequest(ctx context.Context, taskID, lease string, cause func(*store.Task) string, decide leaseDecision) error {
+	if e.onCursor(ctx, taskID, lease, decide) {
+		return nil
+	}
+	written, ch, _, err := e.leaseHolderOp(ctx, taskID, "", lease, cause, decide)
+	switch {
+	case err != nil || ch == nil:
+		e.runs.drop(taskID)
+	case len(ch.Update) == 1 && ch.Update[0].Task.ID == taskID:
+		e.runs.put(written, &ch.Update[0].Task)
+	}
+	return err
+}
+
+// onCursor makes a run's request one guarded write decided on its cursor
+// (runCursors), through the committers when they run, so that it shares
+// their commit, and reports whether it was made: false when there is no
+// cursor, when the decision does more than record (a failure of the
+// rules, a non-determinism that fails the workflow, a stop), or when the
+// write did not land (a conflict): nothing was written then, and the
+// caller reads and decides again. decide's errNothingToWrite (an entry
+// recorded before) is made, with nothing written.
+func (e *Engine) onCursor(ctx context.Context, taskID, lease string, decide leaseDecision) bool {
+	cur := e.runs.get(taskID, lease)
+	if cur == nil {
+		return false
+	}
+	c, err := e.cached(cur.inst)
+	if err != nil {
+		return false
+	}
+	nothing := false
+	decideOn := func(inst *workflow.Instance, now time.Time) *completion {
+		work, row := shallowWork(inst), cur.row
+		ch, err := decide(e.rulesFor(ctx), c, work, &row, now)
+		nothing = errors.Is(err, errNothingToWrite)
+		if err != nil || ch.Cause == "" || len(ch.Update) != 1 || len(ch.Insert) > 0 || len(ch.Withdrawn) > 0 ||
+			ch.Settled != "" || ch.Status != inst.Status || work.Status != inst.Status || ch.HoldsChange(inst.Status) {
+			return nil
+		}
+		d := &decided{id: inst.ID, version: inst.Version, from: inst.Status, ch: ch, cause: ch.Cause, prior: &inst.State}
+		return &completion{work: work, ch: d.ch, w: d.write(now)}
+	}
+	cp := decideOn(cur.inst, e.clock())
+	if nothing {
+		return true
+	}
+	if cp == nil {
+		return false
+	}
+	res := e.applyCompletion(ctx, cp, decideOn)
+	if res.redecided != nil {
+		cp = res.redecided
+	}
+	if res.err != nil {
+		// Read and decided again, which also finds a write that landed
+		// with its answer lost.
+		e.runs.drop(taskID)
+		return false
+	}
+	if cp.ch.Notify {
+		e.wake()
+	}
+	e.runs.put(res.inst, cp.w.Update[0].Task)
+	return true
+}
+
 // Suspend ends the code workflow run holding lease on task taskID waiting
 // for waits (rules.Suspend): a sleep holds no worker, and the first wait
 // to finish queues the next run.
 func (e *Engine) Suspend(ctx context.Context, taskID, lease string, waits map[string]rules.Wait) error {
 	var nondet error
+	// The run ends here, whatever the outcome.
+	e.runs.drop(taskID)
 	_, _, _, err := e.leaseHolderOp(ctx, taskID, "", lease, func(*store.Task) string { return "" },
 		func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 			ch, err := env.Suspend(c, inst, t, lease, waits, now)
@@ -79,7 +157,7 @@ func (e *Engine) Suspend(ctx context.Context, taskID, lease string, waits map[st
 // value is already that).
 func (e *Engine) SetVariable(ctx context.Context, taskID, lease, key string, value json.RawMessage) error {
 	value = orNull(value)
-	_, _, _, err := e.leaseHolderOp(ctx, taskID, "", lease, func(*store.Task) string { return rules.SetCause(key) },
+	return e.runRequest(ctx, taskID, lease, func(*store.Task) string { return rules.SetCause(key) },
 		func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 			ch, err := env.SetVariable(c, inst, t, lease, key, value, now)
 			if err == nil && ch.Cause == "" {
@@ -87,7 +165,6 @@ func (e *Engine) SetVariable(ctx context.Context, taskID, lease, key string, val
 			}
 			return ch, err
 		})
-	return err
 }
 
 // orNull is a step's output as stored: JSON null for none.
@@ -127,6 +204,8 @@ func (e *Engine) withJournal(ctx context.Context, t *leased) error {
 	}
 	t.Kind = KindWorkflow
 	inst := t.inst
+	// The run's first checkpoint is decided on the instance the claim read.
+	e.runs.put(inst, t.row)
 	if inst == nil {
 		var err error
 		if inst, err = e.st.Get(ctx, t.WorkflowID); err != nil {

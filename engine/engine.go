@@ -228,6 +228,8 @@ type Engine struct {
 	group atomic.Pointer[commitGroup]
 	// written is what the committers wrote last (lastwritten.go).
 	written lastWritten
+	// runs are the code workflow runs' cursors (runcursor.go).
+	runs runCursors
 
 	// seen is, per worker name, the last record of it this node wrote
 	// (workers.go); lastPrune is when the sweeper last deleted old ones.

@@ -201,6 +201,7 @@ func (e *Engine) CompleteTask(ctx context.Context, taskID, lease string, output 
 	if err != nil {
 		return err
 	}
+	e.runs.drop(taskID)
 	_, _, _, err = e.leaseHolderOp(ctx, taskID, "", lease, rules.CompletedCause, completeOnRead(lease, out, rules.NextLease{}))
 	e.countCompleted(result(err, "completed"))
 	return err
@@ -388,6 +389,7 @@ func (e *Engine) storedUnderLease(ctx context.Context, next *leased) bool {
 // RUNNING instance.
 func (e *Engine) FailTask(ctx context.Context, taskID, lease, msg string, retryable bool) error {
 	outcome := "failed"
+	e.runs.drop(taskID)
 	_, ch, _, err := e.leaseHolderOp(ctx, taskID, "", lease, rules.FailedCause, func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 		return env.FailTask(c, inst, t, lease, msg, retryable, now)
 	})
@@ -435,6 +437,10 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, lease string, d time.Dur
 		}
 		return tasksOnly(inst.ID, inst.Status, false, rules.TaskUpdate{Task: t, Guard: store.GuardOf(row)}), nil
 	})
+	if err == nil {
+		// A run's next checkpoint is guarded by the row as extended.
+		e.runs.extended(taskID, lease, until)
+	}
 	return until, err
 }
 

@@ -51,7 +51,9 @@ func SplitState(prior *workflow.State, next workflow.State) (StepRecords, error)
 	ids := make([]string, 0, len(next.Steps))
 	for id, st := range next.Steps {
 		if prior != nil {
-			if old, ok := prior.Steps[id]; ok && old.Equal(st) {
+			// The same record (a decision shares the records it did not
+			// change) is equal without comparing it.
+			if old, ok := prior.Steps[id]; ok && (old == st || old.Equal(st)) {
 				continue
 			}
 		}

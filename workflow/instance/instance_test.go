@@ -3,6 +3,7 @@ package instance
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -232,6 +233,25 @@ func TestCancelActiveSteps(t *testing.T) {
 				t.Errorf("CANCELLED must be a valid step status: %v", err)
 			}
 		})
+	}
+}
+
+// CancelActiveSteps puts new records: a state that shares its records
+// with another (a decision's copy of an instance) leaves the other's as
+// they were.
+func TestCancelActiveStepsLeavesSharedRecords(t *testing.T) {
+	s, err := ParseState([]byte(`{"steps":{"a":{"status":"RUNNING"},"b":{"status":"COMPLETED","output":1}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := s
+	shared.Steps = maps.Clone(s.Steps)
+	shared.CancelActiveSteps()
+	if s.Steps["a"].Status != StepRunning || shared.Steps["a"].Status != StepCancelled {
+		t.Errorf("a: %s in the original, %s in the copy; want RUNNING, CANCELLED", s.Steps["a"].Status, shared.Steps["a"].Status)
+	}
+	if s.Steps["b"] != shared.Steps["b"] {
+		t.Error("a record CancelActiveSteps did not change was replaced")
 	}
 }
 

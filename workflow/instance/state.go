@@ -192,9 +192,13 @@ func (s *State) CompleteStep(id string, output json.RawMessage) error {
 // steps (PENDING ones included) keep their status, output and error.
 func (s *State) CancelActiveSteps() bool {
 	changed := false
-	for _, st := range s.Steps {
+	for id, st := range s.Steps {
 		if st != nil && st.Status.Active() {
-			st.Status = StepCancelled
+			// A new record, not the one changed in place: a record may be
+			// shared with the state this one was copied from.
+			c := *st
+			c.Status = StepCancelled
+			s.Steps[id] = &c
 			changed = true
 		}
 	}

@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
+)
+
+// runCursors keep, for the code workflow runs this node serves, the
+// instance and the run's task row as the run's last write (or its claim)
+// left them. A run is its instance's only writer while it holds its lease,
+// so its next checkpoint is decided on that instance without reading it
+// again: reading it would assemble every step recorded so far, and a
+// checkpoint would cost the journal instead of its step. What a cursor
+// keeps is only ever a starting point: the write stays guarded by the
+// instance's version and the row's lease, and anything that moved in
+// between (a pause, a PATCH, a heartbeat, another node's write) makes it
+// conflict, and the request is then read and decided again.
+type runCursors struct {
+	mu sync.Mutex
+	m  map[string]*runCursor // by task id
+}
+
+// runCursor is one run's instance and task row as its last write left them.
+type runCursor struct {
+	lease string
+	inst  *workflow.Instance
+	row   store.Task
+}
+
+// maxRunCursors bounds the runs kept: more runs than that at once on one
+// node read their instance for some of their checkpoints.
+const maxRunCursors = 1024
+
+// get returns the cursor of the run holding lease on task taskID, or nil.
+func (r *runCursors) get(taskID, lease string) *runCursor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.m[taskID]
+	if c == nil || c.lease != lease {
+		return nil
+	}
+	return c
+}
+
+// put keeps inst and row as the run's last write left them; an instance
+// that no longer runs the run is forgotten.
+func (r *runCursors) put(inst *workflow.Instance, row *store.Task) {
+	if inst == nil || row == nil || row.Lease == "" || row.Status != store.TaskLeased {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if inst.Status != workflow.StatusRunning {
+		delete(r.m, row.ID)
+		return
+	}
+	if r.m == nil {
+		r.m = make(map[string]*runCursor)
+	}
+	if _, kept := r.m[row.ID]; !kept && len(r.m) >= maxRunCursors {
+		for id := range r.m { // any one: the map's order is arbitrary
+			delete(r.m, id)
+			break
+		}
+	}
+	r.m[row.ID] = &runCursor{lease: row.Lease, inst: inst, row: *row}
+}
+
+// extended notes a heartbeat's new lease end on the run's row.
+func (r *runCursors) extended(taskID, lease string, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.m[taskID]; c != nil && c.lease == lease {
+		next := *c
+		next.row.LeaseUntil = until
+		r.m[taskID] = &next
+	}
+}
+
+// drop forgets the run of task taskID: it ended, or its cursor is not to
+// be trusted.
+func (r *runCursors) drop(taskID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, taskID)
+}
+
+// shallowWork is inst as a decision about a run's request changes it:
+// with maps of its own, and the step records shared with inst's. The rules
+// never change a record in place (they put a new one), so a record shared
+// here stays as written; copying them would cost every step recorded.
+func shallowWork(inst *workflow.Instance) *workflow.Instance {
+	w := *inst
+	w.State.Steps = maps.Clone(inst.State.Steps)
+	if w.State.Steps == nil {
+		w.State.Steps = map[string]*workflow.StepState{}
+	}
+	w.State.Variables = maps.Clone(inst.State.Variables)
+	w.State.Extra = maps.Clone(inst.State.Extra)
+	return &w
+}
