@@ -186,6 +186,7 @@ func (d *decided) write(now time.Time) *store.Write {
 		w.Settled, w.SettledCause = ch.Settled, ch.SettledCause
 		w.Insert = insertRows(ch.Insert)
 		w.Prior = d.prior
+		w.Changed, w.StateLen = ch.Edited, ch.StateLen
 		if w.Cause == "" {
 			w.Cause = ch.Cause
 		}

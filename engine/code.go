@@ -71,7 +71,7 @@ func (e *Engine) runRequest(ctx context.Context, taskID, lease string, cause fun
 	case err != nil || ch == nil:
 		e.runs.drop(taskID)
 	case len(ch.Update) == 1 && ch.Update[0].Task.ID == taskID:
-		e.runs.put(written, &ch.Update[0].Task)
+		e.runs.put(written, &ch.Update[0].Task, ch.StateLen)
 	}
 	return err
 }
@@ -96,7 +96,13 @@ func (e *Engine) onCursor(ctx context.Context, taskID, lease string, decide leas
 	nothing := false
 	decideOn := func(inst *workflow.Instance, now time.Time) *completion {
 		work, row := shallowWork(inst), cur.row
-		ch, err := decide(e.rulesFor(ctx), c, work, &row, now)
+		env := e.rulesFor(ctx)
+		if inst == cur.inst {
+			// The length is known of the cursor's state alone (the
+			// committers may decide again on another).
+			env.StateLen = cur.stateLen
+		}
+		ch, err := decide(env, c, work, &row, now)
 		nothing = errors.Is(err, errNothingToWrite)
 		if err != nil || ch.Cause == "" || len(ch.Update) != 1 || len(ch.Insert) > 0 || len(ch.Withdrawn) > 0 ||
 			ch.Settled != "" || ch.Status != inst.Status || work.Status != inst.Status || ch.HoldsChange(inst.Status) {
@@ -125,7 +131,7 @@ func (e *Engine) onCursor(ctx context.Context, taskID, lease string, decide leas
 	if cp.ch.Notify {
 		e.wake()
 	}
-	e.runs.put(res.inst, cp.w.Update[0].Task)
+	e.runs.put(res.inst, cp.w.Update[0].Task, cp.w.StateLen)
 	return true
 }
 
@@ -205,7 +211,7 @@ func (e *Engine) withJournal(ctx context.Context, t *leased) error {
 	t.Kind = KindWorkflow
 	inst := t.inst
 	// The run's first checkpoint is decided on the instance the claim read.
-	e.runs.put(inst, t.row)
+	e.runs.put(inst, t.row, 0)
 	if inst == nil {
 		var err error
 		if inst, err = e.st.Get(ctx, t.WorkflowID); err != nil {

@@ -29,6 +29,8 @@ type runCursor struct {
 	lease string
 	inst  *workflow.Instance
 	row   store.Task
+	// stateLen is the length of inst's state as stored (0: not known).
+	stateLen int
 }
 
 // maxRunCursors bounds the runs kept: more runs than that at once on one
@@ -46,9 +48,10 @@ func (r *runCursors) get(taskID, lease string) *runCursor {
 	return c
 }
 
-// put keeps inst and row as the run's last write left them; an instance
-// that no longer runs the run is forgotten.
-func (r *runCursors) put(inst *workflow.Instance, row *store.Task) {
+// put keeps inst and row as the run's last write left them, and the
+// length of the state it stored (0: not known); an instance that no
+// longer runs the run is forgotten.
+func (r *runCursors) put(inst *workflow.Instance, row *store.Task, stateLen int) {
 	if inst == nil || row == nil || row.Lease == "" || row.Status != store.TaskLeased {
 		return
 	}
@@ -67,7 +70,7 @@ func (r *runCursors) put(inst *workflow.Instance, row *store.Task) {
 			break
 		}
 	}
-	r.m[row.ID] = &runCursor{lease: row.Lease, inst: inst, row: *row}
+	r.m[row.ID] = &runCursor{lease: row.Lease, inst: inst, row: *row, stateLen: stateLen}
 }
 
 // extended notes a heartbeat's new lease end on the run's row.

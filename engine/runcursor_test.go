@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,6 +108,52 @@ func TestCheckpointsReadNothing(t *testing.T) {
 		}
 		if h[steps+1].Cause != `variable "k" set` || h[steps+3].Cause != `step "while-paused" completed` {
 			t.Errorf("causes: %q, %q", h[steps+1].Cause, h[steps+3].Cause)
+		}
+	})
+}
+
+// A checkpoint decided on the run's cursor measures the state from the
+// length its last write stored: it is refused exactly when the state
+// with its record would be larger than the limit, and nothing of it is
+// written.
+func TestCheckpointOnTheCursorKeepsTheStateLimit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const limit = 8 << 10
+		n := newNode(t, b, b.newDB(t), nodeOpts{maxState: limit})
+		n.define(orderCode)
+		w := codeWorker{t: t, n: n}
+		n.start("order", "o1", `{}`)
+		run := w.run(5 * time.Second)
+		out := json.RawMessage(`"` + strings.Repeat("x", 300) + `"`)
+		var refused string
+		for i := range 100 {
+			name := fmt.Sprintf("s%02d", i)
+			_, err := n.eng.Checkpoint(t.Context(), run.ID, run.Lease, name, rules.Recorded{Output: out})
+			if errors.Is(err, workflow.ErrStateTooLarge) {
+				refused = name
+				break
+			}
+			if err != nil {
+				t.Fatalf("checkpoint %s: %v", name, err)
+			}
+		}
+		if refused == "" {
+			t.Fatal("no checkpoint was refused")
+		}
+		inst, err := n.st.Get(t.Context(), "o1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := inst.State.Steps[refused]; ok {
+			t.Fatalf("the refused %s was recorded", refused)
+		}
+		stored, _ := inst.State.MarshalJSON()
+		with := inst.State.Clone()
+		with.Steps[refused] = &workflow.StepState{Status: workflow.StepCompleted, Output: out, Attempts: 1,
+			Extra: map[string]json.RawMessage{"kind": json.RawMessage(`"step"`), "seq": json.RawMessage(fmt.Sprint(len(inst.State.Steps) + 1))}}
+		more, _ := with.MarshalJSON()
+		if len(stored) > limit || len(more) <= limit {
+			t.Errorf("%s refused with the state at %d bytes, %d with it; the limit is %d", refused, len(stored), len(more), limit)
 		}
 	})
 }

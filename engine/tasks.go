@@ -99,7 +99,8 @@ func (e *Engine) leasedAsGiven(ctx context.Context, taskID, lease string) bool {
 // change with one guarded store.Apply (the task's update guarded by the
 // lease, the instance by its version), deciding again on a fresh read when
 // something moved. It returns the instance as written, the change and the
-// rows it inserted.
+// rows it inserted; the change's StateLen is the length of the stored
+// state as written.
 //
 // instanceID is the task's instance when the caller knows it ("" when
 // not): on a store with one writer the decision is made in the instance's
@@ -178,6 +179,8 @@ func (e *Engine) leaseHolderOp(ctx context.Context, taskID, instanceID, lease st
 	if ch.Notify {
 		e.wake()
 	}
+	// The length of the state as written, which the store measured.
+	ch.StateLen = w.StateLen
 	return written, ch, w.Insert, nil
 }
 

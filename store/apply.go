@@ -86,6 +86,20 @@ type Write struct {
 	// frequent writes give it). A Prior that is not that state makes the
 	// history wrong: leave it nil when in doubt.
 	Prior *workflow.State
+	// Changed, when not nil (with Prior), names every step whose record
+	// State puts differently from Prior's (new, replaced or deleted);
+	// every other step's record is Prior's. A backend then stores and
+	// patches those alone, without looking at the others: a write costs
+	// its change, not the steps recorded before it.
+	Changed []string
+	// StateLen, when not 0, is the length of State's stored form
+	// (MarshalJSON), which the caller worked out (workflow.Edit): a
+	// backend need not encode the whole state to measure it, and the
+	// instance it returns may share State's maps (the caller hands them
+	// over and changes them no more). On success
+	// the backend sets it to the length of the stored form of the state
+	// the write leaves (the settled version's, when it settles).
+	StateLen int
 
 	// TasksOnly makes the write one of task rows alone: a heartbeat, a
 	// task given back, a timer's lease expiry, the cancel of a task whose
@@ -185,7 +199,14 @@ func (w *Write) Prepare() error {
 	if w.Output != nil && (w.FinalStatus() != workflow.StatusCompleted || !json.Valid(w.Output)) {
 		return fmt.Errorf("%w: workflow %q: an output is written, as JSON, with the COMPLETED status only", ErrInvalidArgument, w.ID)
 	}
-	StopSteps(w.From, w.Status, &w.State)
+	if StopSteps(w.From, w.Status, &w.State) {
+		// Records the caller did not name changed.
+		w.Changed, w.StateLen = nil, 0
+	}
+	if w.Changed != nil && w.Prior != nil {
+		// The other records are Prior's, valid when they were stored.
+		return w.State.ValidateSteps(w.Changed...)
+	}
 	return w.State.Validate()
 }
 

@@ -39,8 +39,11 @@ type StepRecords struct {
 // SplitState returns how to store next over prior, the state stored at
 // the version the write moves from: the records of the steps that are
 // new or differ from prior's, and the steps prior had that next has not.
-// With no prior, every record is put (All).
-func SplitState(prior *workflow.State, next workflow.State) (StepRecords, error) {
+// With no prior, every record is put (All). changed, when not nil (with a
+// prior), names every step whose record may differ (Write.Changed): the
+// others are not looked at, so that the split costs the change, not the
+// state.
+func SplitState(prior *workflow.State, next workflow.State, changed []string) (StepRecords, error) {
 	header := next
 	header.Steps = nil
 	b, err := header.MarshalJSON()
@@ -48,18 +51,32 @@ func SplitState(prior *workflow.State, next workflow.State) (StepRecords, error)
 		return StepRecords{}, fmt.Errorf("%w: %w", workflow.ErrInvalidState, err)
 	}
 	sr := StepRecords{Header: b, All: prior == nil}
-	ids := make([]string, 0, len(next.Steps))
-	for id, st := range next.Steps {
-		if prior != nil {
-			// The same record (a decision shares the records it did not
-			// change) is equal without comparing it.
-			if old, ok := prior.Steps[id]; ok && (old == st || old.Equal(st)) {
-				continue
+	if prior == nil {
+		changed = nil
+	}
+	var ids []string
+	differs := func(id string, st *workflow.StepState) bool {
+		// The same record (a decision shares the records it did not
+		// change) is equal without comparing it.
+		old, ok := prior.Steps[id]
+		return !ok || old != st && !old.Equal(st)
+	}
+	if changed != nil {
+		for _, id := range changed {
+			if st, ok := next.Steps[id]; ok && differs(id, st) {
+				ids = append(ids, id)
 			}
 		}
-		ids = append(ids, id)
+	} else {
+		ids = make([]string, 0, len(next.Steps))
+		for id, st := range next.Steps {
+			if prior == nil || differs(id, st) {
+				ids = append(ids, id)
+			}
+		}
 	}
 	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	sr.IDs, sr.Records, sr.Existing = ids, make([][]byte, len(ids)), make([]bool, len(ids))
 	for i, id := range ids {
 		if prior != nil {
@@ -74,12 +91,24 @@ func SplitState(prior *workflow.State, next workflow.State) (StepRecords, error)
 		sr.Records[i] = rec
 	}
 	if prior != nil {
-		for id := range prior.Steps {
+		dropped := func(id string) {
 			if _, ok := next.Steps[id]; !ok {
 				sr.Drop = append(sr.Drop, id)
 			}
 		}
+		if changed != nil {
+			for _, id := range changed {
+				if _, ok := prior.Steps[id]; ok {
+					dropped(id)
+				}
+			}
+		} else {
+			for id := range prior.Steps {
+				dropped(id)
+			}
+		}
 		slices.Sort(sr.Drop)
+		sr.Drop = slices.Compact(sr.Drop)
 	}
 	return sr, nil
 }
@@ -92,8 +121,8 @@ func SplitState(prior *workflow.State, next workflow.State) (StepRecords, error)
 // that it costs that change, not the size of the state. ok false: no
 // patch reproduces next's encoding (its header's keys are in an order
 // jsondelta.Apply does not give); the version is then stored whole.
-func HistoryPatch(prior, next *workflow.State) (patch []byte, ok bool, err error) {
-	sr, err := SplitState(prior, *next)
+func HistoryPatch(prior, next *workflow.State, changed []string) (patch []byte, ok bool, err error) {
+	sr, err := SplitState(prior, *next, changed)
 	if err != nil {
 		return nil, false, err
 	}
@@ -114,9 +143,9 @@ func HistoryPatch(prior, next *workflow.State) (patch []byte, ok bool, err error
 // HistoryPatchOf is HistoryPatch(prior, next) as jsondelta.Row asks for
 // it, made only when the snapshot policy needs a patch; nil when there is
 // no prior (the first version).
-func HistoryPatchOf(prior, next *workflow.State) func() ([]byte, bool, error) {
+func HistoryPatchOf(prior, next *workflow.State, changed []string) func() ([]byte, bool, error) {
 	if prior == nil {
 		return nil
 	}
-	return func() ([]byte, bool, error) { return HistoryPatch(prior, next) }
+	return func() ([]byte, bool, error) { return HistoryPatch(prior, next, changed) }
 }

@@ -30,7 +30,7 @@ func TestSplitStatePutsTheChangedStepsAndDropsTheRemovedOnes(t *testing.T) {
 	delete(next.Steps, "c")
 	next.Steps["e"] = &workflow.StepState{Status: workflow.StepPending}
 
-	sr, err := store.SplitState(&prior, next)
+	sr, err := store.SplitState(&prior, next, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestSplitStatePutsTheChangedStepsAndDropsTheRemovedOnes(t *testing.T) {
 		t.Errorf("header %s, want the state without its steps' records", got)
 	}
 
-	same, err := store.SplitState(&next, next.Clone())
+	same, err := store.SplitState(&next, next.Clone(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestSplitStatePutsTheChangedStepsAndDropsTheRemovedOnes(t *testing.T) {
 
 	// Without the state it moves from, a write puts every record and
 	// replaces whatever is stored.
-	all, err := store.SplitState(nil, next)
+	all, err := store.SplitState(nil, next, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestSplitStatePutsTheChangedStepsAndDropsTheRemovedOnes(t *testing.T) {
 
 func TestSplitStateRefusesAStateThatDoesNotEncode(t *testing.T) {
 	next := workflow.State{Steps: map[string]*workflow.StepState{"a": {Status: workflow.StepCompleted, Output: json.RawMessage(`{`)}}}
-	if _, err := store.SplitState(nil, next); err == nil {
+	if _, err := store.SplitState(nil, next, nil); err == nil {
 		t.Fatal("a step whose output is not JSON was split")
 	}
 }
@@ -123,7 +123,7 @@ func TestHistoryPatchReproducesTheNewState(t *testing.T) {
 	for i := range 500 {
 		next := prior.Clone()
 		change(&next)
-		patch, ok, err := store.HistoryPatch(&prior, &next)
+		patch, ok, err := store.HistoryPatch(&prior, &next, nil)
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
@@ -155,7 +155,7 @@ func TestHistoryPatchHoldsOnlyTheChange(t *testing.T) {
 	}
 	next := prior.Clone()
 	next.Steps["s200"] = &workflow.StepState{Status: workflow.StepRunning, Attempts: 1}
-	patch, ok, err := store.HistoryPatch(&prior, &next)
+	patch, ok, err := store.HistoryPatch(&prior, &next, nil)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}

@@ -15,6 +15,7 @@ type (
 	StepStatus         = instance.StepStatus
 	ParentRef          = instance.ParentRef
 	StateTooLargeError = instance.StateTooLargeError
+	Edit               = instance.Edit
 )
 
 // Instance statuses.
@@ -66,6 +67,14 @@ var (
 
 // ParseState is instance.ParseState.
 func ParseState(b []byte) (State, error) { return instance.ParseState(b) }
+
+// BeginEdit is instance.BeginEdit.
+func BeginEdit(s *State, base int, steps ...string) Edit {
+	return instance.BeginEdit(s, base, steps...)
+}
+
+// CheckLen is instance.CheckLen.
+func CheckLen(n, max int) error { return instance.CheckLen(n, max) }
 
 // ParseStatus is instance.ParseStatus.
 func ParseStatus(s string) (Status, error) { return instance.ParseStatus(s) }

@@ -47,6 +47,13 @@ type Change struct {
 	// the instance (Status, State and Cause are unset): a delivery of
 	// iterations of foreach steps.
 	LeasesOnly bool
+	// Edited, when not nil, names every step whose record State puts
+	// differently from the instance the decision was given; the others
+	// are its records. StateLen, when not 0, is the length of State's
+	// stored form. Both are known to decisions that change a few records
+	// (store.Write.Changed, StateLen).
+	Edited   []string
+	StateLen int
 }
 
 // setInstance records inst as the write leaves it.
@@ -104,6 +111,24 @@ type Env struct {
 	// decision that would leave no room for more fails it instead (0: no
 	// bound).
 	MaxVersions int
+
+	// StateLen, when the caller knows it, is the length of the stored
+	// form of the state of the instance a decision is given (the length
+	// the write that stored it worked out; 0: not known). A decision that
+	// changes a few records (a checkpoint, a set) then measures the state
+	// from it instead of encoding all of it.
+	StateLen int
 }
 
 func (env Env) checkSize(s workflow.State) error { return s.CheckSize(env.MaxStateBytes) }
+
+// checkEdit is checkSize of a state changed within ed, measured from its
+// length before when that is known. It returns the new length (0: not
+// known).
+func (env Env) checkEdit(s workflow.State, ed workflow.Edit) (int, error) {
+	n := ed.End()
+	if n == 0 {
+		return 0, env.checkSize(s)
+	}
+	return n, workflow.CheckLen(n, env.MaxStateBytes)
+}

@@ -411,12 +411,14 @@ func (env Env) Checkpoint(c *Definition, inst *workflow.Instance, t *store.Task,
 	} else if len(st.Output) == 0 {
 		st.Output = json.RawMessage("null")
 	}
+	ed := workflow.BeginEdit(&inst.State, env.StateLen, name)
 	inst.State.Steps[name] = st
 	setCodeRuns(&inst.State, r)
-	if err := env.checkSize(inst.State); err != nil {
+	size, err := env.checkEdit(inst.State, ed)
+	if err != nil {
 		return Change{}, nil, err
 	}
-	ch = Change{Cause: CheckpointCause(name, rec.Failed)}
+	ch = Change{Cause: CheckpointCause(name, rec.Failed), Edited: ed.Steps(), StateLen: size}
 	// The run's row, unchanged, guards the write: a run whose lease moved
 	// on since it was read records nothing.
 	ch.Update = append(ch.Update, TaskUpdate{Task: *t, Guard: store.GuardOf(t)})
@@ -640,14 +642,16 @@ func (env Env) SetVariable(c *Definition, inst *workflow.Instance, t *store.Task
 	if old, ok := inst.State.Variables[key]; ok && jsonEqual(old, value) {
 		return Change{}, nil
 	}
+	ed := workflow.BeginEdit(&inst.State, env.StateLen)
 	if inst.State.Variables == nil {
 		inst.State.Variables = map[string]json.RawMessage{}
 	}
 	inst.State.Variables[key] = value
-	if err := env.checkSize(inst.State); err != nil {
+	n, err := env.checkEdit(inst.State, ed)
+	if err != nil {
 		return Change{}, err
 	}
-	ch := Change{Cause: SetCause(key)}
+	ch := Change{Cause: SetCause(key), Edited: ed.Steps(), StateLen: n}
 	ch.Update = append(ch.Update, TaskUpdate{Task: *t, Guard: store.GuardOf(t)})
 	ch.setInstance(inst)
 	if err := env.limitVersions(c, inst.Status, inst, &ch); err != nil {

@@ -112,6 +112,8 @@ func failInstance(c *Definition, inst *workflow.Instance, msg string, ch *Change
 		return err
 	}
 	inst.State.CancelActiveSteps()
+	// It changes more than the decision it replaces said it edits.
+	ch.Edited, ch.StateLen = nil, 0
 	ch.Insert, ch.Next, ch.Output = nil, nil, nil
 	ch.Settled, ch.SettledCause = "", ""
 	ch.Note = "; " + msg

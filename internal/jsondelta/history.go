@@ -50,20 +50,23 @@ func Entry(prevRow []byte, prevVersion int64, old, new []byte, o Order) ([]byte,
 	if err != nil || !ok {
 		return new, err
 	}
-	return entryOf(prevRow, prevVersion, new, patch)
+	return entryOf(prevRow, prevVersion, len(new), Whole(new), patch)
 }
+
+// Whole is Row's new for a state already encoded as b.
+func Whole(b []byte) func() ([]byte, error) { return func() ([]byte, error) { return b, nil } }
 
 // entryOf is the row of a new version whose state is new and whose patch
 // from the previous version's state is patch: the patch row while its
 // read cost stays within SnapshotFactor × new's size, else new whole.
-func entryOf(prevRow []byte, prevVersion int64, new, patch []byte) ([]byte, error) {
+func entryOf(prevRow []byte, prevVersion int64, size int, new func() ([]byte, error), patch []byte) ([]byte, error) {
 	base, cost, err := rowCost(prevRow, prevVersion)
 	if err != nil {
 		return nil, err
 	}
 	cost += int64(len(patch))
-	if cost > SnapshotFactor*int64(len(new)) {
-		return new, nil
+	if cost > SnapshotFactor*int64(size) {
+		return new()
 	}
 	row := make([]byte, 0, len(patch)+32)
 	row = append(row, '[')
@@ -149,26 +152,33 @@ const WholeBelow = 4096
 
 // Row returns what a store writes for version of an instance, whose state
 // is new (compact JSON in Go's key order, Bytewise, as the state encoder
-// writes it). It is the snapshot policy every store follows: the first
-// version, and a state under WholeBelow bytes, are stored whole;
-// otherwise prevRow is called for the previous version's stored row (nil:
-// there is none, a snapshot), compact (PostgreSQL's jsonb text has
-// spaces), and patch for the patch from the previous version's state to
-// new (ok false: none reproduces new, which is then stored whole), and the
-// version is stored as a patch row while its read cost allows (Entry).
-// patch is nil when there is no previous version. The decisions and the
-// costs are the same on every store.
-func Row(version int64, new []byte, patch func() ([]byte, bool, error), prevRow func() ([]byte, error)) ([]byte, error) {
-	if patch == nil || version == 0 || len(new) < WholeBelow {
-		return new, nil
+// writes it), size bytes long, encoded only when the row holds it. It is
+// the snapshot policy every store follows: the first version, and a state
+// under WholeBelow bytes, are stored whole; otherwise prevRow is called
+// for the previous version's stored row (nil: there is none, a snapshot),
+// compact (PostgreSQL's jsonb text has spaces), and patch for the patch
+// from the previous version's state to new (ok false: none reproduces
+// new, which is then stored whole), and the version is stored as a patch
+// row while its read cost allows (Entry). patch is nil when there is no
+// previous version. The decisions and the costs are the same on every
+// store.
+func Row(version int64, size int, new func() ([]byte, error), patch func() ([]byte, bool, error), prevRow func() ([]byte, error)) ([]byte, error) {
+	if patch == nil || version == 0 || size < WholeBelow {
+		return new()
 	}
 	prev, err := prevRow()
-	if err != nil || prev == nil {
-		return new, err
+	if err != nil {
+		return nil, err
+	}
+	if prev == nil {
+		return new()
 	}
 	p, ok, err := patch()
-	if err != nil || !ok {
-		return new, err
+	if err != nil {
+		return nil, err
 	}
-	return entryOf(prev, version-1, new, p)
+	if !ok {
+		return new()
+	}
+	return entryOf(prev, version-1, size, new, p)
 }

@@ -26,14 +26,14 @@ func TestRowPolicy(t *testing.T) {
 		{"no previous state", 3, nil, bigState("a")},
 		{"small state", 3, []byte(`{"v":0}`), small},
 	} {
-		row, err := Row(c.version, c.new, diffOf(c.old, c.new), noRead)
+		row, err := Row(c.version, len(c.new), Whole(c.new), diffOf(c.old, c.new), noRead)
 		if err != nil || !bytes.Equal(row, c.new) {
 			t.Errorf("%s: Row = %s, %v; want the state whole", c.name, row, err)
 		}
 	}
 
 	old, next := bigState("a"), bigState("b")
-	row, err := Row(5, next, diffOf(old, next), func() ([]byte, error) { return old, nil })
+	row, err := Row(5, len(next), Whole(next), diffOf(old, next), func() ([]byte, error) { return old, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +50,12 @@ func TestRowPolicy(t *testing.T) {
 	}
 
 	// No previous row (it was never written): a snapshot.
-	if row, err := Row(5, next, diffOf(old, next), func() ([]byte, error) { return nil, nil }); err != nil || !bytes.Equal(row, next) {
+	if row, err := Row(5, len(next), Whole(next), diffOf(old, next), func() ([]byte, error) { return nil, nil }); err != nil || !bytes.Equal(row, next) {
 		t.Errorf("Row without a previous row = %.60s, %v; want the state whole", row, err)
 	}
 	// A previous row that cannot be read fails the write.
 	boom := errors.New("boom")
-	if _, err := Row(5, next, diffOf(old, next), func() ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
+	if _, err := Row(5, len(next), Whole(next), diffOf(old, next), func() ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Errorf("Row with a failing read = %v, want %v", err, boom)
 	}
 }

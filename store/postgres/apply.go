@@ -351,12 +351,14 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instan
 
 // preparedApply is a checked Write with its statement's arguments.
 type preparedApply struct {
-	w       *store.Write
-	state   workflow.State // the state as stored by the last version
-	inserts []store.Task
-	now     time.Time
-	args    []any
-	leased  bool // it changes LEASED counts: the leased shape
+	w     *store.Write
+	state workflow.State // the state as stored by the last version
+	// stateLen is the length of state's stored form.
+	stateLen int
+	inserts  []store.Task
+	now      time.Time
+	args     []any
+	leased   bool // it changes LEASED counts: the leased shape
 }
 
 // prepareApply checks w and makes its statement's arguments; actor is the
@@ -370,24 +372,29 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 			return nil, err
 		}
 	}
-	final := w.State.Clone()
-	state, err := encodeState(&final)
+	state, err := store.PrepareState(w)
 	if err != nil {
 		return nil, err
 	}
-	finalJSON := state
+	final := state.State
+	settled := state
 	if w.Settled != "" && store.StopSteps(w.Status, w.Settled, &final) {
-		if finalJSON, err = encodeState(&final); err != nil {
+		if settled, err = store.EncodeState(final); err != nil {
 			return nil, err
 		}
 	}
-	rows, err := q.applyHistory(ctx, w, state, &final, finalJSON)
+	rows, err := q.applyHistory(ctx, w, state, &final, settled)
 	if err != nil {
 		return nil, err
 	}
 	// The instance's row and its steps' records store the last version's
 	// state, over the one the write moves from.
-	records, err := store.SplitState(w.Prior, final)
+	changed := w.Changed
+	if w.Settled != "" {
+		// The settled version changes records of its own.
+		changed = nil
+	}
+	records, err := store.SplitState(w.Prior, final, changed)
 	if err != nil {
 		return nil, err
 	}
@@ -431,7 +438,7 @@ func (q *querier) prepareApply(ctx context.Context, w *store.Write, actor string
 	if len(leased) > 0 {
 		args = append(args, leasedArgs(leased)...)
 	}
-	return &preparedApply{w: w, state: final, inserts: inserts, now: now, args: args, leased: len(leased) > 0}, nil
+	return &preparedApply{w: w, state: final, stateLen: settled.Len(), inserts: inserts, now: now, args: args, leased: len(leased) > 0}, nil
 }
 
 // guardedUpdates are the task writes of an Apply as statement arguments:
@@ -552,6 +559,7 @@ func outputArg(out []byte) any {
 
 // fill gives the caller's tasks what was stored.
 func (pa *preparedApply) fill() {
+	pa.w.StateLen = pa.stateLen
 	for i, t := range pa.w.Insert {
 		*t = pa.inserts[i]
 	}
@@ -562,21 +570,21 @@ func (pa *preparedApply) fill() {
 }
 
 // applyHistory returns the history rows of w's versions: the first one's,
-// whose state is w.State, encoded as state, and the settled version's (nil
-// when w settles nothing), whose state is final, encoded as finalJSON, and
+// whose state is w.State, stored as state, and the settled version's (nil
+// when w settles nothing), whose state is final, stored as settled, and
 // whose previous row is the first one.
-func (q *querier) applyHistory(ctx context.Context, w *store.Write, state []byte, final *workflow.State, finalJSON []byte) ([2]any, error) {
-	prior, err := priorState(ctx, q.db, w.ID, w.ExpectedVersion, w.Prior, state)
+func (q *querier) applyHistory(ctx context.Context, w *store.Write, state *store.StoredState, final *workflow.State, settled *store.StoredState) ([2]any, error) {
+	prior, err := priorState(ctx, q.db, w.ID, w.ExpectedVersion, w.Prior, state.Len())
 	if err != nil {
 		return [2]any{}, err
 	}
-	first, err := historyEntry(ctx, q.db, w.ID, w.ExpectedVersion+1, state, store.HistoryPatchOf(prior, &w.State))
+	first, err := historyEntry(ctx, q.db, w.ID, w.ExpectedVersion+1, state.Len(), state.JSON, store.HistoryPatchOf(prior, &w.State, w.Changed))
 	if err != nil || w.Settled == "" {
 		return [2]any{string(first), nil}, err
 	}
-	settled, err := jsondelta.Row(w.ExpectedVersion+2, finalJSON, store.HistoryPatchOf(&w.State, final), func() ([]byte, error) { return first, nil })
+	row, err := jsondelta.Row(w.ExpectedVersion+2, settled.Len(), settled.JSON, store.HistoryPatchOf(&w.State, final, nil), func() ([]byte, error) { return first, nil })
 	if err != nil {
 		return [2]any{}, fmt.Errorf("postgres: workflow %q history version %d: %w", w.ID, w.ExpectedVersion+2, err)
 	}
-	return [2]any{string(first), string(settled)}, nil
+	return [2]any{string(first), string(row)}, nil
 }

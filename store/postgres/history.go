@@ -24,8 +24,8 @@ import (
 // the new version's state as marshalState writes it, and patch gives the
 // patch from the previous version's (nil: there is none); db is where the
 // previous row is read from.
-func historyEntry(ctx context.Context, db dbtx, id string, version int64, state []byte, patch func() ([]byte, bool, error)) ([]byte, error) {
-	row, err := jsondelta.Row(version, state, patch, func() ([]byte, error) {
+func historyEntry(ctx context.Context, db dbtx, id string, version int64, size int, state func() ([]byte, error), patch func() ([]byte, bool, error)) ([]byte, error) {
+	row, err := jsondelta.Row(version, size, state, patch, func() ([]byte, error) {
 		return storedHistoryRow(ctx, db, id, version-1)
 	})
 	if err != nil {
@@ -53,11 +53,11 @@ func storedHistoryRow(ctx context.Context, db dbtx, id string, version int64) ([
 // (state, the new version's, not under jsondelta.WholeBelow). Nil when it
 // is not needed or id is no longer at version (the write guarded by it
 // will not happen).
-func priorState(ctx context.Context, db dbtx, id string, version int64, prior *workflow.State, state []byte) (*workflow.State, error) {
+func priorState(ctx context.Context, db dbtx, id string, version int64, prior *workflow.State, size int) (*workflow.State, error) {
 	if prior != nil {
 		return prior, nil
 	}
-	if len(state) < jsondelta.WholeBelow {
+	if size < jsondelta.WholeBelow {
 		return nil, nil
 	}
 	var stored []byte

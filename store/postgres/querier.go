@@ -173,7 +173,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	pc.args = append(append(pc.args, parentArgs(p.Parent)...), nullText(p.TraceParent))
 	pc.args = append(pc.args, tail...)
 	pc.args = append(append(pc.args, concurrencyArgs(p.Concurrency)...), int16(p.Priority), p.Actor)
-	sr, err := store.SplitState(nil, state)
+	sr, err := store.SplitState(nil, state, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -368,12 +368,6 @@ func marshalState(s workflow.State) ([]byte, error) {
 	// output once more.
 	return storableState(s.MarshalJSON())
 }
-
-// encodeState is marshalState for a state the write owns (its own
-// Clone): State.Encode marks the outputs it has checked, so that the
-// next write of the state, from the instance the write returns, copies
-// them.
-func encodeState(s *workflow.State) ([]byte, error) { return storableState(s.Encode()) }
 
 func storableState(b []byte, err error) ([]byte, error) {
 	if err != nil {

@@ -38,8 +38,8 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance
 // preparedApply is a checked Write with its rows as they will be stored.
 type preparedApply struct {
 	w                   *store.Write
-	state, settledState string         // the versions' states, JSON (settledState: the last one's)
-	final               workflow.State // the last version's state
+	state, settledState *store.StoredState // the versions' states (settledState: the last one's)
+	final               workflow.State     // the last version's state
 	inserts, updates    []store.Task
 	now                 time.Time
 }
@@ -48,17 +48,14 @@ func (q *querier) prepareApply(w *store.Write) (*preparedApply, error) {
 	if err := w.Prepare(); err != nil {
 		return nil, err
 	}
-	// The write's own copy of the state: encodeState marks the outputs it
-	// has checked, and the next write of the state, from the instance
-	// this one returns, copies them.
-	final := w.State.Clone()
-	state, err := encodeState(&final)
+	state, err := store.PrepareState(w)
 	if err != nil {
 		return nil, err
 	}
+	final := state.State
 	settledState := state
 	if w.Settled != "" && store.StopSteps(w.Status, w.Settled, &final) {
-		if settledState, err = encodeState(&final); err != nil {
+		if settledState, err = store.EncodeState(final); err != nil {
 			return nil, err
 		}
 	}
@@ -126,7 +123,12 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 	}
 	// The instance's row and its steps' records store the last version's
 	// state, over the one the write moves from.
-	records, err := store.SplitState(prior, pa.final)
+	changed := w.Changed
+	if w.Settled != "" {
+		// The settled version changes records of its own.
+		changed = nil
+	}
+	records, err := store.SplitState(prior, pa.final, changed)
 	if err != nil {
 		return nil, err
 	}
@@ -135,14 +137,14 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 	if err != nil {
 		return nil, err
 	}
-	if err := appendHistory(ctx, c, w.ID, out.Version, w.Status, []byte(pa.state), micros(pa.now), w.Cause, actor, store.HistoryPatchOf(prior, &w.State)); err != nil {
+	if err := appendHistory(ctx, c, w.ID, out.Version, w.Status, pa.state.Len(), pa.state.JSON, micros(pa.now), w.Cause, actor, store.HistoryPatchOf(prior, &w.State, w.Changed)); err != nil {
 		return nil, err
 	}
 	if w.Settled != "" {
 		if out, err = writeVersion(ctx, c, w.ID, w.Settled, records.Header, nullMicros(w.Deadline), micros(pa.now)); err != nil {
 			return nil, err
 		}
-		if err := appendHistory(ctx, c, w.ID, out.Version, w.Settled, []byte(pa.settledState), micros(pa.now), w.SettledCause, actor, store.HistoryPatchOf(&w.State, &pa.final)); err != nil {
+		if err := appendHistory(ctx, c, w.ID, out.Version, w.Settled, pa.settledState.Len(), pa.settledState.JSON, micros(pa.now), w.SettledCause, actor, store.HistoryPatchOf(&w.State, &pa.final, nil)); err != nil {
 			return nil, err
 		}
 	}
@@ -162,6 +164,7 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 
 // fill gives the caller's tasks what was stored, once it is committed.
 func (pa *preparedApply) fill() {
+	pa.w.StateLen = pa.settledState.Len()
 	for i, t := range pa.w.Insert {
 		*t = pa.inserts[i]
 	}

@@ -36,8 +36,8 @@ func storedState(ctx context.Context, c dbtx, id string) ([]byte, error) {
 // appendHistory writes the history row of version of id, whose state is
 // state, with its status, time, cause and actor; patch gives the patch
 // from the state that version replaced (nil: id's first version).
-func appendHistory(ctx context.Context, c dbtx, id string, version int64, status workflow.Status, state []byte, at int64, cause, actor string, patch func() ([]byte, bool, error)) error {
-	row, err := historyEntry(ctx, c, id, version, state, patch)
+func appendHistory(ctx context.Context, c dbtx, id string, version int64, status workflow.Status, size int, state func() ([]byte, error), at int64, cause, actor string, patch func() ([]byte, bool, error)) error {
+	row, err := historyEntry(ctx, c, id, version, size, state, patch)
 	if err != nil {
 		return err
 	}
@@ -52,8 +52,8 @@ func appendHistory(ctx context.Context, c dbtx, id string, version int64, status
 // historyEntry is what the history row of version of id stores: see
 // jsondelta.Row, which reads the previous version's row only when the
 // policy needs it.
-func historyEntry(ctx context.Context, c dbtx, id string, version int64, state []byte, patch func() ([]byte, bool, error)) ([]byte, error) {
-	row, err := jsondelta.Row(version, state, patch, func() ([]byte, error) {
+func historyEntry(ctx context.Context, c dbtx, id string, version int64, size int, state func() ([]byte, error), patch func() ([]byte, bool, error)) ([]byte, error) {
+	row, err := jsondelta.Row(version, size, state, patch, func() ([]byte, error) {
 		var prevRow string
 		err := c.QueryRowContext(ctx, `SELECT state FROM workflow_history WHERE instance_id = ?1 AND version = ?2`, id, version-1).Scan(&prevRow)
 		if errors.Is(err, sql.ErrNoRows) {

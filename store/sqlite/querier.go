@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowd/flowd/internal/jsondelta"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
 )
@@ -82,7 +83,7 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	if err != nil {
 		return nil, err
 	}
-	records, err := store.SplitState(nil, p.State)
+	records, err := store.SplitState(nil, p.State, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		if err := putStepRecords(ctx, c, p.ID, records); err != nil {
 			return err
 		}
-		if err := appendHistory(ctx, c, p.ID, 0, p.Status, []byte(state), now, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
+		if err := appendHistory(ctx, c, p.ID, 0, p.Status, len(state), jsondelta.Whole([]byte(state)), now, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
 			return err
 		}
 		if err := applySlot(ctx, c, p.ID, createdSlot(p), p.SlotChange(), true); err != nil {
@@ -324,11 +325,6 @@ func currentStatus(ctx context.Context, c dbtx, id string) (workflow.Status, int
 func marshalState(s workflow.State) (string, error) {
 	return storableState(s.MarshalJSON()) // not json.Marshal: that re-validates the output
 }
-
-// encodeState is marshalState for a state the write owns (its own
-// Clone): State.Encode marks the outputs it has checked, so that
-// encoding the state again copies them.
-func encodeState(s *workflow.State) (string, error) { return storableState(s.Encode()) }
 
 func storableState(b []byte, err error) (string, error) {
 	if err != nil {

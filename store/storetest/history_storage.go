@@ -314,9 +314,9 @@ func testHistorySamePolicy(t *testing.T, h Harness) {
 		var patch func() ([]byte, bool, error)
 		if v > 0 {
 			old, next := decodeState(t, w.states[v-1]), decodeState(t, st)
-			patch = store.HistoryPatchOf(&old, &next)
+			patch = store.HistoryPatchOf(&old, &next, nil)
 		}
-		row, err := jsondelta.Row(int64(v), st, patch, func() ([]byte, error) { return rows[v-1], nil })
+		row, err := jsondelta.Row(int64(v), len(st), jsondelta.Whole(st), patch, func() ([]byte, error) { return rows[v-1], nil })
 		if err != nil {
 			t.Fatal(err)
 		}

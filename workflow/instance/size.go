@@ -46,6 +46,14 @@ func (s State) CheckSize(max int) error {
 	return nil
 }
 
+// CheckLen is CheckSize of a state whose stored form is n bytes long.
+func CheckLen(n, max int) error {
+	if max > 0 && n > max {
+		return &StateTooLargeError{Size: n, Max: max}
+	}
+	return nil
+}
+
 // escapeFactor is the most bytes one input byte of a string or raw value
 // becomes in the stored form: an escape \u00XX, or \ufffd for a byte of
 // invalid UTF-8.

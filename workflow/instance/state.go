@@ -147,12 +147,20 @@ func (s *State) SetVar(name string, v any) error {
 
 // Validate checks the rules every stored state obeys: step ids are valid and step
 // entries have a known status and non-negative attempts.
-func (s *State) Validate() error {
-	for _, id := range sortedKeys(s.Steps) {
+func (s *State) Validate() error { return s.ValidateSteps(sortedKeys(s.Steps)...) }
+
+// ValidateSteps is Validate of the steps ids alone (those a change put:
+// the others were valid before it). A step ids names that s has not is
+// not checked.
+func (s *State) ValidateSteps(ids ...string) error {
+	for _, id := range ids {
+		st, ok := s.Steps[id]
+		if !ok {
+			continue
+		}
 		if err := ValidateStepKey(id); err != nil {
 			return fmt.Errorf("%w: state.steps: %w", ErrInvalidState, err)
 		}
-		st := s.Steps[id]
 		if st == nil {
 			return fmt.Errorf("%w: state.steps.%s must be an object", ErrInvalidState, id)
 		}
