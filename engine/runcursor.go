@@ -92,10 +92,21 @@ func (r *runCursors) drop(taskID string) {
 	delete(r.m, taskID)
 }
 
+// fromCursor gives t, a run's task, the instance and row its cursor
+// keeps, if any: its completion is then decided on them (commitCompletion)
+// instead of reading them, and shares the committers' commit.
+func (e *Engine) fromCursor(t *leased) {
+	if cur := e.runs.get(t.ID, t.Lease); cur != nil {
+		row := cur.row
+		t.inst, t.row = cur.inst, &row
+	}
+}
+
 // shallowWork is inst as a decision about a run's request changes it:
-// with maps of its own, and the step records shared with inst's. The rules
-// never change a record in place (they put a new one), so a record shared
-// here stays as written; copying them would cost every step recorded.
+// with maps of its own, and the step records shared with inst's. The
+// decisions made on it (a checkpoint, a set) never change a record in
+// place (they put a new one), so a record shared here stays as written;
+// copying them would cost every step recorded.
 func shallowWork(inst *workflow.Instance) *workflow.Instance {
 	w := *inst
 	w.State.Steps = maps.Clone(inst.State.Steps)

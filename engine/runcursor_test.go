@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/engine/rules"
+	"github.com/flowd/flowd/internal/coderun"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/worker"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -154,6 +156,47 @@ func TestCheckpointOnTheCursorKeepsTheStateLimit(t *testing.T) {
 		more, _ := with.MarshalJSON()
 		if len(stored) > limit || len(more) <= limit {
 			t.Errorf("%s refused with the state at %d bytes, %d with it; the limit is %d", refused, len(stored), len(more), limit)
+		}
+	})
+}
+
+// A code workflow run in process reads its instance neither for its
+// checkpoints nor for its completion: each is decided on the instance as
+// the write before it left it.
+func TestInProcessCodeWorkflowReadsNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		rc := &readCounter{reads: map[string]int{}}
+		n := newNode(t, b, b.newDB(t), nodeOpts{noStart: true, wrap: func(st store.Backend) store.Backend { rc.Backend = st; return rc }})
+		flow := worker.Workflow{Run: worker.Func(func(wf *worker.WorkflowContext, in int) (int, error) {
+			sum := in
+			for i := range 5 {
+				v, err := worker.Step(wf, fmt.Sprintf("s%d", i), func(context.Context) (int, error) { return i, nil })
+				if err != nil {
+					return 0, err
+				}
+				sum += v
+			}
+			return sum, nil
+		})}
+		def, err := flow.Definition("sum")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := n.eng.PutDefinition(t.Context(), def); err != nil {
+			t.Fatal(err)
+		}
+		n.eng.Register("sum", worker.WorkflowHandler(flow, coderun.Backend(n.eng)))
+		if err := n.eng.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.eng.Stop)
+		n.start("sum", "s1", `100`)
+		done := n.waitStatus("s1", workflow.StatusCompleted, 10*time.Second)
+		if string(done.Output) != `110` || len(done.State.Steps) != 5 || done.Version != 6 {
+			t.Errorf("completed at version %d with output %s and %d steps; want 6, 110, 5", done.Version, done.Output, len(done.State.Steps))
+		}
+		if got := rc.count("s1"); got != 0 {
+			t.Errorf("the engine read the instance %d times, want 0", got)
 		}
 	})
 }

@@ -175,6 +175,11 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t leased, queues []st
 	e.running.Add(-1)
 	cancel(nil)
 	hb.Wait()
+	if run {
+		// Its outcome is decided on the instance as its last checkpoint
+		// left it, when its cursor has that.
+		e.fromCursor(&t)
+	}
 	if t.row != nil && !leaseUntil.Equal(t.row.LeaseUntil) {
 		// The one-statement completion is guarded by the row as the
 		// heartbeats left it.
