@@ -10,7 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -141,8 +141,11 @@ func (c *Config) validate() error {
 // policy. Transport and server errors are retried with backoff.
 //
 // A server that cannot be reached at all on the first poll (connection
-// refused, unknown host, timeout) ends Run at once: that is a wrong URL or a
-// server not started, not an outage. Once the server has answered, failed
+// refused, unknown host, a connection that could not be made in time) ends
+// Run at once: that is a wrong URL or a server not started, not an outage.
+// A connection made and closed unanswered (a server restarting) is an
+// outage. Once the server has answered (a poll, or the put of the
+// workflows' definitions), failed
 // polls are retried with backoff; the worker logs once when they start
 // failing and once when the server answers again.
 //
@@ -160,6 +163,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := r.putDefinitions(ctx); err != nil {
 		return err
 	}
+	// A server that took the workflows' definitions was reached: a first
+	// poll that fails is an outage from here on.
+	r.answered.Store(len(cfg.Workflows) > 0)
 	r.poll = api.PollRequest{Worker: cfg.Name, Handlers: r.names}
 	wait := cfg.Wait.Seconds()
 	r.poll.WaitSeconds = &wait
@@ -343,8 +349,11 @@ func (r *runner) pollWorked(sent time.Time) {
 
 // unreachable reports an error that got no answer from the server at all.
 func unreachable(err error) bool {
-	var ue *url.Error
-	return errors.As(err, &ue)
+	// Not any transport error: a connection that was made and then closed
+	// unanswered (EOF, a reset) is a server that was there, restarting.
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // refused reports the answers to a poll that retrying does not change: a bad

@@ -817,6 +817,46 @@ func TestRunUnreachableServer(t *testing.T) {
 	}
 }
 
+// A server that accepts the first polls and closes them unanswered (it is
+// restarting) was reached: the worker retries, and runs the task once the
+// server answers, instead of ending Run as for a server it cannot reach.
+func TestRunFirstPollsClosedUnanswered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.define(t, `
+name: quick
+steps:
+  - {id: s, type: task, handler: echo, input: {ok: true}}
+`)
+	target, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var dropped atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/tasks/poll" && dropped.Add(1) <= 3 {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	logs := &logRecorder{}
+	stop := startWorker(t, worker.Config{Client: client.New(front.URL), Concurrency: 1, Wait: time.Second,
+		Handlers: worker.DemoHandlers(), Logger: slog.New(logs)})
+	b.start(t, "quick", "q", "")
+	b.waitStatus(t, "q", workflow.StatusCompleted, 15*time.Second)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if w := logs.find("polling for tasks failed"); len(w) != 1 || !strings.Contains(w[0], "EOF") {
+		t.Errorf("want one warning naming the EOF, got %q", w)
+	}
+}
+
 // A server that goes away after the worker started is an outage: polls are
 // retried, and the worker says so once when it starts and once when it ends,
 // not once a slot a retry.
