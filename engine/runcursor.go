@@ -61,6 +61,11 @@ func (r *runCursors) put(inst *workflow.Instance, row *store.Task, stateLen int)
 		delete(r.m, row.ID)
 		return
 	}
+	if old := r.m[row.ID]; old != nil && old.lease == row.Lease && old.inst.Version > inst.Version {
+		// Parallel steps' checkpoints report in any order: the cursor
+		// keeps the latest write.
+		return
+	}
 	if r.m == nil {
 		r.m = make(map[string]*runCursor)
 	}
