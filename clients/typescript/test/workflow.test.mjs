@@ -137,12 +137,18 @@ describe("code workflows against flowd serve", () => {
       const i = await client.getWorkflow(id);
       return i.state.steps?.grace && i.state.steps?.paid ? i : null;
     }, "both waits");
-    assert.equal(waiting.state.steps.grace.status, "WAITING");
     assert.equal(waiting.state.steps.paid.status, "WAITING");
+    // The sleep finishes first: the next run suspends again for the event alone.
+    await until(async () => {
+      const i = await client.getWorkflow(id);
+      return i.state.steps.grace.status === "COMPLETED" && i.state.code?.run === 2 && i.state.code?.waiting;
+    }, "the second run waiting for the event");
+    assert.equal(runs, 2);
     await publish(server.url, "payment", order, { amount: 5 });
     const done = await waitFor(client, id);
     assert.equal(done.status, "COMPLETED", JSON.stringify(done.state));
     assert.deepEqual(done.output, { amount: 5 });
+    assert.equal(runs, 3);
     const c = causes(await client.getHistory(id)).filter((x) => x.startsWith("run waits"));
     assert.equal(c.length >= 1, true);
     assert.ok(c[0].includes("grace") && c[0].includes("paid"), c.join("\n"));
@@ -268,6 +274,15 @@ describe("code workflows against flowd serve", () => {
     assert.equal(runs, 2);
     const expected = new NonDeterminismError("x", "step", "sleep").message;
     assert.ok(String(done.state.code.error).includes(expected), done.state.code.error);
+  });
+
+  test("a step name outside [A-Za-z0-9._:-] fails the workflow before the step runs", async () => {
+    let ran = false;
+    const name = serve(async (ctx) => ctx.step("a b", () => (ran = true)), { retry: { maxAttempts: 3, initialBackoffMs: 10 } });
+    const done = await waitFor(client, await run(name));
+    assert.equal(done.status, "FAILED");
+    assert.equal(ran, false);
+    assert.match(String(done.state.code.error), /step name "a b" has " "/);
   });
 
   test("ctx.set is visible in GET while the workflow waits", async () => {
