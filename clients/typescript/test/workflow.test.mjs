@@ -285,6 +285,43 @@ describe("code workflows against flowd serve", () => {
     assert.match(String(done.state.code.error), /step name "a b" has " "/);
   });
 
+  test("a step longer than the lease: heartbeats keep the run's lease, the step runs once", async () => {
+    let calls = 0;
+    const name = unique("wf");
+    const w = new Worker(client, { name: unique("w"), waitSeconds: 1, leaseSeconds: 1, logger: quiet });
+    w.workflow(name, async (ctx) => ctx.step("slow", async () => {
+      calls++;
+      await new Promise((r) => setTimeout(r, 1500));
+      return "done";
+    }));
+    w.start();
+    workers.push(w);
+    const done = await waitFor(client, await run(name));
+    assert.equal(done.status, "COMPLETED", JSON.stringify(done.state));
+    assert.equal(done.output, "done");
+    assert.equal(calls, 1);
+  });
+
+  test("the protocol: a step recorded twice keeps its first record", async () => {
+    const handler = unique("manual");
+    await client.putDefinition(handler, { name: handler, code: { handler } });
+    const id = await run(handler);
+    const task = await until(() => client.pollTask({ worker: "manual", handlers: [handler], waitSeconds: 1 }), "the run");
+    assert.equal(task.kind, "workflow");
+    assert.equal(task.workflowId, id);
+    assert.deepEqual(task.journal ?? {}, {});
+    const first = await client.checkpointStep(task.id, task.lease, "a", { output: 1, attempts: 1 });
+    assert.deepEqual([first.status, first.output, first.seq], ["COMPLETED", 1, 1]);
+    const again = await client.checkpointStep(task.id, task.lease, "a", { output: 2, attempts: 1 });
+    assert.equal(again.output, 1);
+    const failed = await client.checkpointStep(task.id, task.lease, "b", { error: "gone", attempts: 3 });
+    assert.deepEqual([failed.status, failed.error, failed.attempts], ["FAILED", "gone", 3]);
+    await assert.rejects(client.checkpointStep(task.id, "not-the-lease", "c", { output: 0, attempts: 1 }),
+      (e) => e.status === 409);
+    await client.completeTask(task.id, task.lease, "fine");
+    assert.equal((await waitFor(client, id)).output, "fine");
+  });
+
   test("ctx.set is visible in GET while the workflow waits", async () => {
     const name = serve(async (ctx, input) => {
       await ctx.set("stage", "waiting");
