@@ -300,7 +300,7 @@ export class WorkflowContext {
       const b = new Uint32Array(2);
       crypto.getRandomValues(b);
       // 53 random bits, as the Go SDK draws.
-      return ((b[0]! >>> 5) * 2 ** 21 + (b[1]! >>> 11)) / 2 ** 53;
+      return ((b[0]! >>> 5) * 2 ** 26 + (b[1]! >>> 6)) / 2 ** 53; // 27 + 26 bits
     });
   }
 
