@@ -44,6 +44,10 @@ export interface Task {
    * for every attempt: key side effects on it, delivery is at least once.
    */
   idempotencyKey: string;
+  /** "workflow" for a run of a code workflow, "step" for a step task. */
+  kind: "step" | "workflow";
+  /** A run's journal: the workflow's recorded entries (state.steps), by name. */
+  journal?: Record<string, JournalEntry>;
   /**
    * Aborted when the attempt's result will be dropped: the lease was lost (409
    * on a heartbeat), ran out, or the worker abandoned the task at shutdown.
@@ -51,6 +55,27 @@ export interface Task {
    */
   signal: AbortSignal;
 }
+
+/** One recorded entry of a code workflow's journal (state.steps.NAME). */
+export interface JournalEntry {
+  status: "COMPLETED" | "FAILED" | "WAITING" | "RUNNING" | "CANCELLED" | string;
+  output?: unknown;
+  /** A failed entry's error: its message, or an object with "type" and "message". */
+  error?: unknown;
+  attempts?: number;
+  /** "step", "sleep", "event" or "child" (absent: "step"). */
+  kind?: string;
+  seq?: number;
+  /** The order in which waits finished. */
+  finished?: number;
+  [field: string]: unknown;
+}
+
+/** One thing a run waits for, as POST /v1/tasks/{id}/suspend takes it. */
+export type Wait =
+  | { sleep: string }
+  | { event: string; key?: string; timeout?: string }
+  | { child: { definition: string; input: unknown } };
 
 export interface ClientOptions {
   /** Bearer token, for a server started with --token-file. */
@@ -213,8 +238,38 @@ export class Client {
     return {
       id: t.task_id, lease: t.lease, leaseUntil: t.lease_until ?? "", workflowId: t.workflow_id, step: t.step,
       handler: t.handler, attempt: t.attempt, index: t.index ?? undefined, input: t.input ?? null,
-      idempotencyKey: t.idempotency_key ?? "",
+      idempotencyKey: t.idempotency_key ?? "", kind: t.kind === "workflow" ? "workflow" : "step",
+      journal: t.journal ?? undefined,
     };
+  }
+
+  /**
+   * Records a step of a code workflow's run: its output, or (error set) that it
+   * failed for good after attempts. Returns the recorded entry, which the run
+   * must use (an earlier run may have recorded it). ConflictError: the lease is lost.
+   */
+  async checkpointStep(taskId: string, lease: string, name: string,
+    outcome: { output: unknown; attempts: number } | { error: string; attempts: number }): Promise<JournalEntry> {
+    const body: Record<string, unknown> = { lease, attempts: outcome.attempts };
+    if ("error" in outcome) body.error = outcome.error;
+    else body.output = outcome.output ?? null;
+    return (await this.call("POST", `${taskPath(taskId, "steps")}/${encodeURIComponent(name)}`, { body })).body;
+  }
+
+  /** Ends a run waiting for waits (by name). ConflictError: the lease is lost. */
+  async suspendTask(taskId: string, lease: string, waits: Record<string, Wait>): Promise<void> {
+    await this.call("POST", taskPath(taskId, "suspend"), { body: { lease, waits } });
+  }
+
+  /** Writes state.variables.KEY of the run's workflow. ConflictError: the lease is lost. */
+  async setVariable(taskId: string, lease: string, key: string, value: unknown): Promise<void> {
+    await this.call("POST", `${taskPath(taskId, "variables")}/${encodeURIComponent(key)}`,
+      { body: { lease, value: value ?? null } });
+  }
+
+  /** The instance's history (GET /v1/workflows/{id}/history): its versions, oldest first (one page). */
+  async getHistory(id: string, since = 0): Promise<Record<string, any>[]> {
+    return (await this.call("GET", `${workflowPath(id)}/history?since=${since}`)).body?.versions ?? [];
   }
 
   /** Extends the lease; returns the new lease_until (RFC 3339). ConflictError: the lease is lost. */

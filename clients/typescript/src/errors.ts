@@ -98,3 +98,54 @@ export class PermanentError extends Error {
     this.name = "PermanentError";
   }
 }
+
+// Errors of code workflows (workflow.ts).
+
+/**
+ * A step that failed for good (after its attempts), or a child workflow that
+ * did not complete. The workflow code may catch it and compensate; a run that
+ * throws it fails the workflow at once (a replay would fail the same way).
+ */
+export class StepFailedError extends FlowdError {
+  readonly step: string;
+  readonly attempts: number;
+  /** The step's last error message, as recorded. */
+  readonly detail: string;
+  constructor(step: string, detail: string, attempts: number) {
+    super(`step ${JSON.stringify(step)} failed after ${attempts} attempts: ${detail}`);
+    this.step = step;
+    this.detail = detail;
+    this.attempts = attempts;
+  }
+}
+
+/** An event wait whose timeout passed before a matching event came. */
+export class TimeoutError extends FlowdError {
+  readonly step: string;
+  constructor(step: string, detail: string) {
+    super(`step ${JSON.stringify(step)} timed out: ${detail}`);
+    this.step = step;
+  }
+}
+
+/**
+ * The run lost its lease (the workflow was cancelled or paused, or another run
+ * took over): nothing more of it is recorded, and the function should stop.
+ */
+export class CancelledError extends FlowdError {}
+
+/**
+ * The code asked, under a name its journal records, for another kind of thing
+ * than was recorded (a sleep where a step was): the workflow fails for good.
+ */
+export class NonDeterminismError extends FlowdError {
+  readonly step: string;
+  readonly recorded: string;
+  readonly asked: string;
+  constructor(step: string, recorded: string, asked: string) {
+    super(`non-determinism: step ${JSON.stringify(step)} was recorded as a ${recorded}, and the code now asks for a ${asked} under that name`);
+    this.step = step;
+    this.recorded = recorded;
+    this.asked = asked;
+  }
+}

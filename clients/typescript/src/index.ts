@@ -2,11 +2,13 @@
 // dependency (the global fetch and AbortController of Node 20+).
 
 export { Client, etag } from "./client.js";
-export type { ClientOptions, Instance, PollOptions, StartOptions, Task } from "./client.js";
+export type { ClientOptions, Instance, JournalEntry, PollOptions, StartOptions, Task, Wait } from "./client.js";
 export {
-  APIError, BadRequestError, ConflictError, FlowdError, ForbiddenError, NotFoundError, PermanentError,
+  APIError, BadRequestError, CancelledError, ConflictError, NonDeterminismError, StepFailedError, TimeoutError, FlowdError, ForbiddenError, NotFoundError, PermanentError,
   PreconditionFailedError, PreconditionRequiredError, ServerError, TooLargeError, TransportError,
   UnauthorizedError, UnavailableError, UnprocessableError, UnsupportedMediaTypeError,
 } from "./errors.js";
 export { Worker } from "./worker.js";
 export type { Handler, Logger, WorkerOptions } from "./worker.js";
+export { WorkflowContext, definitionOf } from "./workflow.js";
+export type { EventOptions, RetryPolicy, StepInfo, StepOptions, WorkflowFunction, WorkflowOptions } from "./workflow.js";

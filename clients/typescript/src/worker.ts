@@ -2,6 +2,12 @@
 
 import { Client, type Task } from "./client.js";
 import { APIError, ConflictError, FlowdError, NotFoundError, PermanentError, TransportError } from "./errors.js";
+import { definitionOf, runWorkflow, type WorkflowFunction, type WorkflowOptions } from "./workflow.js";
+
+/** Thrown by call() for a run that ended with nothing to report (it waits, or lost its lease). */
+class RunEnded {
+  constructor(readonly why: string) {}
+}
 
 /** A handler gets the task and returns (or resolves to) its output: any JSON value. */
 export type Handler = (task: Task) => unknown | Promise<unknown>;
@@ -99,6 +105,8 @@ export class Worker {
   private readonly shutdownGraceMs: number;
   private readonly log: Logger;
   private readonly handlers = new Map<string, Handler>();
+  private readonly workflows = new Map<string, { fn: WorkflowFunction; options: WorkflowOptions }>();
+  private ready: Promise<boolean> = Promise.resolve(true);
   private readonly polling = new AbortController();
   private readonly abandon = new AbortController();
   private readonly running = new Map<string, { ctl: AbortController; done: Promise<void> }>();
@@ -135,16 +143,37 @@ export class Worker {
     }
     if (typeof fn !== "function") throw new TypeError(`handler ${JSON.stringify(name)} is not a function`);
     if (this.started) throw new Error("register handlers before the worker starts");
+    if (this.workflows.has(name)) throw new Error(`${JSON.stringify(name)} is registered as a workflow already`);
     this.handlers.set(name, fn);
+    return this;
+  }
+
+  /**
+   * Registers fn as the code workflow name: when the worker starts it puts the
+   * code definition {name, code: {handler: name}} (with options' timeout and
+   * retry of runs), then serves the workflow's runs. See WorkflowContext.
+   */
+  workflow<I = any, O = unknown>(name: string, fn: WorkflowFunction<I, O>, options: WorkflowOptions = {}): this {
+    if (!name || name.startsWith("flowd:")) {
+      throw new RangeError(`${JSON.stringify(name)} is not a workflow name a worker can serve`);
+    }
+    if (typeof fn !== "function") throw new TypeError(`workflow ${JSON.stringify(name)} is not a function`);
+    if (this.started) throw new Error("register workflows before the worker starts");
+    if (this.handlers.has(name)) throw new Error(`${JSON.stringify(name)} is registered as a handler already`);
+    definitionOf(name, options); // throws on a bad timeout
+    this.workflows.set(name, { fn: fn as WorkflowFunction, options });
     return this;
   }
 
   /** Starts polling and returns; the slots run in the background. */
   start(): void {
-    if (this.handlers.size === 0) throw new Error("register at least one handler before starting the worker");
+    if (this.handlers.size + this.workflows.size === 0) {
+      throw new Error("register at least one handler or workflow before starting the worker");
+    }
     if (this.started) throw new Error("the worker was already started");
     this.started = true;
-    this.log.info(`worker ${this.name} started: handlers ${[...this.handlers.keys()].sort().join(",")}, concurrency ${this.concurrency}`);
+    this.ready = this.putDefinitions();
+    this.log.info(`worker ${this.name} started: handlers ${this.names().join(",")}, concurrency ${this.concurrency}`);
     for (let i = 0; i < this.concurrency; i++) void this.serve();
   }
 
@@ -198,9 +227,37 @@ export class Worker {
     return clean;
   }
 
+  private names(): string[] {
+    return [...this.handlers.keys(), ...this.workflows.keys()].sort();
+  }
+
+  /** Puts the code definition of each workflow served (the server makes a new revision only when it changed). */
+  private async putDefinitions(): Promise<boolean> {
+    for (const name of [...this.workflows.keys()].sort()) {
+      for (let failures = 1; ; failures++) {
+        try {
+          await this.client.putDefinition(name, definitionOf(name, this.workflows.get(name)!.options));
+          break;
+        } catch (e) {
+          if (this.polling.signal.aborted) return false;
+          if (e instanceof FlowdError && (e instanceof TransportError || (e instanceof APIError && REFUSED.has(e.status)))) {
+            this.fail(e, `putting the definition of workflow ${JSON.stringify(name)}`);
+            return false;
+          }
+          if (!(e instanceof FlowdError)) throw e;
+          if (failures === 1) this.log.warn(`putting the definition of workflow ${name} failed; retrying: ${e.message}`);
+          await sleep(backoff(failures), this.polling.signal);
+        }
+      }
+    }
+    if (this.workflows.size > 0) this.answered = true;
+    return true;
+  }
+
   // One slot: poll, run, report, until the worker stops.
   private async serve(): Promise<void> {
-    const names = [...this.handlers.keys()].sort();
+    if (!(await this.ready)) return;
+    const names = this.names();
     let failures = 0;
     while (!this.polling.signal.aborted) {
       const sent = Date.now();
@@ -252,8 +309,14 @@ export class Worker {
     let error: string | undefined;
     let retryable = true;
     try {
-      output = await this.call(task);
+      output = await this.call(task, lease);
     } catch (e) {
+      if (e instanceof RunEnded) {
+        handlerDone.abort();
+        await heartbeats;
+        this.log.info(`${where}: ${e.why}`);
+        return;
+      }
       error = e instanceof Error ? e.message || e.name : String(e);
       retryable = !(e instanceof PermanentError);
     }
@@ -290,7 +353,15 @@ export class Worker {
     }
   }
 
-  private async call(task: Task): Promise<unknown> {
+  private async call(task: Task, lease: { until: number }): Promise<unknown> {
+    if (task.kind === "workflow") {
+      const w = this.workflows.get(task.handler);
+      if (!w) throw new PermanentError(`no workflow ${JSON.stringify(task.handler)} on worker ${this.name}`);
+      const o = await runWorkflow(task, w.fn, this.client, (call) => this.report(lease, call));
+      if (o.kind === "ended") throw new RunEnded(o.why);
+      if (o.kind === "fail") throw o.retryable ? new Error(o.error) : new PermanentError(o.error);
+      return o.output;
+    }
     const fn = this.handlers.get(task.handler);
     if (!fn) throw new PermanentError(`no handler ${JSON.stringify(task.handler)} on worker ${this.name}`);
     const out = await fn(task);
@@ -308,7 +379,7 @@ export class Worker {
    * Sends an outcome, retrying transport errors, 408, 429 and 5xx with backoff
    * while the lease lasts; any other refusal is final.
    */
-  private async report(lease: { until: number }, send: () => Promise<void>): Promise<void> {
+  private async report<T>(lease: { until: number }, send: () => Promise<T>): Promise<T> {
     for (let failures = 1; ; failures++) {
       try {
         return await send();

@@ -19,7 +19,32 @@ export async function startServer() {
     bin = join(tmp, "flowd");
     execFileSync("go", ["build", "-o", bin, "./cmd/flowd"], { cwd: REPO, stdio: "inherit" });
   }
-  const proc = spawn(bin, ["serve", "--addr", "127.0.0.1:0", "--db", `sqlite:${join(tmp, "flowd.db")}`,
+  const db = `sqlite:${join(tmp, "flowd.db")}`;
+  let { proc, url } = await launch(bin, "127.0.0.1:0", db);
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((resolve) => proc.once("exit", resolve));
+      proc.kill("SIGTERM");
+      await exited;
+    }
+  };
+  return {
+    url,
+    client: new Client(url),
+    /** Stops the server and starts it again on the same address and database. */
+    async restart() {
+      await stop();
+      ({ proc } = await launch(bin, new URL(url).host, db));
+    },
+    async close() {
+      await stop();
+      rmSync(tmp, { recursive: true, force: true });
+    },
+  };
+}
+
+async function launch(bin, addr, db) {
+  const proc = spawn(bin, ["serve", "--addr", addr, "--db", db,
     "--sweep-interval", "100ms", "--log-level", "warn"], { stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   const url = await new Promise((resolve, reject) => {
@@ -36,18 +61,7 @@ export async function startServer() {
     proc.stderr.on("data", onData);
     proc.on("exit", (code) => reject(new Error(`flowd serve exited with ${code}:\n${output}`)));
   });
-  return {
-    url,
-    client: new Client(url),
-    async close() {
-      if (proc.exitCode === null) {
-        const exited = new Promise((resolve) => proc.once("exit", resolve));
-        proc.kill("SIGTERM");
-        await exited;
-      }
-      rmSync(tmp, { recursive: true, force: true });
-    },
-  };
+  return { proc, url };
 }
 
 const FINAL = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
