@@ -1,4 +1,6 @@
-// A real `flowd serve` for the tests: a temporary SQLite database on a free port.
+// A real `flowd serve` for the tests, on a free port: a temporary SQLite
+// database, or, when FLOWD_TEST_POSTGRES_URL names a PostgreSQL server (its
+// user may create databases), a new database of its own there.
 // FLOWD_BIN names the flowd binary (scripts/test-clients builds it once);
 // without it the binary is built from this repository with `go build`.
 
@@ -19,7 +21,7 @@ export async function startServer() {
     bin = join(tmp, "flowd");
     execFileSync("go", ["build", "-o", bin, "./cmd/flowd"], { cwd: REPO, stdio: "inherit" });
   }
-  const db = `sqlite:${join(tmp, "flowd.db")}`;
+  const db = process.env.FLOWD_TEST_POSTGRES_URL ? newPostgresDatabase(process.env.FLOWD_TEST_POSTGRES_URL) : `sqlite:${join(tmp, "flowd.db")}`;
   let { proc, url } = await launch(bin, "127.0.0.1:0", db);
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) {
@@ -41,6 +43,17 @@ export async function startServer() {
       rmSync(tmp, { recursive: true, force: true });
     },
   };
+}
+
+let databases = 0;
+
+/** Creates a database on the PostgreSQL server of url (with psql) and returns its URL. */
+function newPostgresDatabase(url) {
+  const name = `flowd_ts_${process.pid}_${++databases}`;
+  execFileSync("psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", `CREATE DATABASE ${name}`, url], { stdio: "inherit" });
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
 }
 
 async function launch(bin, addr, db) {
