@@ -75,13 +75,18 @@ class Task:
     # long-running handler should check it and return early.
     cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
     cancel_reason: str = ""
+    # "step" for a step of a flowd definition, "workflow" for a run of a code
+    # workflow, whose journal (the recorded entries, state.steps) comes along.
+    kind: str = "step"
+    journal: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, body: dict) -> "Task":
         return cls(id=body["task_id"], lease=body["lease"], lease_until=body.get("lease_until", ""),
                    workflow_id=body["workflow_id"], step=body["step"], handler=body["handler"],
                    attempt=body["attempt"], input=body.get("input"),
-                   idempotency_key=body.get("idempotency_key", ""), index=body.get("index"))
+                   idempotency_key=body.get("idempotency_key", ""), index=body.get("index"),
+                   kind=body.get("kind") or "step", journal=body.get("journal") or {})
 
 
 class _Response:
@@ -184,6 +189,32 @@ class Client:
                     raise
         raise AssertionError("unreachable")
 
+    def history(self, id: str, since: int = 0, limit: int = 1000) -> list[dict]:
+        """The instance's versions after since (each {"version", "status", "state",
+        "at", "cause", "actor"}), oldest first, following next_since up to limit."""
+        out: list[dict] = []
+        while len(out) < limit:
+            q = urllib.parse.urlencode({"since": since, "limit": min(limit - len(out), 1000)})
+            body = self._call("GET", _workflow_path(id) + "/history?" + q).body or {}
+            out.extend(body.get("versions") or [])
+            nxt = body.get("next_since")
+            if nxt is None:
+                break
+            since = nxt
+        return out
+
+    # Events.
+
+    def publish_event(self, name: str, key: str | None = None, data: Any = None) -> dict:
+        """Publishes the event name (with key): it completes the waits for it, and is
+        kept for waits that begin later. Returns {"id", ...}."""
+        body: dict[str, Any] = {"name": name}
+        if key is not None:
+            body["key"] = key
+        if data is not None:
+            body["data"] = data
+        return self._call("POST", "/v1/events", body).body
+
     # Definitions.
 
     def put_definition(self, name: str, definition: str | dict) -> dict:
@@ -238,6 +269,30 @@ class Client:
     def fail_task(self, task_id: str, lease: str, error: str, retryable: bool = True) -> None:
         """Reports a failed attempt; retryable=False fails the step at once."""
         self._call("POST", _task_path(task_id, "fail"), {"lease": lease, "error": error, "retryable": retryable})
+
+    # Runs of code workflows (Worker.workflow uses these).
+
+    def checkpoint_step(self, task_id: str, lease: str, name: str, attempts: int,
+                        output: Any = None, error: str | None = None) -> dict[str, Any]:
+        """Records the step name of a run: its output, or (error not None) its
+        error after attempts. Returns the entry recorded, which may be an
+        earlier run's (first write wins): the run must use it. Raises
+        ConflictError when the lease is lost."""
+        body: dict[str, Any] = {"lease": lease, "attempts": attempts}
+        if error is not None:
+            body["error"] = error
+        else:
+            body["output"] = output
+        return self._call("POST", _task_path(task_id, "steps/" + _segment(name)), body).body
+
+    def suspend_task(self, task_id: str, lease: str, waits: dict[str, dict[str, Any]]) -> None:
+        """Ends a run waiting for waits ({NAME: {"sleep": "10s"} | {"event": E, "key": K,
+        "timeout": D} | {"child": {"definition": D, "input": I}}})."""
+        self._call("POST", _task_path(task_id, "suspend"), {"lease": lease, "waits": waits})
+
+    def set_variable(self, task_id: str, lease: str, key: str, value: Any) -> None:
+        """Writes state.variables.KEY of the run's workflow."""
+        self._call("POST", _task_path(task_id, "variables/" + _segment(key)), {"lease": lease, "value": value})
 
     # Plumbing.
 
