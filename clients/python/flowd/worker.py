@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -12,7 +13,7 @@ import socket
 import threading
 import time
 from datetime import datetime
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, overload
 
 from .client import Client, Task
 from .errors import (APIError, ConflictError, FlowdError, NotFoundError, PermanentError,
@@ -39,7 +40,7 @@ _REFUSED = {400, 401, 403, 404, 405}
 
 def _backoff(n: int) -> float:
     d = min(_BACKOFF_MIN * (2 ** (n - 1)), _BACKOFF_MAX)
-    return d / 2 + random.uniform(0, d / 2)
+    return float(d / 2 + random.uniform(0, d / 2))
 
 
 def _timestamp(rfc3339: str) -> float | None:
@@ -94,14 +95,20 @@ class Worker:
         self._stop_requested = threading.Event()
         self._idle = threading.Condition(self._lock)
         self._running: dict[str, Task] = {}   # by lease
-        self._polls: set = set()              # connections of polls in flight
+        self._polls: set[http.client.HTTPConnection] = set()              # connections of polls in flight
         self._slots: list[threading.Thread] = []
         self._answered = False
         self._started = False
         self._stopped = False
         self.error: FlowdError | None = None  # why the worker stopped by itself
 
-    def handle(self, name: str, fn: Handler | None = None):
+    @overload
+    def handle(self, name: str) -> Callable[[Handler], Handler]: ...
+
+    @overload
+    def handle(self, name: str, fn: Handler) -> Handler: ...
+
+    def handle(self, name: str, fn: Handler | None = None) -> Handler | Callable[[Handler], Handler]:
         """Registers fn as the handler called name; without fn, a decorator."""
         if not name or name.startswith("flowd:"):
             raise ValueError(f"{name!r} is not a handler name a worker can serve")
@@ -115,8 +122,16 @@ class Worker:
             return f
         return register(fn) if fn is not None else register
 
+    @overload
+    def workflow(self, name: str, *, timeout: Seconds | None = None,
+                 retry: RetryPolicy | None = None) -> Callable[[WorkflowFn], WorkflowFn]: ...
+
+    @overload
+    def workflow(self, name: str, fn: WorkflowFn, *, timeout: Seconds | None = None,
+                 retry: RetryPolicy | None = None) -> WorkflowFn: ...
+
     def workflow(self, name: str, fn: WorkflowFn | None = None, *, timeout: Seconds | None = None,
-                 retry: RetryPolicy | None = None) -> Callable[[WorkflowFn], WorkflowFn]:
+                 retry: RetryPolicy | None = None) -> WorkflowFn | Callable[[WorkflowFn], WorkflowFn]:
         """Registers fn(ctx, input) as the code workflow called name; without fn, a
         decorator. When the worker starts it puts the code definition of name
         (code: {handler: name}, with timeout and retry, the retry of the
@@ -133,9 +148,7 @@ class Worker:
                 raise TypeError(f"workflow {name!r} is not callable")
             self._workflows[name] = (f, definition)
             return f
-        if fn is not None:
-            register(fn)
-        return register
+        return register(fn) if fn is not None else register
 
     def start(self) -> None:
         """Puts the code definition of each workflow registered, then starts
@@ -213,7 +226,7 @@ class Worker:
         names = sorted(set(self._handlers) | set(self._workflows))
         while not self._stopping.is_set():
             sent = time.monotonic()
-            conns: list = []
+            conns: list[http.client.HTTPConnection] = []
             try:
                 task = self.client.poll_task(self.name, names, self.wait_seconds, self.lease_seconds,
                                              on_connection=lambda c: self._poll_started(c, conns))
@@ -256,7 +269,7 @@ class Worker:
                     del self._running[task.lease]
                     self._idle.notify_all()
 
-    def _poll_started(self, conn, conns: list) -> None:
+    def _poll_started(self, conn: http.client.HTTPConnection, conns: list[http.client.HTTPConnection]) -> None:
         conns.append(conn)
         with self._lock:
             self._polls.add(conn)
@@ -317,7 +330,8 @@ class Worker:
                     # The server will never take this output (too large, say):
                     # another attempt would only produce it again.
                     error, retryable = f"the server refused the handler's output: {e}", False
-            self._report(lease, lambda: self.client.fail_task(task.id, task.lease, error, retryable))
+            message = error or "failed"
+            self._report(lease, lambda: self.client.fail_task(task.id, task.lease, message, retryable))
             log.info("%s failed (retryable: %s): %s", where, retryable, error)
         except (ConflictError, NotFoundError) as e:
             # Fenced off: whoever holds the step now decides.
@@ -403,7 +417,7 @@ def _cancel(task: Task, reason: str) -> None:
         task.cancelled.set()
 
 
-def _abort(conn) -> None:
+def _abort(conn: http.client.HTTPConnection) -> None:
     """Ends a poll in flight by shutting its socket down; its thread then sees an error."""
     sock = getattr(conn, "sock", None)
     if sock is not None:
