@@ -295,6 +295,7 @@ class WorkflowContext:
         attempt = 1
         while True:
             self._check()
+            outer = getattr(_local, "key", None)
             _local.key = f"{task.workflow_id}/{key}"
             error: str | None = None
             permanent = False
@@ -306,7 +307,7 @@ class WorkflowContext:
             except Exception as e:  # every other failure of fn fails the attempt
                 error = str(e) or type(e).__name__
             finally:
-                _local.key = None
+                _local.key = outer
             if error is None:
                 try:
                     json.dumps(output)
