@@ -233,6 +233,10 @@ class Client:
                 pass
         return dict(self._call("PUT", "/v1/definitions/" + _segment(name), raw_body=body, content_type=ctype).body or {})
 
+    def get_definition(self, name: str) -> dict[str, Any]:
+        """The definition's latest revision as the API returns it. Raises NotFoundError."""
+        return dict(self._call("GET", "/v1/definitions/" + _segment(name)).body or {})
+
     # Tasks: the protocol a worker speaks (Worker uses these).
 
     def poll_task(self, worker: str, handlers: list[str], wait_seconds: float = 0,

@@ -53,7 +53,7 @@ class CodeExamplesTest(unittest.TestCase):
         deadline = time.monotonic() + 30
         while True:  # the worker puts its definition when it starts
             try:
-                server.client._call("GET", "/v1/definitions/" + definition)
+                server.client.get_definition(definition)
                 break
             except NotFoundError:
                 self.assertIsNone(proc.poll(), f"{script} exited before putting {definition}")

@@ -110,10 +110,16 @@ class WorkflowTest(unittest.TestCase):
         self.worker.workflow(name, lambda ctx, input: input, timeout=3600,
                              retry=RetryPolicy(max_attempts=5, initial_backoff=0.5))
         self.serve()
-        got = self.client._call("GET", f"/v1/definitions/{name}").body
-        text = str(got)
-        self.assertIn("'handler': '" + name + "'", text)
-        self.assertIn("max_attempts", text)
+        got = self.client.get_definition(name)
+        self.assertEqual(got["definition"], {"name": name, "revision": 1, "code": {"handler": name}, "timeout": "1h",
+                                             "retry": {"max_attempts": 5, "initial_backoff": "500ms"}})
+        # Another worker with the same workflow: no new revision.
+        again = Worker(self.client, wait_seconds=1)
+        again.workflow(name, lambda ctx, input: input, timeout=3600,
+                       retry=RetryPolicy(max_attempts=5, initial_backoff=0.5))
+        again.start()
+        again.stop()
+        self.assertEqual(self.client.get_definition(name)["revision"], 1)
         done = wait_for(self.client, self.client.start_workflow(definition=name, input={"x": [1, "x"]}).id)
         self.assertEqual((done.status, done.output), ("COMPLETED", {"x": [1, "x"]}))
 
