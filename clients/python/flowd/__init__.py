@@ -9,6 +9,12 @@
     def greet(task):
         return {"greeting": f"Hello, {task.input['name']}!"}
 
+    @worker.workflow("order")
+    def order(ctx, input):
+        charge = ctx.step("charge", lambda: charge_card(flowd.idempotency_key(), input["amount"]))
+        ctx.sleep("cool-off", 10)
+        return {"charge": charge}
+
     worker.run()  # until SIGTERM or SIGINT
 """
 
@@ -19,6 +25,8 @@ from .errors import (APIError, BadRequestError, ConflictError, FlowdError, Forbi
                      UnauthorizedError, UnavailableError, UnprocessableError,
                      UnsupportedMediaTypeError)
 from .worker import Handler, Worker
+from .workflow import (Cancelled, NonDeterminism, RetryPolicy, StepFailed, Timeout,
+                       WorkflowContext, WorkflowError, WorkflowFn, idempotency_key)
 
 __all__ = [
     "APIError", "BadRequestError", "Client", "ConflictError", "FlowdError", "ForbiddenError",
@@ -26,4 +34,6 @@ __all__ = [
     "PreconditionRequiredError", "ServerError", "Task", "TooLargeError", "TransportError",
     "UnauthorizedError", "UnavailableError", "UnprocessableError", "UnsupportedMediaTypeError",
     "Worker", "etag",
+    "Cancelled", "NonDeterminism", "RetryPolicy", "StepFailed", "Timeout", "WorkflowContext",
+    "WorkflowError", "WorkflowFn", "idempotency_key",
 ]

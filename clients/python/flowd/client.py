@@ -32,11 +32,11 @@ class Instance:
     id: str
     status: str
     version: int
-    state: dict
+    state: dict[str, Any]
     definition: str | None = None
     input: Any = None
     output: Any = None
-    raw: dict = field(default_factory=dict, repr=False)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
     # True when this request created the instance (201); False for a repeat of
     # a create with the same idempotency key (200).
     created: bool = False
@@ -46,7 +46,7 @@ class Instance:
         return etag(self.version)
 
     @classmethod
-    def from_json(cls, body: dict, created: bool = False) -> "Instance":
+    def from_json(cls, body: dict[str, Any], created: bool = False) -> "Instance":
         return cls(id=body["id"], status=body["status"], version=body["version"],
                    state=body.get("state") or {}, definition=body.get("definition"),
                    input=body.get("input"), output=body.get("output"), raw=body,
@@ -75,13 +75,18 @@ class Task:
     # long-running handler should check it and return early.
     cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
     cancel_reason: str = ""
+    # "step" for a step of a flowd definition, "workflow" for a run of a code
+    # workflow, whose journal (the recorded entries, state.steps) comes along.
+    kind: str = "step"
+    journal: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_json(cls, body: dict) -> "Task":
+    def from_json(cls, body: dict[str, Any]) -> "Task":
         return cls(id=body["task_id"], lease=body["lease"], lease_until=body.get("lease_until", ""),
                    workflow_id=body["workflow_id"], step=body["step"], handler=body["handler"],
                    attempt=body["attempt"], input=body.get("input"),
-                   idempotency_key=body.get("idempotency_key", ""), index=body.get("index"))
+                   idempotency_key=body.get("idempotency_key", ""), index=body.get("index"),
+                   kind=body.get("kind") or "step", journal=body.get("journal") or {})
 
 
 class _Response:
@@ -120,7 +125,7 @@ class Client:
     # Workflows.
 
     def start_workflow(self, definition: str | None = None, input: Any = None, id: str | None = None,
-                       state: dict | None = None, idempotency_key: str | None = None) -> Instance:
+                       state: dict[str, Any] | None = None, idempotency_key: str | None = None) -> Instance:
         """Starts an instance of definition (or a free-form one without it).
 
         idempotency_key (Idempotency-Key header) makes the call safe to repeat:
@@ -145,7 +150,7 @@ class Client:
         """Returns the instance with its current version. Raises NotFoundError."""
         return Instance.from_json(self._call("GET", _workflow_path(id)).body)
 
-    def patch_workflow(self, id: str, patch: dict, if_match: int | str) -> Instance:
+    def patch_workflow(self, id: str, patch: dict[str, Any], if_match: int | str) -> Instance:
         """Applies patch (a JSON Merge Patch) to the instance's state.
 
         if_match is the version the caller read (an int), or "*" for any.
@@ -165,7 +170,7 @@ class Client:
         path = _workflow_path(id) + "/steps/" + _segment(step) + "/complete"
         return self._conditional("POST", path, id, {"output": output}, if_match, "application/json")
 
-    def update_workflow(self, id: str, merge: Callable[[Instance], dict | None],
+    def update_workflow(self, id: str, merge: Callable[[Instance], dict[str, Any] | None],
                         max_attempts: int = 10) -> Instance:
         """Reads the instance, asks merge for a patch and applies it at the version
         read; on a lost race (412) reads again and asks again, up to max_attempts.
@@ -184,9 +189,35 @@ class Client:
                     raise
         raise AssertionError("unreachable")
 
+    def history(self, id: str, since: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        """The instance's versions after since (each {"version", "status", "state",
+        "at", "cause", "actor"}), oldest first, following next_since up to limit."""
+        out: list[dict[str, Any]] = []
+        while len(out) < limit:
+            q = urllib.parse.urlencode({"since": since, "limit": min(limit - len(out), 1000)})
+            body = self._call("GET", _workflow_path(id) + "/history?" + q).body or {}
+            out.extend(body.get("versions") or [])
+            nxt = body.get("next_since")
+            if nxt is None:
+                break
+            since = nxt
+        return out
+
+    # Events.
+
+    def publish_event(self, name: str, key: str | None = None, data: Any = None) -> dict[str, Any]:
+        """Publishes the event name (with key): it completes the waits for it, and is
+        kept for waits that begin later. Returns {"id", ...}."""
+        body: dict[str, Any] = {"name": name}
+        if key is not None:
+            body["key"] = key
+        if data is not None:
+            body["data"] = data
+        return dict(self._call("POST", "/v1/events", body).body or {})
+
     # Definitions.
 
-    def put_definition(self, name: str, definition: str | dict) -> dict:
+    def put_definition(self, name: str, definition: str | dict[str, Any]) -> dict[str, Any]:
         """Stores a definition (YAML text, JSON text or a dict); returns {"name", "revision"}.
 
         Raises BadRequestError with problems listing what is wrong with it.
@@ -200,7 +231,11 @@ class Client:
                 ctype = "application/json"
             except ValueError:
                 pass
-        return self._call("PUT", "/v1/definitions/" + _segment(name), raw_body=body, content_type=ctype).body
+        return dict(self._call("PUT", "/v1/definitions/" + _segment(name), raw_body=body, content_type=ctype).body or {})
+
+    def get_definition(self, name: str) -> dict[str, Any]:
+        """The definition's latest revision as the API returns it. Raises NotFoundError."""
+        return dict(self._call("GET", "/v1/definitions/" + _segment(name)).body or {})
 
     # Tasks: the protocol a worker speaks (Worker uses these).
 
@@ -229,7 +264,7 @@ class Client:
         body: dict[str, Any] = {"lease": lease}
         if lease_seconds:
             body["lease_seconds"] = lease_seconds
-        return self._call("POST", _task_path(task_id, "heartbeat"), body).body["lease_until"]
+        return str(self._call("POST", _task_path(task_id, "heartbeat"), body).body["lease_until"])
 
     def complete_task(self, task_id: str, lease: str, output: Any) -> None:
         """Reports the attempt's output. Raises ConflictError when fenced off."""
@@ -238,6 +273,30 @@ class Client:
     def fail_task(self, task_id: str, lease: str, error: str, retryable: bool = True) -> None:
         """Reports a failed attempt; retryable=False fails the step at once."""
         self._call("POST", _task_path(task_id, "fail"), {"lease": lease, "error": error, "retryable": retryable})
+
+    # Runs of code workflows (Worker.workflow uses these).
+
+    def checkpoint_step(self, task_id: str, lease: str, name: str, attempts: int,
+                        output: Any = None, error: str | None = None) -> dict[str, Any]:
+        """Records the step name of a run: its output, or (error not None) its
+        error after attempts. Returns the entry recorded, which may be an
+        earlier run's (first write wins): the run must use it. Raises
+        ConflictError when the lease is lost."""
+        body: dict[str, Any] = {"lease": lease, "attempts": attempts}
+        if error is not None:
+            body["error"] = error
+        else:
+            body["output"] = output
+        return dict(self._call("POST", _task_path(task_id, "steps/" + _segment(name)), body).body or {})
+
+    def suspend_task(self, task_id: str, lease: str, waits: dict[str, dict[str, Any]]) -> None:
+        """Ends a run waiting for waits ({NAME: {"sleep": "10s"} | {"event": E, "key": K,
+        "timeout": D} | {"child": {"definition": D, "input": I}}})."""
+        self._call("POST", _task_path(task_id, "suspend"), {"lease": lease, "waits": waits})
+
+    def set_variable(self, task_id: str, lease: str, key: str, value: Any) -> None:
+        """Writes state.variables.KEY of the run's workflow."""
+        self._call("POST", _task_path(task_id, "variables/" + _segment(key)), {"lease": lease, "value": value})
 
     # Plumbing.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class FlowdError(Exception):
     """Base class of every error this package raises."""
@@ -58,9 +60,9 @@ class ConflictError(APIError):
     so that the caller can decide again.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.current = None
+        self.current: Any = None  # a flowd.Instance
         self.current_version: int | None = None
 
 
@@ -97,7 +99,7 @@ class UnavailableError(ServerError):
     """503: the database is unreachable or the server is overloaded."""
 
 
-_BY_STATUS = {
+_BY_STATUS: dict[int, type[APIError]] = {
     400: BadRequestError, 401: UnauthorizedError, 403: ForbiddenError,
     404: NotFoundError, 409: ConflictError, 412: PreconditionFailedError,
     413: TooLargeError, 415: UnsupportedMediaTypeError, 422: UnprocessableError,
@@ -108,7 +110,7 @@ _BY_STATUS = {
 def error_for_status(status: int, reason: str = "", message: str = "",
                      request_id: str = "", problems: list[str] | None = None) -> APIError:
     """The APIError subclass of status, ServerError for other 5xx, APIError otherwise."""
-    cls = _BY_STATUS.get(status)
+    cls: type[APIError] | None = _BY_STATUS.get(status)
     if cls is None:
         cls = ServerError if 500 <= status <= 599 else APIError
     return cls(status, reason, message, request_id, problems)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -12,13 +13,16 @@ import socket
 import threading
 import time
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, overload
 
 from .client import Client, Task
 from .errors import (APIError, ConflictError, FlowdError, NotFoundError, PermanentError,
                      TransportError)
+from .workflow import RetryPolicy, Seconds, WorkflowFn, definition_of, run_workflow
 
 __all__ = ["Worker", "Handler"]
+
+_T = TypeVar("_T")
 
 Handler = Callable[[Task], Any]
 """A handler gets the task and returns its output (any JSON-serialisable value)."""
@@ -36,7 +40,7 @@ _REFUSED = {400, 401, 403, 404, 405}
 
 def _backoff(n: int) -> float:
     d = min(_BACKOFF_MIN * (2 ** (n - 1)), _BACKOFF_MAX)
-    return d / 2 + random.uniform(0, d / 2)
+    return float(d / 2 + random.uniform(0, d / 2))
 
 
 def _timestamp(rfc3339: str) -> float | None:
@@ -84,20 +88,27 @@ class Worker:
         self.shutdown_grace = shutdown_grace
         self.log = logger or logging.getLogger("flowd.worker")
         self._handlers: dict[str, Handler] = {}
+        self._workflows: dict[str, tuple[WorkflowFn, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()    # no new polls
         self._abandoned = threading.Event()   # no more reports
         self._stop_requested = threading.Event()
         self._idle = threading.Condition(self._lock)
         self._running: dict[str, Task] = {}   # by lease
-        self._polls: set = set()              # connections of polls in flight
+        self._polls: set[http.client.HTTPConnection] = set()              # connections of polls in flight
         self._slots: list[threading.Thread] = []
         self._answered = False
         self._started = False
         self._stopped = False
         self.error: FlowdError | None = None  # why the worker stopped by itself
 
-    def handle(self, name: str, fn: Handler | None = None):
+    @overload
+    def handle(self, name: str) -> Callable[[Handler], Handler]: ...
+
+    @overload
+    def handle(self, name: str, fn: Handler) -> Handler: ...
+
+    def handle(self, name: str, fn: Handler | None = None) -> Handler | Callable[[Handler], Handler]:
         """Registers fn as the handler called name; without fn, a decorator."""
         if not name or name.startswith("flowd:"):
             raise ValueError(f"{name!r} is not a handler name a worker can serve")
@@ -111,15 +122,49 @@ class Worker:
             return f
         return register(fn) if fn is not None else register
 
+    @overload
+    def workflow(self, name: str, *, timeout: Seconds | None = None,
+                 retry: RetryPolicy | None = None) -> Callable[[WorkflowFn], WorkflowFn]: ...
+
+    @overload
+    def workflow(self, name: str, fn: WorkflowFn, *, timeout: Seconds | None = None,
+                 retry: RetryPolicy | None = None) -> WorkflowFn: ...
+
+    def workflow(self, name: str, fn: WorkflowFn | None = None, *, timeout: Seconds | None = None,
+                 retry: RetryPolicy | None = None) -> WorkflowFn | Callable[[WorkflowFn], WorkflowFn]:
+        """Registers fn(ctx, input) as the code workflow called name; without fn, a
+        decorator. When the worker starts it puts the code definition of name
+        (code: {handler: name}, with timeout and retry, the retry of the
+        function's runs); the worker then serves its runs.
+        """
+        if not name or name.startswith("flowd:"):
+            raise ValueError(f"{name!r} is not a workflow name a worker can serve")
+        if self._started:
+            raise RuntimeError("register workflows before the worker starts")
+        definition = definition_of(name, timeout, retry)
+
+        def register(f: WorkflowFn) -> WorkflowFn:
+            if not callable(f):
+                raise TypeError(f"workflow {name!r} is not callable")
+            self._workflows[name] = (f, definition)
+            return f
+        return register(fn) if fn is not None else register
+
     def start(self) -> None:
-        """Starts polling in background threads and returns."""
-        if not self._handlers:
-            raise ValueError("register at least one handler before starting the worker")
+        """Puts the code definition of each workflow registered, then starts
+        polling in background threads and returns."""
+        if not self._handlers and not self._workflows:
+            raise ValueError("register at least one handler or workflow before starting the worker")
         if self._started:
             raise RuntimeError("the worker was already started")
+        for name in sorted(self._workflows):
+            self.client.put_definition(name, self._workflows[name][1])
         self._started = True
+        # A server that took the definitions was reached: a first poll that
+        # fails is an outage from here on.
+        self._answered = bool(self._workflows)
         self.log.info("worker %s started: handlers %s, concurrency %d", self.name,
-                      ",".join(sorted(self._handlers)), self.concurrency)
+                      ",".join(sorted(set(self._handlers) | set(self._workflows))), self.concurrency)
         for i in range(self.concurrency):
             t = threading.Thread(target=self._serve, name=f"flowd-worker-{i}", daemon=True)
             t.start()
@@ -178,10 +223,10 @@ class Worker:
 
     def _serve(self) -> None:
         failures = 0
-        names = sorted(self._handlers)
+        names = sorted(set(self._handlers) | set(self._workflows))
         while not self._stopping.is_set():
             sent = time.monotonic()
-            conns: list = []
+            conns: list[http.client.HTTPConnection] = []
             try:
                 task = self.client.poll_task(self.name, names, self.wait_seconds, self.lease_seconds,
                                              on_connection=lambda c: self._poll_started(c, conns))
@@ -224,7 +269,7 @@ class Worker:
                     del self._running[task.lease]
                     self._idle.notify_all()
 
-    def _poll_started(self, conn, conns: list) -> None:
+    def _poll_started(self, conn: http.client.HTTPConnection, conns: list[http.client.HTTPConnection]) -> None:
         conns.append(conn)
         with self._lock:
             self._polls.add(conn)
@@ -245,16 +290,31 @@ class Worker:
         done = threading.Event()
         hb = threading.Thread(target=self._keep_lease, args=(task, lease, done), daemon=True)
         hb.start()
-        output, error, retryable = None, None, True
+        output: Any = None
+        error: str | None = None
+        retryable = True
+        where = f"task {task.id} ({task.workflow_id}/{task.step}, attempt {task.attempt})"
+        workflow = self._workflows.get(task.handler) if task.kind == "workflow" else None
         try:
-            output = self._call(task)
+            if workflow is not None:
+                outcome = run_workflow(workflow[0], self.client, task, lambda call: self._report(lease, call))
+                if outcome.dropped:
+                    done.set()
+                    hb.join()
+                    log.info("%s: run ended: %s", where, outcome.dropped)
+                    return
+                if outcome.ok:
+                    output = outcome.output
+                else:
+                    error, retryable = outcome.error, outcome.retryable
+            else:
+                output = self._call(task)
         except PermanentError as e:
             error, retryable = str(e) or type(e).__name__, False
         except Exception as e:  # every other failure of the handler fails the attempt
             error = str(e) or type(e).__name__
         done.set()
         hb.join()
-        where = f"task {task.id} ({task.workflow_id}/{task.step}, attempt {task.attempt})"
         if task.cancelled.is_set():
             log.warning("%s dropped: %s", where, task.cancel_reason)
             return
@@ -270,7 +330,8 @@ class Worker:
                     # The server will never take this output (too large, say):
                     # another attempt would only produce it again.
                     error, retryable = f"the server refused the handler's output: {e}", False
-            self._report(lease, lambda: self.client.fail_task(task.id, task.lease, error, retryable))
+            message = error or "failed"
+            self._report(lease, lambda: self.client.fail_task(task.id, task.lease, message, retryable))
             log.info("%s failed (retryable: %s): %s", where, retryable, error)
         except (ConflictError, NotFoundError) as e:
             # Fenced off: whoever holds the step now decides.
@@ -289,14 +350,13 @@ class Worker:
             raise PermanentError(f"handler returned a value that is not JSON: {e}") from e
         return out
 
-    def _report(self, lease: "_LeaseClock", send: Callable[[], None]) -> None:
+    def _report(self, lease: "_LeaseClock", send: Callable[[], _T]) -> _T:
         """Sends an outcome, retrying transport errors, 408, 429 and 5xx with
         backoff while the lease lasts; any other refusal is final."""
         failures = 0
         while True:
             try:
-                send()
-                return
+                return send()
             except FlowdError as e:
                 status = e.status if isinstance(e, APIError) else 0
                 if 400 <= status < 500 and status not in (408, 429):
@@ -357,7 +417,7 @@ def _cancel(task: Task, reason: str) -> None:
         task.cancelled.set()
 
 
-def _abort(conn) -> None:
+def _abort(conn: http.client.HTTPConnection) -> None:
     """Ends a poll in flight by shutting its socket down; its thread then sees an error."""
     sock = getattr(conn, "sock", None)
     if sock is not None:

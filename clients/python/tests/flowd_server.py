@@ -35,18 +35,23 @@ class FlowdServer:
 
     def __init__(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="flowd-python-")
-        binary = flowd_binary(self._tmp.name)
+        self.binary = flowd_binary(self._tmp.name)
+        self.url = ""
+        self._start("127.0.0.1:0")
+        self.client = Client(self.url)
+
+    def _start(self, addr: str) -> None:
         self.proc = subprocess.Popen(
-            [binary, "serve", "--addr", "127.0.0.1:0", "--db", "sqlite:" + os.path.join(self._tmp.name, "flowd.db"),
+            [self.binary, "serve", "--addr", addr, "--db", "sqlite:" + os.path.join(self._tmp.name, "flowd.db"),
              "--sweep-interval", "100ms", "--log-level", "warn"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         found = threading.Event()
-        self.url = ""
+        proc, lines = self.proc, self.lines
 
         def drain():
-            for line in self.proc.stdout:
-                self.lines.append(line)
+            for line in proc.stdout:
+                lines.append(line)
                 m = _SERVING.search(line)
                 if m and not found.is_set():
                     self.url = m.group(1)
@@ -56,7 +61,17 @@ class FlowdServer:
         if not found.wait(30) or not self.url:
             self.close()
             raise RuntimeError("flowd serve did not start:\n" + "".join(self.lines))
-        self.client = Client(self.url)
+
+    def restart(self) -> None:
+        """Kills the server (SIGKILL: no graceful shutdown) and starts it again on
+        the same database and port."""
+        url = self.url
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self._start(url.split("://", 1)[1])
+        if self.url != url:
+            raise RuntimeError(f"flowd serve came back at {self.url}, not {url}")
 
     def close(self) -> None:
         if self.proc.poll() is None:
