@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from typing import Any
 
 import flowd
@@ -65,7 +66,10 @@ def seconds(duration: str) -> float:
 def send(channel: str, order: str, text: str) -> bool:
     """Stands for a mail or SMS service's client: it takes the step's
     idempotency key, so that a message sent again after a crash goes out once."""
-    print(f"{channel} to the customer of {order}: {text} (key {flowd.idempotency_key()})", flush=True)
+    # One write per line: the reminders are parallel steps, and print's
+    # text and newline, written apart, would interleave.
+    sys.stdout.write(f"{channel} to the customer of {order}: {text} (key {flowd.idempotency_key()})\n")
+    sys.stdout.flush()
     return True
 
 

@@ -1,4 +1,6 @@
-"""A real `flowd serve` for the tests: a temporary SQLite database on a free port.
+"""A real `flowd serve` for the tests, on a free port: a temporary SQLite
+database, or, when FLOWD_TEST_POSTGRES_URL names a PostgreSQL server (its user
+may create databases), a new database of its own there (created with psql).
 
 FLOWD_BIN names the flowd binary (scripts/test-clients builds it once); without
 it the binary is built from this repository with `go build`.
@@ -13,6 +15,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 
 from flowd import Client, Instance
 
@@ -29,6 +32,19 @@ def flowd_binary(tmp: str) -> str:
     return path
 
 
+_databases = 0
+
+
+def new_postgres_database(url: str) -> str:
+    """Creates a database on the PostgreSQL server of url and returns its URL."""
+    global _databases
+    _databases += 1
+    name = f"flowd_py_{os.getpid()}_{_databases}"
+    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", f"CREATE DATABASE {name}", url], check=True)
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+
+
 class FlowdServer:
     """flowd serve with a short sweep interval, so that expired leases are
     noticed within a tenth of a second."""
@@ -36,13 +52,15 @@ class FlowdServer:
     def __init__(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="flowd-python-")
         self.binary = flowd_binary(self._tmp.name)
+        postgres = os.environ.get("FLOWD_TEST_POSTGRES_URL")
+        self.db = new_postgres_database(postgres) if postgres else "sqlite:" + os.path.join(self._tmp.name, "flowd.db")
         self.url = ""
         self._start("127.0.0.1:0")
         self.client = Client(self.url)
 
     def _start(self, addr: str) -> None:
         self.proc = subprocess.Popen(
-            [self.binary, "serve", "--addr", addr, "--db", "sqlite:" + os.path.join(self._tmp.name, "flowd.db"),
+            [self.binary, "serve", "--addr", addr, "--db", self.db,
              "--sweep-interval", "100ms", "--log-level", "warn"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
