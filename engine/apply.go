@@ -203,7 +203,7 @@ func (d *decided) write(now time.Time) *store.Write {
 		if row := d.read[u.Task.ID]; g == (store.TaskGuard{}) && row != nil {
 			g = store.GuardOf(row)
 		}
-		w.Update = append(w.Update, store.TaskWrite{Task: &u.Task, Guard: g})
+		w.Update = append(w.Update, store.TaskWrite{Task: &u.Task, Guard: g, GuardOnly: u.GuardOnly})
 	}
 	return w
 }

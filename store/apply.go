@@ -122,6 +122,14 @@ type Write struct {
 type TaskWrite struct {
 	Task  *Task
 	Guard TaskGuard
+	// GuardOnly: the row is not changed, only needed as it is (a run's
+	// lease guarding its checkpoint); it is then the only update of a
+	// versioned write. Task is the row as read, equal to its guard; the
+	// backend checks the guard and keeps the row from other writers until
+	// the commit, without rewriting it (a rewrite would be a new row
+	// version and a new entry in each of the table's indexes), and leaves
+	// Task as it is.
+	GuardOnly bool
 }
 
 // TaskGuard is what the stored row must still be for a TaskWrite to apply:
@@ -224,6 +232,10 @@ func (w *Write) checkUpdates() error {
 			return fmt.Errorf("%w: the update of task %q guards on a leased row without naming its lease", ErrInvalidArgument, u.Task.ID)
 		case seen[u.Task.ID]:
 			return fmt.Errorf("%w: task %q is updated twice", ErrInvalidArgument, u.Task.ID)
+		case u.GuardOnly && GuardOf(u.Task) != u.Guard:
+			return fmt.Errorf("%w: the guard-only update of task %q changes the row", ErrInvalidArgument, u.Task.ID)
+		case u.GuardOnly && (len(w.Update) > 1 || w.TasksOnly):
+			return fmt.Errorf("%w: a guard-only update of task %q is the only update of a versioned write", ErrInvalidArgument, u.Task.ID)
 		}
 		seen[u.Task.ID] = true
 	}

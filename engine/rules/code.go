@@ -421,7 +421,7 @@ func (env Env) Checkpoint(c *Definition, inst *workflow.Instance, t *store.Task,
 	ch = Change{Cause: CheckpointCause(name, rec.Failed), Edited: ed.Steps(), StateLen: size}
 	// The run's row, unchanged, guards the write: a run whose lease moved
 	// on since it was read records nothing.
-	ch.Update = append(ch.Update, TaskUpdate{Task: *t, Guard: store.GuardOf(t)})
+	ch.Update = append(ch.Update, TaskUpdate{Task: *t, Guard: store.GuardOf(t), GuardOnly: true})
 	ch.setInstance(inst)
 	if err := env.limitVersions(c, from, inst, &ch); err != nil {
 		return Change{}, nil, err
@@ -652,7 +652,7 @@ func (env Env) SetVariable(c *Definition, inst *workflow.Instance, t *store.Task
 		return Change{}, err
 	}
 	ch := Change{Cause: SetCause(key), Edited: ed.Steps(), StateLen: n}
-	ch.Update = append(ch.Update, TaskUpdate{Task: *t, Guard: store.GuardOf(t)})
+	ch.Update = append(ch.Update, TaskUpdate{Task: *t, Guard: store.GuardOf(t), GuardOnly: true})
 	ch.setInstance(inst)
 	if err := env.limitVersions(c, inst.Status, inst, &ch); err != nil {
 		return Change{}, err

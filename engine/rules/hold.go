@@ -52,9 +52,12 @@ func (ch *Change) Hold(from workflow.Status, tasks []store.Task) {
 		written[t.ID] = true
 	}
 	for i := range ch.Update {
-		t := &ch.Update[i].Task
-		t.Held = Held(final, t.Queue)
-		written[t.ID] = true
+		u := &ch.Update[i]
+		if held := Held(final, u.Task.Queue); u.Task.Held != held {
+			// The row changes: it is written, not only guarded.
+			u.Task.Held, u.GuardOnly = held, false
+		}
+		written[u.Task.ID] = true
 	}
 	if !ch.HoldsChange(from) {
 		return

@@ -101,6 +101,7 @@ func failInstance(c *Definition, inst *workflow.Instance, msg string, ch *Change
 		updated[t.StepID] = true
 		if t.Status.Active() {
 			CancelTask(t)
+			ch.Update[i].GuardOnly = false
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(inst.State.Steps)) {

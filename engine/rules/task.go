@@ -32,4 +32,7 @@ func clearLease(t *store.Task) {
 type TaskUpdate struct {
 	Task  store.Task
 	Guard store.TaskGuard
+	// GuardOnly: Task is the row as read, unchanged, written only as the
+	// guard of the version (store.TaskWrite.GuardOnly).
+	GuardOnly bool
 }

@@ -62,15 +62,15 @@ var applyOneSQL, applyOneStrictSQL = applyStatements[applyShape{oneTask: true}],
 // that holds a slot or waits for one; store.Write.SlotChange), and
 // whether it changes the LEASED counts of step concurrency keys (leased:
 // store.LeasedChanges).
-type applyShape struct{ oneTask, strict, sameStatus, slot, leased bool }
+type applyShape struct{ oneTask, strict, sameStatus, slot, leased, guardOnly bool }
 
 // applyStatements are the shapes of applyStatement, built once (a write
 // that keeps its status changes no slot).
 var applyStatements = func() map[applyShape]string {
 	m := map[applyShape]string{}
-	for i := range 32 {
-		sh := applyShape{oneTask: i&1 != 0, strict: i&2 != 0, sameStatus: i&4 != 0, slot: i&8 != 0, leased: i&16 != 0}
-		if !sh.sameStatus || !sh.slot {
+	for i := range 64 {
+		sh := applyShape{oneTask: i&1 != 0, strict: i&2 != 0, sameStatus: i&4 != 0, slot: i&8 != 0, leased: i&16 != 0, guardOnly: i&32 != 0}
+		if (!sh.sameStatus || !sh.slot) && (!sh.guardOnly || sh.oneTask && !sh.leased) {
 			m[sh] = applyStatement(sh)
 		}
 	}
@@ -159,6 +159,9 @@ func applyStatement(sh applyShape) string {
 	if sh.oneTask {
 		sql, miss = applyOneTask, applyMissOne
 	}
+	if sh.guardOnly {
+		sql = applyGuardTask
+	}
 	instance := applyInstance
 	if sh.sameStatus {
 		instance = strings.Replace(instance, applySetStatus, "", 1)
@@ -217,6 +220,21 @@ var (
 		AND t.status = $29 AND t.attempt = $30 AND t.lease = $31 AND t.lease_until IS NOT DISTINCT FROM $42::timestamptz
 		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
 	RETURNING t.id
+`
+	// applyGuardTask is applyOneTask for a guard-only write
+	// (store.TaskWrite.GuardOnly): the row is locked while its guard holds
+	// (FOR SHARE: no other writer moves it before the commit), not
+	// rewritten. The row's other parameters are unused; types names them
+	// for their types, as applyOneTask has them.
+	applyGuardTask = `WITH types AS (
+	SELECT $19::text, $20::int4, $21::int4, $22::timestamptz, $23::text, $24::text, $25::timestamptz, $26::timestamptz,
+		$27::jsonb, $28::text, ` + param(applyHeldParam) + `::boolean, ` + param(applyOutputParam) + `::jsonb
+), tu AS (
+	SELECT t.id FROM workflow_tasks t
+	WHERE t.id = $15 AND ` + notIndexed("t.instance_id") + ` = $33
+		AND t.status = $29 AND t.attempt = $30 AND t.lease = $31 AND t.lease_until IS NOT DISTINCT FROM $42::timestamptz
+		AND EXISTS (SELECT 1 FROM workflow_instances WHERE id = $33 AND version = $34)
+	FOR SHARE OF t
 `
 	applyMissArray = `), miss AS (
 	SELECT x.id FROM x WHERE x.id NOT IN (SELECT id FROM tu) LIMIT 1
@@ -494,7 +512,9 @@ func (pa *preparedApply) sql(strict bool) string {
 	w := pa.w
 	same := w.From != "" && w.Status == w.From && w.Settled == ""
 	slot := !w.SlotChange().None()
-	return applyStatements[applyShape{oneTask: len(w.Update) == 1, strict: strict, sameStatus: same && !slot, slot: slot, leased: pa.leased}]
+	one := len(w.Update) == 1
+	return applyStatements[applyShape{oneTask: one, strict: strict, sameStatus: same && !slot, slot: slot, leased: pa.leased,
+		guardOnly: one && w.Update[0].GuardOnly && !pa.leased}]
 }
 
 // result reads the row of applySQL or applyStrictSQL: the instance as
@@ -564,8 +584,10 @@ func (pa *preparedApply) fill() {
 		*t = pa.inserts[i]
 	}
 	for _, u := range pa.w.Update {
-		normaliseTaskTimes(u.Task)
-		u.Task.UpdatedAt = pa.now
+		if !u.GuardOnly {
+			normaliseTaskTimes(u.Task)
+			u.Task.UpdatedAt = pa.now
+		}
 	}
 }
 

@@ -110,7 +110,11 @@ func (pa *preparedApply) write(ctx context.Context, c dbtx) (*workflow.Instance,
 		return nil, err
 	}
 	for i, u := range w.Update {
-		if err := applyTaskWrite(ctx, c, &pa.updates[i], u.Guard, w); err != nil {
+		write := applyTaskWrite
+		if u.GuardOnly {
+			write = checkTaskGuard
+		}
+		if err := write(ctx, c, &pa.updates[i], u.Guard, w); err != nil {
 			return nil, err
 		}
 	}
@@ -169,7 +173,9 @@ func (pa *preparedApply) fill() {
 		*t = pa.inserts[i]
 	}
 	for i, u := range pa.w.Update {
-		*u.Task = pa.updates[i]
+		if !u.GuardOnly {
+			*u.Task = pa.updates[i]
+		}
 	}
 }
 
@@ -194,6 +200,25 @@ func applyTaskWrite(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuar
 	n, err := res.RowsAffected()
 	if err != nil {
 		return interpretError(ctx, err)
+	}
+	if n == 0 {
+		return &store.TaskConflictError{InstanceID: w.ID, TaskID: r.ID}
+	}
+	return nil
+}
+
+// checkTaskGuard is applyTaskWrite of a guard-only write: the stored row
+// must still be as its guard says, and it is not rewritten. The write
+// transaction holds SQLite's only write lock, so no other writer can move
+// the row before the commit.
+func checkTaskGuard(ctx context.Context, c dbtx, r *store.Task, g store.TaskGuard, w *store.Write) error {
+	var n int
+	err := c.QueryRowContext(ctx,
+		`SELECT count(*) FROM workflow_tasks WHERE id = ?1 AND instance_id = ?2
+			AND status = ?3 AND attempt = ?4 AND lease = ?5 AND lease_until IS ?6`,
+		r.ID, w.ID, string(g.Status), g.Attempt, g.Lease, zeroNullMicros(g.LeaseUntil)).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("task %q: %w", r.ID, interpretError(ctx, err))
 	}
 	if n == 0 {
 		return &store.TaskConflictError{InstanceID: w.ID, TaskID: r.ID}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ var applyTests = []conformanceTest{
 	{"Apply_invalid", testApplyInvalid},
 	{"Apply_concurrent", testApplyConcurrent},
 	{"Apply_taskOutputs", testApplyTaskOutputs},
+	{"Apply_guardOnly", testApplyGuardOnly},
 }
 
 // applyFixture creates a RUNNING instance id (stepState: step a RUNNING),
@@ -346,4 +348,60 @@ func testApplyTaskOutputs(t *testing.T, h Harness) {
 			t.Errorf("%s: after a write without output: output %s, last error %q", id, got.Output, got.LastError)
 		}
 	}
+}
+
+// A guard-only update (a run's lease guarding its checkpoint) writes the
+// version while the row is as its guard says, and leaves the row as it
+// was, its updated_at included; a guard that misses writes nothing; and a
+// guard-only update that changes the row, or shares its write with
+// another update, is refused.
+func testApplyGuardOnly(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	inst, leased, queued := b.applyFixture(t, "w")
+	b.clock.Advance(time.Second)
+	// checkpoint guards on row, as read by its caller.
+	checkpoint := func(row store.Task) *store.Write {
+		state := inst.State.Clone()
+		state.Steps["c"] = &workflow.StepState{Status: workflow.StepCompleted, Output: json.RawMessage(`1`), Attempts: 1}
+		return &store.Write{ID: inst.ID, ExpectedVersion: inst.Version, From: inst.Status, Status: inst.Status, State: state,
+			Deadline: inst.Deadline, Cause: `step "c" completed`, Now: b.clock.Now(),
+			Update: []store.TaskWrite{{Task: &row, Guard: store.GuardOf(&row), GuardOnly: true}}}
+	}
+
+	// Read under another lease than the stored one: it moved since.
+	moved := *leased
+	moved.Lease = "another lease"
+	snap := b.snapshot(t, inst.ID)
+	before := b.tasksOf(t, eq, inst.ID)
+	_, err := b.s.Apply(b.ctx, checkpoint(moved))
+	var tc *store.TaskConflictError
+	if !errors.As(err, &tc) || tc.TaskID != leased.ID {
+		t.Fatalf("guard-only Apply with a guard that misses = %v (%T), want a *store.TaskConflictError naming %s", err, err, leased.ID)
+	}
+	b.applyUnchanged(t, "after a guard-only miss", snap, before)
+
+	changed := checkpoint(*leased)
+	changed.Update[0].Task.Status = store.TaskDone
+	_, err = b.s.Apply(b.ctx, changed)
+	wantErrorIs(t, "guard-only update that changes the row", err, store.ErrInvalidArgument)
+	two := checkpoint(*leased)
+	two.Update = append(two.Update, store.TaskWrite{Task: queued, Guard: store.GuardOf(queued)})
+	_, err = b.s.Apply(b.ctx, two)
+	wantErrorIs(t, "guard-only update beside another", err, store.ErrInvalidArgument)
+	b.applyUnchanged(t, "after refused guard-only writes", snap, before)
+
+	w := checkpoint(*leased)
+	got, err := b.s.Apply(b.ctx, w)
+	if err != nil {
+		t.Fatalf("guard-only Apply: %v", err)
+	}
+	if got.Version != inst.Version+1 || got.State.Steps["c"] == nil {
+		t.Errorf("guard-only Apply wrote version %d with steps %v, want %d with c", got.Version, got.State.Steps, inst.Version+1)
+	}
+	assertTask(t, "the guarded row", leased, b.lockTask(t, eq, leased.ID))
+	if row := b.lockTask(t, eq, leased.ID); !row.UpdatedAt.Equal(leased.UpdatedAt) {
+		t.Errorf("the guarded row's updated_at moved from %s to %s", leased.UpdatedAt, row.UpdatedAt)
+	}
+	assertTask(t, "the write's task", leased, w.Update[0].Task)
 }
