@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -69,11 +68,7 @@ func codeChainProblem(inst *workflow.Instance) string {
 // w's code definition stored and its runs recorded through the engine
 // (coderun). It is not started.
 func (r *runner) newCodeEngine(ctx context.Context, name string, w worker.Workflow) (*engine.Engine, error) {
-	log := slog.New(slog.DiscardHandler)
-	if r.out != nil {
-		log = slog.New(slog.NewTextHandler(r.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	eng, err := engine.New(engine.Config{Store: r.s, Logger: log, Workers: &r.cfg.Workers})
+	eng, err := r.baseEngine()
 	if err != nil {
 		return nil, err
 	}
@@ -165,35 +160,13 @@ func (g *codeGrowthScenario) run(wf *worker.WorkflowContext, _ json.RawMessage) 
 }
 
 // client 0 starts the workflow and waits for it to complete; the others
-// have nothing to do.
+// have nothing to do. It is not read while the function runs: a read
+// assembles every step recorded so far, and would load the node it
+// measures; once the function has returned, the completion is a write
+// away.
 func (g *codeGrowthScenario) client(ctx context.Context, c *client) {
-	if c.id != 0 {
-		return
-	}
-	t0 := time.Now()
-	if _, err := g.eng.StartWorkflow(ctx, engine.StartParams{ID: g.id, Definition: codeGrowthName}); err != nil {
-		g.r.classify("start", g.id, err)
-		return
-	}
-	// Not read while the function runs: a read assembles every step
-	// recorded so far, and would load the node it measures.
-	select {
-	case <-g.ran:
-	case <-ctx.Done():
-	}
-	for ctx.Err() == nil {
-		inst, err := g.r.s.Get(ctx, g.id)
-		if err != nil {
-			g.r.classify("get", g.id, err)
-			return
-		}
-		if inst.Status.Terminal() || inst.Status == workflow.StatusFailed {
-			g.ended = time.Now()
-			g.took = g.ended.Sub(t0)
-			return
-		}
-		// The completion is a write away.
-		time.Sleep(time.Millisecond)
+	if c.id == 0 {
+		g.ended, g.took = g.r.runOne(ctx, g.eng, g.id, codeGrowthName, g.ran, time.Millisecond)
 	}
 }
 

@@ -93,26 +93,40 @@ func (h *historyScenario) prepare(ctx context.Context) error {
 // client 0 starts the workflow and waits for it to end; the others have
 // nothing to do.
 func (h *historyScenario) client(ctx context.Context, c *client) {
-	if c.id != 0 {
-		return
+	if c.id == 0 {
+		_, h.took = h.r.runOne(ctx, h.eng, h.id, historyDefName, nil, 20*time.Millisecond)
 	}
+}
+
+// runOne starts workflow id of definition on eng and reads it every poll,
+// once ready is closed (nil: at once), until it has ended; it returns
+// when its end was seen and how long after the start (zeros when ctx
+// ended first, or a start or a read failed: that is classified).
+func (r *runner) runOne(ctx context.Context, eng *engine.Engine, id, definition string, ready <-chan struct{}, poll time.Duration) (ended time.Time, took time.Duration) {
 	t0 := time.Now()
-	if _, err := h.eng.StartWorkflow(ctx, engine.StartParams{ID: h.id, Definition: historyDefName}); err != nil {
-		h.r.classify("start", h.id, err)
-		return
+	if _, err := eng.StartWorkflow(ctx, engine.StartParams{ID: id, Definition: definition}); err != nil {
+		r.classify("start", id, err)
+		return time.Time{}, 0
+	}
+	if ready != nil {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+		}
 	}
 	for ctx.Err() == nil {
-		inst, err := h.r.s.Get(ctx, h.id)
+		inst, err := r.s.Get(ctx, id)
 		if err != nil {
-			h.r.classify("get", h.id, err)
-			return
+			r.classify("get", id, err)
+			return time.Time{}, 0
 		}
 		if inst.Status.Terminal() || inst.Status == workflow.StatusFailed {
-			h.took = time.Since(t0)
-			return
+			ended = time.Now()
+			return ended, ended.Sub(t0)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(poll)
 	}
+	return time.Time{}, 0
 }
 
 // verify checks that the workflow completed and that its history reads

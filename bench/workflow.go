@@ -291,16 +291,22 @@ func (w *workflowScenario) close() {
 	}
 }
 
+// baseEngine is a scenario's engine, not started: on the run's store, with
+// cfg.Workers in-process workers, warnings logged to the run's output.
+func (r *runner) baseEngine() (*engine.Engine, error) {
+	log := slog.New(slog.DiscardHandler)
+	if r.out != nil {
+		log = slog.New(slog.NewTextHandler(r.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return engine.New(engine.Config{Store: r.s, Logger: log, Workers: &r.cfg.Workers})
+}
+
 // newEngine is the engine of a scenario that runs workflows: on the run's
 // store, with cfg.Workers in-process workers serving handler under name,
 // warnings logged to the run's output, and the definition def (named
 // defName) stored. It is not started.
 func (r *runner) newEngine(ctx context.Context, name string, handler engine.Handler, defName, def string) (*engine.Engine, error) {
-	log := slog.New(slog.DiscardHandler)
-	if r.out != nil {
-		log = slog.New(slog.NewTextHandler(r.out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	eng, err := engine.New(engine.Config{Store: r.s, Logger: log, Workers: &r.cfg.Workers})
+	eng, err := r.baseEngine()
 	if err != nil {
 		return nil, err
 	}

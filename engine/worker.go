@@ -152,7 +152,9 @@ func (e *Engine) execute(claimCtx, runCtx context.Context, t leased, queues []st
 	run := IsRun(&t.Task)
 	if run {
 		// A code workflow's run replays its journal; its checkpoints
-		// move the instance on, so its outcome is decided on a fresh read.
+		// move the instance on, so the instance the claim read is not its
+		// outcome's base: that is its cursor's (fromCursor, below), else a
+		// fresh read.
 		defer e.runs.drop(t.ID)
 		if err := e.withJournal(runCtx, &t); err != nil {
 			e.log.Warn("reading the journal of a run", "task", t.ID, "workflow", t.WorkflowID, "err", err)

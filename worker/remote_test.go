@@ -579,31 +579,18 @@ steps:
 // tight loop — and the worker recovers when the server does.
 func TestRunBacksOffOnServerErrors(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.define(t, `
-name: quick
-steps:
-  - {id: s, type: task, handler: echo, input: {ok: true}}
-`)
-	target, err := url.Parse(b.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.ErrorLog = log.New(io.Discard, "", 0) // long polls cut short at the end of the test
 	var down atomic.Bool
 	var refused atomic.Int32
 	down.Store(true)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			refused.Add(1)
-			http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
-			return
+	b, front := quickBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if !down.Load() {
+			return false
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	startWorker(t, worker.Config{Client: client.New(front.URL), Concurrency: 2, Wait: time.Second, Handlers: worker.DemoHandlers()})
+		refused.Add(1)
+		http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
+		return true
+	}, nil)
+	startWorker(t, worker.Config{Client: client.New(front), Concurrency: 2, Wait: time.Second, Handlers: worker.DemoHandlers()})
 	b.start(t, "quick", "q", "")
 
 	time.Sleep(1500 * time.Millisecond)
@@ -822,30 +809,16 @@ func TestRunUnreachableServer(t *testing.T) {
 // server answers, instead of ending Run as for a server it cannot reach.
 func TestRunFirstPollsClosedUnanswered(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.define(t, `
-name: quick
-steps:
-  - {id: s, type: task, handler: echo, input: {ok: true}}
-`)
-	target, err := url.Parse(b.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	var dropped atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/tasks/poll" && dropped.Add(1) <= 3 {
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				conn.Close()
-			}
-			return
+	b, front := quickBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/v1/tasks/poll" || dropped.Add(1) > 3 {
+			return false
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
+		closeUnanswered(w)
+		return true
+	}, nil)
 	logs := &logRecorder{}
-	stop := startWorker(t, worker.Config{Client: client.New(front.URL), Concurrency: 1, Wait: time.Second,
+	stop := startWorker(t, worker.Config{Client: client.New(front), Concurrency: 1, Wait: time.Second,
 		Handlers: worker.DemoHandlers(), Logger: slog.New(logs)})
 	b.start(t, "quick", "q", "")
 	b.waitStatus(t, "q", workflow.StatusCompleted, 15*time.Second)
@@ -862,36 +835,19 @@ steps:
 // not once a slot a retry.
 func TestRunOutageLoggedOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.define(t, `
-name: quick
-steps:
-  - {id: s, type: task, handler: echo, input: {ok: true}}
-`)
-	target, err := url.Parse(b.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	var down atomic.Bool
 	var answered, dropped atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			// As a server that went away: the connection closes unanswered.
-			dropped.Add(1)
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				conn.Close()
-			}
-			return
+	b, front := quickBehind(t, func(w http.ResponseWriter, r *http.Request) bool {
+		if !down.Load() {
+			return false
 		}
-		proxy.ServeHTTP(w, r)
-		answered.Add(1)
-	}))
-	t.Cleanup(front.Close)
+		// As a server that went away: the connection closes unanswered.
+		dropped.Add(1)
+		closeUnanswered(w)
+		return true
+	}, func() { answered.Add(1) })
 	logs := &logRecorder{}
-	startWorker(t, worker.Config{Client: client.New(front.URL), Concurrency: 3, Wait: time.Second,
+	startWorker(t, worker.Config{Client: client.New(front), Concurrency: 3, Wait: time.Second,
 		Handlers: worker.DemoHandlers(), Logger: slog.New(logs)})
 	waitFor(t, "a first poll answered", func() bool { return answered.Load() > 0 })
 	down.Store(true)
@@ -917,5 +873,44 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// quickBehind serves the definition quick (one echo step) from a server
+// behind a front server, whose URL it returns: a request that intercept
+// answers itself (it returns true) goes no further; the others are passed
+// on, and served, when set, is called once each has been answered.
+func quickBehind(t *testing.T, intercept func(w http.ResponseWriter, r *http.Request) bool, served func()) (*bundle, string) {
+	t.Helper()
+	b := setup(t)
+	b.define(t, `
+name: quick
+steps:
+  - {id: s, type: task, handler: echo, input: {ok: true}}
+`)
+	target, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // long polls cut short at the end of a test
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if intercept(w, r) {
+			return
+		}
+		proxy.ServeHTTP(w, r)
+		if served != nil {
+			served()
+		}
+	}))
+	t.Cleanup(front.Close)
+	return b, front.URL
+}
+
+// closeUnanswered closes the request's connection without an answer, as a
+// server that went away.
+func closeUnanswered(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
 	}
 }
