@@ -1,0 +1,170 @@
+package web_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// fulfilDefinition uses every field a step can have, and its graph has an
+// arrow (receive → ship) that spans two layers past a column of three
+// boxes: drawn straight, it goes through reserve.
+const fulfilDefinition = `name: fulfil
+timeout: 2h
+priority: 4
+concurrency: {key: "{{ .input.customer }}", limit: 2, strategy: cancel_newest}
+output: {shipped: "{{ .steps.ship.output }}"}
+steps:
+  - {id: receive, type: task, handler: echo, input: {order: "{{ .input.order }}"}}
+  - id: check
+    type: task
+    handler: echo
+    depends_on: [receive]
+    when: .input.check
+    retry: {max_attempts: 5, initial_backoff: 1s, max_backoff: 30s}
+    timeout: 30s
+  - {id: reserve, type: http, depends_on: [receive], request: {method: POST, url: "https://stock.example.com/reserve"}, rate_limit: {key: stock, per_second: 5, burst: 10}}
+  - id: pack
+    type: task
+    handler: echo
+    depends_on: [receive]
+    foreach: .input.items
+    max_concurrency: 3
+    concurrency: {key: warehouse, limit: 2}
+  - {id: payment, type: wait, event: payment.received, key: "{{ .input.order }}", depends_on: [check]}
+  - {id: label, type: workflow, definition: shipping, depends_on: [pack], input: {order: "{{ .input.order }}"}}
+  - {id: ship, type: task, handler: echo, depends_on: [receive, payment, label, reserve], join: any}
+  - {id: approve, type: wait, depends_on: [ship]}
+`
+
+// crossings is a JS function of an <svg> drawn by renderDAG (and optionally
+// extra paths with data-from and data-to): for every arrow, it samples the
+// rendered path every 2px and reports each box, other than the two it
+// connects, that a segment between consecutive samples enters.
+const crossings = `((svg, extra = []) => {
+	const boxes = [...svg.querySelectorAll('g.node')].map((g) => {
+		const m = g.transform.baseVal[0].matrix;
+		const r = g.querySelector('rect');
+		return { id: g.dataset.step, x: m.e, y: m.f, w: r.width.baseVal.value, h: r.height.baseVal.value };
+	});
+	// Liang–Barsky: does the segment a→c enter the inside of box b?
+	const hits = (a, c, b) => {
+		const dx = c.x - a.x, dy = c.y - a.y;
+		let t0 = 0, t1 = 1;
+		for (const [p, q] of [[-dx, a.x - b.x], [dx, b.x + b.w - a.x], [-dy, a.y - b.y], [dy, b.y + b.h - a.y]]) {
+			if (p === 0) { if (q <= 0) return false; continue; }
+			const r = q / p;
+			if (p < 0) t0 = Math.max(t0, r); else t1 = Math.min(t1, r);
+			if (t0 >= t1) return false;
+		}
+		return true;
+	};
+	const found = [];
+	for (const path of [...svg.querySelectorAll('path.edge'), ...extra]) {
+		const len = path.getTotalLength();
+		const pts = [];
+		for (let l = 0; l < len; l += 2) pts.push(path.getPointAtLength(l));
+		pts.push(path.getPointAtLength(len));
+		for (const b of boxes) {
+			if (b.id === path.dataset.from || b.id === path.dataset.to) continue;
+			for (let i = 1; i < pts.length; i++) {
+				if (hits(pts[i - 1], pts[i], b)) { found.push(path.dataset.from + ' → ' + path.dataset.to + ' crosses ' + b.id); break; }
+			}
+		}
+	}
+	return found;
+})`
+
+// The definition page shows every field of a step: a wait step's event,
+// key and how long it may wait; a workflow step's child definition and its
+// runs; when, join, foreach with max_concurrency, retry, timeout,
+// concurrency and rate limit; and the definition's own priority,
+// concurrency and output. Its graph draws no arrow through a box the arrow
+// does not connect.
+func TestDashboardDefinitionPageShowsEveryField(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	f := newFixture(t)
+	ctx := t.Context()
+	for name, def := range map[string]string{
+		"shipping": "name: shipping\nsteps:\n  - {id: print, type: task, handler: echo}\n",
+		"fulfil":   fulfilDefinition,
+	} {
+		if _, _, err := f.client.PutDefinition(ctx, name, []byte(def)); err != nil {
+			t.Fatalf("PUT definition %s: %v", name, err)
+		}
+	}
+	tab := b.tab()
+	row := func(step string) string { return `#def-steps tr[data-step="` + step + `"]` }
+	cell := func(step, class string) string { return textOf(row(step) + " td." + class) }
+	b.run(tab, "open the definition",
+		chromedp.Navigate(f.url+"/#/definitions/fulfil"),
+		waitFor(`document.querySelectorAll('#def-dag svg g.node').length === 8`),
+		waitFor(`document.querySelectorAll('#def-steps tbody tr').length === 8`),
+	)
+	b.shot(tab, "definition-fields")
+	b.shotElement(tab, "#def-dag", "definition-fields-graph")
+	b.run(tab, "a wait step with an event says what it waits for",
+		waitFor(textOf(row("payment")+" code.wait-event")+` === 'payment.received'`),
+		waitFor(textOf(row("payment")+" code.wait-key")+` === '{{ .input.order }}'`),
+		waitFor(textOf(row("payment")+" .wait-timeout")+` === "until the workflow's timeout (2h)"`),
+		waitFor(`!`+cell("payment", "runs")+`.includes('completed through the API')`),
+		// A wait step without an event still is completed through the API.
+		waitFor(cell("approve", "runs")+` === 'completed through the API'`),
+	)
+	b.run(tab, "a workflow step links to its child definition and its runs",
+		waitFor(`document.querySelector('`+row("label")+` a[data-child-definition]')?.getAttribute('href') === '#/definitions/shipping'`),
+		waitFor(`document.querySelector('`+row("label")+` a[data-child-runs]')?.getAttribute('href') === '#/workflows?definition=shipping'`),
+		waitFor(cell("label", "runs")+`.includes('{"order":"{{ .input.order }}"}')`),
+	)
+	b.run(tab, "when, join, foreach, retry, timeout, concurrency and rate limit",
+		waitFor(textOf(row("check")+" code.flow-when")+` === '.input.check'`),
+		waitFor(cell("check", "retry")+` === '5× from 1s up to 30s'`),
+		waitFor(cell("check", "timeout")+` === '30s'`),
+		waitFor(textOf(row("ship")+" code.flow-join")+` === 'any'`),
+		waitFor(textOf(row("pack")+" code.flow-foreach")+` === '.input.items'`),
+		waitFor(textOf(row("pack")+" .flow-max")+` === '≤ 3 items at once'`),
+		waitFor(textOf(row("pack")+" code.limit-concurrency")+` === 'warehouse' && `+cell("pack", "limits")+`.includes('≤ 2 leased')`),
+		waitFor(cell("reserve", "limits")+` === '5/s (burst 10) per key stock'`),
+		waitFor(cell("reserve", "retry")+` === 'default' && `+cell("approve", "retry")+` === '—'`),
+		waitFor(textOf("#def-priority")+` === '4'`),
+		waitFor(textOf("#def-concurrency")+` === '≤ 2 running per key {{ .input.customer }} · over it: cancel newest'`),
+		waitFor(textOf("#def-output")+` === '{"shipped":"{{ .steps.ship.output }}"}'`),
+	)
+
+	// The graph: no arrow goes through a box it does not connect. The check
+	// itself must see a crossing where there is one: the straight line from
+	// receive to ship goes through reserve.
+	var found, straight []string
+	b.run(tab, "check the arrows against the boxes",
+		waitFor(`document.querySelectorAll('#def-dag svg path.edge').length === 10`),
+		chromedp.Evaluate(crossings+`(document.querySelector('#def-dag svg'))`, &found),
+		chromedp.Evaluate(`(() => {
+			const svg = document.querySelector('#def-dag svg');
+			const box = (id) => { const g = svg.querySelector('g.node[data-step="' + id + '"]'); const m = g.transform.baseVal[0].matrix; return { x: m.e, y: m.f, r: g.querySelector('rect') }; };
+			const a = box('receive'), c = box('ship');
+			const p = document.createElementNS('http://www.w3.org/2000/svg', 'path');
+			const mid = a.r.height.baseVal.value / 2;
+			p.setAttribute('d', 'M ' + (a.x + a.r.width.baseVal.value) + ' ' + (a.y + mid) + ' L ' + c.x + ' ' + (c.y + mid));
+			p.dataset.from = 'receive'; p.dataset.to = 'ship';
+			svg.append(p);
+			const out = `+crossings+`(svg, [p]);
+			p.remove();
+			return out;
+		})()`, &straight),
+	)
+	if len(found) != 0 {
+		t.Errorf("arrows drawn through boxes: %q", found)
+	}
+	if !slices.Contains(straight, "receive → ship crosses reserve") {
+		t.Errorf("the crossing check does not see a straight receive → ship line cross reserve: %q", straight)
+	}
+
+	// The child's definition link leads to it.
+	b.run(tab, "follow the child's definition link",
+		chromedp.Evaluate(`document.querySelector('`+row("label")+` a[data-child-definition]').click()`, nil),
+		waitFor(textOf("#def-name")+` === 'shipping'`),
+	)
+	b.checkNoErrors()
+}
