@@ -168,3 +168,61 @@ func TestDashboardDefinitionPageShowsEveryField(t *testing.T) {
 	)
 	b.checkNoErrors()
 }
+
+// nestedSWDocument has 4 tasks at the top and 10 at every depth: a try
+// and its catch, a for, a fork and a do each hold tasks of their own.
+const nestedSWDocument = `document: {dsl: '1.0.0', namespace: shop, name: nested, version: '1.0.0'}
+do:
+  - prepare:
+      set: {n: 1}
+  - score:
+      try:
+        - ask:
+            call: echo
+      catch:
+        errors: {with: {type: https://serverlessworkflow.io/spec/1.0.0/errors/runtime}}
+        do:
+          - assume:
+              set: {score: 0}
+  - each:
+      for: {each: item, in: '${ .items }'}
+      do:
+        - pack:
+            call: echo
+  - both:
+      fork:
+        branches:
+          - left:
+              set: {l: 1}
+          - right:
+              do:
+                - inner:
+                    set: {r: 1}
+`
+
+// The definitions list counts a Serverless Workflow document's tasks at
+// every depth, as flowd def list does, and its page says so.
+func TestDashboardDefinitionsCountServerlessTasks(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	f := newFixture(t)
+	if _, _, err := f.client.PutDefinition(t.Context(), "nested", []byte(nestedSWDocument)); err != nil {
+		t.Fatal(err)
+	}
+	tab := b.tab()
+	b.run(tab, "the list counts every task",
+		chromedp.Navigate(f.url+"/#/definitions"),
+		waitFor(`!!document.querySelector('#def-table tr[data-name="nested"]')`),
+		waitFor(textOf(`#def-table tr[data-name="nested"] td:nth-child(3)`)+` === '10'`),
+		// A steps definition still counts its steps.
+		waitFor(textOf(`#def-table tr[data-name="order"] td:nth-child(3)`)+` === '5'`),
+	)
+	b.shot(tab, "definitions-serverless-count")
+	b.run(tab, "the page counts them too",
+		chromedp.Navigate(f.url+"/#/definitions/nested"),
+		waitFor(textOf("#sw-task-count")+` === '10 at every depth, 4 at the top'`),
+		waitFor(`document.querySelectorAll('#def-sw-tasks tbody tr').length === 4`),
+	)
+	b.shot(tab, "definition-serverless-count")
+	b.checkNoErrors()
+}

@@ -8,7 +8,7 @@ import { every } from './live.js';
 import { renderDAG } from './dag.js';
 import { stepsTable, definitionFacts } from './defsteps.js';
 import { h, replace, jsonView, when, banner, errorBanner } from './ui.js';
-import { isSWDocument, swTasks, swDefinitionCards } from './sw.js';
+import { isSWDocument, swTaskCount, swDefinitionCards } from './sw.js';
 import { isCodeDefinition, codeDefinitionCards, runRetryText } from './code.js';
 
 export function mount(root, params) {
@@ -74,7 +74,9 @@ function definitionRow(d) {
     h('td', { class: 'num mono' }, String(d.revision)),
     h('td', { class: 'num mono' }, isCodeDefinition(d.definition)
       ? h('span', { class: 'tag', title: 'a workflow written as code: handler ' + d.definition.code.handler }, 'code')
-      : String(isSWDocument(d.definition) ? swTasks(d.definition).length : d.definition?.steps?.length ?? 0)),
+      : isSWDocument(d.definition)
+        ? h('span', { title: 'a Serverless Workflow document: its tasks at every depth' }, String(swTaskCount(d.definition)))
+        : String(d.definition?.steps?.length ?? 0)),
     h('td', {}, timeoutText(d.definition)),
     h('td', {}, when(d.created_at)));
 }
