@@ -1,10 +1,14 @@
 package web_test
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/flowd/flowd/httpapi"
 )
 
 // fulfilDefinition uses every field a step can have, and its graph has an
@@ -24,7 +28,7 @@ steps:
     when: .input.check
     retry: {max_attempts: 5, initial_backoff: 1s, max_backoff: 30s}
     timeout: 30s
-  - {id: reserve, type: http, depends_on: [receive], request: {method: POST, url: "https://stock.example.com/reserve"}, rate_limit: {key: stock, per_second: 5, burst: 10}}
+  - {id: reserve, type: http, depends_on: [receive], request: {method: POST, url: "http://127.0.0.1:9/reserve"}, rate_limit: {key: stock, per_second: 5, burst: 10}}
   - id: pack
     type: task
     handler: echo
@@ -40,7 +44,7 @@ steps:
 
 // crossings is a JS function of an <svg> drawn by renderDAG (and optionally
 // extra paths with data-from and data-to): for every arrow, it samples the
-// rendered path every 2px and reports each box, other than the two it
+// rendered path every 4px and reports each box, other than the two it
 // connects, that a segment between consecutive samples enters.
 const crossings = `((svg, extra = []) => {
 	const boxes = [...svg.querySelectorAll('g.node')].map((g) => {
@@ -64,7 +68,7 @@ const crossings = `((svg, extra = []) => {
 	for (const path of [...svg.querySelectorAll('path.edge'), ...extra]) {
 		const len = path.getTotalLength();
 		const pts = [];
-		for (let l = 0; l < len; l += 2) pts.push(path.getPointAtLength(l));
+		for (let l = 0; l < len; l += 4) pts.push(path.getPointAtLength(l));
 		pts.push(path.getPointAtLength(len));
 		for (const b of boxes) {
 			if (b.id === path.dataset.from || b.id === path.dataset.to) continue;
@@ -161,8 +165,57 @@ func TestDashboardDefinitionPageShowsEveryField(t *testing.T) {
 		t.Errorf("the crossing check does not see a straight receive → ship line cross reserve: %q", straight)
 	}
 
+	// The same holds for graphs of every shape: 40 random DAGs of 2–14
+	// steps, drawn by the dashboard's own renderDAG.
+	var random []string
+	b.run(tab, "check random graphs",
+		chromedp.Evaluate(`import('/ui/dag.js').then(({ renderDAG }) => {
+			let seed = 7;
+			const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+			const box = document.createElement('div');
+			document.body.append(box);
+			const found = [];
+			for (let g = 0; g < 40; g++) {
+				const steps = [];
+				const n = 2 + Math.floor(rnd() * 13);
+				for (let i = 0; i < n; i++) {
+					const deps = [];
+					for (let j = 0; j < i; j++) if (rnd() < 0.3) deps.push('s' + j);
+					steps.push({ id: 's' + i, type: 'task', handler: 'h', depends_on: deps });
+				}
+				const svg = renderDAG(steps);
+				box.replaceChildren(svg);
+				for (const c of `+crossings+`(svg)) found.push('graph ' + g + ': ' + c);
+			}
+			box.remove();
+			return found;
+		})`, &random, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
+	)
+	if len(random) != 0 {
+		t.Errorf("arrows drawn through boxes in random graphs: %q", random)
+	}
+
+	// A workflow's page draws its graph the same way.
+	if _, err := f.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "fulfil-1", Definition: "fulfil",
+		Input: json.RawMessage(`{"order": "o-1", "customer": "c-1", "check": false, "items": ["a"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var onWorkflow []string
+	b.run(tab, "check the workflow's graph",
+		chromedp.Navigate(f.url+"/#/workflows/fulfil-1"),
+		waitFor(`document.querySelectorAll('#wf-steps svg.dag g.node').length === 8`),
+		waitFor(`!!document.querySelector('#wf-steps svg.dag g.node.st-SKIPPED[data-step="check"]')`),
+		chromedp.Evaluate(crossings+`(document.querySelector('#wf-steps svg.dag'))`, &onWorkflow),
+	)
+	b.shotElement(tab, "#wf-steps svg.dag", "workflow-fields-graph")
+	if len(onWorkflow) != 0 {
+		t.Errorf("arrows drawn through boxes on the workflow page: %q", onWorkflow)
+	}
+
 	// The child's definition link leads to it.
 	b.run(tab, "follow the child's definition link",
+		chromedp.Navigate(f.url+"/#/definitions/fulfil"),
+		waitFor(`!!document.querySelector('`+row("label")+` a[data-child-definition]')`),
 		chromedp.Evaluate(`document.querySelector('`+row("label")+` a[data-child-definition]').click()`, nil),
 		waitFor(textOf("#def-name")+` === 'shipping'`),
 	)
