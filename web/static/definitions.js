@@ -5,9 +5,10 @@
 
 import { api } from './api.js';
 import { every } from './live.js';
-import { renderDAG, topoOrder } from './dag.js';
+import { renderDAG } from './dag.js';
+import { stepsTable, definitionFacts } from './defsteps.js';
 import { h, replace, jsonView, when, banner, errorBanner } from './ui.js';
-import { isSWDocument, swTasks, swDefinitionCards } from './sw.js';
+import { isSWDocument, swTaskCount, swDefinitionCards } from './sw.js';
 import { isCodeDefinition, codeDefinitionCards, runRetryText } from './code.js';
 
 export function mount(root, params) {
@@ -73,7 +74,9 @@ function definitionRow(d) {
     h('td', { class: 'num mono' }, String(d.revision)),
     h('td', { class: 'num mono' }, isCodeDefinition(d.definition)
       ? h('span', { class: 'tag', title: 'a workflow written as code: handler ' + d.definition.code.handler }, 'code')
-      : String(isSWDocument(d.definition) ? swTasks(d.definition).length : d.definition?.steps?.length ?? 0)),
+      : isSWDocument(d.definition)
+        ? h('span', { title: 'a Serverless Workflow document: its tasks at every depth' }, String(swTaskCount(d.definition)))
+        : String(d.definition?.steps?.length ?? 0)),
     h('td', {}, timeoutText(d.definition)),
     h('td', {}, when(d.created_at)));
 }
@@ -162,6 +165,7 @@ async function mountOne(root, name, revision, life) {
         h('div', { class: 'fact' }, h('dt', {}, 'Steps'), h('dd', {}, String(steps.length))),
         h('div', { class: 'fact' }, h('dt', {}, 'Timeout'), h('dd', {}, def.timeout || h('span', { class: 'muted' }, 'none'))),
         h('div', { class: 'fact' }, h('dt', {}, 'Retention'), h('dd', {}, retentionText(def.retention))),
+        definitionFacts(def),
         h('div', { class: 'fact' }, h('dt', {}, 'Stored'), h('dd', {}, when(info.created_at))),
         h('div', { class: 'fact' }, h('dt', {}, 'Revisions'), h('dd', { class: 'revs' }, revLinks)))),
     h('section', { class: 'card' },
@@ -170,9 +174,7 @@ async function mountOne(root, name, revision, life) {
         : h('p', { class: 'muted' }, 'No steps.')),
     h('section', { class: 'card' },
       h('h2', {}, 'Steps'),
-      h('table', { class: 'table', id: 'def-steps' },
-        h('thead', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {}, 'Type'), h('th', {}, 'Runs'), h('th', {}, 'After'), h('th', {}, 'Retry'), h('th', {}, 'Timeout'))),
-        h('tbody', {}, topoOrder(steps).map(stepRow)))),
+      h('div', { class: 'table-scroll' }, stepsTable(def))),
     h('section', { class: 'card' },
       h('details', { class: 'json-box' }, h('summary', {}, 'Definition JSON'), jsonView(def, { id: 'def-json' }))));
 }
@@ -183,24 +185,6 @@ function retentionText(r) {
   if (r === undefined || r === null) return h('span', { class: 'muted' }, "the server's");
   if (r === '0s') return 'for ever';
   return r;
-}
-
-function stepRow(s) {
-  let runs = '';
-  if (s.type === 'task') runs = s.handler || '';
-  else if (s.type === 'sleep') runs = s.duration || '';
-  else if (s.type === 'http') runs = s.request ? `${s.request.method} ${s.request.url}` : '';
-  else if (s.type === 'wait') runs = 'completed through the API';
-  const retry = s.retry
-    ? [s.retry.max_attempts ? `${s.retry.max_attempts}×` : '', s.retry.initial_backoff ? `from ${s.retry.initial_backoff}` : '', s.retry.max_backoff ? `up to ${s.retry.max_backoff}` : ''].filter(Boolean).join(' ')
-    : '';
-  return h('tr', {},
-    h('td', { class: 'mono' }, s.id),
-    h('td', {}, h('span', { class: 'tag' }, s.type)),
-    h('td', { class: s.type === 'wait' ? 'muted' : 'mono' }, runs),
-    h('td', { class: 'mono' }, (s.depends_on || []).join(', ') || h('span', { class: 'muted' }, '—')),
-    h('td', {}, retry || h('span', { class: 'muted' }, (s.type === 'task' || s.type === 'http') ? 'default' : '—')),
-    h('td', { class: 'mono' }, s.timeout || h('span', { class: 'muted' }, '—')));
 }
 
 // deleteControl is the Delete… button of a definition, behind a

@@ -116,6 +116,33 @@ export function swTasks(def) {
     .map(([name, task]) => ({ name, kind: taskKind(task), pointer: `/do/${i}/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`, task })));
 }
 
+// The keys that tell a task's kind, in the order the server looks for them
+// (a for task has a do, a try a catch).
+const KIND_ORDER = ['for', 'try', 'fork', 'call', 'emit', 'listen', 'raise', 'run', 'set', 'switch', 'wait', 'do'];
+
+/**
+ * swTaskCount counts a document's tasks at every depth (the lists of do,
+ * for.do, try, catch.do and fork.branches), as the server and `flowd def
+ * list` count them.
+ */
+export function swTaskCount(def) {
+  const list = (x) => (Array.isArray(x) ? x : []).reduce((n, entry) => {
+    const named = entry && typeof entry === 'object' ? Object.values(entry) : [];
+    return n + (named.length === 1 ? task(named[0]) : 0);
+  }, 0);
+  const task = (t) => {
+    if (!t || typeof t !== 'object' || Array.isArray(t)) return 0;
+    switch (KIND_ORDER.find((k) => Object.hasOwn(t, k))) {
+      case undefined: return 0;
+      case 'for': case 'do': return 1 + list(t.do);
+      case 'try': return 1 + list(t.try) + list(t.catch?.do);
+      case 'fork': return 1 + list(t.fork?.branches);
+      default: return 1;
+    }
+  };
+  return list(def?.do);
+}
+
 // What a task does, in a few words, for the definition page.
 function taskSummary({ kind, task }) {
   const v = task?.[kind];
@@ -147,6 +174,7 @@ export function swDefinitionCards(info) {
         fact('DSL', d.dsl, 'sw-dsl'),
         fact('Namespace', d.namespace, 'sw-namespace'),
         fact('Version', d.version, 'sw-version'),
+        fact('Tasks', `${swTaskCount(def)} at every depth, ${tasks.length} at the top`, 'sw-task-count'),
         d.title ? fact('Title', d.title, 'sw-title') : null,
         def.timeout ? fact('Timeout', JSON.stringify(def.timeout.after ?? def.timeout), 'sw-timeout') : null,
         fact('Stored', when(info.created_at)))),
