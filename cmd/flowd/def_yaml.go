@@ -173,19 +173,6 @@ func yamlString(s string) string {
 	return jsonText(s)
 }
 
-// yamlJSON writes a JSON value on one line: JSON is YAML in flow style.
-// Re-encoding undoes the server's HTML escaping (\u003c for <); numbers keep
-// their text.
-func yamlJSON(raw json.RawMessage) string {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return jsonText(string(raw))
-	}
-	return jsonText(v)
-}
-
 // jsonText is v as compact JSON without HTML escaping, made safe for a
 // terminal (an escaped control character is still valid JSON and YAML).
 func jsonText(v any) string {

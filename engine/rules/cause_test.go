@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/flowd/flowd/store"
@@ -20,10 +21,13 @@ func TestCausesNameTheIteration(t *testing.T) {
 		{store.Task{StepID: "fan", Iteration: 1, Attempt: 1}, `step "fan" iteration 0 completed (attempt 1)`, `step "fan" iteration 0 attempt 1 failed`},
 	} {
 		if got := CompletedCause(&c.task); got != c.done {
-			t.Errorf("CompletedCause(%+v) = %q, want %q", c.task, got, c.done)
+			t.Errorf("CompletedCause(step %s, iteration %d) = %q, want %q", c.task.StepID, c.task.Iteration, got, c.done)
+		}
+		if got, want := ChildStartedCause(&c.task, "kid"), strings.Replace(c.done, "completed", "started child workflow kid", 1); got != want {
+			t.Errorf("ChildStartedCause(step %s, iteration %d) = %q, want %q", c.task.StepID, c.task.Iteration, got, want)
 		}
 		if got := FailedCause(&c.task); got != c.fail {
-			t.Errorf("FailedCause(%+v) = %q, want %q", c.task, got, c.fail)
+			t.Errorf("FailedCause(step %s, iteration %d) = %q, want %q", c.task.StepID, c.task.Iteration, got, c.fail)
 		}
 	}
 }
