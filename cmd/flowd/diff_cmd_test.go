@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // flowd diff shows every value that changed between two versions, by its
@@ -57,4 +59,56 @@ func TestCLIDiff(t *testing.T) {
 	b.golden("diff-no-such-version", 4, "", "diff", "order-1", "1", "9")
 	b.golden("diff-bad-version", 2, "", "diff", "order-1", "v1", "2")
 	b.golden("diff-bad-args", 2, "", "diff", "order-1", "1")
+}
+
+// The changes of flowd diff -o json are a JSON Patch: applied to the first
+// version's {"status", "state"} they give the second's.
+func TestDiffVersionsIsAJSONPatch(t *testing.T) {
+	t.Parallel()
+	var a, b store.HistoryEntry
+	a.Status, b.Status = workflow.StatusRunning, workflow.StatusCompleted
+	if err := json.Unmarshal([]byte(`{"variables":{"n":1,"gone":{"x":1},"a/b":"s","~t":null},"steps":{"s":{"status":"RUNNING","attempts":1}},"extra":[1]}`), &a.State); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(`{"variables":{"n":2,"a/b":"s","~t":{"deep":[null]},"new":{"y":[1,2]}},"steps":{"s":{"status":"COMPLETED","attempts":1,"output":null},"t":{"status":"PENDING"}},"extra":[1,2]}`), &b.State); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := diffVersions(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := versionDocument(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root any = doc
+	for _, ch := range changes {
+		toks := strings.Split(strings.TrimPrefix(ch.Path, "/"), "/")
+		parent := root
+		for _, tok := range toks[:len(toks)-1] {
+			parent = parent.(map[string]any)[pointerUnescaper.Replace(tok)]
+		}
+		m, last := parent.(map[string]any), pointerUnescaper.Replace(toks[len(toks)-1])
+		switch ch.Op {
+		case "add", "replace":
+			var v any
+			dec := json.NewDecoder(strings.NewReader(string(ch.Value)))
+			dec.UseNumber()
+			if err := dec.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			m[last] = v
+		case "remove":
+			delete(m, last)
+		default:
+			t.Fatalf("op %q", ch.Op)
+		}
+	}
+	want, err := versionDocument(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, wantJSON := rawJSON(root), rawJSON(want); !jsonEqual(got, wantJSON) {
+		t.Errorf("the patch gives\n%s\nwant\n%s\nchanges: %+v", got, wantJSON, changes)
+	}
 }
