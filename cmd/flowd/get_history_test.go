@@ -96,6 +96,24 @@ func TestCLIGetAndHistoryOfARunningWorkflow(t *testing.T) {
 	waitForVersion(t, b, "shop-1", 3)
 	b.golden("get-graph-order", 0, "", "get", "shop-1")
 	b.golden("history-attempts", 0, "", "history", "shop-1")
+
+	// The retry of charge succeeds: its version says so, and shows no
+	// error (the one of the attempt before is no news).
+	b.clock.Advance(2 * time.Second)
+	retry := pollAll(t, b)["charge"]
+	if retry == nil || retry.Attempt != 2 {
+		t.Fatalf("charge's retry: %+v", retry)
+	}
+	if err := b.client.CompleteTask(ctx, retry.TaskID, retry.Lease, json.RawMessage(`{"charged":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitForVersion(t, b, "shop-1", 4)
+	res := b.run("", nil, "history", "shop-1")
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, `step "charge" completed (attempt 2)`) || !strings.Contains(last, "step charge: RUNNING → COMPLETED") || strings.Contains(last, "error") {
+		t.Errorf("the version of charge's completion:\n%s", res.stdout)
+	}
 }
 
 // flowd get shows the error a Serverless Workflow instance failed with in
