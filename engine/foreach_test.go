@@ -99,7 +99,7 @@ func TestForeachBoundedUnderConcurrentWorkers(t *testing.T) {
 		h := n.checkHistory(inst)
 		completions := 0
 		for _, e := range h {
-			if strings.HasPrefix(e.Cause, `step "each" completed`) {
+			if strings.HasPrefix(e.Cause, `step "each" iteration `) && strings.Contains(e.Cause, " completed (attempt ") {
 				completions++
 			}
 		}

@@ -42,7 +42,7 @@ func newClientCmds(e *env) []*cobra.Command {
 	cmds := []*cobra.Command{
 		newStartCmd(e), newGetCmd(e), newListCmd(e), newPatchCmd(e),
 		newCompleteCmd(e), newDeleteCmd(e), newHistoryCmd(e), newWorkersCmd(e),
-		newEventCmd(e),
+		newEventCmd(e), newDiffCmd(e),
 	}
 	for _, a := range actionCmds {
 		cmds = append(cmds, newActionCmd(e, a))
@@ -311,6 +311,11 @@ func newGetCmd(e *env) *cobra.Command {
 		Long: `get shows one workflow instance: its status, version, times, input, variables
 and steps. Long values are shortened; -o json prints the instance exactly as the
 API returns it. The version is what --if-match of patch and complete expects.
+
+Steps are listed in the order of their definition's graph (each after the steps
+it depends on), a code workflow's steps in the order they were recorded. A
+foreach step shows its items' progress ("2/5 items done, 2 running"). The error
+a Serverless Workflow instance failed with is shown whole, a field a line.
 ` + clientHelp,
 		Example: `  flowd get order-1
   flowd get order-1 -o json | jq .state.variables`,
@@ -327,7 +332,7 @@ API returns it. The version is what --if-match of patch and complete expects.
 			if o.json() {
 				return printJSON(e.stdout, inst)
 			}
-			return printInstance(e.stdout, inst)
+			return printInstanceSteps(e.stdout, inst, definitionGraph(cmd.Context(), c, inst))
 		},
 	}
 	o.bind(cmd, e)
@@ -595,8 +600,12 @@ was written, who wrote it (the actor: the name of the token of the request,
 "engine" for the engine's own writes, "anonymous" without tokens), what caused
 it, and what changed since the version before:
 "+name=value" added, "-name" removed, "name: old → new" changed, where name
-is a variable, "step ID" or "state.KEY" (another top-level key of the state).
--o json prints each version's full state.
+is a variable, "step ID" or "state.KEY" (another top-level key of the state);
+a step whose status stayed shows its attempts and its items done (foreach).
+The error a version recorded for a step ends its line, whole; the cause of a
+write about one item of a foreach step names its index ("iteration 2").
+Times are to the millisecond. -o json prints each version's full state;
+"flowd diff ID V1 V2" shows everything that changed between two versions.
 ` + clientHelp,
 		Example: `  flowd history order-1
   flowd history order-1 -o json | jq '.versions[-1].state'`,

@@ -39,6 +39,12 @@ func newTable(w io.Writer) *tabwriter.Writer {
 // printInstance writes the `flowd get` block: key: value lines, then the
 // variables, other state keys and steps as indented tables.
 func printInstance(w io.Writer, inst *workflow.Instance) error {
+	return printInstanceSteps(w, inst, nil)
+}
+
+// printInstanceSteps is printInstance with the steps of graph (the
+// definition's, in graph order) listed first, in that order.
+func printInstanceSteps(w io.Writer, inst *workflow.Instance, graph []string) error {
 	var shortened bool
 	short := func(raw json.RawMessage, width int) string {
 		s, cut := compactJSON(raw, width)
@@ -66,6 +72,13 @@ func printInstance(w io.Writer, inst *workflow.Instance) error {
 		// What a completed definition-based instance gave.
 		field("output", short(inst.Output, valueWidth))
 	}
+	if len(inst.Error) > 0 {
+		// What a Serverless Workflow instance failed with, in full: it is
+		// the first thing to read of a failed instance.
+		if err := printErrorObject(w, inst.Error); err != nil {
+			return err
+		}
+	}
 	for _, sec := range []struct {
 		key    string
 		values map[string]json.RawMessage
@@ -92,7 +105,7 @@ func printInstance(w io.Writer, inst *workflow.Instance) error {
 		fmt.Fprintln(w, "steps:")
 		tw := newTable(w)
 		fmt.Fprintln(tw, "  STEP\tSTATUS\tATTEMPTS\tOUTPUT / ERROR")
-		for _, id := range stepOrder(inst.State.Steps) {
+		for _, id := range stepOrder(inst.State.Steps, graph) {
 			st := inst.State.Steps[id]
 			result := "-"
 			switch {
@@ -105,6 +118,15 @@ func printInstance(w io.Writer, inst *workflow.Instance) error {
 				result = short(st.Output, outputWidth)
 			default:
 				result = waitingFor(st)
+				if result == "-" {
+					result = serverlessTask(inst, id)
+				}
+			}
+			if p := itemProgress(st); p != "" {
+				result = p + "; " + result
+				if st.Output == nil && st.Error == "" {
+					result = p
+				}
 			}
 			status, attempts := "-", "-"
 			if st != nil {
@@ -161,14 +183,19 @@ func stepProgress(steps map[string]*workflow.StepState) string {
 }
 
 // printHistory writes the `flowd history` table: who wrote each version
-// (ACTOR), why, and a summary of what it changed.
+// (ACTOR), why, and a summary of what it changed. The errors a version
+// recorded end its line in full: they say why an attempt failed.
 func printHistory(w io.Writer, versions []store.HistoryEntry) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "VERSION\tSTATUS\tAT\tACTOR\tCAUSE\tCHANGES")
 	for i, v := range versions {
 		change := "created"
 		if i > 0 {
-			change = shorten(describeChange(versions[i-1], v), changeWidth)
+			summary, errs := describeChange(versions[i-1], v)
+			if summary != "-" || len(errs) == 0 {
+				errs = append([]string{shorten(summary, changeWidth)}, errs...)
+			}
+			change = strings.Join(errs, "; ")
 		}
 		cause := v.Cause
 		if cause == "" {
@@ -178,15 +205,17 @@ func printHistory(w io.Writer, versions []store.HistoryEntry) error {
 		if actor == "" {
 			actor = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.Version, clean(string(v.Status)), timestamp(v.At), clean(actor), clean(cause), change)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.Version, clean(string(v.Status)), timestampMillis(v.At), clean(actor), clean(cause), change)
 	}
 	return tw.Flush()
 }
 
 // describeChange summarises prev → cur: "status: A → B", then each variable,
 // step and other state key (state.KEY) added ("+name=value"), removed
-// ("-name") or changed ("name: old → new").
-func describeChange(prev, cur store.HistoryEntry) string {
+// ("-name") or changed ("name: old → new"; for a step whose status stayed,
+// what else changed: its attempts, its items done). errs are the step
+// errors cur recorded ("step ID error: message"), whole.
+func describeChange(prev, cur store.HistoryEntry) (summary string, errs []string) {
 	var parts []string
 	if prev.Status != cur.Status {
 		parts = append(parts, fmt.Sprintf("status: %s → %s", clean(string(prev.Status)), clean(string(cur.Status))))
@@ -196,6 +225,11 @@ func describeChange(prev, cur store.HistoryEntry) string {
 		p, okp := prev.State.Steps[id]
 		c, okc := cur.State.Steps[id]
 		name := "step " + clean(id)
+		if okc && c != nil && (c.Error != "" || len(c.Extra["error"]) > 0) {
+			if msg := stepError(c); !okp || p == nil || stepError(p) != msg || p.Attempts != c.Attempts {
+				errs = append(errs, name+" error: "+clean(msg))
+			}
+		}
 		switch {
 		case !okp:
 			parts = append(parts, "+"+name+"="+stepStatus(c))
@@ -204,14 +238,55 @@ func describeChange(prev, cur store.HistoryEntry) string {
 		case stepStatus(p) != stepStatus(c):
 			parts = append(parts, fmt.Sprintf("%s: %s → %s", name, stepStatus(p), stepStatus(c)))
 		case !sameStep(p, c):
-			parts = append(parts, name+": changed")
+			if d := stepDetail(p, c); d != "" {
+				parts = append(parts, name+": "+d)
+			}
 		}
 	}
 	parts = append(parts, diffValues("state.", prev.State.Extra, cur.State.Extra)...)
 	if len(parts) == 0 {
+		return "-", errs
+	}
+	return strings.Join(parts, ", "), errs
+}
+
+// stepDetail says what changed in a step that kept its status: its
+// attempts, its items done, else just that it changed; "" when only its
+// error did (which the errors of the version show).
+func stepDetail(p, c *workflow.StepState) string {
+	var ds []string
+	if p != nil && c != nil {
+		if p.Attempts != c.Attempts {
+			ds = append(ds, fmt.Sprintf("attempts %d → %d", p.Attempts, c.Attempts))
+		}
+		if ip, ic := itemsDone(p), itemsDone(c); ic != "" && ip != ic {
+			ds = append(ds, "items done "+orDash(ip)+" → "+ic)
+		}
+		if len(ds) == 0 && (c.Error != "" || len(c.Extra["error"]) > 0) && stepError(p) != stepError(c) {
+			return ""
+		}
+	}
+	if len(ds) == 0 {
+		return "changed"
+	}
+	return strings.Join(ds, ", ")
+}
+
+// itemsDone is a foreach step's "done/total" ("" for another step).
+func itemsDone(st *workflow.StepState) string {
+	var it struct{ Total, Completed int }
+	raw, ok := st.Extra["iterations"]
+	if !ok || json.Unmarshal(raw, &it) != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", it.Completed, it.Total)
+}
+
+func orDash(s string) string {
+	if s == "" {
 		return "-"
 	}
-	return strings.Join(parts, ", ")
+	return s
 }
 
 func diffValues(prefix string, prev, cur map[string]json.RawMessage) []string {
@@ -306,6 +381,15 @@ func clean(s string) string {
 	return b.String()
 }
 
+// timestampMillis is timestamp to the millisecond: versions a second
+// apart, or less, still read in order.
+func timestampMillis(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
 // timestamp formats t in UTC, to the second; the zero time is "-".
 func timestamp(t time.Time) string {
 	if t.IsZero() {
@@ -340,21 +424,6 @@ func unionKeys[V any](a, b map[string]V) []string {
 		seen[k] = v
 	}
 	return sortedKeys(seen)
-}
-
-// stepOrder is the order steps are listed in: a code workflow's entries
-// as they were recorded (their seq), any other steps by id.
-func stepOrder(steps map[string]*workflow.StepState) []string {
-	ids := sortedKeys(steps)
-	seq := func(id string) int {
-		var n int
-		if st := steps[id]; st != nil {
-			_ = json.Unmarshal(st.Extra["seq"], &n)
-		}
-		return n
-	}
-	sort.SliceStable(ids, func(i, j int) bool { return seq(ids[i]) < seq(ids[j]) })
-	return ids
 }
 
 // stepError is a failed step's error: its message, or an error object's

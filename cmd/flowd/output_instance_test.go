@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/engine"
-
+	"github.com/flowd/flowd/api"
 	"github.com/flowd/flowd/workflow"
 )
 
@@ -88,8 +87,12 @@ func TestPrintCodeDefinition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	raw, err := json.Marshal(def)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
-	if err := printDefinition(&b, &engine.DefinitionInfo{Name: "order", Revision: 2, Definition: def}); err != nil {
+	if err := printDefinition(&b, &api.DefinitionInfo{Name: "order", Revision: 2, Definition: raw}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

@@ -5,15 +5,12 @@ package main
 // over the tasks API.
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,6 +227,9 @@ API's response.
 						// Its code records its steps as it runs.
 						steps = "code: " + clean(c.Handler)
 					}
+					if d.Definition.Serverless != nil {
+						steps, timeout = serverlessSummary(d.Definition.Serverless)
+					}
 					if d.Definition.Timeout > 0 {
 						timeout = d.Definition.Timeout.String()
 					}
@@ -270,159 +270,12 @@ func newDefGetCmd(e *env) *cobra.Command {
 			if o.json() {
 				return printJSON(e.stdout, info)
 			}
-			def, err := engine.DefinitionFromAPI(info)
-			if err != nil {
-				return err
-			}
-			return printDefinition(e.stdout, def)
+			return printDefinition(e.stdout, info)
 		},
 	}
 	cmd.Flags().IntVar(&revision, "revision", 0, "show this revision (default: the latest)")
 	o.bind(cmd, e)
 	return cmd
-}
-
-// printDefinition writes the definition as block YAML, with JSON (which YAML
-// reads as flow style) for inputs, bodies and headers, so the output can be
-// applied again as it is.
-func printDefinition(w io.Writer, info *engine.DefinitionInfo) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s revision %d, stored %s\n", clean(info.Name), info.Revision, timestamp(info.CreatedAt))
-	d := info.Definition
-	if d == nil {
-		d = &workflow.Definition{Name: info.Name}
-	}
-	if d.Serverless != nil {
-		// A Serverless Workflow document: its JSON, which YAML reads as is.
-		var doc bytes.Buffer
-		if err := json.Indent(&doc, d.Serverless, "", "  "); err != nil {
-			return err
-		}
-		b.WriteString(doc.String() + "\n")
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	fmt.Fprintf(&b, "name: %s\n", yamlString(d.Name))
-	if d.Timeout > 0 {
-		fmt.Fprintf(&b, "timeout: %s\n", d.Timeout)
-	}
-	if d.Code != nil {
-		// A code definition: the function its workers serve, and the
-		// retry of its runs.
-		fmt.Fprintf(&b, "code: {handler: %s}\n", yamlString(d.Code.Handler))
-		if r := retryYAML(d.Retry); r != "" {
-			fmt.Fprintf(&b, "retry: %s\n", r)
-		}
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	b.WriteString("steps:\n")
-	for _, s := range d.Steps {
-		fmt.Fprintf(&b, "  - id: %s\n", yamlString(s.ID))
-		field := func(key, value string) { fmt.Fprintf(&b, "    %s: %s\n", key, value) }
-		field("type", yamlString(string(s.Type)))
-		if s.Handler != "" {
-			field("handler", yamlString(s.Handler))
-		}
-		if s.Duration > 0 {
-			field("duration", s.Duration.String())
-		}
-		if len(s.DependsOn) > 0 {
-			deps := make([]string, len(s.DependsOn))
-			for i, dep := range s.DependsOn {
-				deps[i] = yamlString(dep)
-			}
-			field("depends_on", "["+strings.Join(deps, ", ")+"]")
-		}
-		if len(s.Input) > 0 {
-			field("input", yamlJSON(s.Input))
-		}
-		if r := s.Request; r != nil {
-			b.WriteString("    request:\n")
-			fmt.Fprintf(&b, "      method: %s\n", yamlString(r.Method))
-			fmt.Fprintf(&b, "      url: %s\n", yamlString(r.URL))
-			if len(r.Headers) > 0 {
-				var hs []string
-				for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
-					hs = append(hs, yamlString(k)+": "+yamlString(r.Headers[k]))
-				}
-				fmt.Fprintf(&b, "      headers: {%s}\n", strings.Join(hs, ", "))
-			}
-			if len(r.Body) > 0 {
-				fmt.Fprintf(&b, "      body: %s\n", yamlJSON(r.Body))
-			}
-		}
-		if r := retryYAML(s.Retry); r != "" {
-			field("retry", r)
-		}
-		if s.Timeout > 0 {
-			field("timeout", s.Timeout.String())
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// retryYAML is a retry policy in YAML flow style ("" for none).
-func retryYAML(p *workflow.RetryPolicy) string {
-	if p == nil {
-		return ""
-	}
-	var ps []string
-	if p.MaxAttempts > 0 {
-		ps = append(ps, "max_attempts: "+strconv.Itoa(p.MaxAttempts))
-	}
-	if p.InitialBackoff > 0 {
-		ps = append(ps, "initial_backoff: "+p.InitialBackoff.String())
-	}
-	if p.MaxBackoff > 0 {
-		ps = append(ps, "max_backoff: "+p.MaxBackoff.String())
-	}
-	if len(ps) == 0 {
-		return ""
-	}
-	return "{" + strings.Join(ps, ", ") + "}"
-}
-
-// plainYAML matches the strings that YAML reads back as the same string
-// without quotes; everything else is written as a JSON string.
-var plainYAML = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
-
-// yamlString writes s as a YAML scalar that reads back as the string s.
-func yamlString(s string) string {
-	switch strings.ToLower(s) {
-	case "y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf":
-		return jsonText(s)
-	}
-	if plainYAML.MatchString(s) {
-		return s
-	}
-	return jsonText(s)
-}
-
-// yamlJSON writes a JSON value on one line: JSON is YAML in flow style.
-// Re-encoding undoes the server's HTML escaping (\u003c for <); numbers keep
-// their text.
-func yamlJSON(raw json.RawMessage) string {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return jsonText(string(raw))
-	}
-	return jsonText(v)
-}
-
-// jsonText is v as compact JSON without HTML escaping, made safe for a
-// terminal (an escaped control character is still valid JSON and YAML).
-func jsonText(v any) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return "?"
-	}
-	return clean(strings.TrimSuffix(buf.String(), "\n"))
 }
 
 func newWorkerCmd(e *env) *cobra.Command {

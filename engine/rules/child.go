@@ -28,7 +28,7 @@ const childLease = 100 * 365 * 24 * time.Hour
 // ChildStartedCause is the history cause of the parent's write that starts
 // a child for t.
 func ChildStartedCause(t *store.Task, child string) string {
-	return fmt.Sprintf("step %q started child workflow %s (attempt %d)", t.StepID, child, t.Attempt)
+	return fmt.Sprintf("%s started child workflow %s (attempt %d)", taskName(t), child, t.Attempt)
 }
 
 // StartChild records in the parent inst that the attempt of t holding

@@ -13,10 +13,7 @@ import (
 
 // CompletedCause is the history cause of t's completion.
 func CompletedCause(t *store.Task) string {
-	if n, ok := workflow.ParseRunStep(t.StepID); ok {
-		return fmt.Sprintf("run %d completed (attempt %d)", n, t.Attempt)
-	}
-	return fmt.Sprintf("step %q completed (attempt %d)", t.StepID, t.Attempt)
+	return fmt.Sprintf("%s completed (attempt %d)", taskName(t), t.Attempt)
 }
 
 // FailedCause is the history cause of a failed attempt of t.
@@ -24,11 +21,16 @@ func FailedCause(t *store.Task) string {
 	return fmt.Sprintf("%s attempt %d failed", taskName(t), t.Attempt)
 }
 
-// taskName names what t runs in a history cause: a step, or a run of a
-// code workflow.
+// taskName names what t runs in a history cause: a step, an iteration of
+// a foreach step by its index (the history says which item a write was
+// about: its completion leaves no other trace in the step's state), or a
+// run of a code workflow.
 func taskName(t *store.Task) string {
 	if n, ok := workflow.ParseRunStep(t.StepID); ok {
 		return fmt.Sprintf("run %d", n)
+	}
+	if t.Iteration > 0 {
+		return fmt.Sprintf("step %q iteration %d", t.StepID, t.Iteration-1)
 	}
 	return fmt.Sprintf("step %q", t.StepID)
 }
