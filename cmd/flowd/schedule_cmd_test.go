@@ -67,3 +67,13 @@ func TestScheduleCommands(t *testing.T) {
 		t.Errorf("instances of the deleted schedule: %+v, %v", page, err)
 	}
 }
+
+// schedule apply lists every problem the server finds, one a line, as def
+// apply does for a definition (exit 1: the server refused it).
+func TestScheduleApplyListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	b, _ := setupWorkersCLI(t)
+	b.golden("schedule-apply-problems", exitError,
+		`{"name": "bad", "cron": "61 * * * *", "timezone": "Mars/Base", "overlap": "queue", "catchup_window": "soon"}`,
+		"schedule", "apply", "-")
+}
