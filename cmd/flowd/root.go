@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -26,6 +27,21 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) (string, bool)
+	// terminal reports whether stdin is a terminal a person can answer a
+	// question on; nil means it is not.
+	terminal func() bool
+	// now is the clock of commands that judge how old a time is; nil is
+	// time.Now.
+	now func() time.Time
+}
+
+func (e *env) interactive() bool { return e.terminal != nil && e.terminal() }
+
+func (e *env) clock() time.Time {
+	if e.now == nil {
+		return time.Now()
+	}
+	return e.now()
 }
 
 // exitError carries a specific exit code out of a command.
