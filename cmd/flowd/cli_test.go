@@ -101,11 +101,16 @@ func (b *cliBundle) run(stdin string, extra []string, args ...string) cliResult 
 		vars[k] = v
 	}
 	var stdout, stderr bytes.Buffer
+	var now func() time.Time
+	if b.clock != nil {
+		now = b.clock.Now
+	}
 	code := run(b.t.Context(), args, &env{
 		stdin:  strings.NewReader(stdin),
 		stdout: &stdout,
 		stderr: &stderr,
 		getenv: func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
+		now:    now,
 	})
 	return cliResult{
 		stdout: strings.ReplaceAll(stdout.String(), b.url, "http://flowd.test"),
