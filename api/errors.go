@@ -4,7 +4,8 @@ package api
 type ErrorBody struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
-	// Problems lists every validation problem of a rejected definition.
+	// Problems lists every validation problem of a rejected definition or
+	// schedule.
 	Problems []string `json:"problems,omitempty"`
 	// Outcome is "unknown" on a 503 for a write whose commit was under way
 	// when the database connection broke: it may or may not have been

@@ -1,6 +1,9 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // PublishEventRequest is the body of POST /v1/events.
 type PublishEventRequest struct {
@@ -19,6 +22,11 @@ type PublishEventResponse struct {
 	// completing, each with the error it failed with: their instance's
 	// state would be larger than its limit with the event's data.
 	Failed []EventFailure `json:"failed"`
+	// ExpiresAt is when the server deletes the event (its
+	// --event-retention after it was published): until then a wait step
+	// that starts waiting later, in a workflow created before the event
+	// was published, still takes it.
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // EventFailure is a waiting step an event failed instead of completing.

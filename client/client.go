@@ -115,8 +115,9 @@ type APIError struct {
 	Reason     string // the body's "error" field: the HTTP reason phrase
 	Message    string // the body's "message" field: what went wrong
 	RequestID  string // the X-Request-Id response header, for the server log
-	// Problems lists every problem of a definition rejected by PUT
-	// /v1/definitions/{name} (400); Message joins them.
+	// Problems lists every problem of a definition or schedule rejected
+	// by PUT /v1/definitions/{name} or PUT /v1/schedules/{name} (400);
+	// Message joins them.
 	Problems []string
 }
 

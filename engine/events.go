@@ -47,6 +47,10 @@ const eventGrace = 5 * time.Second
 type PublishedEvent struct {
 	Event     *store.Event
 	Delivered []string
+	// ExpiresAt is when the event is swept: until then a wait step that
+	// starts waiting later takes it (Config.EventRetention after it was
+	// published).
+	ExpiresAt time.Time
 	// Failed are the steps that took the event but failed instead of
 	// completing: it could not be recorded (their instance's state would
 	// be larger than its limit with the event's data).
@@ -91,7 +95,7 @@ func (e *Engine) publishEvent(ctx context.Context, ev *store.Event) (*PublishedE
 	if e.m != nil {
 		e.m.EventsPublished.Inc()
 	}
-	out := &PublishedEvent{Event: ev, Delivered: []string{}, Failed: []UndeliveredEvent{}}
+	out := &PublishedEvent{Event: ev, Delivered: []string{}, Failed: []UndeliveredEvent{}, ExpiresAt: ev.CreatedAt.Add(e.eventRetention)}
 	seen := map[string]bool{}
 	for {
 		waiters, err := e.st.Due(ctx, store.DueParams{Kind: store.DueWaiters, Queue: ev.Queue(), Limit: eventPage})

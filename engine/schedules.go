@@ -38,20 +38,41 @@ const scheduleRounds = 100
 // errFiredBefore: the fire's instance already existed; the schedule advanced.
 var errFiredBefore = errors.New("the fire time's instance already exists")
 
+// ScheduleProblems lists every problem of s — name, definition, cron, time
+// zone, overlap, catch-up window — so that one answer can name them all.
+// It does no I/O: whether the definition exists is PutSchedule's to check.
+func ScheduleProblems(s store.Schedule) []string {
+	problems := s.Problems()
+	var err error
+	if s.Cron == "" {
+		// Problems says the cron is missing; the zone is still checked.
+		_, err = schedule.LoadZone(s.Timezone)
+	} else {
+		_, err = schedule.Parse(s.Cron, s.Timezone)
+	}
+	if se := (*schedule.Error)(nil); errors.As(err, &se) {
+		problems = append(problems, se.Problems...)
+	} else if err != nil {
+		problems = append(problems, err.Error())
+	}
+	return problems
+}
+
 // PutSchedule checks s (its cron, time zone and definition) and stores it:
 // created or replaced. A new schedule fires the fire times after now.
-// Errors: store.ErrInvalidArgument (wrapping what is wrong), an error
-// wrapping store.ErrNotFound for an unknown definition.
+// Errors: a *store.ScheduleError (errors.Is store.ErrInvalidArgument)
+// naming every problem ScheduleProblems finds, an error wrapping
+// store.ErrNotFound for an unknown definition.
 func (e *Engine) PutSchedule(ctx context.Context, s store.Schedule) (*store.Schedule, bool, error) {
 	if s.Timezone == "" {
 		s.Timezone = "UTC"
 	}
 	s.FiredUntil = e.clock()
+	if problems := ScheduleProblems(s); len(problems) > 0 {
+		return nil, false, &store.ScheduleError{Problems: problems}
+	}
 	if err := s.Normalize(); err != nil {
 		return nil, false, err
-	}
-	if _, err := schedule.Parse(s.Cron, s.Timezone); err != nil {
-		return nil, false, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
 	}
 	if _, err := e.compiled(ctx, s.Definition, 0); err != nil {
 		return nil, false, err

@@ -42,5 +42,5 @@ func (s *Server) publishEvent(w http.ResponseWriter, r *http.Request) {
 	for i, f := range ev.Failed {
 		failed[i] = EventFailure{WorkflowID: f.WorkflowID, Step: f.Step, Error: f.Error}
 	}
-	writeJSON(w, http.StatusAccepted, PublishEventResponse{ID: ev.Event.ID, Delivered: ev.Delivered, Failed: failed})
+	writeJSON(w, http.StatusAccepted, PublishEventResponse{ID: ev.Event.ID, Delivered: ev.Delivered, Failed: failed, ExpiresAt: ev.ExpiresAt})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 )
 
@@ -43,13 +44,10 @@ func (s *Server) writeSchedule(w http.ResponseWriter, r *http.Request, status in
 	writeJSON(w, status, view)
 }
 
-// putSchedule is PUT /v1/schedules/{name}: 201 created, 200 replaced.
+// putSchedule is PUT /v1/schedules/{name}: 201 created, 200 replaced; 400
+// naming every problem of the schedule (its name included) at once.
 func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if err := store.ValidateScheduleName(name); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	var req PutScheduleRequest
 	if err := decodeControl(r, &req, false); err != nil {
 		s.fail(w, r, err)
@@ -60,7 +58,9 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 	if req.CatchupWindow != "" {
 		d, err := time.ParseDuration(req.CatchupWindow)
 		if err != nil || d <= 0 {
-			s.fail(w, r, httpError(http.StatusBadRequest, fmt.Sprintf("catchup_window %q is not a positive Go duration such as 1m or 90s", req.CatchupWindow)))
+			problems := append(engine.ScheduleProblems(sc),
+				fmt.Sprintf("catchup_window %q is not a positive Go duration such as 1m or 90s", req.CatchupWindow))
+			s.fail(w, r, &store.ScheduleError{Problems: problems})
 			return
 		}
 		sc.CatchupWindow = d

@@ -260,8 +260,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		body.Outcome = OutcomeUnknown
 	}
 	var de *workflow.DefinitionError
-	if errors.As(err, &de) {
+	var se *store.ScheduleError
+	switch {
+	case errors.As(err, &de):
 		body.Problems = de.Problems
+	case errors.As(err, &se):
+		body.Problems = se.Problems
 	}
 	writeJSON(w, status, body)
 }

@@ -50,8 +50,19 @@ var macros = map[string]string{
 	"@daily":  "0 0 * * *",
 }
 
-// ErrInvalid is wrapped by every error of Parse.
+// ErrInvalid is matched (errors.Is) by every error of Parse and LoadZone.
 var ErrInvalid = errors.New("invalid schedule")
+
+// Error lists every problem Parse found in a cron expression and a time
+// zone, so that one answer names them all.
+type Error struct {
+	Problems []string
+}
+
+func (e *Error) Error() string { return ErrInvalid.Error() + ": " + strings.Join(e.Problems, "; ") }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 // Cron is a parsed schedule: its fire times in its zone.
 type Cron struct {
@@ -61,72 +72,96 @@ type Cron struct {
 }
 
 // Parse checks expr and zone ("" means UTC) and returns the schedule they
-// describe. Errors wrap ErrInvalid and say what is wrong.
+// describe. The error is an *Error naming every problem of both.
 func Parse(expr, zone string) (*Cron, error) {
-	loc, err := LoadZone(zone)
-	if err != nil {
-		return nil, err
+	var problems []string
+	c := &Cron{}
+	if err := c.parseExpr(strings.TrimSpace(expr)); err != "" {
+		problems = append(problems, err)
 	}
-	c := &Cron{loc: loc}
-	expr = strings.TrimSpace(expr)
+	loc, err := loadZone(zone)
+	if err != "" {
+		problems = append(problems, err)
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	c.loc = loc
+	return c, nil
+}
+
+// parseExpr sets c's expression or interval from expr, or says what is
+// wrong with it.
+func (c *Cron) parseExpr(expr string) (problem string) {
 	switch {
 	case expr == "":
-		return nil, fmt.Errorf("%w: cron is empty", ErrInvalid)
+		return "cron is empty"
 	case strings.HasPrefix(expr, "@every"):
 		d, err := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(expr, "@every")))
 		if err != nil {
-			return nil, fmt.Errorf("%w: cron %q: @every takes a Go duration such as 30s or 1h30m: %w", ErrInvalid, expr, err)
+			return fmt.Sprintf("cron %q: @every takes a Go duration such as 30s or 1h30m: %v", expr, err)
 		}
 		if d < MinEvery {
-			return nil, fmt.Errorf("%w: cron %q: @every needs a duration of at least %s", ErrInvalid, expr, MinEvery)
+			return fmt.Sprintf("cron %q: @every needs a duration of at least %s", expr, MinEvery)
 		}
 		if d > MaxEvery {
-			return nil, fmt.Errorf("%w: cron %q: @every takes at most %s (10 years): fire times further apart would soon pass %s, the last date flowd computes",
-				ErrInvalid, expr, MaxEvery, lastFire.Format(time.RFC3339))
+			return fmt.Sprintf("cron %q: @every takes at most %s (10 years): fire times further apart would soon pass %s, the last date flowd computes",
+				expr, MaxEvery, lastFire.Format(time.RFC3339))
 		}
 		if d%time.Microsecond != 0 {
 			// Fire times are stored to the microsecond.
-			return nil, fmt.Errorf("%w: cron %q: @every needs a whole number of microseconds", ErrInvalid, expr)
+			return fmt.Sprintf("cron %q: @every needs a whole number of microseconds", expr)
 		}
 		c.every = d
-		return c, nil
+		return ""
 	case strings.HasPrefix(expr, "@"):
 		m, ok := macros[expr]
 		if !ok {
-			return nil, fmt.Errorf("%w: cron %q: the @ forms are @every D, @hourly and @daily", ErrInvalid, expr)
+			return fmt.Sprintf("cron %q: the @ forms are @every D, @hourly and @daily", expr)
 		}
 		c.expr = m
 	default:
 		if n := len(strings.Fields(expr)); n != 5 {
-			return nil, fmt.Errorf("%w: cron %q has %d fields; it needs 5 (minute hour day-of-month month day-of-week)", ErrInvalid, expr, n)
+			return fmt.Sprintf("cron %q has %d fields; it needs 5 (minute hour day-of-month month day-of-week)", expr, n)
 		}
 		if !gronx.IsValid(expr) {
-			return nil, fmt.Errorf("%w: cron %q is not a valid 5-field cron expression", ErrInvalid, expr)
+			return fmt.Sprintf("cron %q is not a valid 5-field cron expression", expr)
 		}
 		c.expr = strings.Join(strings.Fields(expr), " ")
 	}
 	// An expression that never matches (30 February) is refused here
-	// rather than leaving a schedule that silently never fires.
-	if _, err := c.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
-		return nil, fmt.Errorf("%w: cron %q never fires", ErrInvalid, expr)
+	// rather than leaving a schedule that silently never fires. The
+	// fields match the same way in every zone.
+	probe := Cron{expr: c.expr, loc: time.UTC}
+	if _, err := probe.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		return fmt.Sprintf("cron %q never fires", expr)
 	}
-	return c, nil
+	return ""
 }
 
 // LoadZone returns the IANA time zone name ("" means UTC). "Local" is
-// refused: it would mean a different zone on each node.
+// refused: it would mean a different zone on each node. The error is an
+// *Error.
 func LoadZone(name string) (*time.Location, error) {
+	loc, problem := loadZone(name)
+	if problem != "" {
+		return nil, &Error{Problems: []string{problem}}
+	}
+	return loc, nil
+}
+
+func loadZone(name string) (loc *time.Location, problem string) {
 	if name == "" {
-		return time.UTC, nil
+		return time.UTC, ""
 	}
 	if name == "Local" {
-		return nil, fmt.Errorf("%w: timezone \"Local\" depends on the machine; name an IANA zone such as Europe/Paris", ErrInvalid)
+		return nil, `timezone "Local" depends on the machine; name an IANA zone such as Europe/Paris`
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: timezone %q is not an IANA time zone name (such as UTC or Europe/Paris): %w", ErrInvalid, name, err)
+		return nil, fmt.Sprintf("timezone %q is not an IANA time zone name (such as UTC or Europe/Paris): %v", name, err)
 	}
-	return loc, nil
+	return loc, ""
 }
 
 // Location is the zone the schedule's fields are matched in.

@@ -95,6 +95,16 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// A bad cron and a bad zone are both named, in one error.
+func TestParseNamesEveryProblem(t *testing.T) {
+	_, err := Parse("61 * * * *", "Mars/Olympus")
+	var se *Error
+	if !errors.As(err, &se) || len(se.Problems) != 2 ||
+		!strings.Contains(se.Problems[0], `cron "61 * * * *" is not a valid`) || !strings.Contains(se.Problems[1], `timezone "Mars/Olympus"`) {
+		t.Errorf("Parse of a bad cron in a bad zone = %v, want both problems", err)
+	}
+}
+
 // An @every fire time never wraps around past the last instant flowd
 // computes (2262): the next fire time there is an error, and the longest
 // interval gives fire times in order for the next two centuries.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flowd/flowd/workflow"
@@ -133,27 +134,53 @@ type ScheduleFire struct {
 	FireAt time.Time
 }
 
-// Normalize validates s and puts it in the form every backend stores: the
-// overlap and catch-up window defaults filled in, input compact JSON ({} when
-// none), times as Timestamp.
-func (s *Schedule) Normalize() error {
-	if err := ValidateScheduleName(s.Name); err != nil {
-		return err
+// ScheduleError lists every problem of a schedule that cannot be stored,
+// so that one answer names them all. errors.Is(err, ErrInvalidArgument)
+// holds.
+type ScheduleError struct {
+	Problems []string
+}
+
+func (e *ScheduleError) Error() string {
+	return "invalid schedule: " + strings.Join(e.Problems, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalidArgument) true.
+func (e *ScheduleError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// Problems lists what is wrong with s's name, definition, overlap and
+// catch-up window, and a missing cron (the cron's and time zone's own
+// syntax is package schedule's to check).
+func (s *Schedule) Problems() []string {
+	var problems []string
+	if p := scheduleNameProblem(s.Name); p != "" {
+		problems = append(problems, p)
 	}
 	if s.Definition == "" {
-		return fmt.Errorf("%w: a schedule needs a definition", ErrInvalidArgument)
+		problems = append(problems, "a schedule needs a definition")
 	}
 	if s.Cron == "" {
-		return fmt.Errorf("%w: a schedule needs a cron expression", ErrInvalidArgument)
+		problems = append(problems, "a schedule needs a cron expression")
+	}
+	if s.Overlap != "" && !validOverlap(s.Overlap) {
+		problems = append(problems, fmt.Sprintf("overlap %q is not one of %v", s.Overlap, OverlapPolicies))
+	}
+	if s.CatchupWindow < 0 {
+		problems = append(problems, fmt.Sprintf("catchup_window must not be negative, got %s", s.CatchupWindow))
+	}
+	return problems
+}
+
+// Normalize validates s (a *ScheduleError names every problem Problems
+// finds) and puts it in the form every backend stores: the overlap and
+// catch-up window defaults filled in, input compact JSON ({} when none),
+// times as Timestamp.
+func (s *Schedule) Normalize() error {
+	if problems := s.Problems(); len(problems) > 0 {
+		return &ScheduleError{Problems: problems}
 	}
 	if s.Overlap == "" {
 		s.Overlap = OverlapSkip
-	}
-	if !validOverlap(s.Overlap) {
-		return fmt.Errorf("%w: overlap %q is not one of %v", ErrInvalidArgument, s.Overlap, OverlapPolicies)
-	}
-	if s.CatchupWindow < 0 {
-		return fmt.Errorf("%w: catchup_window must not be negative, got %s", ErrInvalidArgument, s.CatchupWindow)
 	}
 	if s.CatchupWindow == 0 {
 		s.CatchupWindow = DefaultCatchupWindow
@@ -180,14 +207,21 @@ func validOverlap(o string) bool {
 // [A-Za-z0-9._-], so that the name followed by a fire time is a valid
 // instance id.
 func ValidateScheduleName(name string) error {
+	if p := scheduleNameProblem(name); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidArgument, p)
+	}
+	return nil
+}
+
+func scheduleNameProblem(name string) string {
 	if len(name) > MaxScheduleNameLength {
-		return fmt.Errorf("%w: schedule name is %d characters long, at most %d are allowed", ErrInvalidArgument, len(name), MaxScheduleNameLength)
+		return fmt.Sprintf("schedule name is %d characters long, at most %d are allowed", len(name), MaxScheduleNameLength)
 	}
 	if err := workflow.ValidateStepID(name); err != nil {
 		// Step ids have exactly the characters of a schedule name.
-		return fmt.Errorf("%w: schedule name %q: 1–%d characters of [A-Za-z0-9._-] (%w)", ErrInvalidArgument, name, MaxScheduleNameLength, err)
+		return fmt.Sprintf("schedule name %q: 1–%d characters of [A-Za-z0-9._-] (%v)", name, MaxScheduleNameLength, err)
 	}
-	return nil
+	return ""
 }
 
 // ScheduleInstanceID is the id of the instance a schedule starts for the

@@ -101,11 +101,16 @@ func (b *cliBundle) run(stdin string, extra []string, args ...string) cliResult 
 		vars[k] = v
 	}
 	var stdout, stderr bytes.Buffer
+	var now func() time.Time
+	if b.clock != nil {
+		now = b.clock.Now
+	}
 	code := run(b.t.Context(), args, &env{
 		stdin:  strings.NewReader(stdin),
 		stdout: &stdout,
 		stderr: &stderr,
 		getenv: func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
+		now:    now,
 	})
 	return cliResult{
 		stdout: strings.ReplaceAll(stdout.String(), b.url, "http://flowd.test"),
@@ -169,20 +174,19 @@ func TestCLIGolden(t *testing.T) {
 	ctx := t.Context()
 	minute := time.Minute
 
-	b.golden("start", 0, "", "start", "--id", "order-1", "--input", `{"sku":"A-1","qty":2}`, "--state",
+	b.golden("start", 0, "", "start", "--free-form", "--id", "order-1", "--input", `{"sku":"A-1","qty":2}`, "--state",
 		`{"variables":{"counter":1,"customer":{"name":"Ana Lima","tier":"gold","since":"2019-04-01","notes":"prefers morning deliveries"}},`+
 			`"steps":{"reserve":{"status":"COMPLETED","output":{"reserved":true,"warehouse":"lis-2"},"attempts":1},"approve":{"status":"WAITING"},"ship":{"status":"PENDING"}}}`)
 	b.clock.Advance(minute)
-	b.golden("start-json", 0, "", "start", "--id", "order-2", "--input", `{"sku":"B-7"}`, "-o", "json")
+	b.golden("start-json", 0, "", "start", "--free-form", "--id", "order-2", "--input", `{"sku":"B-7"}`, "-o", "json")
 	b.clock.Advance(minute)
-	b.golden("start-free-form", 0, "", "start", "--id", "invoice-9", "--state", `{"variables":{"total":120.5},"region":"eu","steps":{"charge":{"status":"FAILED","attempts":3,"error":"card declined: the issuing bank reported insufficient funds for this amount"}}}`)
+	b.golden("start-free-form", 0, "", "start", "--free-form", "--id", "invoice-9", "--state", `{"variables":{"total":120.5},"region":"eu","steps":{"charge":{"status":"FAILED","attempts":3,"error":"card declined: the issuing bank reported insufficient funds for this amount"}}}`)
 	b.clock.Advance(minute)
 	if _, err := b.client.Transition(ctx, "invoice-9", workflow.StatusPending, workflow.StatusRunning); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(minute)
-	b.golden("start-exists", 1, "", "start", "--id", "order-1")
-	b.golden("start-unknown-definition", 4, "", "start", "no-such-definition")
+	b.golden("start-exists", 1, "", "start", "--free-form", "--id", "order-1")
 
 	b.golden("get", 0, "", "get", "order-1")
 	b.golden("get-json", 0, "", "get", "order-1", "-o", "json")
@@ -226,10 +230,10 @@ func TestCLIGolden(t *testing.T) {
 	b.golden("list-empty", 0, "", "list", "--status", "FAILED")
 
 	// A start with an idempotency key, repeated, and the key reused.
-	b.golden("start-idempotent", 0, "", "start", "--id", "keyed-1", "--idempotency-key", "order-A-1")
-	b.golden("start-idempotent-repeat", 0, "", "start", "--id", "keyed-1", "--idempotency-key", "order-A-1")
-	b.golden("start-idempotent-other", 1, "", "start", "--id", "keyed-2", "--idempotency-key", "order-A-1")
-	b.golden("start-bad-idempotency-key", 2, "", "start", "--idempotency-key", strings.Repeat("k", 256))
+	b.golden("start-idempotent", 0, "", "start", "--free-form", "--id", "keyed-1", "--idempotency-key", "order-A-1")
+	b.golden("start-idempotent-repeat", 0, "", "start", "--free-form", "--id", "keyed-1", "--idempotency-key", "order-A-1")
+	b.golden("start-idempotent-other", 1, "", "start", "--free-form", "--id", "keyed-2", "--idempotency-key", "order-A-1")
+	b.golden("start-bad-idempotency-key", 2, "", "start", "--free-form", "--idempotency-key", strings.Repeat("k", 256))
 
 	// Not found, usage errors: nothing is sent for these.
 	b.golden("get-not-found", 4, "", "get", "nope")
@@ -243,7 +247,7 @@ func TestCLIGolden(t *testing.T) {
 	b.golden("complete-output-format-mixup", 2, "", "complete", "order-1", "approve", "--if-match", "4", "--output", "json")
 	b.golden("bad-output-format", 2, "", "list", "-o", "yaml")
 	b.golden("bad-status", 2, "", "list", "--status", "DONE")
-	b.golden("bad-id", 2, "", "start", "--id", "no spaces")
+	b.golden("bad-id", 2, "", "start", "--free-form", "--id", "no spaces")
 	b.golden("help-patch", 0, "", "patch", "--help")
 
 	// delete: the errors first (nothing deleted), then the delete.
@@ -260,9 +264,9 @@ func TestCLIGolden(t *testing.T) {
 	b.golden("help-delete", 0, "", "delete", "--help")
 
 	// --priority: 1–5, shown by get; anything else is a usage error.
-	b.golden("start-priority", 0, "", "start", "--id", "urgent-1", "--priority", "5")
+	b.golden("start-priority", 0, "", "start", "--free-form", "--id", "urgent-1", "--priority", "5")
 	b.golden("get-priority", 0, "", "get", "urgent-1")
-	b.golden("start-bad-priority", 2, "", "start", "--id", "urgent-2", "--priority", "9")
+	b.golden("start-bad-priority", 2, "", "start", "--free-form", "--id", "urgent-2", "--priority", "9")
 }
 
 func between(s, start, end string) string {
@@ -276,10 +280,10 @@ func between(s, start, end string) string {
 func TestCLIEnvironment(t *testing.T) {
 	t.Parallel()
 	b := setupCLI(t)
-	if res := b.run("", []string{"FLOWD_ID=from-env"}, "start"); res.code != 0 || strings.Contains(res.stdout, "from-env") {
+	if res := b.run("", []string{"FLOWD_ID=from-env"}, "start", "--free-form"); res.code != 0 || strings.Contains(res.stdout, "from-env") {
 		t.Errorf("FLOWD_ID was used: %+v", res)
 	}
-	b.run("", nil, "start", "--id", "w", "--state", `{"steps":{"s":{"status":"WAITING"}}}`)
+	b.run("", nil, "start", "--free-form", "--id", "w", "--state", `{"steps":{"s":{"status":"WAITING"}}}`)
 	res := b.run("", []string{"FLOWD_IF_MATCH=*"}, "patch", "w", `{"variables":{"x":1}}`)
 	if res.code != exitUsage || !strings.Contains(res.stderr, "--if-match is required") {
 		t.Errorf("FLOWD_IF_MATCH was used: %+v", res)

@@ -203,12 +203,17 @@ func newStartCmd(e *env) *cobra.Command {
 	var o clientOptions
 	var id, input, state, key string
 	var priority int
+	var freeForm bool
 	cmd := &cobra.Command{
-		Use:   "start [DEFINITION]",
+		Use:   "start DEFINITION | start --free-form",
 		Short: "Start a workflow instance",
-		Long: `start creates a workflow instance from DEFINITION and prints it. Without
-DEFINITION it creates a free-form instance: it starts PENDING and changes only
-through the API (patch, complete, the actions); --state gives its initial state.
+		Long: `start creates a workflow instance from DEFINITION and prints it. A DEFINITION
+the server does not have is an error (exit 4): flowd def list shows those it
+has, flowd def apply stores one.
+
+--free-form instead creates an instance without a definition: no step ever
+runs for it; it starts PENDING and changes only through the API (patch,
+complete, the actions); --state gives its initial state.
 
 --id chooses the instance id (1–128 characters of A-Za-z0-9._:-); without it
 the server makes one. Starting an id that exists fails (exit 1).
@@ -224,7 +229,7 @@ instances of higher priority are delivered first.
   flowd start order --input '{"sku":"A-1","qty":2}'
 
   # a free-form instance with a chosen id, a variable and a step to complete later
-  flowd start --id invoice-42 --state '{"variables":{"total":120},"steps":{"approve":{"status":"WAITING"}}}'
+  flowd start --free-form --id invoice-42 --state '{"variables":{"total":120},"steps":{"approve":{"status":"WAITING"}}}'
 
   # the input from a file
   flowd start order --id order-1 --input - < order.json
@@ -232,8 +237,17 @@ instances of higher priority are delivered first.
   # at most one instance per order, however often this runs
   flowd start order --input '{"sku":"A-1"}' --idempotency-key order-A-1-2026-11-25`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
+			switch {
+			case len(args) > 1:
 				return usageError("start takes at most one argument, the DEFINITION; got %d (see flowd start --help)", len(args))
+			case len(args) == 1 && freeForm:
+				return usageError("give a DEFINITION or --free-form, not both: --free-form creates an instance without a definition")
+			case len(args) == 0 && !freeForm:
+				// A free-form instance never runs: starting one by
+				// forgetting the definition's name would look like a
+				// workflow that hangs.
+				return usageError("start needs the DEFINITION to start (flowd def list shows them); " +
+					"--free-form creates an instance without one, which no step runs for: it changes only through patch, complete and the actions")
 			}
 			return nil
 		},
@@ -282,6 +296,12 @@ instances of higher priority are delivered first.
 				opts = append(opts, client.WithIdempotencyKey(key))
 			}
 			inst, err := c.CreateWorkflow(cmd.Context(), req, opts...)
+			if client.StatusCode(err) == http.StatusNotFound {
+				// The only thing a start can miss is its definition.
+				return &exitCodeError{code: exitNotFound, err: fmt.Errorf(
+					"no definition %q on the server at %s: flowd def list shows the definitions it has, flowd def apply FILE stores one",
+					req.Definition, o.server)}
+			}
 			if err != nil {
 				return o.apiFailure(err)
 			}
@@ -299,6 +319,7 @@ instances of higher priority are delivered first.
 	cmd.Flags().StringVar(&state, "state", "", "initial state as a JSON object, or - for stdin")
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "send this Idempotency-Key: a repeat within 24 hours returns the first instance")
 	cmd.Flags().IntVar(&priority, "priority", 0, "priority 1–5, higher delivered first (default: the definition's)")
+	cmd.Flags().BoolVar(&freeForm, "free-form", false, "create an instance without a definition, which changes only through the API")
 	o.bind(cmd, e)
 	return cmd
 }

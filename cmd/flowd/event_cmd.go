@@ -22,11 +22,12 @@ func newEventCmd(e *env) *cobra.Command {
 		Short: "Publish an event to the wait steps waiting for it",
 		Long: `event publishes event NAME with --key K (default "") and the JSON --data
 (default null). Every wait step waiting for that name and key completes with
-the data as its output before the command returns; the ids of their
-workflows are printed. A step whose workflow's state would pass the server's
---max-state-bytes with the data fails instead: each is printed with its error. The server keeps the event: a wait step that starts
-waiting later (within the server's --event-retention) still takes it, if its
-workflow was created before the event was published.
+the data as its output before the command returns; how many took it and the
+ids of their workflows are printed. A step whose workflow's state would pass
+the server's --max-state-bytes with the data fails instead: each is printed
+with its error. The server keeps the event for its --event-retention, and
+prints until when: a wait step that starts waiting later still takes it, if
+its workflow was created before the event was published.
 
 NAME is 1–128 characters of [A-Za-z0-9._:-]; K at most 256 characters.
 --data - reads the data from stdin.
@@ -60,25 +61,44 @@ NAME is 1–128 characters of [A-Za-z0-9._:-]; K at most 256 characters.
 			if o.json() {
 				return printJSON(e.stdout, res)
 			}
-			if _, err := fmt.Fprintf(e.stdout, "event %s published\n", res.ID); err != nil {
-				return err
-			}
-			if len(res.Delivered) == 0 && len(res.Failed) == 0 {
-				_, err = fmt.Fprintln(e.stdout, "no step was waiting for it")
-				return err
-			}
-			if len(res.Delivered) > 0 {
-				if _, err := fmt.Fprintf(e.stdout, "completed %d waiting %s, in workflows: %s\n", len(res.Delivered), plural(len(res.Delivered), "step", "steps"), strings.Join(res.Delivered, ", ")); err != nil {
-					return err
-				}
-			}
-			return printEventFailures(e.stdout, res.Failed)
+			return printPublished(e.stdout, res)
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "the event's key (default \"\")")
 	cmd.Flags().StringVar(&data, "data", "", "the event's data as JSON, or - for stdin (default null)")
 	o.bind(cmd, e)
 	return cmd
+}
+
+// printPublished says what a publish did: how many waiting steps took the
+// event now, the steps it failed instead, and until when the server keeps
+// it for the steps that start waiting later — an event nobody waited for
+// yet is not lost.
+func printPublished(w io.Writer, res *api.PublishEventResponse) error {
+	if _, err := fmt.Fprintf(w, "event %s published\n", clean(res.ID)); err != nil {
+		return err
+	}
+	n := len(res.Delivered)
+	took := fmt.Sprintf("%d waiting %s took it", n, plural(n, "step", "steps"))
+	if n > 0 {
+		ids := make([]string, n)
+		for i, id := range res.Delivered {
+			ids[i] = clean(id)
+		}
+		took += ", in workflows: " + strings.Join(ids, ", ")
+	}
+	if _, err := fmt.Fprintln(w, took); err != nil {
+		return err
+	}
+	if err := printEventFailures(w, res.Failed); err != nil {
+		return err
+	}
+	until := "for the server's --event-retention"
+	if !res.ExpiresAt.IsZero() {
+		until = "until " + timestamp(res.ExpiresAt) + " (the server's --event-retention)"
+	}
+	_, err := fmt.Fprintf(w, "kept %s: a wait step for it that starts waiting later, in a workflow started before now, takes it then\n", until)
+	return err
 }
 
 // printEventFailures lists the waiting steps an event failed instead of

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/api"
 )
@@ -30,10 +31,15 @@ steps:
 		}
 	}
 
+	// The server's clock stands at 2026-11-21T10:00:00Z; events are kept
+	// 24 hours by default.
+	const kept = "kept until 2026-11-22T10:00:00Z (the server's --event-retention): " +
+		"a wait step for it that starts waiting later, in a workflow started before now, takes it then"
 	res := b.run("", nil, "event", "payment", "--key", "o-1", "--data", `{"amount": 42}`)
 	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
-	if res.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "event ") || !strings.HasSuffix(lines[0], " published") ||
-		(lines[1] != "completed 2 waiting steps, in workflows: order-1, order-1b" && lines[1] != "completed 2 waiting steps, in workflows: order-1b, order-1") {
+	if res.code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "event ") || !strings.HasSuffix(lines[0], " published") ||
+		(lines[1] != "2 waiting steps took it, in workflows: order-1, order-1b" && lines[1] != "2 waiting steps took it, in workflows: order-1b, order-1") ||
+		lines[2] != kept {
 		t.Errorf("flowd event: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	inst, err := b.client.GetWorkflow(ctx, "order-1")
@@ -46,11 +52,13 @@ steps:
 
 	res = b.run("", nil, "event", "payment", "--key", "o-1", "-o", "json")
 	var out api.PublishEventResponse
-	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &out) != nil || out.ID == "" || out.Delivered == nil || len(out.Delivered) != 0 {
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &out) != nil || out.ID == "" || out.Delivered == nil || len(out.Delivered) != 0 ||
+		!out.ExpiresAt.Equal(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)) {
 		t.Errorf("flowd event -o json: exit %d, %s%s", res.code, res.stdout, res.stderr)
 	}
+	// An event no step waits for yet is not lost: the output says so.
 	res = b.run("", nil, "event", "tick")
-	if res.code != 0 || !strings.HasSuffix(res.stdout, "published\nno step was waiting for it\n") {
+	if res.code != 0 || !strings.HasSuffix(res.stdout, "published\n0 waiting steps took it\n"+kept+"\n") {
 		t.Errorf("flowd event tick: exit %d, %q", res.code, res.stdout)
 	}
 	res = b.run(`[1, 2]`, nil, "event", "tick", "--data", "-")
@@ -105,11 +113,13 @@ func TestCLIEventShowsFailedSteps(t *testing.T) {
 	t.Cleanup(stub.Close)
 	b := &cliBundle{t: t, url: stub.URL, env: map[string]string{"FLOWD_SERVER": stub.URL}}
 	res := b.run("", nil, "event", "payment", "--data", `"big"`)
+	// This server does not say until when it keeps the event.
 	want := `event ev-1 published
-completed 1 waiting step, in workflows: w1
+1 waiting step took it, in workflows: w1
 could not deliver it to 2 waiting steps, which failed:
   workflow w2 step paid: event "payment" (ev-1) cannot be delivered: too large
   workflow w3 step paid: also too large
+kept for the server's --event-retention: a wait step for it that starts waiting later, in a workflow started before now, takes it then
 `
 	if res.code != 0 || res.stdout != want {
 		t.Errorf("flowd event: exit %d\n%s\nwant\n%s%s", res.code, res.stdout, want, res.stderr)

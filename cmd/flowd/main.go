@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"golang.org/x/term"
 )
 
 func main() {
@@ -17,6 +19,9 @@ func main() {
 		stdout: os.Stdout,
 		stderr: os.Stderr,
 		getenv: os.LookupEnv,
+		terminal: func() bool {
+			return term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))
+		},
 	})
 	stop()
 	os.Exit(code)

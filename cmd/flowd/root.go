@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -26,6 +27,21 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) (string, bool)
+	// terminal reports whether stdin is a terminal a person can answer a
+	// question on; nil means it is not.
+	terminal func() bool
+	// now is the clock of commands that judge how old a time is; nil is
+	// time.Now.
+	now func() time.Time
+}
+
+func (e *env) interactive() bool { return e.terminal != nil && e.terminal() }
+
+func (e *env) clock() time.Time {
+	if e.now == nil {
+		return time.Now()
+	}
+	return e.now()
 }
 
 // exitError carries a specific exit code out of a command.
@@ -43,6 +59,7 @@ func usageError(format string, args ...any) error {
 
 func run(ctx context.Context, args []string, e *env) int {
 	root := newRootCmd(e)
+	codeRunErrors(root)
 	root.SetArgs(args)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
@@ -62,8 +79,29 @@ func run(ctx context.Context, args []string, e *env) int {
 	return exitError
 }
 
-// isUsageErr recognises cobra's and pflag's own argument errors, which carry no
-// type of their own.
+// codeRunErrors gives every error a command's RunE returns without a code
+// of its own exit 1. Usage (2) is decided where the CLI checks its own
+// arguments and flags, before any request: a server's message is never
+// read for it, whatever words it holds ("invalid argument" …).
+func codeRunErrors(cmd *cobra.Command) {
+	if runE := cmd.RunE; runE != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			err := runE(c, args)
+			var ce *exitCodeError
+			if err == nil || errors.As(err, &ce) {
+				return err
+			}
+			return &exitCodeError{code: exitError, err: err}
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		codeRunErrors(sub)
+	}
+}
+
+// isUsageErr recognises cobra's own argument errors (an unknown command, a
+// required flag), which carry no type of their own; they come before any
+// command runs.
 func isUsageErr(err error) bool {
 	msg := err.Error()
 	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "invalid argument", "flag needs an argument", "accepts ", "requires at least", "requires at most", "required flag"} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v2"
 
 	"github.com/flowd/flowd/api"
+	"github.com/flowd/flowd/client"
 )
 
 func newScheduleCmd(e *env) *cobra.Command {
@@ -90,7 +92,8 @@ func newScheduleApplyCmd(e *env) *cobra.Command {
 		Long: `apply stores the schedule in FILE ("-" reads stdin) under the name the file
 gives it: the fields of PUT /v1/schedules/{name} (definition, cron, timezone,
 input, overlap, paused, catchup_window) and name. A schedule that exists is
-replaced; the fire times it already fired are not fired again.
+replaced; the fire times it already fired are not fired again. A schedule
+the server refuses is listed with every problem it has, one a line (exit 1).
 ` + clientHelp,
 		Example: `  flowd schedule apply nightly.yaml
   echo '{"name": "nightly", "definition": "report", "cron": "0 4 * * *"}' | flowd schedule apply -`,
@@ -113,6 +116,11 @@ replaced; the fire times it already fired are not fired again.
 				return err
 			}
 			s, created, err := c.PutSchedule(cmd.Context(), name, req)
+			var ae *client.APIError
+			if errors.As(err, &ae) && len(ae.Problems) > 0 {
+				// One a line, as def apply lists a definition's.
+				return invalidDefinition(fmt.Sprintf("schedule %q", name), ae.Problems)
+			}
 			if err != nil {
 				return o.apiFailure(err)
 			}

@@ -56,7 +56,6 @@ func TestScheduleCommands(t *testing.T) {
 	}
 	b.golden("schedule-backfill-bad-time", 2, "", "schedule", "backfill", "nightly", "--from", "yesterday", "--to", "2026-11-03T12:00:00Z")
 	b.golden("schedule-backfill-no-range", 2, "", "schedule", "backfill", "nightly")
-	b.golden("schedule-apply-bad-cron", 2, `{"name": "bad", "definition": "report", "cron": "61 * * * *"}`, "schedule", "apply", "-")
 	b.golden("schedule-apply-unknown-field", 2, `{"name": "bad", "definition": "report", "cron": "* * * * *", "crontab": "x"}`, "schedule", "apply", "-")
 	b.golden("schedule-apply-no-name", 2, `{"definition": "report", "cron": "* * * * *"}`, "schedule", "apply", "-")
 	b.golden("schedule-delete", 0, "", "schedule", "delete", "nightly")
@@ -67,4 +66,14 @@ func TestScheduleCommands(t *testing.T) {
 	if page, err := b.client.ListWorkflows(t.Context(), client.ListOptions{IDPrefix: "nightly-"}); err != nil || len(page.Workflows) != 4 {
 		t.Errorf("instances of the deleted schedule: %+v, %v", page, err)
 	}
+}
+
+// schedule apply lists every problem the server finds, one a line, as def
+// apply does for a definition (exit 1: the server refused it).
+func TestScheduleApplyListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	b, _ := setupWorkersCLI(t)
+	b.golden("schedule-apply-problems", exitError,
+		`{"name": "bad", "cron": "61 * * * *", "timezone": "Mars/Base", "overlap": "queue", "catchup_window": "soon"}`,
+		"schedule", "apply", "-")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,24 @@ func TestWorkersCommand(t *testing.T) {
 	b.golden("workers", 0, "", "workers")
 	b.golden("workers-json", 0, "", "workers", "-o", "json")
 	b.golden("workers-bad-args", 2, "", "workers", "extra")
+}
+
+// A worker is live while its last poll is at most 60 s old, stale after.
+func TestWorkersLiveness(t *testing.T) {
+	b, _ := setupWorkersCLI(t)
+	if _, err := b.client.PollTask(t.Context(), api.PollRequest{Worker: "w1", Handlers: []string{"h"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Minute)
+	if res := b.run("", nil, "workers"); res.code != 0 || !strings.Contains(res.stdout, "2026-11-21T10:00:00Z  live\n") || res.stderr != "" {
+		t.Errorf("a poll 60s old: %+v", res)
+	}
+	b.clock.Advance(time.Second)
+	res := b.run("", nil, "workers")
+	if res.code != 0 || !strings.Contains(res.stdout, "2026-11-21T10:00:00Z  stale (1m1s ago)\n") ||
+		res.stderr != "1 worker last polled more than 60s ago: stopped, or cut off from the server; the tasks of its handlers wait for another worker\n" {
+		t.Errorf("a poll 61s old: %+v", res)
+	}
 }
 
 func TestListByIDPrefix(t *testing.T) {

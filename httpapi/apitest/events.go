@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testEvents checks POST /v1/events: 202 with the event's id and the
@@ -25,16 +26,22 @@ steps:
 		}
 		expect(t, a.do("POST", "/v1/workflows", `{"id":"`+id+`","definition":"pay","input":{"order":"`+order+`"}}`), 201, "start "+id)
 	}
+	before := time.Now()
 	r := a.do("POST", "/v1/events", `{"name":"payment","key":"o-1","data":{"amount":5}}`)
 	expect(t, r, 202, "publish")
 	var pub struct {
-		ID        string   `json:"id"`
-		Delivered []string `json:"delivered"`
+		ID        string    `json:"id"`
+		Delivered []string  `json:"delivered"`
+		ExpiresAt time.Time `json:"expires_at"`
 	}
 	r.json(t, &pub)
 	slices.Sort(pub.Delivered)
 	if pub.ID == "" || !slices.Equal(pub.Delivered, []string{"ev-a", "ev-b"}) {
 		t.Errorf("publish answered %s, want an id and delivered [ev-a ev-b]", r.body)
+	}
+	// Kept for the default --event-retention, 24h, for later waiters.
+	if day := 24 * time.Hour; pub.ExpiresAt.Before(before.Add(day).Add(-time.Second)) || pub.ExpiresAt.After(time.Now().Add(day).Add(time.Second)) {
+		t.Errorf("publish answered %s, want expires_at 24h from now", r.body)
 	}
 	for _, id := range []string{"ev-a", "ev-b"} {
 		g := a.do("GET", "/v1/workflows/"+id, "")

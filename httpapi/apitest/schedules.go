@@ -80,6 +80,38 @@ func testSchedules(t *testing.T, newServer NewServer) {
 	if r := a.do("GET", "/v1/schedules/x", ""); r.status != 404 {
 		t.Errorf("a refused PUT stored its schedule: %d %s", r.status, r.body)
 	}
+	// Every problem at once, as for a definition: one each in "problems",
+	// all of them in the message.
+	for _, tc := range []struct {
+		path, body string
+		want       []string
+	}{
+		{"/v1/schedules/a:b", `{"cron": "61 * * * *", "timezone": "Mars/Base", "overlap": "queue", "catchup_window": "soon"}`, []string{
+			`schedule name "a:b"`, "a schedule needs a definition", `overlap "queue" is not one of`,
+			`cron "61 * * * *" is not a valid 5-field cron expression`, `timezone "Mars/Base" is not an IANA time zone`,
+			`catchup_window "soon" is not a positive Go duration`,
+		}},
+		{"/v1/schedules/x", `{"definition": "sched-job", "timezone": "Local", "catchup_window": "-1m"}`, []string{
+			"a schedule needs a cron expression", `timezone "Local" depends on the machine`, `catchup_window "-1m" is not a positive Go duration`,
+		}},
+	} {
+		r := a.do("PUT", tc.path, tc.body)
+		expect(t, r, 400, "PUT "+tc.body)
+		var e struct {
+			Message  string   `json:"message"`
+			Problems []string `json:"problems"`
+		}
+		r.json(t, &e)
+		if len(e.Problems) != len(tc.want) {
+			t.Errorf("PUT %s %s: problems %q, want %d of them", tc.path, tc.body, e.Problems, len(tc.want))
+			continue
+		}
+		for i, w := range tc.want {
+			if !strings.Contains(e.Problems[i], w) || !strings.Contains(e.Message, w) {
+				t.Errorf("PUT %s %s: problem %d %q (message %q), want %q in both", tc.path, tc.body, i, e.Problems[i], e.Message, w)
+			}
+		}
+	}
 
 	// List and get.
 	expect(t, a.do("PUT", "/v1/schedules/b-first", `{"definition": "sched-job", "cron": "0 0 1 1 *"}`), 201, "second schedule")
