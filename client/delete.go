@@ -9,11 +9,12 @@ import (
 )
 
 // DeleteWorkflow deletes a finished instance (COMPLETED, FAILED, CANCELLED
-// or TIMED_OUT) with its history and tasks. ifMatch is the raw If-Match
+// or TIMED_OUT) with its history and tasks, and its child workflows (at
+// any depth) with theirs. ifMatch is the raw If-Match
 // value, as for PatchWorkflow: api.ETag(version) such as `"3"`, or `*` for any
 // version; "" sends none (the server answers 428). Errors: 428, 400
-// malformed If-Match, 404 (ErrNotFound), 409 the instance is not finished
-// (ErrConflict), 412 stale version (ErrPreconditionFailed).
+// malformed If-Match, 404 (ErrNotFound), 409 the instance or one of its
+// child workflows is not finished (ErrConflict), 412 stale version (ErrPreconditionFailed).
 func (c *Client) DeleteWorkflow(ctx context.Context, id, ifMatch string) error {
 	if id == "" {
 		return errors.New("flowd client: DeleteWorkflow: the workflow id is empty")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
@@ -107,6 +108,31 @@ func TestRetryAfterDefinitionDeleted(t *testing.T) {
 		}
 		if got.Status != workflow.StatusFailed || got.Version != failed.Version {
 			t.Errorf("after the refused retry: %s at version %d, want FAILED at %d", got.Status, got.Version, failed.Version)
+		}
+	})
+}
+
+// Deleting a finished parent deletes its child workflows with it: no child
+// is left with a parent that is gone.
+func TestDeleteParentDeletesChildren(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		n := newNode(t, b, b.newDB(t), nodeOpts{handlers: map[string]engine.Handler{"echo": echo}})
+		n.define(lineDef)
+		n.define(orderDef)
+		n.start("order", "o1", `{"sku": "x-1"}`)
+		done := n.waitStatus("o1", workflow.StatusCompleted, 10*time.Second)
+		kids := n.children("o1")
+		if len(kids) != 1 {
+			t.Fatalf("children of o1: %d, want 1", len(kids))
+		}
+		ctx := context.Background()
+		if err := n.st.DeleteInstance(ctx, "o1", &done.Version); err != nil {
+			t.Fatalf("DeleteInstance(o1): %v", err)
+		}
+		for _, id := range []string{"o1", kids[0].ID} {
+			if _, err := n.st.Get(ctx, id); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Get(%s) after deleting o1: %v, want ErrNotFound", id, err)
+			}
 		}
 	})
 }

@@ -2,10 +2,10 @@ package engine
 
 import (
 	"bytes"
-	"strconv"
 
 	"github.com/flowd/flowd/engine/rules"
 	"github.com/flowd/flowd/store"
+	"github.com/flowd/flowd/workflow"
 )
 
 // The rules decide on copies of the rows read (store.Task values), so that
@@ -45,31 +45,31 @@ func insertRows(ts []store.Task) []*store.Task {
 	return rows
 }
 
-// handlerTask is the handler's view of a leased row, with the row.
-func handlerTask(row *store.Task) leased {
+// handlerTask is the handler's view of a leased row of instance inst (nil
+// when not known), with the row.
+func handlerTask(row *store.Task, inst *workflow.Instance) leased {
 	t := leased{Task: Task{
 		ID: row.ID, WorkflowID: row.InstanceID, Step: row.StepID, Handler: row.Queue, Attempt: row.Attempt,
 		// A copy: the handler may do what it likes with its input, and the
 		// row is written back by the completion.
-		Input: bytes.Clone(row.Input), IdempotencyKey: row.InstanceID + "/" + row.StepID, Lease: row.Lease, LeaseUntil: row.LeaseUntil,
+		Input: bytes.Clone(row.Input), IdempotencyKey: rules.IdempotencyKey(row, inst), Lease: row.Lease, LeaseUntil: row.LeaseUntil,
 	}, row: row}
 	if row.Iteration > 0 {
 		index := row.Iteration - 1
 		t.Index = &index
-		t.IdempotencyKey += "/" + strconv.Itoa(index)
 	}
 	return t
 }
 
 // nextTask is the handler's view of the task ch leased in the same write
 // (ch.Next), among the rows inserted for ch.Insert; nil without one.
-func nextTask(ch *rules.Change, inserted []*store.Task) *leased {
+func nextTask(ch *rules.Change, inserted []*store.Task, inst *workflow.Instance) *leased {
 	if ch.Next == nil {
 		return nil
 	}
 	for _, row := range inserted {
 		if row.ID == ch.Next.ID {
-			t := handlerTask(row)
+			t := handlerTask(row, inst)
 			return &t
 		}
 	}

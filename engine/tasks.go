@@ -64,7 +64,7 @@ func (e *Engine) claimOnce(ctx context.Context, queues []string, limit int, owne
 func handlerTasks(claimed []store.Claimable) []leased {
 	out := make([]leased, len(claimed))
 	for i, c := range claimed {
-		out[i] = handlerTask(c.Task)
+		out[i] = handlerTask(c.Task, c.Instance)
 		out[i].inst, out[i].TraceParent = c.Instance, c.Instance.TraceParent
 	}
 	return out
@@ -79,7 +79,7 @@ func (e *Engine) storedUnderLeases(ctx context.Context, meant []store.Claimable)
 	var out []leased
 	for _, c := range meant {
 		if e.leasedAsGiven(ctx, c.Task.ID, c.Task.Lease) {
-			out = append(out, handlerTask(c.Task))
+			out = append(out, handlerTask(c.Task, c.Instance))
 			out[len(out)-1].TraceParent = c.Instance.TraceParent
 		}
 	}
@@ -261,7 +261,7 @@ func (e *Engine) completeAndLeaseNext(ctx context.Context, task leased, output j
 	if err != nil {
 		return nil, err
 	}
-	leased := nextTask(ch, inserted)
+	leased := nextTask(ch, inserted, written)
 	if leased != nil {
 		leased.inst, leased.TraceParent = written, written.TraceParent
 		if e.m != nil {
@@ -372,7 +372,7 @@ func (e *Engine) decideCompletion(ctx context.Context, c *compiled, t leased, ou
 	if inst.Parent != nil && reportsToParent(w.FinalStatus()) {
 		return nil
 	}
-	cp := &completion{work: &work, ch: d.ch, w: w, next: nextTask(&d.ch, w.Insert)}
+	cp := &completion{work: &work, ch: d.ch, w: w, next: nextTask(&d.ch, w.Insert, &work)}
 	// A worker this completion leaves free asks for its next task with it.
 	if cp.next == nil {
 		cp.claim = queues

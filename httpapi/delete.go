@@ -9,9 +9,11 @@ import (
 )
 
 // deleteWorkflow answers DELETE /v1/workflows/{id}: 204 once a finished
-// instance is gone with its history and tasks. Errors in PATCH's order:
-// 428 (no If-Match), 400 (malformed If-Match), 404, 409 (the instance is
-// live: PENDING, QUEUED, RUNNING or PAUSED), 412 (no tag matches). The store checks
+// instance is gone with its history and tasks, and its child workflows
+// with theirs. Errors in PATCH's order: 428 (no If-Match), 400 (malformed
+// If-Match), 404, 409 (the instance is live: PENDING, QUEUED, RUNNING or
+// PAUSED), 412 (no tag matches); then 409 naming a child workflow that is
+// not finished, when nothing is deleted. The store checks
 // the status and the version in the delete itself, so a retry that makes
 // the instance RUNNING again meanwhile turns the delete into a 409 (or a
 // 412), never into the loss of a running workflow.

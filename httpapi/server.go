@@ -333,7 +333,7 @@ func (s *Server) withLogging(next http.Handler) http.Handler {
 		rec := &httpstatus.Recorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		level := slog.LevelInfo
-		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" || (isLongPoll(r) && rec.Status < 400) {
 			level = slog.LevelDebug
 		}
 		s.log.Log(r.Context(), level, "http request",
@@ -341,6 +341,13 @@ func (s *Server) withLogging(next http.Handler) http.Handler {
 			"duration_ms", float64(time.Since(start).Microseconds())/1000,
 			"request_id", requestID(r.Context()))
 	})
+}
+
+// isLongPoll reports a request that waits on purpose for work to come, and
+// that idle workers repeat all day: logged at debug unless it fails, so an
+// idle node's log is not a line per poll.
+func isLongPoll(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/v1/tasks/poll"
 }
 
 // withLimits bounds the body size and the handler's time. A body announced
@@ -360,7 +367,7 @@ func (s *Server) withLimits(next http.Handler) http.Handler {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		}
 		timeout := s.cfg.RequestTimeout
-		if r.URL.Path == "/v1/tasks/poll" {
+		if isLongPoll(r) {
 			timeout = max(timeout, maxPollWait+10*time.Second) // a long poll waits on purpose
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)

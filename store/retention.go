@@ -19,9 +19,12 @@ const (
 	// PruneInstances deletes at most Limit (1–MaxDeleteFinished) finished
 	// instances (status in workflow.StopStatuses) whose updated_at is
 	// before their cutoff (Before, or their definition's in Definitions),
-	// each with its history, tasks and idempotency key as DeleteInstance
-	// deletes them, in one transaction, and returns their ids in
-	// Pruned.IDs (empty, not nil, when none is due). Concurrent calls
+	// each with its descendants, history, tasks and idempotency keys as
+	// DeleteInstance deletes them, in one transaction, and returns the ids
+	// of all it deleted, descendants included, in Pruned.IDs (empty, not
+	// nil, when none is due). An instance with a descendant that has not
+	// finished, or that another transaction holds, is left for a later
+	// call. Concurrent calls
 	// never delete or return the same instance: on PostgreSQL each call
 	// skips the rows another holds locked (SKIP LOCKED), so every node may
 	// sweep at once without waiting for the others; an instance locked by

@@ -61,14 +61,18 @@ type Querier interface {
 	// negative since or limit.
 	History(ctx context.Context, id string, since int64, limit int) ([]HistoryEntry, error)
 
-	// DeleteInstance deletes the instance, its history, its tasks and its
-	// idempotency key in one atomic write, only while its status is one of
+	// DeleteInstance deletes the instance and its descendants (child
+	// workflows, theirs, …), with their history, tasks and idempotency
+	// keys, in one atomic write, only while the status of each is one of
 	// workflow.StopStatuses (nothing runs for it any more) and, when
-	// expectedVersion is not nil, its version is *expectedVersion; both are
-	// checked in the write itself, so a concurrent retry that makes it
-	// RUNNING again makes the delete fail, never delete a live instance.
+	// expectedVersion is not nil, the instance's version is
+	// *expectedVersion; all are checked in the write itself, so a
+	// concurrent retry that makes one RUNNING again makes the delete fail,
+	// never delete a live instance.
 	// Errors, in this order: ErrNotFound; ErrNotTerminal (wrapped, naming
-	// the status); a *ConflictError carrying the actual version.
+	// the status); a *ConflictError carrying the actual version;
+	// ErrNotTerminal (wrapped by LiveDescendant, naming a descendant that
+	// has not finished).
 	DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error
 
 	// Task reads, due work, claims and the group write.

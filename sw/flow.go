@@ -113,6 +113,7 @@ func (x *exec) itemDone(f *Frame, it Item, res Result) {
 		x.tick(f, n)
 		return
 	}
+	x.recordAttempts(f, it, res)
 	if res.Error != nil {
 		e := *res.Error
 		x.raise(f, &e)

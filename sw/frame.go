@@ -26,6 +26,7 @@ type Frame struct {
 	Vars       map[string]json.RawMessage `json:"vars,omitempty"`       // for and catch variables defined here
 	Phase      string                     `json:"phase,omitempty"`      // try: try | catch | retry
 	Attempt    int                        `json:"attempt,omitempty"`    // try: retries so far
+	Calls      map[string]CallIssues      `json:"calls,omitempty"`      // try: the calls of its try list, for its retries
 	FirstAt    time.Time                  `json:"first_at,omitzero"`    // try: when the first attempt began
 	Outputs    []json.RawMessage          `json:"outputs,omitempty"`    // fork: by branch; listen: events
 	Received   []bool                     `json:"received,omitempty"`   // fork: branch done; listen all: filter matched

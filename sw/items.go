@@ -95,7 +95,13 @@ func (x *exec) beginExternal(f *Frame, n *node, in any) *Error {
 		return nil
 	}
 	f.Input = toRaw(in)
-	x.addItem(f, it, roleTask, 0) // first: an emit's event id names it
+	if it.Kind == ItemCall {
+		x.reissue(f, &it)
+	}
+	it = x.addItem(f, it, roleTask, 0) // first: an emit's event id names it
+	if it.Kind == ItemCall {
+		x.recordIssue(f, it)
+	}
 	if it.Kind == ItemEmit {
 		x.startTimeout(f, n)
 	}

@@ -49,12 +49,20 @@ type Item struct {
 	Key        string          `json:"key,omitempty"`
 	Definition string          `json:"definition,omitempty"`
 	Timeout    time.Duration   `json:"timeout,omitempty"`
+	// KeyOf, on a call a try's retry issues again, is the id of the
+	// call's first item, whose idempotency key every issue keeps; Attempt
+	// is how many attempts the earlier issues made, so the count goes on.
+	KeyOf   string `json:"key_of,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
 }
 
 // Result is how an item finished.
 type Result struct {
 	Output json.RawMessage // call/http/emit/child output, listen: the event (CloudEvent JSON)
 	Error  *Error          // the item failed: a DSL error raised at the item's task
+	// Attempts is how many attempts the item's task made in all (its
+	// Attempt included), 0 when not known: a call's retries count on.
+	Attempts int
 }
 
 // Step is what one Start or Resume did: the version to write.

@@ -59,8 +59,9 @@ from several nodes at once. flowd serve runs it on start as well.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", storeopen.DefaultURL, "database URL: postgres://… or sqlite:PATH (env FLOWD_DB)")
+	cmd.Flags().StringVar(&db, "db", storeopen.DefaultURL, "database URL: postgres://… or sqlite:PATH")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	markEnv(cmd.Flags())
 	return cmd
 }
 

@@ -159,7 +159,7 @@ func applyEnv(cmd *cobra.Command, getenv func(string) (string, bool)) error {
 		if f.Changed {
 			return
 		}
-		name := "FLOWD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v, ok := getenv(name); ok {
 			if err := f.Value.Set(v); err != nil {
 				errs = append(errs, usageError("%s=%q: %v", name, v, err))

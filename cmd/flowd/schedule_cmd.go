@@ -243,7 +243,7 @@ func printSchedule(e *env, s *api.Schedule) error {
 	}
 	fmt.Fprintln(tw, "next fire times:\t")
 	for _, t := range s.NextFireTimes {
-		fmt.Fprintf(tw, "  %s\t%s\n", timestamp(t), t.In(loc).Format("2006-01-02 15:04 MST"))
+		fmt.Fprintf(tw, "  %s\t%s\n", timestamp(t), t.In(loc).Format("2006-01-02 15:04:05 MST"))
 	}
 	return tw.Flush()
 }

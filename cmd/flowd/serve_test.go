@@ -47,6 +47,14 @@ func startServe(t *testing.T, args ...string) (string, func() int) {
 // startServeEnv is startServe with the environment variables vars.
 func startServeEnv(t *testing.T, vars map[string]string, args ...string) (string, func() int) {
 	t.Helper()
+	url, _, stop := startServeLogs(t, vars, args...)
+	return url, stop
+}
+
+// startServeLogs is startServeEnv that also returns what serve writes to
+// stderr: its log.
+func startServeLogs(t *testing.T, vars map[string]string, args ...string) (string, *syncBuffer, func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e, out, errOut := testEnv(vars)
 	done := make(chan int, 1)
@@ -69,7 +77,7 @@ func startServeEnv(t *testing.T, vars map[string]string, args ...string) (string
 				return code
 			}
 			t.Cleanup(func() { stop() })
-			return m[1], stop
+			return m[1], errOut, stop
 		}
 		select {
 		case code := <-done:

@@ -33,6 +33,11 @@ const SWStateKey = workflow.ServerlessStateKey
 // instance evaluates nothing), store.QueueSWCall the http and openapi calls,
 // store.QueueSWEmit the events to publish.
 
+// SWKeyOf is the key, in the state.steps entry of a call's item that a
+// try's retry issued again, of the id of the call's first item: the task
+// keeps that item's idempotency key (IdempotencyKey).
+const SWKeyOf = "idempotency_key_of"
+
 // swAttempts is the attempt budget of an item's row: a lost worker's
 // delivery runs again, a failure reported by a handler does not (the
 // workflow's try/catch retries).
@@ -82,6 +87,9 @@ func (l serverless) resume(env Env, inst *workflow.Instance, t *store.Task, res 
 	release, err := env.swDocuments(inst, res.Output)
 	if err != nil {
 		return err
+	}
+	if res.Attempts == 0 {
+		res.Attempts = t.Attempt
 	}
 	step, err := l.w.Resume(env.swEnv(inst, now), rt, t.StepID, res)
 	release()
@@ -224,6 +232,14 @@ func swTask(inst *workflow.Instance, it sw.Item, now time.Time) (store.Task, *wo
 			return store.Task{}, nil, fmt.Errorf("task %s: %q is not a handler name", it.Pointer, it.Handler)
 		}
 		t.Queue = it.Handler
+		// A call a try's retry issued again counts its attempts on, with
+		// the budget of a lost worker's redeliveries on top, and keeps the
+		// idempotency key of its first issue (SWKeyOf).
+		t.Attempt, t.MaxAttempts = it.Attempt, it.Attempt+swAttempts
+		if it.KeyOf != "" {
+			of, _ := json.Marshal(it.KeyOf)
+			st.Extra = map[string]json.RawMessage{SWKeyOf: of}
+		}
 	case sw.ItemHTTP:
 		t.Queue = store.QueueSWCall
 	case sw.ItemEmit:

@@ -16,16 +16,6 @@ const (
 	// that reference it) before its status and version are checked.
 	lockForDeleteSQL = `SELECT status, version FROM workflow_instances WHERE id = $1 FOR UPDATE`
 
-	// The instance's rows, children first: the foreign keys to the instance
-	// have no cascade except idempotency_keys'. History rows of a finished
-	// instance are the only ones its trigger lets go.
-	deleteHistorySQL = `DELETE FROM workflow_history WHERE instance_id = $1`
-	deleteTasksSQL   = `DELETE FROM workflow_tasks WHERE instance_id = $1`
-	// deleteInstanceSQL repeats the checks in its WHERE clause, so the
-	// write itself never deletes a live instance or another version.
-	deleteInstanceSQL = `DELETE FROM workflow_instances
-	WHERE id = $1 AND version = $2 AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')`
-
 	// deleteDefinitionSQL deletes every revision of a definition and keeps
 	// the highest one in its tombstone, so that PutDefinition never hands
 	// out a revision number twice. Its DELETE takes the revisions' row
@@ -47,8 +37,9 @@ SELECT count(*) FROM del`
 	WHERE definition = $1 AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'PAUSED'))`
 )
 
-// DeleteInstance deletes a finished instance with its history, tasks and
-// idempotency key (by its foreign key's cascade), in one transaction. See
+// DeleteInstance deletes a finished instance and its finished descendants
+// with their history, tasks and idempotency keys (by their foreign key's
+// cascade), in one transaction that locks them all first. See
 // store.Querier.
 func (q *querier) DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error {
 	if !storableText(id) {
@@ -65,29 +56,20 @@ func (q *querier) DeleteInstance(ctx context.Context, id string, expectedVersion
 		if err := store.CheckDeletable(id, workflow.Status(status), version, expectedVersion); err != nil {
 			return err
 		}
-		// Child workflows (not yet in flowd) will be deleted here too, in
-		// this transaction, before their parent.
-		b := &pgx.Batch{}
-		b.Queue(deleteHistorySQL, id)
-		b.Queue(deleteTasksSQL, id)
-		b.Queue(deleteInstanceSQL, id, version)
-		br := tq.db.SendBatch(ctx, b)
-		var deleted int64
-		for i := range 3 {
-			tag, err := br.Exec()
-			if err != nil {
-				_ = br.Close()
-				return interpretError(err, id)
-			}
-			if i == 2 {
-				deleted = tag.RowsAffected()
-			}
+		members, err := tq.descendants(ctx, []string{id}, false)
+		if err != nil {
+			return err
 		}
-		if err := br.Close(); err != nil {
-			return interpretError(err, id)
+		ids, kept := store.DeletableTrees([]string{id}, members)
+		if m, ok := kept[id]; ok {
+			return store.LiveDescendant(id, m)
 		}
-		if deleted != 1 {
-			// Not reached: the row is locked and was checked.
+		deleted, err := tq.deleteTrees(ctx, ids)
+		if err != nil {
+			return err
+		}
+		if deleted != int64(len(ids)) {
+			// Not reached: the rows are locked and were checked.
 			return &store.ConflictError{ID: id, Expected: version, Actual: -1, Reason: "the workflow changed while it was being deleted"}
 		}
 		return nil

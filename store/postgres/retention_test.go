@@ -19,7 +19,7 @@ func TestDeleteFinishedUsesIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cutoff := now.Add(-time.Hour)
-	custom, generic := explain(t, s, "", deleteFinishedSQL,
+	custom, generic := explain(t, s, "", expiredFinishedSQL,
 		cutoff, []string{"audit", "noisy"}, []*time.Time{nil, &now}, now, 1000)
 	for kind, plan := range map[string]string{"custom": custom, "generic": generic} {
 		if !strings.Contains(plan, "workflow_instances_finished_updated_at_idx") {

@@ -10,11 +10,11 @@ import (
 	"github.com/flowd/flowd/workflow"
 )
 
-// DeleteInstance deletes a finished instance with its history, tasks and
-// idempotency key (by its foreign key's cascade) in one write transaction:
-// SQLite's single writer makes the check and the deletes one step, and the
-// instance's DELETE repeats the checks in its WHERE clause. See
-// store.Querier.
+// DeleteInstance deletes a finished instance and its finished descendants
+// with their history, tasks and idempotency keys (by their foreign key's
+// cascade) in one write transaction: SQLite's single writer makes the
+// checks and the deletes one step, and the instances' DELETE repeats the
+// status check in its WHERE clause. See store.Querier.
 func (q *querier) DeleteInstance(ctx context.Context, id string, expectedVersion *int64) error {
 	return q.write(ctx, func(c dbtx) error {
 		var (
@@ -31,24 +31,19 @@ func (q *querier) DeleteInstance(ctx context.Context, id string, expectedVersion
 		if err := store.CheckDeletable(id, workflow.Status(status), version, expectedVersion); err != nil {
 			return err
 		}
-		// Child workflows (not yet in flowd) will be deleted here too, in
-		// this transaction, before their parent. Children rows go first:
-		// the foreign keys to the instance are checked at each statement's
-		// end, and the history trigger lets a finished instance's rows go.
-		for _, stmt := range []string{
-			`DELETE FROM workflow_history WHERE instance_id = ?1`,
-			`DELETE FROM workflow_tasks WHERE instance_id = ?1`,
-		} {
-			if _, err := c.ExecContext(ctx, stmt, id); err != nil {
-				return interpretError(ctx, err)
-			}
-		}
-		res, err := c.ExecContext(ctx, `DELETE FROM workflow_instances
-			WHERE id = ?1 AND version = ?2 AND status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')`, id, version)
+		members, err := descendants(ctx, c, []string{id})
 		if err != nil {
-			return interpretError(ctx, err)
+			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
+		ids, kept := store.DeletableTrees([]string{id}, members)
+		if m, ok := kept[id]; ok {
+			return store.LiveDescendant(id, m)
+		}
+		n, err := deleteTrees(ctx, c, ids)
+		if err != nil {
+			return err
+		}
+		if n != int64(len(ids)) {
 			// Not reached: this transaction holds the write lock.
 			return &store.ConflictError{ID: id, Expected: version, Actual: -1, Reason: "the workflow changed while it was being deleted"}
 		}

@@ -20,9 +20,10 @@ const expiredFinishedSQL = `SELECT i.id FROM workflow_instances i
 	  AND i.updated_at < CASE WHEN own.key IS NULL THEN ?1 ELSE own.value END
 	LIMIT ?4`
 
-// deleteFinished deletes one batch of expired finished instances in one
-// write transaction: SQLite's single writer makes the selection and the
-// deletes one step, so concurrent calls never see the same rows. See
+// deleteFinished deletes one batch of expired finished instances, each
+// with its descendants, in one write transaction: SQLite's single writer
+// makes the selection and the deletes one step, so concurrent calls never
+// see the same rows. An instance with a live descendant stays. See
 // store.PruneInstances (p is checked).
 func (q *querier) deleteFinished(ctx context.Context, p store.PruneParams) ([]string, error) {
 	latest, due := p.Latest()
@@ -48,30 +49,20 @@ func (q *querier) deleteFinished(ctx context.Context, p store.PruneParams) ([]st
 	}
 	ids := []string{}
 	err = q.write(ctx, func(c dbtx) error {
-		var err error
-		if ids, err = queryIDs(ctx, c, expiredFinishedSQL, before, string(ownJSON), micros(latest), p.Limit); err != nil {
+		roots, err := queryIDs(ctx, c, expiredFinishedSQL, before, string(ownJSON), micros(latest), p.Limit)
+		if err != nil || len(roots) == 0 {
 			return err
 		}
-		if len(ids) == 0 {
-			return nil
-		}
-		// The ids travel as one JSON array parameter, never as SQL text.
-		// Children first, as in DeleteInstance; the idempotency keys go by
-		// their foreign key's cascade.
-		list, err := json.Marshal(ids)
+		members, err := descendants(ctx, c, roots)
 		if err != nil {
 			return err
 		}
-		for _, stmt := range []string{
-			`DELETE FROM workflow_history WHERE instance_id IN (SELECT value FROM json_each(?1))`,
-			`DELETE FROM workflow_tasks WHERE instance_id IN (SELECT value FROM json_each(?1))`,
-			`DELETE FROM workflow_instances WHERE id IN (SELECT value FROM json_each(?1))`,
-		} {
-			if _, err := c.ExecContext(ctx, stmt, string(list)); err != nil {
-				return interpretError(ctx, err)
-			}
+		ids, _ = store.DeletableTrees(roots, members)
+		if len(ids) == 0 {
+			return nil
 		}
-		return nil
+		_, err = deleteTrees(ctx, c, ids)
+		return err
 	})
 	if err != nil {
 		return nil, err

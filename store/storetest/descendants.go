@@ -126,17 +126,21 @@ func testDescendantsInvalid(t *testing.T, h Harness) {
 }
 
 // testDescendantsDeleteRoot: a finished top-level workflow with a count is
-// deleted like any other (its count goes with it).
+// deleted like any other, with its finished descendants (its count goes
+// with it).
 func testDescendantsDeleteRoot(t *testing.T, h Harness) {
 	b := setup(t, h)
 	b.create(t, store.CreateParams{ID: "root", Status: workflow.StatusRunning})
 	b.create(t, descendant("c1", "root", "root", 5))
+	b.transition(t, "c1", workflow.StatusRunning, workflow.StatusCompleted)
 	done := b.transition(t, "root", workflow.StatusRunning, workflow.StatusCompleted)
 	if err := b.s.DeleteInstance(b.ctx, "root", &done.Version); err != nil {
 		t.Fatalf("deleting a top-level workflow with descendants: %v", err)
 	}
-	_, err := b.s.Get(b.ctx, "root")
-	wantErrorIs(t, "the deleted top-level workflow", err, store.ErrNotFound)
+	for _, id := range []string{"root", "c1"} {
+		_, err := b.s.Get(b.ctx, id)
+		wantErrorIs(t, "the deleted top-level workflow's tree: "+id, err, store.ErrNotFound)
+	}
 }
 
 // testDescendantsConcurrent: writers creating descendants of one top-level

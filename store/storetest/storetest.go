@@ -58,7 +58,7 @@ func Run(t *testing.T, h Harness) {
 			transitionTests, stepTests, hostileTests, batchTests,
 			historyTests, historyStorageTests, idempotencyTests, migrateTests, miscTests, stopStepsTests, heldTests,
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
-			deleteTests, retentionTests, eventTests, scheduleTests,
+			deleteTests, deleteTreeTests, retentionTests, eventTests, scheduleTests,
 			linearizabilityTests, applyTests, applyTasksTests, outputTests, concurrencyTests, traceTests, flowControlTests,
 			actorTests, descendantTests, applyEachTests, inFlightTests,
 		} {
