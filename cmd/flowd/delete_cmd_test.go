@@ -65,7 +65,7 @@ func TestDeleteConfirms(t *testing.T) {
 		}
 		return err == nil
 	}
-	const prompt = "delete workflow %s (CANCELLED, version 1) with its history? [y/N] "
+	const prompt = "delete workflow %s (CANCELLED, version 1) with its history and child workflows? [y/N] "
 
 	cancelled("d-1")
 	b.golden("delete-needs-if-match-or-yes", exitUsage, "", "delete", "d-1")
@@ -103,7 +103,7 @@ func TestDeleteConfirms(t *testing.T) {
 		}
 	}}
 	res = b.runOnTerminal(changed, "delete", "d-4")
-	if res.code != exitPrecondition || !strings.Contains(res.stderr, "delete workflow d-4 (FAILED, version 2) with its history? [y/N] flowd: 412 Precondition Failed") || !exists("d-4") {
+	if res.code != exitPrecondition || !strings.Contains(res.stderr, "delete workflow d-4 (FAILED, version 2) with its history and child workflows? [y/N] flowd: 412 Precondition Failed") || !exists("d-4") {
 		t.Errorf("changed before the answer: %+v", res)
 	}
 

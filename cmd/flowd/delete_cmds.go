@@ -27,10 +27,12 @@ func newDeleteCmd(e *env) *cobra.Command {
 	var yes bool
 	cmd := &cobra.Command{
 		Use:   "delete ID [--if-match N | --yes]",
-		Short: "Delete a finished workflow with its history",
-		Long: `delete deletes workflow ID with its history and tasks. Only a finished
-workflow (COMPLETED, FAILED, CANCELLED or TIMED_OUT) can be deleted; a
-PENDING, QUEUED, RUNNING or PAUSED one is refused (exit 1): cancel it first.
+		Short: "Delete a finished workflow with its history and child workflows",
+		Long: `delete deletes workflow ID with its history and tasks, and its child
+workflows (theirs too) with theirs. Only a finished workflow (COMPLETED,
+FAILED, CANCELLED or TIMED_OUT) can be deleted; a PENDING, QUEUED, RUNNING or
+PAUSED one, or one with a child that has not finished, is refused (exit 1):
+cancel it first.
 
 The workflow is deleted only at the version the delete is based on, so a
 workflow retried meanwhile is never lost: if it moved on, nothing is deleted
@@ -98,7 +100,7 @@ func confirmDelete(cmd *cobra.Command, e *env, o *clientOptions, c *client.Clien
 	if yes || !inst.Status.StopsSteps() {
 		return cond, nil
 	}
-	fmt.Fprintf(e.stderr, "delete workflow %s (%s, version %d) with its history? [y/N] ", clean(id), inst.Status, inst.Version)
+	fmt.Fprintf(e.stderr, "delete workflow %s (%s, version %d) with its history and child workflows? [y/N] ", clean(id), inst.Status, inst.Version)
 	answer, err := bufio.NewReader(e.stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", fmt.Errorf("reading the answer: %w", err)
