@@ -170,7 +170,9 @@ func testWorkersPage(t *testing.T, b *browser, f *fixture, tab context.Context, 
 	if err := f.st.RecordWorker(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	row := func(worker string) string { return `document.querySelector('#workers-table tr[data-worker="` + worker + `"]')` }
+	row := func(worker string) string {
+		return `document.querySelector('#workers-table tr[data-worker="` + worker + `"]')`
+	}
 	b.run(tab, "the workers page",
 		chromedp.Navigate(f.url+"/#/workflows"),
 		chromedp.Click(`a[data-nav="workers"]`, chromedp.ByQuery),
