@@ -6,11 +6,13 @@
 // row whose bar carries a mark where each iteration finished.
 //
 // Steps carry no times of their own: the bars are read from the version
-// history, each version being a write with its time. An attempt starts at
-// the version where its step became RUNNING or its attempt count went up,
-// and ends where the step left RUNNING, where an error was recorded, or
-// where the next attempt began. A code workflow records a step only once it
-// ran: its bar spans the versions around that record.
+// history, each version being a write with its time. A step's first attempt
+// starts at the version where it became RUNNING; an attempt ends where the
+// step left RUNNING or where a failure was recorded (a new error, a higher
+// attempt count), and the next attempt starts there, its backoff and its
+// wait for a worker included: a worker's claim writes no version. A code
+// workflow records a step only once it ran: its bar spans the versions
+// around that record.
 
 import { h, replace } from './ui.js';
 import { codeEntries, entryKind } from './code.js';
@@ -36,20 +38,31 @@ function errorOf(s) {
 /**
  * stepBars reads the attempts of one step (or code entry) from the
  * versions, oldest first. Each bar: {start, end (null while open), kind
- * ('run', 'wait' or 'queued'), outcome, attempt, error, marks}. marks are
+ * ('run' or 'wait'), outcome, attempt, error, marks}. marks are
  * the times a foreach step's iterations finished: {at, failed}.
  */
-export function stepBars(versions, sid, { waits = false, queues = false } = {}) {
+export function stepBars(versions, sid, { waits = false } = {}) {
   const bars = [];
   let cur = null;
-  let closed = null; // the attempt number of the last bar closed
   let prev = null; // the step as the previous version had it
   let prevAt = null;
-  const close = (at, outcome, error = '') => {
+  // The failure recorded last: a version repeating it is no new failure.
+  const failed = { error: '', attempts: 0 };
+  const open = (v, s, status) => {
+    const foreach = Boolean(s.iterations && typeof s.iterations === 'object');
+    cur = {
+      start: v.at, end: null, status, marks: [], outcome: 'running', foreach,
+      // The attempt under way is the one after those recorded.
+      attempt: foreach || waits || status === 'WAITING' ? 0 : (s.attempts || 0) + 1,
+      kind: status === 'WAITING' || waits ? 'wait' : 'run',
+    };
+    bars.push(cur);
+  };
+  const close = (at, outcome, s, error = '') => {
     cur.end = at;
     cur.outcome = outcome;
+    if (cur.attempt && s.attempts) cur.attempt = s.attempts;
     if (error) cur.error = error;
-    closed = cur.attempt;
     cur = null;
   };
   for (const v of versions) {
@@ -59,40 +72,37 @@ export function stepBars(versions, sid, { waits = false, queues = false } = {}) 
       continue;
     }
     const status = s.status || 'PENDING';
-    const attempts = Number.isInteger(s.attempts) ? s.attempts : 0;
     const err = errorOf(s);
-    const foreach = Boolean(s.iterations && typeof s.iterations === 'object');
     const active = ACTIVE.includes(status);
-    let reopen = false;
     if (cur) {
-      if (foreach && prev?.iterations) {
+      if (cur.foreach && prev?.iterations && s.iterations) {
         const done = (s.iterations.completed || 0) - (prev.iterations.completed || 0);
         const failed = (s.iterations.failed || 0) - (prev.iterations.failed || 0);
         if (done > 0) cur.marks.push({ at: v.at, failed: false, n: done });
         if (failed > 0) cur.marks.push({ at: v.at, failed: true, n: failed });
       }
-      if (!active) close(v.at, status.toLowerCase(), status === 'FAILED' ? err : '');
-      else if (!foreach && err && err !== errorOf(prev)) close(v.at, 'failed', err);
-      else if (!foreach && attempts > cur.attempt) close(v.at, cur.kind === 'queued' ? 'queued' : 'failed', cur.kind === 'queued' ? '' : errorOf(prev));
-      else if (status !== cur.status) {
-        close(v.at, cur.kind === 'wait' ? 'waited' : 'ran');
-        reopen = true;
+      if (!active) {
+        close(v.at, status.toLowerCase(), s, status === 'FAILED' ? err : '');
+      } else if (!cur.foreach && cur.kind === 'run' && err && (err !== failed.error || (s.attempts || 0) > failed.attempts)) {
+        // An attempt failed and the step stays RUNNING: the next one
+        // (after its backoff) starts here.
+        failed.error = err;
+        failed.attempts = s.attempts || 0;
+        close(v.at, 'failed', s, err);
+        open(v, s, status);
+      } else if (status !== cur.status) {
+        close(v.at, cur.kind === 'wait' ? 'waited' : 'ran', s);
+        open(v, s, status);
       }
-    }
-    if (!cur && active && (closed === null || attempts > closed || reopen)) {
-      let kind = 'run';
-      if (status === 'WAITING' || waits) kind = 'wait';
-      else if (queues && attempts === 0 && !foreach) kind = 'queued';
-      cur = { start: v.at, end: null, status, attempt: attempts, marks: [], kind, outcome: 'running' };
-      bars.push(cur);
-    } else if (!cur && !active && !prev && status !== 'PENDING' && status !== 'SKIPPED') {
+    } else if (active) {
+      open(v, s, status);
+    } else if (!prev && status !== 'PENDING' && status !== 'SKIPPED') {
       // Recorded already finished (a code workflow's step): it ran between
       // the version before and this one.
       bars.push({
-        start: prevAt ?? v.at, end: v.at, status, attempt: attempts, kind: waits ? 'wait' : 'run',
+        start: prevAt ?? v.at, end: v.at, status, attempt: waits ? 0 : s.attempts || 0, kind: waits ? 'wait' : 'run',
         outcome: status.toLowerCase(), error: status === 'FAILED' ? err : '', marks: [], approx: true,
       });
-      closed = attempts;
     }
     prev = s;
     prevAt = v.at;
@@ -111,10 +121,12 @@ export function swBars(versions) {
   for (const v of versions) {
     const pending = v.state?.sw?.pending;
     const now = new Map(Object.entries(pending && typeof pending === 'object' ? pending : {}));
+    const fault = v.state?.sw?.error?.instance;
     for (const [id, bar] of open) {
       if (!now.has(id)) {
         bar.end = v.at;
-        bar.outcome = 'completed';
+        // The item the instance faulted at failed; the others completed.
+        bar.outcome = fault && fault === rows.get(id).label ? 'failed' : 'completed';
       }
     }
     for (const [id, item] of now) {
@@ -175,7 +187,7 @@ export function span(d) {
 function barTitle(r, b) {
   const parts = [r.id];
   if (b.attempt) parts.push(`attempt ${b.attempt}`);
-  parts.push({ run: 'ran', wait: 'waited', queued: 'queued' }[b.kind] + ' ' + span(ms(b.end) - ms(b.start)) + (b.approx ? ' at most' : ''));
+  parts.push({ run: 'ran', wait: 'waited' }[b.kind] + ' ' + span(ms(b.end) - ms(b.start)) + (b.approx ? ' at most' : ''));
   parts.push(b.open ? 'still going' : b.outcome);
   if (b.marks.length) parts.push(`${b.marks.filter((m) => !m.failed).reduce((n, m) => n + m.n, 0)} iterations finished, ${b.marks.filter((m) => m.failed).reduce((n, m) => n + m.n, 0)} failed`);
   if (b.error) parts.push(b.error);
@@ -203,8 +215,9 @@ export function renderTimeline(rows, { label = 'Timeline' } = {}) {
     const y = AXIS_H + i * ROW_H;
     const name = r.label.length > 24 ? r.label.slice(0, 23) + '…' : r.label;
     return svg('g', { class: 'tl-row', 'data-row': r.id },
+      svg('title', {}, r.label),
       i % 2 ? svg('rect', { class: 'tl-stripe', x: 0, y, width: WIDTH, height: ROW_H }) : null,
-      svg('text', { class: 'tl-label', x: 8, y: y + ROW_H / 2 + 4 }, svg('title', {}, r.label), name,
+      svg('text', { class: 'tl-label', x: 8, y: y + ROW_H / 2 + 4, 'data-label': r.label }, name,
         r.tag ? svg('tspan', { class: 'tl-tag', dx: 6 }, r.tag) : null),
       r.bars.map((b) => {
         const bx = x(b.start);
@@ -231,7 +244,7 @@ export function legend() {
   const item = (cls, text) => h('span', { class: 'tl-key' }, h('span', { class: `tl-swatch ${cls}` }), text);
   return h('div', { class: 'tl-legend muted small' },
     item('tl-run', 'running or ran'), item('tl-completed', 'completed'), item('tl-failed', 'failed attempt (✕)'),
-    item('tl-wait', 'waiting (event, sleep, approval, child)'), item('tl-queued', 'queued for a worker'),
+    item('tl-wait', 'waiting (event, sleep, approval, child)'),
     item('tl-mark-key', 'foreach item finished'));
 }
 
@@ -252,7 +265,6 @@ export function rowsOrder(inst, steps, { code, sw }) {
     id, label: id,
     tag: def ? (def.foreach ? `${def.type} · foreach` : def.type) : '',
     waits: ['wait', 'sleep', 'workflow'].includes(def?.type),
-    queues: ['task', 'http'].includes(def?.type),
   }));
 }
 

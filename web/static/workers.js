@@ -129,8 +129,8 @@ function workerRow(w, now) {
   return h('tr', { 'data-worker': w.worker, 'data-node': w.node, 'data-state': liveNow ? 'live' : 'stale' },
     h('td', {}, h('span', { class: 'mono' }, w.worker), pool ? h('span', { class: 'tag tag-pool', title: 'the in-process workers of this node' }, 'in-process') : null),
     h('td', { class: 'mono' }, w.node),
-    h('td', { class: 'handlers' }, (w.handlers || []).length
-      ? (w.handlers || []).map((x) => h('code', { class: 'handler' }, x))
+    h('td', {}, (w.handlers || []).length
+      ? h('span', { class: 'handlers' }, (w.handlers || []).map((x) => h('code', { class: 'handler' }, x)))
       : h('span', { class: 'muted' }, 'none')),
     h('td', {}, when(w.last_poll_at)),
     h('td', {}, h('span', { class: `badge ${liveNow ? 'st-COMPLETED' : 'st-CANCELLED'} worker-state` }, liveNow ? 'live' : 'stale')),
