@@ -20,7 +20,7 @@ import (
 // the list and, preselected, from a definition's page), checks the input
 // before sending it and shows the server's refusal in the form; it
 // publishes an event and says how many waiting steps took it; it lists the
-// workers, live and stale.
+// workers, live and stale, with the tasks each holds.
 func TestDashboardActs(t *testing.T) {
 	t.Parallel()
 	for _, s := range stores {
@@ -162,9 +162,16 @@ func testWorkersPage(t *testing.T, b *browser, f *fixture, tab context.Context, 
 	ctx := t.Context()
 	// A remote worker polls now; another last polled two minutes ago
 	// (still listed: five minutes; stale: over one).
-	wait := 0.0
-	if _, err := f.client.PollTask(ctx, httpapi.PollRequest{Worker: "resizer-1", Handlers: []string{"resize", "thumbnail"}, WaitSeconds: &wait}); err != nil {
+	// It holds the resize task of thumb-1: one task in flight.
+	if _, _, err := f.client.PutDefinition(ctx, "thumbnail", []byte(thumbnailDefinition)); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := f.client.CreateWorkflow(ctx, httpapi.CreateWorkflowRequest{ID: "thumb-1", Definition: "thumbnail", Input: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	wait := 5.0
+	if task, err := f.client.PollTask(ctx, httpapi.PollRequest{Worker: "resizer-1", Handlers: []string{"resize", "thumbnail"}, WaitSeconds: &wait}); err != nil || task == nil || task.WorkflowID != "thumb-1" {
+		t.Fatalf("poll as resizer-1: %+v, %v", task, err)
 	}
 	old := store.WorkerRecord{Worker: "mailer-old", Node: "node-b", Handlers: []string{"send-mail"}, LastPollAt: time.Now().Add(-2 * time.Minute)}
 	if err := f.st.RecordWorker(ctx, old); err != nil {
@@ -179,7 +186,9 @@ func testWorkersPage(t *testing.T, b *browser, f *fixture, tab context.Context, 
 		waitFor(`location.hash === '#/workers'`),
 		waitFor(row("resizer-1")+`?.dataset.state === 'live'`),
 		waitFor(`[...`+row("resizer-1")+`.querySelectorAll('.handler')].map(e => e.textContent).join() === 'resize,thumbnail'`),
+		waitFor(`+`+textOf(`#workers-table tr[data-worker="resizer-1"] .in-flight`)+` === 1`),
 		waitFor(row("mailer-old")+`?.dataset.state === 'stale'`),
+		waitFor(`+`+textOf(`#workers-table tr[data-worker="mailer-old"] .in-flight`)+` === 0`),
 		waitFor(row("mailer-old")+`.textContent.includes('2m ago') && `+row("mailer-old")+`.textContent.includes('node-b')`),
 		// The node's in-process pool polls for echo and fail.
 		waitFor(`[...document.querySelectorAll('#workers-table tr[data-state="live"]')].some(tr => tr.textContent.includes('in-process') && tr.textContent.includes('echo'))`),

@@ -8,9 +8,10 @@
 // Steps carry no times of their own: the bars are read from the version
 // history, each version being a write with its time. A step's first attempt
 // starts at the version where it became RUNNING; an attempt ends where the
-// step left RUNNING or where a failure was recorded (a new error, a higher
-// attempt count), and the next attempt starts there, its backoff and its
-// wait for a worker included: a worker's claim writes no version. A code
+// step left RUNNING or where a failure was recorded (a version whose cause
+// says an attempt failed, or a new error), and the next attempt starts
+// there, its backoff and its wait for a worker included: a worker's claim
+// writes no version. A code
 // workflow records a step only once it ran: its bar spans the versions
 // around that record.
 
@@ -36,6 +37,19 @@ function errorOf(s) {
 }
 
 /**
+ * failedHere reports whether version v is the engine recording a failed
+ * attempt of step sid: its cause says so ('step "S" attempt N failed', or
+ * 'step "S": lease expired …' / '… timed out'). The attempt count alone
+ * does not tell: a worker's claim raises it, and a later write may carry
+ * an older count.
+ */
+function failedHere(v, sid) {
+  const c = typeof v.cause === 'string' ? v.cause : '';
+  const name = `step ${JSON.stringify(sid)}`;
+  return (c.startsWith(name + ' attempt ') && c.endsWith(' failed')) || c.startsWith(name + ': ');
+}
+
+/**
  * stepBars reads the attempts of one step (or code entry) from the
  * versions, oldest first. Each bar: {start, end (null while open), kind
  * ('run' or 'wait'), outcome, attempt, error, marks}. marks are
@@ -46,8 +60,8 @@ export function stepBars(versions, sid, { waits = false } = {}) {
   let cur = null;
   let prev = null; // the step as the previous version had it
   let prevAt = null;
-  // The failure recorded last: a version repeating it is no new failure.
-  const failed = { error: '', attempts: 0 };
+  // The error recorded last: a version repeating it is no new failure.
+  const failed = { error: '' };
   const open = (v, s, status) => {
     const foreach = Boolean(s.iterations && typeof s.iterations === 'object');
     cur = {
@@ -83,11 +97,10 @@ export function stepBars(versions, sid, { waits = false } = {}) {
       }
       if (!active) {
         close(v.at, status.toLowerCase(), s, status === 'FAILED' ? err : '');
-      } else if (!cur.foreach && cur.kind === 'run' && err && (err !== failed.error || (s.attempts || 0) > failed.attempts)) {
+      } else if (!cur.foreach && cur.kind === 'run' && (failedHere(v, sid) || (err && err !== failed.error))) {
         // An attempt failed and the step stays RUNNING: the next one
         // (after its backoff) starts here.
         failed.error = err;
-        failed.attempts = s.attempts || 0;
         close(v.at, 'failed', s, err);
         open(v, s, status);
       } else if (status !== cur.status) {

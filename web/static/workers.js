@@ -1,4 +1,6 @@
-// Warnings on the workflow page for RUNNING task steps that nothing will run:
+// The workers page (every worker seen polling: live or stale, its handlers,
+// its tasks in flight), and warnings on the workflow page for RUNNING task
+// steps that nothing will run:
 // no worker — a remote one or a node's in-process pool — has polled for the
 // step's handler in the last 60 seconds (GET /v1/workers). Such a step stays
 // RUNNING until a worker for its handler appears, so the page says how to
@@ -96,7 +98,7 @@ export function mount(root) {
       h('table', { class: 'table', id: 'workers-table' },
         h('thead', {}, h('tr', {},
           h('th', {}, 'Worker'), h('th', {}, 'Node'), h('th', {}, 'Handlers'), h('th', {}, 'Last poll'),
-          h('th', {}, 'State'), h('th', { class: 'num', title: 'tasks leased to this worker now' }, 'Tasks in flight'))),
+          h('th', {}, 'State'), h('th', { class: 'num', title: 'tasks leased to this worker now, on any node' }, 'Tasks in flight'))),
         tbody)));
   let failed = false;
   const load = async () => {
@@ -134,5 +136,5 @@ function workerRow(w, now) {
       : h('span', { class: 'muted' }, 'none')),
     h('td', {}, when(w.last_poll_at)),
     h('td', {}, h('span', { class: `badge ${liveNow ? 'st-COMPLETED' : 'st-CANCELLED'} worker-state` }, liveNow ? 'live' : 'stale')),
-    h('td', { class: 'num mono in-flight' }, typeof w.in_flight === 'number' ? String(w.in_flight) : h('span', { class: 'muted' }, '—')));
+    h('td', { class: 'num mono in-flight' }, String(w.in_flight ?? 0)));
 }
