@@ -252,13 +252,16 @@ export function renderTimeline(rows, { label = 'Timeline' } = {}) {
   }, grid, rowEls);
 }
 
-/** legend explains the bars. */
-export function legend() {
+/** legend explains the kinds of bar rows has. */
+export function legend(rows) {
+  const all = rows.flatMap((r) => r.bars);
   const item = (cls, text) => h('span', { class: 'tl-key' }, h('span', { class: `tl-swatch ${cls}` }), text);
   return h('div', { class: 'tl-legend muted small' },
-    item('tl-run', 'running or ran'), item('tl-completed', 'completed'), item('tl-failed', 'failed attempt (✕)'),
-    item('tl-wait', 'waiting (event, sleep, approval, child)'),
-    item('tl-mark-key', 'foreach item finished'));
+    all.some((b) => b.kind === 'run' && b.open) ? item('tl-run', 'running') : null,
+    item('tl-completed', 'completed'),
+    all.some((b) => b.outcome === 'failed') ? item('tl-failed', 'failed attempt (✕)') : null,
+    all.some((b) => b.kind === 'wait') ? item('tl-wait', 'waiting (event, sleep, approval, child)') : null,
+    all.some((b) => b.marks.length) ? item('tl-mark-key', 'foreach item finished') : null);
 }
 
 /**
@@ -299,5 +302,5 @@ export function timelineCard(box, inst, versions, order, complete) {
         (complete ? '' : ' loaded so far (load more versions below for the rest)'))),
     h('div', { class: 'tl-wrap' }, renderTimeline(rows, { label: `Timeline of ${inst.id}` })),
     rows.length > MAX_ROWS ? h('p', { class: 'muted small' }, `The first ${MAX_ROWS} of ${rows.length} rows are drawn.`) : null,
-    legend());
+    legend(rows));
 }

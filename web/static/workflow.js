@@ -680,7 +680,9 @@ export function mount(root, { id }) {
 
   loadAll();
   const stop = every(refresh);
-  return () => { stop(); workers.stop(); };
+  // A running attempt's bar reaches to now: drawn again while any is open.
+  const stopTimeline = every(async () => { if (st.inst && !ENDED.includes(st.inst.status) && !st.completing) renderTimeline(); });
+  return () => { stop(); stopTimeline(); workers.stop(); };
 }
 
 /** changeList renders diff entries as a list, or a note when there are none. */
