@@ -143,6 +143,9 @@ type Worker struct {
 	Handlers   []string  `json:"handlers"`
 	Node       string    `json:"node"`
 	LastPollAt time.Time `json:"last_poll_at"`
+	// InFlight is how many tasks are leased to the worker now (by its
+	// name, on any node).
+	InFlight int `json:"in_flight"`
 }
 
 // ListWorkersResponse is the body of GET /v1/workers.

@@ -14,7 +14,7 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 	}
 	out := ListWorkersResponse{Workers: make([]Worker, 0, len(records))}
 	for _, rec := range records {
-		out.Workers = append(out.Workers, Worker{Worker: rec.Worker, Handlers: rec.Handlers, Node: rec.Node, LastPollAt: rec.LastPollAt})
+		out.Workers = append(out.Workers, Worker{Worker: rec.Worker, Handlers: rec.Handlers, Node: rec.Node, LastPollAt: rec.LastPollAt, InFlight: rec.InFlight})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

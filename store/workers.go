@@ -17,7 +17,8 @@ type WorkerStore interface {
 	// each call. Errors: ErrInvalidArgument (see WorkerRecord.Normalize).
 	RecordWorker(ctx context.Context, w WorkerRecord) error
 	// ListWorkers returns the workers that polled at or after since, the
-	// most recent poll first, then by worker and node.
+	// most recent poll first, then by worker and node, each with the
+	// number of tasks leased to it now (InFlight).
 	ListWorkers(ctx context.Context, since time.Time) ([]WorkerRecord, error)
 }
 
@@ -27,6 +28,11 @@ type WorkerRecord struct {
 	Handlers   []string  `json:"handlers"`
 	Node       string    `json:"node"`
 	LastPollAt time.Time `json:"last_poll_at"`
+	// InFlight is how many tasks are LEASED to Worker now: a lease names
+	// the worker that holds it, not the node that served the poll, so
+	// every node's row of a worker counts the same tasks. ListWorkers
+	// fills it; RecordWorker ignores it.
+	InFlight int `json:"in_flight"`
 }
 
 // Bounds of a WorkerRecord.

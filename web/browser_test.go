@@ -39,7 +39,6 @@ import (
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
 	"github.com/flowd/flowd/store"
-	"github.com/flowd/flowd/store/sqlite"
 	"github.com/flowd/flowd/web"
 	"github.com/flowd/flowd/workflow"
 )
@@ -380,13 +379,16 @@ steps:
 // COMPLETED and approve WAITING.
 func newFixture(t *testing.T, tokens ...string) *fixture {
 	t.Helper()
+	return newFixtureOn(t, openSQLite, tokens...)
+}
+
+// newFixtureOn is newFixture over the store open returns.
+func newFixtureOn(t *testing.T, open func(*testing.T) store.Backend, tokens ...string) *fixture {
+	t.Helper()
 	ctx := t.Context()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, "sqlite:"+dir+"/f.db", sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := open(t)
 	t.Cleanup(func() { st.Close() })
+	var err error
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

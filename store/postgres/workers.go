@@ -18,8 +18,13 @@ const (
 ON CONFLICT (worker, node) DO UPDATE SET handlers = excluded.handlers, last_poll_at = excluded.last_poll_at`
 
 	// Names are ordered bytewise, as SQLite and Go do.
-	listWorkersSQL = `SELECT worker, node, handlers, last_poll_at FROM workers WHERE last_poll_at >= $1
-ORDER BY last_poll_at DESC, worker COLLATE "C", node COLLATE "C"`
+	// In flight: the LEASED tasks, few, counted by the worker their lease
+	// names.
+	listWorkersSQL = `SELECT w.worker, w.node, w.handlers, w.last_poll_at, COALESCE(c.n, 0)::int FROM workers w
+LEFT JOIN (SELECT lease_owner, count(*) AS n FROM workflow_tasks WHERE status = 'LEASED' GROUP BY lease_owner) c
+ON c.lease_owner = w.worker
+WHERE w.last_poll_at >= $1
+ORDER BY w.last_poll_at DESC, w.worker COLLATE "C", w.node COLLATE "C"`
 
 	deleteWorkersSQL = `DELETE FROM workers WHERE last_poll_at < $1`
 )
@@ -51,7 +56,7 @@ func (s *Store) ListWorkers(ctx context.Context, since time.Time) ([]store.Worke
 			w        store.WorkerRecord
 			handlers []byte
 		)
-		if err := rows.Scan(&w.Worker, &w.Node, &handlers, &w.LastPollAt); err != nil {
+		if err := rows.Scan(&w.Worker, &w.Node, &handlers, &w.LastPollAt, &w.InFlight); err != nil {
 			return nil, interpretError(err, "")
 		}
 		if err := json.Unmarshal(handlers, &w.Handlers); err != nil {

@@ -32,11 +32,16 @@ func (q *querier) RecordWorker(ctx context.Context, w store.WorkerRecord) error 
 }
 
 // ListWorkers returns the workers that polled at or after since, the most
-// recent poll first, then by worker and node (bytewise, as on PostgreSQL).
+// recent poll first, then by worker and node (bytewise, as on PostgreSQL),
+// with the tasks leased to each (the leased tasks are few: the join reads
+// them through the partial index on LEASED tasks).
 func (q *querier) ListWorkers(ctx context.Context, since time.Time) ([]store.WorkerRecord, error) {
 	rows, err := q.read.QueryContext(ctx,
-		`SELECT worker, node, handlers, last_poll_at FROM workers WHERE last_poll_at >= ?1
-		ORDER BY last_poll_at DESC, worker, node`, micros(since))
+		`SELECT w.worker, w.node, w.handlers, w.last_poll_at, COALESCE(c.n, 0) FROM workers w
+		LEFT JOIN (SELECT lease_owner, count(*) AS n FROM workflow_tasks WHERE status = 'LEASED' GROUP BY lease_owner) c
+		ON c.lease_owner = w.worker
+		WHERE w.last_poll_at >= ?1
+		ORDER BY w.last_poll_at DESC, w.worker, w.node`, micros(since))
 	if err != nil {
 		return nil, interpretError(ctx, err)
 	}
@@ -48,7 +53,7 @@ func (q *querier) ListWorkers(ctx context.Context, since time.Time) ([]store.Wor
 			handlers string
 			at       int64
 		)
-		if err := rows.Scan(&w.Worker, &w.Node, &handlers, &at); err != nil {
+		if err := rows.Scan(&w.Worker, &w.Node, &handlers, &at, &w.InFlight); err != nil {
 			return nil, interpretError(ctx, err)
 		}
 		if err := json.Unmarshal([]byte(handlers), &w.Handlers); err != nil {

@@ -18,6 +18,7 @@ var workerTests = []conformanceTest{
 	{"Workers_sinceAndDelete", testWorkersSinceAndDelete},
 	{"Workers_invalid", testWorkersInvalid},
 	{"Workers_concurrentRecords", testWorkersConcurrentRecords},
+	{"Workers_inFlight", testWorkersInFlight},
 }
 
 func (b *bundle) recordWorker(t testing.TB, w store.WorkerRecord) {
@@ -168,5 +169,53 @@ func testWorkersConcurrentRecords(t *testing.T, h Harness) {
 	}
 	if ws := b.listWorkers(t, clockStart.Add(-time.Hour)); len(ws) != 1 {
 		t.Errorf("ListWorkers after concurrent records of one worker = %+v, want one row", ws)
+	}
+}
+
+// testWorkersInFlight: each listed worker counts the tasks LEASED to it now,
+// by the worker its lease names, on every node's row of that worker; a
+// task done or not leased counts for nobody.
+func testWorkersInFlight(t *testing.T, h Harness) {
+	b := setup(t, h)
+	eq := b.engine(t)
+	b.running(t, "a")
+	b.insertTasks(t,
+		withID("t1", newTask("a", "s1", "q1", clockStart.Add(-3*time.Second))),
+		withID("t2", newTask("a", "s2", "q1", clockStart.Add(-2*time.Second))),
+		withID("t3", newTask("a", "s3", "q2", clockStart.Add(-time.Second))),
+		withID("t4", newTask("a", "s4", "q3", clockStart.Add(time.Hour))))
+	if got, _, err := eq.ClaimTasks(b.ctx, claimOf("w1", []string{"q1"}, clockStart, 10)); err != nil || len(got) != 2 {
+		t.Fatalf("ClaimTasks(w1) = %d tasks, %v; want 2", len(got), err)
+	}
+	if got, _, err := eq.ClaimTasks(b.ctx, claimOf("w2", []string{"q2"}, clockStart, 10)); err != nil || len(got) != 1 {
+		t.Fatalf("ClaimTasks(w2) = %d tasks, %v; want 1", len(got), err)
+	}
+	for _, w := range []store.WorkerRecord{
+		{Worker: "w1", Handlers: []string{"q1"}, Node: "n1", LastPollAt: clockStart},
+		{Worker: "w1", Handlers: []string{"q1"}, Node: "n2", LastPollAt: clockStart},
+		{Worker: "w2", Handlers: []string{"q2"}, Node: "n1", LastPollAt: clockStart},
+		{Worker: "idle", Handlers: []string{"q3"}, Node: "n1", LastPollAt: clockStart},
+	} {
+		b.recordWorker(t, w)
+	}
+	inFlight := func() map[string]int {
+		m := map[string]int{}
+		for _, w := range b.listWorkers(t, clockStart.Add(-time.Hour)) {
+			m[w.Worker+"@"+w.Node] = w.InFlight
+		}
+		return m
+	}
+	if diff := cmp.Diff(map[string]int{"w1@n1": 2, "w1@n2": 2, "w2@n1": 1, "idle@n1": 0}, inFlight()); diff != "" {
+		t.Errorf("in flight (-want +got):\n%s", diff)
+	}
+	// w2's task ends: w2 holds none.
+	before := b.lockTask(t, eq, "t3")
+	done := *before
+	done.Status, done.Lease, done.LeaseOwner = store.TaskDone, "", ""
+	if _, err := b.s.Apply(b.ctx, tasksOnly("a", b.clock.Advance(time.Second), store.TaskWrite{Task: &done, Guard: store.GuardOf(before)})); err != nil {
+		t.Fatalf("finishing t3: %v", err)
+	}
+	if got := inFlight()["w2@n1"]; got != 0 {
+		t.Errorf("w2 in flight after its task is done = %d, want 0", got)
 	}
 }

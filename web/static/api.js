@@ -113,6 +113,10 @@ export const api = {
   deleteDefinition: (name) => request('DELETE', `v1/definitions/${enc(name)}`),
   listDefinitions: () => request('GET', 'v1/definitions'),
   listWorkers: () => request('GET', 'v1/workers'),
+  // body: {definition, id?, input?}; answers 201 with the new instance.
+  createWorkflow: (body) => request('POST', 'v1/workflows', { body }),
+  // body: {name, key?, data?}; answers 202 {id, delivered, failed?}.
+  publishEvent: (body) => request('POST', 'v1/events', { body }),
   listSchedules: () => request('GET', 'v1/schedules'),
   getDefinition: (name, revision) => request('GET', `v1/definitions/${enc(name)}` + (revision ? `?revision=${enc(revision)}` : '')),
 };

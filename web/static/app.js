@@ -1,7 +1,8 @@
 // The dashboard shell: hash router, live-refresh switch and token prompt.
 //
 // Routes: #/workflows[?status=&definition=], #/workflows/ID, #/definitions,
-// #/definitions/NAME[?revision=N], #/schedules, #/api. Each view is mount(root, params) → cleanup.
+// #/definitions/NAME[?revision=N], #/start[?definition=NAME], #/events,
+// #/workers, #/schedules, #/api. Each view is mount(root, params) → cleanup.
 
 import { setAuthHandler, setAnswerHandler, setToken, clearToken, getToken } from './api.js';
 import { clearBanners, h, replace } from './ui.js';
@@ -11,6 +12,9 @@ import * as workflowPage from './workflow.js';
 import * as definitions from './definitions.js';
 import * as schedules from './schedules.js';
 import * as reference from './reference.js';
+import * as startPage from './start.js';
+import * as events from './events.js';
+import * as workers from './workers.js';
 
 // The indicator has three states (data-state): live (green), paused (grey)
 // and offline (red: the server does not answer; it is probed until it does).
@@ -36,6 +40,9 @@ const routes = [
   { re: /^\/workflows\/([^/]+)$/, view: workflowPage, nav: 'workflows', keys: ['id'] },
   { re: /^\/definitions\/?$/, view: definitions, nav: 'definitions', page: 'list' },
   { re: /^\/definitions\/([^/]+)$/, view: definitions, nav: 'definitions', keys: ['name'], page: 'one' },
+  { re: /^\/start\/?$/, view: startPage, nav: 'workflows' },
+  { re: /^\/events\/?$/, view: events, nav: 'events' },
+  { re: /^\/workers\/?$/, view: workers, nav: 'workers' },
   { re: /^\/schedules\/?$/, view: schedules, nav: 'schedules' },
   { re: /^\/api\/?$/, view: reference, nav: 'api' },
 ];

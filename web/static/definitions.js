@@ -10,6 +10,7 @@ import { stepsTable, definitionFacts } from './defsteps.js';
 import { h, replace, jsonView, when, banner, errorBanner } from './ui.js';
 import { isSWDocument, swTaskCount, swDefinitionCards } from './sw.js';
 import { isCodeDefinition, codeDefinitionCards, runRetryText } from './code.js';
+import { startLink } from './start.js';
 
 export function mount(root, params) {
   if (params.page === 'one') {
@@ -120,6 +121,7 @@ async function mountOne(root, name, revision, life) {
           h('span', { class: 'tag', id: 'def-kind' }, 'Serverless Workflow'),
           h('span', { class: 'spacer' }),
           h('a', { class: 'button', href: '#/workflows?definition=' + encodeURIComponent(name) }, 'Workflows of this definition →'),
+        startLink(name),
           deleteControl(name)),
         h('dl', { class: 'facts' },
           h('div', { class: 'fact' }, h('dt', {}, 'Revisions'), h('dd', { class: 'revs' }, revLinks)))),
@@ -139,6 +141,7 @@ async function mountOne(root, name, revision, life) {
           h('span', { class: 'tag', id: 'def-kind' }, 'code'),
           h('span', { class: 'spacer' }),
           h('a', { class: 'button', href: '#/workflows?definition=' + encodeURIComponent(name) }, 'Workflows of this definition →'),
+        startLink(name),
           deleteControl(name)),
         h('dl', { class: 'facts' },
           h('div', { class: 'fact' }, h('dt', {}, 'Handler'), h('dd', {}, h('code', { id: 'def-handler' }, def.code.handler))),
@@ -160,6 +163,7 @@ async function mountOne(root, name, revision, life) {
         h('span', { class: 'tag' }, `revision ${info.revision}`),
         h('span', { class: 'spacer' }),
         h('a', { class: 'button', href: '#/workflows?definition=' + encodeURIComponent(name) }, 'Workflows of this definition →'),
+        startLink(name),
         deleteControl(name)),
       h('dl', { class: 'facts' },
         h('div', { class: 'fact' }, h('dt', {}, 'Steps'), h('dd', {}, String(steps.length))),

@@ -15,6 +15,7 @@ import { parentLink, childLinks } from './children.js';
 import { priorityView, flowTags } from './flowcontrol.js';
 import { swPanel, swState, swPendingCount, isSWDocument } from './sw.js';
 import { codeState, isCodeDefinition, codeStepsCard } from './code.js';
+import { timelineCard, rowsOrder } from './timeline.js';
 import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
 import {
   h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
@@ -49,6 +50,7 @@ export function mount(root, { id }) {
 
   const head = h('section', { class: 'card wf-head', id: 'wf-head' });
   const stepsBox = h('section', { class: 'card', id: 'wf-steps' });
+  const timelineBox = h('section', { class: 'card', id: 'wf-timeline', hidden: true });
   const swBox = h('div', { id: 'wf-sw-box' });
   const workersBox = h('div', { id: 'wf-worker-warnings' });
   const workers = watchWorkers(workersBox, () => st);
@@ -60,6 +62,7 @@ export function mount(root, { id }) {
     workersBox,
     swBox,
     stepsBox,
+    timelineBox,
     h('div', { class: 'wf-grid' }, stateBox, historyBox));
   replace(head, h('p', { class: 'muted' }, 'Loading…'));
 
@@ -274,6 +277,7 @@ export function mount(root, { id }) {
   }
 
   function renderSteps() {
+    renderTimeline();
     if (isCode()) {
       const times = stepTimes(st.history || []);
       codeStepsCard(stepsBox, st.inst, {
@@ -369,6 +373,11 @@ export function mount(root, { id }) {
       h('div', { class: 'actions' },
         h('button', { type: 'submit', class: 'primary', id: 'btn-complete-submit' }, 'Complete step'),
         h('button', { type: 'button', onclick: () => { st.completing = null; renderSteps(); } }, 'Cancel')));
+  }
+
+  function renderTimeline() {
+    const order = rowsOrder(st.inst, isCode() ? [] : orderedSteps(), { code: isCode(), sw: swState(st.inst) !== null });
+    timelineCard(timelineBox, st.inst, st.history || [], order, st.historyNext == null);
   }
 
   // ---- state, editor, conflict -------------------------------------------
@@ -671,7 +680,9 @@ export function mount(root, { id }) {
 
   loadAll();
   const stop = every(refresh);
-  return () => { stop(); workers.stop(); };
+  // A running attempt's bar reaches to now: drawn again while any is open.
+  const stopTimeline = every(async () => { if (st.inst && !ENDED.includes(st.inst.status) && !st.completing) renderTimeline(); });
+  return () => { stop(); stopTimeline(); workers.stop(); };
 }
 
 /** changeList renders diff entries as a list, or a note when there are none. */

@@ -6,6 +6,7 @@
 import { api } from './api.js';
 import { every } from './live.js';
 import { h, replace, badge, when, stepCounts, errorBanner, banner, STATUSES } from './ui.js';
+import { startLink } from './start.js';
 
 const PAGE_SIZE = 50; // the API's default; #/workflows?limit=N asks for another
 const ID_PREFIX = /^[A-Za-z0-9._:-]{1,128}$/; // what the server accepts as id_prefix
@@ -62,7 +63,8 @@ export function mount(root, { query }) {
         h('label', { class: 'field' }, h('span', {}, 'Status'), statusSelect),
         definition ? h('span', { class: 'chip' }, 'definition: ', h('code', {}, definition),
           h('button', { type: 'button', class: 'chip-x', 'aria-label': 'Remove definition filter', onclick: () => setQuery({ definition: '' }) }, '×')) : null,
-        searchForm)),
+        searchForm,
+        startLink(definition))),
     h('div', { class: 'card table-card' }, table, foot));
 
   async function load() {
