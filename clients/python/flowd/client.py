@@ -244,8 +244,9 @@ class Client:
                   on_connection: Callable[[http.client.HTTPConnection], None] | None = None) -> Task | None:
         """Long-polls for one task of handlers; None when none came within wait_seconds.
 
-        on_connection gets the connection before the request is sent, so that
-        another thread can abort the poll by shutting its socket down.
+        on_connection gets the connection, connected, before the request is
+        sent, so that another thread can abort the poll by shutting its socket
+        down.
         """
         body: dict[str, Any] = {"worker": worker, "handlers": list(handlers), "wait_seconds": wait_seconds}
         if lease_seconds:
@@ -334,9 +335,13 @@ class Client:
         if data is not None:
             hdrs["Content-Type"] = content_type
         conn = self._connection(timeout or self.timeout)
-        if on_connection is not None:
-            on_connection(conn)
         try:
+            if on_connection is not None:
+                # Connected first: a socket that is not there yet cannot be
+                # shut down, and a poll aborted before it connected would
+                # still be sent and could lease a task nobody runs.
+                conn.connect()
+                on_connection(conn)
             conn.request(method, self._prefix + path, body=data, headers=hdrs)
             resp = conn.getresponse()
             raw = resp.read()

@@ -2,11 +2,12 @@
 flowd serve cannot be made to do on demand."""
 
 import json
+import socket
 import threading
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from flowd import Client, Worker
+from flowd import Client, TransportError, Worker
 
 TASK = {"task_id": "t1", "lease": "l1", "lease_until": "2999-01-01T00:00:00Z", "workflow_id": "w1",
         "step": "a", "handler": "h", "attempt": 1, "input": {"n": 1}, "idempotency_key": "w1/a"}
@@ -71,6 +72,26 @@ class TransientErrorsTest(unittest.TestCase):
         self.assertEqual(completes, [{"lease": "l1", "output": {"doubled": 2}}] * 2)
         self.assertGreaterEqual(sum(1 for p, _ in calls if p == "/v1/tasks/poll"), 3)
         self.assertIsNone(w.error)
+
+    def test_a_poll_aborted_as_it_starts_is_never_sent(self):
+        # A worker stopped while its poll is being opened shuts the poll's
+        # socket down: the poll must not reach the server, or it could lease
+        # a task that nobody runs until its lease expires.
+        calls = []
+        handler = type("H", (Stub,), {"calls": calls})
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        self.addCleanup(httpd.server_close)
+        self.addCleanup(httpd.shutdown)
+
+        def abort(conn):
+            conn.sock.shutdown(socket.SHUT_RDWR)
+
+        client = Client(f"http://127.0.0.1:{httpd.server_port}")
+        with self.assertRaises(TransportError):
+            client.poll_task("w", ["h"], 1, on_connection=abort)
+        threading.Event().wait(0.2)
+        self.assertEqual(calls, [])
 
 
 if __name__ == "__main__":
