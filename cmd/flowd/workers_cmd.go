@@ -47,7 +47,7 @@ its handlers wait for another worker). -o json prints the API's response.
 				return nil
 			}
 			tw := newTable(e.stdout)
-			fmt.Fprintln(tw, "WORKER\tNODE\tHANDLERS\tLAST POLL\tSTATE")
+			fmt.Fprintln(tw, "WORKER\tNODE\tHANDLERS\tLAST POLL\tIN FLIGHT\tSTATE")
 			now, stale := e.clock(), 0
 			for _, w := range ws {
 				handlers := make([]string, len(w.Handlers))
@@ -63,7 +63,7 @@ its handlers wait for another worker). -o json prints the API's response.
 					state = "stale (" + age.Truncate(time.Second).String() + " ago)"
 					stale++
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", clean(w.Worker), clean(w.Node), list, timestamp(w.LastPollAt), state)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", clean(w.Worker), clean(w.Node), list, timestamp(w.LastPollAt), w.InFlight, state)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

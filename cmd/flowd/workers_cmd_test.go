@@ -67,12 +67,12 @@ func TestWorkersLiveness(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Minute)
-	if res := b.run("", nil, "workers"); res.code != 0 || !strings.Contains(res.stdout, "2026-11-21T10:00:00Z  live\n") || res.stderr != "" {
+	if res := b.run("", nil, "workers"); res.code != 0 || !strings.Contains(res.stdout, "2026-11-21T10:00:00Z  0          live\n") || res.stderr != "" {
 		t.Errorf("a poll 60s old: %+v", res)
 	}
 	b.clock.Advance(time.Second)
 	res := b.run("", nil, "workers")
-	if res.code != 0 || !strings.Contains(res.stdout, "2026-11-21T10:00:00Z  stale (1m1s ago)\n") ||
+	if res.code != 0 || !strings.Contains(res.stdout, "2026-11-21T10:00:00Z  0          stale (1m1s ago)\n") ||
 		res.stderr != "1 worker last polled more than 60s ago: stopped, or cut off from the server; the tasks of its handlers wait for another worker\n" {
 		t.Errorf("a poll 61s old: %+v", res)
 	}
