@@ -261,7 +261,8 @@ func TestServerlessRefusalIsNotRetried(t *testing.T) {
 		t.Errorf("error %s, want %s", inst.Error, want)
 	}
 	// One call, one fault: no retry of the try.
-	if got := n.causes(inst); len(got) != 1 || got[0] != "task /do/0/attempt/try/0/fetch faulted" {
+	refused := "Configuration Error: GET " + srv.URL + "/admin/secret: outbound call refused: 127.0.0.1:" + port + " is a loopback address; flowd serve --outbound-allow opens it"
+	if got := n.causes(inst); len(got) != 1 || got[0] != "task /do/0/attempt/try/0/fetch faulted: "+refused {
 		t.Errorf("causes %q, want the call's one fault", got)
 	}
 	if hits.Load() != 0 {

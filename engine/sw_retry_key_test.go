@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,7 +67,17 @@ func TestServerlessWorkflowRetryKeepsKeyAndCountsAttempts(t *testing.T) {
 		}
 		n := swNode(t, b, map[string]engine.Handler{"steady": steady, "flaky": flaky}, swTryKeys)
 		n.start("sw-try-keys", "k1", `{}`)
-		n.waitStatus("k1", workflow.StatusCompleted, 20*time.Second)
+		done := n.waitStatus("k1", workflow.StatusCompleted, 20*time.Second)
+		// The errors the retry handled are in the history, one per fault.
+		var faults []string
+		for _, c := range n.causes(done) {
+			if strings.Contains(c, " faulted: ") {
+				faults = append(faults, c)
+			}
+		}
+		if len(faults) != 2 || !strings.HasPrefix(faults[0], "task /do/0/attempt/try/1/charge faulted: ") || !strings.HasSuffix(faults[0], "card declined, try again") {
+			t.Errorf("causes of the faults %q, want the charge's two errors", faults)
+		}
 
 		mu.Lock()
 		defer mu.Unlock()

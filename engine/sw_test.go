@@ -114,7 +114,7 @@ func TestServerlessWorkflowRunsTasksInOrder(t *testing.T) {
 func finishedCauses(causes []string) []string {
 	var out []string
 	for _, c := range causes {
-		if strings.HasPrefix(c, "task ") && (strings.HasSuffix(c, " completed") || strings.HasSuffix(c, " faulted") || strings.HasSuffix(c, " skipped")) {
+		if strings.HasPrefix(c, "task ") && (strings.HasSuffix(c, " completed") || strings.Contains(c, " faulted: ") || strings.HasSuffix(c, " skipped")) {
 			out = append(out, c)
 		}
 	}
@@ -158,7 +158,7 @@ func TestServerlessWorkflowFaultsWithError(t *testing.T) {
 		if !jsonEqual(string(inst.Error), want) {
 			t.Errorf("error = %s, want %s", inst.Error, want)
 		}
-		if got := finishedCauses(n.causes(inst)); len(got) != 2 || got[1] != "task /do/1/refuse faulted" {
+		if got := finishedCauses(n.causes(inst)); len(got) != 2 || got[1] != "task /do/1/refuse faulted: Refused: a was 1" {
 			t.Errorf("causes = %q", got)
 		}
 		_, err := n.eng.Action(t.Context(), "r", "retry")

@@ -218,8 +218,9 @@ func scheduleNameProblem(name string) string {
 		return fmt.Sprintf("schedule name is %d characters long, at most %d are allowed", len(name), MaxScheduleNameLength)
 	}
 	if err := workflow.ValidateStepID(name); err != nil {
-		// Step ids have exactly the characters of a schedule name.
-		return fmt.Sprintf("schedule name %q: 1–%d characters of [A-Za-z0-9._-] (%v)", name, MaxScheduleNameLength, err)
+		// Step ids have exactly the characters of a schedule name; the
+		// message names the schedule, not a step.
+		return fmt.Sprintf("schedule name %q: only 1–%d characters of [A-Za-z0-9._-] are allowed", name, MaxScheduleNameLength)
 	}
 	return ""
 }

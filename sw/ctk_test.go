@@ -356,7 +356,7 @@ func TestCTKRaise(t *testing.T) {
 `)
 	d.run(`{}`)
 	d.wantFault(Error{Status: 400, Type: "https://serverlessworkflow.io/errors/types/compliance", Title: "Compliance Error", Instance: "/do/0/raiseError"})
-	d.wantCauses("workflow started", "task /do/0/raiseError faulted")
+	d.wantCauses("workflow started", "task /do/0/raiseError faulted: Compliance Error")
 }
 
 func tryDoc(status string) string {
@@ -387,7 +387,7 @@ func TestCTKTry(t *testing.T) {
 	d.http = petstore
 	d.run(`{"petName":"Milou"}`)
 	d.wantOutput(`{"error":{"type":"https://serverlessworkflow.io/spec/1.0.0/errors/communication","status":404,"title":"Not Found","instance":"/do/0/tryGetPet/try/0/getPet"}}`)
-	d.wantCauses("workflow started", "task /do/0/tryGetPet/try/0/getPet faulted", "task /do/0/tryGetPet/catch/do/0/setError completed",
+	d.wantCauses("workflow started", "task /do/0/tryGetPet/try/0/getPet faulted: Not Found", "task /do/0/tryGetPet/catch/do/0/setError completed",
 		"task /do/0/tryGetPet completed")
 
 	d = newDriver(t, tryDoc("503"))

@@ -227,9 +227,9 @@ func TestTryRetryBackoff(t *testing.T) {
 				}
 			}
 			d.wantCauses("workflow started",
-				"task /do/0/tryIt/try/0/work faulted", "task /do/0/tryIt started",
-				"task /do/0/tryIt/try/0/work faulted", "task /do/0/tryIt started",
-				"task /do/0/tryIt/try/0/work faulted", "task /do/0/tryIt started",
+				"task /do/0/tryIt/try/0/work faulted: boom", "task /do/0/tryIt started",
+				"task /do/0/tryIt/try/0/work faulted: boom", "task /do/0/tryIt started",
+				"task /do/0/tryIt/try/0/work faulted: boom", "task /do/0/tryIt started",
 				"task /do/0/tryIt/try/0/work completed", "task /do/0/tryIt completed")
 		})
 	}
@@ -300,7 +300,7 @@ func TestCaughtWithoutDoOutputsTheTryInput(t *testing.T) {
 `)
 	d.run(`{"keep":1}`)
 	d.wantOutput(`{"keep":1}`)
-	d.wantCauses("workflow started", "task /do/0/tryIt/try/0/boom faulted", "task /do/0/tryIt completed")
+	d.wantCauses("workflow started", "task /do/0/tryIt/try/0/boom faulted: https://example.com/boom", "task /do/0/tryIt completed")
 }
 
 func TestListenAllAndAny(t *testing.T) {
@@ -489,7 +489,7 @@ func TestExpressionErrorFaultsAtTheTask(t *testing.T) {
 	if f.Type != ErrorType(KindExpression) || f.Status != 400 || f.Instance != "/do/1/bad" || !strings.Contains(f.Detail, "nope") {
 		t.Errorf("fault %+v", f)
 	}
-	d.wantCauses("workflow started", "task /do/0/ok completed", "task /do/1/bad faulted")
+	d.wantCauses("workflow started", "task /do/0/ok completed", "task /do/1/bad faulted: Expression failed: set: b: error: nope")
 
 	// An external leaf whose arguments fail starts as a tick; the tick faults.
 	d = newDriver(t, ctkHead+`do:
@@ -502,7 +502,7 @@ func TestExpressionErrorFaultsAtTheTask(t *testing.T) {
 	if d.last.Fault == nil || d.last.Fault.Instance != "/do/0/bad" || d.items[0].Kind != ItemTick {
 		t.Errorf("fault %+v, items %+v", d.last.Fault, d.items)
 	}
-	d.wantCauses("workflow started", "task /do/0/bad faulted")
+	d.wantCauses("workflow started", "task /do/0/bad faulted: Expression failed: with: x: error: nope")
 }
 
 func TestResumeStaleItem(t *testing.T) {
@@ -621,7 +621,7 @@ func TestTaskTimeout(t *testing.T) {
 	if len(d.cancels) != 1 || d.cancels[0] != "sw-2" {
 		t.Errorf("cancelled %v, want the listen item sw-2", d.cancels)
 	}
-	d.wantCauses("workflow started", "task /do/0/guarded/try/0/waitForIt faulted", "task /do/0/guarded/catch/do/0/late completed",
+	d.wantCauses("workflow started", "task /do/0/guarded/try/0/waitForIt faulted: Timeout: the task did not finish within its timeout", "task /do/0/guarded/catch/do/0/late completed",
 		"task /do/0/guarded completed")
 }
 
@@ -787,4 +787,22 @@ func TestListenSubjectExpression(t *testing.T) {
 	d.run(`{"id":7}`)
 	d.wantFault(Error{Type: "https://serverlessworkflow.io/spec/1.0.0/errors/expression", Status: 400, Title: "Expression failed",
 		Detail: "listen subject: the subject must be a string, not a number", Instance: "/do/0/paid"})
+}
+
+// A fault's cause carries its error, cut at maxCauseError characters: it is
+// the only trace of an error a retry or a catch handled.
+func TestCauseOfAFault(t *testing.T) {
+	for _, tc := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{Type: "https://example.com/t", Title: "Not Found", Detail: "no pet 7"}, "Not Found: no pet 7"},
+		{Error{Type: "https://example.com/t", Detail: "no pet 7"}, "no pet 7"},
+		{Error{Type: "https://example.com/t"}, "https://example.com/t"},
+		{Error{Title: "T", Detail: strings.Repeat("é", 2000)}, "T: " + strings.Repeat("é", maxCauseError-4) + "…"},
+	} {
+		if got := causeOf(&tc.e); got != tc.want {
+			t.Errorf("causeOf(%+v) = %q (%d runes), want %q", tc.e, got, len([]rune(got)), tc.want)
+		}
+	}
 }

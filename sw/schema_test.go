@@ -70,7 +70,7 @@ func TestTaskInputSchema(t *testing.T) {
 	d = newDriver(t, doc)
 	d.run(`{"run":true}`)
 	d.wantFault(validationFault("/do/0/check", "input.schema: missing property 'n'"))
-	d.wantCauses("workflow started", "task /do/0/check faulted")
+	d.wantCauses("workflow started", "task /do/0/check faulted: Schema validation failed: input.schema: missing property 'n'")
 
 	// A task that is not a pure leaf (it would start at once) fails its
 	// input schema in a version of its own, as an expression failure.
@@ -83,7 +83,7 @@ func TestTaskInputSchema(t *testing.T) {
 `)
 	d.run(`{}`)
 	d.wantFault(validationFault("/do/0/work", "input.schema: got object, want array"))
-	d.wantCauses("workflow started", "task /do/0/work faulted")
+	d.wantCauses("workflow started", "task /do/0/work faulted: Schema validation failed: input.schema: got object, want array")
 	if len(d.items) != 1 || d.items[0].Kind != ItemTick {
 		t.Errorf("items %+v, want one tick", d.items)
 	}
@@ -118,7 +118,7 @@ func TestTaskOutputSchema(t *testing.T) {
 	d = newDriver(t, doc)
 	d.run(`{"v":-0.5}`)
 	d.wantFault(validationFault("/do/0/make", "output.schema: at /value: must be > 0, got -0.5"))
-	d.wantCauses("workflow started", "task /do/0/make faulted")
+	d.wantCauses("workflow started", "task /do/0/make faulted: Schema validation failed: output.schema: at /value: must be > 0, got -0.5")
 }
 
 func TestExportSchema(t *testing.T) {
@@ -158,7 +158,7 @@ func TestExportSchema(t *testing.T) {
 	d = newDriver(t, doc)
 	d.run(`{"n":11}`)
 	d.wantOutput(`{"context":{}}`)
-	d.wantCauses("workflow started", "task /do/0/guarded/try/0/count faulted",
+	d.wantCauses("workflow started", "task /do/0/guarded/try/0/count faulted: Schema validation failed: export.schema: at /count: must be <= 10, got 11",
 		"task /do/0/guarded/catch/do/0/report completed", "task /do/0/guarded completed", "task /do/1/after completed")
 
 	// Without export.as the schema checks the context unchanged.

@@ -32,7 +32,7 @@ func (x *exec) raise(f *Frame, e *Error) {
 	if e.Instance == "" {
 		e.Instance = f.Ptr
 	}
-	x.setCause("faulted", f.Ptr)
+	x.setCause("faulted: "+causeOf(e), f.Ptr)
 	for c := x.parent(f); c != nil; c = x.parent(c) {
 		if c.List || c.Phase != phaseTry {
 			continue
@@ -42,6 +42,31 @@ func (x *exec) raise(f *Frame, e *Error) {
 		}
 	}
 	x.fault(e)
+}
+
+// maxCauseError bounds the error a history cause carries: a handler's
+// error can be large, and every version's cause is kept.
+const maxCauseError = 1000
+
+// causeOf is e as a history cause names it: its title and detail (its type
+// without them), cut at maxCauseError characters. It is the only trace of
+// an error a retry or a catch handles: the version that raised it keeps
+// it in its cause.
+func causeOf(e *Error) string {
+	s := e.Title
+	if e.Detail != "" {
+		if s != "" {
+			s += ": "
+		}
+		s += e.Detail
+	}
+	if s == "" {
+		s = e.Type
+	}
+	if r := []rune(s); len(r) > maxCauseError {
+		s = string(r[:maxCauseError-1]) + "…"
+	}
+	return s
 }
 
 // catch handles e at try frame c if its catch takes it.

@@ -120,7 +120,7 @@ func TestCrashResume(t *testing.T) {
 				}
 			}
 			for _, c := range causes {
-				if strings.HasSuffix(c, " faulted") {
+				if strings.Contains(c, " faulted: ") {
 					t.Errorf("a task faulted: %q", causes)
 				}
 			}

@@ -20,7 +20,7 @@ func TestAssertionSteps(t *testing.T) {
 	faulted := &run{
 		inst: &instance{ID: "w", Status: workflow.StatusFailed,
 			Error: json.RawMessage(`{"type":"https://example.com/t","status":400,"title":"T","instance":"/do/0/raiseError"}`)},
-		causes: []string{"started", "task /do/0/raiseError faulted"},
+		causes: []string{"started", "task /do/0/raiseError faulted: T"},
 	}
 	for _, tc := range []struct {
 		run  *run
