@@ -8,7 +8,6 @@ import (
 	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
-	"github.com/flowd/flowd/store/sqlite"
 )
 
 // setupCLIEngine is setupCLI with an engine that runs what needs no handler
@@ -17,15 +16,7 @@ import (
 // when on the test clock, is known.
 func setupCLIEngine(t *testing.T) *cliBundle {
 	t.Helper()
-	clock := &testClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	st, err := sqlite.Open(t.Context(), "sqlite::memory:", sqlite.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	st, clock := openCLIStore(t)
 	workers := 1
 	eng, err := engine.New(engine.Config{Store: st, Workers: &workers, Now: clock.Now, PollInterval: 10 * time.Millisecond})
 	if err != nil {

@@ -53,7 +53,9 @@ type cliBundle struct {
 	env    map[string]string
 }
 
-func setupCLI(t *testing.T, tokens ...string) *cliBundle {
+// openCLIStore is a migrated in-memory SQLite store on a test clock set to
+// the time the golden files show.
+func openCLIStore(t *testing.T) (*sqlite.Store, *testClock) {
 	t.Helper()
 	clock := &testClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	st, err := sqlite.Open(t.Context(), "sqlite::memory:", sqlite.Options{Now: clock.Now})
@@ -64,6 +66,12 @@ func setupCLI(t *testing.T, tokens ...string) *cliBundle {
 	if _, err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return st, clock
+}
+
+func setupCLI(t *testing.T, tokens ...string) *cliBundle {
+	t.Helper()
+	st, clock := openCLIStore(t)
 	handler, err := httpapi.NewServer(httpapi.Config{Store: st, Tokens: httpapi.AdminTokens(tokens...)})
 	if err != nil {
 		t.Fatal(err)

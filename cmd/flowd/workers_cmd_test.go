@@ -10,7 +10,6 @@ import (
 	"github.com/flowd/flowd/client"
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/httpapi"
-	"github.com/flowd/flowd/store/sqlite"
 )
 
 // setupWorkersCLI is setupCLI with an engine on the same clock and a fixed
@@ -18,15 +17,7 @@ import (
 func setupWorkersCLI(t *testing.T) (*cliBundle, *engine.Engine) {
 	t.Helper()
 	b := setupCLI(t)
-	clock := &testClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	st, err := sqlite.Open(t.Context(), "sqlite::memory:", sqlite.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	st, clock := openCLIStore(t)
 	none := 0
 	eng, err := engine.New(engine.Config{Store: st, Workers: &none, NodeID: "node-1", Now: clock.Now})
 	if err != nil {
