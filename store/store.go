@@ -218,8 +218,20 @@ type ListParams struct {
 	// Parent keeps the child workflows of that instance ("" for any);
 	// checked with workflow.ValidateInstanceID.
 	Parent string
-	Limit  int    // 1–1000; 0 means 50
-	Cursor string // opaque, from a previous ListPage
+	// Search keeps the instances whose search attribute NAME has the
+	// value, compared as text (a string as it is; a number or a boolean
+	// as JSON writes it); several are ANDed.
+	Search map[string]string
+	// CreatedAfter, CreatedBefore and UpdatedBefore keep the instances
+	// created after, created before and last written before them (zero
+	// for any).
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	UpdatedBefore time.Time
+	// RerunOf keeps the re-runs of that instance ("" for any).
+	RerunOf string
+	Limit   int    // 1–1000; 0 means 50
+	Cursor  string // opaque, from a previous ListPage
 }
 
 // ListPage is one page of Querier.List.
