@@ -278,7 +278,9 @@ func TestChildFailedByBatchRetries(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		got, err := n.st.Get(ctx, inst.ID)
+		// Attempt 2 runs: a reader is shown it (the state as stored
+		// counts it from the version that ends it).
+		got, err := n.st.GetWithAttemptsInFlight(ctx, inst.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

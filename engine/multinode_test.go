@@ -569,7 +569,8 @@ func TestCrashLeasesExpire(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		inst, err := nb.st.Get(ctx, id)
+		// A reader is shown the attempt node A runs.
+		inst, err := nb.st.GetWithAttemptsInFlight(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

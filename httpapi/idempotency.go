@@ -85,7 +85,7 @@ func (s *Server) repeatedCreate(w http.ResponseWriter, r *http.Request, ke *stor
 			ke.Key, ke.WorkflowID)))
 		return
 	}
-	inst, err := s.cfg.Store.Get(r.Context(), ke.WorkflowID)
+	inst, err := s.cfg.Store.GetWithAttemptsInFlight(r.Context(), ke.WorkflowID)
 	if errors.Is(err, store.ErrNotFound) {
 		// Deleting an instance deletes its key, so only a race gets here.
 		err = &store.ConflictError{ID: ke.WorkflowID, Actual: -1, Reason: "the instance of this idempotency key was just deleted; try again"}

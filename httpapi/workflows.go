@@ -127,7 +127,7 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		}
 		inm = &p
 	}
-	inst, err := s.cfg.Store.Get(r.Context(), r.PathValue("id"))
+	inst, err := s.cfg.Store.GetWithAttemptsInFlight(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

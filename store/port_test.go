@@ -8,8 +8,10 @@ import (
 )
 
 // maxBackendMethods bounds the store port: every method is one more thing
-// each backend, and every wrapper of one, has to implement.
-const maxBackendMethods = 30
+// each backend, and every wrapper of one, has to implement. 31 since the
+// read a reader is shown (GetWithAttemptsInFlight) is not the read a write
+// is decided on (Get): one method with a mode would blur which is which.
+const maxBackendMethods = 31
 
 // TestBackendIsNarrow: the port has at most maxBackendMethods methods.
 func TestBackendIsNarrow(t *testing.T) {

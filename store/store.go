@@ -45,8 +45,17 @@ type Querier interface {
 	// keyed create whose id is taken fails its statement.
 	Create(ctx context.Context, p CreateParams) (*workflow.Instance, error)
 
-	// Get returns the instance, or ErrNotFound.
+	// Get returns the instance as stored, or ErrNotFound: what a write is
+	// decided on. A step's attempts count the attempts ended (or leased by
+	// the write that scheduled the step), never one a claim leased since.
 	Get(ctx context.Context, id string) (*workflow.Instance, error)
+
+	// GetWithAttemptsInFlight returns the instance as Get does, with each
+	// RUNNING step's attempts counting the attempt its leased task runs
+	// (ShowAttemptsInFlight), read in one statement: what a reader is
+	// shown. Nothing may be decided and written on it, or the count in
+	// flight is stored by some versions and not by others.
+	GetWithAttemptsInFlight(ctx context.Context, id string) (*workflow.Instance, error)
 
 	// List returns instances newest first (created_at, then id, descending),
 	// at most p.Limit of them, and a cursor for the next page ("" on the last).

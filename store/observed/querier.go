@@ -36,6 +36,14 @@ func (q querier) Get(ctx context.Context, id string) (*workflow.Instance, error)
 	return inst, err
 }
 
+func (q querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*workflow.Instance, error) {
+	ctx, span := q.start(ctx, "get")
+	withID(span, id)
+	inst, err := q.q.GetWithAttemptsInFlight(ctx, id)
+	end(span, err)
+	return inst, err
+}
+
 func (q querier) List(ctx context.Context, p store.ListParams) (store.ListPage, error) {
 	ctx, span := q.start(ctx, "list")
 	page, err := q.q.List(ctx, p)

@@ -93,6 +93,9 @@ func stateOf(alias string) string {
 // parameters, made in Go by historyEntry from the states it read; JSON goes
 // in as text parameters with explicit ::jsonb casts.
 var (
+	// getStoredSQL reads the instance as stored (Get).
+	getStoredSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1`
+
 	// getSQL reads the instance with the attempts its leased tasks run
 	// (store.ShowAttemptsInFlight), through the partial index of leased
 	// tasks of steps without foreach.
@@ -221,8 +224,21 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 	}, nil
 }
 
-// Get returns the instance or store.ErrNotFound.
+// Get returns the instance as stored, or store.ErrNotFound.
 func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
+	if !storableText(id) {
+		return nil, store.NotFound(id)
+	}
+	inst, err := scanInstance(q.db.QueryRow(ctx, getStoredSQL, id))
+	if err != nil {
+		return nil, interpretError(err, id)
+	}
+	return inst, nil
+}
+
+// GetWithAttemptsInFlight returns the instance with the attempts its
+// leased tasks run, or store.ErrNotFound.
+func (q *querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*workflow.Instance, error) {
 	if !storableText(id) {
 		return nil, store.NotFound(id)
 	}

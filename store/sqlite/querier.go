@@ -150,8 +150,22 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	return inst, nil
 }
 
-// Get returns the instance, or ErrNotFound.
+// Get returns the instance as stored, or ErrNotFound.
 func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
+	var r instanceScan
+	err := q.read.QueryRowContext(ctx, getStoredSQL, id).Scan(r.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.NotFound(id)
+	}
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	return r.instance()
+}
+
+// GetWithAttemptsInFlight returns the instance with the attempts its
+// leased tasks run, or ErrNotFound.
+func (q *querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*workflow.Instance, error) {
 	var (
 		r        instanceScan
 		inFlight sql.NullString
@@ -176,6 +190,9 @@ func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error
 	}
 	return inst, nil
 }
+
+// getStoredSQL reads the instance as stored (Get).
+var getStoredSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = ?1`
 
 // getSQL reads the instance with the attempts its leased tasks run
 // (store.ShowAttemptsInFlight) as a JSON object, NULL when none, through

@@ -1,8 +1,11 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
@@ -10,8 +13,9 @@ import (
 
 // Conformance of what a read of an instance shows of the attempts in
 // flight: a claim leases task rows and writes no version, so the state
-// as stored counts an attempt from the version that ends it, and Get
-// shows the attempt each RUNNING step's leased task runs.
+// as stored counts an attempt from the version that ends it, and so does
+// Get, which writes are decided on; GetWithAttemptsInFlight shows the
+// attempt each RUNNING step's leased task runs.
 
 var inFlightTests = []conformanceTest{
 	{"Get_attemptsInFlight", testGetAttemptsInFlight},
@@ -41,7 +45,10 @@ func testGetAttemptsInFlight(t *testing.T, h Harness) {
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %d tasks, %v; want ta and te", len(claimed), err)
 	}
-	got := b.get(t, "p")
+	got, err := b.s.GetWithAttemptsInFlight(b.ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got.Version != before.Version {
 		t.Errorf("the claim wrote version %d of the instance, want it left at %d", got.Version, before.Version)
 	}
@@ -49,6 +56,13 @@ func testGetAttemptsInFlight(t *testing.T, h Harness) {
 		if n := got.State.Steps[step].Attempts; n != want {
 			t.Errorf("step %s shows %d attempts, want %d", step, n, want)
 		}
+	}
+	// Get, what writes are decided on, has the state as stored.
+	if diff := cmp.Diff(viewOf(before), viewOf(b.get(t, "p"))); diff != "" {
+		t.Errorf("Get after the claim (-before +after):\n%s", diff)
+	}
+	if _, err := b.s.GetWithAttemptsInFlight(b.ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetWithAttemptsInFlight of an unknown id: %v, want ErrNotFound", err)
 	}
 	after, err := b.s.History(b.ctx, "p", 0, 0)
 	if err != nil || len(after) != len(hist) {
