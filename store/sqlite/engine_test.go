@@ -185,6 +185,7 @@ func TestSchemaIndexes(t *testing.T) {
 		"workflow_instances.workflow_instances_deadline_idx",
 		"workflow_instances.workflow_instances_definition_created_at_id_idx",
 		"workflow_instances.workflow_instances_parent_idx",
+		"workflow_instances.workflow_instances_rerun_of_idx",
 		"workflow_instances.workflow_instances_status_updated_at_idx",
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_1",
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_2",
