@@ -42,7 +42,7 @@ func newClientCmds(e *env) []*cobra.Command {
 	cmds := []*cobra.Command{
 		newStartCmd(e), newGetCmd(e), newListCmd(e), newPatchCmd(e),
 		newCompleteCmd(e), newDeleteCmd(e), newHistoryCmd(e), newWorkersCmd(e),
-		newEventCmd(e), newDiffCmd(e),
+		newEventCmd(e), newDiffCmd(e), newRerunCmd(e),
 	}
 	for _, a := range actionCmds {
 		cmds = append(cmds, newActionCmd(e, a))

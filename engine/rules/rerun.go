@@ -17,7 +17,7 @@ import (
 
 // ErrNotRerunnable: the instance cannot be re-run (it still runs, it has
 // no definition, its language has no steps to start from).
-var ErrNotRerunnable = errors.New("cannot be re-run")
+var ErrNotRerunnable = errors.New("cannot re-run")
 
 // RerunStart is where a re-run starts: From, a step of a flowd definition,
 // or FromSeq, a journal position of a code workflow.
