@@ -414,3 +414,64 @@ func TestRerunCodeWorkflowFromSeq(t *testing.T) {
 		}
 	})
 }
+
+// A re-run over its definition's concurrency limit waits QUEUED with the
+// records it keeps, and starts from them when a slot frees.
+func TestRerunQueuedForASlot(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db string) {
+		b := newRerunBundle(t, db)
+		b.want(b.do("PUT", "/v1/definitions/one", `name: one
+concurrency: {limit: 1}
+steps:
+  - {id: a, type: task, handler: count}
+  - {id: gate, type: wait, depends_on: [a]}
+  - {id: z, type: task, handler: count, depends_on: [gate]}
+`), 201, "one at a time")
+		b.want(b.do("POST", "/v1/workflows", `{"id":"q1","definition":"one"}`), 201, "start q1")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			inst, err := b.s.Store().Get(t.Context(), "q1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inst.State.Steps["gate"].Status == workflow.StepWaiting {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("q1 never waited at the gate: %v", inst.State.Steps)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		b.want(b.do("POST", "/v1/workflows/q1/cancel", ""), 200, "cancel q1")
+		b.want(b.do("POST", "/v1/workflows", `{"id":"holder","definition":"one"}`), 201, "a start that takes the slot")
+		re := b.rerun("q1", `{"from":"gate"}`)
+		queued, err := b.s.Store().Get(t.Context(), re)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queued.Status != workflow.StatusQueued || queued.State.Steps["a"].Status != workflow.StepCompleted || queued.State.Steps["gate"].Status != workflow.StepPending {
+			t.Fatalf("the re-run over the limit: %s, steps a %+v, gate %+v", queued.Status, queued.State.Steps["a"], queued.State.Steps["gate"])
+		}
+		b.want(b.do("POST", "/v1/workflows/holder/cancel", ""), 200, "free the slot")
+		for {
+			inst, err := b.s.Store().Get(t.Context(), re)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inst.State.Steps["gate"].Status == workflow.StepWaiting {
+				if inst.Status != workflow.StatusRunning || inst.State.Steps["a"].Status != workflow.StepCompleted {
+					t.Errorf("the promoted re-run: %s, a %+v", inst.Status, inst.State.Steps["a"])
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the re-run never started from its kept records: %s, %v", inst.Status, inst.State.Steps)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := b.calls("q1/a", re+"/a"); got["q1/a"] != 1 || got[re+"/a"] != 0 {
+			t.Errorf("calls of a: %v, want once, by q1", got)
+		}
+		b.want(b.do("POST", "/v1/workflows/"+re+"/cancel", ""), 200, "cancel the re-run")
+	})
+}
