@@ -332,14 +332,25 @@ steps:
 				t.Errorf("rerun of %s with %s: %d %s, want %d with %q", c.id, c.body, r.status, r.body, c.status, c.msg)
 			}
 		}
+		b.want(b.do("PUT", "/v1/definitions/sw-set", `document: {dsl: '1.0.0', namespace: test, name: sw-set, version: '1.0.0'}
+do:
+  - only:
+      set: {a: 1}
+`), 201, "a Serverless Workflow document")
+		b.want(b.do("POST", "/v1/workflows", `{"id":"sw1","definition":"sw-set"}`), 201, "start it")
+		b.finished("sw1")
+		r := b.do("POST", "/v1/workflows/sw1/rerun", `{"from":"only"}`)
+		if r.status != 409 || !strings.Contains(r.body, "workflow sw1 runs a Serverless Workflow document, which has no steps to re-run from") {
+			t.Errorf("rerun of a Serverless Workflow instance: %d %s", r.status, r.body)
+		}
 		// A cancelled original can be re-run; once its definition is
 		// deleted, its revision is gone and it cannot.
 		b.want(b.do("POST", "/v1/workflows/h1/cancel", ""), 200, "cancel h1")
 		re := b.rerun("h1", `{"from":"gate"}`)
 		b.want(b.do("POST", "/v1/workflows/"+re+"/cancel", ""), 200, "cancel the re-run")
 		b.want(b.do("DELETE", "/v1/definitions/hold", ""), 204, "delete the definition")
-		r := b.do("POST", "/v1/workflows/h1/rerun", `{"from":"gate"}`)
-		if r.status != 409 && r.status != 404 || !strings.Contains(r.body, `definition \"hold\" revision 1 no longer exists`) {
+		r = b.do("POST", "/v1/workflows/h1/rerun", `{"from":"gate"}`)
+		if r.status != 409 || !strings.Contains(r.body, `definition \"hold\" revision 1 no longer exists`) {
 			t.Errorf("rerun of an instance whose revision was deleted: %d %s", r.status, r.body)
 		}
 	})
