@@ -75,11 +75,15 @@ func (e *Engine) startOverLimit(ctx context.Context, c *compiled, p store.Create
 }
 
 // queuedParams turns the refused create p into the create of the same
-// instance QUEUED: its steps all PENDING, no task, no deadline (the
-// workflow timeout runs from its start).
+// instance QUEUED: its steps PENDING (but a re-run's kept records), no
+// task, no deadline (the workflow timeout runs from its start).
 func queuedParams(c *compiled, p store.CreateParams) store.CreateParams {
 	q := p
-	state := rules.QueuedState(c)
+	var rerun workflow.State
+	if p.RerunOf != "" {
+		rerun = p.State
+	}
+	state := rules.QueuedState(c, rerun)
 	state.Variables, state.Extra = p.State.Variables, p.State.Extra
 	q.Status, q.State, q.Deadline, q.Tasks, q.Notify = workflow.StatusQueued, state, nil, nil, false
 	q.Cause = rules.QueuedCause

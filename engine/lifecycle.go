@@ -34,6 +34,17 @@ type StartParams struct {
 	write func(ctx context.Context, p store.CreateParams) (*workflow.Instance, error)
 	// Priority (1–5) overrides the definition's; 0 keeps it.
 	Priority int
+	// rerun, when set, starts the instance as a re-run (Rerun): with the
+	// step records it keeps, linked to the instance it re-runs, under its
+	// own history cause.
+	rerun *rerunStart
+}
+
+// rerunStart is what a re-run adds to a start.
+type rerunStart struct {
+	of    string
+	steps map[string]*workflow.StepState
+	cause string
 }
 
 // StartWorkflow creates a RUNNING instance with every step in its state and
@@ -89,9 +100,15 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		}
 		inst.State.Variables, inst.State.Extra = p.State.Variables, p.State.Extra
 	}
+	if p.rerun != nil {
+		inst.State.Steps = p.rerun.steps
+	}
 	ch, err := e.rulesFor(ctx).Start(c, inst, e.clock())
 	if err != nil {
 		return nil, err
+	}
+	if p.rerun != nil {
+		ch.Cause = p.rerun.cause
 	}
 	slot, err := slotOf(c, input, e.maxState)
 	if err != nil {
@@ -106,6 +123,9 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Priority: inst.Priority,
 		Concurrency: slot, TraceParent: e.traceParentOf(ctx),
+	}
+	if p.rerun != nil {
+		cp.RerunOf = p.rerun.of
 	}
 	write := e.create
 	if p.write != nil {

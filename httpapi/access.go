@@ -75,6 +75,7 @@ var routeAccess = map[string]access{
 	"POST /v1/workflows/{id}/resume":                operateAccess,
 	"POST /v1/workflows/{id}/retry":                 operateAccess,
 	"POST /v1/workflows/{id}/steps/{step}/complete": operateAccess,
+	"POST /v1/workflows/{id}/rerun":                 operateAccess,
 	"GET /v1/workflows/{id}/history":                readAccess,
 	"POST /v1/batch/status":                         operateAccess,
 	"POST /v1/events":                               operateAccess,

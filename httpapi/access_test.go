@@ -37,6 +37,7 @@ var wantAccess = map[string][]httpapi.Role{
 	"POST /v1/workflows/{id}/resume":                operators,
 	"POST /v1/workflows/{id}/retry":                 operators,
 	"POST /v1/workflows/{id}/steps/{step}/complete": operators,
+	"POST /v1/workflows/{id}/rerun":                 operators,
 	"GET /v1/workflows/{id}/history":                readers,
 	"POST /v1/batch/status":                         operators,
 	"POST /v1/events":                               operators,

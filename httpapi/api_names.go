@@ -9,6 +9,7 @@ type (
 	ListWorkflowsResponse   = api.ListWorkflowsResponse
 	TransitionRequest       = api.TransitionRequest
 	CompleteStepRequest     = api.CompleteStepRequest
+	RerunRequest            = api.RerunRequest
 	BatchStatusRequest      = api.BatchStatusRequest
 	BatchStatusResponse     = api.BatchStatusResponse
 	HistoryResponse         = api.HistoryResponse

@@ -39,6 +39,7 @@ func statusFor(err error) int {
 		errors.Is(err, engine.ErrStepNotReady),
 		errors.Is(err, engine.ErrActionNotAllowed),
 		errors.Is(err, engine.ErrDefinitionDeleted),
+		errors.Is(err, engine.ErrNotRerunnable),
 		errors.Is(err, store.ErrExists),
 		errors.Is(err, store.ErrStatusMismatch),
 		errors.Is(err, store.ErrNotTerminal),

@@ -151,6 +151,14 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Parent = v
 	}
+	if q.Has("rerun_of") {
+		v := q.Get("rerun_of")
+		if err := workflow.ValidateInstanceID(v); err != nil {
+			s.fail(w, r, httpError(http.StatusBadRequest, "rerun_of: "+err.Error()))
+			return
+		}
+		p.RerunOf = v
+	}
 	if v := q.Get("status"); v != "" {
 		st, err := workflow.ParseStatus(v)
 		if err != nil {

@@ -165,6 +165,7 @@ func (s *Server) routes(mux router) {
 		mux.Handle("POST /v1/workflows/{id}/"+name, s.takes(jsonBody, s.actionHandler(name)))
 	}
 	mux.HandleFunc("POST /v1/workflows/{id}/steps/{step}/complete", s.completeStep)
+	mux.Handle("POST /v1/workflows/{id}/rerun", s.takes(jsonBody, s.rerunWorkflow))
 	mux.HandleFunc("GET /v1/workflows/{id}/history", s.history)
 	mux.Handle("POST /v1/batch/status", s.takes(jsonBody, s.batchStatus))
 	mux.Handle("POST /v1/events", s.takes(jsonBody, s.publishEvent))

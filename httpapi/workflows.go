@@ -137,6 +137,10 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
+	if err := s.showReruns(r, inst); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	writeInstance(w, http.StatusOK, inst)
 }
 

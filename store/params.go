@@ -66,6 +66,11 @@ func (p *CreateParams) Normalize() error {
 	if err := p.Parent.Validate(); err != nil {
 		return err
 	}
+	if p.RerunOf != "" {
+		if err := workflow.ValidateInstanceID(p.RerunOf); err != nil {
+			return fmt.Errorf("rerun_of: %w", err)
+		}
+	}
 	if err := p.Descendant.Check(); err != nil {
 		return err
 	}
@@ -125,6 +130,11 @@ func (p *ListParams) Normalize() error {
 	if p.Parent != "" {
 		if err := workflow.ValidateInstanceID(p.Parent); err != nil {
 			return fmt.Errorf("parent: %w", err)
+		}
+	}
+	if p.RerunOf != "" {
+		if err := workflow.ValidateInstanceID(p.RerunOf); err != nil {
+			return fmt.Errorf("rerun_of: %w", err)
 		}
 	}
 	return nil

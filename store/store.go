@@ -197,6 +197,11 @@ type CreateParams struct {
 	// Actor, when set, is the actor of history row 0 in place of the
 	// context's (see WriteActor).
 	Actor string
+	// RerunOf, when set, is the instance this one re-runs (stored with it;
+	// List finds the re-runs of an instance by ListParams.RerunOf). It is
+	// a plain id, not a reference: the original may be deleted and the
+	// re-run keeps naming it.
+	RerunOf string
 	// Descendant, when set, counts the new instance as one more
 	// descendant of the top-level workflow Descendant.Root, in the same
 	// atomic write: when that workflow already has Descendant.Max

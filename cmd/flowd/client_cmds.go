@@ -42,7 +42,7 @@ func newClientCmds(e *env) []*cobra.Command {
 	cmds := []*cobra.Command{
 		newStartCmd(e), newGetCmd(e), newListCmd(e), newPatchCmd(e),
 		newCompleteCmd(e), newDeleteCmd(e), newHistoryCmd(e), newWorkersCmd(e),
-		newEventCmd(e), newDiffCmd(e),
+		newEventCmd(e), newDiffCmd(e), newRerunCmd(e),
 	}
 	for _, a := range actionCmds {
 		cmds = append(cmds, newActionCmd(e, a))
@@ -337,6 +337,8 @@ Steps are listed in the order of their definition's graph (each after the steps
 it depends on), a code workflow's steps in the order they were recorded. A
 foreach step shows its items' progress ("2/5 items done, 2 running"). The error
 a Serverless Workflow instance failed with is shown whole, a field a line.
+A re-run (flowd rerun) shows the workflow it re-runs ("re-run of"), and a
+workflow that was re-run its newest re-runs ("re-runs").
 ` + clientHelp,
 		Example: `  flowd get order-1
   flowd get order-1 -o json | jq .state.variables`,

@@ -67,6 +67,17 @@ func printInstanceSteps(w io.Writer, inst *workflow.Instance, graph []string) er
 	field("version", strconv.FormatInt(inst.Version, 10))
 	field("created", timestamp(inst.CreatedAt))
 	field("updated", timestamp(inst.UpdatedAt))
+	if inst.RerunOf != "" {
+		field("re-run of", clean(inst.RerunOf))
+	}
+	if len(inst.Reruns) > 0 {
+		// The newest first, as the server lists them.
+		ids := make([]string, len(inst.Reruns))
+		for i, id := range inst.Reruns {
+			ids[i] = clean(id)
+		}
+		field("re-runs", strings.Join(ids, ", "))
+	}
 	field("input", short(inst.Input, valueWidth))
 	if inst.Output != nil {
 		// What a completed definition-based instance gave.

@@ -111,14 +111,17 @@ func (l code) runTask(env Env, inst *workflow.Instance, n int, now time.Time) st
 		Flow: workflow.TaskFlow{Priority: inst.Priority}}
 }
 
-// start queues the first run.
+// start queues the first run (of the journal it starts with: none, or a
+// re-run's).
 func (l code) start(env Env, inst *workflow.Instance, now time.Time) (Change, error) {
 	inst.Status = workflow.StatusRunning
 	inst.Deadline = deadline(l.c, now)
 	if inst.State.Steps == nil {
 		inst.State.Steps = map[string]*workflow.StepState{}
 	}
-	setCodeRuns(&inst.State, CodeRuns{Run: 1})
+	// A re-run starts with the entries it keeps: the new ones follow them.
+	seq, finished := journalCounts(inst.State.Steps)
+	setCodeRuns(&inst.State, CodeRuns{Run: 1, Seq: seq, Finished: finished})
 	ch := Change{Cause: "start", Insert: []store.Task{l.runTask(env, inst, 1, now)}}
 	if err := env.checkSize(inst.State); err != nil {
 		return Change{}, err

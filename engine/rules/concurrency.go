@@ -46,8 +46,17 @@ func (env Env) Promote(c *Definition, inst *workflow.Instance, now time.Time) (C
 
 // QueuedState is the state of an instance created QUEUED: every step of
 // c PENDING, nothing scheduled (its first steps are scheduled when it
-// starts, Promote).
-func QueuedState(c *Definition) workflow.State { return c.Def.InitialState() }
+// starts, Promote) — but for a re-run, whose start decided rerun, the
+// records it keeps (COMPLETED), which it starts from when promoted.
+func QueuedState(c *Definition, rerun workflow.State) workflow.State {
+	st := c.Def.InitialState()
+	for id, rec := range rerun.Steps {
+		if rec != nil && rec.Status == workflow.StepCompleted {
+			st.Steps[id] = rec
+		}
+	}
+	return st
+}
 
 // OverLimit is what a start does when the store refused its instance
 // RUNNING because its concurrency key had no free slot.

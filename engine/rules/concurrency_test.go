@@ -63,7 +63,7 @@ func TestOverLimitAction(t *testing.T) {
 func TestPromote(t *testing.T) {
 	t.Parallel()
 	c := compileDef(t, "name: q\nconcurrency: {limit: 1}\nsteps:\n  - {id: a, type: task, handler: h}\n  - {id: b, type: task, handler: h, depends_on: [a]}")
-	inst := &workflow.Instance{ID: "wf-1", Definition: "q", Status: workflow.StatusQueued, Input: json.RawMessage(`{}`), State: QueuedState(c)}
+	inst := &workflow.Instance{ID: "wf-1", Definition: "q", Status: workflow.StatusQueued, Input: json.RawMessage(`{}`), State: QueuedState(c, workflow.State{})}
 	for id, s := range inst.State.Steps {
 		if s.Status != workflow.StepPending {
 			t.Fatalf("queued state: step %s is %s", id, s.Status)
@@ -86,7 +86,7 @@ func TestPromote(t *testing.T) {
 func TestPromoteFailingAtOnce(t *testing.T) {
 	t.Parallel()
 	c := compileDef(t, "name: q\nconcurrency: {limit: 1}\nsteps:\n  - {id: a, type: task, handler: h, input: {x: '{{ .input.missing }}'}}")
-	inst := &workflow.Instance{ID: "wf-1", Definition: "q", Status: workflow.StatusQueued, Input: json.RawMessage(`{}`), State: QueuedState(c)}
+	inst := &workflow.Instance{ID: "wf-1", Definition: "q", Status: workflow.StatusQueued, Input: json.RawMessage(`{}`), State: QueuedState(c, workflow.State{})}
 	ch, err := testEnv().Promote(c, inst, t0)
 	if err != nil {
 		t.Fatal(err)

@@ -249,7 +249,7 @@ var (
 )
 `
 	applySelect = `SELECT u.definition, u.input, u.version, u.created_at, u.definition_revision,
-	u.parent_id, u.parent_step, u.parent_index, u.traceparent, u.priority,
+	u.parent_id, u.parent_step, u.parent_index, u.traceparent, u.priority, u.rerun_of,
 	(SELECT version FROM workflow_instances WHERE id = $33), (SELECT id FROM miss),
 	(SELECT count(*) FROM ins), (SELECT count(*) FROM n),`
 )
@@ -274,7 +274,7 @@ var applyInstance = `), u AS (
 		deadline = $37, version = version + $45, updated_at = $32, output = coalesce($48::json, output)
 	` + applyWhere + `
 	RETURNING definition, input, version, created_at, definition_revision, parent_id, parent_step, parent_index, traceparent, priority,
-		concurrency_key, concurrency_limit
+		rerun_of, concurrency_key, concurrency_limit
 ), h AS (
 	INSERT INTO workflow_history (instance_id, version, status, state, at, cause, actor)
 	SELECT $33, $34 + 1, $35, $46::jsonb, $32, $38, ` + applyActor + ` FROM u
@@ -532,8 +532,9 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 		parent              parentColumns
 		traceParent         *string
 		priority            *int16
+		rerunOf             *string
 	)
-	err := row.Scan(&definition, &input, &version, &created, &revision, &parent.id, &parent.step, &parent.index, &traceParent, &priority, &actual, &missing, &inserted, &notified, new(any))
+	err := row.Scan(&definition, &input, &version, &created, &revision, &parent.id, &parent.step, &parent.index, &traceParent, &priority, &rerunOf, &actual, &missing, &inserted, &notified, new(any))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == codeCommitConflict {
 		if cerr, ok := applyConflict(w, pgErr.Message); ok {
@@ -564,6 +565,9 @@ func (pa *preparedApply) result(row interface{ Scan(...any) error }) (*workflow.
 	}
 	if traceParent != nil {
 		inst.TraceParent = *traceParent
+	}
+	if rerunOf != nil {
+		inst.RerunOf = *rerunOf
 	}
 	return inst, nil
 }

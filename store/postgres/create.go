@@ -27,9 +27,10 @@ import (
 // (parent_id, parent_step, parent_index; NULL for an instance without one)
 // and the traceparent (NULL for none); with tasks, the tasks' iterations and
 // flow control (tailParams); then the instance's concurrency key and limit;
-// the instance's priority; the actor of its history row; last, for an
+// the instance's priority; the actor of its history row; for an
 // instance that takes or waits for a slot of its concurrency key, the
-// change's two counts (store.CreateParams.SlotChange).
+// change's two counts (store.CreateParams.SlotChange); last, the instance
+// it re-runs (NULL for none).
 
 // createVariant selects a create statement: with tasks, with an
 // idempotency key, with a change to the counts of a concurrency key.
@@ -111,6 +112,16 @@ func createStepsParam(v createVariant) int {
 	return createActorParam(v) + 1
 }
 
+// createRerunParam is the number of the parameter holding the instance a
+// re-run re-runs (NULL for none): the last one, after the slot change's
+// counts.
+func createRerunParam(v createVariant) int {
+	if v.slot {
+		return createStepsParam(v) + 5
+	}
+	return createStepsParam(v) + 3
+}
+
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
 	n := 10
@@ -148,8 +159,8 @@ func buildCreateSQL(v createVariant) string {
 	// (createConcurrencyParam).
 	ckey, climit := "$"+strconv.Itoa(createConcurrencyParam(v)), "$"+strconv.Itoa(createConcurrencyParam(v)+1)
 	sql += `i AS (
-	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit, priority)
-	SELECT $1, $2, $3, ` + param(createStepsParam(v)) + `::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + tp + `::text, ` + ckey + `::text, ` + climit + `::integer, $` + strconv.Itoa(createPriorityParam(v)) + `::smallint
+	INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit, priority, rerun_of)
+	SELECT $1, $2, $3, ` + param(createStepsParam(v)) + `::jsonb, $5::jsonb, 0, $6, $6, $8, $9, ` + pid + `::text, ` + pstep + `::text, ` + pindex + `::integer, ` + tp + `::text, ` + ckey + `::text, ` + climit + `::integer, $` + strconv.Itoa(createPriorityParam(v)) + `::smallint, ` + param(createRerunParam(v)) + `::text
 	WHERE NOT (` + createStale + `)` + guard
 	if !v.keyed {
 		// ON CONFLICT DO NOTHING rather than a unique violation: an

@@ -184,6 +184,7 @@ func TestIndexes(t *testing.T) {
 		"workflow_instances_definition_created_at_id_idx":  "(definition, created_at DESC, id DESC)",
 		"workflow_instances_finished_updated_at_idx":       "(updated_at) WHERE (status = ANY (ARRAY['COMPLETED'::text, 'FAILED'::text, 'CANCELLED'::text, 'TIMED_OUT'::text]))",
 		"workflow_instances_parent_idx":                    "(parent_id, created_at DESC, id DESC) WHERE (parent_id IS NOT NULL)",
+		"workflow_instances_rerun_of_idx":                  "(rerun_of, created_at DESC, id DESC) WHERE (rerun_of IS NOT NULL)",
 		"workflow_instances_concurrency_idx":               "(definition, concurrency_key, status, created_at, id) WHERE (concurrency_key IS NOT NULL)",
 		"workflow_instances_abandoned_idx":                 "(parent_id) WHERE ((parent_id IS NOT NULL) AND (status = ANY (ARRAY['PENDING'::text, 'QUEUED'::text, 'RUNNING'::text, 'PAUSED'::text])))",
 		"workflow_descendants_pkey":                        "(root_id)",

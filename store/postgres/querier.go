@@ -74,7 +74,7 @@ func instanceColumnsOf(alias string) string {
 	}
 	return a + "id, " + a + "definition, " + a + "status, " + stateOf(alias) + ", " + a + "input, " + a + "version, " +
 		a + "created_at, " + a + "updated_at, " + a + "definition_revision, " + a + "deadline, " + a + "parent_id, " +
-		a + "parent_step, " + a + "parent_index, " + a + "traceparent, " + a + "priority, " + a + "output"
+		a + "parent_step, " + a + "parent_index, " + a + "traceparent, " + a + "priority, " + a + "rerun_of, " + a + "output"
 }
 
 // stateOf is the state of the instance row alias (unqualified columns for
@@ -186,6 +186,7 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 	if !slot.None() {
 		pc.args = append(pc.args, slotArgs(slot)...)
 	}
+	pc.args = append(pc.args, nullText(p.RerunOf))
 	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed, slot: !slot.None()}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
@@ -221,6 +222,7 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 		Parent:             p.Parent,
 		TraceParent:        p.TraceParent,
 		Priority:           p.Priority,
+		RerunOf:            p.RerunOf,
 	}, nil
 }
 
@@ -281,6 +283,9 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	}
 	if p.Parent != "" {
 		where = append(where, "parent_id = "+arg(p.Parent))
+	}
+	if p.RerunOf != "" {
+		where = append(where, "rerun_of = "+arg(p.RerunOf))
 	}
 	if p.IDPrefix != "" {
 		// LIKE with every wildcard escaped, not a range: a range compares
@@ -516,11 +521,12 @@ type instanceRow struct {
 	parent       parentColumns
 	traceParent  *string
 	priority     int16
+	rerunOf      *string
 }
 
 func (r *instanceRow) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.inst.CreatedAt, &r.inst.UpdatedAt,
-		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent, &r.priority}
+		&r.inst.DefinitionRevision, &r.inst.Deadline, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent, &r.priority, &r.rerunOf}
 }
 
 // instance decodes what was scanned.
@@ -541,6 +547,9 @@ func (r *instanceRow) instance() (*workflow.Instance, error) {
 		inst.TraceParent = *r.traceParent
 	}
 	inst.Priority = int(r.priority)
+	if r.rerunOf != nil {
+		inst.RerunOf = *r.rerunOf
+	}
 	return &inst, nil
 }
 

@@ -164,7 +164,7 @@ var claimInstanceColumns = `,
 		i.id AS i_id, i.definition AS i_definition, i.status AS i_status, ` + stateOf("i") + ` AS i_state, i.input AS i_input,
 		i.version AS i_version, i.created_at AS i_created_at, i.updated_at AS i_updated_at,
 		i.definition_revision AS i_definition_revision, i.deadline AS i_deadline,
-		i.parent_id AS i_parent_id, i.parent_step AS i_parent_step, i.parent_index AS i_parent_index, i.traceparent AS i_traceparent, i.priority AS i_priority`
+		i.parent_id AS i_parent_id, i.parent_step AS i_parent_step, i.parent_index AS i_parent_index, i.traceparent AS i_traceparent, i.priority AS i_priority, i.rerun_of AS i_rerun_of`
 
 func claimQuery(queues, limit int, extra string) string {
 	join := ""

@@ -98,6 +98,9 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"SEARCH t USING INDEX workflow_tasks_expiry_idx (lease_until<?)", "SEARCH i USING INDEX sqlite_autoindex_workflow_instances_1 (id=?)"}},
 		{"timeout sweep", dueTimeoutsSQL, []any{1, 10},
 			[]string{"USING INDEX workflow_instances_deadline_idx (deadline>? AND deadline<?)"}},
+		// List's query with ListParams.RerunOf: the re-runs of an instance.
+		{"the re-runs of an instance", "SELECT " + instanceColumns + " FROM workflow_instances WHERE rerun_of = ? ORDER BY created_at DESC, id DESC LIMIT ?", []any{"x", 21},
+			[]string{"SEARCH workflow_instances USING INDEX workflow_instances_rerun_of_idx (rerun_of=?)"}},
 		{"event safety net", tasksWithEventsSQL, []any{1, 10, 10},
 			[]string{"USING INDEX workflow_tasks_event_waits_idx", "USING COVERING INDEX workflow_events_queue_created_at_idx (queue=? AND created_at>?)"}},
 	} {
@@ -185,6 +188,7 @@ func TestSchemaIndexes(t *testing.T) {
 		"workflow_instances.workflow_instances_deadline_idx",
 		"workflow_instances.workflow_instances_definition_created_at_id_idx",
 		"workflow_instances.workflow_instances_parent_idx",
+		"workflow_instances.workflow_instances_rerun_of_idx",
 		"workflow_instances.workflow_instances_status_updated_at_idx",
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_1",
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_2",

@@ -43,7 +43,7 @@ type querier struct {
 // headerColumns is the column list an instance's INSERT or UPDATE returns,
 // in the order scanInstance reads them: its state is the stored header
 // (store.StepRecords), which the writer replaces with the state it wrote.
-const headerColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, output, parent_id, parent_step, parent_index, traceparent, priority`
+const headerColumns = `id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, output, parent_id, parent_step, parent_index, traceparent, priority, rerun_of`
 
 // instanceColumns is the column list every instance query selects, in the
 // order scanInstance reads them, of the one instance row of its FROM (its
@@ -108,10 +108,10 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		}
 		var err error
 		inst, err = scanInstance(c.QueryRowContext(ctx,
-			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit, priority)
-			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+			`INSERT INTO workflow_instances (id, definition, status, state, input, version, created_at, updated_at, definition_revision, deadline, parent_id, parent_step, parent_index, traceparent, concurrency_key, concurrency_limit, priority, rerun_of)
+			VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
 			RETURNING `+headerColumns,
-			append(append(append([]any{p.ID, p.Definition, string(p.Status), string(records.Header), input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)}, append(parentArgs(p.Parent), nullText(p.TraceParent))...), concurrencyArgs(p.Concurrency)...), p.Priority)...))
+			append(append(append([]any{p.ID, p.Definition, string(p.Status), string(records.Header), input.String(), now, p.DefinitionRevision, nullMicros(p.Deadline)}, append(parentArgs(p.Parent), nullText(p.TraceParent))...), concurrencyArgs(p.Concurrency)...), p.Priority, nullText(p.RerunOf))...))
 		if err != nil {
 			err = interpretError(ctx, err)
 			if errors.Is(err, store.ErrExists) {
@@ -233,6 +233,10 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	if p.Parent != "" {
 		where = append(where, "parent_id = ?")
 		args = append(args, p.Parent)
+	}
+	if p.RerunOf != "" {
+		where = append(where, "rerun_of = ?")
+		args = append(args, p.RerunOf)
 	}
 	if p.IDPrefix != "" {
 		// A range on the primary key, compared bytewise (BINARY), rather
@@ -372,11 +376,12 @@ type instanceScan struct {
 	output               sql.NullString
 	parent               parentColumns
 	traceParent          sql.NullString
+	rerunOf              sql.NullString
 }
 
 func (r *instanceScan) dest() []any {
 	return []any{&r.inst.ID, &r.inst.Definition, &r.status, &r.state, &r.input, &r.inst.Version, &r.createdAt, &r.updatedAt,
-		&r.inst.DefinitionRevision, &r.deadline, &r.output, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent, &r.inst.Priority}
+		&r.inst.DefinitionRevision, &r.deadline, &r.output, &r.parent.id, &r.parent.step, &r.parent.index, &r.traceParent, &r.inst.Priority, &r.rerunOf}
 }
 
 // instance decodes what was scanned.
@@ -399,6 +404,7 @@ func (r *instanceScan) instance() (*workflow.Instance, error) {
 	inst.UpdatedAt = fromMicros(r.updatedAt)
 	inst.Parent = r.parent.ref()
 	inst.TraceParent = r.traceParent.String
+	inst.RerunOf = r.rerunOf.String
 	return &inst, nil
 }
 

@@ -101,6 +101,8 @@ export const api = {
   history: (id, since = 0) => request('GET', `v1/workflows/${enc(id)}/history` + (since ? `?since=${since}` : '')),
   transition: (id, from, to) => request('POST', `v1/workflows/${enc(id)}/status`, { body: { from, to } }),
   action: (id, name) => request('POST', `v1/workflows/${enc(id)}/${name}`, { body: {} }),
+  // from: {from: STEP} or {from_seq: N}; answers 201 with the new instance.
+  rerun: (id, from) => request('POST', `v1/workflows/${enc(id)}/rerun`, { body: from }),
   patchState: (id, version, patch) => request('PATCH', `v1/workflows/${enc(id)}`, {
     body: patch,
     headers: { 'If-Match': ifMatch(version), 'Content-Type': 'application/merge-patch+json' },

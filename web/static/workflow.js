@@ -16,6 +16,7 @@ import { priorityView, flowTags } from './flowcontrol.js';
 import { swPanel, swState, swPendingCount, isSWDocument } from './sw.js';
 import { codeState, isCodeDefinition, codeStepsCard } from './code.js';
 import { timelineCard, rowsOrder } from './timeline.js';
+import { rerunControl, rerunOfLink, rerunsList } from './rerun.js';
 import { diff, formatPath, mergePatch, fullPatch, applyMergePatch, nullPaths, overlaps, isObject } from './jsondiff.js';
 import {
   h, replace, badge, jsonView, jsonText, compact, when, stepCounts, banner, errorBanner, displayOrder,
@@ -44,6 +45,7 @@ export function mount(root, { id }) {
     conflict: null, // {base, baseVersion, mine, server, serverVersion}
     confirmCancel: false,
     confirmDelete: false,
+    rerunning: null, // the step whose "re-run from here" asks for a confirmation
     busy: false,
     gone: false,
   };
@@ -184,6 +186,8 @@ export function mount(root, { id }) {
             w.definition_revision ? h('span', { class: 'muted' }, ` rev ${w.definition_revision}`) : null)
           : h('span', { class: 'muted' }, 'free-form')),
         w.parent ? fact('Parent', parentLink(w)) : null,
+        w.rerun_of ? fact('Re-run of', rerunOfLink(w)) : null,
+        w.reruns?.length ? fact('Re-runs', rerunsList(w)) : null,
         w.priority ? fact('Priority', priorityView(w)) : null,
         fact('Version', h('span', { class: 'mono', id: 'wf-version', 'data-version': String(w.version) }, String(w.version)),
           h('span', { class: 'muted mono', title: 'ETag' }, ` ETag "${w.version}"`)),
@@ -285,6 +289,7 @@ export function mount(root, { id }) {
         times: (sid, status) => stepTimesView(times[sid], status),
         open: st.open,
         toggle: toggleOpen,
+        rerun: (sid, s) => (Number.isInteger(s?.seq) ? rerunControl(st.inst, sid, { from_seq: s.seq }, `#${s.seq} ${sid}`, rerunUI(sid)) : null),
       });
       stepsBox.hidden = false;
       return;
@@ -310,6 +315,14 @@ export function mount(root, { id }) {
       h('ol', { class: 'steps', id: 'step-list' }, steps.map((x) => stepItem(x, times))));
   }
 
+  // rerunUI is the state of step sid's "re-run from here" confirmation.
+  function rerunUI(sid) {
+    return {
+      asking: () => st.rerunning === sid,
+      ask: (open) => { st.rerunning = open ? sid : null; renderSteps(); },
+    };
+  }
+
   function stepItem({ id: sid, def, s }, times) {
     const status = s?.status || 'PENDING';
     const hasOut = s && Object.hasOwn(s, 'output');
@@ -330,7 +343,8 @@ export function mount(root, { id }) {
         canComplete(s) && !form ? h('button', {
           type: 'button', class: 'small-btn', 'data-complete-step': sid,
           onclick: () => { st.completing = { step: sid, text: '{}' }; renderSteps(); document.getElementById('complete-output')?.focus(); },
-        }, 'Complete…') : null),
+        }, 'Complete…') : null,
+        swState(st.inst) ? null : rerunControl(st.inst, sid, { from: sid }, `step ${sid}`, rerunUI(sid))),
       eventView(s),
       childLinks(sid, s),
       s?.error ? h('div', { class: 'step-error' }, s.error) : null,

@@ -55,6 +55,11 @@ type Instance struct {
 	// Priority (1–5) is the start's priority, or its definition's; its
 	// tasks are claimed in that order. 0 for a free-form instance.
 	Priority int `json:"priority,omitempty"`
+	// RerunOf is the instance this one re-runs from a step ("" for an
+	// instance started otherwise); Reruns, shown by the single-instance
+	// read alone, are the newest re-runs of this one.
+	RerunOf string   `json:"rerun_of,omitempty"`
+	Reruns  []string `json:"reruns,omitempty"`
 	// Error is the error object of a FAILED Serverless Workflow instance
 	// ({"type", "status", "title"?, "detail"?, "instance"}), taken from
 	// its state when the instance is shown (ShowError); absent otherwise.
