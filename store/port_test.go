@@ -8,8 +8,12 @@ import (
 )
 
 // maxBackendMethods bounds the store port: every method is one more thing
-// each backend, and every wrapper of one, has to implement.
-const maxBackendMethods = 30
+// each backend, and every wrapper of one, has to implement. 32: the 30 of
+// the storage rebuild, and BulkStore's two (a bulk operation's record is
+// written by compare-and-set of its version and read by id or status; no
+// other method stores a row that is neither an instance nor kept beside
+// one).
+const maxBackendMethods = 32
 
 // TestBackendIsNarrow: the port has at most maxBackendMethods methods.
 func TestBackendIsNarrow(t *testing.T) {

@@ -109,6 +109,7 @@ type Backend interface {
 	WorkerStore
 	EventStore
 	ScheduleStore
+	BulkStore
 	Counter
 	Migrator
 
