@@ -70,11 +70,20 @@ func (e *BulkError) Is(target error) bool { return target == store.ErrInvalidArg
 // ErrBulkFinished: a bulk operation that is DONE cannot be cancelled.
 var ErrBulkFinished = errors.New("the bulk operation has finished")
 
+// BulkActionProblem is what is wrong with action ("" when it is one of
+// store.BulkActions).
+func BulkActionProblem(action string) string {
+	if slices.Contains(store.BulkActions, action) {
+		return ""
+	}
+	return fmt.Sprintf("unknown action %q: one of %s", action, strings.Join(store.BulkActions, ", "))
+}
+
 // Problems lists what is wrong with p.
 func (p *BulkParams) Problems() []string {
 	var out []string
-	if !slices.Contains(store.BulkActions, p.Action) {
-		out = append(out, fmt.Sprintf("unknown action %q: one of %s", p.Action, strings.Join(store.BulkActions, ", ")))
+	if msg := BulkActionProblem(p.Action); msg != "" {
+		out = append(out, msg)
 	}
 	out = append(out, p.Filter.Problems()...)
 	if p.Limit < 0 || p.Limit > MaxBulkLimit {
