@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/flowd/flowd/engine/rules"
@@ -39,6 +40,11 @@ import (
 
 // bulkBatch is how many instances one batch lists and acts on.
 const bulkBatch = 200
+
+// bulkParallel is how many instances of a batch are written at once on a
+// store with concurrent writers (one at a time on SQLite, whose writes
+// take turns anyway).
+const bulkParallel = 8
 
 // MaxBulkLimit bounds BulkParams.Limit.
 const MaxBulkLimit = 10_000_000
@@ -257,18 +263,53 @@ func (e *Engine) bulkBatch(ctx context.Context, op *store.BulkOperation) (*store
 			return nil, err
 		}
 	}
-	var tally bulkTally
-	for _, it := range op.Pending {
-		outcome, msg, err := e.bulkOne(ctx, op, it)
-		if err != nil {
-			// Nothing of the batch is recorded: it is done again, by this
-			// node or, after the lease, another.
-			return nil, err
-		}
-		tally.add(it.ID, outcome, msg)
+	tally, err := e.bulkItems(ctx, op)
+	if err != nil {
+		// Nothing of the batch is recorded: it is done again, by this
+		// node or, after the lease, another.
+		return nil, err
 	}
 	limitReached := op.Limit > 0 && op.Done+tally.done >= op.Limit
 	return e.putBulkOutcome(ctx, op, tally, op.Exhausted || limitReached)
+}
+
+// bulkItems applies op's action to the batch in flight, bulkParallel
+// instances at a time (each is a write of its own, guarded by itself), and
+// tallies the outcomes in the batch's order.
+func (e *Engine) bulkItems(ctx context.Context, op *store.BulkOperation) (bulkTally, error) {
+	type result struct {
+		outcome int
+		msg     string
+		err     error
+	}
+	results := make([]result, len(op.Pending))
+	parallel := 1
+	if e.st.Capabilities().ConcurrentWriters {
+		parallel = bulkParallel
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(parallel, len(op.Pending)) {
+		wg.Go(func() {
+			for i := range next {
+				r := &results[i]
+				r.outcome, r.msg, r.err = e.bulkOne(ctx, op, op.Pending[i])
+			}
+		})
+	}
+	for i := range op.Pending {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var tally bulkTally
+	for i, r := range results {
+		if r.err != nil {
+			return bulkTally{}, r.err
+		}
+		tally.add(op.Pending[i].ID, r.outcome, r.msg)
+	}
+	return tally, nil
 }
 
 // The outcomes of one instance of a bulk operation.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,9 +246,9 @@ func TestBulkTakenOverMidBatch(t *testing.T) {
 		}
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
-		acted := 0
+		var acted atomic.Int32
 		engine.SetBulkHook(first.eng, func(_ context.Context, id string) {
-			if acted++; acted == 50 {
+			if acted.Add(1) == 50 {
 				stop() // the node dies while it writes its 50th instance
 			}
 		})
