@@ -207,6 +207,7 @@ func TestBenchCodeScenarios(t *testing.T) {
 		fields []string
 	}{
 		{[]string{"--scenario", "code", "--workers", "2", "--duration", "1s"}, []string{"completed", "ms_per_item", "file_growth_bytes_per_item"}},
+		{[]string{"--scenario", "bulk", "--rows", "300"}, []string{"ops", "ops_per_sec", "instances"}},
 		{[]string{"--scenario", "code-growth", "--steps", "5", "--workers", "1"}, []string{"ms_per_item", "file_growth_bytes_per_item", "checkpoint_ms_first_tenth", "checkpoint_ms_last_tenth", "history_versions"}},
 	} {
 		t.Run(c.args[1], func(t *testing.T) {
