@@ -92,6 +92,14 @@ func (p *BulkParams) Problems() []string {
 		out = append(out, msg)
 	}
 	out = append(out, p.Filter.Problems()...)
+	if len(out) == 0 {
+		// What List itself refuses of the filter, before any I/O.
+		lp := p.Filter.ListParams(time.Time{})
+		lp.Limit = 1
+		if err := lp.Normalize(); err != nil {
+			out = append(out, "filter: "+err.Error())
+		}
+	}
 	if p.Limit < 0 || p.Limit > MaxBulkLimit {
 		out = append(out, fmt.Sprintf("limit must be from 1 to %d, not %d", MaxBulkLimit, p.Limit))
 	}
@@ -192,14 +200,20 @@ func (e *Engine) WorkBulk(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Oldest first: they were asked for first.
+	// Oldest first: they were asked for first. One that fails (its
+	// database unavailable for a moment) keeps its lease, and its batch
+	// is done again; the others go on.
 	slices.Reverse(ops)
+	var errs []error
 	for _, op := range ops {
 		if err := e.workBulk(ctx, op); err != nil {
-			return fmt.Errorf("bulk operation %s: %w", op.ID, err)
+			if ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("bulk operation %s: %w", op.ID, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // workBulk takes op's lease, when it is free or this node's, and works op
@@ -485,7 +499,9 @@ func (e *Engine) bulkDelete(ctx context.Context, id string, check func(*workflow
 }
 
 // searchText is inst's search attributes as the filter compares them
-// (text). Instances carry none yet: a filter by search attribute then
-// matches nothing when checked again, so that nothing is changed on a
-// list the check cannot confirm.
+// (text: a string as it is, a number or a boolean as JSON writes it).
+// Instances carry none yet: a filter by search attribute then matches
+// nothing when checked again, so that nothing is changed on a list the
+// check cannot confirm. Once they do, this is the one place that reads
+// them.
 func searchText(*workflow.Instance) map[string]string { return nil }
