@@ -305,3 +305,24 @@ func TestBulkWorkedBySweeper(t *testing.T) {
 		}
 	})
 }
+
+// A bulk retry takes the FAILED matches back to RUNNING and skips the
+// others.
+func TestBulkRetry(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		nd := bulkFixture(t, b, 3)
+		ctx := context.Background()
+		for _, id := range []string{"w-0", "w-2"} {
+			if _, err := nd.eng.Transition(ctx, id, workflow.StatusRunning, workflow.StatusFailed); err != nil {
+				t.Fatal(err)
+			}
+		}
+		op := nd.createBulk(engine.BulkParams{Action: "retry", Filter: store.BulkFilter{Definition: "waiter"}})
+		checkCounts(t, nd.workBulk(op.ID), store.BulkDone, 3, 2, 1, 0)
+		for _, id := range []string{"w-0", "w-1", "w-2"} {
+			if inst, _ := nd.st.Get(ctx, id); inst.Status != workflow.StatusRunning {
+				t.Errorf("%s is %s after the bulk retry", id, inst.Status)
+			}
+		}
+	})
+}
