@@ -326,3 +326,46 @@ func TestBulkRetry(t *testing.T) {
 		}
 	})
 }
+
+// failingApply fails every write of the instances in ids with a plain
+// error (not a conflict, not unavailable).
+type failingApply struct {
+	store.Backend
+	ids map[string]bool
+}
+
+func (f *failingApply) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	if f.ids[w.ID] {
+		return nil, fmt.Errorf("disk on fire while writing %s", w.ID)
+	}
+	return f.Backend.Apply(ctx, w)
+}
+
+// A workflow the action fails on is counted failed, with its error kept
+// (the first MaxBulkErrors of them), and the operation goes on.
+func TestBulkCountsFailures(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const n = 30
+		failing := map[string]bool{}
+		for i := range store.MaxBulkErrors + 2 {
+			failing[fmt.Sprintf("w-%d", i)] = true
+		}
+		nd := newNode(t, b, b.newDB(t), nodeOpts{workers: -1, noStart: true,
+			wrap: func(st store.Backend) store.Backend { return &failingApply{Backend: st, ids: failing} }})
+		nd.define(bulkWaitDef)
+		for i := range n {
+			nd.start("waiter", fmt.Sprintf("w-%d", i), "")
+		}
+		op := nd.createBulk(engine.BulkParams{Action: "pause", Filter: store.BulkFilter{Definition: "waiter"}})
+		got := nd.workBulk(op.ID)
+		checkCounts(t, got, store.BulkDone, n, n-len(failing), 0, len(failing))
+		if len(got.Errors) != store.MaxBulkErrors {
+			t.Fatalf("%d errors kept, want the first %d: %v", len(got.Errors), store.MaxBulkErrors, got.Errors)
+		}
+		for _, e := range got.Errors {
+			if !failing[e.WorkflowID] || !strings.Contains(e.Error, "disk on fire while writing "+e.WorkflowID) {
+				t.Errorf("error %+v", e)
+			}
+		}
+	})
+}
