@@ -51,7 +51,7 @@ func newBulkCmd(e *env) *cobra.Command {
 		Short: "Cancel, pause, resume, retry or delete every workflow a filter matches",
 		Long: `bulk applies ACTION (cancel, pause, resume, retry or delete) to every workflow
 the filter matches, as a durable operation the server's nodes work off in
-batches (it survives restarts; see docs/api.md, "Bulk operations"). At least
+batches (it survives restarts; see docs/bulk.md). At least
 one filter flag is required:
 
   --where NAME=VALUE   a search attribute (repeatable; ANDed)
