@@ -19,7 +19,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach, queue, code, code-growth)`},
+		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach, queue, code, code-growth, bulk)`},
 		{[]string{"--scenario", "queue", "--backlog", "0"}, "--backlog must be in 1–1000000, got 0"},
 		{[]string{"--scenario", "queue", "--backlog", "-1"}, "--backlog must be in 1–1000000, got -1"},
 		{[]string{"--scenario", "queue", "--backlog", "1000001"}, "--backlog must be in 1–1000000, got 1000001"},
