@@ -233,12 +233,34 @@ func (e *Engine) workBulk(ctx context.Context, op *store.BulkOperation) error {
 	}
 	// The instances' writes are the requester's.
 	ctx = store.WithActor(ctx, op.Actor)
+	id := op.ID
 	for op != nil && op.Status == store.BulkRunning && ctx.Err() == nil {
 		if op, err = e.bulkBatch(ctx, op); err != nil {
-			return err
+			break
 		}
 	}
-	return nil
+	if ctx.Err() != nil {
+		// A node shutting down gives its lease back: another node takes
+		// the operation over now, not once the lease has run out (the
+		// batch in flight, if any, is done again there).
+		e.releaseBulk(context.WithoutCancel(ctx), id)
+	}
+	return err
+}
+
+// releaseBulk ends this node's lease of bulk operation id, when it still
+// holds it; a write that misses leaves the record to whoever moved it.
+func (e *Engine) releaseBulk(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	op, err := store.GetBulk(ctx, e.st, id)
+	if err != nil || op.LeaseOwner != e.node || op.Status != store.BulkRunning {
+		return
+	}
+	op.LeaseUntil = e.clock()
+	if _, err := e.st.PutBulk(ctx, op, op.Version); err == nil {
+		e.log.Info("bulk operation handed back", "bulk", id, "node", e.node)
+	}
 }
 
 // bulkBatch lists the next batch when none is in flight, records it,

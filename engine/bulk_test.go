@@ -230,7 +230,28 @@ func TestBulkRefused(t *testing.T) {
 	})
 }
 
-// A node that stops mid-batch leaves the batch in flight; once its lease
+// deadStore is a node's store that stops answering once dead is set: a
+// node that lost its database, or died, between two writes.
+type deadStore struct {
+	store.Backend
+	dead atomic.Bool
+}
+
+func (d *deadStore) Apply(ctx context.Context, w *store.Write) (*workflow.Instance, error) {
+	if d.dead.Load() {
+		return nil, store.ErrUnavailable
+	}
+	return d.Backend.Apply(ctx, w)
+}
+
+func (d *deadStore) PutBulk(ctx context.Context, op *store.BulkOperation, v int64) (*store.BulkOperation, error) {
+	if d.dead.Load() {
+		return nil, store.ErrUnavailable
+	}
+	return d.Backend.PutBulk(ctx, op, v)
+}
+
+// A node that dies mid-batch leaves the batch in flight; once its lease
 // has ended another node does the batch again and finishes the operation,
 // and the counts are exact: the instances the first node cancelled count
 // as done once (their history names the operation), none is cancelled
@@ -239,27 +260,29 @@ func TestBulkTakenOverMidBatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		const n = 300
 		addr := b.newDB(t)
-		first := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true, lease: 2 * time.Second})
+		ds := &deadStore{}
+		first := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true, lease: 2 * time.Second,
+			wrap: func(st store.Backend) store.Backend { ds.Backend = st; return ds }})
 		first.define(bulkWaitDef)
 		for i := range n {
 			first.start("waiter", fmt.Sprintf("w-%d", i), "")
 		}
-		ctx, stop := context.WithCancel(context.Background())
-		defer stop()
 		var acted atomic.Int32
 		engine.SetBulkHook(first.eng, func(_ context.Context, id string) {
 			if acted.Add(1) == 50 {
-				stop() // the node dies while it writes its 50th instance
+				ds.dead.Store(true) // the node dies while it writes its 50th instance
 			}
 		})
 		op := first.createBulk(engine.BulkParams{Action: "cancel", Filter: store.BulkFilter{Definition: "waiter"}})
-		_ = first.eng.WorkBulk(ctx)
-		mid, err := first.eng.GetBulk(context.Background(), op.ID)
+		if err := first.eng.WorkBulk(context.Background()); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("WorkBulk of the dying node: %v", err)
+		}
+		mid, err := store.GetBulk(context.Background(), first.st, op.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if mid.Status != store.BulkRunning || len(mid.Pending) == 0 || mid.LeaseOwner == "" {
-			t.Fatalf("after the first node stopped: %+v; want RUNNING with a batch in flight", mid)
+		if mid.Status != store.BulkRunning || len(mid.Pending) == 0 || mid.LeaseOwner == "" || mid.Matched != 0 {
+			t.Fatalf("after the first node died: %+v; want RUNNING with a batch in flight", mid)
 		}
 		second := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true, lease: 2 * time.Second})
 		// Not before the first node's lease has ended (checked when the
@@ -279,6 +302,40 @@ func TestBulkTakenOverMidBatch(t *testing.T) {
 				t.Fatalf("%s: %s with %d versions; want CANCELLED once", inst.ID, inst.Status, len(h))
 			}
 		}
+	})
+}
+
+// A node that stops (its engine shut down) mid-batch hands its lease
+// back: another node takes the operation over at once, not after the
+// lease (a minute here), and the counts are exact.
+func TestBulkHandedBackOnStop(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const n = 300
+		addr := b.newDB(t)
+		first := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true, lease: time.Minute})
+		first.define(bulkWaitDef)
+		for i := range n {
+			first.start("waiter", fmt.Sprintf("w-%d", i), "")
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		var acted atomic.Int32
+		engine.SetBulkHook(first.eng, func(_ context.Context, id string) {
+			if acted.Add(1) == 50 {
+				stop()
+			}
+		})
+		op := first.createBulk(engine.BulkParams{Action: "cancel", Filter: store.BulkFilter{Definition: "waiter"}})
+		_ = first.eng.WorkBulk(ctx)
+		mid, err := store.GetBulk(context.Background(), first.st, op.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mid.Status != store.BulkRunning || time.Until(mid.LeaseUntil) > 0 {
+			t.Fatalf("after the first node stopped: %+v; want RUNNING with its lease ended", mid)
+		}
+		second := newNode(t, b, addr, nodeOpts{workers: -1, noStart: true, lease: time.Minute})
+		checkCounts(t, second.workBulk(op.ID), store.BulkDone, n, n, 0, 0)
 	})
 }
 
