@@ -56,10 +56,13 @@ const (
 	// outputting CodeGrowthOutputSize bytes, run in process; an op is the
 	// workflow, an item a checkpoint.
 	ScenarioCodeGrowth Scenario = "code-growth"
+	// ScenarioBulk: Rows RUNNING instances, then one bulk cancel of them
+	// through the engine's bulk worker; an op is an instance cancelled.
+	ScenarioBulk Scenario = "bulk"
 )
 
 // Scenarios lists every scenario, in the documented order.
-var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach, ScenarioQueue, ScenarioCode, ScenarioCodeGrowth}
+var Scenarios = []Scenario{ScenarioUpdate, ScenarioContended, ScenarioCompleteStep, ScenarioBatch, ScenarioWorkflow, ScenarioHistory, ScenarioForeach, ScenarioQueue, ScenarioCode, ScenarioCodeGrowth, ScenarioBulk}
 
 // Modes of the contended scenario.
 const (
@@ -117,7 +120,8 @@ type Config struct {
 	// OutputSize is the bytes of random text each step of the history
 	// scenario outputs.
 	OutputSize int
-	// Rows is the size of the batch table; BatchSize the limit of each batch.
+	// Rows is the size of the batch table, and the instances the bulk
+	// scenario cancels; BatchSize the limit of each batch.
 	Rows      int
 	BatchSize int
 	// Workers is the in-process step concurrency of the workflow engine
@@ -217,6 +221,10 @@ func (c Config) Validate() error {
 		}
 		if c.Scenario == ScenarioHistory && c.Workers < 1 {
 			bad("--workers must be at least 1, got %d", c.Workers)
+		}
+	case ScenarioBulk:
+		if c.Rows < 1 || c.Rows > MaxBacklog {
+			bad("--rows must be in 1–%d, got %d", MaxBacklog, c.Rows)
 		}
 	case ScenarioBatch:
 		if c.Rows < 1 {
@@ -418,6 +426,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		sc = &workflowScenario{r: r, code: true}
 	case ScenarioCodeGrowth:
 		sc = &codeGrowthScenario{r: r}
+	case ScenarioBulk:
+		sc = &bulkScenario{r: r}
 	}
 	defer sc.close()
 	if err := sc.prepare(ctx); err != nil {

@@ -86,10 +86,12 @@ func run(t *testing.T, cfg bench.Config) bench.Result {
 	if res.LostUpdates != 0 || res.Errors != 0 || !progressed || res.Failed() {
 		t.Errorf("%s: lost_updates %d, errors %d, ops %d; want 0, 0, > 0\nprogress:\n%s", cfg.Scenario, res.LostUpdates, res.Errors, res.Ops, progress)
 	}
-	// The history and code-growth scenarios run one workflow, and the queue
-	// scenario drains its backlog, often within the first progress
-	// interval: they report their own lines instead.
-	ownLines := cfg.Scenario == bench.ScenarioHistory || cfg.Scenario == bench.ScenarioQueue || cfg.Scenario == bench.ScenarioCodeGrowth
+	// The history and code-growth scenarios run one workflow, the queue
+	// scenario drains its backlog and the bulk scenario runs one operation,
+	// often within the first progress interval: they report their own
+	// lines instead.
+	ownLines := cfg.Scenario == bench.ScenarioHistory || cfg.Scenario == bench.ScenarioQueue || cfg.Scenario == bench.ScenarioCodeGrowth ||
+		cfg.Scenario == bench.ScenarioBulk
 	if !ownLines && !strings.Contains(progress.String(), " ops=") {
 		t.Errorf("no progress line in:\n%s", progress)
 	}
@@ -186,6 +188,10 @@ func TestScenarios(t *testing.T) {
 					checkWritten(t, b.name, res, res.Completed)
 					if res.MSPerItem <= 0 {
 						t.Errorf("workflow: ms_per_item %v, want > 0", res.MSPerItem)
+					}
+				case bench.ScenarioBulk:
+					if res.Ops != int64(cfg.Rows) || res.Instances != cfg.Rows || res.OpsPerSec <= 0 || res.LostUpdates != 0 {
+						t.Errorf("bulk: %d ops over %d instances, %v/s, %d lost; want every instance cancelled", res.Ops, res.Instances, res.OpsPerSec, res.LostUpdates)
 					}
 				case bench.ScenarioCodeGrowth:
 					if res.Ops != 1 || res.Steps != cfg.Steps {

@@ -347,7 +347,7 @@ func (e *Engine) cancelChild(ctx context.Context, child *workflow.Instance) {
 	default:
 		return
 	}
-	_, err := e.act(ctx, child.ID, "cancel", "", fmt.Sprintf("parent workflow %s cancelled", child.Parent.WorkflowID))
+	_, err := e.act(ctx, child.ID, "cancel", fmt.Sprintf("parent workflow %s cancelled", child.Parent.WorkflowID), nil)
 	var na *rules.NotAllowedError
 	if err != nil && !errors.As(err, &na) && !errors.Is(err, workflow.ErrTerminal) && !errors.Is(err, store.ErrNotFound) {
 		e.log.Warn("cancelling a child workflow", "workflow", child.ID, "err", err)

@@ -249,6 +249,12 @@ type Engine struct {
 	cascadeWake chan struct{}
 	// maxDescendants is Config.MaxDescendants (child.go).
 	maxDescendants int
+	// bulkWake asks the bulk worker to look for bulk operations now
+	// (bulk.go); bulkHook, set by tests only, runs where a bulk
+	// operation's write of an instance has checked the filter on the
+	// instance read, before it writes.
+	bulkWake chan struct{}
+	bulkHook atomic.Pointer[func(ctx context.Context, id string)]
 }
 
 type defKey struct {
@@ -277,6 +283,7 @@ func New(cfg Config) (*Engine, error) {
 		draining:       make(chan struct{}),
 		seen:           map[string]workerSeen{},
 		cascadeWake:    make(chan struct{}, 1),
+		bulkWake:       make(chan struct{}, 1),
 	}
 	if cfg.Workers != nil {
 		if *cfg.Workers < 0 {
@@ -417,6 +424,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	wg.Go(func() { e.sweeper(claimCtx) })
 	wg.Go(func() { e.scheduler(claimCtx) })
+	wg.Go(func() { e.bulkWorker(claimCtx) })
 	if e.workers > 0 {
 		e.commits = newCommitQueues(committers)
 		// The group is in place before Start returns: a start right after

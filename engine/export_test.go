@@ -12,3 +12,14 @@ func SetDecideHook(e *Engine, hook func(ctx context.Context)) {
 	}
 	e.decideHook.Store(&hook)
 }
+
+// SetBulkHook makes every write of a bulk operation call hook with the
+// instance's id once the filter has been checked on the instance read,
+// before the write. nil removes it.
+func SetBulkHook(e *Engine, hook func(ctx context.Context, id string)) {
+	if hook == nil {
+		e.bulkHook.Store(nil)
+		return
+	}
+	e.bulkHook.Store(&hook)
+}

@@ -169,7 +169,7 @@ func (e *Engine) Action(ctx context.Context, id, action string) (*workflow.Insta
 	if !rules.IsAction(action) {
 		return nil, fmt.Errorf("%w: unknown action %q", store.ErrInvalidArgument, action)
 	}
-	return e.act(ctx, id, action, "", action)
+	return e.act(ctx, id, action, action, nil)
 }
 
 // Transition moves the instance from one status to another as POST
@@ -185,7 +185,7 @@ func (e *Engine) Transition(ctx context.Context, id string, from, to workflow.St
 		return nil, err
 	}
 	if action, ok := rules.ActionFor(from, to); ok {
-		return e.act(ctx, id, action, from, p.Cause)
+		return e.act(ctx, id, action, p.Cause, statusIs(from))
 	}
 	if from == workflow.StatusQueued && to == workflow.StatusRunning {
 		// A QUEUED instance starts as the engine starts it: with its first
@@ -225,12 +225,25 @@ func (e *Engine) setStatus(ctx context.Context, id string, from, to workflow.Sta
 	return out, err
 }
 
-// act performs action; when from is set, only on an instance that is from.
-// It reads the instance and its tasks, lets the rules decide
+// statusIs is the check of act that the instance is from: a
+// *store.StatusMismatchError otherwise.
+func statusIs(from workflow.Status) func(*workflow.Instance) error {
+	return func(inst *workflow.Instance) error {
+		if inst.Status != from {
+			return &store.StatusMismatchError{ID: inst.ID, Expected: from, Actual: inst.Status}
+		}
+		return nil
+	}
+}
+
+// act performs action; when check is set, only on an instance that passes
+// it (its error is returned as it is), checked on every read the decision
+// is made on. It reads the instance and its tasks, lets the rules decide
 // (rules.Env.Act; a cancel also releases the instance's active tasks,
 // rules.CancelTasks) and writes the version (and the settled one) with one
-// guarded store.Apply, deciding again on a fresh read when something moved.
-func (e *Engine) act(ctx context.Context, id, action string, from workflow.Status, cause string) (*workflow.Instance, error) {
+// guarded store.Apply at the version read, deciding and checking again on
+// a fresh read when something moved.
+func (e *Engine) act(ctx context.Context, id, action, cause string, check func(*workflow.Instance) error) (*workflow.Instance, error) {
 	var out *workflow.Instance
 	var ch *rules.Change
 	err := e.withDefs(ctx, func() error {
@@ -243,8 +256,10 @@ func (e *Engine) act(ctx context.Context, id, action string, from workflow.Statu
 			if inst.Status.Terminal() {
 				return nil, terminal(inst)
 			}
-			if from != "" && inst.Status != from {
-				return nil, &store.StatusMismatchError{ID: inst.ID, Expected: from, Actual: inst.Status}
+			if check != nil {
+				if err := check(inst); err != nil {
+					return nil, err
+				}
 			}
 			c, err := e.definitionOf(inst)
 			if err != nil {

@@ -78,7 +78,14 @@ var routeAccess = map[string]access{
 	"POST /v1/workflows/{id}/rerun":                 operateAccess,
 	"GET /v1/workflows/{id}/history":                readAccess,
 	"POST /v1/batch/status":                         operateAccess,
-	"POST /v1/events":                               operateAccess,
+	// A bulk operation acts on workflows as an operator may; counting
+	// what a filter matches only reads.
+	"POST /v1/bulk":             operateAccess,
+	"GET /v1/bulk":              readAccess,
+	"GET /v1/bulk/count":        readAccess,
+	"GET /v1/bulk/{id}":         readAccess,
+	"POST /v1/bulk/{id}/cancel": operateAccess,
+	"POST /v1/events":           operateAccess,
 	// A definition is a program the server runs, with server-side calls:
 	// only admin stores or deletes one.
 	"PUT /v1/definitions/{name}":    adminAccess,

@@ -48,7 +48,8 @@ func statusFor(err error) int {
 		errors.Is(err, workflow.ErrStepCompleted),
 		errors.Is(err, workflow.ErrInvalidTransition),
 		errors.Is(err, store.ErrConflict),
-		errors.Is(err, store.ErrConcurrencyLimit):
+		errors.Is(err, store.ErrConcurrencyLimit),
+		errors.Is(err, engine.ErrBulkFinished):
 		return http.StatusConflict
 	case errors.Is(err, store.ErrIdempotencyKeyUsed):
 		return http.StatusUnprocessableEntity

@@ -183,6 +183,7 @@ func (s *Server) routes(mux router) {
 	mux.HandleFunc("GET /v1/workers", s.listWorkers)
 	mux.HandleFunc("GET /v1/openapi.json", openAPIHandler(s.openAPI))
 	s.scheduleRoutes(mux)
+	s.bulkRoutes(mux)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	// A collector that fails (flowd_workflows while the database is down)
 	// leaves its metric out; the rest is still served.
@@ -262,11 +263,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var de *workflow.DefinitionError
 	var se *store.ScheduleError
+	var be *engine.BulkError
 	switch {
 	case errors.As(err, &de):
 		body.Problems = de.Problems
 	case errors.As(err, &se):
 		body.Problems = se.Problems
+	case errors.As(err, &be):
+		body.Problems = be.Problems
 	}
 	writeJSON(w, status, body)
 }

@@ -118,6 +118,7 @@ type Backend interface {
 	WorkerStore
 	EventStore
 	ScheduleStore
+	BulkStore
 	Counter
 	Migrator
 

@@ -64,6 +64,12 @@ Scenarios:
                  returning 100 bytes, run in process; reports the time of a
                  checkpoint over the first and the last tenth of the steps
                  (--duration does not apply: the run ends when the workflow has)
+  bulk           --rows RUNNING instances (default 20000, not timed), then one bulk
+                 cancel of them (POST /v1/bulk's operation) worked off by an
+                 in-process engine; ops are instances cancelled (ops_per_sec:
+                 instances per second), the one latency the whole operation's;
+                 lost_updates counts instances not cancelled exactly once
+                 (--clients and --duration do not apply)
 
 foreach, history, queue, workflow, code and code-growth also report their cost
 per item (an iteration, a chain step, a drained step, a workflow, a
@@ -150,7 +156,7 @@ a shell set up for a server never fills that server's database with bench data.`
 	}
 	f := cmd.Flags()
 	f.StringVar(&db, "db", "", "database to fill with bench data, required: postgres://… or sqlite:PATH (FLOWD_DB is not read)")
-	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow, history, foreach, queue, code or code-growth")
+	f.StringVar(&scenario, "scenario", string(bench.ScenarioUpdate), "update, contended, complete-step, batch, workflow, history, foreach, queue, code, code-growth or bulk")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "concurrent clients")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the clients run")
 	f.StringVar(&cfg.Mode, "mode", "", "contended: modify (default) or retry")

@@ -19,7 +19,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach, queue, code, code-growth)`},
+		{[]string{"--scenario", "nope"}, `unknown --scenario "nope" (want one of update, contended, complete-step, batch, workflow, history, foreach, queue, code, code-growth, bulk)`},
 		{[]string{"--scenario", "queue", "--backlog", "0"}, "--backlog must be in 1–1000000, got 0"},
 		{[]string{"--scenario", "queue", "--backlog", "-1"}, "--backlog must be in 1–1000000, got -1"},
 		{[]string{"--scenario", "queue", "--backlog", "1000001"}, "--backlog must be in 1–1000000, got 1000001"},
@@ -207,6 +207,7 @@ func TestBenchCodeScenarios(t *testing.T) {
 		fields []string
 	}{
 		{[]string{"--scenario", "code", "--workers", "2", "--duration", "1s"}, []string{"completed", "ms_per_item", "file_growth_bytes_per_item"}},
+		{[]string{"--scenario", "bulk", "--rows", "300"}, []string{"ops", "ops_per_sec", "instances"}},
 		{[]string{"--scenario", "code-growth", "--steps", "5", "--workers", "1"}, []string{"ms_per_item", "file_growth_bytes_per_item", "checkpoint_ms_first_tenth", "checkpoint_ms_last_tenth", "history_versions"}},
 	} {
 		t.Run(c.args[1], func(t *testing.T) {

@@ -146,6 +146,7 @@ FLOWD_TOKEN and FLOWD_OUTPUT.`,
 	})
 	root.AddCommand(newMigrateCmd(e), newServeCmd(e), newDefCmd(e), newWorkerCmd(e))
 	root.AddCommand(newScheduleCmd(e))
+	root.AddCommand(newBulkCmd(e))
 	root.AddCommand(newClientCmds(e)...)
 	root.AddCommand(newBenchCmd(e), newDemoCmd(e), newVersionCmd(e))
 	return root

@@ -72,6 +72,7 @@ var suiteCases = []suiteCase{
 	{"ForeachTasks", testForeachTasks, false},
 	{"Events", testEvents, false},
 	{"Schedules", testSchedules, false},
+	{"Bulk", testBulk, false},
 	{"Concurrency", testConcurrency, false},
 	{"FlowControl", testFlowControl, false},
 	// Serverless Workflow documents run on the server's engine, its http

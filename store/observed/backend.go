@@ -62,3 +62,11 @@ func (b *backend) FireSchedule(ctx context.Context, f store.ScheduleFire) (*work
 // store.ErrStorageFull: no write has stored anything since. /healthz
 // answers 503 while it holds.
 func (b *backend) StorageFull() bool { return b.o.m != nil && b.o.m.StorageFull() }
+
+// PutBulk: a bulk operation's record is a write for StorageFull; the
+// writes of its instances are counted as the writes they are.
+func (b *backend) PutBulk(ctx context.Context, op *store.BulkOperation, expectedVersion int64) (*store.BulkOperation, error) {
+	out, err := b.Backend.PutBulk(ctx, op, expectedVersion)
+	b.noteWrite(err, out != nil)
+	return out, err
+}

@@ -375,8 +375,8 @@ func TestTwoStoresOneFile(t *testing.T) {
 // schemaVersion is the version of the newest embedded migration, and
 // migrationCount how many there are (00025 is not one of them).
 const (
-	schemaVersion  = 26
-	migrationCount = 25
+	schemaVersion  = 27
+	migrationCount = 26
 )
 
 // TestConcurrentMigrate migrates fresh files from two Stores at once, several

@@ -120,5 +120,18 @@ export const api = {
   // body: {name, key?, data?}; answers 202 {id, delivered, failed?}.
   publishEvent: (body) => request('POST', 'v1/events', { body }),
   listSchedules: () => request('GET', 'v1/schedules'),
+  // Bulk operations: the filter is the API's {status, definition, id_prefix,
+  // search: {NAME: VALUE}, created_after, …}; count takes it as query.
+  countBulk: (filter) => {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(filter)) {
+      if (k === 'search') for (const [n, sv] of Object.entries(v)) q.set('search.' + n, sv);
+      else q.set(k, v);
+    }
+    return request('GET', 'v1/bulk/count?' + q.toString());
+  },
+  createBulk: (body) => request('POST', 'v1/bulk', { body }),
+  listBulk: () => request('GET', 'v1/bulk?limit=20'),
+  cancelBulk: (id) => request('POST', `v1/bulk/${enc(id)}/cancel`, { body: {} }),
   getDefinition: (name, revision) => request('GET', `v1/definitions/${enc(name)}` + (revision ? `?revision=${enc(revision)}` : '')),
 };

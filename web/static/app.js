@@ -2,7 +2,7 @@
 //
 // Routes: #/workflows[?status=&definition=], #/workflows/ID, #/definitions,
 // #/definitions/NAME[?revision=N], #/start[?definition=NAME], #/events,
-// #/workers, #/schedules, #/api. Each view is mount(root, params) → cleanup.
+// #/workers, #/schedules, #/bulk[?filter], #/api. Each view is mount(root, params) → cleanup.
 
 import { setAuthHandler, setAnswerHandler, setToken, clearToken, getToken } from './api.js';
 import { clearBanners, h, replace } from './ui.js';
@@ -15,6 +15,7 @@ import * as reference from './reference.js';
 import * as startPage from './start.js';
 import * as events from './events.js';
 import * as workers from './workers.js';
+import * as bulk from './bulk.js';
 
 // The indicator has three states (data-state): live (green), paused (grey)
 // and offline (red: the server does not answer; it is probed until it does).
@@ -44,6 +45,7 @@ const routes = [
   { re: /^\/events\/?$/, view: events, nav: 'events' },
   { re: /^\/workers\/?$/, view: workers, nav: 'workers' },
   { re: /^\/schedules\/?$/, view: schedules, nav: 'schedules' },
+  { re: /^\/bulk\/?$/, view: bulk, nav: 'bulk' },
   { re: /^\/api\/?$/, view: reference, nav: 'api' },
 ];
 

@@ -8,6 +8,14 @@ import { every } from './live.js';
 import { h, replace, badge, when, stepCounts, errorBanner, banner, STATUSES } from './ui.js';
 import { startLink } from './start.js';
 
+// bulkLink opens the bulk operations page with this list's filter.
+function bulkLink(query) {
+  const q = new URLSearchParams();
+  for (const [k, v] of query.entries()) if (k !== 'limit' && k !== 'search' && v) q.set(k, v);
+  const qs = q.toString();
+  return h('a', { href: '#/bulk' + (qs ? '?' + qs : ''), id: 'bulk-link', class: 'button' }, 'Act on these…');
+}
+
 const PAGE_SIZE = 50; // the API's default; #/workflows?limit=N asks for another
 const ID_PREFIX = /^[A-Za-z0-9._:-]{1,128}$/; // what the server accepts as id_prefix
 const SEARCH_DELAY_MS = 150; // typing pauses this long before the server is asked
@@ -64,6 +72,7 @@ export function mount(root, { query }) {
         definition ? h('span', { class: 'chip' }, 'definition: ', h('code', {}, definition),
           h('button', { type: 'button', class: 'chip-x', 'aria-label': 'Remove definition filter', onclick: () => setQuery({ definition: '' }) }, '×')) : null,
         searchForm,
+        bulkLink(query),
         startLink(definition))),
     h('div', { class: 'card table-card' }, table, foot));
 
