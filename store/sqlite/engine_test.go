@@ -167,6 +167,9 @@ func TestSchemaIndexes(t *testing.T) {
 	}
 	want := []string{
 		// The version table's: a version is recorded once (versionsOnce).
+		"bulk_operations.bulk_operations_recent",
+		"bulk_operations.bulk_operations_running",
+		"bulk_operations.sqlite_autoindex_bulk_operations_1",
 		"goose_db_version.flowd_goose_version_once",
 		// Primary keys and the UNIQUE constraint (SQLite's automatic indexes).
 		"idempotency_keys.idempotency_keys_created_at_idx",
