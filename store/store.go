@@ -45,7 +45,9 @@ type Querier interface {
 	// keyed create whose id is taken fails its statement.
 	Create(ctx context.Context, p CreateParams) (*workflow.Instance, error)
 
-	// Get returns the instance, or ErrNotFound.
+	// Get returns the instance, or ErrNotFound. Get and List return the
+	// instance's search attributes (Instance.Search); other reads leave
+	// them out.
 	Get(ctx context.Context, id string) (*workflow.Instance, error)
 
 	// List returns instances newest first (created_at, then id, descending),
@@ -199,6 +201,10 @@ type CreateParams struct {
 	// once: they take turns on the count. With an IdempotencyKey it is
 	// ErrInvalidArgument.
 	Descendant *DescendantCount
+	// Search are the instance's search attributes (its definition's,
+	// rendered, with the start's), stored with it in the same atomic
+	// write; checked with workflow/instance.CheckSearch. None adds no row.
+	Search map[string]json.RawMessage
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:
