@@ -34,6 +34,9 @@ type StartParams struct {
 	write func(ctx context.Context, p store.CreateParams) (*workflow.Instance, error)
 	// Priority (1–5) overrides the definition's; 0 keeps it.
 	Priority int
+	// Search are search attributes of the start's, over the definition's
+	// of the same name (see store.CreateParams.Search).
+	Search map[string]json.RawMessage
 }
 
 // StartWorkflow creates a RUNNING instance with every step in its state and
@@ -97,6 +100,10 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if err != nil {
 		return nil, err
 	}
+	search, err := searchOf(c, input, p.Search, e.maxState)
+	if err != nil {
+		return nil, err
+	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
 	ch.Hold(ch.Status, nil)
 	tasks := insertRows(ch.Insert)
@@ -105,7 +112,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Priority: inst.Priority,
-		Concurrency: slot, TraceParent: e.traceParentOf(ctx),
+		Concurrency: slot, TraceParent: e.traceParentOf(ctx), Search: search,
 	}
 	write := e.create
 	if p.write != nil {

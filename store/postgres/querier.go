@@ -264,24 +264,63 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	if err := p.Normalize(); err != nil {
 		return store.ListPage{}, err
 	}
+	sql, args, none, err := listSQL(p)
+	if err != nil {
+		return store.ListPage{}, err
+	}
+	if none {
+		return store.ListPage{Instances: []*workflow.Instance{}}, nil
+	}
+	rows, err := q.db.Query(ctx, sql, args...)
+	if err != nil {
+		return store.ListPage{}, interpretError(err, "")
+	}
+	defer rows.Close()
+	page := store.ListPage{Instances: make([]*workflow.Instance, 0, min(p.Limit, 64))}
+	more := false
+	for rows.Next() {
+		if len(page.Instances) == p.Limit {
+			more = true
+			break
+		}
+		var search []byte
+		inst, err := scanInstance(extraColumns{rows, []any{&search}})
+		if err != nil {
+			return store.ListPage{}, interpretError(err, "")
+		}
+		if inst.Search, err = decodeSearch(search); err != nil {
+			return store.ListPage{}, err
+		}
+		page.Instances = append(page.Instances, inst)
+	}
+	if err := rows.Err(); err != nil {
+		return store.ListPage{}, interpretError(err, "")
+	}
+	if more {
+		last := page.Instances[len(page.Instances)-1]
+		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return page, nil
+}
+
+// listSQL is List's statement for p (normalised) and its arguments; none
+// when nothing can match.
+func listSQL(p store.ListParams) (sql string, args []any, none bool, err error) {
 	// The query text is assembled from fixed fragments; only placeholder
 	// numbers vary, never input.
-	var (
-		where []string
-		args  []any
-	)
+	var where []string
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
 	if !storableText(p.Definition) {
 		// Create refuses such a definition, so nothing matches.
-		return store.ListPage{Instances: []*workflow.Instance{}}, nil
+		return "", nil, true, nil
 	}
 	filters := p.SearchFilters()
 	for _, f := range filters {
 		if !storableText(f.Value) {
-			return store.ListPage{Instances: []*workflow.Instance{}}, nil // nor such a value
+			return "", nil, true, nil // nor such a value
 		}
 	}
 	// order names the columns of the list's order: the driving search
@@ -290,10 +329,14 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	if len(filters) > 0 {
 		from, created, id = "workflow_search s0 JOIN workflow_instances i ON i.id = s0.instance_id", "s0.created_at", "s0.instance_id"
 		where = append(where, "s0.name = "+arg(filters[0].Name), "s0.value = "+arg(filters[0].Value))
+		// The others are looked up by the primary key of each row the
+		// first one found: a scalar subquery, which the planner cannot turn
+		// into a join that reads every row of a common value (as a generic
+		// plan, knowing no value, would) and sorts them.
 		for k, f := range filters[1:] {
 			s := "s" + strconv.Itoa(k+1)
-			where = append(where, "EXISTS (SELECT 1 FROM workflow_search "+s+" WHERE "+s+".instance_id = i.id AND "+
-				s+".name = "+arg(f.Name)+" AND "+s+".value = "+arg(f.Value)+")")
+			where = append(where, "(SELECT "+s+".value FROM workflow_search "+s+" WHERE "+s+".instance_id = i.id AND "+
+				s+".name = "+arg(f.Name)+") = "+arg(f.Value))
 		}
 	}
 	if p.Status != "" {
@@ -324,7 +367,7 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	if p.Cursor != "" {
 		c, err := store.DecodeCursor(p.Cursor)
 		if err != nil {
-			return store.ListPage{}, err
+			return "", nil, false, err
 		}
 		where = append(where, "("+created+", "+id+") < ("+arg(c.CreatedAt)+", "+arg(c.ID)+")")
 	}
@@ -336,36 +379,7 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	// One row more than asked tells whether a next page exists.
 	sb.WriteString(" ORDER BY " + created + " DESC, " + id + " DESC LIMIT " + arg(p.Limit+1))
 
-	rows, err := q.db.Query(ctx, sb.String(), args...)
-	if err != nil {
-		return store.ListPage{}, interpretError(err, "")
-	}
-	defer rows.Close()
-	page := store.ListPage{Instances: make([]*workflow.Instance, 0, min(p.Limit, 64))}
-	more := false
-	for rows.Next() {
-		if len(page.Instances) == p.Limit {
-			more = true
-			break
-		}
-		var search []byte
-		inst, err := scanInstance(extraColumns{rows, []any{&search}})
-		if err != nil {
-			return store.ListPage{}, interpretError(err, "")
-		}
-		if inst.Search, err = decodeSearch(search); err != nil {
-			return store.ListPage{}, err
-		}
-		page.Instances = append(page.Instances, inst)
-	}
-	if err := rows.Err(); err != nil {
-		return store.ListPage{}, interpretError(err, "")
-	}
-	if more {
-		last := page.Instances[len(page.Instances)-1]
-		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
-	}
-	return page, nil
+	return sb.String(), args, false, nil
 }
 
 // searchOf is the search attributes of the instance row alias as one JSON

@@ -204,12 +204,49 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	if err := p.Normalize(); err != nil {
 		return store.ListPage{}, err
 	}
+	query, args, err := listSQL(p)
+	if err != nil {
+		return store.ListPage{}, err
+	}
+	rows, err := q.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return store.ListPage{}, interpretError(ctx, err)
+	}
+	defer rows.Close()
+	page := store.ListPage{Instances: []*workflow.Instance{}}
+	for rows.Next() {
+		var (
+			r      instanceScan
+			search *string
+		)
+		if err := rows.Scan(append(r.dest(), &search)...); err != nil {
+			return store.ListPage{}, interpretError(ctx, err)
+		}
+		inst, err := r.instance()
+		if err != nil {
+			return store.ListPage{}, err
+		}
+		if inst.Search, err = decodeSearch(search); err != nil {
+			return store.ListPage{}, err
+		}
+		page.Instances = append(page.Instances, inst)
+	}
+	if err := rows.Err(); err != nil {
+		return store.ListPage{}, interpretError(ctx, err)
+	}
+	if len(page.Instances) > p.Limit {
+		page.Instances = page.Instances[:p.Limit]
+		last := page.Instances[p.Limit-1]
+		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return page, nil
+}
+
+// listSQL is List's statement for p (normalised) and its arguments.
+func listSQL(p store.ListParams) (query string, args []any, err error) {
 	// The WHERE clause is assembled from fixed fragments; every value is a
 	// bound parameter.
-	var (
-		where []string
-		args  []any
-	)
+	var where []string
 	filters := p.SearchFilters()
 	// created and id are the columns of the list's order: the driving
 	// search row's copy of them, or the instance's own.
@@ -226,7 +263,7 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	if p.Cursor != "" {
 		cur, err := store.DecodeCursor(p.Cursor)
 		if err != nil {
-			return store.ListPage{}, err
+			return "", nil, err
 		}
 		where = append(where, "("+created+", "+id+") < (?, ?)")
 		args = append(args, micros(cur.CreatedAt), cur.ID)
@@ -263,7 +300,7 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 		where = append(where, "i.updated_at < ?")
 		args = append(args, micros(p.UpdatedBefore))
 	}
-	query := "SELECT " + instanceColumnsOf("i") + ", " + searchOf("i") + " FROM " + from
+	query = "SELECT " + instanceColumnsOf("i") + ", " + searchOf("i") + " FROM " + from
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -271,38 +308,7 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	query += " ORDER BY " + created + " DESC, " + id + " DESC LIMIT ?"
 	args = append(args, p.Limit+1)
 
-	rows, err := q.read.QueryContext(ctx, query, args...)
-	if err != nil {
-		return store.ListPage{}, interpretError(ctx, err)
-	}
-	defer rows.Close()
-	page := store.ListPage{Instances: []*workflow.Instance{}}
-	for rows.Next() {
-		var (
-			r      instanceScan
-			search *string
-		)
-		if err := rows.Scan(append(r.dest(), &search)...); err != nil {
-			return store.ListPage{}, interpretError(ctx, err)
-		}
-		inst, err := r.instance()
-		if err != nil {
-			return store.ListPage{}, err
-		}
-		if inst.Search, err = decodeSearch(search); err != nil {
-			return store.ListPage{}, err
-		}
-		page.Instances = append(page.Instances, inst)
-	}
-	if err := rows.Err(); err != nil {
-		return store.ListPage{}, interpretError(ctx, err)
-	}
-	if len(page.Instances) > p.Limit {
-		page.Instances = page.Instances[:p.Limit]
-		last := page.Instances[p.Limit-1]
-		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
-	}
-	return page, nil
+	return query, args, nil
 }
 
 // timestamp is the time of a write, as stored: unix microseconds of the
