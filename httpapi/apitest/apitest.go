@@ -56,6 +56,7 @@ var suiteCases = []suiteCase{
 	{"Workers", testWorkers, false},
 	{"IDPrefix", testIDPrefix, true},
 	{"ParentFilter", testParentFilter, true},
+	{"Search", testSearch, false},
 	{"LockedWriters", testLockedWriters, true},
 	{"IdempotencyKey", testIdempotencyKey, true},
 	{"HistoryPages", testHistoryPages, true},
