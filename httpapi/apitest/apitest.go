@@ -57,6 +57,7 @@ var suiteCases = []suiteCase{
 	{"IDPrefix", testIDPrefix, true},
 	{"ParentFilter", testParentFilter, true},
 	{"Search", testSearch, false},
+	{"CodeSearch", testCodeSearch, false},
 	{"LockedWriters", testLockedWriters, true},
 	{"IdempotencyKey", testIdempotencyKey, true},
 	{"HistoryPages", testHistoryPages, true},
