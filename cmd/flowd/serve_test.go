@@ -302,14 +302,15 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied 00015_history_actor.sql") || !strings.Contains(out.String(), "applied 00016_runaway_limits.sql") ||
 		!strings.Contains(out.String(), "applied 00017_concurrency_slots.sql") || !strings.Contains(out.String(), "applied 00018_orphan_tasks.sql") ||
 		!strings.Contains(out.String(), "applied 00019_task_concurrency_rows.sql") || !strings.Contains(out.String(), "applied 00020_held_tasks.sql") || !strings.Contains(out.String(), "applied 00021_attempt_timeout.sql") || !strings.Contains(out.String(), "applied 00022_claim_order.sql") || !strings.Contains(out.String(), "applied 00023_step_records.sql") || !strings.Contains(out.String(), "applied 00024_iteration_outputs.sql") ||
-		!strings.Contains(out.String(), "is now at version 24") {
+		!strings.Contains(out.String(), "applied 00025_search_attributes.sql") ||
+		!strings.Contains(out.String(), "is now at version 25") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}
 	e, out, _ = testEnv(nil)
 	if code := run(context.Background(), []string{"migrate", "--db", db, "-o", "json"}, e); code != 0 {
 		t.Fatal("second migrate failed")
 	}
-	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":24`) {
+	if got := strings.TrimSpace(out.String()); !strings.Contains(got, `"applied":[]`) || !strings.Contains(got, `"version":25`) {
 		t.Errorf("second migrate JSON: %s", got)
 	}
 	e, _, errOut = testEnv(nil)
