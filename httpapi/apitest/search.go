@@ -125,4 +125,11 @@ func testSearch(t *testing.T, newServer NewServer) {
 			t.Errorf("start %s: %s does not name %s", body[:min(len(body), 60)], r.body, names)
 		}
 	}
+	// A schedule's fire renders them from the schedule's input.
+	expect(t, a.do("PUT", "/v1/schedules/nightly-order", `{"definition": "order", "cron": "0 3 * * *", "input": {"customer": "initech", "amount": 5}}`), 201, "schedule")
+	r = a.do("POST", "/v1/schedules/nightly-order/trigger", "")
+	expect(t, r, 201, "trigger")
+	if got, _ := json.Marshal(r.instance(t)["search"]); string(got) != `{"amount":5,"customer":"initech","kind":"order"}` {
+		t.Errorf("a scheduled instance's search = %s", got)
+	}
 }
