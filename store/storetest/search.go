@@ -45,6 +45,22 @@ func testSearchStored(t *testing.T, h Harness) {
 		}
 	}
 	check("Create", created.Search, want)
+	// Every form of the create stores them: with first tasks, an
+	// idempotency key, a concurrency slot, all three.
+	now := b.clock.Now()
+	for _, p := range []store.CreateParams{
+		{ID: "tasks", Status: workflow.StatusRunning, State: stepState(), Tasks: []*store.Task{newTask("tasks", "a", "q1", now)}, Notify: true},
+		{ID: "keyed", IdempotencyKey: "key-1", RequestHash: "h"},
+		{ID: "slotted", Definition: "d", Status: workflow.StatusRunning, Concurrency: &store.ConcurrencySlot{Key: "k", Limit: 2}},
+		{ID: "all", Definition: "d", Status: workflow.StatusRunning, State: stepState(), Tasks: []*store.Task{newTask("all", "a", "q1", now)},
+			IdempotencyKey: "key-2", RequestHash: "h", Concurrency: &store.ConcurrencySlot{Key: "k", Limit: 2}},
+	} {
+		p.Search = in
+		if got := b.create(t, p); got.Search == nil {
+			t.Errorf("Create %s: no search", p.ID)
+		}
+		check("Get "+p.ID, b.get(t, p.ID).Search, want)
+	}
 	check("Get", b.get(t, "with").Search, want)
 	check("Create without", plain.Search, nil)
 	check("Get without", b.get(t, "without").Search, nil)
@@ -54,10 +70,10 @@ func testSearchStored(t *testing.T, h Harness) {
 	}
 	for _, inst := range page.Instances {
 		switch inst.ID {
-		case "with":
-			check("List", inst.Search, want)
-		default:
+		case "without":
 			check("List without", inst.Search, nil)
+		default:
+			check("List "+inst.ID, inst.Search, want)
 		}
 	}
 }
