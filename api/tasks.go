@@ -99,6 +99,13 @@ type SetVariableRequest struct {
 	Value json.RawMessage `json:"value"`
 }
 
+// SetSearchRequest is the body of POST /v1/tasks/{task_id}/search/{name}:
+// a code workflow's ctx.search (value: a string, a number or a boolean).
+type SetSearchRequest struct {
+	Lease string          `json:"lease"`
+	Value json.RawMessage `json:"value"`
+}
+
 // SuspendResponse answers suspend.
 type SuspendResponse struct {
 	TaskID string `json:"task_id"`

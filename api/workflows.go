@@ -14,6 +14,9 @@ type CreateWorkflowRequest struct {
 	State      json.RawMessage `json:"state,omitempty"`
 	// Priority (1–5) overrides the definition's; absent keeps it.
 	Priority *int `json:"priority,omitempty"`
+	// Search are search attributes (name → a string, a number or a
+	// boolean) over the definition's of the same name.
+	Search map[string]json.RawMessage `json:"search,omitempty"`
 }
 
 // ListWorkflowsResponse is the body of GET /v1/workflows. A page may hold

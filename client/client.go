@@ -231,6 +231,13 @@ type ListOptions struct {
 	IDPrefix string
 	// Parent keeps the child workflows of that instance.
 	Parent string
+	// Search keeps the instances whose search attribute NAME has the
+	// value (compared as text; several are ANDed).
+	Search map[string]string
+	// CreatedAfter, CreatedBefore and UpdatedBefore keep the instances
+	// created after, created before and last written before them (zero:
+	// any).
+	CreatedAfter, CreatedBefore, UpdatedBefore time.Time
 }
 
 // Actions are the convenience transitions that Action accepts.
@@ -312,6 +319,14 @@ func (c *Client) ListWorkflows(ctx context.Context, opts ListOptions) (*api.List
 	}
 	if opts.Parent != "" {
 		q.Set("parent", opts.Parent)
+	}
+	for name, v := range opts.Search {
+		q.Set("search."+name, v)
+	}
+	for name, t := range map[string]time.Time{"created_after": opts.CreatedAfter, "created_before": opts.CreatedBefore, "updated_before": opts.UpdatedBefore} {
+		if !t.IsZero() {
+			q.Set(name, t.UTC().Format(time.RFC3339Nano))
+		}
 	}
 	path := "/v1/workflows"
 	if len(q) > 0 {

@@ -41,3 +41,14 @@ func (c *Client) SetVariable(ctx context.Context, taskID, lease, key string, val
 	}
 	return c.taskCall(ctx, taskID, "variables/"+pathSegment(key), api.SetVariableRequest{Lease: lease, Value: value}, nil)
 }
+
+// SetSearch is a code workflow's ctx.search: the instance's search
+// attribute NAME = value (a string, a number or a boolean), written while
+// the run holds lease. 400 for a bad name or value, 409 when the run no
+// longer holds its lease.
+func (c *Client) SetSearch(ctx context.Context, taskID, lease, name string, value json.RawMessage) error {
+	if !json.Valid(value) {
+		return errors.New("flowd client: SetSearch: value is not valid JSON")
+	}
+	return c.taskCall(ctx, taskID, "search/"+pathSegment(name), api.SetSearchRequest{Lease: lease, Value: value}, nil)
+}

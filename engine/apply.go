@@ -190,7 +190,7 @@ func (d *decided) write(now time.Time) *store.Write {
 		if w.Cause == "" {
 			w.Cause = ch.Cause
 		}
-		w.Output = ch.Output
+		w.Output, w.Search = ch.Output, ch.Search
 		if ch.Settled != "" {
 			w.SettledCause += ch.Note
 		} else {

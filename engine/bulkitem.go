@@ -27,7 +27,7 @@ func bulkCause(op *store.BulkOperation) string {
 func (e *Engine) bulkOne(ctx context.Context, op *store.BulkOperation, it store.BulkItem) (int, string, error) {
 	filter := op.Filter.ListParams(op.CreatedAt)
 	check := func(inst *workflow.Instance) error {
-		if !filter.Matches(inst, searchText(inst)) {
+		if !filter.Matches(inst) {
 			return errBulkMismatch
 		}
 		if hook := e.bulkHook.Load(); hook != nil {
@@ -110,11 +110,3 @@ func (e *Engine) bulkDelete(ctx context.Context, id string, check func(*workflow
 	}
 	return fmt.Errorf("workflow %s kept changing under the delete", id)
 }
-
-// searchText is inst's search attributes as the filter compares them
-// (text: a string as it is, a number or a boolean as JSON writes it).
-// Instances carry none yet: a filter by search attribute then matches
-// nothing when checked again, so that nothing is changed on a list the
-// check cannot confirm. Once they do, this is the one place that reads
-// them.
-func searchText(*workflow.Instance) map[string]string { return nil }

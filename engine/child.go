@@ -99,6 +99,10 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 	if err != nil {
 		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
 	}
+	search, err := searchOf(cc, child.Input, nil, e.maxState)
+	if err != nil {
+		return e.FailTask(ctx, t.ID, t.Lease, "child workflow: "+err.Error(), false)
+	}
 	cch.Hold(cch.Status, nil)
 	prior := parent.State.Clone()
 	d := &decided{id: parent.ID, version: parent.Version, from: parent.Status, prior: &prior}
@@ -113,7 +117,7 @@ func (e *Engine) startChildOnce(ctx context.Context, t Task) error {
 		ID: child.ID, Definition: cc.Def.Name, DefinitionRevision: cc.Def.Revision, Status: cch.Status,
 		Input: child.Input, State: cch.State, Deadline: cch.Deadline, Cause: cch.Cause,
 		Tasks: insertRows(cch.Insert), Notify: cch.Notify, LatestRevision: true,
-		Parent: parentRef(parent.ID, row), Concurrency: slot, Priority: child.Priority,
+		Parent: parentRef(parent.ID, row), Concurrency: slot, Priority: child.Priority, Search: search,
 		// The child's steps join the trace of the workflow that started it.
 		TraceParent: parent.TraceParent,
 		// One more descendant of the top-level workflow, counted in the

@@ -104,7 +104,10 @@ func (e *Engine) onCursor(ctx context.Context, taskID, lease string, decide leas
 		}
 		ch, err := decide(env, c, work, &row, now)
 		nothing = errors.Is(err, errNothingToWrite)
-		if err != nil || ch.Cause == "" || len(ch.Update) != 1 || len(ch.Insert) > 0 || len(ch.Withdrawn) > 0 ||
+		// A search attribute is written by Apply alone (the committers'
+		// group writes refuse it), on the instance as read (the cursor's
+		// does not show its attributes).
+		if err != nil || ch.Cause == "" || len(ch.Search) > 0 || len(ch.Update) != 1 || len(ch.Insert) > 0 || len(ch.Withdrawn) > 0 ||
 			ch.Settled != "" || ch.Status != inst.Status || work.Status != inst.Status || ch.HoldsChange(inst.Status) {
 			return nil
 		}
@@ -166,6 +169,20 @@ func (e *Engine) SetVariable(ctx context.Context, taskID, lease, key string, val
 	return e.runRequest(ctx, taskID, lease, func(*store.Task) string { return rules.SetCause(key) },
 		func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
 			ch, err := env.SetVariable(c, inst, t, lease, key, value, now)
+			if err == nil && ch.Cause == "" {
+				return ch, errNothingToWrite
+			}
+			return ch, err
+		})
+}
+
+// SetSearch is ctx.search of the code workflow run holding lease on task
+// taskID: the instance's search attribute NAME = value, one versioned
+// write (none when the instance already shows that value).
+func (e *Engine) SetSearch(ctx context.Context, taskID, lease, name string, value json.RawMessage) error {
+	return e.runRequest(ctx, taskID, lease, func(*store.Task) string { return rules.SearchCause(name) },
+		func(env rules.Env, c *compiled, inst *workflow.Instance, t *store.Task, now time.Time) (rules.Change, error) {
+			ch, err := env.SetSearch(c, inst, t, lease, name, value, now)
 			if err == nil && ch.Cause == "" {
 				return ch, errNothingToWrite
 			}

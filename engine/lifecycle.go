@@ -34,6 +34,10 @@ type StartParams struct {
 	write func(ctx context.Context, p store.CreateParams) (*workflow.Instance, error)
 	// Priority (1–5) overrides the definition's; 0 keeps it.
 	Priority int
+	// Search are search attributes of the start's, over the definition's
+	// of the same name (see store.CreateParams.Search).
+	Search map[string]json.RawMessage
+
 	// rerun, when set, starts the instance as a re-run (Rerun): with the
 	// step records it keeps, linked to the instance it re-runs, under its
 	// own history cause.
@@ -114,6 +118,10 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 	if err != nil {
 		return nil, err
 	}
+	search, err := searchOf(c, input, p.Search, e.maxState)
+	if err != nil {
+		return nil, err
+	}
 	// One write: the instance, its history row, its first tasks, the NOTIFY.
 	ch.Hold(ch.Status, nil)
 	tasks := insertRows(ch.Insert)
@@ -122,7 +130,7 @@ func (e *Engine) createInstance(ctx context.Context, c *compiled, p StartParams,
 		Input: input, State: ch.State, Deadline: ch.Deadline, Cause: ch.Cause,
 		Tasks: tasks, Notify: ch.Notify, LatestRevision: latest,
 		IdempotencyKey: p.IdempotencyKey, RequestHash: p.RequestHash, Priority: inst.Priority,
-		Concurrency: slot, TraceParent: e.traceParentOf(ctx),
+		Concurrency: slot, TraceParent: e.traceParentOf(ctx), Search: search,
 	}
 	if p.rerun != nil {
 		cp.RerunOf = p.rerun.of

@@ -25,7 +25,7 @@ type RerunParams struct {
 }
 
 // Rerun starts a new instance of the revision the finished instance p.ID
-// ran, with its input, variables and priority, that keeps the step
+// ran, with its input, variables, priority and search attributes, that keeps the step
 // records rules.RerunSteps keeps and runs the rest again: one create, like
 // a start's, with its first tasks, linked to the original (rerun_of).
 // Unknown instance: store.ErrNotFound; one that cannot be re-run:
@@ -52,7 +52,7 @@ func (e *Engine) Rerun(ctx context.Context, p RerunParams) (*workflow.Instance, 
 	state.Steps = nil
 	return e.createInstance(ctx, c, StartParams{
 		ID: p.NewID, Definition: orig.Definition, Revision: orig.DefinitionRevision,
-		Input: orig.Input, State: &state, Priority: orig.Priority,
+		Input: orig.Input, State: &state, Priority: orig.Priority, Search: orig.Search,
 		rerun: &rerunStart{of: orig.ID, steps: steps, cause: rules.RerunCause(orig.ID, at)},
 	}, false)
 }

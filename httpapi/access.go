@@ -100,6 +100,7 @@ var routeAccess = map[string]access{
 	"POST /v1/tasks/{task_id}/steps/{name}":    workAccess,
 	"POST /v1/tasks/{task_id}/suspend":         workAccess,
 	"POST /v1/tasks/{task_id}/variables/{key}": workAccess,
+	"POST /v1/tasks/{task_id}/search/{name}":   workAccess,
 	"GET /v1/workers":                          readAccess,
 	// A schedule starts workflows: as an operator may.
 	"PUT /v1/schedules/{name}":           operateAccess,

@@ -52,6 +52,7 @@ var wantAccess = map[string][]httpapi.Role{
 	"POST /v1/tasks/{task_id}/steps/{name}":         workers,
 	"POST /v1/tasks/{task_id}/suspend":              workers,
 	"POST /v1/tasks/{task_id}/variables/{key}":      workers,
+	"POST /v1/tasks/{task_id}/search/{name}":        workers,
 	"GET /v1/workers":                               readers,
 	"PUT /v1/schedules/{name}":                      operators,
 	"GET /v1/schedules":                             readers,

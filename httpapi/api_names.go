@@ -24,6 +24,7 @@ type (
 	Wait                    = api.Wait
 	ChildWait               = api.ChildWait
 	SetVariableRequest      = api.SetVariableRequest
+	SetSearchRequest        = api.SetSearchRequest
 	FailTaskRequest         = api.FailTaskRequest
 	HeartbeatRequest        = api.HeartbeatRequest
 	TaskResultResponse      = api.TaskResultResponse

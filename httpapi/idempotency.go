@@ -46,12 +46,25 @@ func requestHash(req CreateWorkflowRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Search attributes count when given (and leave the hash of a
+	// request without them as it was).
+	var search json.RawMessage
+	if len(req.Search) > 0 {
+		b, err := json.Marshal(req.Search) // sorted keys
+		if err != nil {
+			return "", err
+		}
+		if search, err = canonicalJSON(b); err != nil {
+			return "", err
+		}
+	}
 	b, err := json.Marshal(struct {
 		Definition string          `json:"definition"`
 		ID         string          `json:"id"`
 		Input      json.RawMessage `json:"input"`
 		State      json.RawMessage `json:"state"`
-	}{req.Definition, req.ID, input, state})
+		Search     json.RawMessage `json:"search,omitempty"`
+	}{req.Definition, req.ID, input, state, search})
 	if err != nil {
 		return "", err
 	}

@@ -167,6 +167,10 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Status = st
 	}
+	if err := listFilters(q, &p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > store.MaxListLimit {

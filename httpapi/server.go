@@ -180,6 +180,7 @@ func (s *Server) routes(mux router) {
 	mux.Handle("POST /v1/tasks/{task_id}/steps/{name}", s.takes(jsonBody, s.checkpoint))
 	mux.Handle("POST /v1/tasks/{task_id}/suspend", s.takes(jsonBody, s.suspend))
 	mux.Handle("POST /v1/tasks/{task_id}/variables/{key}", s.takes(jsonBody, s.setVariable))
+	mux.Handle("POST /v1/tasks/{task_id}/search/{name}", s.takes(jsonBody, s.setSearch))
 	mux.HandleFunc("GET /v1/workers", s.listWorkers)
 	mux.HandleFunc("GET /v1/openapi.json", openAPIHandler(s.openAPI))
 	s.scheduleRoutes(mux)

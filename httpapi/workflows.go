@@ -46,6 +46,10 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if _, err := workflow.CheckSearch(req.Search); err != nil {
+		s.fail(w, r, httpError(http.StatusBadRequest, `"search": `+err.Error()))
+		return
+	}
 	state, err := workflow.ParseState(req.State)
 	if err != nil {
 		s.fail(w, r, err)
@@ -60,7 +64,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 	}
 	var inst *workflow.Instance
 	if req.Definition != "" {
-		p := engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input, IdempotencyKey: key, RequestHash: hash, Priority: priority}
+		p := engine.StartParams{ID: req.ID, Definition: req.Definition, Input: req.Input, IdempotencyKey: key, RequestHash: hash, Priority: priority, Search: req.Search}
 		if len(req.State) > 0 {
 			// Variables and other keys; the steps are the definition's.
 			if len(state.Steps) > 0 {
@@ -81,7 +85,7 @@ func (s *Server) createWorkflow(w http.ResponseWriter, r *http.Request) {
 		}
 	} else if err = s.eng.CheckStateSize(state); err == nil {
 		inst, err = s.cfg.Store.Create(r.Context(), store.CreateParams{ID: req.ID, Input: req.Input, State: state,
-			IdempotencyKey: key, RequestHash: hash, Priority: priority})
+			IdempotencyKey: key, RequestHash: hash, Priority: priority, Search: req.Search})
 	}
 	if ke := (*store.IdempotencyKeyError)(nil); errors.As(err, &ke) {
 		s.repeatedCreate(w, r, ke)

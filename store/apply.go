@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // Applier is the one guarded write of a decided change: the engine reads,
@@ -100,6 +101,13 @@ type Write struct {
 	// the backend sets it to the length of the stored form of the state
 	// the write leaves (the settled version's, when it settles).
 	StateLen int
+
+	// Search, when not empty, sets these search attributes of the
+	// instance (a code workflow's ctx.search), each replacing the one of
+	// its name, in the same atomic write (Apply only: ApplyGroup and
+	// ApplyEach refuse it with ErrInvalidArgument). Checked with
+	// workflow/instance.CheckSearch, counting the attributes stored.
+	Search map[string]json.RawMessage
 
 	// TasksOnly makes the write one of task rows alone: a heartbeat, a
 	// task given back, a timer's lease expiry, the cancel of a task whose
@@ -204,6 +212,9 @@ func (w *Write) Prepare() error {
 	if err := w.checkUpdates(); err != nil {
 		return err
 	}
+	if _, err := instance.CheckSearch(w.Search); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
 	if w.Output != nil && (w.FinalStatus() != workflow.StatusCompleted || !json.Valid(w.Output)) {
 		return fmt.Errorf("%w: workflow %q: an output is written, as JSON, with the COMPLETED status only", ErrInvalidArgument, w.ID)
 	}
@@ -253,7 +264,7 @@ func (w *Write) prepareTasksOnly() error {
 	case len(w.Update) == 0:
 		return fmt.Errorf("%w: a tasks-only write of workflow %q updates no task", ErrInvalidArgument, w.ID)
 	case w.ExpectedVersion != 0 || w.Status != "" || w.Deadline != nil || w.Cause != "" ||
-		w.Settled != "" || w.SettledCause != "" || w.Output != nil ||
+		w.Settled != "" || w.SettledCause != "" || w.Output != nil || len(w.Search) > 0 ||
 		w.State.Variables != nil || w.State.Steps != nil || w.State.Extra != nil:
 		return fmt.Errorf("%w: a tasks-only write of workflow %q changes no instance", ErrInvalidArgument, w.ID)
 	case w.From != "" && !w.From.Valid():
@@ -315,6 +326,9 @@ func CheckEach(writes []*Write) error {
 			return fmt.Errorf("%w: write %d of %d is of workflow %s, as an earlier one", ErrInvalidArgument, i+1, len(writes), w.ID)
 		}
 		seen[w.ID] = true
+	}
+	if err := CheckNoSearch(writes); err != nil {
+		return err
 	}
 	return nil
 }

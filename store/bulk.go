@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // BulkStore keeps bulk operations: an action applied to every instance a
@@ -162,9 +163,10 @@ func (f *BulkFilter) ListParams(before time.Time) ListParams {
 
 // Matches reports whether inst, as read, is one that p keeps: the check
 // in Go of what List's query checked, made again on an instance read
-// after it was listed (it may have changed since). search holds inst's
-// search attributes as text (SearchText); the time bounds are exclusive.
-func (p *ListParams) Matches(inst *workflow.Instance, search map[string]string) bool {
+// after it was listed (it may have changed since). Search attributes are
+// compared as List compares them, as text (instance.SearchText); the time
+// bounds are exclusive.
+func (p *ListParams) Matches(inst *workflow.Instance) bool {
 	if p.Status != "" && inst.Status != p.Status {
 		return false
 	}
@@ -177,8 +179,15 @@ func (p *ListParams) Matches(inst *workflow.Instance, search map[string]string) 
 	if p.IDPrefix != "" && !strings.HasPrefix(inst.ID, p.IDPrefix) {
 		return false
 	}
+	if p.RerunOf != "" && inst.RerunOf != p.RerunOf {
+		return false
+	}
 	for name, want := range p.Search {
-		if got, ok := search[name]; !ok || got != want {
+		raw, ok := inst.Search[name]
+		if !ok {
+			return false
+		}
+		if got, _, err := instance.SearchText(name, raw); err != nil || got != want {
 			return false
 		}
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,8 @@ import (
 func TestListParamsMatches(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	inst := &workflow.Instance{ID: "order-17", Definition: "ship", Status: workflow.StatusRunning,
-		CreatedAt: t0, UpdatedAt: t0.Add(time.Hour), Parent: &workflow.ParentRef{WorkflowID: "root", Step: "s"}}
-	search := map[string]string{"customer": "42", "vip": "true"}
+		CreatedAt: t0, UpdatedAt: t0.Add(time.Hour), Parent: &workflow.ParentRef{WorkflowID: "root", Step: "s"},
+		RerunOf: "order-1", Search: map[string]json.RawMessage{"customer": json.RawMessage(`42.0`), "vip": json.RawMessage(`true`), "region": json.RawMessage(`"eu"`)}}
 	for _, tc := range []struct {
 		name string
 		p    store.ListParams
@@ -32,7 +33,11 @@ func TestListParamsMatches(t *testing.T) {
 		{"other id prefix", store.ListParams{IDPrefix: "order-2"}, false},
 		{"search", store.ListParams{Search: map[string]string{"customer": "42", "vip": "true"}}, true},
 		{"search other value", store.ListParams{Search: map[string]string{"customer": "43"}}, false},
-		{"search unknown name", store.ListParams{Search: map[string]string{"region": "eu"}}, false},
+		{"search, a string", store.ListParams{Search: map[string]string{"region": "eu"}}, true},
+		{"search, a string quoted", store.ListParams{Search: map[string]string{"region": `"eu"`}}, false},
+		{"search unknown name", store.ListParams{Search: map[string]string{"tier": "gold"}}, false},
+		{"rerun of", store.ListParams{RerunOf: "order-1"}, true},
+		{"rerun of another", store.ListParams{RerunOf: "order-2"}, false},
 		{"created after", store.ListParams{CreatedAfter: t0.Add(-time.Second)}, true},
 		{"created after, at the bound", store.ListParams{CreatedAfter: t0}, false},
 		{"created before", store.ListParams{CreatedBefore: t0.Add(time.Second)}, true},
@@ -41,11 +46,11 @@ func TestListParamsMatches(t *testing.T) {
 		{"updated before, too early", store.ListParams{UpdatedBefore: t0.Add(time.Hour)}, false},
 		{"all, one off", store.ListParams{Status: workflow.StatusRunning, Definition: "ship", IDPrefix: "x"}, false},
 	} {
-		if got := tc.p.Matches(inst, search); got != tc.want {
+		if got := tc.p.Matches(inst); got != tc.want {
 			t.Errorf("%s: Matches = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if (&store.ListParams{Parent: "root"}).Matches(&workflow.Instance{ID: "top"}, nil) {
+	if (&store.ListParams{Parent: "root"}).Matches(&workflow.Instance{ID: "top"}) {
 		t.Error("an instance without a parent matches a parent filter")
 	}
 }

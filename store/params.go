@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // DefaultListLimit and MaxListLimit bound ListParams.Limit.
@@ -73,6 +74,9 @@ func (p *CreateParams) Normalize() error {
 	}
 	if err := p.Descendant.Check(); err != nil {
 		return err
+	}
+	if _, err := instance.CheckSearch(p.Search); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if p.Descendant != nil && p.IdempotencyKey != "" {
 		return fmt.Errorf("%w: a create counted as a descendant takes no idempotency key", ErrInvalidArgument)
@@ -137,7 +141,7 @@ func (p *ListParams) Normalize() error {
 			return fmt.Errorf("rerun_of: %w", err)
 		}
 	}
-	return nil
+	return p.normalizeSearchAndTimes()
 }
 
 // Normalize checks the transition against the table before any I/O.

@@ -48,6 +48,8 @@ type Querier interface {
 	// Get returns the instance as stored, or ErrNotFound: what a write is
 	// decided on. A step's attempts count the attempts ended (or leased by
 	// the write that scheduled the step), never one a claim leased since.
+	// Get, GetWithAttemptsInFlight and List return the instance's search
+	// attributes (Instance.Search); other reads leave them out.
 	Get(ctx context.Context, id string) (*workflow.Instance, error)
 
 	// GetWithAttemptsInFlight returns the instance as Get does, with each
@@ -214,6 +216,10 @@ type CreateParams struct {
 	// once: they take turns on the count. With an IdempotencyKey it is
 	// ErrInvalidArgument.
 	Descendant *DescendantCount
+	// Search are the instance's search attributes (its definition's,
+	// rendered, with the start's), stored with it in the same atomic
+	// write; checked with workflow/instance.CheckSearch. None adds no row.
+	Search map[string]json.RawMessage
 }
 
 // StaleRevision is the conflict Create returns under LatestRevision:

@@ -538,6 +538,25 @@ func (wf *WorkflowContext) Set(key string, value any) error {
 	return err
 }
 
+// Search sets the instance's search attribute NAME
+// ([a-z][a-z0-9_]{0,62}) to value, a string, a number or a boolean, in a
+// versioned write: GET /v1/workflows?search.NAME=VALUE finds the instance
+// from then on. Setting the value it has writes nothing, so a replay
+// costs no version.
+func (wf *WorkflowContext) Search(name string, value any) error {
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("search attribute %q does not encode: %w", name, err)
+	}
+	err = wf.send(wf.ctx, func(ctx context.Context) error {
+		return wf.b.SetSearch(ctx, wf.task.ID, wf.task.Lease, name, raw)
+	})
+	if leaseLost(err) {
+		panic(runEnd{err: fmt.Errorf("%w: %w", ErrCancelled, err)})
+	}
+	return err
+}
+
 // Now is the time, recorded as a step: the same in every run.
 func (wf *WorkflowContext) Now() time.Time {
 	t, err := Step(wf, "flowd:now", func(context.Context) (time.Time, error) { return time.Now().UTC(), nil })
@@ -647,6 +666,7 @@ type RunBackend interface {
 	Checkpoint(ctx context.Context, taskID, name string, req api.CheckpointRequest) (*api.JournalEntry, error)
 	Suspend(ctx context.Context, taskID, lease string, waits map[string]api.Wait) error
 	SetVariable(ctx context.Context, taskID, lease, key string, value json.RawMessage) error
+	SetSearch(ctx context.Context, taskID, lease, name string, value json.RawMessage) error
 }
 
 // leaseLost reports an error that says the run no longer holds its lease.

@@ -42,6 +42,11 @@ type Definition struct {
 	// Priority (1–5, nil: DefaultPriority) orders the claims of the
 	// instances' tasks: higher first. A start may override it.
 	Priority *int `json:"priority,omitempty"`
+	// Search, when set, are the search attributes each instance gets when
+	// it is created: name → a template rendered from the start's input
+	// (templates as in a step's input; .input only) to a string, a
+	// number or a boolean, or such a value itself.
+	Search map[string]json.RawMessage `json:"search,omitempty"`
 	// Serverless, when set, is a Serverless Workflow document (canonical
 	// JSON) that the definition is written in instead of steps: it is what
 	// is stored and shown (MarshalJSON), and the engine runs it on its

@@ -280,7 +280,7 @@ steps:
 		{"unknown retry field", "name: x\nsteps:\n  - {id: a, type: task, handler: h, retry: {attempts: 2}}",
 			[]string{`steps[0] (a): retry: unknown field "attempts" (known: max_attempts, initial_backoff, max_backoff)`}},
 		{"unknown top-level field", "name: x\nsteps:" + wait + "\ndescription: hi",
-			[]string{`unknown field "description" (known: name, revision, timeout, retention, steps, code, retry, output, concurrency, priority)`}},
+			[]string{`unknown field "description" (known: name, revision, timeout, retention, steps, code, retry, output, concurrency, priority, search)`}},
 		{"field in the wrong case", "Name: x\nsteps:" + wait,
 			[]string{`unknown field "Name" (did you mean "name"?)`, "name: is required"}},
 		{"template syntax", "name: x\nsteps:\n  - {id: a, type: task, handler: h, input: {sku: '{{ input.sku }}'}}",

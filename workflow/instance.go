@@ -63,6 +63,7 @@ var (
 	ErrStepCompleted     = instance.ErrStepCompleted
 	ErrInvalidID         = instance.ErrInvalidID
 	ErrStateTooLarge     = instance.ErrStateTooLarge
+	ErrInvalidSearch     = instance.ErrInvalidSearch
 )
 
 // ParseState is instance.ParseState.

@@ -39,6 +39,7 @@ func (d *Definition) validate(ps *problemList) {
 		ps.add("timeout", "must not be negative")
 	}
 	validatePriority(ps, d.Priority)
+	d.validateSearch(ps)
 	if d.Code != nil || d.Retry != nil {
 		d.validateCode(ps)
 		return

@@ -366,6 +366,7 @@ func newListCmd(e *env) *cobra.Command {
 	var o clientOptions
 	var status, definition, cursor, idPrefix, parent string
 	var limit int
+	var filters listFilters
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List workflow instances, newest first",
@@ -377,6 +378,7 @@ there are more, it says on stderr how to get the next page (--cursor).
   flowd list --definition order --limit 20
   flowd list --id-prefix order-2026
   flowd list --parent 01J9ZQ3V5W6X7Y8Z9A0B1C2D3E
+  flowd list --where customer=acme --where region=eu --since 1h
   flowd list -o json | jq -r '.workflows[].id'`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -390,6 +392,9 @@ there are more, it says on stderr how to get the next page (--cursor).
 				if err := workflow.ValidateIDPrefix(idPrefix); err != nil {
 					return usageError("--id-prefix: %v", err)
 				}
+			}
+			if err := filters.apply(&opts, e.clock()); err != nil {
+				return err
 			}
 			if status != "" {
 				st, err := workflow.ParseStatus(strings.ToUpper(status))
@@ -433,6 +438,7 @@ there are more, it says on stderr how to get the next page (--cursor).
 				if parent != "" {
 					next = append(next, "--parent", shellQuote(parent))
 				}
+				next = append(next, filters.nextArgs()...)
 				if limit != 0 {
 					next = append(next, "--limit", strconv.Itoa(limit))
 				}
@@ -448,6 +454,7 @@ there are more, it says on stderr how to get the next page (--cursor).
 	cmd.Flags().StringVar(&cursor, "cursor", "", "continue after the page that printed this cursor")
 	cmd.Flags().StringVar(&idPrefix, "id-prefix", "", "only instances whose id starts with this")
 	cmd.Flags().StringVar(&parent, "parent", "", "only the child workflows of this instance")
+	filters.bind(cmd)
 	o.bind(cmd, e)
 	return cmd
 }

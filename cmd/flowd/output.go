@@ -93,7 +93,7 @@ func printInstanceSteps(w io.Writer, inst *workflow.Instance, graph []string) er
 	for _, sec := range []struct {
 		key    string
 		values map[string]json.RawMessage
-	}{{"variables", inst.State.Variables}, {"other state", inst.State.Extra}} {
+	}{{"search", inst.Search}, {"variables", inst.State.Variables}, {"other state", inst.State.Extra}} {
 		if len(sec.values) == 0 {
 			if sec.key == "variables" {
 				field(sec.key, "(none)")

@@ -302,7 +302,7 @@ func TestMigrateCommand(t *testing.T) {
 		!strings.Contains(out.String(), "applied 00015_history_actor.sql") || !strings.Contains(out.String(), "applied 00016_runaway_limits.sql") ||
 		!strings.Contains(out.String(), "applied 00017_concurrency_slots.sql") || !strings.Contains(out.String(), "applied 00018_orphan_tasks.sql") ||
 		!strings.Contains(out.String(), "applied 00019_task_concurrency_rows.sql") || !strings.Contains(out.String(), "applied 00020_held_tasks.sql") || !strings.Contains(out.String(), "applied 00021_attempt_timeout.sql") || !strings.Contains(out.String(), "applied 00022_claim_order.sql") || !strings.Contains(out.String(), "applied 00023_step_records.sql") || !strings.Contains(out.String(), "applied 00024_iteration_outputs.sql") ||
-		!strings.Contains(out.String(), "applied 00026_rerun_of.sql") || !strings.Contains(out.String(), "applied 00027_bulk_operations.sql") ||
+		!strings.Contains(out.String(), "applied 00025_search_attributes.sql") || !strings.Contains(out.String(), "applied 00026_rerun_of.sql") || !strings.Contains(out.String(), "applied 00027_bulk_operations.sql") ||
 		!strings.Contains(out.String(), "is now at version 27") {
 		t.Errorf("first migrate output:\n%s", out.String())
 	}

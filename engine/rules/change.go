@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/flowd/flowd/store"
@@ -32,6 +33,9 @@ type Change struct {
 	Next *store.Task
 	// Output, when set, is the output of an instance the write completes.
 	Output []byte
+	// Search, when set, are search attributes the write sets (a code
+	// workflow's ctx.search; store.Write.Search).
+	Search map[string]json.RawMessage
 	// Note, when set, is added to the history cause of the version that
 	// ends the write (Cause, or SettledCause): why a completion failed the
 	// instance instead (its output did not render).

@@ -663,6 +663,32 @@ func (env Env) SetVariable(c *Definition, inst *workflow.Instance, t *store.Task
 	return ch, nil
 }
 
+// SearchCause is the history cause of a run's ctx.search of name.
+func SearchCause(name string) string { return fmt.Sprintf("search attribute %q set", name) }
+
+// SetSearch is ctx.search of the run holding lease on t: the instance's
+// search attribute NAME = value (a string, a number or a boolean) in one
+// versioned write, guarded by the run's row as read. A value equal to the
+// one the instance shows writes nothing (a replay sets it again).
+func (env Env) SetSearch(c *Definition, inst *workflow.Instance, t *store.Task, lease, name string, value json.RawMessage, now time.Time) (Change, error) {
+	if _, err := env.checkRun(c, inst, t, lease, now); err != nil {
+		return Change{}, err
+	}
+	if _, err := workflow.CheckSearch(map[string]json.RawMessage{name: value}); err != nil {
+		return Change{}, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
+	}
+	if old, ok := inst.Search[name]; ok && jsonEqual(old, value) {
+		return Change{}, nil
+	}
+	ch := Change{Cause: SearchCause(name), Search: map[string]json.RawMessage{name: value}, StateLen: env.StateLen}
+	ch.Update = append(ch.Update, TaskUpdate{Task: *t, Guard: store.GuardOf(t), GuardOnly: true})
+	ch.setInstance(inst)
+	if err := env.limitVersions(c, inst.Status, inst, &ch); err != nil {
+		return Change{}, err
+	}
+	return ch, nil
+}
+
 // jsonEqual reports whether a and b are the same JSON value.
 func jsonEqual(a, b json.RawMessage) bool {
 	var x, y any

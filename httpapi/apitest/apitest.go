@@ -57,6 +57,8 @@ var suiteCases = []suiteCase{
 	{"IDPrefix", testIDPrefix, true},
 	{"ParentFilter", testParentFilter, true},
 	{"Rerun", testRerun, true},
+	{"Search", testSearch, false},
+	{"CodeSearch", testCodeSearch, false},
 	{"LockedWriters", testLockedWriters, true},
 	{"IdempotencyKey", testIdempotencyKey, true},
 	{"HistoryPages", testHistoryPages, true},

@@ -64,3 +64,7 @@ func (r runs) Suspend(ctx context.Context, taskID, lease string, waits map[strin
 func (r runs) SetVariable(ctx context.Context, taskID, lease, key string, value json.RawMessage) error {
 	return lost(r.eng.SetVariable(ctx, taskID, lease, key, value))
 }
+
+func (r runs) SetSearch(ctx context.Context, taskID, lease, name string, value json.RawMessage) error {
+	return lost(r.eng.SetSearch(ctx, taskID, lease, name, value))
+}

@@ -359,6 +359,23 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instan
 	if err != nil {
 		return nil, err
 	}
+	if len(w.Search) > 0 {
+		// A write that sets search attributes (rare: a code workflow's
+		// ctx.search) is two statements in one transaction.
+		var inst *workflow.Instance
+		err := q.atomically(ctx, func(tq *querier) error {
+			var err error
+			if inst, err = pa.result(tq.db.QueryRow(ctx, pa.sql(false), pa.args...)); err != nil {
+				return err
+			}
+			return putSearch(ctx, tq.db, w)
+		})
+		if err != nil {
+			return nil, err
+		}
+		pa.fill()
+		return inst, nil
+	}
 	inst, err := pa.result(q.db.QueryRow(ctx, pa.sql(false), pa.args...))
 	if err != nil {
 		return nil, err

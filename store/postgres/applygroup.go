@@ -21,6 +21,9 @@ import (
 // creates, the writes and the claim query (claimWithInstancesSQL); then
 // the claim's leases and COMMIT (leaseLocked).
 func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	if err := store.CheckNoSearch(writes); err != nil {
+		return nil, nil, err
+	}
 	g, err := q.prepareGroup(ctx, creates, writes)
 	if err != nil {
 		return nil, nil, err

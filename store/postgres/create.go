@@ -34,7 +34,7 @@ import (
 
 // createVariant selects a create statement: with tasks, with an
 // idempotency key, with a change to the counts of a concurrency key.
-type createVariant struct{ withTasks, keyed, slot bool }
+type createVariant struct{ withTasks, keyed, slot, search bool }
 
 // createStatement is a variant's statement, and its strict form for
 // ApplyGroup, which fails with FD409 when it creates nothing: in a group,
@@ -43,8 +43,8 @@ type createStatement struct{ plain, strict string }
 
 var createStatements = func() map[createVariant]createStatement {
 	m := map[createVariant]createStatement{}
-	for i := range 8 {
-		v := createVariant{withTasks: i&1 != 0, keyed: i&2 != 0, slot: i&4 != 0}
+	for i := range 16 {
+		v := createVariant{withTasks: i&1 != 0, keyed: i&2 != 0, slot: i&4 != 0, search: i&8 != 0}
 		sql := buildCreateSQL(v)
 		m[v] = createStatement{plain: sql, strict: sql + `,
 	CASE WHEN NOT EXISTS (SELECT 1 FROM i) THEN flowd_conflict(format('workflow %s was not created', $1::text)) END`}
@@ -122,6 +122,13 @@ func createRerunParam(v createVariant) int {
 	return createStepsParam(v) + 3
 }
 
+// createSearchParam is the number of the parameter holding the names of
+// the instance's search attributes, the next two their values and kinds:
+// the last ones, after the re-run's.
+func createSearchParam(v createVariant) int {
+	return createRerunParam(v) + 1
+}
+
 func buildCreateSQL(v createVariant) string {
 	var sql, guard string
 	n := 10
@@ -180,6 +187,15 @@ func buildCreateSQL(v createVariant) string {
 	INSERT INTO workflow_steps (instance_id, step_id, record)
 	SELECT i.id, r.step_id, r.record FROM i, unnest(` + param(createStepsParam(v)+1) + `::text[], ` + param(createStepsParam(v)+2) + `::jsonb[]) AS r (step_id, record)
 )`
+	if v.search {
+		// Only an instance with attributes has this part: the others
+		// insert no row and plan nothing for it.
+		n := createSearchParam(v)
+		sql += `, sa AS (
+	INSERT INTO workflow_search (instance_id, name, value, kind, created_at)
+	SELECT i.id, a.name, a.value, a.kind, $6 FROM i, unnest(` + param(n) + `::text[], ` + param(n+1) + `::text[], ` + param(n+2) + `::text[]) AS a (name, value, kind)
+)`
+	}
 	created := `EXISTS (SELECT 1 FROM i)`
 	if v.slot {
 		// The change to the key's row, made with the instance: a new

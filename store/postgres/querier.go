@@ -93,16 +93,17 @@ func stateOf(alias string) string {
 // parameters, made in Go by historyEntry from the states it read; JSON goes
 // in as text parameters with explicit ::jsonb casts.
 var (
-	// getStoredSQL reads the instance as stored (Get).
-	getStoredSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = $1`
+	// getStoredSQL reads the instance as stored, with its search
+	// attributes (Get).
+	getStoredSQL = `SELECT ` + instanceColumnsOf("i") + `, ` + searchOf("i") + ` FROM workflow_instances i WHERE i.id = $1`
 
 	// getSQL reads the instance with the attempts its leased tasks run
 	// (store.ShowAttemptsInFlight), through the partial index of leased
 	// tasks of steps without foreach.
-	getSQL = `SELECT ` + instanceColumns + `, l.steps, l.attempts FROM workflow_instances
+	getSQL = `SELECT ` + instanceColumnsOf("i") + `, l.steps, l.attempts, ` + searchOf("i") + ` FROM workflow_instances i
 LEFT JOIN LATERAL (SELECT array_agg(t.step_id) AS steps, array_agg(t.attempt) AS attempts FROM workflow_tasks t
 	WHERE t.instance_id = $1 AND t.status = 'LEASED' AND t.iteration = 0) l ON true
-WHERE id = $1`
+WHERE i.id = $1`
 
 	// historySQL reads from the snapshot that version $2's row starts from
 	// (a patch row's first element; a snapshot is its own) up to $2 + $3
@@ -187,7 +188,15 @@ func (q *querier) prepareCreate(p store.CreateParams) (*preparedCreate, error) {
 		pc.args = append(pc.args, slotArgs(slot)...)
 	}
 	pc.args = append(pc.args, nullText(p.RerunOf))
-	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed, slot: !slot.None()}]
+	rows := store.SearchRows(p.Search)
+	if rows != nil {
+		names, values, kinds := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+		for i, r := range rows {
+			names[i], values[i], kinds[i] = r.Name, r.Text, string(r.Kind)
+		}
+		pc.args = append(pc.args, names, values, kinds)
+	}
+	st := createStatements[createVariant{withTasks: withTasks, keyed: keyed, slot: !slot.None(), search: rows != nil}]
 	pc.sql, pc.strict = st.plain, st.strict
 	return pc, nil
 }
@@ -223,6 +232,7 @@ func (pc *preparedCreate) result(created, stale bool) (*workflow.Instance, error
 		TraceParent:        p.TraceParent,
 		Priority:           p.Priority,
 		RerunOf:            p.RerunOf,
+		Search:             store.SearchOf(store.SearchRows(p.Search)),
 	}, nil
 }
 
@@ -231,9 +241,13 @@ func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error
 	if !storableText(id) {
 		return nil, store.NotFound(id)
 	}
-	inst, err := scanInstance(q.db.QueryRow(ctx, getStoredSQL, id))
+	var search []byte
+	inst, err := scanInstance(extraColumns{q.db.QueryRow(ctx, getStoredSQL, id), []any{&search}})
 	if err != nil {
 		return nil, interpretError(err, id)
+	}
+	if inst.Search, err = decodeSearch(search); err != nil {
+		return nil, err
 	}
 	return inst, nil
 }
@@ -247,10 +261,14 @@ func (q *querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*work
 	var (
 		steps    []string
 		attempts []int32
+		search   []byte
 	)
-	inst, err := scanInstance(extraColumns{q.db.QueryRow(ctx, getSQL, id), []any{&steps, &attempts}})
+	inst, err := scanInstance(extraColumns{q.db.QueryRow(ctx, getSQL, id), []any{&steps, &attempts, &search}})
 	if err != nil {
 		return nil, interpretError(err, id)
+	}
+	if inst.Search, err = decodeSearch(search); err != nil {
+		return nil, err
 	}
 	inFlight := make(map[string]int, len(steps))
 	for i, s := range steps {
@@ -260,60 +278,23 @@ func (q *querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*work
 	return inst, nil
 }
 
-// List pages through instances newest first with a keyset cursor.
+// List pages through instances newest first with a keyset cursor. With
+// search filters the first one (by name) drives the query: its rows of
+// workflow_search are read from their index in the list's order, from the
+// cursor on, and joined with their instances; the other filters are
+// checked on each.
 func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage, error) {
 	if err := p.Normalize(); err != nil {
 		return store.ListPage{}, err
 	}
-	// The query text is assembled from fixed fragments; only placeholder
-	// numbers vary, never input.
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
+	sql, args, none, err := listSQL(p)
+	if err != nil {
+		return store.ListPage{}, err
 	}
-	if p.Status != "" {
-		where = append(where, "status = "+arg(string(p.Status)))
-	}
-	if p.Definition != "" {
-		where = append(where, "definition = "+arg(p.Definition))
-	}
-	if p.Parent != "" {
-		where = append(where, "parent_id = "+arg(p.Parent))
-	}
-	if p.RerunOf != "" {
-		where = append(where, "rerun_of = "+arg(p.RerunOf))
-	}
-	if p.IDPrefix != "" {
-		// LIKE with every wildcard escaped, not a range: a range compares
-		// under the column's collation, which need not be byte order, and
-		// would then miss ids. Under the C collation the planner turns the
-		// fixed prefix into a range on the primary key itself.
-		where = append(where, "id LIKE "+arg(likePrefix(p.IDPrefix))+` ESCAPE '\'`)
-	}
-	if p.Cursor != "" {
-		c, err := store.DecodeCursor(p.Cursor)
-		if err != nil {
-			return store.ListPage{}, err
-		}
-		where = append(where, "(created_at, id) < ("+arg(c.CreatedAt)+", "+arg(c.ID)+")")
-	}
-	if !storableText(p.Definition) {
-		// Create refuses such a definition, so nothing matches.
+	if none {
 		return store.ListPage{Instances: []*workflow.Instance{}}, nil
 	}
-	var sb strings.Builder
-	sb.WriteString("SELECT " + instanceColumns + " FROM workflow_instances")
-	if len(where) > 0 {
-		sb.WriteString(" WHERE " + strings.Join(where, " AND "))
-	}
-	// One row more than asked tells whether a next page exists.
-	sb.WriteString(" ORDER BY created_at DESC, id DESC LIMIT " + arg(p.Limit+1))
-
-	rows, err := q.db.Query(ctx, sb.String(), args...)
+	rows, err := q.db.Query(ctx, sql, args...)
 	if err != nil {
 		return store.ListPage{}, interpretError(err, "")
 	}
@@ -325,9 +306,13 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 			more = true
 			break
 		}
-		inst, err := scanInstance(rows)
+		var search []byte
+		inst, err := scanInstance(extraColumns{rows, []any{&search}})
 		if err != nil {
 			return store.ListPage{}, interpretError(err, "")
+		}
+		if inst.Search, err = decodeSearch(search); err != nil {
+			return store.ListPage{}, err
 		}
 		page.Instances = append(page.Instances, inst)
 	}
@@ -339,6 +324,109 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
 	return page, nil
+}
+
+// listSQL is List's statement for p (normalised) and its arguments; none
+// when nothing can match.
+func listSQL(p store.ListParams) (sql string, args []any, none bool, err error) {
+	// The query text is assembled from fixed fragments; only placeholder
+	// numbers vary, never input.
+	var where []string
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if !storableText(p.Definition) {
+		// Create refuses such a definition, so nothing matches.
+		return "", nil, true, nil
+	}
+	filters := p.SearchFilters()
+	for _, f := range filters {
+		if !storableText(f.Value) {
+			return "", nil, true, nil // nor such a value
+		}
+	}
+	// order names the columns of the list's order: the driving search
+	// row's copy of them, or the instance's own.
+	from, created, id := "workflow_instances i", "i.created_at", "i.id"
+	if len(filters) > 0 {
+		from, created, id = "workflow_search s0 JOIN workflow_instances i ON i.id = s0.instance_id", "s0.created_at", "s0.instance_id"
+		where = append(where, "s0.name = "+arg(filters[0].Name), "s0.value = "+arg(filters[0].Value))
+		// The others are looked up by the primary key of each row the
+		// first one found: a scalar subquery, which the planner cannot turn
+		// into a join that reads every row of a common value (as a generic
+		// plan, knowing no value, would) and sorts them.
+		for k, f := range filters[1:] {
+			s := "s" + strconv.Itoa(k+1)
+			where = append(where, "(SELECT "+s+".value FROM workflow_search "+s+" WHERE "+s+".instance_id = i.id AND "+
+				s+".name = "+arg(f.Name)+") = "+arg(f.Value))
+		}
+	}
+	if p.Status != "" {
+		where = append(where, "i.status = "+arg(string(p.Status)))
+	}
+	if p.Definition != "" {
+		where = append(where, "i.definition = "+arg(p.Definition))
+	}
+	if p.Parent != "" {
+		where = append(where, "i.parent_id = "+arg(p.Parent))
+	}
+	if p.RerunOf != "" {
+		where = append(where, "i.rerun_of = "+arg(p.RerunOf))
+	}
+	if p.IDPrefix != "" {
+		// LIKE with every wildcard escaped, not a range: a range compares
+		// under the column's collation, which need not be byte order, and
+		// would then miss ids. Under the C collation the planner turns the
+		// fixed prefix into a range on the primary key itself.
+		where = append(where, "i.id LIKE "+arg(likePrefix(p.IDPrefix))+` ESCAPE '\'`)
+	}
+	if !p.CreatedAfter.IsZero() {
+		where = append(where, created+" > "+arg(p.CreatedAfter))
+	}
+	if !p.CreatedBefore.IsZero() {
+		where = append(where, created+" < "+arg(p.CreatedBefore))
+	}
+	if !p.UpdatedBefore.IsZero() {
+		where = append(where, "i.updated_at < "+arg(p.UpdatedBefore))
+	}
+	if p.Cursor != "" {
+		c, err := store.DecodeCursor(p.Cursor)
+		if err != nil {
+			return "", nil, false, err
+		}
+		where = append(where, "("+created+", "+id+") < ("+arg(c.CreatedAt)+", "+arg(c.ID)+")")
+	}
+	var sb strings.Builder
+	sb.WriteString("SELECT " + instanceColumnsOf("i") + ", " + searchOf("i") + " FROM " + from)
+	if len(where) > 0 {
+		sb.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	// One row more than asked tells whether a next page exists.
+	sb.WriteString(" ORDER BY " + created + " DESC, " + id + " DESC LIMIT " + arg(p.Limit+1))
+
+	return sb.String(), args, false, nil
+}
+
+// searchOf is the search attributes of the instance row alias as one JSON
+// object, NULL for none (decodeSearch).
+func searchOf(alias string) string {
+	return `(SELECT jsonb_object_agg(s.name, CASE s.kind WHEN 'string' THEN to_jsonb(s.value) ELSE s.value::jsonb END) FROM workflow_search s WHERE s.instance_id = ` + alias + `.id)`
+}
+
+// decodeSearch reads searchOf's column.
+func decodeSearch(b []byte) (map[string]json.RawMessage, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("postgres: stored search attributes cannot be decoded: %w", err)
+	}
+	for k, v := range m {
+		m[k] = compactJSON(v)
+	}
+	return m, nil
 }
 
 // storableText reports whether s can be a PostgreSQL text value (and so a

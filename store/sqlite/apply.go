@@ -25,8 +25,10 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (*workflow.Instance
 	}
 	var out *workflow.Instance
 	err = q.write(ctx, func(c dbtx) error {
-		out, err = pa.write(ctx, c)
-		return err
+		if out, err = pa.write(ctx, c); err != nil {
+			return err
+		}
+		return putSearch(ctx, c, w.ID, store.SearchRows(w.Search))
 	})
 	if err != nil {
 		return nil, err

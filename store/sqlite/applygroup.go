@@ -14,6 +14,9 @@ import (
 // claim out. The creates' and writes' tasks and the claim's leases are
 // filled in only when all of it is written. See store.TaskQuerier.
 func (q *querier) ApplyGroup(ctx context.Context, creates []store.CreateParams, writes []*store.Write, claim *store.GroupClaim) ([]*workflow.Instance, []*workflow.Instance, error) {
+	if err := store.CheckNoSearch(writes); err != nil {
+		return nil, nil, err
+	}
 	if claim != nil {
 		claim.Claimed, claim.HeldBack = nil, store.HeldBack{}
 		if err := claim.Params.Check(); err != nil {

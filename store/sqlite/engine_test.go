@@ -193,6 +193,7 @@ func TestSchemaIndexes(t *testing.T) {
 		"workflow_instances.workflow_instances_parent_idx",
 		"workflow_instances.workflow_instances_rerun_of_idx",
 		"workflow_instances.workflow_instances_status_updated_at_idx",
+		"workflow_search.workflow_search_value_idx",
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_1",
 		"workflow_tasks.sqlite_autoindex_workflow_tasks_2",
 		"workflow_tasks.workflow_tasks_claim_idx",

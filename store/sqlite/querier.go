@@ -96,6 +96,7 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		return nil, err
 	}
 	now := q.timestamp()
+	search := store.SearchRows(p.Search)
 	var inst *workflow.Instance
 	err = q.write(ctx, func(c dbtx) error {
 		if err := checkRevision(ctx, c, p); err != nil {
@@ -125,6 +126,9 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 		if err := putStepRecords(ctx, c, p.ID, records); err != nil {
 			return err
 		}
+		if err := putSearch(ctx, c, p.ID, search); err != nil {
+			return err
+		}
 		if err := appendHistory(ctx, c, p.ID, 0, p.Status, len(state), jsondelta.Whole([]byte(state)), now, p.Cause, store.WriteActor(ctx, p.Actor), nil); err != nil {
 			return err
 		}
@@ -147,30 +151,17 @@ func (q *querier) Create(ctx context.Context, p store.CreateParams) (*workflow.I
 	for i, t := range p.Tasks {
 		*t = tasks[i]
 	}
+	inst.Search = store.SearchOf(search)
 	return inst, nil
 }
 
 // Get returns the instance as stored, or ErrNotFound.
 func (q *querier) Get(ctx context.Context, id string) (*workflow.Instance, error) {
-	var r instanceScan
-	err := q.read.QueryRowContext(ctx, getStoredSQL, id).Scan(r.dest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.NotFound(id)
-	}
-	if err != nil {
-		return nil, interpretError(ctx, err)
-	}
-	return r.instance()
-}
-
-// GetWithAttemptsInFlight returns the instance with the attempts its
-// leased tasks run, or ErrNotFound.
-func (q *querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*workflow.Instance, error) {
 	var (
-		r        instanceScan
-		inFlight sql.NullString
+		r      instanceScan
+		search *string
 	)
-	err := q.read.QueryRowContext(ctx, getSQL, id).Scan(append(r.dest(), &inFlight)...)
+	err := q.read.QueryRowContext(ctx, getStoredSQL, id).Scan(append(r.dest(), &search)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.NotFound(id)
 	}
@@ -179,6 +170,34 @@ func (q *querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*work
 	}
 	inst, err := r.instance()
 	if err != nil {
+		return nil, err
+	}
+	if inst.Search, err = decodeSearch(search); err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// GetWithAttemptsInFlight returns the instance with the attempts its
+// leased tasks run, or ErrNotFound.
+func (q *querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*workflow.Instance, error) {
+	var (
+		r        instanceScan
+		inFlight sql.NullString
+		search   *string
+	)
+	err := q.read.QueryRowContext(ctx, getSQL, id).Scan(append(r.dest(), &inFlight, &search)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.NotFound(id)
+	}
+	if err != nil {
+		return nil, interpretError(ctx, err)
+	}
+	inst, err := r.instance()
+	if err != nil {
+		return nil, err
+	}
+	if inst.Search, err = decodeSearch(search); err != nil {
 		return nil, err
 	}
 	if inFlight.Valid {
@@ -191,69 +210,32 @@ func (q *querier) GetWithAttemptsInFlight(ctx context.Context, id string) (*work
 	return inst, nil
 }
 
-// getStoredSQL reads the instance as stored (Get).
-var getStoredSQL = `SELECT ` + instanceColumns + ` FROM workflow_instances WHERE id = ?1`
+// getStoredSQL reads the instance as stored, with its search attributes
+// (Get).
+var getStoredSQL = `SELECT ` + instanceColumnsOf("i") + `, ` + searchOf("i") + ` FROM workflow_instances i WHERE i.id = ?1`
 
 // getSQL reads the instance with the attempts its leased tasks run
 // (store.ShowAttemptsInFlight) as a JSON object, NULL when none, through
 // the partial index of leased tasks of steps without foreach.
-var getSQL = `SELECT ` + instanceColumns + `,
+var getSQL = `SELECT ` + instanceColumnsOf("i") + `,
 	(SELECT json_group_object(step_id, attempt) FROM workflow_tasks
-		WHERE instance_id = ?1 AND status = 'LEASED' AND iteration = 0 HAVING count(*) > 0)
-FROM workflow_instances WHERE id = ?1`
+		WHERE instance_id = ?1 AND status = 'LEASED' AND iteration = 0 HAVING count(*) > 0),
+	` + searchOf("i") + `
+FROM workflow_instances i WHERE i.id = ?1`
 
 // List returns one page of instances, newest first, with keyset pagination on
-// (created_at, id).
+// (created_at, id). With search filters the first one (by name) drives the
+// query: its rows of workflow_search are read from their index in the
+// list's order, from the cursor on, and joined with their instances; the
+// other filters are checked on each.
 func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage, error) {
 	if err := p.Normalize(); err != nil {
 		return store.ListPage{}, err
 	}
-	// The WHERE clause is assembled from fixed fragments; every value is a
-	// bound parameter.
-	var (
-		where []string
-		args  []any
-	)
-	if p.Cursor != "" {
-		cur, err := store.DecodeCursor(p.Cursor)
-		if err != nil {
-			return store.ListPage{}, err
-		}
-		where = append(where, "(created_at, id) < (?, ?)")
-		args = append(args, micros(cur.CreatedAt), cur.ID)
+	query, args, err := listSQL(p)
+	if err != nil {
+		return store.ListPage{}, err
 	}
-	if p.Status != "" {
-		where = append(where, "status = ?")
-		args = append(args, string(p.Status))
-	}
-	if p.Definition != "" {
-		where = append(where, "definition = ?")
-		args = append(args, p.Definition)
-	}
-	if p.Parent != "" {
-		where = append(where, "parent_id = ?")
-		args = append(args, p.Parent)
-	}
-	if p.RerunOf != "" {
-		where = append(where, "rerun_of = ?")
-		args = append(args, p.RerunOf)
-	}
-	if p.IDPrefix != "" {
-		// A range on the primary key, compared bytewise (BINARY), rather
-		// than LIKE, whose "_" is a wildcard and which ignores ASCII case
-		// here. Ids are ASCII below 0x7f, so every id that starts with the
-		// prefix sorts below prefix+"\x7f", and no other id between them.
-		where = append(where, "id >= ? AND id < ?")
-		args = append(args, p.IDPrefix, p.IDPrefix+"\x7f")
-	}
-	query := "SELECT " + instanceColumns + " FROM workflow_instances"
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	// One row more than asked tells whether there is a next page.
-	query += " ORDER BY created_at DESC, id DESC LIMIT ?"
-	args = append(args, p.Limit+1)
-
 	rows, err := q.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return store.ListPage{}, interpretError(ctx, err)
@@ -261,9 +243,19 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 	defer rows.Close()
 	page := store.ListPage{Instances: []*workflow.Instance{}}
 	for rows.Next() {
-		inst, err := scanInstance(rows)
-		if err != nil {
+		var (
+			r      instanceScan
+			search *string
+		)
+		if err := rows.Scan(append(r.dest(), &search)...); err != nil {
 			return store.ListPage{}, interpretError(ctx, err)
+		}
+		inst, err := r.instance()
+		if err != nil {
+			return store.ListPage{}, err
+		}
+		if inst.Search, err = decodeSearch(search); err != nil {
+			return store.ListPage{}, err
 		}
 		page.Instances = append(page.Instances, inst)
 	}
@@ -276,6 +268,79 @@ func (q *querier) List(ctx context.Context, p store.ListParams) (store.ListPage,
 		page.NextCursor = store.EncodeCursor(store.Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
 	return page, nil
+}
+
+// listSQL is List's statement for p (normalised) and its arguments.
+func listSQL(p store.ListParams) (query string, args []any, err error) {
+	// The WHERE clause is assembled from fixed fragments; every value is a
+	// bound parameter.
+	var where []string
+	filters := p.SearchFilters()
+	// created and id are the columns of the list's order: the driving
+	// search row's copy of them, or the instance's own.
+	from, created, id := "workflow_instances i", "i.created_at", "i.id"
+	if len(filters) > 0 {
+		from, created, id = "workflow_search s0 JOIN workflow_instances i ON i.id = s0.instance_id", "s0.created_at", "s0.instance_id"
+		where = append(where, "s0.name = ?", "s0.value = ?")
+		args = append(args, filters[0].Name, filters[0].Value)
+		for _, f := range filters[1:] {
+			where = append(where, "EXISTS (SELECT 1 FROM workflow_search sk WHERE sk.instance_id = i.id AND sk.name = ? AND sk.value = ?)")
+			args = append(args, f.Name, f.Value)
+		}
+	}
+	if p.Cursor != "" {
+		cur, err := store.DecodeCursor(p.Cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		where = append(where, "("+created+", "+id+") < (?, ?)")
+		args = append(args, micros(cur.CreatedAt), cur.ID)
+	}
+	if p.Status != "" {
+		where = append(where, "i.status = ?")
+		args = append(args, string(p.Status))
+	}
+	if p.Definition != "" {
+		where = append(where, "i.definition = ?")
+		args = append(args, p.Definition)
+	}
+	if p.Parent != "" {
+		where = append(where, "i.parent_id = ?")
+		args = append(args, p.Parent)
+	}
+	if p.RerunOf != "" {
+		where = append(where, "i.rerun_of = ?")
+		args = append(args, p.RerunOf)
+	}
+	if p.IDPrefix != "" {
+		// A range on the primary key, compared bytewise (BINARY), rather
+		// than LIKE, whose "_" is a wildcard and which ignores ASCII case
+		// here. Ids are ASCII below 0x7f, so every id that starts with the
+		// prefix sorts below prefix+"\x7f", and no other id between them.
+		where = append(where, "i.id >= ? AND i.id < ?")
+		args = append(args, p.IDPrefix, p.IDPrefix+"\x7f")
+	}
+	if !p.CreatedAfter.IsZero() {
+		where = append(where, created+" > ?")
+		args = append(args, micros(p.CreatedAfter))
+	}
+	if !p.CreatedBefore.IsZero() {
+		where = append(where, created+" < ?")
+		args = append(args, micros(p.CreatedBefore))
+	}
+	if !p.UpdatedBefore.IsZero() {
+		where = append(where, "i.updated_at < ?")
+		args = append(args, micros(p.UpdatedBefore))
+	}
+	query = "SELECT " + instanceColumnsOf("i") + ", " + searchOf("i") + " FROM " + from
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	// One row more than asked tells whether there is a next page.
+	query += " ORDER BY " + created + " DESC, " + id + " DESC LIMIT ?"
+	args = append(args, p.Limit+1)
+
+	return query, args, nil
 }
 
 // timestamp is the time of a write, as stored: unix microseconds of the

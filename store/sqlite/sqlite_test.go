@@ -376,7 +376,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 // migrationCount how many there are (00025 is not one of them).
 const (
 	schemaVersion  = 27
-	migrationCount = 26
+	migrationCount = 27
 )
 
 // TestConcurrentMigrate migrates fresh files from two Stores at once, several
@@ -443,7 +443,7 @@ func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, fileURL(t))
 	first := migrate(t, s)
-	want := []store.AppliedMigration{{Version: 1, Name: "00001_init.sql"}, {Version: 2, Name: "00002_engine.sql"}, {Version: 3, Name: "00003_workers.sql"}, {Version: 4, Name: "00004_idempotency_keys.sql"}, {Version: 5, Name: "00005_delete.sql"}, {Version: 6, Name: "00006_history_patches.go"}, {Version: 7, Name: "00007_instance_output.sql"}, {Version: 8, Name: "00008_foreach_iterations.sql"}, {Version: 9, Name: "00009_events.sql"}, {Version: 10, Name: "00010_child_workflows.sql"}, {Version: 11, Name: "00011_definition_concurrency.go"}, {Version: 12, Name: "00012_task_flow_control.sql"}, {Version: 13, Name: "00013_schedules.sql"}, {Version: 14, Name: "00014_traceparent.sql"}, {Version: 15, Name: "00015_history_actor.sql"}, {Version: 16, Name: "00016_runaway_limits.sql"}, {Version: 17, Name: "00017_concurrency_slots.sql"}, {Version: 18, Name: "00018_orphan_tasks.sql"}, {Version: 19, Name: "00019_task_concurrency_rows.sql"}, {Version: 20, Name: "00020_held_tasks.sql"}, {Version: 21, Name: "00021_attempt_timeout.sql"}, {Version: 22, Name: "00022_claim_order.sql"}, {Version: 23, Name: "00023_step_records.sql"}, {Version: 24, Name: "00024_iteration_outputs.sql"}, {Version: 26, Name: "00026_rerun_of.sql"}, {Version: 27, Name: "00027_bulk_operations.sql"}}
+	want := []store.AppliedMigration{{Version: 1, Name: "00001_init.sql"}, {Version: 2, Name: "00002_engine.sql"}, {Version: 3, Name: "00003_workers.sql"}, {Version: 4, Name: "00004_idempotency_keys.sql"}, {Version: 5, Name: "00005_delete.sql"}, {Version: 6, Name: "00006_history_patches.go"}, {Version: 7, Name: "00007_instance_output.sql"}, {Version: 8, Name: "00008_foreach_iterations.sql"}, {Version: 9, Name: "00009_events.sql"}, {Version: 10, Name: "00010_child_workflows.sql"}, {Version: 11, Name: "00011_definition_concurrency.go"}, {Version: 12, Name: "00012_task_flow_control.sql"}, {Version: 13, Name: "00013_schedules.sql"}, {Version: 14, Name: "00014_traceparent.sql"}, {Version: 15, Name: "00015_history_actor.sql"}, {Version: 16, Name: "00016_runaway_limits.sql"}, {Version: 17, Name: "00017_concurrency_slots.sql"}, {Version: 18, Name: "00018_orphan_tasks.sql"}, {Version: 19, Name: "00019_task_concurrency_rows.sql"}, {Version: 20, Name: "00020_held_tasks.sql"}, {Version: 21, Name: "00021_attempt_timeout.sql"}, {Version: 22, Name: "00022_claim_order.sql"}, {Version: 23, Name: "00023_step_records.sql"}, {Version: 24, Name: "00024_iteration_outputs.sql"}, {Version: 25, Name: "00025_search_attributes.sql"}, {Version: 26, Name: "00026_rerun_of.sql"}, {Version: 27, Name: "00027_bulk_operations.sql"}}
 	if len(first.Applied) != len(want) || first.Version != schemaVersion {
 		t.Fatalf("first Migrate = %+v, want %+v at version %d", first, want, schemaVersion)
 	}

@@ -60,7 +60,7 @@ func Run(t *testing.T, h Harness) {
 			engineInstanceTests, taskTests, claimTaskTests, groupClaimTests, applyGroupTests, dueTests, definitionTests,
 			deleteTests, deleteTreeTests, retentionTests, eventTests, scheduleTests,
 			linearizabilityTests, applyTests, applyTasksTests, outputTests, concurrencyTests, traceTests, flowControlTests,
-			actorTests, descendantTests, applyEachTests, inFlightTests, rerunTests, bulkTests,
+			actorTests, descendantTests, applyEachTests, inFlightTests, rerunTests, bulkTests, searchTests,
 		} {
 			for _, tc := range groups {
 				t.Run(tc.name, func(t *testing.T) {

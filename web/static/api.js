@@ -83,8 +83,11 @@ export function ifMatch(version) { return `"${version}"`; }
 const enc = encodeURIComponent;
 
 export const api = {
-  listWorkflows: ({ status, definition, cursor, limit, idPrefix } = {}) => {
+  // filters: more query parameters as the API takes them (search.NAME,
+  // created_after, created_before, updated_before).
+  listWorkflows: ({ status, definition, cursor, limit, idPrefix, filters } = {}) => {
     const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(filters || {})) q.set(k, v);
     if (status) q.set('status', status);
     if (definition) q.set('definition', definition);
     if (idPrefix) q.set('id_prefix', idPrefix);

@@ -189,6 +189,11 @@ export function mount(root, { id }) {
         w.rerun_of ? fact('Re-run of', rerunOfLink(w)) : null,
         w.reruns?.length ? fact('Re-runs', rerunsList(w)) : null,
         w.priority ? fact('Priority', priorityView(w)) : null,
+        w.search && Object.keys(w.search).length ? fact('Search', h('span', { id: 'wf-search', class: 'search-attrs' },
+          Object.keys(w.search).sort().map((k) => h('a', {
+            class: 'chip', 'data-name': k, title: 'The workflows with this value',
+            href: '#/workflows?' + new URLSearchParams({ ['search.' + k]: typeof w.search[k] === 'string' ? w.search[k] : JSON.stringify(w.search[k]) }),
+          }, k + ' = ', h('code', {}, typeof w.search[k] === 'string' ? w.search[k] : JSON.stringify(w.search[k])))))) : null,
         fact('Version', h('span', { class: 'mono', id: 'wf-version', 'data-version': String(w.version) }, String(w.version)),
           h('span', { class: 'muted mono', title: 'ETag' }, ` ETag "${w.version}"`)),
         swState(w) ? fact('Pending', h('span', { id: 'wf-sw-pending-count' }, swPendingCount(w))) : fact('Steps', total ? `${done} of ${total} done` : h('span', { class: 'muted' }, 'none')),

@@ -7,6 +7,7 @@ import { api } from './api.js';
 import { every } from './live.js';
 import { h, replace, badge, when, stepCounts, errorBanner, banner, STATUSES } from './ui.js';
 import { startLink } from './start.js';
+import { listFilters, filterChips, filterForm } from './listfilters.js';
 
 // bulkLink opens the bulk operations page with this list's filter.
 function bulkLink(query) {
@@ -24,6 +25,7 @@ export function mount(root, { query }) {
   const status = query.get('status') || '';
   const definition = query.get('definition') || '';
   const limit = Number(query.get('limit')) || PAGE_SIZE;
+  const filters = listFilters(query);
   // ?search=PREFIX opens the list searched (the schedules page links to
   // the instances of a schedule this way: their ids start with its name).
   const st = { cursors: [''], page: 0, rows: [], next: '', search: (query.get('search') || '').trim(), loaded: false, error: null };
@@ -71,19 +73,22 @@ export function mount(root, { query }) {
         h('label', { class: 'field' }, h('span', {}, 'Status'), statusSelect),
         definition ? h('span', { class: 'chip' }, 'definition: ', h('code', {}, definition),
           h('button', { type: 'button', class: 'chip-x', 'aria-label': 'Remove definition filter', onclick: () => setQuery({ definition: '' }) }, '×')) : null,
+        filterChips(query, setQuery),
         searchForm,
         bulkLink(query),
         startLink(definition))),
+    filterForm(query, setQuery),
     h('div', { class: 'card table-card' }, table, foot));
 
   async function load() {
     try {
-      const { data } = await api.listWorkflows({ status, definition, cursor: st.cursors[st.page], limit });
+      const { data } = await api.listWorkflows({ status, definition, cursor: st.cursors[st.page], limit, filters: filters.params });
       st.rows = data.workflows || [];
       st.next = data.next_cursor || '';
       st.error = null;
     } catch (err) {
       if (!st.error || st.error.describe?.() !== err.describe?.()) errorBanner('Loading workflows failed', err);
+      st.rows = [];
       st.error = err;
     }
     st.loaded = true;
@@ -100,7 +105,7 @@ export function mount(root, { query }) {
     if (!ID_PREFIX.test(prefix)) return;
     const seq = ++found.seq;
     try {
-      const { data } = await api.listWorkflows({ status, definition, idPrefix: prefix, limit });
+      const { data } = await api.listWorkflows({ status, definition, idPrefix: prefix, limit, filters: filters.params });
       if (seq !== found.seq) return;
       Object.assign(found, { rows: data.workflows || [], for: prefix, more: !!data.next_cursor });
     } catch (err) {
@@ -139,7 +144,7 @@ export function mount(root, { query }) {
       if (st.error?.status === 401) msg = 'Waiting for a token…';
       else if (st.error) msg = 'Could not load the workflows.';
       else if (needle) msg = `No workflow has an id starting with “${st.search}”, and none on this page has one containing it. Press Enter to look the id up exactly.`;
-      else if (status || definition) msg = 'No workflows match these filters.';
+      else if (status || definition || filters.any) msg = 'No workflows match these filters.';
       else msg = 'No workflows yet. Start one with “flowd start DEFINITION” or POST /v1/workflows.';
       tbody.append(h('tr', { class: 'empty-row' }, h('td', { colspan: 6 }, msg)));
     }

@@ -64,6 +64,10 @@ type Instance struct {
 	// ({"type", "status", "title"?, "detail"?, "instance"}), taken from
 	// its state when the instance is shown (ShowError); absent otherwise.
 	Error json.RawMessage `json:"error,omitempty"`
+	// Search are the instance's search attributes: name → a string, a
+	// number or a boolean (see CheckSearch); absent for none. Filled by
+	// the store's Get and List.
+	Search map[string]json.RawMessage `json:"search,omitempty"`
 }
 
 // ServerlessStateKey is the top-level key of a Serverless Workflow

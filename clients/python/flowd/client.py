@@ -36,6 +36,8 @@ class Instance:
     definition: str | None = None
     input: Any = None
     output: Any = None
+    # The search attributes (name -> a string, a number or a boolean).
+    search: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     # True when this request created the instance (201); False for a repeat of
     # a create with the same idempotency key (200).
@@ -49,7 +51,8 @@ class Instance:
     def from_json(cls, body: dict[str, Any], created: bool = False) -> "Instance":
         return cls(id=body["id"], status=body["status"], version=body["version"],
                    state=body.get("state") or {}, definition=body.get("definition"),
-                   input=body.get("input"), output=body.get("output"), raw=body,
+                   input=body.get("input"), output=body.get("output"),
+                   search=body.get("search") or {}, raw=body,
                    created=created)
 
 
@@ -125,8 +128,12 @@ class Client:
     # Workflows.
 
     def start_workflow(self, definition: str | None = None, input: Any = None, id: str | None = None,
-                       state: dict[str, Any] | None = None, idempotency_key: str | None = None) -> Instance:
+                       state: dict[str, Any] | None = None, idempotency_key: str | None = None,
+                       search: dict[str, Any] | None = None) -> Instance:
         """Starts an instance of definition (or a free-form one without it).
+
+        search are search attributes (name -> a string, a number or a
+        boolean), over the definition's of the same name.
 
         idempotency_key (Idempotency-Key header) makes the call safe to repeat:
         a repeat with the same key and body returns the first call's instance
@@ -142,6 +149,8 @@ class Client:
             body["input"] = input
         if state is not None:
             body["state"] = state
+        if search is not None:
+            body["search"] = search
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         resp = self._call("POST", "/v1/workflows", body, headers=headers)
         return Instance.from_json(resp.body, created=resp.status == 201)
@@ -298,6 +307,10 @@ class Client:
     def set_variable(self, task_id: str, lease: str, key: str, value: Any) -> None:
         """Writes state.variables.KEY of the run's workflow."""
         self._call("POST", _task_path(task_id, "variables/" + _segment(key)), {"lease": lease, "value": value})
+
+    def set_search(self, task_id: str, lease: str, name: str, value: Any) -> None:
+        """Sets the search attribute NAME of the run's workflow (a string, a number or a boolean)."""
+        self._call("POST", _task_path(task_id, "search/" + _segment(name)), {"lease": lease, "value": value})
 
     # Plumbing.
 

@@ -401,6 +401,17 @@ class WorkflowContext:
         except (ConflictError, NotFoundError) as e:
             raise self._lost(e) from e
 
+    def search(self, name: str, value: str | int | float | bool) -> None:
+        """Sets the workflow's search attribute NAME ([a-z][a-z0-9_]{0,62}) to a string, a
+        number or a boolean: GET /v1/workflows?search.NAME=VALUE finds it from then on.
+        Setting the value it has writes nothing, so a replay costs no version."""
+        self._check()
+        task = self._task
+        try:
+            self._send(lambda: self._client.set_search(task.id, task.lease, name, value))
+        except (ConflictError, NotFoundError) as e:
+            raise self._lost(e) from e
+
     def now(self) -> datetime:
         """The time (UTC), recorded as the step flowd:now: the same in every run."""
         recorded = self.step("flowd:now", lambda: datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))

@@ -157,6 +157,31 @@ class WorkflowTest(unittest.TestCase):
         self.assertEqual((done.status, done.output), ("COMPLETED", {"paid": {"amount": 2}}))
         self.assertEqual(done.state["variables"]["stage"], "paid")
 
+    def test_search_attributes(self) -> None:
+        name = unique("search")
+
+        @self.worker.workflow(name)
+        def wf(ctx: WorkflowContext, input: Any) -> Any:
+            ctx.search("customer", input["customer"])
+            ctx.search("amount", 42)
+            ctx.sleep("nap", 0.1)
+            ctx.search("stage", "slept")
+            try:
+                ctx.search("Bad", 1)
+            except flowd.FlowdError as e:
+                return {"bad": type(e).__name__}
+            return {"bad": None}
+
+        self.serve()
+        started = self.client.start_workflow(definition=name, input={"customer": "acme"}, search={"tier": 1})
+        self.assertEqual(started.search, {"tier": 1})
+        done = wait_for(self.client, started.id)
+        self.assertEqual((done.status, done.output), ("COMPLETED", {"bad": "BadRequestError"}), done.state)
+        self.assertEqual(done.search, {"customer": "acme", "amount": 42, "stage": "slept", "tier": 1})
+        # The second run sets customer and amount again: no new version.
+        sets = [c for c in self.causes(done.id) if c.startswith("search attribute")]
+        self.assertEqual(len(sets), 3, sets)
+
     def test_an_event_wait_times_out(self) -> None:
         name = unique("timeout")
 

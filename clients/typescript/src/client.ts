@@ -20,6 +20,8 @@ export interface Instance {
   definition?: string;
   input?: unknown;
   output?: unknown;
+  /** The search attributes (name → a string, a number or a boolean); {} for none. */
+  search: Record<string, string | number | boolean>;
   /** True when this request created the instance (201); false for a repeat with the same idempotency key (200). */
   created: boolean;
   /** The whole JSON object, for fields this interface does not name. */
@@ -91,6 +93,8 @@ export interface StartOptions {
   input?: unknown;
   id?: string;
   state?: Record<string, unknown>;
+  /** Search attributes (name → a string, a number or a boolean), over the definition's of the same name. */
+  search?: Record<string, string | number | boolean>;
   /** Idempotency-Key header: a repeat with the same key and body returns the first call's instance. */
   idempotencyKey?: string;
 }
@@ -146,7 +150,7 @@ export class Client {
    */
   async startWorkflow(options: StartOptions = {}): Promise<Instance> {
     const body: Record<string, unknown> = {};
-    for (const k of ["id", "definition", "input", "state"] as const) {
+    for (const k of ["id", "definition", "input", "state", "search"] as const) {
       if (options[k] !== undefined) body[k] = options[k];
     }
     const headers: Record<string, string> = {};
@@ -267,6 +271,11 @@ export class Client {
       { body: { lease, value: value ?? null } });
   }
 
+  /** Sets the search attribute NAME of the run's workflow. ConflictError: the lease is lost. */
+  async setSearch(taskId: string, lease: string, name: string, value: string | number | boolean): Promise<void> {
+    await this.call("POST", `${taskPath(taskId, "search")}/${encodeURIComponent(name)}`, { body: { lease, value } });
+  }
+
   /** The instance's history (GET /v1/workflows/{id}/history): its versions, oldest first (one page). */
   async getHistory(id: string, since = 0): Promise<Record<string, any>[]> {
     return (await this.call("GET", `${workflowPath(id)}/history?since=${since}`)).body?.versions ?? [];
@@ -363,7 +372,7 @@ export class Client {
 function toInstance(body: any, created = false): Instance {
   return {
     id: body.id, status: body.status, version: body.version, state: body.state ?? {},
-    definition: body.definition, input: body.input, output: body.output, created, raw: body,
+    definition: body.definition, input: body.input, output: body.output, search: body.search ?? {}, created, raw: body,
   };
 }
 

@@ -289,6 +289,25 @@ export class WorkflowContext {
     }
   }
 
+  /**
+   * Sets the workflow's search attribute NAME ([a-z][a-z0-9_]{0,62}) to a
+   * string, a number or a boolean: GET /v1/workflows?search.NAME=VALUE finds
+   * it from then on. Setting the value it has writes nothing, so a replay
+   * costs no version. BadRequestError for a bad name or value.
+   */
+  async search(name: string, value: string | number | boolean): Promise<void> {
+    if (this.outcome) return this.afterEnd();
+    try {
+      await this.send(() => this.client.setSearch(this.task.id, this.task.lease, name, value));
+    } catch (e) {
+      if (e instanceof ConflictError || e instanceof NotFoundError) {
+        this.end({ kind: "ended", why: `the run lost its lease: ${e.message}` });
+        throw new CancelledError(`setting search attribute ${JSON.stringify(name)}: the run lost its lease: ${e.message}`);
+      }
+      throw e;
+    }
+  }
+
   /** The time, recorded as the step flowd:now: the same in every run. */
   async now(): Promise<Date> {
     return new Date(await this.step("flowd:now", () => new Date().toISOString()));

@@ -338,6 +338,29 @@ describe("code workflows against flowd serve", () => {
     assert.equal(done.state.variables.stage, "done");
   });
 
+  test("ctx.search sets search attributes a list finds, once per value", async () => {
+    let bad;
+    const name = serve(async (ctx, input) => {
+      await ctx.search("customer", input.customer);
+      await ctx.search("amount", 42);
+      await ctx.sleep("nap", 100);
+      await ctx.search("stage", "slept");
+      try {
+        await ctx.search("Bad", 1);
+      } catch (e) {
+        bad = e;
+      }
+      return "ok";
+    });
+    const id = await run(name, { customer: "acme" });
+    const done = await waitFor(client, id);
+    assert.equal(done.status, "COMPLETED");
+    assert.deepEqual(done.search, { amount: 42, customer: "acme", stage: "slept" });
+    assert.equal(bad?.status, 400);
+    const history = await client.getHistory(id);
+    assert.equal(history.filter((v) => v.cause.startsWith("search attribute")).length, 3);
+  });
+
   test("a cancelled workflow's run gets CancelledError at its next checkpoint", async () => {
     let release;
     const gate = new Promise((r) => (release = r));
