@@ -204,6 +204,7 @@ func newStartCmd(e *env) *cobra.Command {
 	var id, input, state, key string
 	var priority int
 	var freeForm bool
+	var search []string
 	cmd := &cobra.Command{
 		Use:   "start DEFINITION | start --free-form",
 		Short: "Start a workflow instance",
@@ -224,6 +225,10 @@ hours prints the instance the first one created instead of creating another;
 the same K with other arguments fails (exit 1).
 --priority N (1–5) overrides the definition's priority: the tasks of
 instances of higher priority are delivered first.
+--search NAME=VALUE (repeatable) sets a search attribute, over the
+definition's of that name: VALUE is a number, true/false or a JSON string
+("007") as written, any other text a string. flowd list --where NAME=VALUE
+finds the instance.
 ` + clientHelp,
 		Example: `  # start the "order" workflow
   flowd start order --input '{"sku":"A-1","qty":2}'
@@ -235,7 +240,10 @@ instances of higher priority are delivered first.
   flowd start order --id order-1 --input - < order.json
 
   # at most one instance per order, however often this runs
-  flowd start order --input '{"sku":"A-1"}' --idempotency-key order-A-1-2026-11-25`,
+  flowd start order --input '{"sku":"A-1"}' --idempotency-key order-A-1-2026-11-25
+
+  # searchable by customer and amount (flowd list --where customer=acme)
+  flowd start order --input '{"sku":"A-1"}' --search customer=acme --search amount=120`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
@@ -276,6 +284,9 @@ instances of higher priority are delivered first.
 				req.Priority = &priority
 			}
 			var err error
+			if req.Search, err = searchFlags(search); err != nil {
+				return err
+			}
 			if input != "" {
 				if req.Input, err = readJSONArg(e, "--input", input, false); err != nil {
 					return err
@@ -320,6 +331,7 @@ instances of higher priority are delivered first.
 	cmd.Flags().StringVar(&key, "idempotency-key", "", "send this Idempotency-Key: a repeat within 24 hours returns the first instance")
 	cmd.Flags().IntVar(&priority, "priority", 0, "priority 1–5, higher delivered first (default: the definition's)")
 	cmd.Flags().BoolVar(&freeForm, "free-form", false, "create an instance without a definition, which changes only through the API")
+	cmd.Flags().StringArrayVar(&search, "search", nil, "search attribute NAME=VALUE (repeatable), over the definition's")
 	o.bind(cmd, e)
 	return cmd
 }

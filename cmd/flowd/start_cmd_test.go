@@ -24,3 +24,54 @@ func TestStartNeedsADefinitionOrFreeForm(t *testing.T) {
 		t.Errorf("start --free-form: %+v", res)
 	}
 }
+
+// start --search sets search attributes: numbers, booleans and JSON
+// strings as written, other text as a string; list --where finds the
+// instance by them. A malformed flag is a usage error that starts nothing.
+func TestStartSearch(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	for _, tc := range []struct {
+		flags []string
+		msg   string
+	}{
+		{[]string{"customer"}, `--search "customer": want NAME=VALUE`},
+		{[]string{"Customer=acme"}, "--search: "},
+		{[]string{"customer=acme", "customer=other"}, "customer is given twice"},
+	} {
+		args := []string{"start", "--free-form"}
+		for _, f := range tc.flags {
+			args = append(args, "--search", f)
+		}
+		res := b.run("", nil, args...)
+		if res.code != exitUsage || !strings.Contains(res.stderr, tc.msg) {
+			t.Errorf("start --search %q: exit %d, stderr %q; want %d with %q", tc.flags, res.code, res.stderr, exitUsage, tc.msg)
+		}
+	}
+	if page, err := b.client.ListWorkflows(t.Context(), client.ListOptions{}); err != nil || len(page.Workflows) != 0 {
+		t.Fatalf("the refused starts created %+v (%v)", page, err)
+	}
+
+	res := b.run("", nil, "start", "--free-form", "--id", "s-1", "--search", "customer=acme",
+		"--search", "amount=120", "--search", `zip="01234"`, "--search", "vip=true", "--search", "note=a b=c")
+	if res.code != 0 {
+		t.Fatalf("start --search: %+v", res)
+	}
+	inst, err := b.client.GetWorkflow(t.Context(), "s-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"customer": `"acme"`, "amount": `120`, "zip": `"01234"`, "vip": `true`, "note": `"a b=c"`}
+	for name, v := range want {
+		if got := string(inst.Search[name]); got != v {
+			t.Errorf("search %s = %s, want %s", name, got, v)
+		}
+	}
+	if len(inst.Search) != len(want) {
+		t.Errorf("search attributes %v, want %v", inst.Search, want)
+	}
+	res = b.run("", nil, "list", "--where", "customer=acme", "--where", "amount=120")
+	if res.code != 0 || !strings.Contains(res.stdout, "s-1") {
+		t.Errorf("list --where customer=acme --where amount=120: %+v", res)
+	}
+}
