@@ -171,3 +171,17 @@ func (e *Engine) bulkSoon() {
 	default:
 	}
 }
+
+// bulkSweepBatch bounds the ended bulk operations one sweep deletes.
+const bulkSweepBatch = 100
+
+// deleteEndedBulk deletes bulk operations that ended more than
+// store.BulkRetention ago, one batch per sweep: they are few, and only
+// kept for GET /v1/bulk/{id} and the dashboard's list.
+func (e *Engine) deleteEndedBulk(ctx context.Context) error {
+	_, err := e.st.Prune(ctx, store.PruneParams{Kind: store.PruneBulk, Before: e.clock().Add(-store.BulkRetention), Limit: bulkSweepBatch})
+	if err != nil {
+		return fmt.Errorf("deleting ended bulk operations: %w", err)
+	}
+	return nil
+}

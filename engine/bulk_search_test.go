@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -112,6 +113,55 @@ func TestRerunKeepsSearchAttributes(t *testing.T) {
 		}
 		if fmt.Sprint(ids) != "[again orig]" {
 			t.Errorf("list by customer acme: %v, want [again orig]", ids)
+		}
+	})
+}
+
+// The sweeper deletes a bulk operation once it has ended more than
+// store.BulkRetention ago, never before, and never a RUNNING one.
+func TestSweepDeletesEndedBulk(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		clock := &manualClock{now: time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)}
+		st := openAtClock(t, b, b.newDB(t), clock.Now)
+		none := 0
+		eng, err := engine.New(engine.Config{Store: st, Workers: &none, Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended, err := eng.CreateBulk(ctx, engine.BulkParams{Action: "cancel", Filter: store.BulkFilter{Definition: "none"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.WorkBulk(ctx); err != nil {
+			t.Fatal(err)
+		}
+		running := &store.BulkOperation{ID: "still-running", Action: "cancel", Status: store.BulkRunning,
+			Filter: store.BulkFilter{Definition: "none"}, LeaseOwner: "elsewhere", LeaseUntil: clock.Now().Add(30 * 24 * time.Hour)}
+		if _, err := st.PutBulk(ctx, running, 0); err != nil {
+			t.Fatal(err)
+		}
+		exists := func(id string) bool {
+			t.Helper()
+			_, err := eng.GetBulk(ctx, id)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				t.Fatal(err)
+			}
+			return err == nil
+		}
+		clock.Advance(store.BulkRetention - time.Minute)
+		if err := eng.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !exists(ended.ID) {
+			t.Fatal("an operation that ended less than BulkRetention ago was deleted")
+		}
+		clock.Advance(2 * time.Minute)
+		if err := eng.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if exists(ended.ID) || !exists("still-running") {
+			t.Errorf("after BulkRetention: ended kept %v, running kept %v; want false, true", exists(ended.ID), exists("still-running"))
 		}
 	})
 }

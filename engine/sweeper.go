@@ -91,6 +91,9 @@ func (e *Engine) Sweep(ctx context.Context) error {
 	if err := e.deleteExpiredEvents(ctx); err != nil {
 		return err
 	}
+	if err := e.deleteEndedBulk(ctx); err != nil {
+		return err
+	}
 	if err := e.deleteExpired(ctx); err != nil {
 		return err
 	}

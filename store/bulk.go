@@ -203,6 +203,11 @@ func (p *ListParams) Matches(inst *workflow.Instance) bool {
 	return true
 }
 
+// BulkRetention is how long a bulk operation that ended (DONE or
+// CANCELLED) is kept, for GET /v1/bulk/{id} and the list of recent ones;
+// the sweeper deletes it afterwards (PruneBulk).
+const BulkRetention = 7 * 24 * time.Hour
+
 // BulkError is one instance a bulk operation failed on, with the error.
 type BulkError struct {
 	WorkflowID string `json:"workflow_id"`

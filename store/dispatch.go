@@ -16,6 +16,7 @@ type PruneFuncs struct {
 	Events          func(ctx context.Context, before time.Time, limit int) (int, error)
 	IdempotencyKeys func(ctx context.Context, before time.Time, limit int) (int, error)
 	Workers         func(ctx context.Context, before time.Time) (int, error)
+	Bulk            func(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Prune checks p and runs the delete of its kind (see RetentionStore).
@@ -35,6 +36,8 @@ func (f PruneFuncs) Prune(ctx context.Context, p PruneParams) (Pruned, error) {
 		n, err = f.IdempotencyKeys(ctx, p.Before, p.Limit)
 	case PruneWorkers:
 		n, err = f.Workers(ctx, p.Before)
+	case PruneBulk:
+		n, err = f.Bulk(ctx, p.Before, p.Limit)
 	}
 	return Pruned{Count: n}, err
 }

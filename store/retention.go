@@ -43,6 +43,10 @@ const (
 	// Before (Limit is not used: the registry holds one row per worker
 	// and node).
 	PruneWorkers
+	// PruneBulk deletes at most Limit (1 or more) bulk operations that
+	// ended (DONE or CANCELLED) and were last written before Before,
+	// oldest first; a RUNNING one is never deleted.
+	PruneBulk
 )
 
 // PruneParams select what RetentionStore.Prune deletes (see PruneKind).
@@ -82,7 +86,7 @@ func (p PruneParams) Check() (PruneParams, error) {
 		if err := CheckEventLimit(p.Limit); err != nil {
 			return p, err
 		}
-	case PruneIdempotencyKeys:
+	case PruneIdempotencyKeys, PruneBulk:
 		if p.Limit < 1 {
 			return p, fmt.Errorf("%w: limit %d is below 1", ErrInvalidArgument, p.Limit)
 		}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -112,4 +113,19 @@ func (s *Store) ListBulk(ctx context.Context, p store.ListBulkParams) ([]*store.
 		return nil, interpretError(err, "")
 	}
 	return out, nil
+}
+
+// deleteBulkSQL deletes ended bulk operations written before $1, oldest
+// first, at most $2, skipping those another node holds.
+const deleteBulkSQL = `DELETE FROM bulk_operations WHERE id = ANY (ARRAY(
+	SELECT id FROM bulk_operations WHERE status <> 'RUNNING' AND updated_at < $1 ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED))`
+
+// deleteBulkBefore deletes at most limit bulk operations that ended before
+// t (checked by store.PruneParams.Check).
+func (s *Store) deleteBulkBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, deleteBulkSQL, t, limit)
+	if err != nil {
+		return 0, interpretError(err, "")
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/flowd/flowd/store"
 )
@@ -113,4 +114,20 @@ func (q *querier) ListBulk(ctx context.Context, p store.ListBulkParams) ([]*stor
 		return nil, interpretError(ctx, err)
 	}
 	return out, nil
+}
+
+// deleteBulkBefore deletes at most limit bulk operations that ended before
+// t (checked by store.PruneParams.Check).
+func (q *querier) deleteBulkBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	var n int64
+	err := q.write(ctx, func(c dbtx) error {
+		res, err := c.ExecContext(ctx, `DELETE FROM bulk_operations WHERE id IN (
+			SELECT id FROM bulk_operations WHERE status <> 'RUNNING' AND updated_at < ?1 ORDER BY updated_at LIMIT ?2)`, micros(t), limit)
+		if err != nil {
+			return interpretError(ctx, err)
+		}
+		n, err = res.RowsAffected()
+		return interpretError(ctx, err)
+	})
+	return int(n), err
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ var bulkTests = []conformanceTest{
 	{"Bulk_compareAndSet", testBulkCompareAndSet},
 	{"Bulk_invalid", testBulkInvalid},
 	{"Bulk_concurrentSets", testBulkConcurrentSets},
+	{"Bulk_pruned", testBulkPruned},
 }
 
 func newBulk(id string) *store.BulkOperation {
@@ -205,5 +207,54 @@ func testBulkConcurrentSets(t *testing.T, h Harness) {
 	}
 	if got, _ := store.GetBulk(b.ctx, b.s, "b1"); got.Version != 2 {
 		t.Errorf("version %d after one winning set, want 2", got.Version)
+	}
+}
+
+// testBulkPruned: Prune(PruneBulk) deletes the operations that ended
+// before the cutoff, oldest first, at most the limit; a RUNNING one stays
+// however old. A limit below 1 is refused.
+func testBulkPruned(t *testing.T, h Harness) {
+	b := setup(t, h)
+	put := func(id, status string) {
+		t.Helper()
+		op := newBulk(id)
+		op.Status = status
+		if _, err := b.s.PutBulk(b.ctx, op, 0); err != nil {
+			t.Fatalf("PutBulk %s: %v", id, err)
+		}
+	}
+	put("running", store.BulkRunning)
+	put("done", store.BulkDone)
+	b.clock.Advance(time.Second)
+	put("cancelled", store.BulkCancelled)
+	b.clock.Advance(time.Hour)
+	put("recent", store.BulkDone)
+	left := func() []string {
+		t.Helper()
+		list, err := b.s.ListBulk(b.ctx, store.ListBulkParams{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, op := range list {
+			ids = append(ids, op.ID)
+		}
+		return ids
+	}
+
+	if _, err := b.prune(store.PruneBulk, clockStart.Add(time.Minute), 0); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Errorf("limit 0: err = %v, want ErrInvalidArgument", err)
+	}
+	if n, err := b.prune(store.PruneBulk, clockStart.Add(time.Minute), 1); err != nil || n != 1 {
+		t.Fatalf("prune, limit 1: %d, %v; want 1", n, err)
+	}
+	if got := left(); !slices.Equal(got, []string{"recent", "cancelled", "running"}) {
+		t.Errorf("after pruning the oldest: %v, want [recent cancelled running]", got)
+	}
+	if n, err := b.prune(store.PruneBulk, clockStart.Add(time.Minute), 10); err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v; want 1", n, err)
+	}
+	if got := left(); !slices.Equal(got, []string{"recent", "running"}) {
+		t.Errorf("after the cutoff: %v, want [recent running]", got)
 	}
 }
