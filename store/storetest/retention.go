@@ -58,7 +58,7 @@ func (b *bundle) prune(kind store.PruneKind, before time.Time, limit int) (int, 
 // A kind Prune does not know is refused, naming it.
 func testPruneUnknownKind(t *testing.T, h Harness) {
 	b := setup(t, h)
-	for _, kind := range []store.PruneKind{0, store.PruneWorkers + 1} {
+	for _, kind := range []store.PruneKind{0, store.PruneBulk + 1} {
 		_, err := b.s.Prune(b.ctx, store.PruneParams{Kind: kind, Before: b.clock.Now(), Limit: 1})
 		wantErrorIs(t, fmt.Sprintf("kind %d", kind), err, store.ErrInvalidArgument)
 		if want := fmt.Sprintf("invalid argument: unknown kind of prune %d", kind); err == nil || err.Error() != want {
