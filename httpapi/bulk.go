@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/flowd/flowd/engine"
 	"github.com/flowd/flowd/store"
 	"github.com/flowd/flowd/workflow"
+	"github.com/flowd/flowd/workflow/instance"
 )
 
 // bulkCountBound bounds how many instances POST /v1/bulk/count counts: a
@@ -96,36 +96,16 @@ func bulkFilterOf(f api.BulkFilter, out *store.BulkFilter) []string {
 	if len(f.Search) > 0 {
 		out.Search = make(map[string]string, len(f.Search))
 		for name, raw := range f.Search {
-			text, ok := searchText(raw)
-			if !ok {
-				problems = append(problems, fmt.Sprintf("filter.search.%s: a search value is a string, a number or a boolean, not %s", name, describeValue(raw)))
+			// Compared as the stored value is: 42.0 is 42.
+			text, _, err := instance.SearchText(name, raw)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("filter.search.%s: a search value is a string, a number or a boolean (%v)", name, err))
 				continue
 			}
 			out.Search[name] = text
 		}
 	}
 	return problems
-}
-
-// searchText is a search value as it is compared: a string as it is, a
-// number or a boolean as JSON writes it.
-func searchText(raw json.RawMessage) (string, bool) {
-	raw = bytes.TrimSpace(raw)
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return "", false
-	}
-	switch v := v.(type) {
-	case string:
-		return v, true
-	case bool:
-		return strconv.FormatBool(v), true
-	case json.Number:
-		return v.String(), true
-	}
-	return "", false
 }
 
 // bulkView is op as the API shows it.
@@ -229,14 +209,12 @@ func (s *Server) countBulk(w http.ResponseWriter, r *http.Request) {
 		CreatedAfter: q.Get("created_after"), CreatedBefore: q.Get("created_before"), UpdatedBefore: q.Get("updated_before")}
 	var f store.BulkFilter
 	problems := bulkFilterOf(req, &f)
-	for key, vs := range q {
-		if name, ok := strings.CutPrefix(key, "search."); ok && len(vs) > 0 {
-			if f.Search == nil {
-				f.Search = map[string]string{}
-			}
-			f.Search[name] = vs[0]
-		}
+	search, err := searchParams(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
+	f.Search = search
 	if len(problems) == 0 {
 		problems = f.Problems()
 	}

@@ -21,22 +21,11 @@ const searchParamPrefix = "search."
 // A bad name, a name given twice or a time that does not parse is a 400
 // naming the parameter.
 func listFilters(q url.Values, p *store.ListParams) error {
-	for key, vals := range q {
-		name, ok := strings.CutPrefix(key, searchParamPrefix)
-		if !ok {
-			continue
-		}
-		if err := workflow.ValidateSearchName(name); err != nil {
-			return httpError(http.StatusBadRequest, fmt.Sprintf("%s: %v", key, err))
-		}
-		if len(vals) > 1 {
-			return httpError(http.StatusBadRequest, fmt.Sprintf("%s is given %d times: one value per attribute (several attributes are ANDed)", key, len(vals)))
-		}
-		if p.Search == nil {
-			p.Search = map[string]string{}
-		}
-		p.Search[name] = vals[0]
+	search, err := searchParams(q)
+	if err != nil {
+		return err
 	}
+	p.Search = search
 	for _, f := range []struct {
 		name string
 		dst  *time.Time
@@ -52,4 +41,28 @@ func listFilters(q url.Values, p *store.ListParams) error {
 		*f.dst = t
 	}
 	return nil
+}
+
+// searchParams reads the search.NAME=VALUE parameters of q (nil when there
+// are none); a bad name or a name given twice is a 400 naming the
+// parameter.
+func searchParams(q url.Values) (map[string]string, error) {
+	var search map[string]string
+	for key, vals := range q {
+		name, ok := strings.CutPrefix(key, searchParamPrefix)
+		if !ok {
+			continue
+		}
+		if err := workflow.ValidateSearchName(name); err != nil {
+			return nil, httpError(http.StatusBadRequest, fmt.Sprintf("%s: %v", key, err))
+		}
+		if len(vals) > 1 {
+			return nil, httpError(http.StatusBadRequest, fmt.Sprintf("%s is given %d times: one value per attribute (several attributes are ANDed)", key, len(vals)))
+		}
+		if search == nil {
+			search = map[string]string{}
+		}
+		search[name] = vals[0]
+	}
+	return search, nil
 }
