@@ -67,8 +67,9 @@ func callAPI(t *testing.T, method, url, body, ifMatch string) (int, map[string]a
 // been stored: 503 with "outcome": "unknown". The COMMIT is held open by a
 // deferred constraint trigger on the history table that sleeps; the test
 // terminates the backend sleeping in it. Both forms of PATCH (If-Match: *
-// and a versioned one) are the engine's one guarded write: one statement
-// that commits on its own, the trigger running at its end.
+// and a versioned one) are the engine's one guarded write: one pipeline
+// (the settings it plans under, its statement, the settings reset) that
+// commits on its own, the trigger running at its end.
 func TestCommitOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -92,10 +93,10 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ ifMatch, query string }{
-		// The guarded write's statement (its text, as the server shows
-		// it, is cut after its first kilobyte: the task rows it writes).
-		{"*", "update workflow_"},
-		{`"0"`, "update workflow_"},
+		// The last statement of the guarded write's pipeline, which the
+		// commit follows.
+		{"*", "reset plan_cache_mode"},
+		{`"0"`, "reset plan_cache_mode"},
 	} {
 		type answer struct {
 			code int

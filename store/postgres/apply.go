@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flowd/flowd/internal/jsondelta"
@@ -365,7 +366,7 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instan
 		var inst *workflow.Instance
 		err := q.atomically(ctx, func(tq *querier) error {
 			var err error
-			if inst, err = pa.result(tq.db.QueryRow(ctx, pa.sql(false), pa.args...)); err != nil {
+			if inst, err = pa.send(ctx, tq.db); err != nil {
 				return err
 			}
 			return putSearch(ctx, tq.db, w)
@@ -376,12 +377,34 @@ func (q *querier) Apply(ctx context.Context, w *store.Write) (_ *workflow.Instan
 		pa.fill()
 		return inst, nil
 	}
-	inst, err := pa.result(q.db.QueryRow(ctx, pa.sql(false), pa.args...))
+	inst, err := pa.send(ctx, q.db)
 	if err != nil {
 		return nil, err
 	}
 	pa.fill()
 	return inst, nil
+}
+
+// send writes pa alone on db, under generic plans, and reads its row.
+func (pa *preparedApply) send(ctx context.Context, db dbtx) (*workflow.Instance, error) {
+	b := &pgx.Batch{}
+	b.Queue(genericPlansSQL)
+	b.Queue(pa.sql(false), pa.args...)
+	b.Queue(defaultPlansSQL)
+	br := db.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var inst *workflow.Instance
+	if err != nil {
+		err = interpretError(err, "")
+	} else if inst, err = pa.result(br.QueryRow()); err == nil {
+		if _, err = br.Exec(); err != nil {
+			err = interpretError(err, "")
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = interpretError(cerr, "")
+	}
+	return inst, err
 }
 
 // preparedApply is a checked Write with its statement's arguments.
@@ -631,3 +654,16 @@ func (q *querier) applyHistory(ctx context.Context, w *store.Write, state *store
 	}
 	return [2]any{string(first), string(row)}, nil
 }
+
+// A write's statement finds its rows by primary key, so the generic plan
+// of the prepared statement is the right one for any arguments. Left to
+// itself PostgreSQL often keeps making a custom plan for each call of the
+// apply statements (their many optional parts fold away under custom
+// plans and make them look cheaper), and planning them costs more than
+// running them. genericPlansSQL goes before a pipeline's writes and
+// defaultPlansSQL after them; both are part of the writes' transaction, so
+// a rolled-back pipeline leaves the session's setting as it was too.
+const (
+	genericPlansSQL = "SET plan_cache_mode = force_generic_plan"
+	defaultPlansSQL = "RESET plan_cache_mode"
+)

@@ -69,6 +69,7 @@ func sendEach(ctx context.Context, conn *pgxpool.Conn, pas []*preparedApply, wri
 	b := &pgx.Batch{}
 	if first {
 		b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+		b.Queue(genericPlansSQL)
 	} else {
 		b.Queue("RELEASE flowd_each")
 	}
@@ -77,9 +78,10 @@ func sendEach(ctx context.Context, conn *pgxpool.Conn, pas []*preparedApply, wri
 		b.Queue(pa.sql(false), pa.args...)
 		b.Queue("RELEASE flowd_each")
 	}
+	b.Queue(defaultPlansSQL)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
-	raised, err = readEach(br, pas, written, offset)
+	raised, err = readEach(br, pas, written, first, offset)
 	if cerr := br.Close(); err == nil && raised < 0 && cerr != nil {
 		err = interpretError(cerr, "")
 	}
@@ -99,9 +101,14 @@ func sendEach(ctx context.Context, conn *pgxpool.Conn, pas []*preparedApply, wri
 // readEach reads the answers of sendEach's pipeline: the index of the
 // write that raised a miss (-1: none), or the error that fails them all
 // (naming the write by its place in ApplyEach's, offset before pas).
-func readEach(br pgx.BatchResults, pas []*preparedApply, written []*workflow.Instance, offset int) (int, error) {
+func readEach(br pgx.BatchResults, pas []*preparedApply, written []*workflow.Instance, first bool, offset int) (int, error) {
 	if _, err := br.Exec(); err != nil { // BEGIN, or the RELEASE
 		return 0, interpretError(err, "")
+	}
+	if first {
+		if _, err := br.Exec(); err != nil { // genericPlansSQL
+			return 0, interpretError(err, "")
+		}
 	}
 	for i, pa := range pas {
 		if _, err := br.Exec(); err != nil { // SAVEPOINT
@@ -121,6 +128,9 @@ func readEach(br pgx.BatchResults, pas []*preparedApply, written []*workflow.Ins
 		if _, err := br.Exec(); err != nil { // RELEASE
 			return 0, interpretError(err, "")
 		}
+	}
+	if _, err := br.Exec(); err != nil { // defaultPlansSQL
+		return 0, interpretError(err, "")
 	}
 	if _, err := br.Exec(); err != nil { // COMMIT
 		return 0, interpretError(err, "")

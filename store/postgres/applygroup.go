@@ -132,8 +132,12 @@ func (q *querier) prepareGroup(ctx context.Context, creates []store.CreateParams
 
 func (g *preparedGroup) empty() bool { return len(g.pcs)+len(g.pas) == 0 }
 
-// queue adds the group's statements to b, in the group's order.
+// queue adds the group's statements to b, in the group's order, the
+// writes under generic plans (genericPlansSQL).
 func (g *preparedGroup) queue(b *pgx.Batch) {
+	if len(g.pas) > 0 {
+		b.Queue(genericPlansSQL)
+	}
 	g.queueWrites(b, true)
 	for _, pc := range g.pcs {
 		b.Queue(pc.strict, pc.args...)
@@ -141,6 +145,9 @@ func (g *preparedGroup) queue(b *pgx.Batch) {
 	g.queueWrites(b, false)
 	for _, d := range g.counts {
 		b.Queue(countDescendantSQL, d.Root, d.Max)
+	}
+	if len(g.pas) > 0 {
+		b.Queue(defaultPlansSQL)
 	}
 }
 
@@ -174,6 +181,14 @@ func (g *preparedGroup) send(ctx context.Context, db dbtx) error {
 func (g *preparedGroup) read(br pgx.BatchResults) error {
 	var firstErr error
 	n := len(g.pcs) + len(g.pas)
+	plans := func() {
+		if _, err := br.Exec(); err != nil && firstErr == nil {
+			firstErr = interpretError(err, "")
+		}
+	}
+	if len(g.pas) > 0 {
+		plans()
+	}
 	writes := func(before bool) {
 		for i, pa := range g.pas {
 			if g.before[i] != before {
@@ -198,6 +213,9 @@ func (g *preparedGroup) read(br pgx.BatchResults) error {
 		if err := br.QueryRow().Scan(new(any)); err != nil && firstErr == nil {
 			firstErr = descendantError(err, d)
 		}
+	}
+	if len(g.pas) > 0 {
+		plans()
 	}
 	return firstErr
 }

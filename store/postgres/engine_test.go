@@ -310,12 +310,13 @@ func TestClaimIgnoresBacklog(t *testing.T) {
 	}
 }
 
-// statementsBetween counts the statements other than transaction control.
+// statementsBetween counts the statements other than transaction control
+// and the settings a pipeline runs under.
 func statementsBetween(sqls []string) []string {
 	var out []string
 	for _, sql := range sqls {
 		switch strings.ToLower(strings.Fields(sql)[0]) {
-		case "begin", "commit", "rollback":
+		case "begin", "commit", "rollback", "set", "reset":
 			continue
 		}
 		out = append(out, sql)
@@ -855,6 +856,12 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rows.Close()
+	// The writes run under force_generic_plan (genericPlansSQL): not even
+	// their first executions are planned for their values.
+	writes := map[string]bool{}
+	for _, sql := range applyStatements {
+		writes[sql] = true
+	}
 	seen := 0
 	for rows.Next() {
 		var (
@@ -869,6 +876,9 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 		if generic == 0 {
 			t.Errorf("planned anew on each of %d runs: %s", custom, sql)
 		}
+		if writes[sql] && custom > 0 {
+			t.Errorf("a write planned for its values %d times: %.80q", custom, sql)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -876,4 +886,52 @@ func TestHotPathKeepsGenericPlans(t *testing.T) {
 	if seen < 10 {
 		t.Errorf("only %d statements ran %d times; the test no longer exercises the hot path", seen, runs)
 	}
+}
+
+// The writes set force_generic_plan for their own pipeline only: whether
+// they commit, miss or fail, the connection goes back to the pool with the
+// session's own plan_cache_mode, which the reads plan under.
+func TestWritesLeavePlanCacheModeAsItWas(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, Options{MaxConns: 1})
+	ctx := t.Context()
+	state := stepsState(map[string]workflow.StepStatus{"a": workflow.StepRunning})
+	for _, id := range []string{"w", "v"} {
+		create(t, s, store.CreateParams{ID: id, Status: workflow.StatusRunning, State: state})
+	}
+	writeOf := func(id string, version int64) *store.Write {
+		return &store.Write{ID: id, ExpectedVersion: version, From: workflow.StatusRunning, Status: workflow.StatusRunning,
+			State: state, Cause: "write", Now: time.Now()}
+	}
+	write := func(version int64) *store.Write { return writeOf("w", version) }
+	mode := func(after string) {
+		t.Helper()
+		var got string
+		if err := s.pool.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != "auto" {
+			t.Errorf("after %s: plan_cache_mode = %q, want the session's auto", after, got)
+		}
+	}
+	if _, err := s.Apply(ctx, write(0)); err != nil {
+		t.Fatal(err)
+	}
+	mode("a write")
+	if _, err := s.Apply(ctx, write(0)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale write: %v, want a conflict", err)
+	}
+	mode("a stale write")
+	if _, _, err := s.ApplyGroup(ctx, nil, []*store.Write{write(1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mode("a group")
+	if _, _, err := s.ApplyGroup(ctx, nil, []*store.Write{write(1)}, nil); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale group: %v, want a conflict", err)
+	}
+	mode("a stale group")
+	if _, err := s.ApplyEach(ctx, []*store.Write{write(2), writeOf("v", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	mode("writes each in a savepoint, one missing")
 }

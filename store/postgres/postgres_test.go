@@ -43,6 +43,17 @@ func (r *recordingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data
 
 func (r *recordingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// TraceBatchQuery records each statement of a pipeline.
+func (r *recordingTracer) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	r.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: data.SQL})
+}
+
+func (r *recordingTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (r *recordingTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // record starts recording and returns a function that stops it and returns
 // the statements sent since.
 func (r *recordingTracer) record() func() []string {
@@ -113,7 +124,7 @@ func TestStatementsPerOperation(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Apply (%s): %v", what, err)
 		}
-		got := stop()
+		got := statementsBetween(stop())
 		if len(got) != 1 {
 			t.Errorf("Apply (%s) sent %d statements, want 1: %q", what, len(got), got)
 		}
@@ -141,7 +152,7 @@ func TestStatementsPerOperation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("UpdateState: %v", err)
 	}
-	got := stop()
+	got := statementsBetween(stop())
 	if len(got) != 2 {
 		t.Errorf("UpdateState sent %d statements, want 2 (a read and the conditional write): %q", len(got), got)
 	}
