@@ -255,9 +255,12 @@ func (b *browser) shotElement(ctx context.Context, sel, name string) {
 var dismissBanners = chromedp.Evaluate(`document.getElementById('banners').replaceChildren()`, nil)
 
 // waitFor waits until the JavaScript expression is truthy; a timeout names it.
+// An expression that throws is not true yet: an element it reads may not be
+// rendered yet (the page renders after a navigation's hash change).
 func waitFor(expr string) chromedp.Action {
 	return chromedp.ActionFunc(func(ctx context.Context) error {
-		err := chromedp.Poll(expr, nil, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)).Do(ctx)
+		guarded := `(() => { try { return !!(` + expr + `); } catch (e) { return false; } })()`
+		err := chromedp.Poll(guarded, nil, chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)).Do(ctx)
 		if err != nil {
 			return fmt.Errorf("waiting for %s: %w", expr, err)
 		}
