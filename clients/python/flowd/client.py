@@ -7,7 +7,7 @@ import json
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .errors import (ConflictError, FlowdError, PreconditionFailedError,
                      TransportError, error_for_status)
@@ -158,6 +158,43 @@ class Client:
     def get_workflow(self, id: str) -> Instance:
         """Returns the instance with its current version. Raises NotFoundError."""
         return Instance.from_json(self._call("GET", _workflow_path(id)).body)
+
+    def list_workflows(self, status: str | None = None, definition: str | None = None,
+                       search: dict[str, Any] | None = None, parent: str | None = None,
+                       id_prefix: str | None = None, created_after: str | None = None,
+                       created_before: str | None = None, updated_before: str | None = None,
+                       limit: int = 50, cursor: str | None = None) -> tuple[list[Instance], str | None]:
+        """One page of instances, newest first, and the cursor of the next page
+        (None on the last page): pass it back as cursor to read on.
+
+        The filters are ANDed: status, definition, the search attributes
+        (name -> value; several must all match), parent (a parent's children),
+        id_prefix, and created_after, created_before, updated_before (RFC 3339
+        times). limit is 1-1000. Raises BadRequestError for a bad filter,
+        naming it. iter_workflows reads every page.
+        """
+        q: list[tuple[str, str]] = [("limit", str(limit))]
+        for name, value in (("status", status), ("definition", definition), ("parent", parent),
+                            ("id_prefix", id_prefix), ("created_after", created_after),
+                            ("created_before", created_before), ("updated_before", updated_before),
+                            ("cursor", cursor)):
+            if value:
+                q.append((name, value))
+        for name, value in (search or {}).items():
+            q.append(("search." + name, _search_text(value)))
+        body = self._call("GET", "/v1/workflows?" + urllib.parse.urlencode(q)).body or {}
+        page = [Instance.from_json(w) for w in body.get("workflows") or []]
+        return page, body.get("next_cursor") or None
+
+    def iter_workflows(self, **filters: Any) -> Iterator[Instance]:
+        """Every instance list_workflows(**filters) matches, newest first,
+        reading page after page."""
+        cursor = filters.pop("cursor", None)
+        while True:
+            page, cursor = self.list_workflows(cursor=cursor, **filters)
+            yield from page
+            if cursor is None:
+                return
 
     def patch_workflow(self, id: str, patch: dict[str, Any], if_match: int | str) -> Instance:
         """Applies patch (a JSON Merge Patch) to the instance's state.
@@ -374,6 +411,14 @@ class Client:
             raise error_for_status(resp.status, err.get("error", resp.reason), message,
                                    resp.getheader("X-Request-Id", ""), err.get("problems"))
         return _Response(resp.status, resp.headers, parsed)
+
+
+def _search_text(value: Any) -> str:
+    """A search attribute's value as a list filter writes it: a boolean as
+    true or false, a number or a string as it is."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _segment(s: str) -> str:

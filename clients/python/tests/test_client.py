@@ -50,6 +50,27 @@ class ClientTest(unittest.TestCase):
         anyway = self.client.patch_workflow(inst.id, {"n": 4}, if_match="*")
         self.assertEqual((anyway.version, anyway.state["n"]), (2, 4))
 
+    def test_list_workflows_by_filter_page_by_page(self):
+        tag = unique("list")
+        ids = [self.client.start_workflow(id=f"{tag}-{i}", search={"batch": tag, "n": i}).id for i in range(3)]
+        self.client.start_workflow(id=unique("other"), search={"batch": "other"})
+
+        page, cursor = self.client.list_workflows(search={"batch": tag}, limit=2)
+        self.assertEqual([w.id for w in page], [ids[2], ids[1]], "newest first")
+        self.assertIsNotNone(cursor)
+        rest, cursor = self.client.list_workflows(search={"batch": tag}, limit=2, cursor=cursor)
+        self.assertEqual(([w.id for w in rest], cursor), ([ids[0]], None))
+        self.assertEqual(page[0].search, {"batch": tag, "n": 2})
+
+        both, _ = self.client.list_workflows(search={"batch": tag, "n": 1})
+        self.assertEqual([w.id for w in both], [ids[1]], "attributes are ANDed; a number as written")
+        self.assertEqual([w.id for w in self.client.iter_workflows(id_prefix=tag + "-", limit=1)], ids[::-1])
+
+        with self.assertRaises(BadRequestError) as cm:
+            self.client.list_workflows(limit=0)
+        self.assertEqual(cm.exception.status, 400)
+        self.assertIn("limit", str(cm.exception))
+
     def test_update_workflow_retries_a_lost_race(self):
         inst = self.client.start_workflow(id=unique("race"), state={"n": 0})
         calls = []
