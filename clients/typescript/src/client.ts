@@ -99,6 +99,30 @@ export interface StartOptions {
   idempotencyKey?: string;
 }
 
+/** The filters of Client.listWorkflows, ANDed; times are RFC 3339. */
+export interface ListOptions {
+  status?: string;
+  definition?: string;
+  /** Search attributes that must all match (name → value). */
+  search?: Record<string, string | number | boolean>;
+  /** A parent's children. */
+  parent?: string;
+  idPrefix?: string;
+  createdAfter?: string;
+  createdBefore?: string;
+  updatedBefore?: string;
+  /** 1–1000 (default 50). */
+  limit?: number;
+  /** The nextCursor of the page before. */
+  cursor?: string;
+}
+
+/** A page of Client.listWorkflows: newest first; nextCursor is undefined on the last page. */
+export interface WorkflowPage {
+  workflows: Instance[];
+  nextCursor?: string;
+}
+
 export interface PollOptions {
   worker: string;
   handlers: string[];
@@ -162,6 +186,36 @@ export class Client {
   /** Returns the instance with its current version. Throws NotFoundError. */
   async getWorkflow(id: string): Promise<Instance> {
     return toInstance((await this.call("GET", workflowPath(id))).body);
+  }
+
+  /**
+   * One page of the instances options match, newest first. Pass its
+   * nextCursor back as cursor to read the next page; iterWorkflows reads
+   * them all. Throws BadRequestError for a bad filter, naming it.
+   */
+  async listWorkflows(options: ListOptions = {}): Promise<WorkflowPage> {
+    const q = new URLSearchParams({ limit: String(options.limit ?? 50) });
+    const filters: [string, string | undefined][] = [
+      ["status", options.status], ["definition", options.definition], ["parent", options.parent],
+      ["id_prefix", options.idPrefix], ["created_after", options.createdAfter],
+      ["created_before", options.createdBefore], ["updated_before", options.updatedBefore], ["cursor", options.cursor],
+    ];
+    for (const [name, value] of filters) {
+      if (value) q.append(name, value);
+    }
+    for (const [name, value] of Object.entries(options.search ?? {})) q.append(`search.${name}`, String(value));
+    const body = (await this.call("GET", `/v1/workflows?${q}`)).body ?? {};
+    return { workflows: (body.workflows ?? []).map((w: any) => toInstance(w)), nextCursor: body.next_cursor || undefined };
+  }
+
+  /** Every instance listWorkflows(options) matches, newest first, page after page. */
+  async *iterWorkflows(options: ListOptions = {}): AsyncGenerator<Instance> {
+    let cursor = options.cursor;
+    do {
+      const page = await this.listWorkflows({ ...options, cursor });
+      yield* page.workflows;
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
   }
 
   /**

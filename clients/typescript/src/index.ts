@@ -2,7 +2,7 @@
 // dependency (the global fetch and AbortController of Node 20+).
 
 export { Client, etag } from "./client.js";
-export type { ClientOptions, Instance, JournalEntry, PollOptions, StartOptions, Task, Wait } from "./client.js";
+export type { ClientOptions, Instance, JournalEntry, ListOptions, PollOptions, StartOptions, Task, Wait, WorkflowPage } from "./client.js";
 export {
   APIError, BadRequestError, CancelledError, ConflictError, NonDeterminismError, StepFailedError, TimeoutError, FlowdError, ForbiddenError, NotFoundError, PermanentError,
   PreconditionFailedError, PreconditionRequiredError, ServerError, TooLargeError, TransportError,

@@ -36,6 +36,33 @@ describe("Client against flowd serve", () => {
     assert.deepEqual([anyway.version, anyway.state.n], [2, 4]);
   });
 
+  test("listWorkflows filters and pages; iterWorkflows reads every page", async () => {
+    const tag = unique("list");
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push((await client.startWorkflow({ id: `${tag}-${i}`, search: { batch: tag, n: i } })).id);
+    }
+    await client.startWorkflow({ id: unique("other"), search: { batch: "other" } });
+
+    const first = await client.listWorkflows({ search: { batch: tag }, limit: 2 });
+    assert.deepEqual(first.workflows.map((w) => w.id), [ids[2], ids[1]], "newest first");
+    assert.ok(first.nextCursor);
+    assert.deepEqual(first.workflows[0].search, { batch: tag, n: 2 });
+    const rest = await client.listWorkflows({ search: { batch: tag }, limit: 2, cursor: first.nextCursor });
+    assert.deepEqual([rest.workflows.map((w) => w.id), rest.nextCursor], [[ids[0]], undefined]);
+
+    const both = await client.listWorkflows({ search: { batch: tag, n: 1 } });
+    assert.deepEqual(both.workflows.map((w) => w.id), [ids[1]], "attributes are ANDed; a number as written");
+    const all = [];
+    for await (const w of client.iterWorkflows({ idPrefix: `${tag}-`, limit: 1 })) all.push(w.id);
+    assert.deepEqual(all, [...ids].reverse());
+
+    const bad = await client.listWorkflows({ limit: 0 }).catch((e) => e);
+    assert.ok(bad instanceof BadRequestError, String(bad));
+    assert.equal(bad.status, 400);
+    assert.match(bad.message, /limit/);
+  });
+
   test("updateWorkflow reads again after a lost race", async () => {
     const inst = await client.startWorkflow({ id: unique("race"), state: { n: 0 } });
     const seen = [];
