@@ -14,7 +14,7 @@ import (
 // a number or a boolean, like a bad name or value of start's, is the
 // caller's mistake: ErrInvalidArgument.
 func searchOf(c *compiled, input json.RawMessage, start map[string]json.RawMessage, max int) (map[string]json.RawMessage, error) {
-	out, err := c.Def.RenderSearch(input, max)
+	out, err := c.Search.Render(input, max)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", store.ErrInvalidArgument, err)
 	}

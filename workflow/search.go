@@ -50,21 +50,51 @@ func (d *Definition) validateSearch(ps *problemList) {
 }
 
 // RenderSearch renders the definition's search attributes from the start's
-// input, each at most max bytes while it renders. An attribute whose
-// template references what the input does not hold is left out (the
-// instance has no such attribute); one that renders to anything but a
-// string, a number or a boolean is an error wrapping ErrInvalidSearch.
+// input (CompileSearch, then SearchTemplates.Render).
 func (d *Definition) RenderSearch(input json.RawMessage, max int) (map[string]json.RawMessage, error) {
-	if len(d.Search) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]json.RawMessage, len(d.Search))
+	return d.CompileSearch().Render(input, max)
+}
+
+// SearchTemplates are a definition's search templates compiled, in name
+// order: compiled once per definition revision, rendered at every start.
+type SearchTemplates struct {
+	defName string
+	names   []string
+	ts      []*Template
+	// err is the first template that did not compile (a definition put
+	// before its search block was checked): rendering reports it.
+	err error
+}
+
+// CompileSearch compiles the definition's search templates.
+func (d *Definition) CompileSearch() SearchTemplates {
+	st := SearchTemplates{defName: d.Name}
 	for _, name := range slices.Sorted(maps.Keys(d.Search)) {
 		t, err := CompileTemplate(d.Search[name], noSteps)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidSearch, name, err)
+			st.err = fmt.Errorf("%w: %s: %w", ErrInvalidSearch, name, err)
+			return st
 		}
-		v, err := t.Render(input, nil, max)
+		st.names, st.ts = append(st.names, name), append(st.ts, t)
+	}
+	return st
+}
+
+// Render renders the attributes from the start's input, each at most max
+// bytes while it renders. An attribute whose template references what the
+// input does not hold is left out (the instance has no such attribute);
+// one that renders to anything but a string, a number or a boolean is an
+// error wrapping ErrInvalidSearch.
+func (st SearchTemplates) Render(input json.RawMessage, max int) (map[string]json.RawMessage, error) {
+	if st.err != nil {
+		return nil, st.err
+	}
+	if len(st.names) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]json.RawMessage, len(st.names))
+	for i, name := range st.names {
+		v, err := st.ts[i].Render(input, nil, max)
 		if errors.Is(err, ErrMissingReference) {
 			continue
 		}
@@ -72,7 +102,7 @@ func (d *Definition) RenderSearch(input json.RawMessage, max int) (map[string]js
 			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidSearch, name, err)
 		}
 		if _, _, err := instance.SearchText(name, v); err != nil {
-			return nil, fmt.Errorf("search attribute %s of definition %q rendered from the input: %w", name, d.Name, err)
+			return nil, fmt.Errorf("search attribute %s of definition %q rendered from the input: %w", name, st.defName, err)
 		}
 		out[name] = v
 	}

@@ -74,3 +74,29 @@ func TestRenderSearch(t *testing.T) {
 		}
 	}
 }
+
+// A start renders its definition's search templates compiled once per
+// revision (the engine keeps SearchTemplates with the compiled definition)
+// rather than compiling them for each start (RenderSearch).
+func BenchmarkSearchRender(b *testing.B) {
+	d, err := ParseDefinition([]byte("name: d\nsearch: {customer: '{{ .input.customer }}', amount: '{{ .input.amount }}', kind: order, label: 'c-{{ .input.amount }}'}\nsteps:\n  - {id: s, type: wait}\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	input := json.RawMessage(`{"customer":"acme","amount":42.5}`)
+	b.Run("compiled once", func(b *testing.B) {
+		st := d.CompileSearch()
+		for b.Loop() {
+			if _, err := st.Render(input, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("compiled per start", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := d.RenderSearch(input, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

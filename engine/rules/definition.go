@@ -29,11 +29,24 @@ type Definition struct {
 	// Language runs the instances: a flowd DAG (dag.go) or a compiled
 	// Serverless Workflow document (serverless.go).
 	Language Language
+	// Search are the definition's search templates, rendered at every
+	// start.
+	Search workflow.SearchTemplates
 }
 
 // Compile compiles def's templates; an error names the step and field of
 // a template that does not compile.
 func Compile(def *workflow.Definition) (*Definition, error) {
+	c, err := compileLanguage(def)
+	if err != nil {
+		return nil, err
+	}
+	c.Search = def.CompileSearch()
+	return c, nil
+}
+
+// compileLanguage compiles def's templates of its language.
+func compileLanguage(def *workflow.Definition) (*Definition, error) {
 	if def.Serverless != nil {
 		w, err := sw.Parse(def.Serverless)
 		if err != nil {
