@@ -49,12 +49,6 @@ func (d *Definition) validateSearch(ps *problemList) {
 	}
 }
 
-// RenderSearch renders the definition's search attributes from the start's
-// input (CompileSearch, then SearchTemplates.Render).
-func (d *Definition) RenderSearch(input json.RawMessage, max int) (map[string]json.RawMessage, error) {
-	return d.CompileSearch().Render(input, max)
-}
-
 // SearchTemplates are a definition's search templates compiled, in name
 // order: compiled once per definition revision, rendered at every start.
 type SearchTemplates struct {

@@ -52,7 +52,7 @@ func TestSearchValidation(t *testing.T) {
 	}
 }
 
-// RenderSearch renders each attribute from the input with its type, leaves
+// SearchTemplates.Render renders each attribute from the input with its type, leaves
 // out one whose reference the input does not hold, and refuses a value
 // that is no string, number or boolean.
 func TestRenderSearch(t *testing.T) {
@@ -60,24 +60,25 @@ func TestRenderSearch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := d.RenderSearch(json.RawMessage(`{"customer":"acme","amount":42.5}`), 1<<20)
+	st := d.CompileSearch()
+	got, err := st.Render(json.RawMessage(`{"customer":"acme","amount":42.5}`), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(got)
 	if string(b) != `{"amount":42.5,"customer":"acme","kind":"order","label":"c-42.5","n":3}` {
-		t.Errorf("RenderSearch = %s", b)
+		t.Errorf("Render = %s", b)
 	}
 	for _, input := range []string{`{"customer":{"x":1}}`, `{"customer":[1]}`, `{"customer":null}`, `{"customer":"` + strings.Repeat("x", 513) + `"}`} {
-		if _, err := d.RenderSearch(json.RawMessage(input), 1<<20); !errors.Is(err, ErrInvalidSearch) || !strings.Contains(err.Error(), "customer") {
-			t.Errorf("RenderSearch(%.40s) = %v, want ErrInvalidSearch naming customer", input, err)
+		if _, err := st.Render(json.RawMessage(input), 1<<20); !errors.Is(err, ErrInvalidSearch) || !strings.Contains(err.Error(), "customer") {
+			t.Errorf("Render(%.40s) = %v, want ErrInvalidSearch naming customer", input, err)
 		}
 	}
 }
 
 // A start renders its definition's search templates compiled once per
 // revision (the engine keeps SearchTemplates with the compiled definition)
-// rather than compiling them for each start (RenderSearch).
+// rather than compiling them for each start.
 func BenchmarkSearchRender(b *testing.B) {
 	d, err := ParseDefinition([]byte("name: d\nsearch: {customer: '{{ .input.customer }}', amount: '{{ .input.amount }}', kind: order, label: 'c-{{ .input.amount }}'}\nsteps:\n  - {id: s, type: wait}\n"))
 	if err != nil {
@@ -94,7 +95,7 @@ func BenchmarkSearchRender(b *testing.B) {
 	})
 	b.Run("compiled per start", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := d.RenderSearch(input, 1<<20); err != nil {
+			if _, err := d.CompileSearch().Render(input, 1<<20); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -392,13 +392,11 @@ func (pa *preparedApply) send(ctx context.Context, db dbtx) (*workflow.Instance,
 	b.Queue(pa.sql(false), pa.args...)
 	b.Queue(defaultPlansSQL)
 	br := db.SendBatch(ctx, b)
-	_, err := br.Exec()
 	var inst *workflow.Instance
-	if err != nil {
-		err = interpretError(err, "")
-	} else if inst, err = pa.result(br.QueryRow()); err == nil {
-		if _, err = br.Exec(); err != nil {
-			err = interpretError(err, "")
+	err := execSetting(br)
+	if err == nil {
+		if inst, err = pa.result(br.QueryRow()); err == nil {
+			err = execSetting(br)
 		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
@@ -667,3 +665,11 @@ const (
 	genericPlansSQL = "SET plan_cache_mode = force_generic_plan"
 	defaultPlansSQL = "RESET plan_cache_mode"
 )
+
+// execSetting reads the result of genericPlansSQL or defaultPlansSQL.
+func execSetting(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		return interpretError(err, "")
+	}
+	return nil
+}

@@ -106,8 +106,8 @@ func readEach(br pgx.BatchResults, pas []*preparedApply, written []*workflow.Ins
 		return 0, interpretError(err, "")
 	}
 	if first {
-		if _, err := br.Exec(); err != nil { // genericPlansSQL
-			return 0, interpretError(err, "")
+		if err := execSetting(br); err != nil { // genericPlansSQL
+			return 0, err
 		}
 	}
 	for i, pa := range pas {
@@ -129,8 +129,8 @@ func readEach(br pgx.BatchResults, pas []*preparedApply, written []*workflow.Ins
 			return 0, interpretError(err, "")
 		}
 	}
-	if _, err := br.Exec(); err != nil { // defaultPlansSQL
-		return 0, interpretError(err, "")
+	if err := execSetting(br); err != nil { // defaultPlansSQL
+		return 0, err
 	}
 	if _, err := br.Exec(); err != nil { // COMMIT
 		return 0, interpretError(err, "")

@@ -182,8 +182,8 @@ func (g *preparedGroup) read(br pgx.BatchResults) error {
 	var firstErr error
 	n := len(g.pcs) + len(g.pas)
 	plans := func() {
-		if _, err := br.Exec(); err != nil && firstErr == nil {
-			firstErr = interpretError(err, "")
+		if err := execSetting(br); err != nil && firstErr == nil {
+			firstErr = err
 		}
 	}
 	if len(g.pas) > 0 {
